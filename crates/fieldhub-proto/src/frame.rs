@@ -1,0 +1,452 @@
+//! The frame model: CAN classic, CAN FD and error frames, plus the metadata a
+//! hub assigns when it puts a frame on a channel.
+//!
+//! A [`Frame`] is a plain `Copy` value with its payload inline (64 bytes), so
+//! the data path moves frames without allocating. Every constructor validates;
+//! a `Frame` value is always one that a real controller could put on the wire.
+
+use crate::limits::{MAX_CANFD_DATA, MAX_CAN_DATA};
+
+/// Largest 11-bit (base) identifier.
+pub const MAX_STANDARD_ID: u32 = 0x7FF;
+/// Largest 29-bit (extended) identifier.
+pub const MAX_EXTENDED_ID: u32 = 0x1FFF_FFFF;
+/// Payload length of every error frame (SocketCAN `CAN_ERR_DLC`).
+pub const ERROR_FRAME_LEN: usize = 8;
+
+/// What kind of frame a record carries. The wire value is stable; values 3..=255
+/// are reserved for generic fieldbus frames (up to 2048 bytes) in a later
+/// revision and rejected by this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// CAN 2.0 data or remote frame, 0..=8 bytes.
+    Can = 0,
+    /// CAN FD frame, one of the FD lengths up to 64 bytes.
+    CanFd = 1,
+    /// Error frame in SocketCAN layout: the id carries the error class bits
+    /// (`CAN_ERR_*` without `CAN_ERR_FLAG`), the 8 data bytes the details.
+    Error = 2,
+}
+
+impl FrameKind {
+    /// The kind for a wire value, if this revision knows it.
+    pub fn from_wire(value: u8) -> Option<Self> {
+        match value {
+            0 => Some(Self::Can),
+            1 => Some(Self::CanFd),
+            2 => Some(Self::Error),
+            _ => None,
+        }
+    }
+}
+
+/// Frame flags as they appear on the wire (one byte).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FrameFlags(u8);
+
+impl FrameFlags {
+    /// 29-bit identifier (CAN and CAN FD).
+    pub const EXTENDED: Self = Self(0x01);
+    /// Remote transmission request (CAN classic only).
+    pub const REMOTE: Self = Self(0x02);
+    /// Bit rate switch for the data phase (CAN FD only).
+    pub const BRS: Self = Self(0x04);
+    /// Error state indicator (CAN FD only).
+    pub const ESI: Self = Self(0x08);
+    /// Hub to client only: this is the receiving port's own frame, confirmed
+    /// as transmitted (SocketCAN `MSG_CONFIRM` / `recv_own_msgs`).
+    pub const ECHO: Self = Self(0x10);
+    /// Every bit this revision defines; others must be zero.
+    pub const ALL: Self = Self(0x1F);
+
+    /// No flag set.
+    pub const fn empty() -> Self {
+        Self(0)
+    }
+    /// The wire byte.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+    /// Flags from a wire byte, or `None` if a reserved bit is set.
+    pub const fn from_bits(bits: u8) -> Option<Self> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(Self(bits))
+        } else {
+            None
+        }
+    }
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// `self` with the flags of `other` added.
+    #[must_use]
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+    /// `self` with the flags of `other` removed.
+    #[must_use]
+    pub const fn without(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+}
+
+/// Why a frame is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("identifier 0x{id:X} exceeds the 11-bit range (set the extended flag for 29-bit ids)")]
+    StandardIdTooLarge { id: u32 },
+    #[error("identifier 0x{id:X} exceeds the 29-bit range")]
+    ExtendedIdTooLarge { id: u32 },
+    #[error("classic CAN frames carry at most 8 data bytes, got {len}")]
+    CanTooLong { len: usize },
+    #[error("{len} is not a valid CAN FD length (0..=8, 12, 16, 20, 24, 32, 48, 64)")]
+    InvalidFdLength { len: usize },
+    #[error("DLC {dlc} does not match length {len} (DLC 9..=15 is only allowed with 8 data bytes)")]
+    DlcMismatch { dlc: u8, len: usize },
+    #[error("flag {flag} is not allowed on a {kind} frame")]
+    FlagNotAllowed { flag: &'static str, kind: &'static str },
+    #[error("error frames carry exactly 8 data bytes, got {len}")]
+    ErrorFrameLength { len: usize },
+}
+
+/// One frame. `Copy`, fixed size, payload inline.
+#[derive(Clone, Copy)]
+pub struct Frame {
+    kind: FrameKind,
+    flags: FrameFlags,
+    id: u32,
+    len: u8,
+    len8_dlc: u8,
+    data: [u8; MAX_CANFD_DATA],
+}
+
+/// Valid CAN FD payload lengths, indexed by DLC.
+pub const FD_LENGTHS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64];
+
+/// The DLC code for a CAN FD length, if the length is valid.
+pub fn fd_len_to_dlc(len: usize) -> Option<u8> {
+    FD_LENGTHS.iter().position(|&l| l as usize == len).map(|d| d as u8)
+}
+
+/// The smallest valid CAN FD length that holds `len` bytes (as SocketCAN's
+/// `can_fd_len2dlc` rounds up), or `None` above 64.
+pub fn fd_round_up_len(len: usize) -> Option<usize> {
+    FD_LENGTHS.iter().map(|&l| l as usize).find(|&l| l >= len)
+}
+
+fn check_id(id: u32, extended: bool) -> Result<(), FrameError> {
+    if extended {
+        if id > MAX_EXTENDED_ID {
+            return Err(FrameError::ExtendedIdTooLarge { id });
+        }
+    } else if id > MAX_STANDARD_ID {
+        return Err(FrameError::StandardIdTooLarge { id });
+    }
+    Ok(())
+}
+
+impl Frame {
+    /// A classic CAN data frame. `extended` selects a 29-bit identifier.
+    pub fn can(id: u32, extended: bool, data: &[u8]) -> Result<Self, FrameError> {
+        check_id(id, extended)?;
+        if data.len() > MAX_CAN_DATA {
+            return Err(FrameError::CanTooLong { len: data.len() });
+        }
+        let mut frame = Self::blank(FrameKind::Can, id, data.len());
+        if extended {
+            frame.flags = FrameFlags::EXTENDED;
+        }
+        frame.data[..data.len()].copy_from_slice(data);
+        Ok(frame)
+    }
+
+    /// A classic CAN remote frame requesting `len` bytes (0..=8).
+    pub fn remote(id: u32, extended: bool, len: usize) -> Result<Self, FrameError> {
+        check_id(id, extended)?;
+        if len > MAX_CAN_DATA {
+            return Err(FrameError::CanTooLong { len });
+        }
+        let mut frame = Self::blank(FrameKind::Can, id, len);
+        frame.flags = FrameFlags::REMOTE;
+        if extended {
+            frame.flags = frame.flags.with(FrameFlags::EXTENDED);
+        }
+        Ok(frame)
+    }
+
+    /// A CAN FD frame. `data.len()` must be a valid FD length; `flags` may
+    /// hold `EXTENDED`, `BRS` and `ESI`.
+    pub fn can_fd(id: u32, flags: FrameFlags, data: &[u8]) -> Result<Self, FrameError> {
+        if flags.contains(FrameFlags::REMOTE) {
+            return Err(FrameError::FlagNotAllowed { flag: "remote", kind: "CAN FD" });
+        }
+        if flags.contains(FrameFlags::ECHO) {
+            return Err(FrameError::FlagNotAllowed { flag: "echo", kind: "CAN FD" });
+        }
+        check_id(id, flags.contains(FrameFlags::EXTENDED))?;
+        if fd_len_to_dlc(data.len()).is_none() {
+            return Err(FrameError::InvalidFdLength { len: data.len() });
+        }
+        let mut frame = Self::blank(FrameKind::CanFd, id, data.len());
+        frame.flags = flags;
+        frame.data[..data.len()].copy_from_slice(data);
+        Ok(frame)
+    }
+
+    /// An error frame: `class` holds SocketCAN's `CAN_ERR_*` class bits
+    /// (without `CAN_ERR_FLAG`), `data` the eight detail bytes.
+    pub fn error(class: u32, data: [u8; ERROR_FRAME_LEN]) -> Result<Self, FrameError> {
+        if class > MAX_EXTENDED_ID {
+            return Err(FrameError::ExtendedIdTooLarge { id: class });
+        }
+        let mut frame = Self::blank(FrameKind::Error, class, ERROR_FRAME_LEN);
+        frame.data[..ERROR_FRAME_LEN].copy_from_slice(&data);
+        Ok(frame)
+    }
+
+    /// Build a frame from wire fields, checking every combination. `data`
+    /// holds the payload; it is ignored (and may be empty) for remote frames.
+    pub fn from_parts(
+        kind: FrameKind,
+        flags: FrameFlags,
+        id: u32,
+        len: usize,
+        len8_dlc: u8,
+        data: &[u8],
+    ) -> Result<Self, FrameError> {
+        let mut frame = match kind {
+            FrameKind::Can => {
+                if flags.contains(FrameFlags::BRS) {
+                    return Err(FrameError::FlagNotAllowed { flag: "brs", kind: "classic CAN" });
+                }
+                if flags.contains(FrameFlags::ESI) {
+                    return Err(FrameError::FlagNotAllowed { flag: "esi", kind: "classic CAN" });
+                }
+                let extended = flags.contains(FrameFlags::EXTENDED);
+                let mut frame = if flags.contains(FrameFlags::REMOTE) {
+                    Self::remote(id, extended, len)?
+                } else {
+                    Self::can(id, extended, &data[..len.min(data.len())])?
+                };
+                if !flags.contains(FrameFlags::REMOTE) && data.len() != len {
+                    return Err(FrameError::CanTooLong { len });
+                }
+                frame.set_len8_dlc(len8_dlc)?;
+                frame
+            }
+            FrameKind::CanFd => {
+                if len8_dlc != 0 {
+                    return Err(FrameError::DlcMismatch { dlc: len8_dlc, len });
+                }
+                if data.len() != len {
+                    return Err(FrameError::InvalidFdLength { len });
+                }
+                Self::can_fd(id, flags.without(FrameFlags::ECHO), data)?
+            }
+            FrameKind::Error => {
+                for (flag, name) in [
+                    (FrameFlags::EXTENDED, "extended"),
+                    (FrameFlags::REMOTE, "remote"),
+                    (FrameFlags::BRS, "brs"),
+                    (FrameFlags::ESI, "esi"),
+                ] {
+                    if flags.contains(flag) {
+                        return Err(FrameError::FlagNotAllowed { flag: name, kind: "error" });
+                    }
+                }
+                if len != ERROR_FRAME_LEN || data.len() != ERROR_FRAME_LEN || len8_dlc != 0 {
+                    return Err(FrameError::ErrorFrameLength { len });
+                }
+                let mut bytes = [0u8; ERROR_FRAME_LEN];
+                bytes.copy_from_slice(data);
+                Self::error(id, bytes)?
+            }
+        };
+        if flags.contains(FrameFlags::ECHO) {
+            frame.flags = frame.flags.with(FrameFlags::ECHO);
+        }
+        Ok(frame)
+    }
+
+    fn blank(kind: FrameKind, id: u32, len: usize) -> Self {
+        Self {
+            kind,
+            flags: FrameFlags::empty(),
+            id,
+            len: len as u8,
+            len8_dlc: 0,
+            data: [0; MAX_CANFD_DATA],
+        }
+    }
+
+    /// Set the raw DLC 9..=15 of a classic 8-byte frame (SocketCAN
+    /// `len8_dlc`); 0 clears it.
+    pub fn set_len8_dlc(&mut self, dlc: u8) -> Result<(), FrameError> {
+        let ok = dlc == 0 || (self.kind == FrameKind::Can && self.len == 8 && (9..=15).contains(&dlc));
+        if !ok {
+            return Err(FrameError::DlcMismatch { dlc, len: self.len as usize });
+        }
+        self.len8_dlc = dlc;
+        Ok(())
+    }
+
+    /// The kind of frame.
+    pub fn kind(&self) -> FrameKind {
+        self.kind
+    }
+    /// Wire flags, including `ECHO` on TX confirmations.
+    pub fn flags(&self) -> FrameFlags {
+        self.flags
+    }
+    /// Identifier (11 or 29 bits), or the error class bits of an error frame.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+    /// Whether the identifier is 29 bits.
+    pub fn is_extended(&self) -> bool {
+        self.flags.contains(FrameFlags::EXTENDED)
+    }
+    /// Whether this is a remote transmission request.
+    pub fn is_remote(&self) -> bool {
+        self.flags.contains(FrameFlags::REMOTE)
+    }
+    /// Whether this is a CAN FD frame.
+    pub fn is_fd(&self) -> bool {
+        self.kind == FrameKind::CanFd
+    }
+    /// Whether this is an error frame.
+    pub fn is_error(&self) -> bool {
+        self.kind == FrameKind::Error
+    }
+    /// Whether this frame is a TX confirmation of the receiving port's own frame.
+    pub fn is_echo(&self) -> bool {
+        self.flags.contains(FrameFlags::ECHO)
+    }
+    /// Payload length; for a remote frame the requested length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Raw DLC 9..=15 of a classic 8-byte frame, 0 otherwise.
+    pub fn len8_dlc(&self) -> u8 {
+        self.len8_dlc
+    }
+    /// The DLC code as it would appear on the wire.
+    pub fn dlc(&self) -> u8 {
+        match self.kind {
+            FrameKind::Can if self.len8_dlc != 0 => self.len8_dlc,
+            FrameKind::CanFd => fd_len_to_dlc(self.len as usize).unwrap_or(15),
+            _ => self.len,
+        }
+    }
+    /// Payload bytes (empty for remote frames).
+    pub fn data(&self) -> &[u8] {
+        if self.is_remote() {
+            &[]
+        } else {
+            &self.data[..self.len as usize]
+        }
+    }
+    /// Payload bytes, mutable (empty for remote frames).
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        if self.is_remote() {
+            &mut []
+        } else {
+            &mut self.data[..self.len as usize]
+        }
+    }
+    /// This frame marked (or unmarked) as a TX confirmation.
+    #[must_use]
+    pub fn with_echo(mut self, echo: bool) -> Self {
+        self.flags = if echo {
+            self.flags.with(FrameFlags::ECHO)
+        } else {
+            self.flags.without(FrameFlags::ECHO)
+        };
+        self
+    }
+}
+
+impl PartialEq for Frame {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.flags == other.flags
+            && self.id == other.id
+            && self.len == other.len
+            && self.len8_dlc == other.len8_dlc
+            && self.data() == other.data()
+    }
+}
+impl Eq for Frame {}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Frame({})", crate::text::format_cansend(self))
+    }
+}
+
+/// What the hub attaches to a frame when it sequences it on a channel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// Hub-wide id of the channel the frame was sequenced on.
+    pub channel: u16,
+    /// Hub-wide id of the port that sent the frame.
+    pub sender: u32,
+    /// Position in the channel's total order; starts at 1, no gaps.
+    pub seq: u64,
+    /// Time the hub put the frame on the channel, in nanoseconds since the
+    /// Unix epoch; never decreases within a channel.
+    pub timestamp_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_frame_rejects_nine_bytes() {
+        assert_eq!(Frame::can(1, false, &[0; 9]), Err(FrameError::CanTooLong { len: 9 }));
+    }
+
+    #[test]
+    fn standard_id_must_fit_eleven_bits() {
+        assert!(Frame::can(0x7FF, false, &[]).is_ok());
+        assert_eq!(Frame::can(0x800, false, &[]), Err(FrameError::StandardIdTooLarge { id: 0x800 }));
+        assert!(Frame::can(0x800, true, &[]).is_ok());
+        assert!(Frame::can(0x2000_0000, true, &[]).is_err());
+    }
+
+    #[test]
+    fn fd_lengths_are_restricted_to_dlc_steps() {
+        for len in 0..=64 {
+            let ok = Frame::can_fd(1, FrameFlags::empty(), &vec![0; len]).is_ok();
+            assert_eq!(ok, FD_LENGTHS.contains(&(len as u8)), "len {len}");
+        }
+    }
+
+    #[test]
+    fn raw_dlc_above_eight_only_with_eight_bytes() {
+        let mut eight = Frame::can(1, false, &[0; 8]).unwrap();
+        assert!(eight.set_len8_dlc(15).is_ok());
+        assert_eq!(eight.dlc(), 15);
+        let mut four = Frame::can(1, false, &[0; 4]).unwrap();
+        assert!(four.set_len8_dlc(9).is_err());
+    }
+
+    #[test]
+    fn remote_frame_has_no_payload_but_keeps_requested_length() {
+        let frame = Frame::remote(0x123, false, 4).unwrap();
+        assert_eq!(frame.len(), 4);
+        assert!(frame.data().is_empty());
+    }
+
+    #[test]
+    fn fd_rejects_remote_flag() {
+        assert!(Frame::can_fd(1, FrameFlags::REMOTE, &[]).is_err());
+    }
+}

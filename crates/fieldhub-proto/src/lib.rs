@@ -1,0 +1,32 @@
+//! The fieldhub protocol: frame model, wire codec and hard limits. No I/O.
+//!
+//! # Layout
+//!
+//! - [`frame`]: what travels on a bus — [`Frame`] (CAN classic, CAN FD, error
+//!   frames in SocketCAN layout) and the hub-assigned [`FrameMeta`] (channel,
+//!   sender port, per-channel sequence number, timestamp).
+//! - [`limits`]: every bound of the protocol (message size, frames per batch,
+//!   ports per client, name lengths). The spec (`spec/protocol.md`) quotes them.
+//! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
+//!   messages, the handshake, frame batches — as a decoder that borrows from
+//!   the caller's buffer and an encoder that appends to a caller's `Vec`.
+//! - [`text`]: the can-utils text forms: cansend's `123#DEADBEEF` and
+//!   candump's log line `(1700000000.123456) can0 123#DEADBEEF`.
+//!
+//! # Invariants
+//!
+//! - Nothing here performs I/O, spawns threads or reads clocks; the hub, the
+//!   client and every language binding build on this crate.
+//! - A [`Frame`] that exists is valid: constructors and the decoder check
+//!   every field, so code holding a `Frame` never re-validates.
+//! - The decoder never panics and never allocates on untrusted input; every
+//!   rejection is a [`wire::DecodeError`] naming the problem.
+//! - Encoding a decoded message yields the same bytes (the test vectors in
+//!   `spec/vectors/` pin this for every message type).
+
+pub mod frame;
+pub mod limits;
+pub mod text;
+pub mod wire;
+
+pub use frame::{Frame, FrameError, FrameFlags, FrameKind, FrameMeta};

@@ -1,0 +1,260 @@
+//! can-utils text forms: cansend's frame syntax and candump's log line.
+//!
+//! - `123#DEADBEEF`: standard id, data; `12345678#...`: 8 hex digits make an
+//!   extended id; `123#R` / `123#R4`: remote frame (optionally with a DLC);
+//!   `123##1DEADBEEF`: CAN FD, the hex digit after `##` holds the flags
+//!   (1 = BRS, 2 = ESI); `123#1122334455667788_E`: classic 8-byte frame with
+//!   raw DLC 0xE. Data bytes may be separated by `.`.
+//! - Error frames print as `20000004#0000000000000000` (candump prints the
+//!   id with `CAN_ERR_FLAG`, 8 hex digits).
+//! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
+//!   by ` T` (TX confirmation) or ` R` (received) as newer candump writes.
+
+use crate::frame::{Frame, FrameFlags, FrameKind};
+
+/// SocketCAN `CAN_ERR_FLAG`, shown in the id of error frames.
+pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
+
+/// Why a text frame could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("'{0}': expected <id>#<data>, <id>#R or <id>##<flags><data>")]
+    MissingSeparator(String),
+    #[error("'{0}': identifier must be 3 (standard) or 8 (extended) hex digits")]
+    BadId(String),
+    #[error("'{0}': data must be pairs of hex digits, optionally separated by '.'")]
+    BadData(String),
+    #[error("'{text}': {source}")]
+    Invalid { text: String, source: crate::frame::FrameError },
+    #[error("'{0}': expected a log line '(SECONDS.MICROS) CHANNEL FRAME'")]
+    BadLogLine(String),
+}
+
+fn parse_hex_bytes(text: &str, whole: &str, out: &mut [u8; 64]) -> Result<usize, TextError> {
+    let digits: Vec<u8> = text.bytes().filter(|&b| b != b'.').collect();
+    if digits.len() % 2 != 0 || digits.len() / 2 > out.len() {
+        return Err(TextError::BadData(whole.to_owned()));
+    }
+    for (i, pair) in digits.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).map_err(|_| TextError::BadData(whole.to_owned()))?;
+        out[i] = u8::from_str_radix(s, 16).map_err(|_| TextError::BadData(whole.to_owned()))?;
+    }
+    Ok(digits.len() / 2)
+}
+
+fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
+    let bad = || TextError::BadId(whole.to_owned());
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let id = u32::from_str_radix(text, 16).map_err(|_| bad())?;
+    match text.len() {
+        3 => Ok((id, false)),
+        8 => Ok((id, true)),
+        _ => Err(bad()),
+    }
+}
+
+/// Parse cansend syntax.
+pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
+    let invalid = |source| TextError::Invalid { text: text.to_owned(), source };
+    let (id_text, rest) = text.split_once('#').ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
+    let (id, extended) = parse_id(id_text, text)?;
+    let mut data = [0u8; 64];
+    if let Some(fd) = rest.strip_prefix('#') {
+        let mut chars = fd.chars();
+        let flags_digit = chars.next().and_then(|c| c.to_digit(16)).ok_or_else(|| TextError::BadData(text.to_owned()))?;
+        let mut flags = FrameFlags::empty();
+        if flags_digit & 0x1 != 0 {
+            flags = flags.with(FrameFlags::BRS);
+        }
+        if flags_digit & 0x2 != 0 {
+            flags = flags.with(FrameFlags::ESI);
+        }
+        if extended {
+            flags = flags.with(FrameFlags::EXTENDED);
+        }
+        let len = parse_hex_bytes(chars.as_str(), text, &mut data)?;
+        return Frame::can_fd(id, flags, &data[..len]).map_err(invalid);
+    }
+    if extended && id & CAN_ERR_FLAG != 0 {
+        let len = parse_hex_bytes(rest, text, &mut data)?;
+        if len != 8 {
+            return Err(TextError::BadData(text.to_owned()));
+        }
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&data[..8]);
+        return Frame::error(id & !CAN_ERR_FLAG, bytes).map_err(invalid);
+    }
+    if let Some(remote) = rest.strip_prefix(['R', 'r']) {
+        let len = match remote {
+            "" => 0,
+            digit => digit.parse::<usize>().map_err(|_| TextError::BadData(text.to_owned()))?,
+        };
+        return Frame::remote(id, extended, len).map_err(invalid);
+    }
+    let (hex, raw_dlc) = match rest.split_once('_') {
+        Some((hex, dlc)) => {
+            let dlc = u8::from_str_radix(dlc, 16).map_err(|_| TextError::BadData(text.to_owned()))?;
+            (hex, Some(dlc))
+        }
+        None => (rest, None),
+    };
+    let len = parse_hex_bytes(hex, text, &mut data)?;
+    let mut frame = Frame::can(id, extended, &data[..len]).map_err(invalid)?;
+    if let Some(dlc) = raw_dlc {
+        frame.set_len8_dlc(dlc).map_err(invalid)?;
+    }
+    Ok(frame)
+}
+
+/// Format a frame in cansend syntax (as candump's log format prints it).
+pub fn format_cansend(frame: &Frame) -> String {
+    let mut out = String::with_capacity(16 + 2 * frame.len());
+    write_cansend(&mut out, frame);
+    out
+}
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in bytes {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xF) as usize] as char);
+    }
+}
+
+fn push_id(out: &mut String, id: u32, width: usize) {
+    use std::fmt::Write;
+    let _ = write!(out, "{id:0width$X}");
+}
+
+/// Append a frame in cansend syntax to `out`.
+pub fn write_cansend(out: &mut String, frame: &Frame) {
+    match frame.kind() {
+        FrameKind::Error => {
+            push_id(out, frame.id() | CAN_ERR_FLAG, 8);
+            out.push('#');
+            push_hex(out, frame.data());
+        }
+        FrameKind::Can | FrameKind::CanFd => {
+            push_id(out, frame.id(), if frame.is_extended() { 8 } else { 3 });
+            out.push('#');
+            if frame.is_fd() {
+                let mut flags = 0u8;
+                if frame.flags().contains(FrameFlags::BRS) {
+                    flags |= 1;
+                }
+                if frame.flags().contains(FrameFlags::ESI) {
+                    flags |= 2;
+                }
+                out.push('#');
+                out.push(char::from(b'0' + flags));
+                push_hex(out, frame.data());
+            } else if frame.is_remote() {
+                out.push('R');
+                if frame.len() > 0 {
+                    out.push(char::from(b'0' + frame.len() as u8));
+                }
+            } else {
+                push_hex(out, frame.data());
+                if frame.len8_dlc() != 0 {
+                    out.push('_');
+                    out.push(char::from_digit(u32::from(frame.len8_dlc()), 16).unwrap_or('F').to_ascii_uppercase());
+                }
+            }
+        }
+    }
+}
+
+/// One line of a candump log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// Timestamp in nanoseconds since the Unix epoch (microsecond precision).
+    pub timestamp_ns: u64,
+    pub channel: String,
+    pub frame: Frame,
+}
+
+/// Format a candump log line: `(1700000000.123456) can0 123#DEADBEEF`.
+pub fn format_log_line(timestamp_ns: u64, channel: &str, frame: &Frame) -> String {
+    let secs = timestamp_ns / 1_000_000_000;
+    let micros = (timestamp_ns % 1_000_000_000) / 1_000;
+    let mut out = format!("({secs}.{micros:06}) {channel} ");
+    write_cansend(&mut out, frame);
+    out
+}
+
+/// Parse a candump log line.
+pub fn parse_log_line(line: &str) -> Result<LogLine, TextError> {
+    let bad = || TextError::BadLogLine(line.to_owned());
+    let rest = line.trim().strip_prefix('(').ok_or_else(bad)?;
+    let (stamp, rest) = rest.split_once(')').ok_or_else(bad)?;
+    let (secs, frac) = stamp.split_once('.').ok_or_else(bad)?;
+    let secs: u64 = secs.parse().map_err(|_| bad())?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let frac_ns: u64 = frac.parse::<u64>().map_err(|_| bad())? * 10u64.pow(9 - frac.len() as u32);
+    let mut fields = rest.split_whitespace();
+    let channel = fields.next().ok_or_else(bad)?.to_owned();
+    let frame = parse_cansend(fields.next().ok_or_else(bad)?)?;
+    let timestamp_ns = secs.checked_mul(1_000_000_000).and_then(|s| s.checked_add(frac_ns)).ok_or_else(bad)?;
+    Ok(LogLine { timestamp_ns, channel, frame })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cansend_forms_round_trip() {
+        for text in [
+            "123#DEADBEEF",
+            "123#",
+            "1ABCDEF0#00",
+            "123#R",
+            "123#R4",
+            "00000123#R8",
+            "123##1DEADBEEF",
+            "123##3",
+            "7FF##0112233445566778899AABBCC",
+            "123#1122334455667788_E",
+            "20000004#0000000000000000",
+        ] {
+            let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(format_cansend(&frame), text);
+        }
+    }
+
+    #[test]
+    fn cansend_accepts_dot_separators() {
+        assert_eq!(format_cansend(&parse_cansend("123#DE.AD.BE.EF").unwrap()), "123#DEADBEEF");
+    }
+
+    #[test]
+    fn cansend_rejects_bad_forms() {
+        assert!(matches!(parse_cansend("123DEADBEEF"), Err(TextError::MissingSeparator(_))));
+        assert!(matches!(parse_cansend("12#00"), Err(TextError::BadId(_))));
+        assert!(matches!(parse_cansend("800#00"), Err(TextError::Invalid { .. })));
+        assert!(matches!(parse_cansend("123#0"), Err(TextError::BadData(_))));
+        assert!(matches!(parse_cansend("123#112233445566778899"), Err(TextError::Invalid { .. })));
+        assert!(matches!(parse_cansend("123##1001122334455667788"), Err(TextError::Invalid { .. })));
+    }
+
+    #[test]
+    fn log_line_round_trips() {
+        let frame = parse_cansend("123##1DEADBEEF").unwrap();
+        let line = format_log_line(1_700_000_000_123_456_000, "can0", &frame);
+        assert_eq!(line, "(1700000000.123456) can0 123##1DEADBEEF");
+        let parsed = parse_log_line(&line).unwrap();
+        assert_eq!(parsed.timestamp_ns, 1_700_000_000_123_456_000);
+        assert_eq!(parsed.channel, "can0");
+        assert_eq!(parsed.frame, frame);
+    }
+
+    #[test]
+    fn log_line_with_trailing_direction_parses() {
+        let parsed = parse_log_line("(1700000000.000001) vcan0 123#11 R").unwrap();
+        assert_eq!(parsed.frame.data(), &[0x11]);
+    }
+}

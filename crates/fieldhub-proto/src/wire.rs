@@ -1,0 +1,838 @@
+//! The stream wire format (TCP and unix sockets): see `spec/protocol.md`.
+//!
+//! Every message is a little-endian `u32` body length followed by the body;
+//! the body starts with a one-byte message type. [`decode`] parses one body
+//! borrowing from the caller's buffer; the `encode_*` functions append one
+//! whole message (length prefix included) to a caller-owned `Vec<u8>`, so a
+//! writer that reuses its buffer allocates nothing per message.
+//!
+//! Frame batches ([`FrameBatch`]) are validated completely when the message
+//! is decoded: a batch either is accepted whole or rejected whole.
+
+use crate::frame::{Frame, FrameError, FrameFlags, FrameKind, FrameMeta};
+use crate::limits::*;
+
+/// Size of the length prefix in front of every message.
+pub const LENGTH_PREFIX: usize = 4;
+/// Fixed part of a frame record; the payload follows it.
+pub const RECORD_HEADER: usize = 32;
+/// Bytes of a `FRAMES` body before the first record (type, count, reserved).
+pub const BATCH_HEADER: usize = 4;
+
+/// Message type bytes.
+pub mod msg {
+    pub const HELLO: u8 = 0x01;
+    pub const WELCOME: u8 = 0x02;
+    pub const REFUSE: u8 = 0x03;
+    pub const OPEN_PORT: u8 = 0x10;
+    pub const PORT_OPENED: u8 = 0x11;
+    pub const CLOSE_PORT: u8 = 0x12;
+    pub const PORT_CLOSED: u8 = 0x13;
+    pub const FRAMES: u8 = 0x20;
+    pub const RX_OVERFLOW: u8 = 0x21;
+    pub const ERROR: u8 = 0x30;
+    pub const PING: u8 = 0x40;
+    pub const PONG: u8 = 0x41;
+    pub const GOODBYE: u8 = 0x50;
+}
+
+/// Options a client sets when it opens a port (`OPEN_PORT.options`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortOptions(u32);
+
+impl PortOptions {
+    /// Deliver the port's own frames back to it, flagged `ECHO`, once they
+    /// are on the bus (SocketCAN `CAN_RAW_RECV_OWN_MSGS`).
+    pub const RECEIVE_OWN: Self = Self(0x1);
+    /// When this port's receive queue is full, hold the channel until it has
+    /// room instead of dropping (and counting) frames for this port.
+    pub const BLOCK_ON_OVERFLOW: Self = Self(0x2);
+    /// Every bit this revision defines.
+    pub const ALL: Self = Self(0x3);
+
+    /// No option set.
+    pub const fn empty() -> Self {
+        Self(0)
+    }
+    /// The wire value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    /// Options from a wire value, or `None` if a reserved bit is set.
+    pub const fn from_bits(bits: u32) -> Option<Self> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(Self(bits))
+        } else {
+            None
+        }
+    }
+    /// Whether every option of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// `self` with the options of `other` added.
+    #[must_use]
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+/// Error and refusal codes carried by `REFUSE` and `ERROR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The peer violated the wire format (details in the text).
+    Malformed = 1,
+    /// The first message did not start with the magic `FHUB`.
+    BadMagic = 2,
+    /// The client speaks a protocol version the hub does not.
+    UnsupportedVersion = 3,
+    /// The hub requires a token and none, or a wrong one, was given.
+    Unauthorized = 4,
+    /// A length prefix exceeded the protocol limit.
+    Oversize = 5,
+    /// The named channel does not exist on this hub.
+    UnknownChannel = 6,
+    /// A frame or request named a port the client has not opened.
+    PortNotOpen = 7,
+    /// The client already has the maximum number of ports open.
+    TooManyPorts = 8,
+    /// A frame record is not a valid frame.
+    InvalidFrame = 9,
+    /// A message that is not allowed in this direction or state.
+    UnexpectedMessage = 10,
+    /// A port of that name is already open on the hub.
+    PortNameTaken = 11,
+    /// The hub has no room for another client.
+    HubFull = 12,
+    /// The hub is shutting down.
+    ShuttingDown = 13,
+    /// The hub failed internally; the text says how.
+    Internal = 14,
+}
+
+impl ErrorCode {
+    /// The code for a wire value; unknown values map to `None`.
+    pub fn from_wire(value: u16) -> Option<Self> {
+        use ErrorCode::*;
+        Some(match value {
+            1 => Malformed,
+            2 => BadMagic,
+            3 => UnsupportedVersion,
+            4 => Unauthorized,
+            5 => Oversize,
+            6 => UnknownChannel,
+            7 => PortNotOpen,
+            8 => TooManyPorts,
+            9 => InvalidFrame,
+            10 => UnexpectedMessage,
+            11 => PortNameTaken,
+            12 => HubFull,
+            13 => ShuttingDown,
+            14 => Internal,
+            _ => return None,
+        })
+    }
+
+    /// Stable snake-case name, as used in the spec and the test vectors.
+    pub fn name(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            Malformed => "malformed",
+            BadMagic => "bad_magic",
+            UnsupportedVersion => "unsupported_version",
+            Unauthorized => "unauthorized",
+            Oversize => "oversize",
+            UnknownChannel => "unknown_channel",
+            PortNotOpen => "port_not_open",
+            TooManyPorts => "too_many_ports",
+            InvalidFrame => "invalid_frame",
+            UnexpectedMessage => "unexpected_message",
+            PortNameTaken => "port_name_taken",
+            HubFull => "hub_full",
+            ShuttingDown => "shutting_down",
+            Internal => "internal",
+        }
+    }
+}
+
+/// Why bytes could not be decoded. [`DecodeError::code`] gives the wire code
+/// a hub reports back; [`DecodeError::kind`] the stable name in the vectors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("message length {len} exceeds the limit of {max} bytes")]
+    Oversize { len: u32, max: u32 },
+    #[error("empty message (length prefix 0)")]
+    Empty,
+    #[error("unknown message type 0x{0:02X}")]
+    UnknownType(u8),
+    #[error("{what}: message ends after {have} bytes, needs {need}")]
+    Truncated { what: &'static str, need: usize, have: usize },
+    #[error("{what}: {extra} unexpected bytes after the end of the message")]
+    TrailingBytes { what: &'static str, extra: usize },
+    #[error("bad magic {0:02X?}: not a fieldhub client (expected \"FHUB\")")]
+    BadMagic([u8; 4]),
+    #[error("{what} is {len} bytes, the limit is {max}")]
+    TooLong { what: &'static str, len: usize, max: usize },
+    #[error("{what} is not valid UTF-8")]
+    NotUtf8 { what: &'static str },
+    #[error("batch of {count} frames exceeds the limit of {max}")]
+    TooManyFrames { count: usize, max: usize },
+    #[error("frame {index}: unknown frame kind {kind}")]
+    UnknownFrameKind { index: usize, kind: u8 },
+    #[error("frame {index}: reserved flag bits 0x{bits:02X} set")]
+    ReservedFlags { index: usize, bits: u8 },
+    #[error("frame {index}: data length {len} exceeds the record limit of 2048")]
+    RecordTooLong { index: usize, len: usize },
+    #[error("frame {index}: {source}")]
+    InvalidFrame { index: usize, source: FrameError },
+    #[error("{what}: reserved field is 0x{value:X}, must be 0")]
+    ReservedNotZero { what: &'static str, value: u32 },
+    #[error("port options 0x{0:X} set reserved bits")]
+    ReservedOptions(u32),
+}
+
+impl DecodeError {
+    /// The wire error code a hub reports for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Oversize { .. } => ErrorCode::Oversize,
+            Self::BadMagic(_) => ErrorCode::BadMagic,
+            Self::UnknownFrameKind { .. }
+            | Self::ReservedFlags { .. }
+            | Self::RecordTooLong { .. }
+            | Self::InvalidFrame { .. } => ErrorCode::InvalidFrame,
+            _ => ErrorCode::Malformed,
+        }
+    }
+
+    /// Stable snake-case name, as used in the test vectors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Oversize { .. } => "oversize",
+            Self::Empty => "empty",
+            Self::UnknownType(_) => "unknown_type",
+            Self::Truncated { .. } => "truncated",
+            Self::TrailingBytes { .. } => "trailing_bytes",
+            Self::BadMagic(_) => "bad_magic",
+            Self::TooLong { .. } => "too_long",
+            Self::NotUtf8 { .. } => "not_utf8",
+            Self::TooManyFrames { .. } => "too_many_frames",
+            Self::UnknownFrameKind { .. } => "unknown_frame_kind",
+            Self::ReservedFlags { .. } => "reserved_flags",
+            Self::RecordTooLong { .. } => "record_too_long",
+            Self::InvalidFrame { .. } => "invalid_frame",
+            Self::ReservedNotZero { .. } => "reserved_not_zero",
+            Self::ReservedOptions(_) => "reserved_options",
+        }
+    }
+}
+
+/// Check a length prefix before reading the body. `max` is
+/// [`MAX_HELLO_LEN`] for the first message of a connection and
+/// [`MAX_MESSAGE_LEN`] afterwards.
+pub fn check_length(len: u32, max: u32) -> Result<usize, DecodeError> {
+    if len == 0 {
+        return Err(DecodeError::Empty);
+    }
+    if len > max {
+        return Err(DecodeError::Oversize { len, max });
+    }
+    Ok(len as usize)
+}
+
+/// `HELLO`: the first message of every connection, client to hub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello<'a> {
+    pub version: u16,
+    pub name: &'a str,
+    /// Empty when the client has no token.
+    pub token: &'a str,
+}
+
+/// `WELCOME`: the hub accepted the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome<'a> {
+    pub version: u16,
+    pub client_id: u32,
+    pub hub_name: &'a str,
+}
+
+/// `REFUSE`, `ERROR` and `GOODBYE` share a code and a text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorReport<'a> {
+    /// Wire code; see [`ErrorCode::from_wire`] (unknown codes are kept).
+    pub code: u16,
+    /// Request the error answers (`OPEN_PORT.request`), 0 if none.
+    pub request: u32,
+    /// Whether the sender closes the connection after this message.
+    pub fatal: bool,
+    pub text: &'a str,
+}
+
+/// `OPEN_PORT`: client asks for a port on a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenPort<'a> {
+    pub request: u32,
+    pub options: PortOptions,
+    pub channel: &'a str,
+    /// Empty: the hub names the port `<client>.<n>`.
+    pub port_name: &'a str,
+}
+
+/// `PORT_OPENED`: the hub's answer to `OPEN_PORT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortOpened {
+    pub request: u32,
+    /// Client-local port handle used in frame records.
+    pub port: u16,
+    /// Hub-wide channel id (as in [`FrameMeta::channel`]).
+    pub channel_id: u16,
+    /// Hub-wide port id (as in [`FrameMeta::sender`]).
+    pub port_id: u32,
+}
+
+/// `RX_OVERFLOW`: frames for `port` were dropped because its receive queue
+/// was full; `dropped` counts them since the previous report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxOverflow {
+    pub port: u16,
+    pub dropped: u32,
+}
+
+/// One decoded message body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    Hello(Hello<'a>),
+    Welcome(Welcome<'a>),
+    Refuse(ErrorReport<'a>),
+    OpenPort(OpenPort<'a>),
+    PortOpened(PortOpened),
+    ClosePort { port: u16 },
+    PortClosed { port: u16 },
+    Frames(FrameBatch<'a>),
+    RxOverflow(RxOverflow),
+    Error(ErrorReport<'a>),
+    Ping { nonce: u64 },
+    Pong { nonce: u64 },
+    Goodbye(ErrorReport<'a>),
+}
+
+/// A validated batch of frame records, decoded lazily by [`FrameBatch::iter`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameBatch<'a> {
+    count: usize,
+    records: &'a [u8],
+}
+
+/// One record of a batch: the port it travels on, the frame, and the
+/// hub-assigned metadata (zero in client-to-hub batches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRecord {
+    pub port: u16,
+    pub frame: Frame,
+    pub meta: FrameMeta,
+}
+
+impl<'a> FrameBatch<'a> {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+    /// Whether the batch has no records.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    /// The records in order.
+    pub fn iter(&self) -> FrameRecords<'a> {
+        FrameRecords { rest: self.records, index: 0 }
+    }
+}
+
+/// Iterator over a validated [`FrameBatch`].
+pub struct FrameRecords<'a> {
+    rest: &'a [u8],
+    index: usize,
+}
+
+impl Iterator for FrameRecords<'_> {
+    type Item = FrameRecord;
+    fn next(&mut self) -> Option<FrameRecord> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        // The batch was validated when it was decoded, so this cannot fail;
+        // stopping on error keeps the iterator panic-free regardless.
+        let (record, used) = decode_record(self.rest, self.index).ok()?;
+        self.rest = &self.rest[used..];
+        self.index += 1;
+        Some(record)
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Self { buf, pos: 0, what }
+    }
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(DecodeError::Truncated {
+            what: self.what,
+            need: self.pos + n,
+            have: self.buf.len(),
+        })?;
+        let slice = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(slice)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.bytes(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn str8(&mut self, what: &'static str, max: usize) -> Result<&'a str, DecodeError> {
+        let len = self.u8()? as usize;
+        self.string(len, what, max)
+    }
+    fn str16(&mut self, what: &'static str, max: usize) -> Result<&'a str, DecodeError> {
+        let len = self.u16()? as usize;
+        self.string(len, what, max)
+    }
+    fn string(&mut self, len: usize, what: &'static str, max: usize) -> Result<&'a str, DecodeError> {
+        if len > max {
+            return Err(DecodeError::TooLong { what, len, max });
+        }
+        std::str::from_utf8(self.bytes(len)?).map_err(|_| DecodeError::NotUtf8 { what })
+    }
+    fn finish(self) -> Result<(), DecodeError> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(DecodeError::TrailingBytes { what: self.what, extra: self.buf.len() - self.pos })
+        }
+    }
+}
+
+/// Decode one message body (the bytes after the length prefix).
+pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
+    let (&kind, payload) = body.split_first().ok_or(DecodeError::Empty)?;
+    let message = match kind {
+        msg::HELLO => {
+            let mut r = Reader::new(payload, "HELLO");
+            let magic = r.bytes(4)?;
+            if magic != MAGIC {
+                let mut m = [0u8; 4];
+                m.copy_from_slice(magic);
+                return Err(DecodeError::BadMagic(m));
+            }
+            let version = r.u16()?;
+            let hello = Hello {
+                version,
+                name: r.str8("client name", MAX_NAME_LEN)?,
+                token: r.str8("token", MAX_TOKEN_LEN)?,
+            };
+            r.finish()?;
+            Message::Hello(hello)
+        }
+        msg::WELCOME => {
+            let mut r = Reader::new(payload, "WELCOME");
+            let welcome = Welcome {
+                version: r.u16()?,
+                client_id: r.u32()?,
+                hub_name: r.str8("hub name", MAX_NAME_LEN)?,
+            };
+            r.finish()?;
+            Message::Welcome(welcome)
+        }
+        msg::REFUSE => Message::Refuse(decode_report(payload, "REFUSE")?),
+        msg::ERROR => Message::Error(decode_report(payload, "ERROR")?),
+        msg::GOODBYE => Message::Goodbye(decode_report(payload, "GOODBYE")?),
+        msg::OPEN_PORT => {
+            let mut r = Reader::new(payload, "OPEN_PORT");
+            let request = r.u32()?;
+            let bits = r.u32()?;
+            let options = PortOptions::from_bits(bits).ok_or(DecodeError::ReservedOptions(bits))?;
+            let open = OpenPort {
+                request,
+                options,
+                channel: r.str8("channel name", MAX_NAME_LEN)?,
+                port_name: r.str8("port name", MAX_NAME_LEN)?,
+            };
+            r.finish()?;
+            Message::OpenPort(open)
+        }
+        msg::PORT_OPENED => {
+            let mut r = Reader::new(payload, "PORT_OPENED");
+            let opened = PortOpened { request: r.u32()?, port: r.u16()?, channel_id: r.u16()?, port_id: r.u32()? };
+            r.finish()?;
+            Message::PortOpened(opened)
+        }
+        msg::CLOSE_PORT | msg::PORT_CLOSED => {
+            let mut r = Reader::new(payload, if kind == msg::CLOSE_PORT { "CLOSE_PORT" } else { "PORT_CLOSED" });
+            let port = r.u16()?;
+            r.finish()?;
+            if kind == msg::CLOSE_PORT {
+                Message::ClosePort { port }
+            } else {
+                Message::PortClosed { port }
+            }
+        }
+        msg::FRAMES => Message::Frames(decode_batch(payload)?),
+        msg::RX_OVERFLOW => {
+            let mut r = Reader::new(payload, "RX_OVERFLOW");
+            let overflow = RxOverflow { port: r.u16()?, dropped: r.u32()? };
+            r.finish()?;
+            Message::RxOverflow(overflow)
+        }
+        msg::PING | msg::PONG => {
+            let mut r = Reader::new(payload, if kind == msg::PING { "PING" } else { "PONG" });
+            let nonce = r.u64()?;
+            r.finish()?;
+            if kind == msg::PING {
+                Message::Ping { nonce }
+            } else {
+                Message::Pong { nonce }
+            }
+        }
+        other => return Err(DecodeError::UnknownType(other)),
+    };
+    Ok(message)
+}
+
+fn decode_report<'a>(payload: &'a [u8], what: &'static str) -> Result<ErrorReport<'a>, DecodeError> {
+    let mut r = Reader::new(payload, what);
+    let code = r.u16()?;
+    let request = r.u32()?;
+    let fatal = match r.u8()? {
+        0 => false,
+        1 => true,
+        other => return Err(DecodeError::ReservedNotZero { what: "fatal flag", value: u32::from(other) }),
+    };
+    let text = r.str16("text", MAX_TEXT_LEN)?;
+    r.finish()?;
+    Ok(ErrorReport { code, request, fatal, text })
+}
+
+fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
+    let mut r = Reader::new(payload, "FRAMES");
+    let count = r.u16()? as usize;
+    let reserved = r.u8()?;
+    if reserved != 0 {
+        return Err(DecodeError::ReservedNotZero { what: "FRAMES reserved byte", value: u32::from(reserved) });
+    }
+    if count > MAX_FRAMES_PER_BATCH {
+        return Err(DecodeError::TooManyFrames { count, max: MAX_FRAMES_PER_BATCH });
+    }
+    let records = &payload[r.pos..];
+    let mut rest = records;
+    for index in 0..count {
+        let (_, used) = decode_record(rest, index)?;
+        rest = &rest[used..];
+    }
+    if !rest.is_empty() {
+        return Err(DecodeError::TrailingBytes { what: "FRAMES", extra: rest.len() });
+    }
+    Ok(FrameBatch { count, records })
+}
+
+fn decode_record(buf: &[u8], index: usize) -> Result<(FrameRecord, usize), DecodeError> {
+    let mut r = Reader::new(buf, "frame record");
+    let port = r.u16()?;
+    let kind_byte = r.u8()?;
+    let flag_bits = r.u8()?;
+    let id = r.u32()?;
+    let seq = r.u64()?;
+    let timestamp_ns = r.u64()?;
+    let sender = r.u32()?;
+    let len = r.u16()? as usize;
+    let len8_dlc = r.u8()?;
+    let reserved = r.u8()?;
+    if len > MAX_RECORD_DATA {
+        return Err(DecodeError::RecordTooLong { index, len });
+    }
+    let kind = FrameKind::from_wire(kind_byte).ok_or(DecodeError::UnknownFrameKind { index, kind: kind_byte })?;
+    let flags = FrameFlags::from_bits(flag_bits).ok_or(DecodeError::ReservedFlags { index, bits: flag_bits })?;
+    if reserved != 0 {
+        return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });
+    }
+    let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
+    let data = r.bytes(data_len)?;
+    let frame = Frame::from_parts(kind, flags, id, len, len8_dlc, data)
+        .map_err(|source| DecodeError::InvalidFrame { index, source })?;
+    // Frames carry no channel on the wire: the port implies it.
+    let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
+    Ok((FrameRecord { port, frame, meta }, r.pos))
+}
+
+fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0, kind]);
+    start
+}
+
+fn end(out: &mut [u8], start: usize) {
+    let body_len = (out.len() - start - LENGTH_PREFIX) as u32;
+    out[start..start + LENGTH_PREFIX].copy_from_slice(&body_len.to_le_bytes());
+}
+
+fn put_str8(out: &mut Vec<u8>, s: &str, max: usize) {
+    let bytes = truncate_utf8(s, max.min(u8::MAX as usize));
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+fn put_str16(out: &mut Vec<u8>, s: &str, max: usize) {
+    let bytes = truncate_utf8(s, max);
+    out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// The longest prefix of `s` within `max` bytes that ends on a char boundary,
+/// so an encoder never produces a string the decoder rejects.
+fn truncate_utf8(s: &str, max: usize) -> &[u8] {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s.as_bytes()[..end]
+}
+
+/// Append any message. Strings longer than their limit are truncated at a
+/// character boundary; frame batches must respect the limits (see
+/// [`BatchEncoder`] for building them incrementally).
+pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
+    match message {
+        Message::Hello(h) => {
+            let s = begin(out, msg::HELLO);
+            out.extend_from_slice(&MAGIC);
+            out.extend_from_slice(&h.version.to_le_bytes());
+            put_str8(out, h.name, MAX_NAME_LEN);
+            put_str8(out, h.token, MAX_TOKEN_LEN);
+            end(out, s);
+        }
+        Message::Welcome(w) => {
+            let s = begin(out, msg::WELCOME);
+            out.extend_from_slice(&w.version.to_le_bytes());
+            out.extend_from_slice(&w.client_id.to_le_bytes());
+            put_str8(out, w.hub_name, MAX_NAME_LEN);
+            end(out, s);
+        }
+        Message::Refuse(r) => encode_report(out, msg::REFUSE, r),
+        Message::Error(r) => encode_report(out, msg::ERROR, r),
+        Message::Goodbye(r) => encode_report(out, msg::GOODBYE, r),
+        Message::OpenPort(o) => {
+            let s = begin(out, msg::OPEN_PORT);
+            out.extend_from_slice(&o.request.to_le_bytes());
+            out.extend_from_slice(&o.options.bits().to_le_bytes());
+            put_str8(out, o.channel, MAX_NAME_LEN);
+            put_str8(out, o.port_name, MAX_NAME_LEN);
+            end(out, s);
+        }
+        Message::PortOpened(p) => {
+            let s = begin(out, msg::PORT_OPENED);
+            out.extend_from_slice(&p.request.to_le_bytes());
+            out.extend_from_slice(&p.port.to_le_bytes());
+            out.extend_from_slice(&p.channel_id.to_le_bytes());
+            out.extend_from_slice(&p.port_id.to_le_bytes());
+            end(out, s);
+        }
+        Message::ClosePort { port } | Message::PortClosed { port } => {
+            let kind = if matches!(message, Message::ClosePort { .. }) { msg::CLOSE_PORT } else { msg::PORT_CLOSED };
+            let s = begin(out, kind);
+            out.extend_from_slice(&port.to_le_bytes());
+            end(out, s);
+        }
+        Message::Frames(batch) => {
+            let mut encoder = BatchEncoder::begin(out);
+            for record in batch.iter() {
+                encoder.push(out, record.port, &record.frame, &record.meta);
+            }
+            encoder.finish(out);
+        }
+        Message::RxOverflow(o) => {
+            let s = begin(out, msg::RX_OVERFLOW);
+            out.extend_from_slice(&o.port.to_le_bytes());
+            out.extend_from_slice(&o.dropped.to_le_bytes());
+            end(out, s);
+        }
+        Message::Ping { nonce } | Message::Pong { nonce } => {
+            let kind = if matches!(message, Message::Ping { .. }) { msg::PING } else { msg::PONG };
+            let s = begin(out, kind);
+            out.extend_from_slice(&nonce.to_le_bytes());
+            end(out, s);
+        }
+    }
+}
+
+fn encode_report(out: &mut Vec<u8>, kind: u8, report: &ErrorReport<'_>) {
+    let s = begin(out, kind);
+    out.extend_from_slice(&report.code.to_le_bytes());
+    out.extend_from_slice(&report.request.to_le_bytes());
+    out.push(u8::from(report.fatal));
+    put_str16(out, report.text, MAX_TEXT_LEN);
+    end(out, s);
+}
+
+/// Encoded size of one frame record.
+pub fn record_len(frame: &Frame) -> usize {
+    RECORD_HEADER + frame.data().len()
+}
+
+/// Builds one `FRAMES` message in place, record by record: the packing
+/// writer of the hub and the client. The caller checks [`BatchEncoder::fits`]
+/// before each push so the message stays within the limits.
+pub struct BatchEncoder {
+    start: usize,
+    count: usize,
+}
+
+impl BatchEncoder {
+    /// Start a `FRAMES` message at the end of `out`.
+    pub fn begin(out: &mut Vec<u8>) -> Self {
+        let start = begin(out, msg::FRAMES);
+        out.extend_from_slice(&[0, 0, 0]);
+        Self { start, count: 0 }
+    }
+
+    /// Whether another record for `frame` keeps the message within
+    /// [`MAX_FRAMES_PER_BATCH`] and [`MAX_MESSAGE_LEN`].
+    pub fn fits(&self, out: &[u8], frame: &Frame) -> bool {
+        let body = out.len() - self.start - LENGTH_PREFIX;
+        self.count < MAX_FRAMES_PER_BATCH && body + record_len(frame) <= MAX_MESSAGE_LEN as usize
+    }
+
+    /// Number of records pushed so far.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Append one record.
+    pub fn push(&mut self, out: &mut Vec<u8>, port: u16, frame: &Frame, meta: &FrameMeta) {
+        out.extend_from_slice(&port.to_le_bytes());
+        out.push(frame.kind() as u8);
+        out.push(frame.flags().bits());
+        out.extend_from_slice(&frame.id().to_le_bytes());
+        out.extend_from_slice(&meta.seq.to_le_bytes());
+        out.extend_from_slice(&meta.timestamp_ns.to_le_bytes());
+        out.extend_from_slice(&meta.sender.to_le_bytes());
+        out.extend_from_slice(&(frame.len() as u16).to_le_bytes());
+        out.push(frame.len8_dlc());
+        out.push(0);
+        out.extend_from_slice(frame.data());
+        self.count += 1;
+    }
+
+    /// Patch the count and the length prefix. An empty batch is removed
+    /// from `out` again.
+    pub fn finish(self, out: &mut Vec<u8>) {
+        if self.count == 0 {
+            out.truncate(self.start);
+            return;
+        }
+        let at = self.start + LENGTH_PREFIX + 1;
+        out[at..at + 2].copy_from_slice(&(self.count as u16).to_le_bytes());
+        end(out, self.start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(message: Message<'_>) {
+        let mut out = Vec::new();
+        encode(&mut out, &message);
+        let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]);
+        assert_eq!(len as usize, out.len() - 4);
+        let decoded = decode(&out[4..]).unwrap();
+        assert_eq!(decoded, message);
+        let mut again = Vec::new();
+        encode(&mut again, &decoded);
+        assert_eq!(again, out);
+    }
+
+    #[test]
+    fn control_messages_round_trip() {
+        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "secret" }));
+        roundtrip(Message::Welcome(Welcome { version: 1, client_id: 7, hub_name: "hub" }));
+        roundtrip(Message::OpenPort(OpenPort {
+            request: 3,
+            options: PortOptions::RECEIVE_OWN,
+            channel: "can0",
+            port_name: "ecu.a",
+        }));
+        roundtrip(Message::PortOpened(PortOpened { request: 3, port: 1, channel_id: 0, port_id: 9 }));
+        roundtrip(Message::ClosePort { port: 1 });
+        roundtrip(Message::PortClosed { port: 1 });
+        roundtrip(Message::RxOverflow(RxOverflow { port: 1, dropped: 12 }));
+        roundtrip(Message::Error(ErrorReport { code: 7, request: 0, fatal: true, text: "port 4 is not open" }));
+        roundtrip(Message::Refuse(ErrorReport { code: 2, request: 0, fatal: true, text: "bad magic" }));
+        roundtrip(Message::Goodbye(ErrorReport { code: 13, request: 0, fatal: true, text: "bye" }));
+        roundtrip(Message::Ping { nonce: u64::MAX });
+        roundtrip(Message::Pong { nonce: 1 });
+    }
+
+    #[test]
+    fn frame_batch_round_trips_every_kind() {
+        let frames = [
+            Frame::can(0x123, false, &[0xDE, 0xAD, 0xBE, 0xEF]).unwrap(),
+            Frame::remote(0x1ABCDEF, true, 3).unwrap(),
+            Frame::can_fd(0x7FF, FrameFlags::BRS.with(FrameFlags::ESI), &[0x55; 64]).unwrap(),
+            Frame::error(0x4, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap(),
+        ];
+        let mut out = Vec::new();
+        let mut encoder = BatchEncoder::begin(&mut out);
+        for (i, frame) in frames.iter().enumerate() {
+            let meta = FrameMeta { channel: 0, sender: 5, seq: i as u64 + 1, timestamp_ns: 1_700_000_000_000_000_000 };
+            assert!(encoder.fits(&out, frame));
+            encoder.push(&mut out, 2, frame, &meta);
+        }
+        encoder.finish(&mut out);
+        let Message::Frames(batch) = decode(&out[4..]).unwrap() else { panic!("not a batch") };
+        let decoded: Vec<Frame> = batch.iter().map(|r| r.frame).collect();
+        assert_eq!(decoded, frames);
+        assert_eq!(batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn length_prefix_limits() {
+        assert_eq!(check_length(0, MAX_MESSAGE_LEN), Err(DecodeError::Empty));
+        assert!(matches!(check_length(MAX_MESSAGE_LEN + 1, MAX_MESSAGE_LEN), Err(DecodeError::Oversize { .. })));
+        assert_eq!(check_length(MAX_MESSAGE_LEN, MAX_MESSAGE_LEN), Ok(MAX_MESSAGE_LEN as usize));
+    }
+
+    #[test]
+    fn decoder_survives_every_truncation() {
+        let mut out = Vec::new();
+        encode(&mut out, &Message::Hello(Hello { version: 1, name: "n", token: "t" }));
+        let mut encoder = BatchEncoder::begin(&mut out);
+        let frame = Frame::can_fd(1, FrameFlags::empty(), &[7; 12]).unwrap();
+        encoder.push(&mut out, 0, &frame, &FrameMeta::default());
+        encoder.finish(&mut out);
+        // Every prefix of every body either decodes or errors; none panics.
+        let first_len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        let bodies = [&out[4..4 + first_len], &out[8 + first_len..]];
+        for body in bodies {
+            for cut in 0..body.len() {
+                assert!(decode(&body[..cut]).is_err());
+            }
+        }
+    }
+}
