@@ -10,12 +10,14 @@
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
 //!   messages, the handshake, frame batches — as a decoder that borrows from
 //!   the caller's buffer and an encoder that appends to a caller's `Vec`.
+//! - [`stream`]: message framing over any `std::io::Read` the caller owns.
 //! - [`text`]: the can-utils text forms: cansend's `123#DEADBEEF` and
 //!   candump's log line `(1700000000.123456) can0 123#DEADBEEF`.
 //!
 //! # Invariants
 //!
-//! - Nothing here performs I/O, spawns threads or reads clocks; the hub, the
+//! - Nothing here opens sockets or files, spawns threads or reads clocks
+//!   ([`stream`] only reads from a reader the caller owns); the hub, the
 //!   client and every language binding build on this crate.
 //! - A [`Frame`] that exists is valid: constructors and the decoder check
 //!   every field, so code holding a `Frame` never re-validates.
@@ -26,6 +28,7 @@
 
 pub mod frame;
 pub mod limits;
+pub mod stream;
 pub mod text;
 pub mod wire;
 

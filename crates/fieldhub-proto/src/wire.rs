@@ -318,6 +318,27 @@ pub enum Message<'a> {
     Goodbye(ErrorReport<'a>),
 }
 
+impl Message<'_> {
+    /// The message type's name as the spec writes it (`OPEN_PORT`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "HELLO",
+            Message::Welcome(_) => "WELCOME",
+            Message::Refuse(_) => "REFUSE",
+            Message::OpenPort(_) => "OPEN_PORT",
+            Message::PortOpened(_) => "PORT_OPENED",
+            Message::ClosePort { .. } => "CLOSE_PORT",
+            Message::PortClosed { .. } => "PORT_CLOSED",
+            Message::Frames(_) => "FRAMES",
+            Message::RxOverflow(_) => "RX_OVERFLOW",
+            Message::Error(_) => "ERROR",
+            Message::Ping { .. } => "PING",
+            Message::Pong { .. } => "PONG",
+            Message::Goodbye(_) => "GOODBYE",
+        }
+    }
+}
+
 /// A validated batch of frame records, decoded lazily by [`FrameBatch::iter`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameBatch<'a> {
@@ -664,7 +685,14 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             for record in batch.iter() {
                 encoder.push(out, record.port, &record.frame, &record.meta);
             }
-            encoder.finish(out);
+            if encoder.count == 0 {
+                // `finish` drops an empty batch (the packing writer never
+                // sends one), but a decoded empty batch must re-encode as
+                // itself: write its header with count 0.
+                end(out, encoder.start);
+            } else {
+                encoder.finish(out);
+            }
         }
         Message::RxOverflow(o) => {
             let s = begin(out, msg::RX_OVERFLOW);
@@ -752,6 +780,76 @@ impl BatchEncoder {
     }
 }
 
+/// An outgoing byte buffer that packs consecutive frames into one `FRAMES`
+/// message and puts other messages between batches in order: the shared
+/// writer half of the hub's and the client's stream transports. Reusing one
+/// `Packer` allocates nothing once its buffer has grown.
+#[derive(Default)]
+pub struct Packer {
+    buf: Vec<u8>,
+    batch: Option<BatchEncoder>,
+}
+
+impl Packer {
+    /// An empty packer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append a frame record, starting a new batch when the open one is full.
+    pub fn push_frame(&mut self, port: u16, frame: &Frame, meta: &FrameMeta) {
+        if let Some(batch) = &self.batch {
+            if !batch.fits(&self.buf, frame) {
+                self.close_batch();
+            }
+        }
+        let batch = self.batch.get_or_insert_with(|| BatchEncoder::begin(&mut self.buf));
+        batch.push(&mut self.buf, port, frame, meta);
+    }
+
+    /// Append a non-frame message after everything pushed so far.
+    pub fn push_message(&mut self, message: &Message<'_>) {
+        self.close_batch();
+        encode(&mut self.buf, message);
+    }
+
+    /// Append a message already encoded with [`encode`], after everything
+    /// pushed so far.
+    pub fn push_encoded(&mut self, message: &[u8]) {
+        self.close_batch();
+        self.buf.extend_from_slice(message);
+    }
+
+    /// Bytes pending, including an open batch.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Close the open batch and return every pending byte; call
+    /// [`Packer::clear`] once they are written.
+    pub fn finish(&mut self) -> &[u8] {
+        self.close_batch();
+        &self.buf
+    }
+
+    /// Forget the pending bytes, keeping the buffer's capacity.
+    pub fn clear(&mut self) {
+        self.batch = None;
+        self.buf.clear();
+    }
+
+    fn close_batch(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            batch.finish(&mut self.buf);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,6 +907,30 @@ mod tests {
         let decoded: Vec<Frame> = batch.iter().map(|r| r.frame).collect();
         assert_eq!(decoded, frames);
         assert_eq!(batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn packer_splits_batches_at_the_frame_limit_and_keeps_message_order() {
+        let frame = Frame::can(1, false, &[1]).unwrap();
+        let mut packer = Packer::new();
+        for _ in 0..MAX_FRAMES_PER_BATCH + 1 {
+            packer.push_frame(0, &frame, &FrameMeta::default());
+        }
+        packer.push_message(&Message::Pong { nonce: 9 });
+        packer.push_frame(0, &frame, &FrameMeta::default());
+        let bytes = packer.finish().to_vec();
+        let mut kinds = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let len = check_length(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), MAX_MESSAGE_LEN).unwrap();
+            match decode(&rest[4..4 + len]).unwrap() {
+                Message::Frames(batch) => kinds.push(format!("frames{}", batch.len())),
+                Message::Pong { nonce } => kinds.push(format!("pong{nonce}")),
+                other => panic!("unexpected {other:?}"),
+            }
+            rest = &rest[4 + len..];
+        }
+        assert_eq!(kinds, ["frames1024", "frames1", "pong9", "frames1"]);
     }
 
     #[test]

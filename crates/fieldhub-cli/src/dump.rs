@@ -1,0 +1,164 @@
+//! `fieldhub dump`: print frames like candump.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+
+use anyhow::{bail, Context};
+use fieldhub_client::Frame;
+use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
+
+use crate::HubSelect;
+
+#[derive(clap::Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    hub: HubSelect,
+    /// Log format, one frame a line: (SECONDS.MICROS) can0 123#DEADBEEF
+    #[arg(short = 'L')]
+    log: bool,
+    /// Timestamps: a = absolute, d = delta to the previous frame, z = since the first frame.
+    #[arg(short = 't', value_name = "a|d|z")]
+    timestamps: Option<char>,
+    /// Exit after this many frames.
+    #[arg(short = 'n', value_name = "COUNT")]
+    count: Option<u64>,
+    /// Channels, each optionally with acceptance filters as in candump: can0,123:7FF,200:700
+    #[arg(required = true, value_name = "CHANNEL[,ID:MASK]...")]
+    channels: Vec<String>,
+}
+
+/// candump's `<id>:<mask>` acceptance filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Filter {
+    id: u32,
+    mask: u32,
+}
+
+impl Filter {
+    fn accepts(&self, frame: &Frame) -> bool {
+        frame.id() & self.mask == self.id & self.mask
+    }
+}
+
+fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Vec<Filter>)> {
+    let mut parts = spec.split(',');
+    let channel = parts.next().unwrap_or_default().to_owned();
+    if channel.is_empty() {
+        bail!("'{spec}': missing channel name");
+    }
+    let filters = parts
+        .map(|f| {
+            let (id, mask) = f.split_once(':').with_context(|| format!("filter '{f}' is not ID:MASK (hex)"))?;
+            let parse = |s: &str| u32::from_str_radix(s, 16).with_context(|| format!("filter '{f}': '{s}' is not hex"));
+            Ok(Filter { id: parse(id)?, mask: parse(mask)? })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((channel, filters))
+}
+
+pub fn run(args: DumpArgs) -> anyhow::Result<()> {
+    if let Some(mode) = args.timestamps {
+        if !"adz".contains(mode) {
+            bail!("-t {mode}: use a (absolute), d (delta) or z (zero-based)");
+        }
+    }
+    let specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let client = args.hub.connect("dump")?;
+    let mut by_port = HashMap::new();
+    for (channel, filters) in specs {
+        let port = client.open_port(&channel).with_context(|| format!("cannot listen on '{channel}'"))?;
+        by_port.insert(port.handle, (channel, filters));
+    }
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut printed = 0u64;
+    let (mut first_ns, mut previous_ns) = (None, None);
+    while args.count.map_or(true, |n| printed < n) {
+        // Flush while idle so a terminal or pipe sees frames promptly.
+        let received = match client.try_recv()? {
+            Some(r) => r,
+            None => {
+                out.flush()?;
+                match client.recv(None)? {
+                    Some(r) => r,
+                    None => continue,
+                }
+            }
+        };
+        let Some((channel, filters)) = by_port.get(&received.port) else { continue };
+        if !filters.is_empty() && !filters.iter().any(|f| f.accepts(&received.frame)) {
+            continue;
+        }
+        let line = if args.log {
+            format_log_line(received.meta.timestamp_ns, channel, &received.frame)
+        } else {
+            let stamp = args.timestamps.map(|mode| {
+                let now = received.meta.timestamp_ns;
+                let base = match mode {
+                    'd' => previous_ns.unwrap_or(now),
+                    'z' => *first_ns.get_or_insert(now),
+                    _ => 0,
+                };
+                previous_ns = Some(now);
+                let ns = now - base;
+                format!("({}.{:06}) ", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
+            });
+            format!("{}{}", stamp.unwrap_or_default(), candump_line(channel, &received.frame))
+        };
+        if writeln!(out, "{line}").is_err() {
+            // The reader went away (`| head`): not an error for a dump tool.
+            return Ok(());
+        }
+        printed += 1;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// candump's default line: `  can0  123   [4]  DE AD BE EF`.
+fn candump_line(channel: &str, frame: &Frame) -> String {
+    let id = if frame.is_error() {
+        format!("{:08X}", frame.id() | CAN_ERR_FLAG)
+    } else if frame.is_extended() {
+        format!("{:08X}", frame.id())
+    } else {
+        format!("{:03X}", frame.id())
+    };
+    let len = if frame.is_fd() { format!("[{:02}]", frame.len()) } else { format!(" [{}]", frame.len()) };
+    let mut line = format!("  {channel}  {id}  {len} ");
+    if frame.is_remote() {
+        line.push_str(" remote request");
+    } else {
+        for byte in frame.data() {
+            line.push_str(&format!(" {byte:02X}"));
+        }
+    }
+    if frame.is_error() {
+        line.push_str("   ERRORFRAME");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fieldhub_proto::text::parse_cansend;
+
+    #[test]
+    fn candump_line_matches_can_utils_layout() {
+        let frame = parse_cansend("123#DEADBEEF").unwrap();
+        assert_eq!(candump_line("can0", &frame), "  can0  123   [4]  DE AD BE EF");
+        let fd = parse_cansend("123##1112233445566778899AABBCC").unwrap();
+        assert_eq!(candump_line("can0", &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
+        let remote = parse_cansend("12345678#R").unwrap();
+        assert_eq!(candump_line("can1", &remote), "  can1  12345678   [0]  remote request");
+    }
+
+    #[test]
+    fn channel_spec_parses_filters() {
+        let (channel, filters) = parse_channel_spec("can0,123:7FF,200:700").unwrap();
+        assert_eq!(channel, "can0");
+        assert_eq!(filters, [Filter { id: 0x123, mask: 0x7FF }, Filter { id: 0x200, mask: 0x700 }]);
+        assert!(parse_channel_spec("can0,12").is_err());
+    }
+}

@@ -1,0 +1,66 @@
+//! `fieldhub hub`: run the hub until SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use tracing_subscriber::EnvFilter;
+
+#[derive(clap::Args)]
+pub struct HubArgs {
+    /// Configuration file (TOML). Without it the built-in default is used.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Listen address, HOST:PORT or unix:PATH; replaces the configured ones. Repeatable.
+    #[arg(long, value_name = "ADDR")]
+    listen: Vec<String>,
+    /// Token clients must present (required to listen beyond loopback) [env: FIELDHUB_TOKEN].
+    #[arg(long, env = "FIELDHUB_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the built-in default configuration and exit.
+    #[arg(long)]
+    print_default_config: bool,
+}
+
+pub fn run(args: HubArgs) -> anyhow::Result<()> {
+    if args.print_default_config {
+        print!("{DEFAULT_CONFIG}");
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let (text, origin) = match &args.config {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (DEFAULT_CONFIG.to_owned(), "built-in default configuration".to_owned()),
+    };
+    let mut config = HubConfig::parse(&text, &origin)?;
+    if !args.listen.is_empty() || args.token.is_some() {
+        if !args.listen.is_empty() {
+            config.hub.listen = args.listen.clone();
+        }
+        if args.token.is_some() {
+            config.hub.token = args.token.clone();
+        }
+        // Command-line addresses are held to the same rules as configured ones.
+        config.validate(&format!("{origin} with command-line options"))?;
+    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;
+    let mut hub = Hub::start(config.clone()).context("cannot start the hub")?;
+    let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
+    for addr in hub.listen_addrs() {
+        tracing::info!("listening on {addr}");
+    }
+    tracing::info!("channels: {}", channels.join(", "));
+    if let Some(signal) = signals.forever().next() {
+        tracing::info!("signal {signal}: shutting down");
+    }
+    hub.shutdown();
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! `fieldhub`: the hub and its can-utils-style tools in one binary.
+//!
+//! This crate only parses arguments and wires the library crates together;
+//! every behaviour lives in `fieldhub-hub`, `fieldhub-client` and
+//! `fieldhub-proto`. Errors are reported with context here, at the edge.
+
+mod dump;
+mod gen;
+mod hub;
+mod send;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "fieldhub", version, about = "A virtual CAN / CAN FD bus: the hub and its tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the hub (the bus). Without --config: two classic CAN channels, can0 and can1.
+    Hub(hub::HubArgs),
+    /// Print frames from channels, like candump.
+    Dump(dump::DumpArgs),
+    /// Send one frame in cansend syntax (123#DEADBEEF, 1ABCDEF0#00, 123#R, 123##1DEADBEEF).
+    Send(send::SendArgs),
+    /// Generate frames, like cangen.
+    Gen(gen::GenArgs),
+}
+
+/// `--hub URL`, shared by every tool that connects to a hub.
+#[derive(clap::Args, Clone)]
+pub struct HubSelect {
+    /// Hub to connect to: tcp://HOST:PORT or unix:PATH [env: FIELDHUB_HUB; default: tcp://127.0.0.1:29536]
+    #[arg(long = "hub", value_name = "URL")]
+    url: Option<String>,
+}
+
+impl HubSelect {
+    /// Connect, naming the client after the tool.
+    pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
+        use anyhow::Context;
+        let url = self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
+        let options = fieldhub_client::ClientOptions {
+            name: tool.to_owned(),
+            token: std::env::var("FIELDHUB_TOKEN").ok(),
+            ..Default::default()
+        };
+        fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Hub(args) => hub::run(args),
+        Command::Dump(args) => dump::run(args),
+        Command::Send(args) => send::run(args),
+        Command::Gen(args) => gen::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Client errors.
+
+use std::time::Duration;
+
+use fieldhub_proto::wire::ErrorCode;
+
+/// What went wrong talking to a hub.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("invalid hub URL '{url}': {why}")]
+    InvalidUrl { url: String, why: String },
+    #[error("cannot reach the hub at {url} (is `fieldhub hub` running there?)")]
+    Connect { url: String, source: std::io::Error },
+    #[error("the hub at {url} refused the connection ({}): {text}", code_name(*.code))]
+    Refused { url: String, code: u16, text: String },
+    #[error("the hub rejected the request ({}): {text}", code_name(*.code))]
+    Rejected { code: u16, text: String },
+    #[error("the connection to the hub is closed: {reason}")]
+    Closed { reason: String },
+    #[error("no answer from the hub within {0:?}")]
+    Timeout(Duration),
+    #[error("port {0} is not open on this client")]
+    PortNotOpen(u16),
+    #[error("protocol error talking to the hub: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The hub's error code, for refusals and rejections.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Refused { code, .. } | Self::Rejected { code, .. } => ErrorCode::from_wire(*code),
+            _ => None,
+        }
+    }
+}
+
+fn code_name(code: u16) -> String {
+    ErrorCode::from_wire(code).map_or_else(|| format!("code {code}"), |c| c.name().to_owned())
+}

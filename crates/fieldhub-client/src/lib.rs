@@ -1,0 +1,544 @@
+//! Blocking client for a fieldhub hub.
+//!
+//! ```no_run
+//! use fieldhub_client::{Client, Frame};
+//! let client = Client::connect("tcp://127.0.0.1:29536")?;
+//! let port = client.open_port("can0")?;
+//! client.send(&port, &Frame::can(0x123, false, &[0xDE, 0xAD])?)?;
+//! if let Some(rx) = client.recv(Some(std::time::Duration::from_secs(1)))? {
+//!     println!("{:?} seq {}", rx.frame, rx.meta.seq);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//!
+//! - [`Client`]: one connection. A writer thread packs queued frames into
+//!   `FRAMES` messages (many frames per write under load, one at once when
+//!   idle); a reader thread fills a bounded receive queue and answers
+//!   requests. Both are private to the client.
+//! - [`url`]: `tcp://HOST:PORT` and `unix:PATH`.
+//! - [`ClientError`]: every failure, with the hub's own text where it gave one.
+//!
+//! # Invariants
+//!
+//! - Frames are received in the channel's order; none is dropped in the
+//!   client. When the application does not read, the receive queue fills,
+//!   the socket backs up, and the hub drops and counts for this client's
+//!   ports only (see [`Client::rx_dropped`]).
+//! - Every blocking call has a timeout or ends when the connection does; a
+//!   dead hub is an error, never a hang.
+
+mod error;
+mod stream;
+pub mod url;
+
+use std::collections::HashMap;
+use std::io::{BufReader, Write};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+pub use error::ClientError;
+pub use fieldhub_proto::wire::ErrorCode;
+pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
+use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION};
+use fieldhub_proto::stream::{MessageReader, ReadError};
+use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, PortOptions};
+use stream::Stream;
+pub use url::{default_hub_url, HubUrl};
+
+/// Frames the receive queue holds before the client stops reading its socket.
+pub const RECEIVE_QUEUE: usize = 64 * 1024;
+/// Frames the send queue holds before `send` blocks.
+pub const SEND_QUEUE: usize = 16 * 1024;
+/// Default bound for connecting and for each request to the hub.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long dropping a client waits for its pending frames and goodbye to
+/// be written.
+const GOODBYE_GRACE: Duration = Duration::from_secs(1);
+/// The writer stops packing and writes once this many bytes are pending.
+const WRITE_CHUNK: usize = 64 * 1024;
+
+/// How to introduce this client to the hub.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Name shown in the hub's logs and used for unnamed ports.
+    pub name: String,
+    /// Token, if the hub requires one.
+    pub token: Option<String>,
+    /// Bound for connecting and for each request.
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT }
+    }
+}
+
+/// How to open a port.
+#[derive(Clone, Debug, Default)]
+pub struct PortConfig {
+    /// Hub-wide port name; `None` lets the hub name it `<client>.<id>`.
+    pub name: Option<String>,
+    /// Receive this port's own frames back, flagged as echo, once they are on
+    /// the bus (SocketCAN `recv_own_msgs`).
+    pub receive_own: bool,
+    /// When this port's receive queue in the hub is full, hold the channel
+    /// instead of dropping frames for this port.
+    pub block_on_overflow: bool,
+}
+
+/// An open port. Frames received on it carry its [`Port::handle`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    /// Client-local handle.
+    pub handle: u16,
+    /// Channel name.
+    pub channel: String,
+    /// Hub-wide channel id (as in [`FrameMeta::channel`]).
+    pub channel_id: u16,
+    /// Hub-wide port id (as in [`FrameMeta::sender`]).
+    pub port_id: u32,
+}
+
+/// A frame received on one of the client's ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Handle of the receiving port.
+    pub port: u16,
+    pub frame: Frame,
+    pub meta: FrameMeta,
+}
+
+enum WriteItem {
+    Frame { port: u16, frame: Frame },
+    /// A pre-encoded control message (control plane; allocation is fine).
+    Control(Vec<u8>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Waiting {
+    Request(u32),
+    Pong(u64),
+    PortClosed(u16),
+}
+
+enum Reply {
+    Opened(wire::PortOpened),
+    Done,
+    Failed { code: u16, text: String },
+}
+
+const CLOSED_PORT: u32 = u32::MAX;
+
+struct Shared {
+    /// Why the connection ended, once it has.
+    closed: Mutex<Option<String>>,
+    waiters: Mutex<HashMap<Waiting, Sender<Reply>>>,
+    /// Non-fatal errors the hub reported outside any request.
+    errors: Mutex<Vec<(u16, String)>>,
+    /// Per port handle: channel id, or `CLOSED_PORT`. Written by the reader
+    /// thread only, so frames for a closed handle are never delivered.
+    port_channels: [AtomicU32; MAX_PORTS_PER_CLIENT],
+    rx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding these locks leaves plain data behind; keep going.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn close(&self, reason: String) {
+        let mut closed = lock(&self.closed);
+        if closed.is_none() {
+            *closed = Some(reason);
+        }
+        drop(closed);
+        // Dropping the reply senders wakes every waiter.
+        lock(&self.waiters).clear();
+    }
+
+    fn closed_error(&self) -> ClientError {
+        let reason = lock(&self.closed).clone().unwrap_or_else(|| "the connection ended".into());
+        ClientError::Closed { reason }
+    }
+
+    fn reply(&self, key: Waiting, reply: Reply) -> bool {
+        match lock(&self.waiters).remove(&key) {
+            Some(tx) => {
+                let _ = tx.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One connection to a hub.
+pub struct Client {
+    shared: Arc<Shared>,
+    to_writer: Option<Sender<WriteItem>>,
+    received: Receiver<Received>,
+    stream: Stream,
+    client_id: u32,
+    hub_name: String,
+    timeout: Duration,
+    next_request: AtomicU32,
+    ports: Mutex<Vec<Port>>,
+    writer_done: Receiver<()>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Client {
+    /// Connect with default options.
+    pub fn connect(url: &str) -> Result<Self, ClientError> {
+        Self::connect_with(url, &ClientOptions::default())
+    }
+
+    /// Connect and perform the handshake.
+    pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
+        let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
+        let connect_error = |source| ClientError::Connect { url: url.into(), source };
+        let mut stream = Stream::connect(&parsed, options.timeout).map_err(connect_error)?;
+        let mut hello = Vec::new();
+        let token = options.token.as_deref().unwrap_or("");
+        wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
+        stream.write_all(&hello).map_err(connect_error)?;
+        stream.set_read_timeout(Some(options.timeout)).map_err(connect_error)?;
+        let mut reader = MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
+        let (client_id, hub_name) = {
+            let body = reader.read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN)).map_err(|e| match e {
+                ReadError::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    ClientError::Timeout(options.timeout)
+                }
+                ReadError::Closed => ClientError::Closed { reason: "the hub closed the connection during the handshake".into() },
+                other => ClientError::Protocol(other.to_string()),
+            })?;
+            match wire::decode(body).map_err(|e| ClientError::Protocol(e.to_string()))? {
+                Message::Welcome(w) => (w.client_id, w.hub_name.to_owned()),
+                Message::Refuse(r) => return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() }),
+                other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
+            }
+        };
+        stream.set_read_timeout(None).map_err(connect_error)?;
+
+        let shared = Arc::new(Shared {
+            closed: Mutex::new(None),
+            waiters: Mutex::new(HashMap::new()),
+            errors: Mutex::new(Vec::new()),
+            port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
+            rx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+        });
+        let (to_writer, writer_rx) = crossbeam_channel::bounded(SEND_QUEUE);
+        let (received_tx, received) = crossbeam_channel::bounded(RECEIVE_QUEUE);
+        let writer_stream = stream.try_clone().map_err(connect_error)?;
+        let (done_tx, writer_done) = crossbeam_channel::bounded(0);
+        let mut threads = Vec::new();
+        let spawn_error = |e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") };
+        {
+            let shared = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("fh-client-read".into())
+                    .spawn(move || read_loop(reader, &shared, &received_tx))
+                    .map_err(spawn_error)?,
+            );
+        }
+        {
+            let shared = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("fh-client-write".into())
+                    .spawn(move || write_loop(writer_stream, &writer_rx, &shared, done_tx))
+                    .map_err(spawn_error)?,
+            );
+        }
+        Ok(Self {
+            shared,
+            to_writer: Some(to_writer),
+            received,
+            stream,
+            client_id,
+            hub_name,
+            timeout: options.timeout,
+            next_request: AtomicU32::new(1),
+            ports: Mutex::new(Vec::new()),
+            writer_done,
+            threads,
+        })
+    }
+
+    /// The id the hub gave this client.
+    pub fn client_id(&self) -> u32 {
+        self.client_id
+    }
+
+    /// The hub's name.
+    pub fn hub_name(&self) -> &str {
+        &self.hub_name
+    }
+
+    /// Open a port on `channel` with default settings.
+    pub fn open_port(&self, channel: &str) -> Result<Port, ClientError> {
+        self.open_port_with(channel, &PortConfig::default())
+    }
+
+    /// Open a port on `channel`.
+    pub fn open_port_with(&self, channel: &str, config: &PortConfig) -> Result<Port, ClientError> {
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let mut options = PortOptions::empty();
+        if config.receive_own {
+            options = options.with(PortOptions::RECEIVE_OWN);
+        }
+        if config.block_on_overflow {
+            options = options.with(PortOptions::BLOCK_ON_OVERFLOW);
+        }
+        let mut bytes = Vec::new();
+        let port_name = config.name.as_deref().unwrap_or("");
+        wire::encode(&mut bytes, &Message::OpenPort(OpenPort { request, options, channel, port_name }));
+        match self.request(Waiting::Request(request), bytes)? {
+            Reply::Opened(opened) => {
+                let port = Port {
+                    handle: opened.port,
+                    channel: channel.to_owned(),
+                    channel_id: opened.channel_id,
+                    port_id: opened.port_id,
+                };
+                lock(&self.ports).push(port.clone());
+                Ok(port)
+            }
+            Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
+            Reply::Done => Err(ClientError::Protocol("unexpected reply to OPEN_PORT".into())),
+        }
+    }
+
+    /// Close a port; frames still in flight for it are discarded.
+    pub fn close_port(&self, port: &Port) -> Result<(), ClientError> {
+        self.check_open(port)?;
+        let mut bytes = Vec::new();
+        wire::encode(&mut bytes, &Message::ClosePort { port: port.handle });
+        let reply = self.request(Waiting::PortClosed(port.handle), bytes)?;
+        lock(&self.ports).retain(|p| p.handle != port.handle);
+        match reply {
+            Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The ports this client has open.
+    pub fn ports(&self) -> Vec<Port> {
+        lock(&self.ports).clone()
+    }
+
+    /// Queue a frame for sending, waiting while the send queue is full.
+    pub fn send(&self, port: &Port, frame: &Frame) -> Result<(), ClientError> {
+        self.send_timeout(port, frame, None)
+    }
+
+    /// Queue a frame, waiting at most `timeout` (`None`: no limit) for room.
+    pub fn send_timeout(&self, port: &Port, frame: &Frame, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.check_open(port)?;
+        let item = WriteItem::Frame { port: port.handle, frame: frame.with_echo(false) };
+        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
+        let sent = match timeout {
+            None => writer.send(item).map_err(|_| SendTimeoutError::Disconnected(())),
+            Some(t) => writer.send_timeout(item, t).map_err(|e| match e {
+                SendTimeoutError::Timeout(_) => SendTimeoutError::Timeout(()),
+                SendTimeoutError::Disconnected(_) => SendTimeoutError::Disconnected(()),
+            }),
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            Err(SendTimeoutError::Timeout(())) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
+            Err(SendTimeoutError::Disconnected(())) => Err(self.shared.closed_error()),
+        }
+    }
+
+    /// Receive the next frame on any port: `None` when `timeout` passes
+    /// first (`None` timeout: wait until a frame comes or the connection ends).
+    pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>, ClientError> {
+        let result = match timeout {
+            None => self.received.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(t) => self.received.recv_timeout(t),
+        };
+        match result {
+            Ok(received) => Ok(Some(received)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(self.shared.closed_error()),
+        }
+    }
+
+    /// Receive without waiting.
+    pub fn try_recv(&self) -> Result<Option<Received>, ClientError> {
+        self.recv(Some(Duration::ZERO))
+    }
+
+    /// Wait until every frame sent so far is on the bus (sequenced and
+    /// fanned out), and report the first error the hub raised meanwhile.
+    /// Returns the round-trip time.
+    pub fn flush(&self) -> Result<Duration, ClientError> {
+        let nonce = u64::from(self.next_request.fetch_add(1, Ordering::Relaxed));
+        let mut bytes = Vec::new();
+        wire::encode(&mut bytes, &Message::Ping { nonce });
+        let started = Instant::now();
+        self.request(Waiting::Pong(nonce), bytes)?;
+        let elapsed = started.elapsed();
+        let mut errors = lock(&self.shared.errors);
+        if !errors.is_empty() {
+            let (code, text) = errors.remove(0);
+            return Err(ClientError::Rejected { code, text });
+        }
+        Ok(elapsed)
+    }
+
+    /// Frames the hub dropped for `port` because this client did not read
+    /// fast enough (receive overrun), since the port was opened.
+    pub fn rx_dropped(&self, port: &Port) -> u64 {
+        self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn check_open(&self, port: &Port) -> Result<(), ClientError> {
+        if lock(&self.ports).iter().any(|p| p.handle == port.handle) {
+            Ok(())
+        } else {
+            Err(ClientError::PortNotOpen(port.handle))
+        }
+    }
+
+    fn request(&self, key: Waiting, bytes: Vec<u8>) -> Result<Reply, ClientError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        lock(&self.shared.waiters).insert(key, tx);
+        if lock(&self.shared.closed).is_some() {
+            lock(&self.shared.waiters).remove(&key);
+            return Err(self.shared.closed_error());
+        }
+        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
+        if writer.send_timeout(WriteItem::Control(bytes), self.timeout).is_err() {
+            lock(&self.shared.waiters).remove(&key);
+            return Err(self.shared.closed_error());
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(reply) => Ok(reply),
+            Err(RecvTimeoutError::Timeout) => {
+                lock(&self.shared.waiters).remove(&key);
+                Err(ClientError::Timeout(self.timeout))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(self.shared.closed_error()),
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(writer) = self.to_writer.take() {
+            let mut bytes = Vec::new();
+            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
+            wire::encode(&mut bytes, &Message::Goodbye(report));
+            let _ = writer.send_timeout(WriteItem::Control(bytes), GOODBYE_GRACE);
+        }
+        // The writer exits once its queue is drained and closed. A hub that
+        // stopped reading must not hang the drop, so the wait is bounded.
+        let _ = self.writer_done.recv_timeout(GOODBYE_GRACE);
+        self.stream.shutdown();
+        // Replacing the receive queue drops its receiver, releasing a reader
+        // thread blocked on a full queue.
+        self.received = crossbeam_channel::never();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, received: &Sender<Received>) {
+    let reason = loop {
+        let body = match reader.read(MAX_MESSAGE_LEN) {
+            Ok(body) => body,
+            Err(ReadError::Closed) => break "the hub closed the connection".to_owned(),
+            Err(e) => break format!("connection to the hub lost: {e}"),
+        };
+        let message = match wire::decode(body) {
+            Ok(message) => message,
+            Err(e) => break format!("the hub sent an invalid message: {e}"),
+        };
+        match message {
+            Message::Frames(batch) => {
+                for record in batch.iter() {
+                    let Some(slot) = shared.port_channels.get(record.port as usize) else { continue };
+                    let channel = slot.load(Ordering::Relaxed);
+                    if channel == CLOSED_PORT {
+                        continue;
+                    }
+                    let meta = FrameMeta { channel: channel as u16, ..record.meta };
+                    if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
+                        return;
+                    }
+                }
+            }
+            Message::PortOpened(opened) => {
+                if let Some(slot) = shared.port_channels.get(opened.port as usize) {
+                    slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
+                    shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
+                }
+                shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
+            }
+            Message::PortClosed { port } => {
+                if let Some(slot) = shared.port_channels.get(port as usize) {
+                    slot.store(CLOSED_PORT, Ordering::Relaxed);
+                }
+                shared.reply(Waiting::PortClosed(port), Reply::Done);
+            }
+            Message::Pong { nonce } => {
+                shared.reply(Waiting::Pong(nonce), Reply::Done);
+            }
+            Message::RxOverflow(overflow) => {
+                if let Some(counter) = shared.rx_dropped.get(overflow.port as usize) {
+                    counter.fetch_add(u64::from(overflow.dropped), Ordering::Relaxed);
+                }
+            }
+            Message::Error(report) if report.fatal => {
+                break format!("the hub disconnected this client: {}", report.text);
+            }
+            Message::Error(report) => {
+                let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };
+                if report.request == 0 || !shared.reply(Waiting::Request(report.request), failed) {
+                    tracing::warn!(code = report.code, "hub reported: {}", report.text);
+                    lock(&shared.errors).push((report.code, report.text.to_owned()));
+                }
+            }
+            Message::Goodbye(report) => break format!("the hub said goodbye: {}", report.text),
+            Message::Ping { nonce } => tracing::debug!(nonce, "ignoring PING from the hub"),
+            other => break format!("the hub sent {} after the handshake", other.type_name()),
+        }
+    };
+    shared.close(reason);
+}
+
+/// Runs until the send queue is closed and drained; `_done` is dropped on
+/// return, which tells `Client::drop` the goodbye has been written.
+fn write_loop(mut stream: Stream, queue: &Receiver<WriteItem>, shared: &Shared, _done: Sender<()>) {
+    let mut packer = Packer::new();
+    let meta = FrameMeta::default();
+    while let Ok(first) = queue.recv() {
+        let mut item = Some(first);
+        while let Some(next) = item.take() {
+            match next {
+                WriteItem::Frame { port, frame } => packer.push_frame(port, &frame, &meta),
+                WriteItem::Control(bytes) => packer.push_encoded(&bytes),
+            }
+            if packer.len() < WRITE_CHUNK {
+                item = queue.try_recv().ok();
+            }
+        }
+        if !packer.is_empty() {
+            if let Err(e) = stream.write_all(packer.finish()) {
+                return shared.close(format!("cannot write to the hub: {e}"));
+            }
+            packer.clear();
+        }
+    }
+}

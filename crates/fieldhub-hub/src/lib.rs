@@ -1,0 +1,131 @@
+//! The fieldhub hub: one process that is the bus.
+//!
+//! # Layout
+//!
+//! The data path reads top to bottom:
+//!
+//! - [`transport`]: stream transports (TCP, unix sockets). A reader thread per
+//!   connection turns messages into [`queues::Inbound`] requests; a writer
+//!   thread per connection drains that client's [`queues::Outbound`] queue.
+//! - [`queues`]: the bounded queues between transports and the bus thread.
+//! - [`bus`]: the bus thread — one sequencer for its channels; it owns all
+//!   bus state (clients, ports, channels).
+//! - [`channel`]: one channel's sequence counter, clock and fan-out.
+//! - [`config`]: the TOML configuration and the built-in default.
+//!
+//! # Invariants
+//!
+//! - Every frame of a channel passes through that channel's sequencer on the
+//!   bus thread; receivers see one total order with sequence numbers 1, 2, 3…
+//! - The bus thread shares no lock with anything: it is reached only through
+//!   its inbound queue. Transports know nothing of channels.
+//! - Every queue is bounded. A full receiver queue drops frames for that
+//!   receiver only, and counts and reports them — unless the port asked to
+//!   hold the bus instead.
+//! - A misbehaving client is disconnected alone; the bus never stops for it.
+
+pub mod bus;
+pub mod channel;
+pub mod config;
+pub mod queues;
+pub mod transport;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use config::{ConfigError, HubConfig, ListenAddr};
+use queues::{Inbound, InboxSender};
+use transport::listener::{self, Bound};
+use transport::session::SessionContext;
+
+/// Why a hub could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: ListenAddr, source: std::io::Error },
+    #[error("cannot start the {what} thread: {source}")]
+    Thread { what: &'static str, source: std::io::Error },
+}
+
+/// A running hub. Dropping it shuts it down.
+pub struct Hub {
+    inbox: InboxSender,
+    stopping: Arc<AtomicBool>,
+    addrs: Vec<ListenAddr>,
+    bus_thread: Option<JoinHandle<()>>,
+    accept_threads: Vec<JoinHandle<()>>,
+}
+
+impl Hub {
+    /// Bind every listen address and start serving.
+    pub fn start(config: HubConfig) -> Result<Self, StartError> {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut bound = Vec::new();
+        for addr in config.listen_addrs()? {
+            let listener = Bound::bind(&addr).map_err(|source| StartError::Listen { addr: addr.clone(), source })?;
+            bound.push(listener);
+        }
+        let addrs = bound
+            .iter()
+            .map(|b| b.local_addr())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| StartError::Listen { addr: ListenAddr::Unix("?".into()), source })?;
+
+        let (inbox, inbox_rx) = queues::inbox();
+        let bus = bus::Bus::new(&config, Arc::clone(&stopping));
+        let bus_thread = std::thread::Builder::new()
+            .name("fh-bus".into())
+            .spawn(move || bus.run(inbox_rx))
+            .map_err(|source| StartError::Thread { what: "bus", source })?;
+
+        let ctx = Arc::new(SessionContext {
+            inbox: inbox.clone(),
+            hub_name: config.hub.name.clone(),
+            token: config.hub.token.clone(),
+            next_client: AtomicU32::new(1),
+            live_clients: AtomicUsize::new(0),
+        });
+        let mut hub = Self { inbox, stopping, addrs, bus_thread: Some(bus_thread), accept_threads: Vec::new() };
+        for listener in bound {
+            let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
+            let thread = std::thread::Builder::new()
+                .name("fh-accept".into())
+                .spawn(move || listener.accept_loop(ctx, stopping))
+                .map_err(|source| StartError::Thread { what: "accept", source })?;
+            hub.accept_threads.push(thread);
+        }
+        Ok(hub)
+    }
+
+    /// The addresses the hub listens on (port 0 resolved to the real port).
+    pub fn listen_addrs(&self) -> &[ListenAddr] {
+        &self.addrs
+    }
+
+    /// Say goodbye to every client, stop accepting and wait for the bus
+    /// thread to finish.
+    pub fn shutdown(&mut self) {
+        if self.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = self.inbox.send(Inbound::Shutdown);
+        if let Some(bus) = self.bus_thread.take() {
+            let _ = bus.join();
+        }
+        for addr in &self.addrs {
+            listener::wake(addr);
+        }
+        for thread in self.accept_threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

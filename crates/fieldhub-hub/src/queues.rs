@@ -1,0 +1,96 @@
+//! The bounded in-process queues between transports and the bus thread.
+//!
+//! - [`Inbound`]: everything a transport hands to the bus, on one queue per
+//!   bus thread — the bus thread's single wake-up point. Frames and control
+//!   requests of one client travel on the same queue, so the bus sees them in
+//!   the order the client sent them.
+//! - [`Outbound`]: everything the bus hands to one client's transport, on one
+//!   bounded queue per client. When it is full the bus applies the receiving
+//!   port's overflow policy (drop and count, or wait).
+//!
+//! Items are plain values with frames inline: passing a frame allocates
+//! nothing. Only control items carry owned strings.
+
+use crossbeam_channel::{Receiver, Sender};
+use fieldhub_proto::wire::{ErrorCode, PortOptions};
+use fieldhub_proto::{Frame, FrameMeta};
+
+/// Hub-wide client id, as sent in `WELCOME`.
+pub type ClientId = u32;
+
+/// Capacity of the bus thread's inbound queue, in items.
+pub const INBOX_CAPACITY: usize = 64 * 1024;
+/// Capacity of one client's outbound queue, in items: the depth of its
+/// receive buffer before the overflow policy applies.
+pub const OUTBOX_CAPACITY: usize = 16 * 1024;
+
+/// Closes one client's connection from the bus side.
+pub type HangUp = Box<dyn Fn() + Send>;
+
+/// A transport's request to the bus.
+pub enum Inbound {
+    /// A client finished its handshake. `hang_up` closes its connection at
+    /// once, for when even an error report cannot be queued to it.
+    Attach { client: ClientId, name: String, outbox: Sender<Outbound>, hang_up: HangUp },
+    /// `OPEN_PORT`.
+    OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
+    /// `CLOSE_PORT`.
+    ClosePort { client: ClientId, port: u16 },
+    /// One frame record of a `FRAMES` message.
+    Frame { client: ClientId, port: u16, frame: Frame },
+    /// `PING`: answered once everything the client sent before it is on the bus.
+    Ping { client: ClientId, nonce: u64 },
+    /// The client's connection ended; `reason` is for the log.
+    Detach { client: ClientId, reason: String },
+    /// Stop the bus: say goodbye to every client and return.
+    Shutdown,
+}
+
+/// The bus's message to one client.
+#[derive(Debug)]
+pub enum Outbound {
+    Frame { port: u16, frame: Frame, meta: FrameMeta },
+    RxOverflow { port: u16, dropped: u32 },
+    PortOpened { request: u32, port: u16, channel_id: u16, port_id: u32 },
+    PortClosed { port: u16 },
+    Pong { nonce: u64 },
+    /// An error report; `fatal` ones make the transport close the connection
+    /// after writing it.
+    Error { code: ErrorCode, request: u32, fatal: bool, text: String },
+    /// The hub is going away; the transport writes it and closes.
+    Goodbye { code: ErrorCode, text: String },
+}
+
+impl Outbound {
+    /// Whether the transport closes the connection after this item.
+    pub fn ends_connection(&self) -> bool {
+        matches!(self, Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. })
+    }
+}
+
+/// A fresh inbound queue for one bus thread: transports hold [`InboxSender`]s.
+pub fn inbox() -> (Sender<Inbound>, Receiver<Inbound>) {
+    crossbeam_channel::bounded(INBOX_CAPACITY)
+}
+
+/// A fresh outbound queue for one client.
+pub fn outbox() -> (Sender<Outbound>, Receiver<Outbound>) {
+    crossbeam_channel::bounded(OUTBOX_CAPACITY)
+}
+
+/// Sending half of the inbound queue.
+pub type InboxSender = Sender<Inbound>;
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inbound::Attach { client, name, .. } => write!(f, "Attach({client}, {name})"),
+            Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
+            Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
+            Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
+            Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
+            Inbound::Shutdown => write!(f, "Shutdown"),
+        }
+    }
+}

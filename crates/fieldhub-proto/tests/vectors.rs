@@ -1,0 +1,268 @@
+//! Checks the codec against the language-neutral test vectors in
+//! `spec/vectors/*.json` (format: `spec/README.md`). Every other
+//! implementation of the protocol runs the same files.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use fieldhub_proto::frame::FrameKind;
+use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
+use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, ErrorReport, Message};
+use serde_json::{json, Map, Value};
+
+const FILE_FIELDS: &[&str] = &["description", "vectors"];
+const VALID_FIELDS: &[&str] = &["name", "valid", "hex", "message", "note"];
+const INVALID_FIELDS: &[&str] = &["name", "valid", "hex", "error", "code", "limit", "note"];
+
+struct Vector {
+    file: String,
+    name: String,
+    bytes: Vec<u8>,
+    fields: Map<String, Value>,
+}
+
+impl Vector {
+    fn id(&self) -> String {
+        format!("{}: {}", self.file, self.name)
+    }
+    fn valid(&self) -> bool {
+        self.fields["valid"].as_bool().unwrap()
+    }
+    fn str_field(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).map(|v| v.as_str().unwrap_or_else(|| panic!("{}: {key} must be a string", self.id())))
+    }
+    /// The length prefix, checked against `max`.
+    fn checked_length(&self, max: u32) -> Result<usize, DecodeError> {
+        assert!(self.bytes.len() >= 4, "{}: shorter than a length prefix", self.id());
+        let len = u32::from_le_bytes([self.bytes[0], self.bytes[1], self.bytes[2], self.bytes[3]]);
+        check_length(len, max)
+    }
+}
+
+fn vector_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/vectors")
+}
+
+fn check_fields(map: &Map<String, Value>, allowed: &[&str], what: &str) {
+    for key in map.keys() {
+        assert!(allowed.contains(&key.as_str()), "{what}: unknown field {key:?}");
+    }
+}
+
+/// Every vector of every file, after checking the files' structure.
+fn load() -> Vec<Vector> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(vector_dir())
+        .expect("spec/vectors is readable")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no vector files in {}", vector_dir().display());
+    let mut vectors = Vec::new();
+    for path in paths {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let root: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let root = root.as_object().unwrap_or_else(|| panic!("{file}: not an object"));
+        check_fields(root, FILE_FIELDS, &file);
+        assert!(root.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty()), "{file}: description");
+        let list = root.get("vectors").and_then(Value::as_array).unwrap_or_else(|| panic!("{file}: vectors array"));
+        assert!(!list.is_empty(), "{file}: has no vectors");
+        let mut names = BTreeSet::new();
+        for entry in list {
+            let fields = entry.as_object().unwrap_or_else(|| panic!("{file}: vector is not an object")).clone();
+            let name = fields.get("name").and_then(Value::as_str).unwrap_or_else(|| panic!("{file}: vector without name"));
+            let id = format!("{file}: {name}");
+            assert!(names.insert(name.to_owned()), "{id}: duplicate name");
+            let valid = fields.get("valid").and_then(Value::as_bool).unwrap_or_else(|| panic!("{id}: valid must be a bool"));
+            if valid {
+                check_fields(&fields, VALID_FIELDS, &id);
+                assert!(fields.contains_key("message"), "{id}: valid vector without message");
+            } else {
+                check_fields(&fields, INVALID_FIELDS, &id);
+                assert!(fields.contains_key("error") && fields.contains_key("code"), "{id}: invalid vector needs error and code");
+            }
+            let hex_text = fields.get("hex").and_then(Value::as_str).unwrap_or_else(|| panic!("{id}: hex"));
+            assert!(!hex_text.bytes().any(|b| b.is_ascii_uppercase()), "{id}: hex must be lowercase");
+            let bytes = hex::decode(hex_text).unwrap_or_else(|e| panic!("{id}: hex: {e}"));
+            vectors.push(Vector { file: file.clone(), name: name.to_owned(), bytes, fields });
+        }
+    }
+    vectors
+}
+
+fn flag_names(bits: u8) -> Vec<&'static str> {
+    [(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")]
+        .into_iter()
+        .filter(|&(bit, _)| bits & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
+}
+
+fn report(kind: &str, r: &ErrorReport<'_>) -> Value {
+    json!({
+        "type": kind,
+        "code": r.code,
+        "code_name": ErrorCode::from_wire(r.code).map(ErrorCode::name),
+        "request": r.request,
+        "fatal": r.fatal,
+        "text": r.text,
+    })
+}
+
+/// The JSON shape of a decoded message, as `spec/README.md` defines it.
+fn to_json(message: &Message<'_>) -> Value {
+    match message {
+        Message::Hello(h) => json!({"type": "hello", "version": h.version, "name": h.name, "token": h.token}),
+        Message::Welcome(w) => {
+            json!({"type": "welcome", "version": w.version, "client_id": w.client_id, "hub_name": w.hub_name})
+        }
+        Message::Refuse(r) => report("refuse", r),
+        Message::Error(r) => report("error", r),
+        Message::Goodbye(r) => report("goodbye", r),
+        Message::OpenPort(o) => {
+            let options: Vec<&str> = [(wire::PortOptions::RECEIVE_OWN, "receive_own"), (wire::PortOptions::BLOCK_ON_OVERFLOW, "block_on_overflow")]
+                .into_iter()
+                .filter(|&(bit, _)| o.options.contains(bit))
+                .map(|(_, name)| name)
+                .collect();
+            json!({"type": "open_port", "request": o.request, "options": options, "channel": o.channel, "port_name": o.port_name})
+        }
+        Message::PortOpened(p) => json!({
+            "type": "port_opened", "request": p.request, "port": p.port, "channel_id": p.channel_id, "port_id": p.port_id,
+        }),
+        Message::ClosePort { port } => json!({"type": "close_port", "port": port}),
+        Message::PortClosed { port } => json!({"type": "port_closed", "port": port}),
+        Message::Frames(batch) => {
+            let records: Vec<Value> = batch
+                .iter()
+                .map(|r| {
+                    let kind = match r.frame.kind() {
+                        FrameKind::Can => "can",
+                        FrameKind::CanFd => "canfd",
+                        FrameKind::Error => "error",
+                    };
+                    json!({
+                        "port": r.port,
+                        "kind": kind,
+                        "flags": flag_names(r.frame.flags().bits()),
+                        "id": r.frame.id(),
+                        "seq": r.meta.seq,
+                        "timestamp_ns": r.meta.timestamp_ns,
+                        "sender": r.meta.sender,
+                        "len": r.frame.len(),
+                        "len8_dlc": r.frame.len8_dlc(),
+                        "data": hex::encode(r.frame.data()),
+                    })
+                })
+                .collect();
+            assert_eq!(records.len(), batch.len(), "batch iterator yields every record");
+            json!({"type": "frames", "records": records})
+        }
+        Message::RxOverflow(o) => json!({"type": "rx_overflow", "port": o.port, "dropped": o.dropped}),
+        Message::Ping { nonce } => json!({"type": "ping", "nonce": nonce}),
+        Message::Pong { nonce } => json!({"type": "pong", "nonce": nonce}),
+    }
+}
+
+#[test]
+fn every_vector_file_is_well_formed() {
+    let vectors = load();
+    assert!(vectors.len() > 100, "only {} vectors", vectors.len());
+}
+
+#[test]
+fn every_valid_vector_decodes_to_its_message_and_reencodes_identically() {
+    let mut checked = 0;
+    for v in load().iter().filter(|v| v.valid()) {
+        let id = v.id();
+        let len = v.checked_length(MAX_MESSAGE_LEN).unwrap_or_else(|e| panic!("{id}: length prefix: {e}"));
+        assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
+        let message = decode(&v.bytes[4..]).unwrap_or_else(|e| panic!("{id}: {e}"));
+        if matches!(message, Message::Hello(_)) {
+            v.checked_length(MAX_HELLO_LEN).unwrap_or_else(|e| panic!("{id}: HELLO over the first-message limit: {e}"));
+        }
+        assert_eq!(to_json(&message), v.fields["message"], "{id}: decoded message differs");
+        let mut again = Vec::new();
+        wire::encode(&mut again, &message);
+        assert_eq!(hex::encode(&again), hex::encode(&v.bytes), "{id}: re-encoding differs");
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn every_invalid_vector_is_rejected_with_the_named_error() {
+    let mut checked = 0;
+    for v in load().iter().filter(|v| !v.valid()) {
+        let id = v.id();
+        let max = match v.str_field("limit") {
+            None | Some("message") => MAX_MESSAGE_LEN,
+            Some("hello") => MAX_HELLO_LEN,
+            Some(other) => panic!("{id}: unknown limit {other:?}"),
+        };
+        let error = match v.checked_length(max) {
+            Err(e) => e,
+            Ok(len) => {
+                assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
+                match decode(&v.bytes[4..]) {
+                    Err(e) => e,
+                    Ok(message) => panic!("{id}: decoded as {message:?}"),
+                }
+            }
+        };
+        assert_eq!(Some(error.kind()), v.str_field("error"), "{id}: {error}");
+        assert_eq!(Some(error.code().name()), v.str_field("code"), "{id}: wire code for {error}");
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
+    let vectors = load();
+    let mut types = BTreeSet::new();
+    let mut kinds = BTreeSet::new();
+    let mut flags = BTreeSet::new();
+    let mut errors = BTreeSet::new();
+    let mut codes = BTreeSet::new();
+    for v in &vectors {
+        if v.valid() {
+            let message = &v.fields["message"];
+            types.insert(message["type"].as_str().unwrap().to_owned());
+            if let Some(code) = message.get("code_name").and_then(Value::as_str) {
+                codes.insert(code.to_owned());
+            }
+            for record in message.get("records").and_then(Value::as_array).into_iter().flatten() {
+                kinds.insert(record["kind"].as_str().unwrap().to_owned());
+                for flag in record["flags"].as_array().unwrap() {
+                    flags.insert(flag.as_str().unwrap().to_owned());
+                }
+            }
+        } else {
+            errors.insert(v.str_field("error").unwrap().to_owned());
+        }
+    }
+    let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        types,
+        set(&[
+            "hello", "welcome", "refuse", "open_port", "port_opened", "close_port", "port_closed", "frames",
+            "rx_overflow", "error", "ping", "pong", "goodbye",
+        ])
+    );
+    assert_eq!(kinds, set(&["can", "canfd", "error"]));
+    assert_eq!(flags, set(&["extended", "remote", "brs", "esi", "echo"]));
+    assert_eq!(
+        errors,
+        set(&[
+            "oversize", "empty", "unknown_type", "truncated", "trailing_bytes", "bad_magic", "too_long", "not_utf8",
+            "too_many_frames", "unknown_frame_kind", "reserved_flags", "record_too_long", "invalid_frame",
+            "reserved_not_zero", "reserved_options",
+        ])
+    );
+    for code in 1..=14 {
+        let name = ErrorCode::from_wire(code).unwrap().name();
+        assert!(codes.contains(name), "no REFUSE/ERROR/GOODBYE vector carries code {name}");
+    }
+}
