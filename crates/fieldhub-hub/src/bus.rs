@@ -87,13 +87,7 @@ impl Bus {
                 self.on_open_port(client, request, options, &channel, &port_name)
             }
             Inbound::ClosePort { client, port } => self.on_close_port(client, port),
-            Inbound::Ping { client, nonce } => {
-                if let Some(c) = self.clients.get(&client) {
-                    // A full outbox means the client is not reading; its
-                    // ping then times out on its side, which is accurate.
-                    let _ = c.outbox.try_send(Outbound::Pong { nonce });
-                }
-            }
+            Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Detach { client, reason } => {
                 if let Some(c) = self.remove_client(client) {
                     debug!(client, name = %c.name, "client detached: {reason}");
@@ -123,6 +117,20 @@ impl Bus {
             return;
         }
         channel.transmit(owned.port_id, frame, now_ns(), &self.stopping);
+    }
+
+    /// Answer a ping after reporting drops still unreported on the client's
+    /// ports, so a client that flushes learns of every overrun so far.
+    fn on_ping(&mut self, client_id: ClientId, nonce: u64) {
+        let Some(client) = self.clients.get(&client_id) else { return };
+        for owned in client.ports.iter().flatten() {
+            if let Some(member) = self.channels[owned.channel as usize].member_mut(owned.port_id) {
+                member.report_drops();
+            }
+        }
+        // A full outbox means the client is not reading; its ping then times
+        // out on its side, which is accurate.
+        let _ = client.outbox.try_send(Outbound::Pong { nonce });
     }
 
     fn on_open_port(&mut self, client_id: ClientId, request: u32, options: PortOptions, channel: &str, port_name: &str) {

@@ -76,6 +76,17 @@ impl Member {
         }
     }
 
+    /// Queue an `RX_OVERFLOW` report for drops not yet reported, if there
+    /// is room; a full queue keeps them for the next chance.
+    pub fn report_drops(&mut self) {
+        if self.unreported_drops > 0 {
+            let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
+            if self.outbox.try_send(report).is_ok() {
+                self.unreported_drops = 0;
+            }
+        }
+    }
+
     fn drop_one(&mut self) -> bool {
         self.unreported_drops = self.unreported_drops.saturating_add(1);
         self.rx_dropped += 1;
@@ -117,6 +128,11 @@ impl Channel {
             }
         }
         meta
+    }
+
+    /// The member with hub-wide port id `port_id`.
+    pub fn member_mut(&mut self, port_id: u32) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.port_id == port_id)
     }
 
     /// Remove the member with hub-wide port id `port_id`, if present.

@@ -77,7 +77,8 @@ fn mutate(rng: &mut Rng, body: &mut Vec<u8>) {
             2 if !body.is_empty() => {
                 // Interesting values where lengths, counts and flags live.
                 let i = rng.below(body.len());
-                body[i] = [0x00, 0x01, 0x02, 0x08, 0x09, 0x0D, 0x0F, 0x10, 0x20, 0x40, 0x41, 0x7F, 0x80, 0xFF][rng.below(14)];
+                body[i] =
+                    [0x00, 0x01, 0x02, 0x08, 0x09, 0x0D, 0x0F, 0x10, 0x20, 0x40, 0x41, 0x7F, 0x80, 0xFF][rng.below(14)];
             }
             3 => {
                 let i = rng.below(body.len() + 1);

@@ -71,16 +71,21 @@ fn load() -> Vec<Vector> {
         let mut names = BTreeSet::new();
         for entry in list {
             let fields = entry.as_object().unwrap_or_else(|| panic!("{file}: vector is not an object")).clone();
-            let name = fields.get("name").and_then(Value::as_str).unwrap_or_else(|| panic!("{file}: vector without name"));
+            let name =
+                fields.get("name").and_then(Value::as_str).unwrap_or_else(|| panic!("{file}: vector without name"));
             let id = format!("{file}: {name}");
             assert!(names.insert(name.to_owned()), "{id}: duplicate name");
-            let valid = fields.get("valid").and_then(Value::as_bool).unwrap_or_else(|| panic!("{id}: valid must be a bool"));
+            let valid =
+                fields.get("valid").and_then(Value::as_bool).unwrap_or_else(|| panic!("{id}: valid must be a bool"));
             if valid {
                 check_fields(&fields, VALID_FIELDS, &id);
                 assert!(fields.contains_key("message"), "{id}: valid vector without message");
             } else {
                 check_fields(&fields, INVALID_FIELDS, &id);
-                assert!(fields.contains_key("error") && fields.contains_key("code"), "{id}: invalid vector needs error and code");
+                assert!(
+                    fields.contains_key("error") && fields.contains_key("code"),
+                    "{id}: invalid vector needs error and code"
+                );
             }
             let hex_text = fields.get("hex").and_then(Value::as_str).unwrap_or_else(|| panic!("{id}: hex"));
             assert!(!hex_text.bytes().any(|b| b.is_ascii_uppercase()), "{id}: hex must be lowercase");
@@ -121,11 +126,14 @@ fn to_json(message: &Message<'_>) -> Value {
         Message::Error(r) => report("error", r),
         Message::Goodbye(r) => report("goodbye", r),
         Message::OpenPort(o) => {
-            let options: Vec<&str> = [(wire::PortOptions::RECEIVE_OWN, "receive_own"), (wire::PortOptions::BLOCK_ON_OVERFLOW, "block_on_overflow")]
-                .into_iter()
-                .filter(|&(bit, _)| o.options.contains(bit))
-                .map(|(_, name)| name)
-                .collect();
+            let options: Vec<&str> = [
+                (wire::PortOptions::RECEIVE_OWN, "receive_own"),
+                (wire::PortOptions::BLOCK_ON_OVERFLOW, "block_on_overflow"),
+            ]
+            .into_iter()
+            .filter(|&(bit, _)| o.options.contains(bit))
+            .map(|(_, name)| name)
+            .collect();
             json!({"type": "open_port", "request": o.request, "options": options, "channel": o.channel, "port_name": o.port_name})
         }
         Message::PortOpened(p) => json!({
@@ -247,8 +255,19 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
     assert_eq!(
         types,
         set(&[
-            "hello", "welcome", "refuse", "open_port", "port_opened", "close_port", "port_closed", "frames",
-            "rx_overflow", "error", "ping", "pong", "goodbye",
+            "hello",
+            "welcome",
+            "refuse",
+            "open_port",
+            "port_opened",
+            "close_port",
+            "port_closed",
+            "frames",
+            "rx_overflow",
+            "error",
+            "ping",
+            "pong",
+            "goodbye",
         ])
     );
     assert_eq!(kinds, set(&["can", "canfd", "error"]));
@@ -256,9 +275,21 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
     assert_eq!(
         errors,
         set(&[
-            "oversize", "empty", "unknown_type", "truncated", "trailing_bytes", "bad_magic", "too_long", "not_utf8",
-            "too_many_frames", "unknown_frame_kind", "reserved_flags", "record_too_long", "invalid_frame",
-            "reserved_not_zero", "reserved_options",
+            "oversize",
+            "empty",
+            "unknown_type",
+            "truncated",
+            "trailing_bytes",
+            "bad_magic",
+            "too_long",
+            "not_utf8",
+            "too_many_frames",
+            "unknown_frame_kind",
+            "reserved_flags",
+            "record_too_long",
+            "invalid_frame",
+            "reserved_not_zero",
+            "reserved_options",
         ])
     );
     for code in 1..=14 {

@@ -190,6 +190,14 @@ fn read_loop<C: Connection>(reader: &mut MessageReader<BufReader<C>>, client: Cl
         };
         match wire::decode(body)? {
             Message::Frames(batch) => {
+                // A batch is taken whole or not at all, so check it before
+                // forwarding any of it.
+                if let Some(index) = batch.iter().position(|r| r.frame.is_echo()) {
+                    return Err(Violation::new(
+                        ErrorCode::InvalidFrame,
+                        format!("frame {index}: the echo flag is set by the hub only"),
+                    ));
+                }
                 for record in batch.iter() {
                     forward(Inbound::Frame { client, port: record.port, frame: record.frame })?;
                 }
@@ -205,10 +213,6 @@ fn read_loop<C: Connection>(reader: &mut MessageReader<BufReader<C>>, client: Cl
             Message::Ping { nonce } => forward(Inbound::Ping { client, nonce })?,
             Message::Pong { .. } => {}
             Message::Goodbye(report) => return Ok(format!("client said goodbye: {}", report.text)),
-            Message::Error(report) if !report.fatal => {
-                warn!(client, code = report.code, "client reported: {}", report.text);
-            }
-            Message::Error(report) => return Ok(format!("client reported a fatal error: {}", report.text)),
             other => {
                 return Err(Violation::new(
                     ErrorCode::UnexpectedMessage,

@@ -1,0 +1,131 @@
+//! The command-line tools against a real hub.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::*;
+use fieldhub_proto::text::{parse_cansend, parse_log_line};
+
+fn fieldhub(hub: &HubProcess, args: &[&str]) -> std::process::Output {
+    let (tool, rest) = args.split_first().expect("a subcommand");
+    Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .arg(tool)
+        .args(["--hub", &hub.url])
+        .args(rest)
+        .output()
+        .expect("run fieldhub")
+}
+
+#[test]
+fn dump_sees_what_send_sent_in_log_format() {
+    let hub = HubProcess::start();
+    let mut dump = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["dump", "--hub", &hub.url, "-L", "-n", "4", "can0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dump");
+    hub.wait_for_log("name=dump");
+    hub.wait_for_log("port opened");
+    let frames = ["123#11223344", "1ABCDEF0#R", "7FF#", "123#1122334455667788_C"];
+    for frame in frames {
+        let out = fieldhub(&hub, &["send", "can0", frame]);
+        assert!(out.status.success(), "send {frame}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let lines: Vec<String> = BufReader::new(dump.stdout.take().unwrap()).lines().map(Result::unwrap).collect();
+    assert!(dump.wait().unwrap().success());
+    assert_eq!(lines.len(), frames.len());
+    for (line, sent) in lines.iter().zip(frames) {
+        let parsed = parse_log_line(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(parsed.channel, "can0");
+        assert_eq!(parsed.frame, parse_cansend(sent).unwrap(), "{line}");
+        assert!(line.ends_with(sent), "{line}");
+    }
+}
+
+#[test]
+fn dump_prints_candump_lines_and_applies_filters() {
+    let hub = HubProcess::start();
+    let dump = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["dump", "--hub", &hub.url, "-n", "2", "can0,100:700"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dump");
+    hub.wait_for_log("port opened");
+    for frame in ["123#01", "200#02", "1FF#03"] {
+        assert!(fieldhub(&hub, &["send", "can0", frame]).status.success());
+    }
+    let out = dump.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "  can0  123   [1]  01\n  can0  1FF   [1]  03\n");
+}
+
+#[test]
+fn gen_sends_the_requested_count_with_an_incrementing_payload() {
+    let hub = HubProcess::start();
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("can1", &lossless()).unwrap();
+    let out = fieldhub(&hub, &["gen", "-g", "0", "-n", "1000", "-I", "42", "-L", "8", "-D", "i", "-e", "can1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = recv_n(&watcher, 1000);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r.frame.id(), 0x42);
+        assert!(r.frame.is_extended());
+        assert_eq!(r.frame.data(), (i as u64).to_le_bytes());
+    }
+    assert_nothing_pending(&watcher);
+}
+
+#[test]
+fn send_reports_bad_frames_and_unknown_channels_clearly() {
+    let hub = HubProcess::start();
+    let out = fieldhub(&hub, &["send", "can0", "123#123"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pairs of hex digits"));
+    let out = fieldhub(&hub, &["send", "nope", "123#12"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown channel 'nope'; this hub has: can0, can1"));
+    let out = fieldhub(&hub, &["send", "can0", "123##1DEAD"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("classic CAN and cannot carry the CAN FD frame"));
+}
+
+#[test]
+fn fd_frames_travel_on_an_fd_channel() {
+    let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
+    let watcher = hub.client("watcher");
+    watcher.open_port("fd0").unwrap();
+    let frame = "1ABCDEF0##3000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F";
+    assert!(fieldhub(&hub, &["send", "fd0", frame]).status.success());
+    let got = recv_n(&watcher, 1);
+    assert_eq!(got[0].frame, parse_cansend(frame).unwrap());
+    assert_eq!(got[0].frame.len(), 64);
+}
+
+#[test]
+fn tools_explain_a_missing_hub() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["send", "--hub", "tcp://127.0.0.1:1", "can0", "123#00"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot reach the hub at tcp://127.0.0.1:1") && stderr.contains("refused"), "{stderr}");
+}
+
+#[test]
+fn sigterm_says_goodbye_to_clients_and_exits_cleanly() {
+    let hub = HubProcess::start();
+    let client = hub.client("stayer");
+    client.open_port("can0").unwrap();
+    assert!(hub.terminate().success());
+    let err = client.recv(Some(PATIENCE)).unwrap_err();
+    assert!(err.to_string().contains("the hub said goodbye: the hub is shutting down"), "{err}");
+}
+
+#[test]
+fn invalid_config_file_is_rejected_naming_file_line_and_field() {
+    let path = std::env::temp_dir().join(format!("fieldhub-bad-{}.toml", std::process::id()));
+    std::fs::write(&path, "[[channel]]\nname = \"a\"\nprotocl = \"can\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub")).args(["hub", "--config"]).arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&path.display().to_string()) && stderr.contains("line 3") && stderr.contains("protocl"), "{stderr}");
+}

@@ -1,0 +1,149 @@
+//! Test support: a real hub process and sequence-numbered traffic.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fieldhub_client::{Client, ClientOptions, Frame, PortConfig, Received};
+
+/// Long enough for any step on a loaded CI machine; only guards against hangs.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A `fieldhub hub` child process on a free loopback port.
+pub struct HubProcess {
+    child: Child,
+    pub url: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl HubProcess {
+    /// Start a hub with the built-in configuration.
+    pub fn start() -> Self {
+        Self::start_with(None, &[])
+    }
+
+    /// Start a hub with config text (written to a temp file) and extra args.
+    pub fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
+        command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
+        let config_file = config.map(|text| {
+            let path = std::env::temp_dir().join(format!("fieldhub-test-{}-{}.toml", std::process::id(), unique()));
+            std::fs::write(&path, text).expect("write config");
+            path
+        });
+        if let Some(path) = &config_file {
+            command.arg("--config").arg(path);
+        }
+        let mut child = command
+            .env("FIELDHUB_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start fieldhub hub");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (url_tx, url_rx) = std::sync::mpsc::channel();
+        {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(at) = line.find("listening on tcp://") {
+                        let _ = url_tx.send(line[at + "listening on ".len()..].trim().to_owned());
+                    }
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let url = url_rx.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+            panic!("hub did not report its address; log: {:?}", log.lock().unwrap())
+        });
+        Self { child, url, log }
+    }
+
+    /// Connect a client named `name`.
+    pub fn client(&self, name: &str) -> Client {
+        let options = ClientOptions { name: name.into(), ..Default::default() };
+        Client::connect_with(&self.url, &options).expect("connect to hub")
+    }
+
+    /// The hub's log lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Wait until a log line contains `needle`; returns that line.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(line) = self.log().into_iter().find(|l| l.contains(needle)) {
+                return line;
+            }
+            assert!(Instant::now() < deadline, "hub never logged '{needle}'; log: {:#?}", self.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Send SIGTERM and wait for a clean exit.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) takes plain integers; signalling our own child
+        // cannot affect this process's memory.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        self.child.wait().expect("wait for hub")
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A port config that holds the bus rather than drop when this receiver lags,
+/// so order tests can demand every frame.
+pub fn lossless() -> PortConfig {
+    PortConfig { block_on_overflow: true, ..Default::default() }
+}
+
+/// A classic frame carrying `(sender, counter)` as its payload.
+pub fn numbered(id: u32, sender: u8, counter: u32) -> Frame {
+    let c = counter.to_le_bytes();
+    Frame::can(id, false, &[sender, c[0], c[1], c[2], c[3]]).expect("valid frame")
+}
+
+/// `(sender, counter)` from a [`numbered`] frame.
+pub fn number_of(frame: &Frame) -> (u8, u32) {
+    let d = frame.data();
+    (d[0], u32::from_le_bytes([d[1], d[2], d[3], d[4]]))
+}
+
+/// Receive exactly `n` frames, failing on a stall.
+pub fn recv_n(client: &Client, n: usize) -> Vec<Received> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match client.recv(Some(PATIENCE)).expect("recv") {
+            Some(r) => out.push(r),
+            None => panic!("stalled after {} of {n} frames", out.len()),
+        }
+    }
+    out
+}
+
+/// Assert that no frame arrives before a flush round trip completes.
+pub fn assert_nothing_pending(client: &Client) {
+    client.flush().expect("flush");
+    assert!(client.try_recv().expect("try_recv").is_none(), "unexpected frame");
+}

@@ -1,0 +1,284 @@
+//! Bad input from one client: that client gets a clear error and is
+//! disconnected; the hub logs one line; every other client carries on and
+//! loses nothing.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use common::*;
+use fieldhub_client::{Client, Port};
+use fieldhub_proto::limits::{MAX_MESSAGE_LEN, PROTOCOL_VERSION};
+use fieldhub_proto::wire::{self, ErrorCode, Hello, Message, OpenPort, PortOptions};
+
+/// A well-behaved pair that keeps talking while a hostile client misbehaves.
+struct Bystanders {
+    talker: Client,
+    talker_port: Port,
+    listener: Client,
+    sent: u32,
+}
+
+impl Bystanders {
+    fn join(hub: &HubProcess) -> Self {
+        let talker = hub.client("talker");
+        let listener = hub.client("listener");
+        let talker_port = talker.open_port("can0").unwrap();
+        listener.open_port_with("can0", &lossless()).unwrap();
+        Self { talker, talker_port, listener, sent: 0 }
+    }
+
+    fn talk(&mut self, frames: u32) {
+        for _ in 0..frames {
+            self.talker.send(&self.talker_port, &numbered(0x321, 7, self.sent)).unwrap();
+            self.sent += 1;
+        }
+    }
+
+    /// Every frame sent so far arrives, in order, exactly once.
+    fn check_everything_arrived(&self) {
+        self.talker.flush().unwrap();
+        let got = recv_n(&self.listener, self.sent as usize);
+        for (i, r) in got.iter().enumerate() {
+            assert_eq!(number_of(&r.frame), (7, i as u32));
+        }
+        assert_nothing_pending(&self.listener);
+    }
+}
+
+/// A raw connection that speaks exactly the bytes a test tells it to.
+struct Raw(TcpStream);
+
+impl Raw {
+    fn connect(hub: &HubProcess) -> Self {
+        let addr = hub.url.strip_prefix("tcp://").unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        Self(stream)
+    }
+
+    fn send(&mut self, message: &Message<'_>) {
+        let mut bytes = Vec::new();
+        wire::encode(&mut bytes, message);
+        self.0.write_all(&bytes).unwrap();
+    }
+
+    fn handshake(hub: &HubProcess) -> Self {
+        let mut raw = Self::connect(hub);
+        raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "hostile", token: "" }));
+        let reply = raw.read_message().expect("welcome");
+        assert_eq!(reply[0], wire::msg::WELCOME);
+        raw
+    }
+
+    fn open_port(&mut self, channel: &str) {
+        let open = OpenPort { request: 1, options: PortOptions::empty(), channel, port_name: "" };
+        self.send(&Message::OpenPort(open));
+        let reply = self.read_message().expect("reply");
+        assert_eq!(reply[0], wire::msg::PORT_OPENED);
+    }
+
+    /// The next message body, or `None` once the hub has closed the stream.
+    fn read_message(&mut self) -> Option<Vec<u8>> {
+        let mut prefix = [0u8; 4];
+        if self.0.read_exact(&mut prefix).is_err() {
+            return None;
+        }
+        let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
+        self.0.read_exact(&mut body).ok()?;
+        Some(body)
+    }
+
+    /// Expect an error report (REFUSE or fatal ERROR) with `code`, then the
+    /// end of the stream. Returns the report's text.
+    fn expect_rejection(&mut self, code: ErrorCode) -> String {
+        let body = loop {
+            let body = self.read_message().expect("an error report before the hub closes");
+            // Traffic on a port this client opened may precede the report.
+            if body[0] != wire::msg::FRAMES {
+                break body;
+            }
+        };
+        let text = match wire::decode(&body).unwrap() {
+            Message::Refuse(r) | Message::Error(r) => {
+                assert_eq!(ErrorCode::from_wire(r.code), Some(code), "text: {}", r.text);
+                assert!(r.fatal);
+                r.text.to_owned()
+            }
+            other => panic!("expected REFUSE or ERROR, got {other:?}"),
+        };
+        assert!(self.read_message().is_none(), "the hub should close the connection");
+        text
+    }
+}
+
+/// Run `act` between two bursts of bystander traffic and check the
+/// bystanders lost nothing and the hub is still up.
+fn with_bystanders(act: impl FnOnce(&HubProcess)) -> HubProcess {
+    let mut hub = HubProcess::start();
+    let mut bystanders = Bystanders::join(&hub);
+    bystanders.talk(5_000);
+    act(&hub);
+    bystanders.talk(5_000);
+    bystanders.check_everything_arrived();
+    assert!(hub.is_running());
+    hub
+}
+
+fn handshake_bytes(magic: &[u8; 4], version: u16) -> Vec<u8> {
+    let mut body = vec![wire::msg::HELLO];
+    body.extend_from_slice(magic);
+    body.extend_from_slice(&version.to_le_bytes());
+    body.extend_from_slice(&[4, b'e', b'v', b'i', b'l', 0]);
+    let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+#[test]
+fn wrong_magic_is_refused() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        raw.0.write_all(&handshake_bytes(b"CAN!", PROTOCOL_VERSION)).unwrap();
+        let text = raw.expect_rejection(ErrorCode::BadMagic);
+        assert!(text.contains("FHUB"), "{text}");
+    });
+    hub.wait_for_log("refusing connection: bad magic");
+}
+
+#[test]
+fn unknown_protocol_version_is_refused_naming_the_supported_one() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        raw.0.write_all(&handshake_bytes(b"FHUB", 99)).unwrap();
+        let text = raw.expect_rejection(ErrorCode::UnsupportedVersion);
+        assert!(text.contains("99") && text.contains(&format!("version {PROTOCOL_VERSION}")), "{text}");
+    });
+    hub.wait_for_log("protocol version 99 is not supported");
+}
+
+#[test]
+fn malformed_handshake_is_refused() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        // A HELLO whose name claims 10 bytes but carries 3.
+        let mut body = vec![wire::msg::HELLO];
+        body.extend_from_slice(b"FHUB");
+        body.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+        body.extend_from_slice(&[10, b'a', b'b', b'c']);
+        raw.0.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        raw.0.write_all(&body).unwrap();
+        let text = raw.expect_rejection(ErrorCode::Malformed);
+        assert!(text.contains("HELLO"), "{text}");
+    });
+    hub.wait_for_log("refusing connection: HELLO");
+}
+
+#[test]
+fn http_request_instead_of_a_handshake_is_refused() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        raw.0.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let text = raw.expect_rejection(ErrorCode::Oversize);
+        assert!(text.contains("fieldhub client"), "{text}");
+    });
+    hub.wait_for_log("is this a fieldhub client");
+}
+
+#[test]
+fn oversize_length_prefix_disconnects_only_that_client() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::handshake(hub);
+        raw.0.write_all(&(MAX_MESSAGE_LEN + 1).to_le_bytes()).unwrap();
+        let text = raw.expect_rejection(ErrorCode::Oversize);
+        assert!(text.contains(&(MAX_MESSAGE_LEN + 1).to_string()), "{text}");
+    });
+    hub.wait_for_log("rejecting client: message length");
+}
+
+#[test]
+fn truncated_message_then_disconnect_is_logged_and_harmless() {
+    let hub = with_bystanders(|hub| {
+        // No port: with unread frames queued, closing would reset the
+        // connection instead of ending it mid-message.
+        let mut raw = Raw::handshake(hub);
+        // Announce 100 bytes, send 10, vanish.
+        raw.0.write_all(&100u32.to_le_bytes()).unwrap();
+        raw.0.write_all(&[wire::msg::FRAMES; 10]).unwrap();
+        drop(raw);
+    });
+    hub.wait_for_log("disconnected mid-message: got 14 of 104 bytes");
+}
+
+#[test]
+fn invalid_frame_length_disconnects_only_that_client() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::handshake(hub);
+        raw.open_port("can0");
+        // A classic frame record claiming 9 data bytes.
+        let mut body = vec![wire::msg::FRAMES, 1, 0, 0];
+        let mut record = vec![0u8; 32];
+        record[28] = 9;
+        body.extend_from_slice(&record);
+        body.extend_from_slice(&[0xAA; 9]);
+        raw.0.write_all(&(body.len() as u32).to_le_bytes()).unwrap();
+        raw.0.write_all(&body).unwrap();
+        let text = raw.expect_rejection(ErrorCode::InvalidFrame);
+        assert!(text.contains("at most 8 data bytes"), "{text}");
+    });
+    hub.wait_for_log("rejecting client: frame 0: classic CAN frames carry at most 8 data bytes");
+}
+
+#[test]
+fn frame_for_a_port_not_opened_disconnects_only_that_client() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::handshake(hub);
+        let frame = numbered(0x1, 9, 0);
+        let mut bytes = Vec::new();
+        let mut packer = wire::Packer::new();
+        packer.push_frame(3, &frame, &Default::default());
+        bytes.extend_from_slice(packer.finish());
+        raw.0.write_all(&bytes).unwrap();
+        let text = raw.expect_rejection(ErrorCode::PortNotOpen);
+        assert!(text.contains("port 3"), "{text}");
+    });
+    hub.wait_for_log("disconnecting client: frame for port 3");
+}
+
+#[test]
+fn client_killed_mid_stream_does_not_disturb_others() {
+    with_bystanders(|hub| {
+        let mut raw = Raw::handshake(hub);
+        raw.open_port("can0");
+        let mut packer = wire::Packer::new();
+        for i in 0..500 {
+            packer.push_frame(0, &numbered(0x7, 3, i), &Default::default());
+        }
+        let bytes = packer.finish().to_vec();
+        // Half a batch, then the socket is gone.
+        raw.0.write_all(&bytes[..bytes.len() / 2]).unwrap();
+        raw.0.shutdown(std::net::Shutdown::Both).unwrap();
+    });
+}
+
+#[test]
+fn wrong_token_is_refused() {
+    let hub = HubProcess::start_with(None, &["--token", "sesame"]);
+    let mut raw = Raw::connect(&hub);
+    raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "guess", token: "open" }));
+    assert_eq!(raw.expect_rejection(ErrorCode::Unauthorized), "wrong token");
+    let options = fieldhub_client::ClientOptions { token: Some("sesame".into()), ..Default::default() };
+    let client = Client::connect_with(&hub.url, &options).expect("the right token is accepted");
+    client.open_port("can0").unwrap();
+}
+
+#[test]
+fn unknown_channel_is_a_clear_error_and_the_client_stays_connected() {
+    let hub = HubProcess::start();
+    let client = hub.client("typo");
+    let err = client.open_port("can7").unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::UnknownChannel));
+    assert!(err.to_string().contains("unknown channel 'can7'; this hub has: can0, can1"), "{err}");
+    client.open_port("can0").expect("still connected");
+}
