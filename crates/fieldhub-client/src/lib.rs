@@ -42,11 +42,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 pub use error::ClientError;
-pub use fieldhub_proto::wire::ErrorCode;
-pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
-use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION};
+use fieldhub_proto::limits::{
+    MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION,
+};
 use fieldhub_proto::stream::{MessageReader, ReadError};
+pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, PortOptions};
+pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 use stream::Stream;
 pub use url::{default_hub_url, HubUrl};
 
@@ -75,7 +77,11 @@ pub struct ClientOptions {
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT }
+        Self {
+            name: "client".into(),
+            token: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
     }
 }
 
@@ -115,7 +121,10 @@ pub struct Received {
 }
 
 enum WriteItem {
-    Frame { port: u16, frame: Frame },
+    Frame {
+        port: u16,
+        frame: Frame,
+    },
     /// A pre-encoded control message (control plane; allocation is fine).
     Control(Vec<u8>),
 }
@@ -149,7 +158,9 @@ struct Shared {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding these locks leaves plain data behind; keep going.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Shared {
@@ -164,7 +175,9 @@ impl Shared {
     }
 
     fn closed_error(&self) -> ClientError {
-        let reason = lock(&self.closed).clone().unwrap_or_else(|| "the connection ended".into());
+        let reason = lock(&self.closed)
+            .clone()
+            .unwrap_or_else(|| "the connection ended".into());
         ClientError::Closed { reason }
     }
 
@@ -202,27 +215,65 @@ impl Client {
 
     /// Connect and perform the handshake.
     pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
-        let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
-        let connect_error = |source| ClientError::Connect { url: url.into(), source };
+        let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl {
+            url: url.into(),
+            why,
+        })?;
+        let connect_error = |source| ClientError::Connect {
+            url: url.into(),
+            source,
+        };
         let mut stream = Stream::connect(&parsed, options.timeout).map_err(connect_error)?;
         let mut hello = Vec::new();
         let token = options.token.as_deref().unwrap_or("");
-        wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
+        wire::encode(
+            &mut hello,
+            &Message::Hello(Hello {
+                version: PROTOCOL_VERSION,
+                name: &options.name,
+                token,
+            }),
+        );
         stream.write_all(&hello).map_err(connect_error)?;
-        stream.set_read_timeout(Some(options.timeout)).map_err(connect_error)?;
-        let mut reader = MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
+        stream
+            .set_read_timeout(Some(options.timeout))
+            .map_err(connect_error)?;
+        let mut reader = MessageReader::new(BufReader::with_capacity(
+            WRITE_CHUNK,
+            stream.try_clone().map_err(connect_error)?,
+        ));
         let (client_id, hub_name) = {
-            let body = reader.read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN)).map_err(|e| match e {
-                ReadError::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                    ClientError::Timeout(options.timeout)
-                }
-                ReadError::Closed => ClientError::Closed { reason: "the hub closed the connection during the handshake".into() },
-                other => ClientError::Protocol(other.to_string()),
-            })?;
+            let body = reader
+                .read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN))
+                .map_err(|e| match e {
+                    ReadError::Io(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        ClientError::Timeout(options.timeout)
+                    }
+                    ReadError::Closed => ClientError::Closed {
+                        reason: "the hub closed the connection during the handshake".into(),
+                    },
+                    other => ClientError::Protocol(other.to_string()),
+                })?;
             match wire::decode(body).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 Message::Welcome(w) => (w.client_id, w.hub_name.to_owned()),
-                Message::Refuse(r) => return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() }),
-                other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
+                Message::Refuse(r) => {
+                    return Err(ClientError::Refused {
+                        url: url.into(),
+                        code: r.code,
+                        text: r.text.into(),
+                    })
+                }
+                other => {
+                    return Err(ClientError::Protocol(format!(
+                        "expected WELCOME, got {}",
+                        other.type_name()
+                    )))
+                }
             }
         };
         stream.set_read_timeout(None).map_err(connect_error)?;
@@ -239,7 +290,9 @@ impl Client {
         let writer_stream = stream.try_clone().map_err(connect_error)?;
         let (done_tx, writer_done) = crossbeam_channel::bounded(0);
         let mut threads = Vec::new();
-        let spawn_error = |e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") };
+        let spawn_error = |e| ClientError::Closed {
+            reason: format!("cannot start a client thread: {e}"),
+        };
         {
             let shared = Arc::clone(&shared);
             threads.push(
@@ -300,7 +353,15 @@ impl Client {
         }
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");
-        wire::encode(&mut bytes, &Message::OpenPort(OpenPort { request, options, channel, port_name }));
+        wire::encode(
+            &mut bytes,
+            &Message::OpenPort(OpenPort {
+                request,
+                options,
+                channel,
+                port_name,
+            }),
+        );
         match self.request(Waiting::Request(request), bytes)? {
             Reply::Opened(opened) => {
                 let port = Port {
@@ -313,7 +374,9 @@ impl Client {
                 Ok(port)
             }
             Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
-            Reply::Done => Err(ClientError::Protocol("unexpected reply to OPEN_PORT".into())),
+            Reply::Done => Err(ClientError::Protocol(
+                "unexpected reply to OPEN_PORT".into(),
+            )),
         }
     }
 
@@ -341,12 +404,25 @@ impl Client {
     }
 
     /// Queue a frame, waiting at most `timeout` (`None`: no limit) for room.
-    pub fn send_timeout(&self, port: &Port, frame: &Frame, timeout: Option<Duration>) -> Result<(), ClientError> {
+    pub fn send_timeout(
+        &self,
+        port: &Port,
+        frame: &Frame,
+        timeout: Option<Duration>,
+    ) -> Result<(), ClientError> {
         self.check_open(port)?;
-        let item = WriteItem::Frame { port: port.handle, frame: frame.with_echo(false) };
-        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
+        let item = WriteItem::Frame {
+            port: port.handle,
+            frame: frame.with_echo(false),
+        };
+        let writer = self
+            .to_writer
+            .as_ref()
+            .ok_or_else(|| self.shared.closed_error())?;
         let sent = match timeout {
-            None => writer.send(item).map_err(|_| SendTimeoutError::Disconnected(())),
+            None => writer
+                .send(item)
+                .map_err(|_| SendTimeoutError::Disconnected(())),
             Some(t) => writer.send_timeout(item, t).map_err(|e| match e {
                 SendTimeoutError::Timeout(_) => SendTimeoutError::Timeout(()),
                 SendTimeoutError::Disconnected(_) => SendTimeoutError::Disconnected(()),
@@ -354,7 +430,9 @@ impl Client {
         };
         match sent {
             Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(())) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
+            Err(SendTimeoutError::Timeout(())) => {
+                Err(ClientError::Timeout(timeout.unwrap_or_default()))
+            }
             Err(SendTimeoutError::Disconnected(())) => Err(self.shared.closed_error()),
         }
     }
@@ -363,7 +441,10 @@ impl Client {
     /// first (`None` timeout: wait until a frame comes or the connection ends).
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>, ClientError> {
         let result = match timeout {
-            None => self.received.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            None => self
+                .received
+                .recv()
+                .map_err(|_| RecvTimeoutError::Disconnected),
             Some(t) => self.received.recv_timeout(t),
         };
         match result {
@@ -399,7 +480,10 @@ impl Client {
     /// Frames the hub dropped for `port` because this client did not read
     /// fast enough (receive overrun), since the port was opened.
     pub fn rx_dropped(&self, port: &Port) -> u64 {
-        self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.shared
+            .rx_dropped
+            .get(port.handle as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     fn check_open(&self, port: &Port) -> Result<(), ClientError> {
@@ -417,8 +501,14 @@ impl Client {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
-        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
-        if writer.send_timeout(WriteItem::Control(bytes), self.timeout).is_err() {
+        let writer = self
+            .to_writer
+            .as_ref()
+            .ok_or_else(|| self.shared.closed_error())?;
+        if writer
+            .send_timeout(WriteItem::Control(bytes), self.timeout)
+            .is_err()
+        {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
@@ -437,7 +527,12 @@ impl Drop for Client {
     fn drop(&mut self) {
         if let Some(writer) = self.to_writer.take() {
             let mut bytes = Vec::new();
-            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
+            let report = ErrorReport {
+                code: 0,
+                request: 0,
+                fatal: true,
+                text: "client closed",
+            };
             wire::encode(&mut bytes, &Message::Goodbye(report));
             let _ = writer.send_timeout(WriteItem::Control(bytes), GOODBYE_GRACE);
         }
@@ -454,7 +549,11 @@ impl Drop for Client {
     }
 }
 
-fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, received: &Sender<Received>) {
+fn read_loop(
+    mut reader: MessageReader<BufReader<Stream>>,
+    shared: &Shared,
+    received: &Sender<Received>,
+) {
     let reason = loop {
         let body = match reader.read(MAX_MESSAGE_LEN) {
             Ok(body) => body,
@@ -468,13 +567,25 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
         match message {
             Message::Frames(batch) => {
                 for record in batch.iter() {
-                    let Some(slot) = shared.port_channels.get(record.port as usize) else { continue };
+                    let Some(slot) = shared.port_channels.get(record.port as usize) else {
+                        continue;
+                    };
                     let channel = slot.load(Ordering::Relaxed);
                     if channel == CLOSED_PORT {
                         continue;
                     }
-                    let meta = FrameMeta { channel: channel as u16, ..record.meta };
-                    if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
+                    let meta = FrameMeta {
+                        channel: channel as u16,
+                        ..record.meta
+                    };
+                    if received
+                        .send(Received {
+                            port: record.port,
+                            frame: record.frame,
+                            meta,
+                        })
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -504,7 +615,10 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
                 break format!("the hub disconnected this client: {}", report.text);
             }
             Message::Error(report) => {
-                let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };
+                let failed = Reply::Failed {
+                    code: report.code,
+                    text: report.text.to_owned(),
+                };
                 if report.request == 0 || !shared.reply(Waiting::Request(report.request), failed) {
                     tracing::warn!(code = report.code, "hub reported: {}", report.text);
                     lock(&shared.errors).push((report.code, report.text.to_owned()));

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use crate::channel::{Channel, Member};
 use crate::config::{check_name, HubConfig, Protocol};
-use crate::queues::{ClientId, HangUp, Inbound, Outbound};
+use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
 
 /// A port as its owning client sees it.
 #[derive(Clone, Copy)]
@@ -30,7 +30,7 @@ struct OwnedPort {
 
 struct Client {
     name: String,
-    outbox: Sender<Outbound>,
+    outbox: Outbox,
     hang_up: HangUp,
     ports: [Option<OwnedPort>; MAX_PORTS_PER_CLIENT],
 }
@@ -79,13 +79,34 @@ impl Bus {
 
     fn handle(&mut self, request: Inbound) {
         match request {
-            Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
-            Inbound::Attach { client, name, outbox, hang_up } => {
-                self.clients.insert(client, Client { name, outbox, hang_up, ports: [None; MAX_PORTS_PER_CLIENT] });
+            Inbound::Frame {
+                client,
+                port,
+                frame,
+            } => self.on_frame(client, port, frame),
+            Inbound::Attach {
+                client,
+                name,
+                outbox,
+                hang_up,
+            } => {
+                self.clients.insert(
+                    client,
+                    Client {
+                        name,
+                        outbox,
+                        hang_up,
+                        ports: [None; MAX_PORTS_PER_CLIENT],
+                    },
+                );
             }
-            Inbound::OpenPort { client, request, options, channel, port_name } => {
-                self.on_open_port(client, request, options, &channel, &port_name)
-            }
+            Inbound::OpenPort {
+                client,
+                request,
+                options,
+                channel,
+                port_name,
+            } => self.on_open_port(client, request, options, &channel, &port_name),
             Inbound::ClosePort { client, port } => self.on_close_port(client, port),
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Detach { client, reason } => {
@@ -113,8 +134,13 @@ impl Bus {
                 "channel '{}' is classic CAN and cannot carry the CAN FD frame {frame:?}; configure it with protocol = \"canfd\"",
                 channel.name
             );
-            let _ = client.outbox.try_send(Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text });
-            return;
+            let error = Outbound::Error {
+                code: ErrorCode::InvalidFrame,
+                request: 0,
+                fatal: false,
+                text,
+            };
+            return self.reply(client_id, error);
         }
         channel.transmit(owned.port_id, frame, now_ns(), &self.stopping);
     }
@@ -122,60 +148,103 @@ impl Bus {
     /// Answer a ping after reporting drops still unreported on the client's
     /// ports, so a client that flushes learns of every overrun so far.
     fn on_ping(&mut self, client_id: ClientId, nonce: u64) {
-        let Some(client) = self.clients.get(&client_id) else { return };
+        let Some(client) = self.clients.get(&client_id) else {
+            return;
+        };
         for owned in client.ports.iter().flatten() {
             if let Some(member) = self.channels[owned.channel as usize].member_mut(owned.port_id) {
                 member.report_drops();
             }
         }
-        // A full outbox means the client is not reading; its ping then times
-        // out on its side, which is accurate.
-        let _ = client.outbox.try_send(Outbound::Pong { nonce });
+        self.reply(client_id, Outbound::Pong { nonce });
     }
 
-    fn on_open_port(&mut self, client_id: ClientId, request: u32, options: PortOptions, channel: &str, port_name: &str) {
-        let Some(client) = self.clients.get_mut(&client_id) else { return };
-        let refuse = |client: &Client, code: ErrorCode, text: String| {
-            let _ = client.outbox.try_send(Outbound::Error { code, request, fatal: false, text });
+    fn on_open_port(
+        &mut self,
+        client_id: ClientId,
+        request: u32,
+        options: PortOptions,
+        channel: &str,
+        port_name: &str,
+    ) {
+        let refused = |code: ErrorCode, text: String| Outbound::Error {
+            code,
+            request,
+            fatal: false,
+            text,
+        };
+        let Some(client) = self.clients.get_mut(&client_id) else {
+            return;
         };
         let Some(&channel_id) = self.channel_ids.get(channel) else {
             let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
             known.sort_unstable();
-            let text = format!("unknown channel '{channel}'; this hub has: {}", known.join(", "));
-            return refuse(client, ErrorCode::UnknownChannel, text);
+            let text = format!(
+                "unknown channel '{channel}'; this hub has: {}",
+                known.join(", ")
+            );
+            return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
         };
         let Some(handle) = client.ports.iter().position(Option::is_none) else {
             let text = format!("a client may open at most {MAX_PORTS_PER_CLIENT} ports");
-            return refuse(client, ErrorCode::TooManyPorts, text);
+            return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
         };
         let port_id = self.next_port_id;
-        let name = if port_name.is_empty() { format!("{}.{port_id}", client.name) } else { port_name.to_owned() };
+        let name = if port_name.is_empty() {
+            format!("{}.{port_id}", client.name)
+        } else {
+            port_name.to_owned()
+        };
         if let Err(why) = check_name(&name) {
-            return refuse(client, ErrorCode::Malformed, format!("port name {why}"));
+            return self.reply(
+                client_id,
+                refused(ErrorCode::Malformed, format!("port name {why}")),
+            );
         }
         if self.taken_names.contains(&name) {
-            return refuse(client, ErrorCode::PortNameTaken, format!("a port named '{name}' is already open"));
+            let text = format!("a port named '{name}' is already open");
+            return self.reply(client_id, refused(ErrorCode::PortNameTaken, text));
         }
         self.next_port_id += 1;
-        client.ports[handle] = Some(OwnedPort { channel: channel_id, port_id });
+        client.ports[handle] = Some(OwnedPort {
+            channel: channel_id,
+            port_id,
+        });
         let handle = handle as u16;
         let outbox = client.outbox.clone();
-        let _ = client.outbox.try_send(Outbound::PortOpened { request, port: handle, channel_id, port_id });
         info!(client = client_id, port = %name, channel, "port opened");
-        self.channels[channel_id as usize].members.push(Member::new(client_id, handle, port_id, options, outbox));
+        self.channels[channel_id as usize]
+            .members
+            .push(Member::new(client_id, handle, port_id, options, outbox));
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
+        self.reply(
+            client_id,
+            Outbound::PortOpened {
+                request,
+                port: handle,
+                channel_id,
+                port_id,
+            },
+        );
     }
 
     fn on_close_port(&mut self, client_id: ClientId, port: u16) {
-        let Some(client) = self.clients.get_mut(&client_id) else { return };
-        let Some(owned) = client.ports.get_mut(port as usize).and_then(Option::take) else {
-            let text = format!("cannot close port {port}: it is not open");
-            let _ = client.outbox.try_send(Outbound::Error { code: ErrorCode::PortNotOpen, request: 0, fatal: false, text });
+        let Some(client) = self.clients.get_mut(&client_id) else {
             return;
         };
-        let _ = client.outbox.try_send(Outbound::PortClosed { port });
+        let Some(owned) = client.ports.get_mut(port as usize).and_then(Option::take) else {
+            let text = format!("cannot close port {port}: it is not open");
+            let error = Outbound::Error {
+                code: ErrorCode::PortNotOpen,
+                request: 0,
+                fatal: false,
+                text,
+            };
+            return self.reply(client_id, error);
+        };
         self.release_port(owned);
+        self.reply(client_id, Outbound::PortClosed { port });
     }
 
     fn release_port(&mut self, owned: OwnedPort) {
@@ -193,12 +262,35 @@ impl Bus {
         Some(client)
     }
 
+    /// Queue a reply. A client that has let its whole reply reserve fill up
+    /// has stopped reading; it is cut off so it cannot hold memory.
+    fn reply(&mut self, client_id: ClientId, item: Outbound) {
+        let Some(client) = self.clients.get(&client_id) else {
+            return;
+        };
+        if client.outbox.try_control(item) == Err(Refused::Full) {
+            if let Some(client) = self.remove_client(client_id) {
+                warn!(client = client_id, name = %client.name, "disconnecting client: it does not read the hub's replies");
+                (client.hang_up)();
+            }
+        }
+    }
+
     /// Tell a misbehaving client why and drop it; its transport closes the
     /// connection after writing the error.
     fn reject_client(&mut self, client_id: ClientId, code: ErrorCode, text: String) {
         if let Some(client) = self.remove_client(client_id) {
             warn!(client = client_id, name = %client.name, "disconnecting client: {text}");
-            if client.outbox.try_send(Outbound::Error { code, request: 0, fatal: true, text }).is_err() {
+            if client
+                .outbox
+                .try_control(Outbound::Error {
+                    code,
+                    request: 0,
+                    fatal: true,
+                    text,
+                })
+                .is_err()
+            {
                 (client.hang_up)();
             }
         }
@@ -206,8 +298,11 @@ impl Bus {
 
     fn say_goodbye(&mut self) {
         for (_, client) in self.clients.drain() {
-            let goodbye = Outbound::Goodbye { code: ErrorCode::ShuttingDown, text: "the hub is shutting down".into() };
-            if client.outbox.try_send(goodbye).is_err() {
+            let goodbye = Outbound::Goodbye {
+                code: ErrorCode::ShuttingDown,
+                text: "the hub is shutting down".into(),
+            };
+            if client.outbox.try_control(goodbye).is_err() {
                 (client.hang_up)();
             }
         }
@@ -215,5 +310,7 @@ impl Bus {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

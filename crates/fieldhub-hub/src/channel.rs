@@ -9,15 +9,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::config::Protocol;
-use crate::queues::{ClientId, Outbound};
+use crate::queues::{ClientId, Outbound, Outbox, Refused};
 
-/// How long a blocking delivery waits before it re-checks for shutdown.
-const BLOCKING_SEND_SLICE: Duration = Duration::from_millis(100);
+/// How long a port that holds the bus waits before it looks for room again.
+const HOLD_POLL: Duration = Duration::from_micros(50);
 
 /// A port attached to a channel, as the fan-out sees it.
 pub struct Member {
@@ -27,70 +26,84 @@ pub struct Member {
     /// Hub-wide port id.
     pub port_id: u32,
     pub options: PortOptions,
-    outbox: Sender<Outbound>,
-    /// Frames dropped since the last `RX_OVERFLOW` report reached the client.
+    outbox: Outbox,
+    /// Frames dropped since the last `RX_OVERFLOW` report was queued.
     unreported_drops: u32,
     /// Frames dropped for this port since it was opened.
     pub rx_dropped: u64,
 }
 
 impl Member {
-    pub fn new(client: ClientId, port: u16, port_id: u32, options: PortOptions, outbox: Sender<Outbound>) -> Self {
-        Self { client, port, port_id, options, outbox, unreported_drops: 0, rx_dropped: 0 }
+    pub fn new(
+        client: ClientId,
+        port: u16,
+        port_id: u32,
+        options: PortOptions,
+        outbox: Outbox,
+    ) -> Self {
+        Self {
+            client,
+            port,
+            port_id,
+            options,
+            outbox,
+            unreported_drops: 0,
+            rx_dropped: 0,
+        }
     }
 
-    /// Queue `item` for this member under its overflow policy. Returns false
-    /// if the frame was dropped.
+    /// Queue a frame for this member under its overflow policy. Returns
+    /// false if the frame was dropped.
     fn deliver(&mut self, frame: Frame, meta: FrameMeta, stopping: &AtomicBool) -> bool {
-        if self.unreported_drops > 0 {
-            let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
-            match self.outbox.try_send(report) {
-                Ok(()) => self.unreported_drops = 0,
-                Err(_) if !self.options.contains(PortOptions::BLOCK_ON_OVERFLOW) => return self.drop_one(),
-                Err(_) => {}
-            }
+        // Report drops only when the frame will fit behind the report: a
+        // report per refused frame would fill the reply reserve.
+        if self.outbox.has_frame_room() {
+            self.report_drops();
         }
-        let item = Outbound::Frame { port: self.port, frame, meta };
-        if !self.options.contains(PortOptions::BLOCK_ON_OVERFLOW) {
-            return match self.outbox.try_send(item) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => self.drop_one(),
-                // The client is gone; its Detach is on its way to the bus.
-                Err(TrySendError::Disconnected(_)) => false,
-            };
-        }
-        let mut item = item;
+        let mut item = Outbound::Frame {
+            port: self.port,
+            frame,
+            meta,
+        };
         loop {
-            match self.outbox.send_timeout(item, BLOCKING_SEND_SLICE) {
+            match self.outbox.try_frame(item) {
                 Ok(()) => return true,
-                Err(SendTimeoutError::Disconnected(_)) => return false,
-                Err(SendTimeoutError::Timeout(back)) => {
+                // The client is gone; its Detach is on its way to the bus.
+                Err(Refused::Gone) => return false,
+                Err(Refused::Full) if !self.options.contains(PortOptions::BLOCK_ON_OVERFLOW) => {
+                    self.unreported_drops = self.unreported_drops.saturating_add(1);
+                    self.rx_dropped += 1;
+                    return false;
+                }
+                Err(Refused::Full) => {
                     // SYNC POINT with Hub::shutdown's store: a hub that is
                     // stopping must not wait on a reader that never reads.
                     if stopping.load(Ordering::Acquire) {
-                        return self.drop_one();
+                        return false;
                     }
-                    item = back;
+                    std::thread::sleep(HOLD_POLL);
+                    item = Outbound::Frame {
+                        port: self.port,
+                        frame,
+                        meta,
+                    };
                 }
             }
         }
     }
 
-    /// Queue an `RX_OVERFLOW` report for drops not yet reported, if there
-    /// is room; a full queue keeps them for the next chance.
+    /// Queue an `RX_OVERFLOW` report for drops not yet reported; if even the
+    /// reserve is full they wait for the next chance.
     pub fn report_drops(&mut self) {
         if self.unreported_drops > 0 {
-            let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
-            if self.outbox.try_send(report).is_ok() {
+            let report = Outbound::RxOverflow {
+                port: self.port,
+                dropped: self.unreported_drops,
+            };
+            if self.outbox.try_control(report).is_ok() {
                 self.unreported_drops = 0;
             }
         }
-    }
-
-    fn drop_one(&mut self) -> bool {
-        self.unreported_drops = self.unreported_drops.saturating_add(1);
-        self.rx_dropped += 1;
-        false
     }
 }
 
@@ -107,17 +120,35 @@ pub struct Channel {
 
 impl Channel {
     pub fn new(id: u16, name: String, protocol: Protocol) -> Self {
-        Self { id, name, protocol, last_seq: 0, last_timestamp_ns: 0, members: Vec::new() }
+        Self {
+            id,
+            name,
+            protocol,
+            last_seq: 0,
+            last_timestamp_ns: 0,
+            members: Vec::new(),
+        }
     }
 
     /// Put `frame` from port `sender` on the bus at time `now_ns` and fan it
     /// out. Returns the metadata it was given.
-    pub fn transmit(&mut self, sender: u32, frame: Frame, now_ns: u64, stopping: &AtomicBool) -> FrameMeta {
+    pub fn transmit(
+        &mut self,
+        sender: u32,
+        frame: Frame,
+        now_ns: u64,
+        stopping: &AtomicBool,
+    ) -> FrameMeta {
         self.last_seq += 1;
         // Receivers rely on timestamps that never go backwards within a
         // channel, even if the wall clock does.
         self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
-        let meta = FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns };
+        let meta = FrameMeta {
+            channel: self.id,
+            sender,
+            seq: self.last_seq,
+            timestamp_ns: self.last_timestamp_ns,
+        };
         for member in &mut self.members {
             if member.port_id == sender {
                 if member.options.contains(PortOptions::RECEIVE_OWN) {
@@ -139,5 +170,73 @@ impl Channel {
     pub fn detach(&mut self, port_id: u32) -> Option<Member> {
         let at = self.members.iter().position(|m| m.port_id == port_id)?;
         Some(self.members.remove(at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queues::{outbox, OUTBOX_FRAMES};
+    use crossbeam_channel::Receiver;
+
+    fn member(port_id: u32, options: PortOptions) -> (Member, Receiver<Outbound>) {
+        let (tx, rx) = outbox();
+        (Member::new(port_id, 0, port_id, options, tx), rx)
+    }
+
+    fn frames(rx: &Receiver<Outbound>) -> Vec<(u64, bool)> {
+        rx.try_iter()
+            .filter_map(|item| match item {
+                Outbound::Frame { frame, meta, .. } => Some((meta.seq, frame.is_echo())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sequence_numbers_start_at_one_and_sender_gets_echo_only_if_asked() {
+        let stop = AtomicBool::new(false);
+        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
+        let (a, rx_a) = member(1, PortOptions::RECEIVE_OWN);
+        let (b, rx_b) = member(2, PortOptions::empty());
+        channel.members.extend([a, b]);
+        let frame = Frame::can(0x10, false, &[1]).unwrap();
+        channel.transmit(1, frame, 100, &stop);
+        channel.transmit(2, frame, 50, &stop);
+        assert_eq!(frames(&rx_a), [(1, true), (2, false)]);
+        assert_eq!(frames(&rx_b), [(1, false)]);
+    }
+
+    #[test]
+    fn timestamps_never_go_backwards() {
+        let stop = AtomicBool::new(false);
+        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
+        let frame = Frame::can(0x10, false, &[]).unwrap();
+        assert_eq!(channel.transmit(1, frame, 100, &stop).timestamp_ns, 100);
+        assert_eq!(channel.transmit(1, frame, 90, &stop).timestamp_ns, 100);
+    }
+
+    #[test]
+    fn full_receiver_drops_counts_and_reports_before_its_next_frame() {
+        let stop = AtomicBool::new(false);
+        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
+        let (slow, rx_slow) = member(1, PortOptions::empty());
+        channel.members.push(slow);
+        let frame = Frame::can(0x10, false, &[]).unwrap();
+        for _ in 0..OUTBOX_FRAMES + 3 {
+            channel.transmit(9, frame, 0, &stop);
+        }
+        assert_eq!(channel.members[0].rx_dropped, 3);
+        assert_eq!(rx_slow.try_iter().take(10).count(), 10);
+        channel.transmit(9, frame, 0, &stop);
+        let tail: Vec<Outbound> = rx_slow.try_iter().collect();
+        let report_at = tail
+            .iter()
+            .position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
+        assert_eq!(
+            report_at,
+            Some(tail.len() - 2),
+            "the report precedes the next frame"
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! Items are plain values with frames inline: passing a frame allocates
 //! nothing. Only control items carry owned strings.
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
 
@@ -20,9 +20,13 @@ pub type ClientId = u32;
 
 /// Capacity of the bus thread's inbound queue, in items.
 pub const INBOX_CAPACITY: usize = 64 * 1024;
-/// Capacity of one client's outbound queue, in items: the depth of its
-/// receive buffer before the overflow policy applies.
-pub const OUTBOX_CAPACITY: usize = 16 * 1024;
+/// Frames one client's outbound queue holds: the depth of its receive
+/// buffer before the overflow policy applies.
+pub const OUTBOX_FRAMES: usize = 16 * 1024;
+/// Slots kept free of frames for replies and reports, so a client whose
+/// frame queue is full still gets its `PONG`, `PORT_OPENED` and errors in order.
+/// A client that lets this many replies pile up unread is disconnected.
+pub const OUTBOX_CONTROL_RESERVE: usize = 1024;
 
 /// Closes one client's connection from the bus side.
 pub type HangUp = Box<dyn Fn() + Send>;
@@ -31,13 +35,28 @@ pub type HangUp = Box<dyn Fn() + Send>;
 pub enum Inbound {
     /// A client finished its handshake. `hang_up` closes its connection at
     /// once, for when even an error report cannot be queued to it.
-    Attach { client: ClientId, name: String, outbox: Sender<Outbound>, hang_up: HangUp },
+    Attach {
+        client: ClientId,
+        name: String,
+        outbox: Outbox,
+        hang_up: HangUp,
+    },
     /// `OPEN_PORT`.
-    OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
+    OpenPort {
+        client: ClientId,
+        request: u32,
+        options: PortOptions,
+        channel: String,
+        port_name: String,
+    },
     /// `CLOSE_PORT`.
     ClosePort { client: ClientId, port: u16 },
     /// One frame record of a `FRAMES` message.
-    Frame { client: ClientId, port: u16, frame: Frame },
+    Frame {
+        client: ClientId,
+        port: u16,
+        frame: Frame,
+    },
     /// `PING`: answered once everything the client sent before it is on the bus.
     Ping { client: ClientId, nonce: u64 },
     /// The client's connection ended; `reason` is for the log.
@@ -49,22 +68,49 @@ pub enum Inbound {
 /// The bus's message to one client.
 #[derive(Debug)]
 pub enum Outbound {
-    Frame { port: u16, frame: Frame, meta: FrameMeta },
-    RxOverflow { port: u16, dropped: u32 },
-    PortOpened { request: u32, port: u16, channel_id: u16, port_id: u32 },
-    PortClosed { port: u16 },
-    Pong { nonce: u64 },
+    Frame {
+        port: u16,
+        frame: Frame,
+        meta: FrameMeta,
+    },
+    RxOverflow {
+        port: u16,
+        dropped: u32,
+    },
+    PortOpened {
+        request: u32,
+        port: u16,
+        channel_id: u16,
+        port_id: u32,
+    },
+    PortClosed {
+        port: u16,
+    },
+    Pong {
+        nonce: u64,
+    },
     /// An error report; `fatal` ones make the transport close the connection
     /// after writing it.
-    Error { code: ErrorCode, request: u32, fatal: bool, text: String },
+    Error {
+        code: ErrorCode,
+        request: u32,
+        fatal: bool,
+        text: String,
+    },
     /// The hub is going away; the transport writes it and closes.
-    Goodbye { code: ErrorCode, text: String },
+    Goodbye {
+        code: ErrorCode,
+        text: String,
+    },
 }
 
 impl Outbound {
     /// Whether the transport closes the connection after this item.
     pub fn ends_connection(&self) -> bool {
-        matches!(self, Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. })
+        matches!(
+            self,
+            Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. }
+        )
     }
 }
 
@@ -73,9 +119,53 @@ pub fn inbox() -> (Sender<Inbound>, Receiver<Inbound>) {
     crossbeam_channel::bounded(INBOX_CAPACITY)
 }
 
+/// The sending side of one client's outbound queue.
+///
+/// One FIFO carries frames and replies alike, so a reply (a `PONG`) is
+/// written after every frame queued before it. Frames may fill it only up to
+/// [`OUTBOX_FRAMES`]; the rest is reserved for replies.
+#[derive(Clone, Debug)]
+pub struct Outbox(Sender<Outbound>);
+
+/// Why an item was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No room (for frames: the frame share is used up).
+    Full,
+    /// The client's transport has gone.
+    Gone,
+}
+
+impl Outbox {
+    /// Whether the frame share has room. Only the bus thread queues frames
+    /// and the writer only takes items out, so the answer stays true until
+    /// the bus queues something (give or take the session's single fatal
+    /// error report, which ends the connection anyway).
+    pub fn has_frame_room(&self) -> bool {
+        self.0.len() < OUTBOX_FRAMES
+    }
+
+    /// Queue a frame if the frame share has room.
+    pub fn try_frame(&self, item: Outbound) -> Result<(), Refused> {
+        if !self.has_frame_room() {
+            return Err(Refused::Full);
+        }
+        self.try_control(item)
+    }
+
+    /// Queue a reply or report, using the reserve if need be.
+    pub fn try_control(&self, item: Outbound) -> Result<(), Refused> {
+        self.0.try_send(item).map_err(|e| match e {
+            TrySendError::Full(_) => Refused::Full,
+            TrySendError::Disconnected(_) => Refused::Gone,
+        })
+    }
+}
+
 /// A fresh outbound queue for one client.
-pub fn outbox() -> (Sender<Outbound>, Receiver<Outbound>) {
-    crossbeam_channel::bounded(OUTBOX_CAPACITY)
+pub fn outbox() -> (Outbox, Receiver<Outbound>) {
+    let (tx, rx) = crossbeam_channel::bounded(OUTBOX_FRAMES + OUTBOX_CONTROL_RESERVE);
+    (Outbox(tx), rx)
 }
 
 /// Sending half of the inbound queue.
@@ -85,9 +175,15 @@ impl std::fmt::Debug for Inbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Inbound::Attach { client, name, .. } => write!(f, "Attach({client}, {name})"),
-            Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
+            Inbound::OpenPort {
+                client, channel, ..
+            } => write!(f, "OpenPort({client}, {channel})"),
             Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
-            Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::Frame {
+                client,
+                port,
+                frame,
+            } => write!(f, "Frame({client}, {port}, {frame:?})"),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Shutdown => write!(f, "Shutdown"),

@@ -45,7 +45,10 @@ struct Violation {
 
 impl Violation {
     fn new(code: ErrorCode, text: impl Into<String>) -> Self {
-        Self { code, text: text.into() }
+        Self {
+            code,
+            text: text.into(),
+        }
     }
 }
 
@@ -58,7 +61,14 @@ impl From<wire::DecodeError> for Violation {
 /// Serve one connection until it ends. Runs on its own thread.
 pub fn serve<C: Connection>(stream: C, peer: String, ctx: Arc<SessionContext>) {
     if ctx.live_clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-        refuse(stream, &peer, Violation::new(ErrorCode::HubFull, format!("the hub serves at most {MAX_CLIENTS} clients")));
+        refuse(
+            stream,
+            &peer,
+            Violation::new(
+                ErrorCode::HubFull,
+                format!("the hub serves at most {MAX_CLIENTS} clients"),
+            ),
+        );
         ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
         return;
     }
@@ -67,7 +77,9 @@ pub fn serve<C: Connection>(stream: C, peer: String, ctx: Arc<SessionContext>) {
 }
 
 fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
-    let Ok(mut writer) = stream.try_clone() else { return };
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
     let mut reader = MessageReader::new(BufReader::with_capacity(READ_BUFFER, stream));
     let name = match handshake(&mut reader, ctx) {
         Ok(name) => name,
@@ -77,15 +89,32 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
     let mut welcome = Vec::new();
     wire::encode(
         &mut welcome,
-        &Message::Welcome(Welcome { version: PROTOCOL_VERSION, client_id: client, hub_name: &ctx.hub_name }),
+        &Message::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            client_id: client,
+            hub_name: &ctx.hub_name,
+        }),
     );
-    if writer.write_all(&welcome).is_err() || reader.get_mut().get_ref().set_read_timeout(None).is_err() {
+    if writer.write_all(&welcome).is_err()
+        || reader.get_mut().get_ref().set_read_timeout(None).is_err()
+    {
         return;
     }
     let (out_tx, out_rx) = outbox();
-    let Ok(hang_up_handle) = writer.try_clone() else { return };
+    let Ok(hang_up_handle) = writer.try_clone() else {
+        return;
+    };
     let hang_up = Box::new(move || hang_up_handle.shutdown());
-    if ctx.inbox.send(Inbound::Attach { client, name: name.clone(), outbox: out_tx.clone(), hang_up }).is_err() {
+    if ctx
+        .inbox
+        .send(Inbound::Attach {
+            client,
+            name: name.clone(),
+            outbox: out_tx.clone(),
+            hang_up,
+        })
+        .is_err()
+    {
         return;
     }
     info!(client, %name, peer, "client connected");
@@ -99,8 +128,13 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
         }
         Err(violation) => {
             warn!(client, %name, peer, "rejecting client: {}", violation.text);
-            let report = Outbound::Error { code: violation.code, request: 0, fatal: true, text: violation.text.clone() };
-            if out_tx.try_send(report).is_err() {
+            let report = Outbound::Error {
+                code: violation.code,
+                request: 0,
+                fatal: true,
+                text: violation.text.clone(),
+            };
+            if out_tx.try_control(report).is_err() {
                 reader.get_mut().get_ref().shutdown();
             }
             violation.text
@@ -114,7 +148,10 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
     reader.get_mut().get_ref().shutdown();
 }
 
-fn handshake<C: Connection>(reader: &mut MessageReader<BufReader<C>>, ctx: &SessionContext) -> Result<String, Violation> {
+fn handshake<C: Connection>(
+    reader: &mut MessageReader<BufReader<C>>,
+    ctx: &SessionContext,
+) -> Result<String, Violation> {
     reader
         .get_mut()
         .get_ref()
@@ -142,17 +179,29 @@ fn handshake<C: Connection>(reader: &mut MessageReader<BufReader<C>>, ctx: &Sess
     if hello.version != PROTOCOL_VERSION {
         return Err(Violation::new(
             ErrorCode::UnsupportedVersion,
-            format!("protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}", hello.version),
+            format!(
+                "protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}",
+                hello.version
+            ),
         ));
     }
     if let Some(token) = &ctx.token {
         if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
-            let text = if hello.token.is_empty() { "this hub requires a token" } else { "wrong token" };
+            let text = if hello.token.is_empty() {
+                "this hub requires a token"
+            } else {
+                "wrong token"
+            };
             return Err(Violation::new(ErrorCode::Unauthorized, text));
         }
     }
-    let name = if hello.name.is_empty() { "client" } else { hello.name };
-    crate::config::check_name(name).map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
+    let name = if hello.name.is_empty() {
+        "client"
+    } else {
+        hello.name
+    };
+    crate::config::check_name(name)
+        .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
     Ok(name.to_owned())
 }
 
@@ -164,7 +213,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
     warn!(peer, "refusing connection: {}", violation.text);
     let mut bytes = Vec::new();
-    let report = ErrorReport { code: violation.code as u16, request: 0, fatal: true, text: &violation.text };
+    let report = ErrorReport {
+        code: violation.code as u16,
+        request: 0,
+        fatal: true,
+        text: &violation.text,
+    };
     wire::encode(&mut bytes, &Message::Refuse(report));
     let _ = stream.write_all(&bytes);
     stream.shutdown();
@@ -172,9 +226,17 @@ fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
 
 /// Forward requests to the bus until the client leaves (`Ok(reason)`) or
 /// breaks the protocol (`Err`).
-fn read_loop<C: Connection>(reader: &mut MessageReader<BufReader<C>>, client: ClientId, inbox: &InboxSender) -> Result<String, Violation> {
+fn read_loop<C: Connection>(
+    reader: &mut MessageReader<BufReader<C>>,
+    client: ClientId,
+    inbox: &InboxSender,
+) -> Result<String, Violation> {
     // A send error means the bus has stopped; the connection ends with it.
-    let forward = |request| inbox.send(request).map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"));
+    let forward = |request| {
+        inbox
+            .send(request)
+            .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))
+    };
     loop {
         let body = match reader.read(MAX_MESSAGE_LEN) {
             Ok(body) => body,
@@ -199,7 +261,11 @@ fn read_loop<C: Connection>(reader: &mut MessageReader<BufReader<C>>, client: Cl
                     ));
                 }
                 for record in batch.iter() {
-                    forward(Inbound::Frame { client, port: record.port, frame: record.frame })?;
+                    forward(Inbound::Frame {
+                        client,
+                        port: record.port,
+                        frame: record.frame,
+                    })?;
                 }
             }
             Message::OpenPort(open) => forward(Inbound::OpenPort {
@@ -253,16 +319,41 @@ fn pack(packer: &mut Packer, item: Outbound) -> bool {
         Outbound::RxOverflow { port, dropped } => {
             packer.push_message(&Message::RxOverflow(wire::RxOverflow { port, dropped }));
         }
-        Outbound::PortOpened { request, port, channel_id, port_id } => {
-            packer.push_message(&Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id }));
+        Outbound::PortOpened {
+            request,
+            port,
+            channel_id,
+            port_id,
+        } => {
+            packer.push_message(&Message::PortOpened(wire::PortOpened {
+                request,
+                port,
+                channel_id,
+                port_id,
+            }));
         }
         Outbound::PortClosed { port } => packer.push_message(&Message::PortClosed { port }),
         Outbound::Pong { nonce } => packer.push_message(&Message::Pong { nonce }),
-        Outbound::Error { code, request, fatal, text } => {
-            packer.push_message(&Message::Error(ErrorReport { code: code as u16, request, fatal, text: &text }));
+        Outbound::Error {
+            code,
+            request,
+            fatal,
+            text,
+        } => {
+            packer.push_message(&Message::Error(ErrorReport {
+                code: code as u16,
+                request,
+                fatal,
+                text: &text,
+            }));
         }
         Outbound::Goodbye { code, text } => {
-            packer.push_message(&Message::Goodbye(ErrorReport { code: code as u16, request: 0, fatal: true, text: &text }));
+            packer.push_message(&Message::Goodbye(ErrorReport {
+                code: code as u16,
+                request: 0,
+                fatal: true,
+                text: &text,
+            }));
         }
     }
     ends
