@@ -48,17 +48,9 @@ fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Vec<Filter>)> {
     }
     let filters = parts
         .map(|f| {
-            let (id, mask) = f
-                .split_once(':')
-                .with_context(|| format!("filter '{f}' is not ID:MASK (hex)"))?;
-            let parse = |s: &str| {
-                u32::from_str_radix(s, 16)
-                    .with_context(|| format!("filter '{f}': '{s}' is not hex"))
-            };
-            Ok(Filter {
-                id: parse(id)?,
-                mask: parse(mask)?,
-            })
+            let (id, mask) = f.split_once(':').with_context(|| format!("filter '{f}' is not ID:MASK (hex)"))?;
+            let parse = |s: &str| u32::from_str_radix(s, 16).with_context(|| format!("filter '{f}': '{s}' is not hex"));
+            Ok(Filter { id: parse(id)?, mask: parse(mask)? })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((channel, filters))
@@ -70,17 +62,11 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
             bail!("-t {mode}: use a (absolute), d (delta) or z (zero-based)");
         }
     }
-    let specs = args
-        .channels
-        .iter()
-        .map(|s| parse_channel_spec(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
     let client = args.hub.connect("dump")?;
     let mut by_port = HashMap::new();
     for (channel, filters) in specs {
-        let port = client
-            .open_port(&channel)
-            .with_context(|| format!("cannot listen on '{channel}'"))?;
+        let port = client.open_port(&channel).with_context(|| format!("cannot listen on '{channel}'"))?;
         by_port.insert(port.handle, (channel, filters));
     }
     let stdout = std::io::stdout();
@@ -117,17 +103,9 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
                 };
                 previous_ns = Some(now);
                 let ns = now - base;
-                format!(
-                    "({}.{:06}) ",
-                    ns / 1_000_000_000,
-                    (ns % 1_000_000_000) / 1_000
-                )
+                format!("({}.{:06}) ", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
             });
-            format!(
-                "{}{}",
-                stamp.unwrap_or_default(),
-                candump_line(channel, &received.frame)
-            )
+            format!("{}{}", stamp.unwrap_or_default(), candump_line(channel, &received.frame))
         };
         if writeln!(out, "{line}").is_err() {
             // The reader went away (`| head`): not an error for a dump tool.
@@ -148,11 +126,7 @@ fn candump_line(channel: &str, frame: &Frame) -> String {
     } else {
         format!("{:03X}", frame.id())
     };
-    let len = if frame.is_fd() {
-        format!("[{:02}]", frame.len())
-    } else {
-        format!(" [{}]", frame.len())
-    };
+    let len = if frame.is_fd() { format!("[{:02}]", frame.len()) } else { format!(" [{}]", frame.len()) };
     let mut line = format!("  {channel}  {id}  {len} ");
     if frame.is_remote() {
         line.push_str(" remote request");
@@ -175,39 +149,18 @@ mod tests {
     #[test]
     fn candump_line_matches_can_utils_layout() {
         let frame = parse_cansend("123#DEADBEEF").unwrap();
-        assert_eq!(
-            candump_line("can0", &frame),
-            "  can0  123   [4]  DE AD BE EF"
-        );
+        assert_eq!(candump_line("can0", &frame), "  can0  123   [4]  DE AD BE EF");
         let fd = parse_cansend("123##1112233445566778899AABBCC").unwrap();
-        assert_eq!(
-            candump_line("can0", &fd),
-            "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC"
-        );
+        assert_eq!(candump_line("can0", &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
         let remote = parse_cansend("12345678#R").unwrap();
-        assert_eq!(
-            candump_line("can1", &remote),
-            "  can1  12345678   [0]  remote request"
-        );
+        assert_eq!(candump_line("can1", &remote), "  can1  12345678   [0]  remote request");
     }
 
     #[test]
     fn channel_spec_parses_filters() {
         let (channel, filters) = parse_channel_spec("can0,123:7FF,200:700").unwrap();
         assert_eq!(channel, "can0");
-        assert_eq!(
-            filters,
-            [
-                Filter {
-                    id: 0x123,
-                    mask: 0x7FF
-                },
-                Filter {
-                    id: 0x200,
-                    mask: 0x700
-                }
-            ]
-        );
+        assert_eq!(filters, [Filter { id: 0x123, mask: 0x7FF }, Filter { id: 0x200, mask: 0x700 }]);
         assert!(parse_channel_spec("can0,12").is_err());
     }
 }

@@ -61,9 +61,7 @@ fn mode<T>(text: &str, what: &str, fixed: impl Fn(&str) -> Option<T>) -> anyhow:
     match text {
         "r" => Ok(Mode::Random),
         "i" => Ok(Mode::Increment),
-        other => fixed(other)
-            .map(Mode::Fixed)
-            .with_context(|| format!("{what} '{other}': expected r, i or a value")),
+        other => fixed(other).map(Mode::Fixed).with_context(|| format!("{what} '{other}': expected r, i or a value")),
     }
 }
 
@@ -71,10 +69,7 @@ fn parse_hex_data(text: &str) -> Option<Vec<u8>> {
     if text.len() % 2 != 0 {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
@@ -83,21 +78,13 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         bail!("CAN FD has no remote frames: drop -R or -f/-b");
     }
     let max_len = if fd { 64 } else { 8 };
-    let max_id = if args.extended {
-        MAX_EXTENDED_ID
-    } else {
-        MAX_STANDARD_ID
-    };
-    let id_mode = mode(&args.id, "-I", |s| {
-        u32::from_str_radix(s, 16).ok().filter(|&id| id <= max_id)
-    })?;
+    let max_id = if args.extended { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
+    let id_mode = mode(&args.id, "-I", |s| u32::from_str_radix(s, 16).ok().filter(|&id| id <= max_id))?;
     let data_mode = mode(&args.data, "-D", parse_hex_data)?;
     let len_mode = match &data_mode {
         // Fixed data fixes the length, as in cangen.
         Mode::Fixed(bytes) => Mode::Fixed(bytes.len()),
-        _ => mode(&args.len, "-L", |s| {
-            s.parse::<usize>().ok().filter(|&l| l <= max_len)
-        })?,
+        _ => mode(&args.len, "-L", |s| s.parse::<usize>().ok().filter(|&l| l <= max_len))?,
     };
     if args.gap_ms < 0.0 || !args.gap_ms.is_finite() {
         bail!("-g {}: the gap must be 0 or more milliseconds", args.gap_ms);
@@ -105,9 +92,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let gap = Duration::from_secs_f64(args.gap_ms / 1000.0);
 
     let client = args.hub.connect("gen")?;
-    let port = client
-        .open_port(&args.channel)
-        .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+    let port = client.open_port(&args.channel).with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     let mut rng = match args.seed {
         Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
         None => rand::rngs::StdRng::from_entropy(),
@@ -151,11 +136,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         let frame = if args.remote {
             Frame::remote(id, args.extended, len)?
         } else if fd {
-            let mut flags = if args.brs {
-                FrameFlags::BRS
-            } else {
-                FrameFlags::empty()
-            };
+            let mut flags = if args.brs { FrameFlags::BRS } else { FrameFlags::empty() };
             if args.extended {
                 flags = flags.with(FrameFlags::EXTENDED);
             }
@@ -176,8 +157,6 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             }
         }
     }
-    client
-        .flush()
-        .context("waiting for the hub to take the last frames")?;
+    client.flush().context("waiting for the hub to take the last frames")?;
     Ok(())
 }

@@ -29,22 +29,16 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let (text, origin) = match &args.config {
         Some(path) => (
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?,
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?,
             path.display().to_string(),
         ),
-        None => (
-            DEFAULT_CONFIG.to_owned(),
-            "built-in default configuration".to_owned(),
-        ),
+        None => (DEFAULT_CONFIG.to_owned(), "built-in default configuration".to_owned()),
     };
     let mut config = HubConfig::parse(&text, &origin)?;
     if !args.listen.is_empty() || args.token.is_some() {
@@ -57,8 +51,8 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         // Command-line addresses are held to the same rules as configured ones.
         config.validate(&format!("{origin} with command-line options"))?;
     }
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
-        .context("cannot install signal handlers")?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;
     let mut hub = Hub::start(config.clone()).context("cannot start the hub")?;
     let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
     for addr in hub.listen_addrs() {

@@ -12,11 +12,7 @@ mod send;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "fieldhub",
-    version,
-    about = "A virtual CAN / CAN FD bus: the hub and its tools"
-)]
+#[command(name = "fieldhub", version, about = "A virtual CAN / CAN FD bus: the hub and its tools")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,17 +42,13 @@ impl HubSelect {
     /// Connect, naming the client after the tool.
     pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
-        let url = self
-            .url
-            .clone()
-            .unwrap_or_else(fieldhub_client::default_hub_url);
+        let url = self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
         let options = fieldhub_client::ClientOptions {
             name: tool.to_owned(),
             token: std::env::var("FIELDHUB_TOKEN").ok(),
             ..Default::default()
         };
-        fieldhub_client::Client::connect_with(&url, &options)
-            .with_context(|| format!("fieldhub {tool}"))
+        fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
     }
 }
 

@@ -18,13 +18,9 @@ pub struct SendArgs {
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let frame = parse_cansend(&args.frame)?;
     let client = args.hub.connect("send")?;
-    let port = client
-        .open_port(&args.channel)
-        .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+    let port = client.open_port(&args.channel).with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     client.send(&port, &frame)?;
     // Wait until the hub has put the frame on the bus, and report if it refused it.
-    client
-        .flush()
-        .with_context(|| format!("sending {} on '{}'", args.frame, args.channel))?;
+    client.flush().with_context(|| format!("sending {} on '{}'", args.frame, args.channel))?;
     Ok(())
 }

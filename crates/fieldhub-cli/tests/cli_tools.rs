@@ -28,24 +28,12 @@ fn dump_sees_what_send_sent_in_log_format() {
         .expect("start dump");
     hub.wait_for_log("name=dump");
     hub.wait_for_log("port opened");
-    let frames = [
-        "123#11223344",
-        "1ABCDEF0#R",
-        "7FF#",
-        "123#1122334455667788_C",
-    ];
+    let frames = ["123#11223344", "1ABCDEF0#R", "7FF#", "123#1122334455667788_C"];
     for frame in frames {
         let out = fieldhub(&hub, &["send", "can0", frame]);
-        assert!(
-            out.status.success(),
-            "send {frame}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "send {frame}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let lines: Vec<String> = BufReader::new(dump.stdout.take().unwrap())
-        .lines()
-        .map(Result::unwrap)
-        .collect();
+    let lines: Vec<String> = BufReader::new(dump.stdout.take().unwrap()).lines().map(Result::unwrap).collect();
     assert!(dump.wait().unwrap().success());
     assert_eq!(lines.len(), frames.len());
     for (line, sent) in lines.iter().zip(frames) {
@@ -69,10 +57,7 @@ fn dump_prints_candump_lines_and_applies_filters() {
         assert!(fieldhub(&hub, &["send", "can0", frame]).status.success());
     }
     let out = dump.wait_with_output().unwrap();
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "  can0  123   [1]  01\n  can0  1FF   [1]  03\n"
-    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "  can0  123   [1]  01\n  can0  1FF   [1]  03\n");
 }
 
 #[test]
@@ -80,17 +65,8 @@ fn gen_sends_the_requested_count_with_an_incrementing_payload() {
     let hub = HubProcess::start();
     let watcher = hub.client("watcher");
     watcher.open_port_with("can1", &lossless()).unwrap();
-    let out = fieldhub(
-        &hub,
-        &[
-            "gen", "-g", "0", "-n", "1000", "-I", "42", "-L", "8", "-D", "i", "-e", "can1",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = fieldhub(&hub, &["gen", "-g", "0", "-n", "1000", "-I", "42", "-L", "8", "-D", "i", "-e", "can1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = recv_n(&watcher, 1000);
     for (i, r) in got.iter().enumerate() {
         assert_eq!(r.frame.id(), 0x42);
@@ -107,19 +83,14 @@ fn send_reports_bad_frames_and_unknown_channels_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pairs of hex digits"));
     let out = fieldhub(&hub, &["send", "nope", "123#12"]);
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("unknown channel 'nope'; this hub has: can0, can1"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown channel 'nope'; this hub has: can0, can1"));
     let out = fieldhub(&hub, &["send", "can0", "123##1DEAD"]);
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("classic CAN and cannot carry the CAN FD frame"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("classic CAN and cannot carry the CAN FD frame"));
 }
 
 #[test]
 fn fd_frames_travel_on_an_fd_channel() {
-    let hub = HubProcess::start_with(
-        Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"),
-        &[],
-    );
+    let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
     let watcher = hub.client("watcher");
     watcher.open_port("fd0").unwrap();
     let frame = "1ABCDEF0##3000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F";
@@ -136,10 +107,7 @@ fn tools_explain_a_missing_hub() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("cannot reach the hub at tcp://127.0.0.1:1") && stderr.contains("refused"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("cannot reach the hub at tcp://127.0.0.1:1") && stderr.contains("refused"), "{stderr}");
 }
 
 #[test]
@@ -149,28 +117,18 @@ fn sigterm_says_goodbye_to_clients_and_exits_cleanly() {
     client.open_port("can0").unwrap();
     assert!(hub.terminate().success());
     let err = client.recv(Some(PATIENCE)).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("the hub said goodbye: the hub is shutting down"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("the hub said goodbye: the hub is shutting down"), "{err}");
 }
 
 #[test]
 fn invalid_config_file_is_rejected_naming_file_line_and_field() {
     let path = std::env::temp_dir().join(format!("fieldhub-bad-{}.toml", std::process::id()));
     std::fs::write(&path, "[[channel]]\nname = \"a\"\nprotocl = \"can\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
-        .args(["hub", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub")).args(["hub", "--config"]).arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains(&path.display().to_string())
-            && stderr.contains("line 3")
-            && stderr.contains("protocl"),
+        stderr.contains(&path.display().to_string()) && stderr.contains("line 3") && stderr.contains("protocl"),
         "{stderr}"
     );
 }

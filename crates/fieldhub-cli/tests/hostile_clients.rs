@@ -26,19 +26,12 @@ impl Bystanders {
         let listener = hub.client("listener");
         let talker_port = talker.open_port("can0").unwrap();
         listener.open_port_with("can0", &lossless()).unwrap();
-        Self {
-            talker,
-            talker_port,
-            listener,
-            sent: 0,
-        }
+        Self { talker, talker_port, listener, sent: 0 }
     }
 
     fn talk(&mut self, frames: u32) {
         for _ in 0..frames {
-            self.talker
-                .send(&self.talker_port, &numbered(0x321, 7, self.sent))
-                .unwrap();
+            self.talker.send(&self.talker_port, &numbered(0x321, 7, self.sent)).unwrap();
             self.sent += 1;
         }
     }
@@ -73,23 +66,14 @@ impl Raw {
 
     fn handshake(hub: &HubProcess) -> Self {
         let mut raw = Self::connect(hub);
-        raw.send(&Message::Hello(Hello {
-            version: PROTOCOL_VERSION,
-            name: "hostile",
-            token: "",
-        }));
+        raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "hostile", token: "" }));
         let reply = raw.read_message().expect("welcome");
         assert_eq!(reply[0], wire::msg::WELCOME);
         raw
     }
 
     fn open_port(&mut self, channel: &str) {
-        let open = OpenPort {
-            request: 1,
-            options: PortOptions::empty(),
-            channel,
-            port_name: "",
-        };
+        let open = OpenPort { request: 1, options: PortOptions::empty(), channel, port_name: "" };
         self.send(&Message::OpenPort(open));
         let reply = self.read_message().expect("reply");
         assert_eq!(reply[0], wire::msg::PORT_OPENED);
@@ -110,9 +94,7 @@ impl Raw {
     /// end of the stream. Returns the report's text.
     fn expect_rejection(&mut self, code: ErrorCode) -> String {
         let body = loop {
-            let body = self
-                .read_message()
-                .expect("an error report before the hub closes");
+            let body = self.read_message().expect("an error report before the hub closes");
             // Traffic on a port this client opened may precede the report.
             if body[0] != wire::msg::FRAMES {
                 break body;
@@ -126,10 +108,7 @@ impl Raw {
             }
             other => panic!("expected REFUSE or ERROR, got {other:?}"),
         };
-        assert!(
-            self.read_message().is_none(),
-            "the hub should close the connection"
-        );
+        assert!(self.read_message().is_none(), "the hub should close the connection");
         text
     }
 }
@@ -161,9 +140,7 @@ fn handshake_bytes(magic: &[u8; 4], version: u16) -> Vec<u8> {
 fn wrong_magic_is_refused() {
     let hub = with_bystanders(|hub| {
         let mut raw = Raw::connect(hub);
-        raw.0
-            .write_all(&handshake_bytes(b"CAN!", PROTOCOL_VERSION))
-            .unwrap();
+        raw.0.write_all(&handshake_bytes(b"CAN!", PROTOCOL_VERSION)).unwrap();
         let text = raw.expect_rejection(ErrorCode::BadMagic);
         assert!(text.contains("FHUB"), "{text}");
     });
@@ -176,10 +153,7 @@ fn unknown_protocol_version_is_refused_naming_the_supported_one() {
         let mut raw = Raw::connect(hub);
         raw.0.write_all(&handshake_bytes(b"FHUB", 99)).unwrap();
         let text = raw.expect_rejection(ErrorCode::UnsupportedVersion);
-        assert!(
-            text.contains("99") && text.contains(&format!("version {PROTOCOL_VERSION}")),
-            "{text}"
-        );
+        assert!(text.contains("99") && text.contains(&format!("version {PROTOCOL_VERSION}")), "{text}");
     });
     hub.wait_for_log("protocol version 99 is not supported");
 }
@@ -205,9 +179,7 @@ fn malformed_handshake_is_refused() {
 fn http_request_instead_of_a_handshake_is_refused() {
     let hub = with_bystanders(|hub| {
         let mut raw = Raw::connect(hub);
-        raw.0
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
+        raw.0.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         let text = raw.expect_rejection(ErrorCode::Oversize);
         assert!(text.contains("fieldhub client"), "{text}");
     });
@@ -218,9 +190,7 @@ fn http_request_instead_of_a_handshake_is_refused() {
 fn oversize_length_prefix_disconnects_only_that_client() {
     let hub = with_bystanders(|hub| {
         let mut raw = Raw::handshake(hub);
-        raw.0
-            .write_all(&(MAX_MESSAGE_LEN + 1).to_le_bytes())
-            .unwrap();
+        raw.0.write_all(&(MAX_MESSAGE_LEN + 1).to_le_bytes()).unwrap();
         let text = raw.expect_rejection(ErrorCode::Oversize);
         assert!(text.contains(&(MAX_MESSAGE_LEN + 1).to_string()), "{text}");
     });
@@ -296,16 +266,9 @@ fn client_killed_mid_stream_does_not_disturb_others() {
 fn wrong_token_is_refused() {
     let hub = HubProcess::start_with(None, &["--token", "sesame"]);
     let mut raw = Raw::connect(&hub);
-    raw.send(&Message::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        name: "guess",
-        token: "open",
-    }));
+    raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "guess", token: "open" }));
     assert_eq!(raw.expect_rejection(ErrorCode::Unauthorized), "wrong token");
-    let options = fieldhub_client::ClientOptions {
-        token: Some("sesame".into()),
-        ..Default::default()
-    };
+    let options = fieldhub_client::ClientOptions { token: Some("sesame".into()), ..Default::default() };
     let client = Client::connect_with(&hub.url, &options).expect("the right token is accepted");
     client.open_port("can0").unwrap();
 }
@@ -316,10 +279,6 @@ fn unknown_channel_is_a_clear_error_and_the_client_stays_connected() {
     let client = hub.client("typo");
     let err = client.open_port("can7").unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::UnknownChannel));
-    assert!(
-        err.to_string()
-            .contains("unknown channel 'can7'; this hub has: can0, can1"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("unknown channel 'can7'; this hub has: can0, can1"), "{err}");
     client.open_port("can0").expect("still connected");
 }

@@ -15,14 +15,8 @@ const PER_SENDER: u32 = 100_000;
 fn check_stream(name: &str, frames: &[Received]) {
     let mut next_counter: HashMap<u8, u32> = HashMap::new();
     for pair in frames.windows(2) {
-        assert!(
-            pair[1].meta.seq > pair[0].meta.seq,
-            "{name}: sequence went backwards"
-        );
-        assert!(
-            pair[1].meta.timestamp_ns >= pair[0].meta.timestamp_ns,
-            "{name}: time went backwards"
-        );
+        assert!(pair[1].meta.seq > pair[0].meta.seq, "{name}: sequence went backwards");
+        assert!(pair[1].meta.timestamp_ns >= pair[0].meta.timestamp_ns, "{name}: time went backwards");
     }
     for r in frames {
         let (sender, counter) = number_of(&r.frame);
@@ -40,14 +34,7 @@ fn two_concurrent_senders_are_seen_in_one_identical_order_by_every_receiver() {
     let c = hub.client("listener-c");
     let d = hub.client("other-channel");
     let port_a = a
-        .open_port_with(
-            "can0",
-            &PortConfig {
-                receive_own: true,
-                block_on_overflow: true,
-                ..Default::default()
-            },
-        )
+        .open_port_with("can0", &PortConfig { receive_own: true, block_on_overflow: true, ..Default::default() })
         .unwrap();
     let port_b = b.open_port_with("can0", &lossless()).unwrap();
     c.open_port_with("can0", &lossless()).unwrap();
@@ -58,19 +45,11 @@ fn two_concurrent_senders_are_seen_in_one_identical_order_by_every_receiver() {
         let recv_a = s.spawn(|| recv_n(&a, total));
         let recv_b = s.spawn(|| recv_n(&b, PER_SENDER as usize));
         let recv_c = s.spawn(|| recv_n(&c, total));
-        let send_a = s.spawn(|| {
-            (0..PER_SENDER).for_each(|i| a.send(&port_a, &numbered(0x100, 1, i)).unwrap())
-        });
-        let send_b = s.spawn(|| {
-            (0..PER_SENDER).for_each(|i| b.send(&port_b, &numbered(0x100, 2, i)).unwrap())
-        });
+        let send_a = s.spawn(|| (0..PER_SENDER).for_each(|i| a.send(&port_a, &numbered(0x100, 1, i)).unwrap()));
+        let send_b = s.spawn(|| (0..PER_SENDER).for_each(|i| b.send(&port_b, &numbered(0x100, 2, i)).unwrap()));
         send_a.join().unwrap();
         send_b.join().unwrap();
-        (
-            recv_a.join().unwrap(),
-            recv_b.join().unwrap(),
-            recv_c.join().unwrap(),
-        )
+        (recv_a.join().unwrap(), recv_b.join().unwrap(), recv_c.join().unwrap())
     });
 
     // The listener sees every frame, sequence numbers 1..=200000 without gaps.
@@ -83,19 +62,12 @@ fn two_concurrent_senders_are_seen_in_one_identical_order_by_every_receiver() {
     for (ra, rc) in seen_a.iter().zip(&seen_c) {
         assert_eq!(ra.meta, rc.meta);
         assert_eq!(ra.frame.with_echo(false), rc.frame);
-        assert_eq!(
-            ra.frame.is_echo(),
-            number_of(&ra.frame).0 == 1,
-            "echo flag on the wrong frame"
-        );
+        assert_eq!(ra.frame.is_echo(), number_of(&ra.frame).0 == 1, "echo flag on the wrong frame");
     }
     check_stream("sender-a", &seen_a);
 
     // B (echo off) sees exactly A's frames, at the same positions.
-    let only_a: Vec<&Received> = seen_c
-        .iter()
-        .filter(|r| number_of(&r.frame).0 == 1)
-        .collect();
+    let only_a: Vec<&Received> = seen_c.iter().filter(|r| number_of(&r.frame).0 == 1).collect();
     assert_eq!(seen_b.len(), only_a.len());
     for (rb, rc) in seen_b.iter().zip(only_a) {
         assert_eq!(rb.meta, rc.meta);
@@ -141,11 +113,7 @@ fn lagging_receiver_loses_frames_only_on_its_own_port_and_they_are_counted() {
         // The pong queues behind every frame still buffered for the sleeper,
         // so once the flush returns, everything delivered is in the queue.
         while !flushed.is_finished() {
-            got.extend(
-                sleeper
-                    .recv(Some(std::time::Duration::from_millis(50)))
-                    .unwrap(),
-            );
+            got.extend(sleeper.recv(Some(std::time::Duration::from_millis(50))).unwrap());
         }
         flushed.join().unwrap();
         while let Some(r) = sleeper.try_recv().unwrap() {

@@ -12,11 +12,7 @@ pub enum ClientError {
     #[error("cannot reach the hub at {url} (is `fieldhub hub` running there?)")]
     Connect { url: String, source: std::io::Error },
     #[error("the hub at {url} refused the connection ({}): {text}", code_name(*.code))]
-    Refused {
-        url: String,
-        code: u16,
-        text: String,
-    },
+    Refused { url: String, code: u16, text: String },
     #[error("the hub rejected the request ({}): {text}", code_name(*.code))]
     Rejected { code: u16, text: String },
     #[error("the connection to the hub is closed: {reason}")]

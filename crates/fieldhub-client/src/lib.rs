@@ -30,25 +30,29 @@
 //!   dead hub is an error, never a hang.
 
 mod error;
+pub mod filter;
+mod ready;
 mod stream;
 pub mod url;
 
 use std::collections::HashMap;
 use std::io::{BufReader, Write};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 pub use error::ClientError;
-use fieldhub_proto::limits::{
-    MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION,
-};
+use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION};
 use fieldhub_proto::stream::{MessageReader, ReadError};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
+pub use filter::Filter;
+use ready::ReadySignal;
 use stream::Stream;
 pub use url::{default_hub_url, HubUrl};
 
@@ -77,11 +81,7 @@ pub struct ClientOptions {
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        Self {
-            name: "client".into(),
-            token: None,
-            timeout: DEFAULT_TIMEOUT,
-        }
+        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT }
     }
 }
 
@@ -154,13 +154,15 @@ struct Shared {
     /// thread only, so frames for a closed handle are never delivered.
     port_channels: [AtomicU32; MAX_PORTS_PER_CLIENT],
     rx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
+    /// Per port handle: acceptance filters (`None`: accept everything).
+    filters: [ArcSwapOption<Box<[Filter]>>; MAX_PORTS_PER_CLIENT],
+    /// Created on the first `Client::fileno` call; until then nobody pays for it.
+    ready: OnceLock<ReadySignal>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding these locks leaves plain data behind; keep going.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Shared {
@@ -172,12 +174,13 @@ impl Shared {
         drop(closed);
         // Dropping the reply senders wakes every waiter.
         lock(&self.waiters).clear();
+        if let Some(ready) = self.ready.get() {
+            ready.raise();
+        }
     }
 
     fn closed_error(&self) -> ClientError {
-        let reason = lock(&self.closed)
-            .clone()
-            .unwrap_or_else(|| "the connection ended".into());
+        let reason = lock(&self.closed).clone().unwrap_or_else(|| "the connection ended".into());
         ClientError::Closed { reason }
     }
 
@@ -215,65 +218,34 @@ impl Client {
 
     /// Connect and perform the handshake.
     pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
-        let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl {
-            url: url.into(),
-            why,
-        })?;
-        let connect_error = |source| ClientError::Connect {
-            url: url.into(),
-            source,
-        };
+        let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
+        let connect_error = |source| ClientError::Connect { url: url.into(), source };
         let mut stream = Stream::connect(&parsed, options.timeout).map_err(connect_error)?;
         let mut hello = Vec::new();
         let token = options.token.as_deref().unwrap_or("");
-        wire::encode(
-            &mut hello,
-            &Message::Hello(Hello {
-                version: PROTOCOL_VERSION,
-                name: &options.name,
-                token,
-            }),
-        );
+        wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
         stream.write_all(&hello).map_err(connect_error)?;
-        stream
-            .set_read_timeout(Some(options.timeout))
-            .map_err(connect_error)?;
-        let mut reader = MessageReader::new(BufReader::with_capacity(
-            WRITE_CHUNK,
-            stream.try_clone().map_err(connect_error)?,
-        ));
+        stream.set_read_timeout(Some(options.timeout)).map_err(connect_error)?;
+        let mut reader =
+            MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
         let (client_id, hub_name) = {
-            let body = reader
-                .read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN))
-                .map_err(|e| match e {
-                    ReadError::Io(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        ClientError::Timeout(options.timeout)
-                    }
-                    ReadError::Closed => ClientError::Closed {
-                        reason: "the hub closed the connection during the handshake".into(),
-                    },
-                    other => ClientError::Protocol(other.to_string()),
-                })?;
+            let body = reader.read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN)).map_err(|e| match e {
+                ReadError::Io(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    ClientError::Timeout(options.timeout)
+                }
+                ReadError::Closed => {
+                    ClientError::Closed { reason: "the hub closed the connection during the handshake".into() }
+                }
+                other => ClientError::Protocol(other.to_string()),
+            })?;
             match wire::decode(body).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 Message::Welcome(w) => (w.client_id, w.hub_name.to_owned()),
                 Message::Refuse(r) => {
-                    return Err(ClientError::Refused {
-                        url: url.into(),
-                        code: r.code,
-                        text: r.text.into(),
-                    })
+                    return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
                 }
-                other => {
-                    return Err(ClientError::Protocol(format!(
-                        "expected WELCOME, got {}",
-                        other.type_name()
-                    )))
-                }
+                other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
             }
         };
         stream.set_read_timeout(None).map_err(connect_error)?;
@@ -284,15 +256,15 @@ impl Client {
             errors: Mutex::new(Vec::new()),
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
             rx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            filters: std::array::from_fn(|_| ArcSwapOption::empty()),
+            ready: OnceLock::new(),
         });
         let (to_writer, writer_rx) = crossbeam_channel::bounded(SEND_QUEUE);
         let (received_tx, received) = crossbeam_channel::bounded(RECEIVE_QUEUE);
         let writer_stream = stream.try_clone().map_err(connect_error)?;
         let (done_tx, writer_done) = crossbeam_channel::bounded(0);
         let mut threads = Vec::new();
-        let spawn_error = |e| ClientError::Closed {
-            reason: format!("cannot start a client thread: {e}"),
-        };
+        let spawn_error = |e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") };
         {
             let shared = Arc::clone(&shared);
             threads.push(
@@ -353,15 +325,7 @@ impl Client {
         }
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");
-        wire::encode(
-            &mut bytes,
-            &Message::OpenPort(OpenPort {
-                request,
-                options,
-                channel,
-                port_name,
-            }),
-        );
+        wire::encode(&mut bytes, &Message::OpenPort(OpenPort { request, options, channel, port_name }));
         match self.request(Waiting::Request(request), bytes)? {
             Reply::Opened(opened) => {
                 let port = Port {
@@ -374,9 +338,7 @@ impl Client {
                 Ok(port)
             }
             Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
-            Reply::Done => Err(ClientError::Protocol(
-                "unexpected reply to OPEN_PORT".into(),
-            )),
+            Reply::Done => Err(ClientError::Protocol("unexpected reply to OPEN_PORT".into())),
         }
     }
 
@@ -404,25 +366,12 @@ impl Client {
     }
 
     /// Queue a frame, waiting at most `timeout` (`None`: no limit) for room.
-    pub fn send_timeout(
-        &self,
-        port: &Port,
-        frame: &Frame,
-        timeout: Option<Duration>,
-    ) -> Result<(), ClientError> {
+    pub fn send_timeout(&self, port: &Port, frame: &Frame, timeout: Option<Duration>) -> Result<(), ClientError> {
         self.check_open(port)?;
-        let item = WriteItem::Frame {
-            port: port.handle,
-            frame: frame.with_echo(false),
-        };
-        let writer = self
-            .to_writer
-            .as_ref()
-            .ok_or_else(|| self.shared.closed_error())?;
+        let item = WriteItem::Frame { port: port.handle, frame: frame.with_echo(false) };
+        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
         let sent = match timeout {
-            None => writer
-                .send(item)
-                .map_err(|_| SendTimeoutError::Disconnected(())),
+            None => writer.send(item).map_err(|_| SendTimeoutError::Disconnected(())),
             Some(t) => writer.send_timeout(item, t).map_err(|e| match e {
                 SendTimeoutError::Timeout(_) => SendTimeoutError::Timeout(()),
                 SendTimeoutError::Disconnected(_) => SendTimeoutError::Disconnected(()),
@@ -430,9 +379,7 @@ impl Client {
         };
         match sent {
             Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(())) => {
-                Err(ClientError::Timeout(timeout.unwrap_or_default()))
-            }
+            Err(SendTimeoutError::Timeout(())) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
             Err(SendTimeoutError::Disconnected(())) => Err(self.shared.closed_error()),
         }
     }
@@ -441,17 +388,54 @@ impl Client {
     /// first (`None` timeout: wait until a frame comes or the connection ends).
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>, ClientError> {
         let result = match timeout {
-            None => self
-                .received
-                .recv()
-                .map_err(|_| RecvTimeoutError::Disconnected),
+            None => self.received.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(t) => self.received.recv_timeout(t),
         };
         match result {
-            Ok(received) => Ok(Some(received)),
+            Ok(received) => {
+                self.settle_ready();
+                Ok(Some(received))
+            }
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err(self.shared.closed_error()),
         }
+    }
+
+    /// A file descriptor that is readable while frames are waiting in
+    /// [`Client::recv`]'s queue or the connection has ended: for `poll`,
+    /// `select`, epoll or an asyncio reader. Never read it yourself; call
+    /// `recv`/`try_recv` when it is readable.
+    pub fn fileno(&self) -> Result<RawFd, ClientError> {
+        if let Some(ready) = self.shared.ready.get() {
+            return Ok(ready.fd());
+        }
+        let signal = ReadySignal::new().map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
+        let ready = self.shared.ready.get_or_init(|| signal);
+        ready.raise();
+        self.settle_ready();
+        Ok(ready.fd())
+    }
+
+    /// Keep the ready fd readable exactly while there is something to take.
+    fn settle_ready(&self) {
+        if let Some(ready) = self.shared.ready.get() {
+            if self.received.is_empty() {
+                ready.lower();
+                if !self.received.is_empty() || lock(&self.shared.closed).is_some() {
+                    ready.raise();
+                }
+            }
+        }
+    }
+
+    /// Set the acceptance filters of `port`: `None` receives everything,
+    /// `Some(&[])` nothing but error frames. Applies to frames not yet taken
+    /// from the socket; frames already queued are not re-filtered.
+    pub fn set_filters(&self, port: &Port, filters: Option<&[Filter]>) -> Result<(), ClientError> {
+        self.check_open(port)?;
+        let slot = &self.shared.filters[port.handle as usize];
+        slot.store(filters.map(|f| Arc::new(f.to_vec().into_boxed_slice())));
+        Ok(())
     }
 
     /// Receive without waiting.
@@ -480,10 +464,7 @@ impl Client {
     /// Frames the hub dropped for `port` because this client did not read
     /// fast enough (receive overrun), since the port was opened.
     pub fn rx_dropped(&self, port: &Port) -> u64 {
-        self.shared
-            .rx_dropped
-            .get(port.handle as usize)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+        self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     fn check_open(&self, port: &Port) -> Result<(), ClientError> {
@@ -501,14 +482,8 @@ impl Client {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
-        let writer = self
-            .to_writer
-            .as_ref()
-            .ok_or_else(|| self.shared.closed_error())?;
-        if writer
-            .send_timeout(WriteItem::Control(bytes), self.timeout)
-            .is_err()
-        {
+        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
+        if writer.send_timeout(WriteItem::Control(bytes), self.timeout).is_err() {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
@@ -527,12 +502,7 @@ impl Drop for Client {
     fn drop(&mut self) {
         if let Some(writer) = self.to_writer.take() {
             let mut bytes = Vec::new();
-            let report = ErrorReport {
-                code: 0,
-                request: 0,
-                fatal: true,
-                text: "client closed",
-            };
+            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
             wire::encode(&mut bytes, &Message::Goodbye(report));
             let _ = writer.send_timeout(WriteItem::Control(bytes), GOODBYE_GRACE);
         }
@@ -549,11 +519,7 @@ impl Drop for Client {
     }
 }
 
-fn read_loop(
-    mut reader: MessageReader<BufReader<Stream>>,
-    shared: &Shared,
-    received: &Sender<Received>,
-) {
+fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, received: &Sender<Received>) {
     let reason = loop {
         let body = match reader.read(MAX_MESSAGE_LEN) {
             Ok(body) => body,
@@ -574,19 +540,18 @@ fn read_loop(
                     if channel == CLOSED_PORT {
                         continue;
                     }
-                    let meta = FrameMeta {
-                        channel: channel as u16,
-                        ..record.meta
-                    };
-                    if received
-                        .send(Received {
-                            port: record.port,
-                            frame: record.frame,
-                            meta,
-                        })
-                        .is_err()
-                    {
+                    let filters = shared.filters[record.port as usize].load();
+                    if !filter::passes(filters.as_deref().map(|f| &f[..]), &record.frame) {
+                        continue;
+                    }
+                    let meta = FrameMeta { channel: channel as u16, ..record.meta };
+                    if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
                         return;
+                    }
+                    if received.len() == 1 {
+                        if let Some(ready) = shared.ready.get() {
+                            ready.raise();
+                        }
                     }
                 }
             }
@@ -594,6 +559,7 @@ fn read_loop(
                 if let Some(slot) = shared.port_channels.get(opened.port as usize) {
                     slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
                     shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
+                    shared.filters[opened.port as usize].store(None);
                 }
                 shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
             }
@@ -615,10 +581,7 @@ fn read_loop(
                 break format!("the hub disconnected this client: {}", report.text);
             }
             Message::Error(report) => {
-                let failed = Reply::Failed {
-                    code: report.code,
-                    text: report.text.to_owned(),
-                };
+                let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };
                 if report.request == 0 || !shared.reply(Waiting::Request(report.request), failed) {
                     tracing::warn!(code = report.code, "hub reported: {}", report.text);
                     lock(&shared.errors).push((report.code, report.text.to_owned()));

@@ -18,10 +18,7 @@ impl Stream {
     pub fn connect(url: &HubUrl, timeout: Duration) -> io::Result<Self> {
         match url {
             HubUrl::Tcp { host, port } => {
-                let mut last = io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("'{host}' resolves to no address"),
-                );
+                let mut last = io::Error::new(io::ErrorKind::NotFound, format!("'{host}' resolves to no address"));
                 for addr in (host.as_str(), *port).to_socket_addrs()? {
                     match TcpStream::connect_timeout(&addr, timeout) {
                         Ok(stream) => {

@@ -24,10 +24,7 @@ pub enum HubUrl {
 impl HubUrl {
     /// Parse a URL, explaining what a valid one looks like on failure.
     pub fn parse(url: &str) -> Result<Self, String> {
-        if let Some(path) = url
-            .strip_prefix("unix://")
-            .or_else(|| url.strip_prefix("unix:"))
-        {
+        if let Some(path) = url.strip_prefix("unix://").or_else(|| url.strip_prefix("unix:")) {
             if path.is_empty() {
                 return Err("unix: needs a socket path, as in unix:/run/fieldhub.sock".into());
             }
@@ -41,20 +38,13 @@ impl HubUrl {
                 None => "expected tcp://HOST:PORT or unix:PATH".into(),
             });
         };
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or("missing port; expected tcp://HOST:PORT")?;
+        let (host, port) = rest.rsplit_once(':').ok_or("missing port; expected tcp://HOST:PORT")?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
             return Err("missing host; expected tcp://HOST:PORT".into());
         }
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| format!("'{port}' is not a port number"))?;
-        Ok(Self::Tcp {
-            host: host.to_owned(),
-            port,
-        })
+        let port = port.parse::<u16>().map_err(|_| format!("'{port}' is not a port number"))?;
+        Ok(Self::Tcp { host: host.to_owned(), port })
     }
 }
 
@@ -64,34 +54,15 @@ mod tests {
 
     #[test]
     fn parses_tcp_and_unix() {
-        assert_eq!(
-            HubUrl::parse("tcp://127.0.0.1:29536"),
-            Ok(HubUrl::Tcp {
-                host: "127.0.0.1".into(),
-                port: 29536
-            })
-        );
-        assert_eq!(
-            HubUrl::parse("tcp://[::1]:5"),
-            Ok(HubUrl::Tcp {
-                host: "::1".into(),
-                port: 5
-            })
-        );
-        assert_eq!(
-            HubUrl::parse("unix:/tmp/x"),
-            Ok(HubUrl::Unix("/tmp/x".into()))
-        );
+        assert_eq!(HubUrl::parse("tcp://127.0.0.1:29536"), Ok(HubUrl::Tcp { host: "127.0.0.1".into(), port: 29536 }));
+        assert_eq!(HubUrl::parse("tcp://[::1]:5"), Ok(HubUrl::Tcp { host: "::1".into(), port: 5 }));
+        assert_eq!(HubUrl::parse("unix:/tmp/x"), Ok(HubUrl::Unix("/tmp/x".into())));
     }
 
     #[test]
     fn rejects_unknown_schemes_with_a_hint() {
-        assert!(HubUrl::parse("http://x:1")
-            .unwrap_err()
-            .contains("unsupported scheme 'http'"));
-        assert!(HubUrl::parse("tcp://x")
-            .unwrap_err()
-            .contains("missing port"));
+        assert!(HubUrl::parse("http://x:1").unwrap_err().contains("unsupported scheme 'http'"));
+        assert!(HubUrl::parse("tcp://x").unwrap_err().contains("missing port"));
         assert!(HubUrl::parse("tcp://x:99999").is_err());
     }
 }

@@ -79,34 +79,13 @@ impl Bus {
 
     fn handle(&mut self, request: Inbound) {
         match request {
-            Inbound::Frame {
-                client,
-                port,
-                frame,
-            } => self.on_frame(client, port, frame),
-            Inbound::Attach {
-                client,
-                name,
-                outbox,
-                hang_up,
-            } => {
-                self.clients.insert(
-                    client,
-                    Client {
-                        name,
-                        outbox,
-                        hang_up,
-                        ports: [None; MAX_PORTS_PER_CLIENT],
-                    },
-                );
+            Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
+            Inbound::Attach { client, name, outbox, hang_up } => {
+                self.clients.insert(client, Client { name, outbox, hang_up, ports: [None; MAX_PORTS_PER_CLIENT] });
             }
-            Inbound::OpenPort {
-                client,
-                request,
-                options,
-                channel,
-                port_name,
-            } => self.on_open_port(client, request, options, &channel, &port_name),
+            Inbound::OpenPort { client, request, options, channel, port_name } => {
+                self.on_open_port(client, request, options, &channel, &port_name)
+            }
             Inbound::ClosePort { client, port } => self.on_close_port(client, port),
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Detach { client, reason } => {
@@ -134,12 +113,7 @@ impl Bus {
                 "channel '{}' is classic CAN and cannot carry the CAN FD frame {frame:?}; configure it with protocol = \"canfd\"",
                 channel.name
             );
-            let error = Outbound::Error {
-                code: ErrorCode::InvalidFrame,
-                request: 0,
-                fatal: false,
-                text,
-            };
+            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
         channel.transmit(owned.port_id, frame, now_ns(), &self.stopping);
@@ -167,22 +141,14 @@ impl Bus {
         channel: &str,
         port_name: &str,
     ) {
-        let refused = |code: ErrorCode, text: String| Outbound::Error {
-            code,
-            request,
-            fatal: false,
-            text,
-        };
+        let refused = |code: ErrorCode, text: String| Outbound::Error { code, request, fatal: false, text };
         let Some(client) = self.clients.get_mut(&client_id) else {
             return;
         };
         let Some(&channel_id) = self.channel_ids.get(channel) else {
             let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
             known.sort_unstable();
-            let text = format!(
-                "unknown channel '{channel}'; this hub has: {}",
-                known.join(", ")
-            );
+            let text = format!("unknown channel '{channel}'; this hub has: {}", known.join(", "));
             return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
         };
         let Some(handle) = client.ports.iter().position(Option::is_none) else {
@@ -190,43 +156,23 @@ impl Bus {
             return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
         };
         let port_id = self.next_port_id;
-        let name = if port_name.is_empty() {
-            format!("{}.{port_id}", client.name)
-        } else {
-            port_name.to_owned()
-        };
+        let name = if port_name.is_empty() { format!("{}.{port_id}", client.name) } else { port_name.to_owned() };
         if let Err(why) = check_name(&name) {
-            return self.reply(
-                client_id,
-                refused(ErrorCode::Malformed, format!("port name {why}")),
-            );
+            return self.reply(client_id, refused(ErrorCode::Malformed, format!("port name {why}")));
         }
         if self.taken_names.contains(&name) {
             let text = format!("a port named '{name}' is already open");
             return self.reply(client_id, refused(ErrorCode::PortNameTaken, text));
         }
         self.next_port_id += 1;
-        client.ports[handle] = Some(OwnedPort {
-            channel: channel_id,
-            port_id,
-        });
+        client.ports[handle] = Some(OwnedPort { channel: channel_id, port_id });
         let handle = handle as u16;
         let outbox = client.outbox.clone();
         info!(client = client_id, port = %name, channel, "port opened");
-        self.channels[channel_id as usize]
-            .members
-            .push(Member::new(client_id, handle, port_id, options, outbox));
+        self.channels[channel_id as usize].members.push(Member::new(client_id, handle, port_id, options, outbox));
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
-        self.reply(
-            client_id,
-            Outbound::PortOpened {
-                request,
-                port: handle,
-                channel_id,
-                port_id,
-            },
-        );
+        self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id });
     }
 
     fn on_close_port(&mut self, client_id: ClientId, port: u16) {
@@ -235,12 +181,7 @@ impl Bus {
         };
         let Some(owned) = client.ports.get_mut(port as usize).and_then(Option::take) else {
             let text = format!("cannot close port {port}: it is not open");
-            let error = Outbound::Error {
-                code: ErrorCode::PortNotOpen,
-                request: 0,
-                fatal: false,
-                text,
-            };
+            let error = Outbound::Error { code: ErrorCode::PortNotOpen, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         };
         self.release_port(owned);
@@ -281,16 +222,7 @@ impl Bus {
     fn reject_client(&mut self, client_id: ClientId, code: ErrorCode, text: String) {
         if let Some(client) = self.remove_client(client_id) {
             warn!(client = client_id, name = %client.name, "disconnecting client: {text}");
-            if client
-                .outbox
-                .try_control(Outbound::Error {
-                    code,
-                    request: 0,
-                    fatal: true,
-                    text,
-                })
-                .is_err()
-            {
+            if client.outbox.try_control(Outbound::Error { code, request: 0, fatal: true, text }).is_err() {
                 (client.hang_up)();
             }
         }
@@ -298,10 +230,7 @@ impl Bus {
 
     fn say_goodbye(&mut self) {
         for (_, client) in self.clients.drain() {
-            let goodbye = Outbound::Goodbye {
-                code: ErrorCode::ShuttingDown,
-                text: "the hub is shutting down".into(),
-            };
+            let goodbye = Outbound::Goodbye { code: ErrorCode::ShuttingDown, text: "the hub is shutting down".into() };
             if client.outbox.try_control(goodbye).is_err() {
                 (client.hang_up)();
             }
@@ -310,7 +239,5 @@ impl Bus {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }

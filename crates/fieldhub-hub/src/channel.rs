@@ -34,22 +34,8 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn new(
-        client: ClientId,
-        port: u16,
-        port_id: u32,
-        options: PortOptions,
-        outbox: Outbox,
-    ) -> Self {
-        Self {
-            client,
-            port,
-            port_id,
-            options,
-            outbox,
-            unreported_drops: 0,
-            rx_dropped: 0,
-        }
+    pub fn new(client: ClientId, port: u16, port_id: u32, options: PortOptions, outbox: Outbox) -> Self {
+        Self { client, port, port_id, options, outbox, unreported_drops: 0, rx_dropped: 0 }
     }
 
     /// Queue a frame for this member under its overflow policy. Returns
@@ -60,11 +46,7 @@ impl Member {
         if self.outbox.has_frame_room() {
             self.report_drops();
         }
-        let mut item = Outbound::Frame {
-            port: self.port,
-            frame,
-            meta,
-        };
+        let mut item = Outbound::Frame { port: self.port, frame, meta };
         loop {
             match self.outbox.try_frame(item) {
                 Ok(()) => return true,
@@ -82,11 +64,7 @@ impl Member {
                         return false;
                     }
                     std::thread::sleep(HOLD_POLL);
-                    item = Outbound::Frame {
-                        port: self.port,
-                        frame,
-                        meta,
-                    };
+                    item = Outbound::Frame { port: self.port, frame, meta };
                 }
             }
         }
@@ -96,10 +74,7 @@ impl Member {
     /// reserve is full they wait for the next chance.
     pub fn report_drops(&mut self) {
         if self.unreported_drops > 0 {
-            let report = Outbound::RxOverflow {
-                port: self.port,
-                dropped: self.unreported_drops,
-            };
+            let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
             if self.outbox.try_control(report).is_ok() {
                 self.unreported_drops = 0;
             }
@@ -120,35 +95,17 @@ pub struct Channel {
 
 impl Channel {
     pub fn new(id: u16, name: String, protocol: Protocol) -> Self {
-        Self {
-            id,
-            name,
-            protocol,
-            last_seq: 0,
-            last_timestamp_ns: 0,
-            members: Vec::new(),
-        }
+        Self { id, name, protocol, last_seq: 0, last_timestamp_ns: 0, members: Vec::new() }
     }
 
     /// Put `frame` from port `sender` on the bus at time `now_ns` and fan it
     /// out. Returns the metadata it was given.
-    pub fn transmit(
-        &mut self,
-        sender: u32,
-        frame: Frame,
-        now_ns: u64,
-        stopping: &AtomicBool,
-    ) -> FrameMeta {
+    pub fn transmit(&mut self, sender: u32, frame: Frame, now_ns: u64, stopping: &AtomicBool) -> FrameMeta {
         self.last_seq += 1;
         // Receivers rely on timestamps that never go backwards within a
         // channel, even if the wall clock does.
         self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
-        let meta = FrameMeta {
-            channel: self.id,
-            sender,
-            seq: self.last_seq,
-            timestamp_ns: self.last_timestamp_ns,
-        };
+        let meta = FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns };
         for member in &mut self.members {
             if member.port_id == sender {
                 if member.options.contains(PortOptions::RECEIVE_OWN) {
@@ -230,13 +187,7 @@ mod tests {
         assert_eq!(rx_slow.try_iter().take(10).count(), 10);
         channel.transmit(9, frame, 0, &stop);
         let tail: Vec<Outbound> = rx_slow.try_iter().collect();
-        let report_at = tail
-            .iter()
-            .position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
-        assert_eq!(
-            report_at,
-            Some(tail.len() - 2),
-            "the report precedes the next frame"
-        );
+        let report_at = tail.iter().position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
+        assert_eq!(report_at, Some(tail.len() - 2), "the report precedes the next frame");
     }
 }

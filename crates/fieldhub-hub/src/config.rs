@@ -32,18 +32,11 @@ pub const MAX_CHANNELS: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
     #[error("{origin}: {field}: {message}")]
-    Invalid {
-        origin: String,
-        field: String,
-        message: String,
-    },
+    Invalid { origin: String, field: String, message: String },
 }
 
 /// The whole hub configuration.
@@ -73,11 +66,7 @@ pub struct HubSection {
 
 impl Default for HubSection {
     fn default() -> Self {
-        Self {
-            name: default_hub_name(),
-            listen: default_listen(),
-            token: None,
-        }
+        Self { name: default_hub_name(), listen: default_listen(), token: None }
     }
 }
 
@@ -106,9 +95,9 @@ impl ListenAddr {
             return Ok(Self::Unix(PathBuf::from(path)));
         }
         let addr = text.strip_prefix("tcp://").unwrap_or(text);
-        addr.parse::<SocketAddr>().map(Self::Tcp).map_err(|e| {
-            format!("'{text}' is neither HOST:PORT (an IP address and a port) nor unix:PATH ({e})")
-        })
+        addr.parse::<SocketAddr>()
+            .map(Self::Tcp)
+            .map_err(|e| format!("'{text}' is neither HOST:PORT (an IP address and a port) nor unix:PATH ({e})"))
     }
 
     /// Whether only this machine can reach the address.
@@ -155,25 +144,20 @@ fn default_protocol() -> Protocol {
 impl HubConfig {
     /// The built-in default configuration.
     pub fn builtin() -> Self {
-        Self::parse(DEFAULT_CONFIG, "built-in default configuration")
-            .expect("the built-in configuration is valid")
+        Self::parse(DEFAULT_CONFIG, "built-in default configuration").expect("the built-in configuration is valid")
     }
 
     /// Load and validate a TOML file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     /// Parse and validate TOML text; `origin` names it in error messages.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let config: HubConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.to_owned(),
-            message: describe_toml_error(text, &e),
-        })?;
+        let config: HubConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: describe_toml_error(text, &e) })?;
         config.validate(origin)?;
         Ok(config)
     }
@@ -196,17 +180,11 @@ impl HubConfig {
 
     /// Check every rule; `origin` names the configuration in errors.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
-        let invalid = |field: String, message: String| ConfigError::Invalid {
-            origin: origin.to_owned(),
-            field,
-            message,
-        };
+        let invalid =
+            |field: String, message: String| ConfigError::Invalid { origin: origin.to_owned(), field, message };
         check_name(&self.hub.name).map_err(|m| invalid("hub.name".into(), m))?;
         if self.hub.listen.is_empty() {
-            return Err(invalid(
-                "hub.listen".into(),
-                "at least one listen address is needed".into(),
-            ));
+            return Err(invalid("hub.listen".into(), "at least one listen address is needed".into()));
         }
         let addrs = self.listen_addrs().map_err(|e| match e {
             ConfigError::Invalid { field, message, .. } => invalid(field, message),
@@ -214,10 +192,7 @@ impl HubConfig {
         })?;
         match &self.hub.token {
             Some(token) if token.is_empty() || token.len() > MAX_TOKEN_LEN => {
-                return Err(invalid(
-                    "hub.token".into(),
-                    format!("must be 1 to {MAX_TOKEN_LEN} bytes"),
-                ));
+                return Err(invalid("hub.token".into(), format!("must be 1 to {MAX_TOKEN_LEN} bytes")));
             }
             None => {
                 if let Some(addr) = addrs.iter().find(|a| !a.is_local()) {
@@ -230,16 +205,10 @@ impl HubConfig {
             Some(_) => {}
         }
         if self.channels.is_empty() {
-            return Err(invalid(
-                "channel".into(),
-                "at least one [[channel]] is needed".into(),
-            ));
+            return Err(invalid("channel".into(), "at least one [[channel]] is needed".into()));
         }
         if self.channels.len() > MAX_CHANNELS {
-            return Err(invalid(
-                "channel".into(),
-                format!("at most {MAX_CHANNELS} channels"),
-            ));
+            return Err(invalid("channel".into(), format!("at most {MAX_CHANNELS} channels")));
         }
         for (i, channel) in self.channels.iter().enumerate() {
             check_name(&channel.name).map_err(|m| invalid(format!("channel[{i}].name"), m))?;
@@ -260,13 +229,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
         return Err(format!("'{name}' must be 1 to {MAX_NAME_LEN} bytes"));
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
-    {
-        return Err(format!(
-            "'{name}' may only contain letters, digits, '_', '-' and '.'"
-        ));
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
+        return Err(format!("'{name}' may only contain letters, digits, '_', '-' and '.'"));
     }
     Ok(())
 }
@@ -291,71 +255,41 @@ mod tests {
         let config = HubConfig::builtin();
         let names: Vec<_> = config.channels.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["can0", "can1"]);
-        assert!(config
-            .listen_addrs()
-            .unwrap()
-            .iter()
-            .all(ListenAddr::is_local));
+        assert!(config.listen_addrs().unwrap().iter().all(ListenAddr::is_local));
     }
 
     #[test]
     fn unknown_field_is_named_with_its_line() {
-        let err = HubConfig::parse(
-            "[hub]\nname = \"x\"\n\n[[channel]]\nname = \"a\"\nbitrat = 5\n",
-            "test.toml",
-        )
-        .unwrap_err();
+        let err = HubConfig::parse("[hub]\nname = \"x\"\n\n[[channel]]\nname = \"a\"\nbitrat = 5\n", "test.toml")
+            .unwrap_err();
         let text = err.to_string();
-        assert!(
-            text.contains("test.toml") && text.contains("line 6") && text.contains("bitrat"),
-            "{text}"
-        );
+        assert!(text.contains("test.toml") && text.contains("line 6") && text.contains("bitrat"), "{text}");
     }
 
     #[test]
     fn duplicate_channel_is_rejected() {
-        let err = HubConfig::parse(
-            "[[channel]]\nname = \"a\"\n[[channel]]\nname = \"a\"\n",
-            "t",
-        )
-        .unwrap_err();
+        let err = HubConfig::parse("[[channel]]\nname = \"a\"\n[[channel]]\nname = \"a\"\n", "t").unwrap_err();
         assert!(err.to_string().contains("channel[1].name"), "{err}");
     }
 
     #[test]
     fn remote_listen_without_token_is_rejected() {
-        let err = HubConfig::parse(
-            "[hub]\nlisten = [\"0.0.0.0:1\"]\n[[channel]]\nname = \"a\"\n",
-            "t",
-        )
-        .unwrap_err();
+        let err = HubConfig::parse("[hub]\nlisten = [\"0.0.0.0:1\"]\n[[channel]]\nname = \"a\"\n", "t").unwrap_err();
         assert!(err.to_string().contains("requires a token"), "{err}");
-        assert!(HubConfig::parse(
-            "[hub]\nlisten = [\"0.0.0.0:1\"]\ntoken = \"s\"\n[[channel]]\nname = \"a\"\n",
-            "t"
-        )
-        .is_ok());
+        assert!(HubConfig::parse("[hub]\nlisten = [\"0.0.0.0:1\"]\ntoken = \"s\"\n[[channel]]\nname = \"a\"\n", "t")
+            .is_ok());
     }
 
     #[test]
     fn listen_addresses_parse_tcp_and_unix() {
-        assert_eq!(
-            ListenAddr::parse("unix:/tmp/h.sock"),
-            Ok(ListenAddr::Unix("/tmp/h.sock".into()))
-        );
-        assert!(matches!(
-            ListenAddr::parse("tcp://127.0.0.1:5"),
-            Ok(ListenAddr::Tcp(_))
-        ));
-        assert!(ListenAddr::parse("localhost")
-            .unwrap_err()
-            .contains("HOST:PORT"));
+        assert_eq!(ListenAddr::parse("unix:/tmp/h.sock"), Ok(ListenAddr::Unix("/tmp/h.sock".into())));
+        assert!(matches!(ListenAddr::parse("tcp://127.0.0.1:5"), Ok(ListenAddr::Tcp(_))));
+        assert!(ListenAddr::parse("localhost").unwrap_err().contains("HOST:PORT"));
     }
 
     #[test]
     fn bad_protocol_is_rejected() {
-        let err =
-            HubConfig::parse("[[channel]]\nname = \"a\"\nprotocol = \"lin\"\n", "t").unwrap_err();
+        let err = HubConfig::parse("[[channel]]\nname = \"a\"\nprotocol = \"lin\"\n", "t").unwrap_err();
         assert!(err.to_string().contains("line 3"), "{err}");
     }
 }

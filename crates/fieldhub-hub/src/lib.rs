@@ -45,15 +45,9 @@ pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: ListenAddr,
-        source: std::io::Error,
-    },
+    Listen { addr: ListenAddr, source: std::io::Error },
     #[error("cannot start the {what} thread: {source}")]
-    Thread {
-        what: &'static str,
-        source: std::io::Error,
-    },
+    Thread { what: &'static str, source: std::io::Error },
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -71,30 +65,21 @@ impl Hub {
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {
-            let listener = Bound::bind(&addr).map_err(|source| StartError::Listen {
-                addr: addr.clone(),
-                source,
-            })?;
+            let listener = Bound::bind(&addr).map_err(|source| StartError::Listen { addr: addr.clone(), source })?;
             bound.push(listener);
         }
         let addrs = bound
             .iter()
             .map(|b| b.local_addr())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| StartError::Listen {
-                addr: ListenAddr::Unix("?".into()),
-                source,
-            })?;
+            .map_err(|source| StartError::Listen { addr: ListenAddr::Unix("?".into()), source })?;
 
         let (inbox, inbox_rx) = queues::inbox();
         let bus = bus::Bus::new(&config, Arc::clone(&stopping));
         let bus_thread = std::thread::Builder::new()
             .name("fh-bus".into())
             .spawn(move || bus.run(inbox_rx))
-            .map_err(|source| StartError::Thread {
-                what: "bus",
-                source,
-            })?;
+            .map_err(|source| StartError::Thread { what: "bus", source })?;
 
         let ctx = Arc::new(SessionContext {
             inbox: inbox.clone(),
@@ -103,22 +88,13 @@ impl Hub {
             next_client: AtomicU32::new(1),
             live_clients: AtomicUsize::new(0),
         });
-        let mut hub = Self {
-            inbox,
-            stopping,
-            addrs,
-            bus_thread: Some(bus_thread),
-            accept_threads: Vec::new(),
-        };
+        let mut hub = Self { inbox, stopping, addrs, bus_thread: Some(bus_thread), accept_threads: Vec::new() };
         for listener in bound {
             let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
             let thread = std::thread::Builder::new()
                 .name("fh-accept".into())
                 .spawn(move || listener.accept_loop(ctx, stopping))
-                .map_err(|source| StartError::Thread {
-                    what: "accept",
-                    source,
-                })?;
+                .map_err(|source| StartError::Thread { what: "accept", source })?;
             hub.accept_threads.push(thread);
         }
         Ok(hub)

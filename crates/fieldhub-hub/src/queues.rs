@@ -35,28 +35,13 @@ pub type HangUp = Box<dyn Fn() + Send>;
 pub enum Inbound {
     /// A client finished its handshake. `hang_up` closes its connection at
     /// once, for when even an error report cannot be queued to it.
-    Attach {
-        client: ClientId,
-        name: String,
-        outbox: Outbox,
-        hang_up: HangUp,
-    },
+    Attach { client: ClientId, name: String, outbox: Outbox, hang_up: HangUp },
     /// `OPEN_PORT`.
-    OpenPort {
-        client: ClientId,
-        request: u32,
-        options: PortOptions,
-        channel: String,
-        port_name: String,
-    },
+    OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
     /// `CLOSE_PORT`.
     ClosePort { client: ClientId, port: u16 },
     /// One frame record of a `FRAMES` message.
-    Frame {
-        client: ClientId,
-        port: u16,
-        frame: Frame,
-    },
+    Frame { client: ClientId, port: u16, frame: Frame },
     /// `PING`: answered once everything the client sent before it is on the bus.
     Ping { client: ClientId, nonce: u64 },
     /// The client's connection ended; `reason` is for the log.
@@ -107,10 +92,7 @@ pub enum Outbound {
 impl Outbound {
     /// Whether the transport closes the connection after this item.
     pub fn ends_connection(&self) -> bool {
-        matches!(
-            self,
-            Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. }
-        )
+        matches!(self, Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. })
     }
 }
 
@@ -175,15 +157,9 @@ impl std::fmt::Debug for Inbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Inbound::Attach { client, name, .. } => write!(f, "Attach({client}, {name})"),
-            Inbound::OpenPort {
-                client, channel, ..
-            } => write!(f, "OpenPort({client}, {channel})"),
+            Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
             Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
-            Inbound::Frame {
-                client,
-                port,
-                frame,
-            } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Shutdown => write!(f, "Shutdown"),

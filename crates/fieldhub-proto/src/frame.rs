@@ -11,6 +11,12 @@ use crate::limits::{MAX_CANFD_DATA, MAX_CAN_DATA};
 pub const MAX_STANDARD_ID: u32 = 0x7FF;
 /// Largest 29-bit (extended) identifier.
 pub const MAX_EXTENDED_ID: u32 = 0x1FFF_FFFF;
+/// SocketCAN `CAN_EFF_FLAG`: the identifier is 29 bits.
+pub const CAN_EFF_FLAG: u32 = 0x8000_0000;
+/// SocketCAN `CAN_RTR_FLAG`: remote transmission request.
+pub const CAN_RTR_FLAG: u32 = 0x4000_0000;
+/// SocketCAN `CAN_ERR_FLAG`: error frame.
+pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
 /// Payload length of every error frame (SocketCAN `CAN_ERR_DLC`).
 pub const ERROR_FRAME_LEN: usize = 8;
 
@@ -103,15 +109,10 @@ pub enum FrameError {
     CanTooLong { len: usize },
     #[error("{len} is not a valid CAN FD length (0..=8, 12, 16, 20, 24, 32, 48, 64)")]
     InvalidFdLength { len: usize },
-    #[error(
-        "DLC {dlc} does not match length {len} (DLC 9..=15 is only allowed with 8 data bytes)"
-    )]
+    #[error("DLC {dlc} does not match length {len} (DLC 9..=15 is only allowed with 8 data bytes)")]
     DlcMismatch { dlc: u8, len: usize },
     #[error("flag {flag} is not allowed on a {kind} frame")]
-    FlagNotAllowed {
-        flag: &'static str,
-        kind: &'static str,
-    },
+    FlagNotAllowed { flag: &'static str, kind: &'static str },
     #[error("error frames carry exactly 8 data bytes, got {len}")]
     ErrorFrameLength { len: usize },
 }
@@ -132,10 +133,7 @@ pub const FD_LENGTHS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32,
 
 /// The DLC code for a CAN FD length, if the length is valid.
 pub fn fd_len_to_dlc(len: usize) -> Option<u8> {
-    FD_LENGTHS
-        .iter()
-        .position(|&l| l as usize == len)
-        .map(|d| d as u8)
+    FD_LENGTHS.iter().position(|&l| l as usize == len).map(|d| d as u8)
 }
 
 /// The smallest valid CAN FD length that holds `len` bytes (as SocketCAN's
@@ -188,16 +186,10 @@ impl Frame {
     /// hold `EXTENDED`, `BRS` and `ESI`.
     pub fn can_fd(id: u32, flags: FrameFlags, data: &[u8]) -> Result<Self, FrameError> {
         if flags.contains(FrameFlags::REMOTE) {
-            return Err(FrameError::FlagNotAllowed {
-                flag: "remote",
-                kind: "CAN FD",
-            });
+            return Err(FrameError::FlagNotAllowed { flag: "remote", kind: "CAN FD" });
         }
         if flags.contains(FrameFlags::ECHO) {
-            return Err(FrameError::FlagNotAllowed {
-                flag: "echo",
-                kind: "CAN FD",
-            });
+            return Err(FrameError::FlagNotAllowed { flag: "echo", kind: "CAN FD" });
         }
         check_id(id, flags.contains(FrameFlags::EXTENDED))?;
         if fd_len_to_dlc(data.len()).is_none() {
@@ -233,16 +225,10 @@ impl Frame {
         let mut frame = match kind {
             FrameKind::Can => {
                 if flags.contains(FrameFlags::BRS) {
-                    return Err(FrameError::FlagNotAllowed {
-                        flag: "brs",
-                        kind: "classic CAN",
-                    });
+                    return Err(FrameError::FlagNotAllowed { flag: "brs", kind: "classic CAN" });
                 }
                 if flags.contains(FrameFlags::ESI) {
-                    return Err(FrameError::FlagNotAllowed {
-                        flag: "esi",
-                        kind: "classic CAN",
-                    });
+                    return Err(FrameError::FlagNotAllowed { flag: "esi", kind: "classic CAN" });
                 }
                 let extended = flags.contains(FrameFlags::EXTENDED);
                 let mut frame = if flags.contains(FrameFlags::REMOTE) {
@@ -273,10 +259,7 @@ impl Frame {
                     (FrameFlags::ESI, "esi"),
                 ] {
                     if flags.contains(flag) {
-                        return Err(FrameError::FlagNotAllowed {
-                            flag: name,
-                            kind: "error",
-                        });
+                        return Err(FrameError::FlagNotAllowed { flag: name, kind: "error" });
                     }
                 }
                 if len != ERROR_FRAME_LEN || data.len() != ERROR_FRAME_LEN || len8_dlc != 0 {
@@ -294,26 +277,15 @@ impl Frame {
     }
 
     fn blank(kind: FrameKind, id: u32, len: usize) -> Self {
-        Self {
-            kind,
-            flags: FrameFlags::empty(),
-            id,
-            len: len as u8,
-            len8_dlc: 0,
-            data: [0; MAX_CANFD_DATA],
-        }
+        Self { kind, flags: FrameFlags::empty(), id, len: len as u8, len8_dlc: 0, data: [0; MAX_CANFD_DATA] }
     }
 
     /// Set the raw DLC 9..=15 of a classic 8-byte frame (SocketCAN
     /// `len8_dlc`); 0 clears it.
     pub fn set_len8_dlc(&mut self, dlc: u8) -> Result<(), FrameError> {
-        let ok =
-            dlc == 0 || (self.kind == FrameKind::Can && self.len == 8 && (9..=15).contains(&dlc));
+        let ok = dlc == 0 || (self.kind == FrameKind::Can && self.len == 8 && (9..=15).contains(&dlc));
         if !ok {
-            return Err(FrameError::DlcMismatch {
-                dlc,
-                len: self.len as usize,
-            });
+            return Err(FrameError::DlcMismatch { dlc, len: self.len as usize });
         }
         self.len8_dlc = dlc;
         Ok(())
@@ -331,6 +303,22 @@ impl Frame {
     pub fn id(&self) -> u32 {
         self.id
     }
+    /// The identifier as SocketCAN writes it in `can_id`: the id or error
+    /// class, plus `CAN_EFF_FLAG`, `CAN_RTR_FLAG` or `CAN_ERR_FLAG`.
+    pub fn socketcan_id(&self) -> u32 {
+        let mut id = self.id;
+        if self.is_extended() {
+            id |= CAN_EFF_FLAG;
+        }
+        if self.is_remote() {
+            id |= CAN_RTR_FLAG;
+        }
+        if self.is_error() {
+            id |= CAN_ERR_FLAG;
+        }
+        id
+    }
+
     /// Whether the identifier is 29 bits.
     pub fn is_extended(&self) -> bool {
         self.flags.contains(FrameFlags::EXTENDED)
@@ -390,11 +378,7 @@ impl Frame {
     /// This frame marked (or unmarked) as a TX confirmation.
     #[must_use]
     pub fn with_echo(mut self, echo: bool) -> Self {
-        self.flags = if echo {
-            self.flags.with(FrameFlags::ECHO)
-        } else {
-            self.flags.without(FrameFlags::ECHO)
-        };
+        self.flags = if echo { self.flags.with(FrameFlags::ECHO) } else { self.flags.without(FrameFlags::ECHO) };
         self
     }
 }
@@ -437,19 +421,13 @@ mod tests {
 
     #[test]
     fn classic_frame_rejects_nine_bytes() {
-        assert_eq!(
-            Frame::can(1, false, &[0; 9]),
-            Err(FrameError::CanTooLong { len: 9 })
-        );
+        assert_eq!(Frame::can(1, false, &[0; 9]), Err(FrameError::CanTooLong { len: 9 }));
     }
 
     #[test]
     fn standard_id_must_fit_eleven_bits() {
         assert!(Frame::can(0x7FF, false, &[]).is_ok());
-        assert_eq!(
-            Frame::can(0x800, false, &[]),
-            Err(FrameError::StandardIdTooLarge { id: 0x800 })
-        );
+        assert_eq!(Frame::can(0x800, false, &[]), Err(FrameError::StandardIdTooLarge { id: 0x800 }));
         assert!(Frame::can(0x800, true, &[]).is_ok());
         assert!(Frame::can(0x2000_0000, true, &[]).is_err());
     }

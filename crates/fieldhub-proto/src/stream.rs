@@ -32,10 +32,7 @@ pub struct MessageReader<R> {
 
 impl<R: Read> MessageReader<R> {
     pub fn new(inner: R) -> Self {
-        Self {
-            inner,
-            body: Vec::new(),
-        }
+        Self { inner, body: Vec::new() }
     }
 
     /// The underlying reader.
@@ -48,22 +45,14 @@ impl<R: Read> MessageReader<R> {
         let mut prefix = [0u8; LENGTH_PREFIX];
         match read_full(&mut self.inner, &mut prefix)? {
             0 => return Err(ReadError::Closed),
-            n if n < LENGTH_PREFIX => {
-                return Err(ReadError::Truncated {
-                    got: n,
-                    need: LENGTH_PREFIX,
-                })
-            }
+            n if n < LENGTH_PREFIX => return Err(ReadError::Truncated { got: n, need: LENGTH_PREFIX }),
             _ => {}
         }
         let len = check_length(u32::from_le_bytes(prefix), max)?;
         self.body.resize(len, 0);
         let got = read_full(&mut self.inner, &mut self.body)?;
         if got < len {
-            return Err(ReadError::Truncated {
-                got: LENGTH_PREFIX + got,
-                need: LENGTH_PREFIX + len,
-            });
+            return Err(ReadError::Truncated { got: LENGTH_PREFIX + got, need: LENGTH_PREFIX + len });
         }
         Ok(&self.body)
     }
@@ -95,18 +84,9 @@ mod tests {
         encode(&mut bytes, &Message::Ping { nonce: 1 });
         encode(&mut bytes, &Message::Pong { nonce: 2 });
         let mut reader = MessageReader::new(&bytes[..]);
-        assert_eq!(
-            decode(reader.read(MAX_MESSAGE_LEN).unwrap()).unwrap(),
-            Message::Ping { nonce: 1 }
-        );
-        assert_eq!(
-            decode(reader.read(MAX_MESSAGE_LEN).unwrap()).unwrap(),
-            Message::Pong { nonce: 2 }
-        );
-        assert!(matches!(
-            reader.read(MAX_MESSAGE_LEN),
-            Err(ReadError::Closed)
-        ));
+        assert_eq!(decode(reader.read(MAX_MESSAGE_LEN).unwrap()).unwrap(), Message::Ping { nonce: 1 });
+        assert_eq!(decode(reader.read(MAX_MESSAGE_LEN).unwrap()).unwrap(), Message::Pong { nonce: 2 });
+        assert!(matches!(reader.read(MAX_MESSAGE_LEN), Err(ReadError::Closed)));
     }
 
     #[test]
@@ -114,24 +94,14 @@ mod tests {
         let mut bytes = Vec::new();
         encode(&mut bytes, &Message::Ping { nonce: 1 });
         bytes.truncate(7);
-        let err = MessageReader::new(&bytes[..])
-            .read(MAX_MESSAGE_LEN)
-            .unwrap_err();
-        assert!(
-            matches!(err, ReadError::Truncated { got: 7, need: 13 }),
-            "{err}"
-        );
+        let err = MessageReader::new(&bytes[..]).read(MAX_MESSAGE_LEN).unwrap_err();
+        assert!(matches!(err, ReadError::Truncated { got: 7, need: 13 }), "{err}");
     }
 
     #[test]
     fn oversize_prefix_is_refused_before_reading_the_body() {
         let bytes = (MAX_MESSAGE_LEN + 1).to_le_bytes();
-        let err = MessageReader::new(&bytes[..])
-            .read(MAX_MESSAGE_LEN)
-            .unwrap_err();
-        assert!(
-            matches!(err, ReadError::Length(DecodeError::Oversize { .. })),
-            "{err}"
-        );
+        let err = MessageReader::new(&bytes[..]).read(MAX_MESSAGE_LEN).unwrap_err();
+        assert!(matches!(err, ReadError::Length(DecodeError::Oversize { .. })), "{err}");
     }
 }

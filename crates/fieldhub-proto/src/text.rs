@@ -12,8 +12,7 @@
 
 use crate::frame::{Frame, FrameFlags, FrameKind};
 
-/// SocketCAN `CAN_ERR_FLAG`, shown in the id of error frames.
-pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
+pub use crate::frame::CAN_ERR_FLAG;
 
 /// Why a text frame could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -25,10 +24,7 @@ pub enum TextError {
     #[error("'{0}': data must be pairs of hex digits, optionally separated by '.'")]
     BadData(String),
     #[error("'{text}': {source}")]
-    Invalid {
-        text: String,
-        source: crate::frame::FrameError,
-    },
+    Invalid { text: String, source: crate::frame::FrameError },
     #[error("'{0}': expected a log line '(SECONDS.MICROS) CHANNEL FRAME'")]
     BadLogLine(String),
 }
@@ -60,21 +56,14 @@ fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
 
 /// Parse cansend syntax.
 pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
-    let invalid = |source| TextError::Invalid {
-        text: text.to_owned(),
-        source,
-    };
-    let (id_text, rest) = text
-        .split_once('#')
-        .ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
+    let invalid = |source| TextError::Invalid { text: text.to_owned(), source };
+    let (id_text, rest) = text.split_once('#').ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
     let (id, extended) = parse_id(id_text, text)?;
     let mut data = [0u8; 64];
     if let Some(fd) = rest.strip_prefix('#') {
         let mut chars = fd.chars();
-        let flags_digit = chars
-            .next()
-            .and_then(|c| c.to_digit(16))
-            .ok_or_else(|| TextError::BadData(text.to_owned()))?;
+        let flags_digit =
+            chars.next().and_then(|c| c.to_digit(16)).ok_or_else(|| TextError::BadData(text.to_owned()))?;
         let mut flags = FrameFlags::empty();
         if flags_digit & 0x1 != 0 {
             flags = flags.with(FrameFlags::BRS);
@@ -100,16 +89,13 @@ pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
     if let Some(remote) = rest.strip_prefix(['R', 'r']) {
         let len = match remote {
             "" => 0,
-            digit => digit
-                .parse::<usize>()
-                .map_err(|_| TextError::BadData(text.to_owned()))?,
+            digit => digit.parse::<usize>().map_err(|_| TextError::BadData(text.to_owned()))?,
         };
         return Frame::remote(id, extended, len).map_err(invalid);
     }
     let (hex, raw_dlc) = match rest.split_once('_') {
         Some((hex, dlc)) => {
-            let dlc =
-                u8::from_str_radix(dlc, 16).map_err(|_| TextError::BadData(text.to_owned()))?;
+            let dlc = u8::from_str_radix(dlc, 16).map_err(|_| TextError::BadData(text.to_owned()))?;
             (hex, Some(dlc))
         }
         None => (rest, None),
@@ -173,11 +159,7 @@ pub fn write_cansend(out: &mut String, frame: &Frame) {
                 push_hex(out, frame.data());
                 if frame.len8_dlc() != 0 {
                     out.push('_');
-                    out.push(
-                        char::from_digit(u32::from(frame.len8_dlc()), 16)
-                            .unwrap_or('F')
-                            .to_ascii_uppercase(),
-                    );
+                    out.push(char::from_digit(u32::from(frame.len8_dlc()), 16).unwrap_or('F').to_ascii_uppercase());
                 }
             }
         }
@@ -216,15 +198,8 @@ pub fn parse_log_line(line: &str) -> Result<LogLine, TextError> {
     let mut fields = rest.split_whitespace();
     let channel = fields.next().ok_or_else(bad)?.to_owned();
     let frame = parse_cansend(fields.next().ok_or_else(bad)?)?;
-    let timestamp_ns = secs
-        .checked_mul(1_000_000_000)
-        .and_then(|s| s.checked_add(frac_ns))
-        .ok_or_else(bad)?;
-    Ok(LogLine {
-        timestamp_ns,
-        channel,
-        frame,
-    })
+    let timestamp_ns = secs.checked_mul(1_000_000_000).and_then(|s| s.checked_add(frac_ns)).ok_or_else(bad)?;
+    Ok(LogLine { timestamp_ns, channel, frame })
 }
 
 #[cfg(test)]
@@ -253,32 +228,17 @@ mod tests {
 
     #[test]
     fn cansend_accepts_dot_separators() {
-        assert_eq!(
-            format_cansend(&parse_cansend("123#DE.AD.BE.EF").unwrap()),
-            "123#DEADBEEF"
-        );
+        assert_eq!(format_cansend(&parse_cansend("123#DE.AD.BE.EF").unwrap()), "123#DEADBEEF");
     }
 
     #[test]
     fn cansend_rejects_bad_forms() {
-        assert!(matches!(
-            parse_cansend("123DEADBEEF"),
-            Err(TextError::MissingSeparator(_))
-        ));
+        assert!(matches!(parse_cansend("123DEADBEEF"), Err(TextError::MissingSeparator(_))));
         assert!(matches!(parse_cansend("12#00"), Err(TextError::BadId(_))));
-        assert!(matches!(
-            parse_cansend("800#00"),
-            Err(TextError::Invalid { .. })
-        ));
+        assert!(matches!(parse_cansend("800#00"), Err(TextError::Invalid { .. })));
         assert!(matches!(parse_cansend("123#0"), Err(TextError::BadData(_))));
-        assert!(matches!(
-            parse_cansend("123#112233445566778899"),
-            Err(TextError::Invalid { .. })
-        ));
-        assert!(matches!(
-            parse_cansend("123##1001122334455667788"),
-            Err(TextError::Invalid { .. })
-        ));
+        assert!(matches!(parse_cansend("123#112233445566778899"), Err(TextError::Invalid { .. })));
+        assert!(matches!(parse_cansend("123##1001122334455667788"), Err(TextError::Invalid { .. })));
     }
 
     #[test]

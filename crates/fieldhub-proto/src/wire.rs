@@ -167,21 +167,13 @@ pub enum DecodeError {
     #[error("unknown message type 0x{0:02X}")]
     UnknownType(u8),
     #[error("{what}: message ends after {have} bytes, needs {need}")]
-    Truncated {
-        what: &'static str,
-        need: usize,
-        have: usize,
-    },
+    Truncated { what: &'static str, need: usize, have: usize },
     #[error("{what}: {extra} unexpected bytes after the end of the message")]
     TrailingBytes { what: &'static str, extra: usize },
     #[error("bad magic {0:02X?}: not a fieldhub client (expected \"FHUB\")")]
     BadMagic([u8; 4]),
     #[error("{what} is {len} bytes, the limit is {max}")]
-    TooLong {
-        what: &'static str,
-        len: usize,
-        max: usize,
-    },
+    TooLong { what: &'static str, len: usize, max: usize },
     #[error("{what} is not valid UTF-8")]
     NotUtf8 { what: &'static str },
     #[error("batch of {count} frames exceeds the limit of {max}")]
@@ -374,10 +366,7 @@ impl<'a> FrameBatch<'a> {
     }
     /// The records in order.
     pub fn iter(&self) -> FrameRecords<'a> {
-        FrameRecords {
-            rest: self.records,
-            index: 0,
-        }
+        FrameRecords { rest: self.records, index: 0 }
     }
 }
 
@@ -413,15 +402,11 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0, what }
     }
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError::Truncated {
-                what: self.what,
-                need: self.pos + n,
-                have: self.buf.len(),
-            })?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(DecodeError::Truncated {
+            what: self.what,
+            need: self.pos + n,
+            have: self.buf.len(),
+        })?;
         let slice = &self.buf[self.pos..end];
         self.pos = end;
         Ok(slice)
@@ -451,12 +436,7 @@ impl<'a> Reader<'a> {
         let len = self.u16()? as usize;
         self.string(len, what, max)
     }
-    fn string(
-        &mut self,
-        len: usize,
-        what: &'static str,
-        max: usize,
-    ) -> Result<&'a str, DecodeError> {
+    fn string(&mut self, len: usize, what: &'static str, max: usize) -> Result<&'a str, DecodeError> {
         if len > max {
             return Err(DecodeError::TooLong { what, len, max });
         }
@@ -466,10 +446,7 @@ impl<'a> Reader<'a> {
         if self.pos == self.buf.len() {
             Ok(())
         } else {
-            Err(DecodeError::TrailingBytes {
-                what: self.what,
-                extra: self.buf.len() - self.pos,
-            })
+            Err(DecodeError::TrailingBytes { what: self.what, extra: self.buf.len() - self.pos })
         }
     }
 }
@@ -487,21 +464,15 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                 return Err(DecodeError::BadMagic(m));
             }
             let version = r.u16()?;
-            let hello = Hello {
-                version,
-                name: r.str8("client name", MAX_NAME_LEN)?,
-                token: r.str8("token", MAX_TOKEN_LEN)?,
-            };
+            let hello =
+                Hello { version, name: r.str8("client name", MAX_NAME_LEN)?, token: r.str8("token", MAX_TOKEN_LEN)? };
             r.finish()?;
             Message::Hello(hello)
         }
         msg::WELCOME => {
             let mut r = Reader::new(payload, "WELCOME");
-            let welcome = Welcome {
-                version: r.u16()?,
-                client_id: r.u32()?,
-                hub_name: r.str8("hub name", MAX_NAME_LEN)?,
-            };
+            let welcome =
+                Welcome { version: r.u16()?, client_id: r.u32()?, hub_name: r.str8("hub name", MAX_NAME_LEN)? };
             r.finish()?;
             Message::Welcome(welcome)
         }
@@ -524,24 +495,12 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
         }
         msg::PORT_OPENED => {
             let mut r = Reader::new(payload, "PORT_OPENED");
-            let opened = PortOpened {
-                request: r.u32()?,
-                port: r.u16()?,
-                channel_id: r.u16()?,
-                port_id: r.u32()?,
-            };
+            let opened = PortOpened { request: r.u32()?, port: r.u16()?, channel_id: r.u16()?, port_id: r.u32()? };
             r.finish()?;
             Message::PortOpened(opened)
         }
         msg::CLOSE_PORT | msg::PORT_CLOSED => {
-            let mut r = Reader::new(
-                payload,
-                if kind == msg::CLOSE_PORT {
-                    "CLOSE_PORT"
-                } else {
-                    "PORT_CLOSED"
-                },
-            );
+            let mut r = Reader::new(payload, if kind == msg::CLOSE_PORT { "CLOSE_PORT" } else { "PORT_CLOSED" });
             let port = r.u16()?;
             r.finish()?;
             if kind == msg::CLOSE_PORT {
@@ -553,10 +512,7 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
         msg::FRAMES => Message::Frames(decode_batch(payload)?),
         msg::RX_OVERFLOW => {
             let mut r = Reader::new(payload, "RX_OVERFLOW");
-            let overflow = RxOverflow {
-                port: r.u16()?,
-                dropped: r.u32()?,
-            };
+            let overflow = RxOverflow { port: r.u16()?, dropped: r.u32()? };
             r.finish()?;
             Message::RxOverflow(overflow)
         }
@@ -575,31 +531,18 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
     Ok(message)
 }
 
-fn decode_report<'a>(
-    payload: &'a [u8],
-    what: &'static str,
-) -> Result<ErrorReport<'a>, DecodeError> {
+fn decode_report<'a>(payload: &'a [u8], what: &'static str) -> Result<ErrorReport<'a>, DecodeError> {
     let mut r = Reader::new(payload, what);
     let code = r.u16()?;
     let request = r.u32()?;
     let fatal = match r.u8()? {
         0 => false,
         1 => true,
-        other => {
-            return Err(DecodeError::ReservedNotZero {
-                what: "fatal flag",
-                value: u32::from(other),
-            })
-        }
+        other => return Err(DecodeError::ReservedNotZero { what: "fatal flag", value: u32::from(other) }),
     };
     let text = r.str16("text", MAX_TEXT_LEN)?;
     r.finish()?;
-    Ok(ErrorReport {
-        code,
-        request,
-        fatal,
-        text,
-    })
+    Ok(ErrorReport { code, request, fatal, text })
 }
 
 fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
@@ -607,16 +550,10 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     let count = r.u16()? as usize;
     let reserved = r.u8()?;
     if reserved != 0 {
-        return Err(DecodeError::ReservedNotZero {
-            what: "FRAMES reserved byte",
-            value: u32::from(reserved),
-        });
+        return Err(DecodeError::ReservedNotZero { what: "FRAMES reserved byte", value: u32::from(reserved) });
     }
     if count > MAX_FRAMES_PER_BATCH {
-        return Err(DecodeError::TooManyFrames {
-            count,
-            max: MAX_FRAMES_PER_BATCH,
-        });
+        return Err(DecodeError::TooManyFrames { count, max: MAX_FRAMES_PER_BATCH });
     }
     let records = &payload[r.pos..];
     let mut rest = records;
@@ -625,10 +562,7 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
         rest = &rest[used..];
     }
     if !rest.is_empty() {
-        return Err(DecodeError::TrailingBytes {
-            what: "FRAMES",
-            extra: rest.len(),
-        });
+        return Err(DecodeError::TrailingBytes { what: "FRAMES", extra: rest.len() });
     }
     Ok(FrameBatch { count, records })
 }
@@ -648,35 +582,17 @@ fn decode_record(buf: &[u8], index: usize) -> Result<(FrameRecord, usize), Decod
     if len > MAX_RECORD_DATA {
         return Err(DecodeError::RecordTooLong { index, len });
     }
-    let kind = FrameKind::from_wire(kind_byte).ok_or(DecodeError::UnknownFrameKind {
-        index,
-        kind: kind_byte,
-    })?;
-    let flags = FrameFlags::from_bits(flag_bits).ok_or(DecodeError::ReservedFlags {
-        index,
-        bits: flag_bits,
-    })?;
+    let kind = FrameKind::from_wire(kind_byte).ok_or(DecodeError::UnknownFrameKind { index, kind: kind_byte })?;
+    let flags = FrameFlags::from_bits(flag_bits).ok_or(DecodeError::ReservedFlags { index, bits: flag_bits })?;
     if reserved != 0 {
-        return Err(DecodeError::ReservedNotZero {
-            what: "frame record reserved byte",
-            value: u32::from(reserved),
-        });
+        return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });
     }
-    let data_len = if flags.contains(FrameFlags::REMOTE) {
-        0
-    } else {
-        len
-    };
+    let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
     let data = r.bytes(data_len)?;
     let frame = Frame::from_parts(kind, flags, id, len, len8_dlc, data)
         .map_err(|source| DecodeError::InvalidFrame { index, source })?;
     // Frames carry no channel on the wire: the port implies it.
-    let meta = FrameMeta {
-        channel: 0,
-        sender,
-        seq,
-        timestamp_ns,
-    };
+    let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
     Ok((FrameRecord { port, frame, meta }, r.pos))
 }
 
@@ -753,11 +669,7 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             end(out, s);
         }
         Message::ClosePort { port } | Message::PortClosed { port } => {
-            let kind = if matches!(message, Message::ClosePort { .. }) {
-                msg::CLOSE_PORT
-            } else {
-                msg::PORT_CLOSED
-            };
+            let kind = if matches!(message, Message::ClosePort { .. }) { msg::CLOSE_PORT } else { msg::PORT_CLOSED };
             let s = begin(out, kind);
             out.extend_from_slice(&port.to_le_bytes());
             end(out, s);
@@ -783,11 +695,7 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             end(out, s);
         }
         Message::Ping { nonce } | Message::Pong { nonce } => {
-            let kind = if matches!(message, Message::Ping { .. }) {
-                msg::PING
-            } else {
-                msg::PONG
-            };
+            let kind = if matches!(message, Message::Ping { .. }) { msg::PING } else { msg::PONG };
             let s = begin(out, kind);
             out.extend_from_slice(&nonce.to_le_bytes());
             end(out, s);
@@ -889,9 +797,7 @@ impl Packer {
                 self.close_batch();
             }
         }
-        let batch = self
-            .batch
-            .get_or_insert_with(|| BatchEncoder::begin(&mut self.buf));
+        let batch = self.batch.get_or_insert_with(|| BatchEncoder::begin(&mut self.buf));
         batch.push(&mut self.buf, port, frame, meta);
     }
 
@@ -956,52 +862,21 @@ mod tests {
 
     #[test]
     fn control_messages_round_trip() {
-        roundtrip(Message::Hello(Hello {
-            version: 1,
-            name: "ecu",
-            token: "secret",
-        }));
-        roundtrip(Message::Welcome(Welcome {
-            version: 1,
-            client_id: 7,
-            hub_name: "hub",
-        }));
+        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "secret" }));
+        roundtrip(Message::Welcome(Welcome { version: 1, client_id: 7, hub_name: "hub" }));
         roundtrip(Message::OpenPort(OpenPort {
             request: 3,
             options: PortOptions::RECEIVE_OWN,
             channel: "can0",
             port_name: "ecu.a",
         }));
-        roundtrip(Message::PortOpened(PortOpened {
-            request: 3,
-            port: 1,
-            channel_id: 0,
-            port_id: 9,
-        }));
+        roundtrip(Message::PortOpened(PortOpened { request: 3, port: 1, channel_id: 0, port_id: 9 }));
         roundtrip(Message::ClosePort { port: 1 });
         roundtrip(Message::PortClosed { port: 1 });
-        roundtrip(Message::RxOverflow(RxOverflow {
-            port: 1,
-            dropped: 12,
-        }));
-        roundtrip(Message::Error(ErrorReport {
-            code: 7,
-            request: 0,
-            fatal: true,
-            text: "port 4 is not open",
-        }));
-        roundtrip(Message::Refuse(ErrorReport {
-            code: 2,
-            request: 0,
-            fatal: true,
-            text: "bad magic",
-        }));
-        roundtrip(Message::Goodbye(ErrorReport {
-            code: 13,
-            request: 0,
-            fatal: true,
-            text: "bye",
-        }));
+        roundtrip(Message::RxOverflow(RxOverflow { port: 1, dropped: 12 }));
+        roundtrip(Message::Error(ErrorReport { code: 7, request: 0, fatal: true, text: "port 4 is not open" }));
+        roundtrip(Message::Refuse(ErrorReport { code: 2, request: 0, fatal: true, text: "bad magic" }));
+        roundtrip(Message::Goodbye(ErrorReport { code: 13, request: 0, fatal: true, text: "bye" }));
         roundtrip(Message::Ping { nonce: u64::MAX });
         roundtrip(Message::Pong { nonce: 1 });
     }
@@ -1017,25 +892,15 @@ mod tests {
         let mut out = Vec::new();
         let mut encoder = BatchEncoder::begin(&mut out);
         for (i, frame) in frames.iter().enumerate() {
-            let meta = FrameMeta {
-                channel: 0,
-                sender: 5,
-                seq: i as u64 + 1,
-                timestamp_ns: 1_700_000_000_000_000_000,
-            };
+            let meta = FrameMeta { channel: 0, sender: 5, seq: i as u64 + 1, timestamp_ns: 1_700_000_000_000_000_000 };
             assert!(encoder.fits(&out, frame));
             encoder.push(&mut out, 2, frame, &meta);
         }
         encoder.finish(&mut out);
-        let Message::Frames(batch) = decode(&out[4..]).unwrap() else {
-            panic!("not a batch")
-        };
+        let Message::Frames(batch) = decode(&out[4..]).unwrap() else { panic!("not a batch") };
         let decoded: Vec<Frame> = batch.iter().map(|r| r.frame).collect();
         assert_eq!(decoded, frames);
-        assert_eq!(
-            batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(),
-            [1, 2, 3, 4]
-        );
+        assert_eq!(batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
     }
 
     #[test]
@@ -1051,11 +916,7 @@ mod tests {
         let mut kinds = Vec::new();
         let mut rest = &bytes[..];
         while !rest.is_empty() {
-            let len = check_length(
-                u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]),
-                MAX_MESSAGE_LEN,
-            )
-            .unwrap();
+            let len = check_length(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), MAX_MESSAGE_LEN).unwrap();
             match decode(&rest[4..4 + len]).unwrap() {
                 Message::Frames(batch) => kinds.push(format!("frames{}", batch.len())),
                 Message::Pong { nonce } => kinds.push(format!("pong{nonce}")),
@@ -1069,27 +930,14 @@ mod tests {
     #[test]
     fn length_prefix_limits() {
         assert_eq!(check_length(0, MAX_MESSAGE_LEN), Err(DecodeError::Empty));
-        assert!(matches!(
-            check_length(MAX_MESSAGE_LEN + 1, MAX_MESSAGE_LEN),
-            Err(DecodeError::Oversize { .. })
-        ));
-        assert_eq!(
-            check_length(MAX_MESSAGE_LEN, MAX_MESSAGE_LEN),
-            Ok(MAX_MESSAGE_LEN as usize)
-        );
+        assert!(matches!(check_length(MAX_MESSAGE_LEN + 1, MAX_MESSAGE_LEN), Err(DecodeError::Oversize { .. })));
+        assert_eq!(check_length(MAX_MESSAGE_LEN, MAX_MESSAGE_LEN), Ok(MAX_MESSAGE_LEN as usize));
     }
 
     #[test]
     fn decoder_survives_every_truncation() {
         let mut out = Vec::new();
-        encode(
-            &mut out,
-            &Message::Hello(Hello {
-                version: 1,
-                name: "n",
-                token: "t",
-            }),
-        );
+        encode(&mut out, &Message::Hello(Hello { version: 1, name: "n", token: "t" }));
         let mut encoder = BatchEncoder::begin(&mut out);
         let frame = Frame::can_fd(1, FrameFlags::empty(), &[7; 12]).unwrap();
         encoder.push(&mut out, 0, &frame, &FrameMeta::default());

@@ -34,8 +34,7 @@ fn vector_bodies() -> Vec<Vec<u8>> {
         if path.extension().and_then(|ext| ext.to_str()) != Some("json") {
             continue;
         }
-        let root: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let root: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for vector in root["vectors"].as_array().unwrap() {
             let bytes = hex::decode(vector["hex"].as_str().unwrap()).unwrap();
             if bytes.len() > 4 && bytes.len() < 8192 {
@@ -57,10 +56,7 @@ fn check(body: &[u8]) -> bool {
             let mut out = Vec::with_capacity(body.len() + 4);
             wire::encode(&mut out, &message);
             assert_eq!(&out[4..], body, "{message:?} re-encodes differently");
-            assert_eq!(
-                u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize,
-                body.len()
-            );
+            assert_eq!(u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize, body.len());
             true
         }
         Err(_) => false,
@@ -81,10 +77,8 @@ fn mutate(rng: &mut Rng, body: &mut Vec<u8>) {
             2 if !body.is_empty() => {
                 // Interesting values where lengths, counts and flags live.
                 let i = rng.below(body.len());
-                body[i] = [
-                    0x00, 0x01, 0x02, 0x08, 0x09, 0x0D, 0x0F, 0x10, 0x20, 0x40, 0x41, 0x7F, 0x80,
-                    0xFF,
-                ][rng.below(14)];
+                body[i] =
+                    [0x00, 0x01, 0x02, 0x08, 0x09, 0x0D, 0x0F, 0x10, 0x20, 0x40, 0x41, 0x7F, 0x80, 0xFF][rng.below(14)];
             }
             3 => {
                 let i = rng.below(body.len() + 1);
@@ -115,9 +109,7 @@ fn mutate(rng: &mut Rng, body: &mut Vec<u8>) {
 #[test]
 fn decoder_never_panics_on_random_input_and_accepted_bodies_reencode_identically() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let types = [
-        0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x30, 0x40, 0x41, 0x50,
-    ];
+    let types = [0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x30, 0x40, 0x41, 0x50];
     let mut accepted = 0;
     let mut body = Vec::new();
     for _ in 0..200_000 {

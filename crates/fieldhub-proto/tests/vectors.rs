@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 
 use fieldhub_proto::frame::FrameKind;
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
-use fieldhub_proto::wire::{
-    self, check_length, decode, DecodeError, ErrorCode, ErrorReport, Message,
-};
+use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, ErrorReport, Message};
 use serde_json::{json, Map, Value};
 
 const FILE_FIELDS: &[&str] = &["description", "vectors"];
@@ -31,18 +29,11 @@ impl Vector {
         self.fields["valid"].as_bool().unwrap()
     }
     fn str_field(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).map(|v| {
-            v.as_str()
-                .unwrap_or_else(|| panic!("{}: {key} must be a string", self.id()))
-        })
+        self.fields.get(key).map(|v| v.as_str().unwrap_or_else(|| panic!("{}: {key} must be a string", self.id())))
     }
     /// The length prefix, checked against `max`.
     fn checked_length(&self, max: u32) -> Result<usize, DecodeError> {
-        assert!(
-            self.bytes.len() >= 4,
-            "{}: shorter than a length prefix",
-            self.id()
-        );
+        assert!(self.bytes.len() >= 4, "{}: shorter than a length prefix", self.id());
         let len = u32::from_le_bytes([self.bytes[0], self.bytes[1], self.bytes[2], self.bytes[3]]);
         check_length(len, max)
     }
@@ -54,10 +45,7 @@ fn vector_dir() -> PathBuf {
 
 fn check_fields(map: &Map<String, Value>, allowed: &[&str], what: &str) {
     for key in map.keys() {
-        assert!(
-            allowed.contains(&key.as_str()),
-            "{what}: unknown field {key:?}"
-        );
+        assert!(allowed.contains(&key.as_str()), "{what}: unknown field {key:?}");
     }
 }
 
@@ -69,53 +57,29 @@ fn load() -> Vec<Vector> {
         .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
         .collect();
     paths.sort();
-    assert!(
-        !paths.is_empty(),
-        "no vector files in {}",
-        vector_dir().display()
-    );
+    assert!(!paths.is_empty(), "no vector files in {}", vector_dir().display());
     let mut vectors = Vec::new();
     for path in paths {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(&path).unwrap();
         let root: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let root = root
-            .as_object()
-            .unwrap_or_else(|| panic!("{file}: not an object"));
+        let root = root.as_object().unwrap_or_else(|| panic!("{file}: not an object"));
         check_fields(root, FILE_FIELDS, &file);
-        assert!(
-            root.get("description")
-                .and_then(Value::as_str)
-                .is_some_and(|d| !d.is_empty()),
-            "{file}: description"
-        );
-        let list = root
-            .get("vectors")
-            .and_then(Value::as_array)
-            .unwrap_or_else(|| panic!("{file}: vectors array"));
+        assert!(root.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty()), "{file}: description");
+        let list = root.get("vectors").and_then(Value::as_array).unwrap_or_else(|| panic!("{file}: vectors array"));
         assert!(!list.is_empty(), "{file}: has no vectors");
         let mut names = BTreeSet::new();
         for entry in list {
-            let fields = entry
-                .as_object()
-                .unwrap_or_else(|| panic!("{file}: vector is not an object"))
-                .clone();
-            let name = fields
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("{file}: vector without name"));
+            let fields = entry.as_object().unwrap_or_else(|| panic!("{file}: vector is not an object")).clone();
+            let name =
+                fields.get("name").and_then(Value::as_str).unwrap_or_else(|| panic!("{file}: vector without name"));
             let id = format!("{file}: {name}");
             assert!(names.insert(name.to_owned()), "{id}: duplicate name");
-            let valid = fields
-                .get("valid")
-                .and_then(Value::as_bool)
-                .unwrap_or_else(|| panic!("{id}: valid must be a bool"));
+            let valid =
+                fields.get("valid").and_then(Value::as_bool).unwrap_or_else(|| panic!("{id}: valid must be a bool"));
             if valid {
                 check_fields(&fields, VALID_FIELDS, &id);
-                assert!(
-                    fields.contains_key("message"),
-                    "{id}: valid vector without message"
-                );
+                assert!(fields.contains_key("message"), "{id}: valid vector without message");
             } else {
                 check_fields(&fields, INVALID_FIELDS, &id);
                 assert!(
@@ -123,38 +87,21 @@ fn load() -> Vec<Vector> {
                     "{id}: invalid vector needs error and code"
                 );
             }
-            let hex_text = fields
-                .get("hex")
-                .and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("{id}: hex"));
-            assert!(
-                !hex_text.bytes().any(|b| b.is_ascii_uppercase()),
-                "{id}: hex must be lowercase"
-            );
+            let hex_text = fields.get("hex").and_then(Value::as_str).unwrap_or_else(|| panic!("{id}: hex"));
+            assert!(!hex_text.bytes().any(|b| b.is_ascii_uppercase()), "{id}: hex must be lowercase");
             let bytes = hex::decode(hex_text).unwrap_or_else(|e| panic!("{id}: hex: {e}"));
-            vectors.push(Vector {
-                file: file.clone(),
-                name: name.to_owned(),
-                bytes,
-                fields,
-            });
+            vectors.push(Vector { file: file.clone(), name: name.to_owned(), bytes, fields });
         }
     }
     vectors
 }
 
 fn flag_names(bits: u8) -> Vec<&'static str> {
-    [
-        (0x01, "extended"),
-        (0x02, "remote"),
-        (0x04, "brs"),
-        (0x08, "esi"),
-        (0x10, "echo"),
-    ]
-    .into_iter()
-    .filter(|&(bit, _)| bits & bit != 0)
-    .map(|(_, name)| name)
-    .collect()
+    [(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")]
+        .into_iter()
+        .filter(|&(bit, _)| bits & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
 }
 
 fn report(kind: &str, r: &ErrorReport<'_>) -> Value {
@@ -219,11 +166,7 @@ fn to_json(message: &Message<'_>) -> Value {
                     })
                 })
                 .collect();
-            assert_eq!(
-                records.len(),
-                batch.len(),
-                "batch iterator yields every record"
-            );
+            assert_eq!(records.len(), batch.len(), "batch iterator yields every record");
             json!({"type": "frames", "records": records})
         }
         Message::RxOverflow(o) => {
@@ -245,31 +188,16 @@ fn every_valid_vector_decodes_to_its_message_and_reencodes_identically() {
     let mut checked = 0;
     for v in load().iter().filter(|v| v.valid()) {
         let id = v.id();
-        let len = v
-            .checked_length(MAX_MESSAGE_LEN)
-            .unwrap_or_else(|e| panic!("{id}: length prefix: {e}"));
-        assert_eq!(
-            len,
-            v.bytes.len() - 4,
-            "{id}: length prefix does not match the body"
-        );
+        let len = v.checked_length(MAX_MESSAGE_LEN).unwrap_or_else(|e| panic!("{id}: length prefix: {e}"));
+        assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
         let message = decode(&v.bytes[4..]).unwrap_or_else(|e| panic!("{id}: {e}"));
         if matches!(message, Message::Hello(_)) {
-            v.checked_length(MAX_HELLO_LEN)
-                .unwrap_or_else(|e| panic!("{id}: HELLO over the first-message limit: {e}"));
+            v.checked_length(MAX_HELLO_LEN).unwrap_or_else(|e| panic!("{id}: HELLO over the first-message limit: {e}"));
         }
-        assert_eq!(
-            to_json(&message),
-            v.fields["message"],
-            "{id}: decoded message differs"
-        );
+        assert_eq!(to_json(&message), v.fields["message"], "{id}: decoded message differs");
         let mut again = Vec::new();
         wire::encode(&mut again, &message);
-        assert_eq!(
-            hex::encode(&again),
-            hex::encode(&v.bytes),
-            "{id}: re-encoding differs"
-        );
+        assert_eq!(hex::encode(&again), hex::encode(&v.bytes), "{id}: re-encoding differs");
         checked += 1;
     }
     assert!(checked > 0);
@@ -288,11 +216,7 @@ fn every_invalid_vector_is_rejected_with_the_named_error() {
         let error = match v.checked_length(max) {
             Err(e) => e,
             Ok(len) => {
-                assert_eq!(
-                    len,
-                    v.bytes.len() - 4,
-                    "{id}: length prefix does not match the body"
-                );
+                assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
                 match decode(&v.bytes[4..]) {
                     Err(e) => e,
                     Ok(message) => panic!("{id}: decoded as {message:?}"),
@@ -300,11 +224,7 @@ fn every_invalid_vector_is_rejected_with_the_named_error() {
             }
         };
         assert_eq!(Some(error.kind()), v.str_field("error"), "{id}: {error}");
-        assert_eq!(
-            Some(error.code().name()),
-            v.str_field("code"),
-            "{id}: wire code for {error}"
-        );
+        assert_eq!(Some(error.code().name()), v.str_field("code"), "{id}: wire code for {error}");
         checked += 1;
     }
     assert!(checked > 0);
@@ -325,12 +245,7 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             if let Some(code) = message.get("code_name").and_then(Value::as_str) {
                 codes.insert(code.to_owned());
             }
-            for record in message
-                .get("records")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for record in message.get("records").and_then(Value::as_array).into_iter().flatten() {
                 kinds.insert(record["kind"].as_str().unwrap().to_owned());
                 for flag in record["flags"].as_array().unwrap() {
                     flags.insert(flag.as_str().unwrap().to_owned());
@@ -383,9 +298,6 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
     );
     for code in 1..=14 {
         let name = ErrorCode::from_wire(code).unwrap().name();
-        assert!(
-            codes.contains(name),
-            "no REFUSE/ERROR/GOODBYE vector carries code {name}"
-        );
+        assert!(codes.contains(name), "no REFUSE/ERROR/GOODBYE vector carries code {name}");
     }
 }

@@ -29,11 +29,7 @@ impl HubProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
         command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
         let config_file = config.map(|text| {
-            let path = std::env::temp_dir().join(format!(
-                "fieldhub-test-{}-{}.toml",
-                std::process::id(),
-                unique()
-            ));
+            let path = std::env::temp_dir().join(format!("fieldhub-test-{}-{}.toml", std::process::id(), unique()));
             std::fs::write(&path, text).expect("write config");
             path
         });
@@ -60,21 +56,15 @@ impl HubProcess {
                 }
             });
         }
-        let url = url_rx.recv_timeout(PATIENCE).unwrap_or_else(|_| {
-            panic!(
-                "hub did not report its address; log: {:?}",
-                log.lock().unwrap()
-            )
-        });
+        let url = url_rx
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("hub did not report its address; log: {:?}", log.lock().unwrap()));
         Self { child, url, log }
     }
 
     /// Connect a client named `name`.
     pub fn client(&self, name: &str) -> Client {
-        let options = ClientOptions {
-            name: name.into(),
-            ..Default::default()
-        };
+        let options = ClientOptions { name: name.into(), ..Default::default() };
         Client::connect_with(&self.url, &options).expect("connect to hub")
     }
 
@@ -90,11 +80,7 @@ impl HubProcess {
             if let Some(line) = self.log().into_iter().find(|l| l.contains(needle)) {
                 return line;
             }
-            assert!(
-                Instant::now() < deadline,
-                "hub never logged '{needle}'; log: {:#?}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "hub never logged '{needle}'; log: {:#?}", self.log());
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -129,10 +115,7 @@ fn unique() -> u64 {
 /// A port config that holds the bus rather than drop when this receiver lags,
 /// so order tests can demand every frame.
 pub fn lossless() -> PortConfig {
-    PortConfig {
-        block_on_overflow: true,
-        ..Default::default()
-    }
+    PortConfig { block_on_overflow: true, ..Default::default() }
 }
 
 /// A classic frame carrying `(sender, counter)` as its payload.
@@ -162,8 +145,5 @@ pub fn recv_n(client: &Client, n: usize) -> Vec<Received> {
 /// Assert that no frame arrives before a flush round trip completes.
 pub fn assert_nothing_pending(client: &Client) {
     client.flush().expect("flush");
-    assert!(
-        client.try_recv().expect("try_recv").is_none(),
-        "unexpected frame"
-    );
+    assert!(client.try_recv().expect("try_recv").is_none(), "unexpected frame");
 }

@@ -50,9 +50,7 @@ impl Bound {
                     match stream {
                         Ok(stream) => {
                             let _ = stream.set_nodelay(true);
-                            let peer = stream
-                                .peer_addr()
-                                .map_or_else(|_| "?".into(), |a| a.to_string());
+                            let peer = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                             spawn_session(stream, peer, &ctx);
                         }
                         Err(e) => warn!("accept failed: {e}"),
@@ -65,9 +63,7 @@ impl Bound {
                         break;
                     }
                     match stream {
-                        Ok(stream) => {
-                            spawn_session(stream, format!("unix:{}", path.display()), &ctx)
-                        }
+                        Ok(stream) => spawn_session(stream, format!("unix:{}", path.display()), &ctx),
                         Err(e) => warn!("accept failed: {e}"),
                     }
                 }
@@ -79,9 +75,7 @@ impl Bound {
 
 fn spawn_session<C: super::Connection>(stream: C, peer: String, ctx: &Arc<SessionContext>) {
     let ctx = Arc::clone(ctx);
-    let spawned = std::thread::Builder::new()
-        .name("fh-session".into())
-        .spawn(move || serve(stream, peer, ctx));
+    let spawned = std::thread::Builder::new().name("fh-session".into()).spawn(move || serve(stream, peer, ctx));
     if let Err(e) = spawned {
         warn!("cannot start a session thread: {e}");
     }
@@ -101,9 +95,7 @@ pub fn wake(addr: &ListenAddr) {
 
 fn remove_stale_socket(path: &Path) {
     use std::os::unix::fs::FileTypeExt;
-    let is_socket = std::fs::symlink_metadata(path)
-        .map(|m| m.file_type().is_socket())
-        .unwrap_or(false);
+    let is_socket = std::fs::symlink_metadata(path).map(|m| m.file_type().is_socket()).unwrap_or(false);
     if is_socket && std::os::unix::net::UnixStream::connect(path).is_err() {
         let _ = std::fs::remove_file(path);
     }

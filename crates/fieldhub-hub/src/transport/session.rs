@@ -45,10 +45,7 @@ struct Violation {
 
 impl Violation {
     fn new(code: ErrorCode, text: impl Into<String>) -> Self {
-        Self {
-            code,
-            text: text.into(),
-        }
+        Self { code, text: text.into() }
     }
 }
 
@@ -64,10 +61,7 @@ pub fn serve<C: Connection>(stream: C, peer: String, ctx: Arc<SessionContext>) {
         refuse(
             stream,
             &peer,
-            Violation::new(
-                ErrorCode::HubFull,
-                format!("the hub serves at most {MAX_CLIENTS} clients"),
-            ),
+            Violation::new(ErrorCode::HubFull, format!("the hub serves at most {MAX_CLIENTS} clients")),
         );
         ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
         return;
@@ -89,15 +83,9 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
     let mut welcome = Vec::new();
     wire::encode(
         &mut welcome,
-        &Message::Welcome(Welcome {
-            version: PROTOCOL_VERSION,
-            client_id: client,
-            hub_name: &ctx.hub_name,
-        }),
+        &Message::Welcome(Welcome { version: PROTOCOL_VERSION, client_id: client, hub_name: &ctx.hub_name }),
     );
-    if writer.write_all(&welcome).is_err()
-        || reader.get_mut().get_ref().set_read_timeout(None).is_err()
-    {
+    if writer.write_all(&welcome).is_err() || reader.get_mut().get_ref().set_read_timeout(None).is_err() {
         return;
     }
     let (out_tx, out_rx) = outbox();
@@ -105,22 +93,12 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
         return;
     };
     let hang_up = Box::new(move || hang_up_handle.shutdown());
-    if ctx
-        .inbox
-        .send(Inbound::Attach {
-            client,
-            name: name.clone(),
-            outbox: out_tx.clone(),
-            hang_up,
-        })
-        .is_err()
-    {
+    if ctx.inbox.send(Inbound::Attach { client, name: name.clone(), outbox: out_tx.clone(), hang_up }).is_err() {
         return;
     }
     info!(client, %name, peer, "client connected");
-    let writer_thread = std::thread::Builder::new()
-        .name(format!("fh-write-{client}"))
-        .spawn(move || write_loop(writer, out_rx));
+    let writer_thread =
+        std::thread::Builder::new().name(format!("fh-write-{client}")).spawn(move || write_loop(writer, out_rx));
     let reason = match read_loop(&mut reader, client, &ctx.inbox) {
         Ok(reason) => {
             info!(client, %name, peer, "client disconnected: {reason}");
@@ -128,12 +106,8 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
         }
         Err(violation) => {
             warn!(client, %name, peer, "rejecting client: {}", violation.text);
-            let report = Outbound::Error {
-                code: violation.code,
-                request: 0,
-                fatal: true,
-                text: violation.text.clone(),
-            };
+            let report =
+                Outbound::Error { code: violation.code, request: 0, fatal: true, text: violation.text.clone() };
             if out_tx.try_control(report).is_err() {
                 reader.get_mut().get_ref().shutdown();
             }
@@ -160,7 +134,9 @@ fn handshake<C: Connection>(
     let body = reader.read(MAX_HELLO_LEN).map_err(|e| match e {
         ReadError::Length(wire::DecodeError::Oversize { len, .. }) => Violation::new(
             ErrorCode::Oversize,
-            format!("first message claims {len} bytes; a HELLO is at most {MAX_HELLO_LEN} (is this a fieldhub client?)"),
+            format!(
+                "first message claims {len} bytes; a HELLO is at most {MAX_HELLO_LEN} (is this a fieldhub client?)"
+            ),
         ),
         ReadError::Io(io) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
             Violation::new(ErrorCode::Malformed, format!("no HELLO within {} s", HANDSHAKE_TIMEOUT.as_secs()))
@@ -179,27 +155,16 @@ fn handshake<C: Connection>(
     if hello.version != PROTOCOL_VERSION {
         return Err(Violation::new(
             ErrorCode::UnsupportedVersion,
-            format!(
-                "protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}",
-                hello.version
-            ),
+            format!("protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}", hello.version),
         ));
     }
     if let Some(token) = &ctx.token {
         if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
-            let text = if hello.token.is_empty() {
-                "this hub requires a token"
-            } else {
-                "wrong token"
-            };
+            let text = if hello.token.is_empty() { "this hub requires a token" } else { "wrong token" };
             return Err(Violation::new(ErrorCode::Unauthorized, text));
         }
     }
-    let name = if hello.name.is_empty() {
-        "client"
-    } else {
-        hello.name
-    };
+    let name = if hello.name.is_empty() { "client" } else { hello.name };
     crate::config::check_name(name)
         .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
     Ok(name.to_owned())
@@ -213,12 +178,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
     warn!(peer, "refusing connection: {}", violation.text);
     let mut bytes = Vec::new();
-    let report = ErrorReport {
-        code: violation.code as u16,
-        request: 0,
-        fatal: true,
-        text: &violation.text,
-    };
+    let report = ErrorReport { code: violation.code as u16, request: 0, fatal: true, text: &violation.text };
     wire::encode(&mut bytes, &Message::Refuse(report));
     let _ = stream.write_all(&bytes);
     stream.shutdown();
@@ -232,11 +192,8 @@ fn read_loop<C: Connection>(
     inbox: &InboxSender,
 ) -> Result<String, Violation> {
     // A send error means the bus has stopped; the connection ends with it.
-    let forward = |request| {
-        inbox
-            .send(request)
-            .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))
-    };
+    let forward =
+        |request| inbox.send(request).map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"));
     loop {
         let body = match reader.read(MAX_MESSAGE_LEN) {
             Ok(body) => body,
@@ -261,11 +218,7 @@ fn read_loop<C: Connection>(
                     ));
                 }
                 for record in batch.iter() {
-                    forward(Inbound::Frame {
-                        client,
-                        port: record.port,
-                        frame: record.frame,
-                    })?;
+                    forward(Inbound::Frame { client, port: record.port, frame: record.frame })?;
                 }
             }
             Message::OpenPort(open) => forward(Inbound::OpenPort {
@@ -319,33 +272,13 @@ fn pack(packer: &mut Packer, item: Outbound) -> bool {
         Outbound::RxOverflow { port, dropped } => {
             packer.push_message(&Message::RxOverflow(wire::RxOverflow { port, dropped }));
         }
-        Outbound::PortOpened {
-            request,
-            port,
-            channel_id,
-            port_id,
-        } => {
-            packer.push_message(&Message::PortOpened(wire::PortOpened {
-                request,
-                port,
-                channel_id,
-                port_id,
-            }));
+        Outbound::PortOpened { request, port, channel_id, port_id } => {
+            packer.push_message(&Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id }));
         }
         Outbound::PortClosed { port } => packer.push_message(&Message::PortClosed { port }),
         Outbound::Pong { nonce } => packer.push_message(&Message::Pong { nonce }),
-        Outbound::Error {
-            code,
-            request,
-            fatal,
-            text,
-        } => {
-            packer.push_message(&Message::Error(ErrorReport {
-                code: code as u16,
-                request,
-                fatal,
-                text: &text,
-            }));
+        Outbound::Error { code, request, fatal, text } => {
+            packer.push_message(&Message::Error(ErrorReport { code: code as u16, request, fatal, text: &text }));
         }
         Outbound::Goodbye { code, text } => {
             packer.push_message(&Message::Goodbye(ErrorReport {
