@@ -1,11 +1,17 @@
 # fieldhub — one entry point for building, running and testing.
 #
 #   make run      start the hub with its built-in default configuration
-#   make test     run every test (Rust; C and Python join as they land)
+#   make test     run every test: Rust, then each part registered in mk/*.mk
+#
+# Each language or subsystem adds its own `mk/<part>.mk`, which defines a
+# `test-<part>` target and appends it to TEST_PARTS.
 
 CARGO ?= cargo
+TEST_PARTS :=
 
-.PHONY: run test build install lint clean
+-include mk/*.mk
+
+.PHONY: run test test-rust build install lint clean
 
 run:
 	$(CARGO) run --release --locked -p fieldhub-cli --bin fieldhub -- hub
@@ -16,7 +22,9 @@ build:
 install:
 	$(CARGO) install --locked --path crates/fieldhub-cli
 
-test:
+test: test-rust $(TEST_PARTS)
+
+test-rust:
 	$(CARGO) test --locked --workspace
 
 lint:
