@@ -2,10 +2,16 @@
 //!
 //! Validation happens here, once, before anything starts: a config that loads
 //! is one the hub can run. Errors name the file, the line and the field.
+//!
+//! The file has one `[hub]` table and arrays of `[[channel]]` (buses),
+//! `[[port]]` (named connectors clients claim, optionally wired to a channel
+//! and rate-limited) and `[[route]]` (gateway rules between channels, like
+//! Linux can-gw). `docs/configuration.md` documents every key.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::Deserialize;
 
@@ -40,13 +46,36 @@ pub enum ConfigError {
 }
 
 /// The whole hub configuration.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug)]
 pub struct HubConfig {
-    #[serde(default)]
     pub hub: HubSection,
-    #[serde(default, rename = "channel")]
     pub channels: Vec<ChannelConfig>,
+    pub ports: Vec<PortConfig>,
+    pub routes: Vec<RouteConfig>,
+    /// Source line of each `[[channel]]`, `[[port]]` and `[[route]]` table,
+    /// for error messages (empty when built in code).
+    lines: Lines,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Lines {
+    channels: Vec<usize>,
+    ports: Vec<usize>,
+    routes: Vec<usize>,
+}
+
+/// The file as written, with the position of each table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    hub: HubSection,
+    #[serde(default)]
+    channel: Vec<toml::Spanned<ChannelConfig>>,
+    #[serde(default)]
+    port: Vec<toml::Spanned<PortConfig>>,
+    #[serde(default)]
+    route: Vec<toml::Spanned<RouteConfig>>,
 }
 
 /// `[hub]`: identity, listeners and access.
@@ -128,6 +157,25 @@ pub enum Protocol {
     Canfd,
 }
 
+/// How a channel spends time.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// No bandwidth limit: frames are sequenced as soon as the bus thread
+    /// sees them, in arbitration order among those pending together.
+    Ideal,
+    /// Real bit-time emulation: the channel is busy for each frame's exact
+    /// on-wire duration; frames are delivered at their end-of-frame time.
+    Timed,
+}
+
+/// Default nominal bitrate (bit/s).
+pub const DEFAULT_BITRATE: u32 = 500_000;
+/// Highest nominal bitrate accepted (CAN: 1 Mbit/s).
+pub const MAX_BITRATE: u32 = 1_000_000;
+/// Highest CAN FD data bitrate accepted.
+pub const MAX_DATA_BITRATE: u32 = 15_000_000;
+
 /// `[[channel]]`: one bus.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,11 +183,111 @@ pub struct ChannelConfig {
     pub name: String,
     #[serde(default = "default_protocol")]
     pub protocol: Protocol,
+    /// Nominal (arbitration phase) bitrate in bit/s.
+    #[serde(default = "default_bitrate")]
+    pub bitrate: u32,
+    /// CAN FD data-phase bitrate in bit/s (frames with BRS); `canfd` only.
+    /// Defaults to the nominal bitrate.
+    #[serde(default)]
+    pub data_bitrate: Option<u32>,
+    #[serde(default = "default_timing")]
+    pub timing: Timing,
+    /// Emulate a missing ACK: a frame sent while no other port is attached
+    /// is not acknowledged, raises the sender's error counter and is retried,
+    /// as a lone node on a real bus does.
+    #[serde(default)]
+    pub no_ack: bool,
+    /// Leave bus-off automatically after 128 × 11 recessive bits.
+    #[serde(default = "default_true")]
+    pub auto_bus_off_recovery: bool,
+}
+
+impl ChannelConfig {
+    /// A channel with every option at its default.
+    pub fn new(name: &str, protocol: Protocol) -> Self {
+        Self {
+            name: name.to_owned(),
+            protocol,
+            bitrate: DEFAULT_BITRATE,
+            data_bitrate: None,
+            timing: Timing::Ideal,
+            no_ack: false,
+            auto_bus_off_recovery: true,
+        }
+    }
+
+    /// The data-phase bitrate (the nominal one unless set).
+    pub fn effective_data_bitrate(&self) -> u32 {
+        self.data_bitrate.unwrap_or(self.bitrate)
+    }
 }
 
 fn default_protocol() -> Protocol {
     Protocol::Can
 }
+
+fn default_bitrate() -> u32 {
+    DEFAULT_BITRATE
+}
+
+fn default_timing() -> Timing {
+    Timing::Ideal
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[[port]]`: a named connector. A client that opens a port of this name
+/// gets these settings; if `channel` is set the port is wired there and the
+/// client may leave the channel empty in `OPEN_PORT`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    pub name: String,
+    /// Channel the port is wired to; none: the client names the channel.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// Transmit rate limit in frames per second (token bucket).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Bucket depth: frames the port may send back to back before `rate`
+    /// applies. Defaults to 1.
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+/// `[[route]]`: copy frames from one channel to another, like a can-gw rule.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub from: String,
+    pub to: String,
+    /// Identifier to match after masking (`frame.id & mask == id & mask`).
+    #[serde(default)]
+    pub id: u32,
+    /// Mask over the identifier; 0 (the default) matches every frame.
+    #[serde(default)]
+    pub mask: u32,
+    /// Match only extended (true) or only standard (false) identifiers.
+    #[serde(default)]
+    pub extended: Option<bool>,
+    /// Replace the identifier of routed frames.
+    #[serde(default)]
+    pub rewrite_id: Option<u32>,
+    /// How many gateway hops a frame may already have made to still be
+    /// routed; 1 (the default) routes only frames sent on `from` directly,
+    /// so two routes pointing at each other cannot loop.
+    #[serde(default = "default_hop_limit")]
+    pub hop_limit: u8,
+}
+
+fn default_hop_limit() -> u8 {
+    1
+}
+
+/// Most gateway hops any route may allow.
+pub const MAX_HOP_LIMIT: u8 = 8;
 
 impl HubConfig {
     /// The built-in default configuration.
@@ -156,10 +304,26 @@ impl HubConfig {
 
     /// Parse and validate TOML text; `origin` names it in error messages.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let config: HubConfig = toml::from_str(text)
+        let file: ConfigFile = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: describe_toml_error(text, &e) })?;
+        let line_of = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+        let mut lines = Lines::default();
+        let channels = unspan(file.channel, &mut lines.channels, line_of);
+        let ports = unspan(file.port, &mut lines.ports, line_of);
+        let routes = unspan(file.route, &mut lines.routes, line_of);
+        let config = HubConfig { hub: file.hub, channels, ports, routes, lines };
         config.validate(origin)?;
         Ok(config)
+    }
+
+    /// A configuration built in code (no source lines for messages).
+    pub fn new(
+        hub: HubSection,
+        channels: Vec<ChannelConfig>,
+        ports: Vec<PortConfig>,
+        routes: Vec<RouteConfig>,
+    ) -> Self {
+        Self { hub, channels, ports, routes, lines: Lines::default() }
     }
 
     /// Listen addresses, parsed.
@@ -210,17 +374,104 @@ impl HubConfig {
         if self.channels.len() > MAX_CHANNELS {
             return Err(invalid("channel".into(), format!("at most {MAX_CHANNELS} channels")));
         }
-        for (i, channel) in self.channels.iter().enumerate() {
-            check_name(&channel.name).map_err(|m| invalid(format!("channel[{i}].name"), m))?;
-            if self.channels[..i].iter().any(|c| c.name == channel.name) {
-                return Err(invalid(
-                    format!("channel[{i}].name"),
-                    format!("channel '{}' is defined twice", channel.name),
-                ));
+        let at = |kind: &str, lines: &[usize], i: usize, key: &str| match lines.get(i) {
+            Some(line) => format!("line {line}: {kind}[{i}].{key}"),
+            None => format!("{kind}[{i}].{key}"),
+        };
+        for (i, c) in self.channels.iter().enumerate() {
+            let field = |key: &str| at("channel", &self.lines.channels, i, key);
+            check_name(&c.name).map_err(|m| invalid(field("name"), m))?;
+            if self.channels[..i].iter().any(|other| other.name == c.name) {
+                return Err(invalid(field("name"), format!("channel '{}' is defined twice", c.name)));
+            }
+            if c.bitrate == 0 || c.bitrate > MAX_BITRATE {
+                return Err(invalid(field("bitrate"), format!("{} is not 1..={MAX_BITRATE} bit/s", c.bitrate)));
+            }
+            match (c.protocol, c.data_bitrate) {
+                (Protocol::Can, Some(_)) => {
+                    return Err(invalid(
+                        field("data_bitrate"),
+                        "only protocol = \"canfd\" channels have a data bitrate".into(),
+                    ))
+                }
+                (Protocol::Canfd, Some(rate)) if rate < c.bitrate || rate > MAX_DATA_BITRATE => {
+                    return Err(invalid(
+                        field("data_bitrate"),
+                        format!(
+                            "{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s",
+                            c.bitrate
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            let field = |key: &str| at("port", &self.lines.ports, i, key);
+            check_name(&p.name).map_err(|m| invalid(field("name"), m))?;
+            if self.ports[..i].iter().any(|other| other.name == p.name) {
+                return Err(invalid(field("name"), format!("port '{}' is defined twice", p.name)));
+            }
+            if let Some(channel) = &p.channel {
+                self.check_channel_ref(channel).map_err(|m| invalid(field("channel"), m))?;
+            }
+            if let Some(rate) = p.rate {
+                if !(rate.is_finite() && rate > 0.0) {
+                    return Err(invalid(
+                        field("rate"),
+                        format!("{rate} is not a positive number of frames per second"),
+                    ));
+                }
+            }
+            if p.burst == Some(0) {
+                return Err(invalid(field("burst"), "must be at least 1 frame".into()));
+            }
+            if p.burst.is_some() && p.rate.is_none() {
+                return Err(invalid(field("burst"), "only makes sense with a rate".into()));
+            }
+        }
+        for (i, r) in self.routes.iter().enumerate() {
+            let field = |key: &str| at("route", &self.lines.routes, i, key);
+            self.check_channel_ref(&r.from).map_err(|m| invalid(field("from"), m))?;
+            self.check_channel_ref(&r.to).map_err(|m| invalid(field("to"), m))?;
+            if r.from == r.to {
+                return Err(invalid(field("to"), format!("a route from '{}' to itself would echo every frame", r.to)));
+            }
+            let limit = if r.extended == Some(false) { MAX_STANDARD_ID } else { MAX_EXTENDED_ID };
+            for (key, value) in [("id", Some(r.id)), ("mask", Some(r.mask)), ("rewrite_id", r.rewrite_id)] {
+                if let Some(value) = value.filter(|&v| v > limit) {
+                    return Err(invalid(field(key), format!("0x{value:X} exceeds the identifier range 0x{limit:X}")));
+                }
+            }
+            if r.hop_limit == 0 || r.hop_limit > MAX_HOP_LIMIT {
+                return Err(invalid(field("hop_limit"), format!("{} is not 1..={MAX_HOP_LIMIT}", r.hop_limit)));
             }
         }
         Ok(())
     }
+
+    fn check_channel_ref(&self, name: &str) -> Result<(), String> {
+        if self.channels.iter().any(|c| c.name == name) {
+            Ok(())
+        } else {
+            let known: Vec<&str> = self.channels.iter().map(|c| c.name.as_str()).collect();
+            Err(format!("no channel named '{name}' (channels: {})", known.join(", ")))
+        }
+    }
+}
+
+fn unspan<T>(
+    entries: Vec<toml::Spanned<T>>,
+    lines: &mut Vec<usize>,
+    line_of: impl Fn(std::ops::Range<usize>) -> usize,
+) -> Vec<T> {
+    entries
+        .into_iter()
+        .map(|entry| {
+            lines.push(line_of(entry.span()));
+            entry.into_inner()
+        })
+        .collect()
 }
 
 /// Names appear in logs and candump lines, so they are restricted to a safe
@@ -269,7 +520,7 @@ mod tests {
     #[test]
     fn duplicate_channel_is_rejected() {
         let err = HubConfig::parse("[[channel]]\nname = \"a\"\n[[channel]]\nname = \"a\"\n", "t").unwrap_err();
-        assert!(err.to_string().contains("channel[1].name"), "{err}");
+        assert!(err.to_string().contains("line 3: channel[1].name"), "{err}");
     }
 
     #[test]
@@ -285,6 +536,66 @@ mod tests {
         assert_eq!(ListenAddr::parse("unix:/tmp/h.sock"), Ok(ListenAddr::Unix("/tmp/h.sock".into())));
         assert!(matches!(ListenAddr::parse("tcp://127.0.0.1:5"), Ok(ListenAddr::Tcp(_))));
         assert!(ListenAddr::parse("localhost").unwrap_err().contains("HOST:PORT"));
+    }
+
+    /// The complete example of docs/configuration.md parses, every option
+    /// lands where it should.
+    #[test]
+    fn documented_example_parses_with_every_option() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+        let text = &doc[start..start + doc[start..].find("```").unwrap()];
+        let config = HubConfig::parse(text, "docs/configuration.md").unwrap();
+        assert_eq!(config.hub.name, "hil-bench");
+        assert_eq!(config.listen_addrs().unwrap()[1], ListenAddr::Unix("/tmp/fieldhub.sock".into()));
+        let body = &config.channels[0];
+        assert_eq!(
+            (body.protocol, body.bitrate, body.timing, body.no_ack),
+            (Protocol::Can, 500_000, Timing::Timed, true)
+        );
+        let pt = &config.channels[1];
+        assert_eq!((pt.protocol, pt.bitrate, pt.effective_data_bitrate()), (Protocol::Canfd, 1_000_000, 4_000_000));
+        assert_eq!(config.ports[0].channel.as_deref(), Some("powertrain"));
+        assert_eq!((config.ports[0].rate, config.ports[0].burst), (Some(1000.0), Some(10)));
+        assert_eq!(config.ports[1].channel, None);
+        let route = &config.routes[0];
+        assert_eq!(
+            (route.id, route.mask, route.extended, route.rewrite_id, route.hop_limit),
+            (0x100, 0x700, Some(false), Some(0x500), 1)
+        );
+    }
+
+    fn rejection(text: &str) -> String {
+        HubConfig::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn each_kind_of_invalid_value_is_named() {
+        let ch = "[[channel]]\nname = \"a\"\n";
+        let cases = [
+            (format!("[[channel]]\nname = \"a\"\nbitrate = 0\n"), "line 1: channel[0].bitrate"),
+            (format!("[[channel]]\nname = \"a\"\nbitrate = 2000000\n"), "channel[0].bitrate"),
+            (format!("[[channel]]\nname = \"a\"\ndata_bitrate = 2000000\n"), "channel[0].data_bitrate: only"),
+            (format!("[[channel]]\nname = \"a\"\nprotocol = \"canfd\"\ndata_bitrate = 1000\n"), "channel[0].data_bitrate"),
+            (format!("[[channel]]\nname = \"a\"\ntiming = \"fast\"\n"), "line 3"),
+            (format!("[[channel]]\nname = \"bad name\"\n"), "channel[0].name"),
+            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 3: port[0].channel: no channel named 'zz'"),
+            (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
+            (format!("{ch}[[port]]\nname = \"p\"\nburst = 3\n"), "port[0].burst"),
+            (format!("{ch}[[port]]\nname = \"p\"\n[[port]]\nname = \"p\"\n"), "port[1].name"),
+            (format!("{ch}[[route]]\nfrom = \"a\"\nto = \"a\"\n"), "route[0].to"),
+            (format!("{ch}[[route]]\nfrom = \"a\"\nto = \"b\"\n"), "route[0].to: no channel named 'b'"),
+            (format!("{ch}[[channel]]\nname = \"b\"\n[[route]]\nfrom = \"a\"\nto = \"b\"\nextended = false\nrewrite_id = 0x800\n"), "route[0].rewrite_id"),
+            (format!("{ch}[[channel]]\nname = \"b\"\n[[route]]\nfrom = \"a\"\nto = \"b\"\nhop_limit = 0\n"), "route[0].hop_limit"),
+            (format!("{ch}[[route]]\nfrom = \"a\"\n"), "missing field `to`"),
+            ("[hub]\nlisten = []\n[[channel]]\nname = \"a\"\n".to_owned(), "hub.listen"),
+            ("[hub]\nlisten = [\"nowhere\"]\n[[channel]]\nname = \"a\"\n".to_owned(), "hub.listen[0]"),
+            ("[hub]\n".to_owned(), "at least one [[channel]]"),
+        ];
+        for (text, expected) in cases {
+            let message = rejection(&text);
+            assert!(message.starts_with("t.toml: ") && message.contains(expected), "{text}\n=> {message}");
+        }
     }
 
     #[test]
