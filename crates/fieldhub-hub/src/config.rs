@@ -573,12 +573,12 @@ mod tests {
     fn each_kind_of_invalid_value_is_named() {
         let ch = "[[channel]]\nname = \"a\"\n";
         let cases = [
-            (format!("[[channel]]\nname = \"a\"\nbitrate = 0\n"), "line 1: channel[0].bitrate"),
-            (format!("[[channel]]\nname = \"a\"\nbitrate = 2000000\n"), "channel[0].bitrate"),
-            (format!("[[channel]]\nname = \"a\"\ndata_bitrate = 2000000\n"), "channel[0].data_bitrate: only"),
-            (format!("[[channel]]\nname = \"a\"\nprotocol = \"canfd\"\ndata_bitrate = 1000\n"), "channel[0].data_bitrate"),
-            (format!("[[channel]]\nname = \"a\"\ntiming = \"fast\"\n"), "line 3"),
-            (format!("[[channel]]\nname = \"bad name\"\n"), "channel[0].name"),
+            (format!("{ch}bitrate = 0\n"), "line 1: channel[0].bitrate"),
+            (format!("{ch}bitrate = 2000000\n"), "channel[0].bitrate"),
+            (format!("{ch}data_bitrate = 2000000\n"), "channel[0].data_bitrate: only"),
+            (format!("{ch}protocol = \"canfd\"\ndata_bitrate = 1000\n"), "channel[0].data_bitrate"),
+            (format!("{ch}timing = \"fast\"\n"), "line 3"),
+            ("[[channel]]\nname = \"bad name\"\n".to_owned(), "channel[0].name"),
             (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 3: port[0].channel: no channel named 'zz'"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
             (format!("{ch}[[port]]\nname = \"p\"\nburst = 3\n"), "port[0].burst"),
