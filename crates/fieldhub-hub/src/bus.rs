@@ -1,25 +1,40 @@
 //! The bus thread: one sequencer for a group of channels.
 //!
-//! The thread blocks on its inbound queue (its single wake-up point), then
-//! handles every request in arrival order: attach and detach clients, open
-//! and close ports, and put frames on their channel. It owns all bus state —
-//! nothing here is shared with another thread, so the data path takes no
-//! lock. Control requests (port opening, names) may allocate; frames do not.
+//! The thread blocks on its inbound queue (its single wake-up point) until a
+//! request arrives or the earliest channel deadline passes, handles every
+//! request that is waiting, then serves the channels ([`Bus::step`]):
+//! arbitration, transmission, gateway routes, and answers that had to wait
+//! for frames to leave (a `PONG` is sent only once every frame the client sent
+//! before its `PING` is on the bus). It owns all bus state — nothing here is
+//! shared with another thread, so the data path takes no lock. Control
+//! requests (port opening, names) may allocate; frames do not.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
 
-use crate::channel::{Channel, Member};
-use crate::config::{check_name, HubConfig, Protocol};
+use crate::channel::{Channel, Transmitted};
+use crate::clock::BusClock;
+use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig};
+use crate::credit::TxCredit;
+use crate::member::{Member, GATEWAY_QUEUE};
 use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
+use crate::tx_queue::{Pending, RateLimit, TxQueue};
+
+/// Requests handled per wake-up before the channels are served, so a flood
+/// of input cannot postpone arbitration and deadlines indefinitely.
+const DRAIN_BATCH: usize = 4096;
+
+/// Hub-wide port ids from this value up name the sending ends of gateway
+/// routes (`GATEWAY_PORT_BASE + route index`); client ports count up from 1.
+pub const GATEWAY_PORT_BASE: u32 = 0xFFFF_0000;
 
 /// A port as its owning client sees it.
 #[derive(Clone, Copy)]
@@ -32,56 +47,188 @@ struct Client {
     name: String,
     outbox: Outbox,
     hang_up: HangUp,
+    credit: Arc<TxCredit>,
     ports: [Option<OwnedPort>; MAX_PORTS_PER_CLIENT],
+    /// `PONG`s waiting for the client's earlier frames to leave: (nonce,
+    /// arrival number of the last frame received before the `PING`).
+    pongs: Vec<(u64, u64)>,
+}
+
+/// A gateway route between two channels.
+struct Route {
+    from: u16,
+    to: u16,
+    config: RouteConfig,
+    port_id: u32,
+}
+
+impl Route {
+    fn matches(&self, sent: &Transmitted) -> bool {
+        let c = &self.config;
+        sent.channel == self.from
+            && sent.hops < c.hop_limit
+            && !sent.frame.is_error()
+            && c.extended.is_none_or(|ext| ext == sent.frame.is_extended())
+            && sent.frame.id() & c.mask == c.id & c.mask
+    }
 }
 
 /// All state of one bus thread.
 pub struct Bus {
+    clock: BusClock,
     channels: Vec<Channel>,
     channel_ids: HashMap<String, u16>,
+    routes: Vec<Route>,
+    named_ports: HashMap<String, PortConfig>,
     clients: HashMap<ClientId, Client>,
     port_names: HashMap<u32, String>,
     taken_names: HashSet<String>,
     next_port_id: u32,
+    /// Arrival order of frames, across all clients.
+    next_arrival: u64,
+    /// Channels with frames that arrived since they were last served.
+    dirty: Vec<bool>,
+    /// Bus time at which each channel asked to be served again.
+    deadlines: Vec<Option<u64>>,
+    /// Frames transmitted during the current step, for routing (reused).
+    sent: Vec<Transmitted>,
     stopping: Arc<AtomicBool>,
 }
 
 impl Bus {
     pub fn new(config: &HubConfig, stopping: Arc<AtomicBool>) -> Self {
-        let channels: Vec<Channel> = config
-            .channels
+        let clock = BusClock::start();
+        let mut channels: Vec<Channel> =
+            config.channels.iter().enumerate().map(|(i, c)| Channel::new(i as u16, c.clone())).collect();
+        let channel_ids: HashMap<String, u16> = channels.iter().map(|c| (c.name().to_owned(), c.id)).collect();
+        let routes: Vec<Route> = config
+            .routes
             .iter()
             .enumerate()
-            .map(|(i, c)| Channel::new(i as u16, c.name.clone(), c.protocol))
+            .map(|(i, r)| Route {
+                from: channel_ids[&r.from],
+                to: channel_ids[&r.to],
+                config: r.clone(),
+                port_id: GATEWAY_PORT_BASE + i as u32,
+            })
             .collect();
-        let channel_ids = channels.iter().map(|c| (c.name.clone(), c.id)).collect();
+        for route in &routes {
+            channels[route.to as usize].members.push(Member::gateway(route.port_id));
+        }
+        let count = channels.len();
         Self {
+            clock,
             channels,
             channel_ids,
+            routes,
+            named_ports: config.ports.iter().map(|p| (p.name.clone(), p.clone())).collect(),
             clients: HashMap::new(),
             port_names: HashMap::new(),
             taken_names: HashSet::new(),
             next_port_id: 1,
+            next_arrival: 0,
+            dirty: vec![false; count],
+            deadlines: vec![None; count],
+            sent: Vec::with_capacity(1024),
             stopping,
         }
     }
 
     /// Serve requests until [`Inbound::Shutdown`] arrives or every sender is gone.
     pub fn run(mut self, inbox: Receiver<Inbound>) {
-        while let Ok(request) = inbox.recv() {
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let first = match deadline {
+                None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(at) => inbox.recv_deadline(at),
+            };
+            match first {
+                Ok(request) => {
+                    if self.handle_all(request, &inbox) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            deadline = self.step(Instant::now());
+        }
+    }
+
+    /// Handle `first` and whatever else is waiting (up to a batch). Returns
+    /// true when the bus must stop.
+    fn handle_all(&mut self, first: Inbound, inbox: &Receiver<Inbound>) -> bool {
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(request) = next.take() {
             if let Inbound::Shutdown = request {
                 self.say_goodbye();
-                return;
+                return true;
             }
             self.handle(request);
+            handled += 1;
+            if handled < DRAIN_BATCH {
+                next = inbox.try_recv().ok();
+            }
         }
+        false
+    }
+
+    /// Serve every channel that has work or a due deadline, route what was
+    /// sent, answer waiting pings. Returns when to run again at the latest.
+    pub fn step(&mut self, now: Instant) -> Option<Instant> {
+        let now_ns = self.clock.at(now);
+        // Routing marks destination channels dirty; hop limits make it end.
+        loop {
+            for index in 0..self.channels.len() {
+                let due = self.deadlines[index].is_some_and(|at| at <= now_ns);
+                if self.dirty[index] || due {
+                    self.dirty[index] = false;
+                    self.deadlines[index] = self.channels[index].service(now_ns, &self.stopping, &mut self.sent);
+                }
+            }
+            if !self.route_sent() {
+                break;
+            }
+        }
+        self.answer_pongs();
+        self.deadlines.iter().flatten().min().map(|&ns| self.clock.instant_of(ns))
+    }
+
+    /// Copy transmitted frames along matching routes. Returns whether any
+    /// channel got new work.
+    fn route_sent(&mut self) -> bool {
+        let mut routed = false;
+        for sent in self.sent.drain(..) {
+            for route in self.routes.iter().filter(|r| r.matches(&sent)) {
+                let destination = &mut self.channels[route.to as usize];
+                let Some(gateway) = destination.members.iter_mut().find(|m| m.port_id == route.port_id) else {
+                    continue;
+                };
+                let mut frame = sent.frame;
+                if let Some(id) = route.config.rewrite_id {
+                    frame = frame.with_id(id).unwrap_or(frame);
+                }
+                let fits = !(frame.kind() == FrameKind::CanFd && destination.config.protocol == Protocol::Can);
+                if !fits || gateway.tx.len() >= GATEWAY_QUEUE {
+                    gateway.counters.tx_dropped += 1;
+                    continue;
+                }
+                gateway.tx.push(Pending { frame, arrival: self.next_arrival, hops: sent.hops + 1 });
+                self.next_arrival += 1;
+                self.dirty[route.to as usize] = true;
+                routed = true;
+            }
+        }
+        routed
     }
 
     fn handle(&mut self, request: Inbound) {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
-            Inbound::Attach { client, name, outbox, hang_up } => {
-                self.clients.insert(client, Client { name, outbox, hang_up, ports: [None; MAX_PORTS_PER_CLIENT] });
+            Inbound::Attach { client, name, outbox, hang_up, credit } => {
+                let ports = [None; MAX_PORTS_PER_CLIENT];
+                self.clients.insert(client, Client { name, outbox, hang_up, credit, ports, pongs: Vec::new() });
             }
             Inbound::OpenPort { client, request, options, channel, port_name } => {
                 self.on_open_port(client, request, options, &channel, &port_name)
@@ -103,34 +250,67 @@ impl Bus {
             return;
         };
         let Some(owned) = client.ports.get(port as usize).copied().flatten() else {
+            client.credit.release();
             let text = format!("frame for port {port}, which this client has not opened");
             self.reject_client(client_id, ErrorCode::PortNotOpen, text);
             return;
         };
         let channel = &mut self.channels[owned.channel as usize];
-        if frame.kind() == FrameKind::CanFd && channel.protocol == Protocol::Can {
+        if frame.kind() == FrameKind::CanFd && channel.config.protocol == Protocol::Can {
+            client.credit.release();
             let text = format!(
                 "channel '{}' is classic CAN and cannot carry the CAN FD frame {frame:?}; configure it with protocol = \"canfd\"",
-                channel.name
+                channel.name()
             );
             let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
-        channel.transmit(owned.port_id, frame, now_ns(), &self.stopping);
+        let Some(member) = channel.member_mut(owned.port_id) else { return client.credit.release() };
+        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0 });
+        self.next_arrival += 1;
+        self.dirty[owned.channel as usize] = true;
     }
 
-    /// Answer a ping after reporting drops still unreported on the client's
-    /// ports, so a client that flushes learns of every overrun so far.
+    /// Answer a ping once every frame the client sent before it has left its
+    /// transmit queues (at once if none is waiting).
     fn on_ping(&mut self, client_id: ClientId, nonce: u64) {
-        let Some(client) = self.clients.get(&client_id) else {
-            return;
-        };
-        for owned in client.ports.iter().flatten() {
-            if let Some(member) = self.channels[owned.channel as usize].member_mut(owned.port_id) {
-                member.report_drops();
+        let mark = self.next_arrival;
+        if let Some(client) = self.clients.get_mut(&client_id) {
+            client.pongs.push((nonce, mark));
+        }
+    }
+
+    fn answer_pongs(&mut self) {
+        let waiting: Vec<ClientId> =
+            self.clients.iter().filter(|(_, c)| !c.pongs.is_empty()).map(|(&id, _)| id).collect();
+        for client_id in waiting {
+            let Some(client) = self.clients.get(&client_id) else { continue };
+            let oldest = client
+                .ports
+                .iter()
+                .flatten()
+                .filter_map(|owned| self.channels[owned.channel as usize].oldest_pending_of(client_id))
+                .min()
+                .unwrap_or(u64::MAX);
+            let due: Vec<u64> = client.pongs.iter().filter(|(_, mark)| *mark <= oldest).map(|(n, _)| *n).collect();
+            if due.is_empty() {
+                continue;
+            }
+            // Drops still unreported are reported first, so a client that
+            // flushes learns of every overrun so far.
+            let ports: Vec<OwnedPort> = client.ports.iter().flatten().copied().collect();
+            for owned in ports {
+                if let Some(member) = self.channels[owned.channel as usize].member_mut(owned.port_id) {
+                    member.report_drops();
+                }
+            }
+            if let Some(client) = self.clients.get_mut(&client_id) {
+                client.pongs.retain(|(_, mark)| *mark > oldest);
+            }
+            for nonce in due {
+                self.reply(client_id, Outbound::Pong { nonce });
             }
         }
-        self.reply(client_id, Outbound::Pong { nonce });
     }
 
     fn on_open_port(
@@ -142,15 +322,30 @@ impl Bus {
         port_name: &str,
     ) {
         let refused = |code: ErrorCode, text: String| Outbound::Error { code, request, fatal: false, text };
-        let Some(client) = self.clients.get_mut(&client_id) else {
-            return;
+        let named = self.named_ports.get(port_name).cloned();
+        let channel = match (&named, channel) {
+            (Some(PortConfig { channel: Some(wired), .. }), requested)
+                if requested.is_empty() || requested == wired =>
+            {
+                wired.clone()
+            }
+            (Some(PortConfig { channel: Some(wired), .. }), requested) => {
+                let text = format!("port '{port_name}' is wired to channel '{wired}', not '{requested}'");
+                return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
+            }
+            (_, "") => {
+                let text = format!("OPEN_PORT names no channel and port '{port_name}' is not wired to one");
+                return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
+            }
+            (_, requested) => requested.to_owned(),
         };
-        let Some(&channel_id) = self.channel_ids.get(channel) else {
+        let Some(&channel_id) = self.channel_ids.get(&channel) else {
             let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
             known.sort_unstable();
             let text = format!("unknown channel '{channel}'; this hub has: {}", known.join(", "));
             return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
         };
+        let Some(client) = self.clients.get_mut(&client_id) else { return };
         let Some(handle) = client.ports.iter().position(Option::is_none) else {
             let text = format!("a client may open at most {MAX_PORTS_PER_CLIENT} ports");
             return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
@@ -167,9 +362,20 @@ impl Bus {
         self.next_port_id += 1;
         client.ports[handle] = Some(OwnedPort { channel: channel_id, port_id });
         let handle = handle as u16;
-        let outbox = client.outbox.clone();
+        let limit = named
+            .as_ref()
+            .and_then(|p| p.rate.map(|rate| RateLimit::new(rate, p.burst.unwrap_or(1), self.clock.now())));
+        let member = Member::client(
+            client_id,
+            handle,
+            port_id,
+            options,
+            client.outbox.clone(),
+            client.credit.clone(),
+            TxQueue::new(limit),
+        );
         info!(client = client_id, port = %name, channel, "port opened");
-        self.channels[channel_id as usize].members.push(Member::new(client_id, handle, port_id, options, outbox));
+        self.channels[channel_id as usize].members.push(member);
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id });
@@ -197,6 +403,7 @@ impl Bus {
 
     fn remove_client(&mut self, client_id: ClientId) -> Option<Client> {
         let client = self.clients.remove(&client_id)?;
+        client.credit.close();
         for owned in client.ports.iter().flatten() {
             self.release_port(*owned);
         }
@@ -206,9 +413,7 @@ impl Bus {
     /// Queue a reply. A client that has let its whole reply reserve fill up
     /// has stopped reading; it is cut off so it cannot hold memory.
     fn reply(&mut self, client_id: ClientId, item: Outbound) {
-        let Some(client) = self.clients.get(&client_id) else {
-            return;
-        };
+        let Some(client) = self.clients.get(&client_id) else { return };
         if client.outbox.try_control(item) == Err(Refused::Full) {
             if let Some(client) = self.remove_client(client_id) {
                 warn!(client = client_id, name = %client.name, "disconnecting client: it does not read the hub's replies");
@@ -236,8 +441,4 @@ impl Bus {
             }
         }
     }
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }

@@ -1,120 +1,138 @@
-//! One channel: its sequencer and the ports attached to it.
+//! One channel: its sequencer, its arbitration and the ports on it.
 //!
-//! [`Channel::transmit`] is the whole data path of a frame once it is on the
-//! bus: take the next sequence number and timestamp, then hand a copy to every
-//! attached port (the sender's own port only as a TX confirmation, and only
-//! if it asked for one). Members are visited in one fixed order, and every
-//! member's queue is FIFO, so all receivers see the channel's single order.
+//! Frames wait in their port's transmit FIFO ([`crate::tx_queue`]) until the
+//! channel decides. At each decision point the oldest frame of every port
+//! competes and the one with the lowest arbitration field wins, with ISO
+//! 11898 precedence ([`arbitration_key`]); ties between identical fields go to
+//! the frame that arrived first. In `ideal` timing a decision point is every
+//! service call, and every eligible frame goes out in arbitration order.
+//!
+//! [`Channel::transmit`] is the data path of a frame once it won: take the
+//! next sequence number and timestamp, then hand a copy to every attached port
+//! (the sender's own port only as a TX confirmation, and only if it asked for
+//! one). Members are visited in one fixed order, and every member's queue is
+//! FIFO, so all receivers see the channel's single order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
-use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameMeta};
 
-use crate::config::Protocol;
-use crate::queues::{ClientId, Outbound, Outbox, Refused};
+use crate::config::ChannelConfig;
+use crate::member::Member;
+use crate::tx_queue::Pending;
 
-/// How long a port that holds the bus waits before it looks for room again.
-const HOLD_POLL: Duration = Duration::from_micros(50);
-
-/// A port attached to a channel, as the fan-out sees it.
-pub struct Member {
-    pub client: ClientId,
-    /// The client's local handle for the port.
-    pub port: u16,
-    /// Hub-wide port id.
-    pub port_id: u32,
-    pub options: PortOptions,
-    outbox: Outbox,
-    /// Frames dropped since the last `RX_OVERFLOW` report was queued.
-    unreported_drops: u32,
-    /// Frames dropped for this port since it was opened.
-    pub rx_dropped: u64,
+/// A frame that has been put on a channel, as gateway routes see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmitted {
+    pub channel: u16,
+    pub frame: Frame,
+    pub hops: u8,
 }
 
-impl Member {
-    pub fn new(client: ClientId, port: u16, port_id: u32, options: PortOptions, outbox: Outbox) -> Self {
-        Self { client, port, port_id, options, outbox, unreported_drops: 0, rx_dropped: 0 }
-    }
+/// Per-channel counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelCounters {
+    pub frames: u64,
+}
 
-    /// Queue a frame for this member under its overflow policy. Returns
-    /// false if the frame was dropped.
-    fn deliver(&mut self, frame: Frame, meta: FrameMeta, stopping: &AtomicBool) -> bool {
-        // Report drops only when the frame will fit behind the report: a
-        // report per refused frame would fill the reply reserve.
-        if self.outbox.has_frame_room() {
-            self.report_drops();
-        }
-        let mut item = Outbound::Frame { port: self.port, frame, meta };
-        loop {
-            match self.outbox.try_frame(item) {
-                Ok(()) => return true,
-                // The client is gone; its Detach is on its way to the bus.
-                Err(Refused::Gone) => return false,
-                Err(Refused::Full) if !self.options.contains(PortOptions::BLOCK_ON_OVERFLOW) => {
-                    self.unreported_drops = self.unreported_drops.saturating_add(1);
-                    self.rx_dropped += 1;
-                    return false;
-                }
-                Err(Refused::Full) => {
-                    // SYNC POINT with Hub::shutdown's store: a hub that is
-                    // stopping must not wait on a reader that never reads.
-                    if stopping.load(Ordering::Acquire) {
-                        return false;
-                    }
-                    std::thread::sleep(HOLD_POLL);
-                    item = Outbound::Frame { port: self.port, frame, meta };
-                }
-            }
-        }
-    }
-
-    /// Queue an `RX_OVERFLOW` report for drops not yet reported; if even the
-    /// reserve is full they wait for the next chance.
-    pub fn report_drops(&mut self) {
-        if self.unreported_drops > 0 {
-            let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
-            if self.outbox.try_control(report).is_ok() {
-                self.unreported_drops = 0;
-            }
-        }
+/// The arbitration field of `frame` as a number: lower wins. Bit order is the
+/// order on the wire — base identifier, then SRR/RTR, IDE, the 18 identifier
+/// extension bits and RTR — with dominant = 0, so a base-format frame beats
+/// an extended one with the same base bits (its IDE is dominant) and a data
+/// frame beats a remote frame with the same identifier (RTR dominant). CAN FD
+/// frames send RRS (dominant) where classic frames send RTR.
+pub fn arbitration_key(frame: &Frame) -> u32 {
+    let rtr = u32::from(frame.is_remote());
+    if frame.is_extended() {
+        let base = frame.id() >> 18;
+        let extension = frame.id() & 0x3_FFFF;
+        (base << 21) | (1 << 20) | (1 << 19) | (extension << 1) | rtr
+    } else {
+        (frame.id() << 21) | (rtr << 20)
     }
 }
 
 /// One bus.
 pub struct Channel {
     pub id: u16,
-    pub name: String,
-    pub protocol: Protocol,
+    pub config: ChannelConfig,
     /// Sequence number of the last frame; the first frame gets 1.
     last_seq: u64,
     last_timestamp_ns: u64,
     pub members: Vec<Member>,
+    pub counters: ChannelCounters,
 }
 
 impl Channel {
-    pub fn new(id: u16, name: String, protocol: Protocol) -> Self {
-        Self { id, name, protocol, last_seq: 0, last_timestamp_ns: 0, members: Vec::new() }
+    pub fn new(id: u16, config: ChannelConfig) -> Self {
+        Self {
+            id,
+            config,
+            last_seq: 0,
+            last_timestamp_ns: 0,
+            members: Vec::new(),
+            counters: ChannelCounters::default(),
+        }
     }
 
-    /// Put `frame` from port `sender` on the bus at time `now_ns` and fan it
-    /// out. Returns the metadata it was given.
-    pub fn transmit(&mut self, sender: u32, frame: Frame, now_ns: u64, stopping: &AtomicBool) -> FrameMeta {
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Decide and transmit everything that may go at bus time `now_ns`.
+    /// Transmitted frames are appended to `sent` (for gateway routes).
+    /// Returns the bus time at which the channel wants to be served again.
+    pub fn service(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
+        loop {
+            let mut winner: Option<(u32, u64, usize)> = None;
+            let mut wake_at: Option<u64> = None;
+            for (index, member) in self.members.iter_mut().enumerate() {
+                match member.tx.offer(now_ns) {
+                    Ok(Some(pending)) => {
+                        let rank = (arbitration_key(&pending.frame), pending.arrival, index);
+                        if winner.is_none_or(|best| rank < best) {
+                            winner = Some(rank);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(ready_at) => wake_at = Some(wake_at.map_or(ready_at, |w| w.min(ready_at))),
+                }
+            }
+            let Some((_, _, index)) = winner else { return wake_at };
+            let member = &mut self.members[index];
+            let Some(pending) = member.tx.take(now_ns) else { return wake_at };
+            member.sent_one();
+            let sender = member.port_id;
+            self.transmit(sender, pending, now_ns, stopping, sent);
+        }
+    }
+
+    /// Put a frame that won arbitration on the bus at `now_ns` and fan it out.
+    pub fn transmit(
+        &mut self,
+        sender: u32,
+        pending: Pending,
+        now_ns: u64,
+        stopping: &AtomicBool,
+        sent: &mut Vec<Transmitted>,
+    ) -> FrameMeta {
         self.last_seq += 1;
         // Receivers rely on timestamps that never go backwards within a
         // channel, even if the wall clock does.
         self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
         let meta = FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns };
+        let frame = pending.frame;
         for member in &mut self.members {
             if member.port_id == sender {
-                if member.options.contains(PortOptions::RECEIVE_OWN) {
+                if member.receives_own() {
                     member.deliver(frame.with_echo(true), meta, stopping);
                 }
             } else {
                 member.deliver(frame, meta, stopping);
             }
         }
+        self.counters.frames += 1;
+        sent.push(Transmitted { channel: self.id, frame, hops: pending.hops });
         meta
     }
 
@@ -123,69 +141,146 @@ impl Channel {
         self.members.iter_mut().find(|m| m.port_id == port_id)
     }
 
-    /// Remove the member with hub-wide port id `port_id`, if present.
+    /// Remove the member with hub-wide port id `port_id`, discarding the
+    /// frames it had not sent yet.
     pub fn detach(&mut self, port_id: u32) -> Option<Member> {
         let at = self.members.iter().position(|m| m.port_id == port_id)?;
-        Some(self.members.remove(at))
+        let mut member = self.members.remove(at);
+        member.discard_pending();
+        Some(member)
+    }
+
+    /// Arrival number of the oldest frame any port of `client` still has
+    /// waiting on this channel.
+    pub fn oldest_pending_of(&self, client: u32) -> Option<u64> {
+        self.members.iter().filter(|m| m.is_client() && m.client == client).filter_map(|m| m.tx.oldest_arrival()).min()
     }
 }
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::queues::{outbox, OUTBOX_FRAMES};
+    use std::sync::Arc;
+
     use crossbeam_channel::Receiver;
+    use fieldhub_proto::wire::PortOptions;
+
+    use super::*;
+    use crate::config::Protocol;
+    use crate::credit::TxCredit;
+    use crate::queues::{outbox, Outbound, OUTBOX_FRAMES};
+    use crate::tx_queue::TxQueue;
+
+    fn channel() -> Channel {
+        Channel::new(0, ChannelConfig::new("can0", Protocol::Can))
+    }
 
     fn member(port_id: u32, options: PortOptions) -> (Member, Receiver<Outbound>) {
         let (tx, rx) = outbox();
-        (Member::new(port_id, 0, port_id, options, tx), rx)
+        let credit = Arc::new(TxCredit::for_current_thread());
+        (Member::client(port_id, 0, port_id, options, tx, credit, TxQueue::new(None)), rx)
     }
 
-    fn frames(rx: &Receiver<Outbound>) -> Vec<(u64, bool)> {
+    fn frames(rx: &Receiver<Outbound>) -> Vec<Frame> {
         rx.try_iter()
             .filter_map(|item| match item {
-                Outbound::Frame { frame, meta, .. } => Some((meta.seq, frame.is_echo())),
+                Outbound::Frame { frame, .. } => Some(frame),
                 _ => None,
             })
             .collect()
     }
 
+    fn offer(channel: &mut Channel, port_id: u32, frame: Frame, arrival: u64) {
+        channel.member_mut(port_id).unwrap().tx.push(Pending { frame, arrival, hops: 0 });
+    }
+
     #[test]
     fn sequence_numbers_start_at_one_and_sender_gets_echo_only_if_asked() {
         let stop = AtomicBool::new(false);
-        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
+        let mut channel = channel();
         let (a, rx_a) = member(1, PortOptions::RECEIVE_OWN);
         let (b, rx_b) = member(2, PortOptions::empty());
         channel.members.extend([a, b]);
         let frame = Frame::can(0x10, false, &[1]).unwrap();
-        channel.transmit(1, frame, 100, &stop);
-        channel.transmit(2, frame, 50, &stop);
-        assert_eq!(frames(&rx_a), [(1, true), (2, false)]);
-        assert_eq!(frames(&rx_b), [(1, false)]);
+        let mut sent = Vec::new();
+        let first = channel.transmit(1, Pending { frame, arrival: 0, hops: 0 }, 100, &stop, &mut sent);
+        let second = channel.transmit(2, Pending { frame, arrival: 1, hops: 0 }, 50, &stop, &mut sent);
+        assert_eq!((first.seq, second.seq), (1, 2));
+        assert_eq!(second.timestamp_ns, 100, "timestamps never go backwards");
+        assert_eq!(frames(&rx_a).iter().map(Frame::is_echo).collect::<Vec<_>>(), [true, false]);
+        assert_eq!(frames(&rx_b).len(), 1);
+        assert_eq!(sent.len(), 2);
     }
 
     #[test]
-    fn timestamps_never_go_backwards() {
+    fn lower_id_wins_arbitration_with_iso_precedence() {
         let stop = AtomicBool::new(false);
-        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
-        let frame = Frame::can(0x10, false, &[]).unwrap();
-        assert_eq!(channel.transmit(1, frame, 100, &stop).timestamp_ns, 100);
-        assert_eq!(channel.transmit(1, frame, 90, &stop).timestamp_ns, 100);
+        let mut channel = channel();
+        let (listener, rx) = member(9, PortOptions::empty());
+        channel.members.push(listener);
+        let candidates = [
+            Frame::can(0x123 << 18, true, &[]).unwrap(), // extended, base 0x123
+            Frame::remote(0x000, false, 0).unwrap(),     // remote loses to data with the same id
+            Frame::can(0x001, false, &[]).unwrap(),
+            Frame::can(0x000, false, &[]).unwrap(),
+            Frame::can(0x000 << 18, true, &[]).unwrap(), // extended with base 0x000
+        ];
+        for (i, frame) in candidates.iter().enumerate() {
+            let (m, _) = member(i as u32 + 1, PortOptions::empty());
+            channel.members.push(m);
+            offer(&mut channel, i as u32 + 1, *frame, i as u64);
+        }
+        channel.service(0, &stop, &mut Vec::new());
+        let order = frames(&rx);
+        assert_eq!(order, [candidates[3], candidates[1], candidates[4], candidates[2], candidates[0]]);
+    }
+
+    #[test]
+    fn each_port_offers_only_its_oldest_frame_so_priority_inversion_happens() {
+        let stop = AtomicBool::new(false);
+        let mut channel = channel();
+        let (listener, rx) = member(9, PortOptions::empty());
+        let (slow, _) = member(1, PortOptions::empty());
+        let (fast, _) = member(2, PortOptions::empty());
+        channel.members.extend([listener, slow, fast]);
+        let low = Frame::can(0x700, false, &[]).unwrap();
+        let urgent = Frame::can(0x001, false, &[]).unwrap();
+        let middle = Frame::can(0x300, false, &[]).unwrap();
+        offer(&mut channel, 1, low, 0);
+        offer(&mut channel, 1, urgent, 1); // stuck behind 0x700 in port 1's FIFO
+        offer(&mut channel, 2, middle, 2);
+        channel.service(0, &stop, &mut Vec::new());
+        assert_eq!(frames(&rx), [middle, low, urgent]);
+    }
+
+    #[test]
+    fn identical_arbitration_fields_go_oldest_first() {
+        let stop = AtomicBool::new(false);
+        let mut channel = channel();
+        let (listener, rx) = member(9, PortOptions::empty());
+        let (a, _) = member(1, PortOptions::empty());
+        let (b, _) = member(2, PortOptions::empty());
+        channel.members.extend([listener, a, b]);
+        let from_b = Frame::can(0x10, false, &[2]).unwrap();
+        let from_a = Frame::can(0x10, false, &[1]).unwrap();
+        offer(&mut channel, 2, from_b, 0);
+        offer(&mut channel, 1, from_a, 1);
+        channel.service(0, &stop, &mut Vec::new());
+        assert_eq!(frames(&rx), [from_b, from_a]);
     }
 
     #[test]
     fn full_receiver_drops_counts_and_reports_before_its_next_frame() {
         let stop = AtomicBool::new(false);
-        let mut channel = Channel::new(0, "can0".into(), Protocol::Can);
+        let mut channel = channel();
         let (slow, rx_slow) = member(1, PortOptions::empty());
         channel.members.push(slow);
         let frame = Frame::can(0x10, false, &[]).unwrap();
-        for _ in 0..OUTBOX_FRAMES + 3 {
-            channel.transmit(9, frame, 0, &stop);
+        let mut sent = Vec::new();
+        for arrival in 0..OUTBOX_FRAMES as u64 + 3 {
+            channel.transmit(9, Pending { frame, arrival, hops: 0 }, 0, &stop, &mut sent);
         }
-        assert_eq!(channel.members[0].rx_dropped, 3);
+        assert_eq!(channel.members[0].counters.rx_dropped, 3);
         assert_eq!(rx_slow.try_iter().take(10).count(), 10);
-        channel.transmit(9, frame, 0, &stop);
+        channel.transmit(9, Pending { frame, arrival: 0, hops: 0 }, 0, &stop, &mut sent);
         let tail: Vec<Outbound> = rx_slow.try_iter().collect();
         let report_at = tail.iter().position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
         assert_eq!(report_at, Some(tail.len() - 2), "the report precedes the next frame");

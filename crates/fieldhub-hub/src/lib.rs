@@ -26,9 +26,13 @@
 
 pub mod bus;
 pub mod channel;
+pub mod clock;
 pub mod config;
+pub mod credit;
+pub mod member;
 pub mod queues;
 pub mod transport;
+pub mod tx_queue;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,6 +42,9 @@ pub use config::{ConfigError, HubConfig, ListenAddr};
 use queues::{Inbound, InboxSender};
 use transport::listener::{self, Bound};
 use transport::session::SessionContext;
+
+/// How long shutdown waits for sessions to deliver their `GOODBYE`.
+const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why a hub could not start.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +62,7 @@ pub struct Hub {
     inbox: InboxSender,
     stopping: Arc<AtomicBool>,
     addrs: Vec<ListenAddr>,
+    sessions: Arc<SessionContext>,
     bus_thread: Option<JoinHandle<()>>,
     accept_threads: Vec<JoinHandle<()>>,
 }
@@ -87,8 +95,16 @@ impl Hub {
             token: config.hub.token.clone(),
             next_client: AtomicU32::new(1),
             live_clients: AtomicUsize::new(0),
+            stopping: Arc::clone(&stopping),
         });
-        let mut hub = Self { inbox, stopping, addrs, bus_thread: Some(bus_thread), accept_threads: Vec::new() };
+        let mut hub = Self {
+            inbox,
+            stopping,
+            addrs,
+            sessions: Arc::clone(&ctx),
+            bus_thread: Some(bus_thread),
+            accept_threads: Vec::new(),
+        };
         for listener in bound {
             let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
             let thread = std::thread::Builder::new()
@@ -120,6 +136,12 @@ impl Hub {
         }
         for thread in self.accept_threads.drain(..) {
             let _ = thread.join();
+        }
+        // Give every session the chance to write its GOODBYE before the
+        // process may exit; a client that does not read cannot hold us long.
+        let deadline = std::time::Instant::now() + GOODBYE_GRACE;
+        while self.sessions.live_clients.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 }

@@ -11,9 +11,13 @@
 //! Items are plain values with frames inline: passing a frame allocates
 //! nothing. Only control items carry owned strings.
 
+use std::sync::Arc;
+
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
+
+use crate::credit::TxCredit;
 
 /// Hub-wide client id, as sent in `WELCOME`.
 pub type ClientId = u32;
@@ -35,7 +39,8 @@ pub type HangUp = Box<dyn Fn() + Send>;
 pub enum Inbound {
     /// A client finished its handshake. `hang_up` closes its connection at
     /// once, for when even an error report cannot be queued to it.
-    Attach { client: ClientId, name: String, outbox: Outbox, hang_up: HangUp },
+    /// `credit` bounds the frames it may have waiting in the bus.
+    Attach { client: ClientId, name: String, outbox: Outbox, hang_up: HangUp, credit: Arc<TxCredit> },
     /// `OPEN_PORT`.
     OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
     /// `CLOSE_PORT`.

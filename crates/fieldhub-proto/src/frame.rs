@@ -375,6 +375,15 @@ impl Frame {
             &mut self.data[..self.len as usize]
         }
     }
+    /// This frame with another identifier (same format: 11 or 29 bits).
+    pub fn with_id(mut self, id: u32) -> Result<Self, FrameError> {
+        if !self.is_error() {
+            check_id(id, self.is_extended())?;
+        }
+        self.id = id;
+        Ok(self)
+    }
+
     /// This frame marked (or unmarked) as a TX confirmation.
     #[must_use]
     pub fn with_echo(mut self, echo: bool) -> Self {

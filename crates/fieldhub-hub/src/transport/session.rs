@@ -6,7 +6,7 @@
 //! client is gone. The bus releases its ports; other clients never notice.
 
 use std::io::BufReader;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, Message, Packer, Welcom
 use tracing::{info, warn};
 
 use super::Connection;
+use crate::credit::TxCredit;
 use crate::queues::{outbox, ClientId, Inbound, InboxSender, Outbound};
 
 /// How long a new connection has to send its `HELLO`.
@@ -35,6 +36,9 @@ pub struct SessionContext {
     pub token: Option<String>,
     pub next_client: AtomicU32,
     pub live_clients: AtomicUsize,
+    /// Set when the hub shuts down; a reader waiting for transmit credit
+    /// gives up then.
+    pub stopping: Arc<AtomicBool>,
 }
 
 /// A protocol violation: what to tell the client and the log.
@@ -93,13 +97,18 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
         return;
     };
     let hang_up = Box::new(move || hang_up_handle.shutdown());
-    if ctx.inbox.send(Inbound::Attach { client, name: name.clone(), outbox: out_tx.clone(), hang_up }).is_err() {
+    // This thread forwards the client's frames, so it is the one that waits
+    // for transmit credit.
+    let credit = Arc::new(TxCredit::for_current_thread());
+    let attach =
+        Inbound::Attach { client, name: name.clone(), outbox: out_tx.clone(), hang_up, credit: credit.clone() };
+    if ctx.inbox.send(attach).is_err() {
         return;
     }
     info!(client, %name, peer, "client connected");
     let writer_thread =
         std::thread::Builder::new().name(format!("fh-write-{client}")).spawn(move || write_loop(writer, out_rx));
-    let reason = match read_loop(&mut reader, client, &ctx.inbox) {
+    let reason = match read_loop(&mut reader, client, ctx, &credit) {
         Ok(reason) => {
             info!(client, %name, peer, "client disconnected: {reason}");
             reason
@@ -189,8 +198,10 @@ fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
 fn read_loop<C: Connection>(
     reader: &mut MessageReader<BufReader<C>>,
     client: ClientId,
-    inbox: &InboxSender,
+    ctx: &SessionContext,
+    credit: &TxCredit,
 ) -> Result<String, Violation> {
+    let inbox = &ctx.inbox;
     // A send error means the bus has stopped; the connection ends with it.
     let forward =
         |request| inbox.send(request).map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"));
@@ -218,6 +229,10 @@ fn read_loop<C: Connection>(
                     ));
                 }
                 for record in batch.iter() {
+                    // SYNC POINT with Hub::shutdown's store of `stopping`.
+                    if !credit.acquire(|| ctx.stopping.load(Ordering::Acquire)) {
+                        return Ok("the hub closed this client".into());
+                    }
                     forward(Inbound::Frame { client, port: record.port, frame: record.frame })?;
                 }
             }

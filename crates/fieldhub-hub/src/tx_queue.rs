@@ -1,0 +1,156 @@
+//! A port's transmit side: one FIFO, like a single-buffer CAN controller
+//! that offers only its oldest frame to arbitration (so a high-priority frame
+//! queued behind a low-priority one waits: priority inversion is reproduced),
+//! and an optional token bucket that limits the port's transmit rate.
+
+use std::collections::VecDeque;
+
+use fieldhub_proto::Frame;
+
+/// A frame waiting in a port's transmit FIFO.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub frame: Frame,
+    /// Position in the bus thread's arrival order; breaks arbitration ties
+    /// between identical arbitration fields, oldest first.
+    pub arrival: u64,
+    /// Gateway routes this frame has crossed.
+    pub hops: u8,
+}
+
+/// Token bucket: `rate` frames per second after a burst of `burst`.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimit {
+    ns_per_token: u64,
+    burst: u32,
+    tokens: u32,
+    /// Bus time at which the next token accrues.
+    next_token_ns: u64,
+}
+
+impl RateLimit {
+    pub fn new(rate: f64, burst: u32, now_ns: u64) -> Self {
+        let ns_per_token = (1e9 / rate).round().max(1.0) as u64;
+        Self { ns_per_token, burst, tokens: burst, next_token_ns: now_ns + ns_per_token }
+    }
+
+    fn refill(&mut self, now_ns: u64) {
+        if self.tokens >= self.burst {
+            self.next_token_ns = now_ns + self.ns_per_token;
+            return;
+        }
+        if now_ns >= self.next_token_ns {
+            let earned = 1 + (now_ns - self.next_token_ns) / self.ns_per_token;
+            self.tokens = (u64::from(self.tokens) + earned).min(u64::from(self.burst)) as u32;
+            self.next_token_ns += earned * self.ns_per_token;
+        }
+    }
+
+    /// When a token will be available: `None` if one is available now.
+    pub fn ready_at(&mut self, now_ns: u64) -> Option<u64> {
+        self.refill(now_ns);
+        (self.tokens == 0).then_some(self.next_token_ns)
+    }
+
+    /// Spend a token (call only when [`RateLimit::ready_at`] said none is missing).
+    pub fn spend(&mut self, now_ns: u64) {
+        self.refill(now_ns);
+        self.tokens = self.tokens.saturating_sub(1);
+    }
+}
+
+/// One port's transmit FIFO and rate limit.
+#[derive(Debug, Default)]
+pub struct TxQueue {
+    fifo: VecDeque<Pending>,
+    limit: Option<RateLimit>,
+}
+
+impl TxQueue {
+    pub fn new(limit: Option<RateLimit>) -> Self {
+        Self { fifo: VecDeque::new(), limit }
+    }
+
+    pub fn push(&mut self, pending: Pending) {
+        self.fifo.push_back(pending);
+    }
+
+    /// The frame this port offers to arbitration at `now_ns`, if any; with a
+    /// rate limit and no token, `Err(time the next token accrues)`.
+    pub fn offer(&mut self, now_ns: u64) -> Result<Option<&Pending>, u64> {
+        if self.fifo.is_empty() {
+            return Ok(None);
+        }
+        if let Some(ready_at) = self.limit.as_mut().and_then(|l| l.ready_at(now_ns)) {
+            return Err(ready_at);
+        }
+        Ok(self.fifo.front())
+    }
+
+    /// Take the offered frame: it won arbitration.
+    pub fn take(&mut self, now_ns: u64) -> Option<Pending> {
+        let pending = self.fifo.pop_front()?;
+        if let Some(limit) = &mut self.limit {
+            limit.spend(now_ns);
+        }
+        Some(pending)
+    }
+
+    /// Remove every waiting frame (the port was closed or unplugged).
+    pub fn drain(&mut self) -> impl Iterator<Item = Pending> + '_ {
+        self.fifo.drain(..)
+    }
+
+    pub fn len(&self) -> usize {
+        self.fifo.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fifo.is_empty()
+    }
+
+    /// Arrival number of the oldest waiting frame.
+    pub fn oldest_arrival(&self) -> Option<u64> {
+        self.fifo.front().map(|p| p.arrival)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(arrival: u64) -> Pending {
+        Pending { frame: Frame::can(1, false, &[]).unwrap(), arrival, hops: 0 }
+    }
+
+    #[test]
+    fn fifo_offers_only_its_oldest_frame() {
+        let mut q = TxQueue::new(None);
+        q.push(pending(1));
+        q.push(pending(2));
+        assert_eq!(q.offer(0).unwrap().unwrap().arrival, 1);
+        assert_eq!(q.take(0).unwrap().arrival, 1);
+        assert_eq!(q.offer(0).unwrap().unwrap().arrival, 2);
+    }
+
+    #[test]
+    fn rate_limit_allows_the_burst_then_one_frame_per_period() {
+        let mut q = TxQueue::new(Some(RateLimit::new(1000.0, 2, 0)));
+        for a in 0..5 {
+            q.push(pending(a));
+        }
+        let mut now = 0;
+        let mut sent_at = Vec::new();
+        while !q.is_empty() {
+            match q.offer(now) {
+                Ok(Some(_)) => {
+                    q.take(now);
+                    sent_at.push(now);
+                }
+                Ok(None) => unreachable!(),
+                Err(ready) => now = ready,
+            }
+        }
+        assert_eq!(sent_at, [0, 0, 1_000_000, 2_000_000, 3_000_000]);
+    }
+}
