@@ -73,7 +73,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let (mut first_ns, mut previous_ns) = (None, None);
-    while args.count.map_or(true, |n| printed < n) {
+    while args.count.is_none_or(|n| printed < n) {
         // Flush while idle so a terminal or pipe sees frames promptly.
         let received = match client.try_recv()? {
             Some(r) => r,

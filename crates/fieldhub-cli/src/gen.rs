@@ -100,7 +100,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let (mut next_id, mut next_len, mut counter) = (0u32, 0usize, 0u64);
     let started = Instant::now();
     let mut sent = 0u64;
-    while args.count.map_or(true, |n| sent < n) {
+    while args.count.is_none_or(|n| sent < n) {
         let id = match &id_mode {
             Mode::Random => rng.gen_range(0..=max_id),
             Mode::Increment => {
