@@ -8,6 +8,7 @@ mod dump;
 mod gen;
 mod hub;
 mod send;
+mod stats;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Send(send::SendArgs),
     /// Generate frames, like cangen.
     Gen(gen::GenArgs),
+    /// Show channel, port and route statistics of a running hub.
+    Stats(stats::StatsArgs),
 }
 
 /// `--hub URL`, shared by every tool that connects to a hub.
@@ -59,6 +62,7 @@ fn main() -> std::process::ExitCode {
         Command::Dump(args) => dump::run(args),
         Command::Send(args) => send::run(args),
         Command::Gen(args) => gen::run(args),
+        Command::Stats(args) => stats::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

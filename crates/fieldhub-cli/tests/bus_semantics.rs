@@ -147,3 +147,39 @@ fn classic_channel_refuses_fd_frames_without_disconnecting() {
     ecu.send(&port, &numbered(0x10, 0, 0)).unwrap();
     ecu.flush().expect("still connected");
 }
+
+#[test]
+fn stats_count_frames_per_channel_id_port_and_route() {
+    let hub = HubProcess::start_with(Some(GATEWAY), &[]);
+    let ecu0 = hub.client("ecu0");
+    let ecu1 = hub.client("ecu1");
+    let port0 = ecu0.open_port_with("can0", &PortConfig { name: Some("ecu0-port".into()), ..lossless() }).unwrap();
+    ecu1.open_port_with("can1", &lossless()).unwrap();
+    for i in 0..300u32 {
+        ecu0.send(&port0, &numbered(0x123, 0, i)).unwrap();
+    }
+    for i in 0..200u32 {
+        ecu0.send(&port0, &numbered(0x2AA, 0, i)).unwrap();
+    }
+    ecu0.flush().unwrap();
+    recv_n(&ecu1, 300);
+
+    let stats = ecu0.stats().unwrap();
+    let can0 = stats.channels.iter().find(|c| c.name == "can0").unwrap();
+    assert_eq!(can0.frames, 500);
+    assert_eq!(can0.ids.iter().map(|i| (i.id, i.frames)).collect::<Vec<_>>(), [(0x123, 300), (0x2AA, 200)]);
+    let can1 = stats.channels.iter().find(|c| c.name == "can1").unwrap();
+    assert_eq!((can1.frames, can1.ids[0].id), (300, 0x500));
+    let port = stats.ports.iter().find(|p| p.name == "ecu0-port").unwrap();
+    assert_eq!((port.channel.as_str(), port.tx_frames, port.tx_pending), ("can0", 500, 0));
+    let receiver = stats.ports.iter().find(|p| p.channel == "can1").unwrap();
+    assert_eq!((receiver.rx_frames, receiver.rx_dropped), (300, 0));
+    assert_eq!((stats.routes[0].routed, stats.routes[0].dropped), (300, 0));
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["stats", "--json", "--hub", &hub.url])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json prints JSON");
+    assert_eq!(json["channels"][0]["frames"], 500);
+}

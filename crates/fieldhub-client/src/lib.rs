@@ -47,6 +47,7 @@ use arc_swap::ArcSwapOption;
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 pub use error::ClientError;
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION};
+pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
 use fieldhub_proto::stream::{MessageReader, ReadError};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, PortOptions};
@@ -132,6 +133,7 @@ enum WriteItem {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Waiting {
     Request(u32),
+    Stats(u32),
     Pong(u64),
     PortClosed(u16),
 }
@@ -139,6 +141,7 @@ enum Waiting {
 enum Reply {
     Opened(wire::PortOpened),
     Done,
+    Stats(String),
     Failed { code: u16, text: String },
 }
 
@@ -338,7 +341,7 @@ impl Client {
                 Ok(port)
             }
             Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
-            Reply::Done => Err(ClientError::Protocol("unexpected reply to OPEN_PORT".into())),
+            Reply::Done | Reply::Stats(_) => Err(ClientError::Protocol("unexpected reply to OPEN_PORT".into())),
         }
     }
 
@@ -461,6 +464,20 @@ impl Client {
         Ok(elapsed)
     }
 
+    /// The hub's statistics: channels (frames, per-id counts and rates),
+    /// ports (TX/RX counts, drops, queued frames) and gateway routes.
+    pub fn stats(&self) -> Result<HubStats, ClientError> {
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let mut bytes = Vec::new();
+        wire::encode(&mut bytes, &Message::StatsRequest { request });
+        match self.request(Waiting::Stats(request), bytes)? {
+            Reply::Stats(json) => serde_json::from_str(&json)
+                .map_err(|e| ClientError::Protocol(format!("the hub sent statistics this client cannot read: {e}"))),
+            Reply::Failed { code, text } => Err(ClientError::Rejected { code, text }),
+            _ => Err(ClientError::Protocol("unexpected reply to STATS_REQUEST".into())),
+        }
+    }
+
     /// Frames the hub dropped for `port` because this client did not read
     /// fast enough (receive overrun), since the port was opened.
     pub fn rx_dropped(&self, port: &Port) -> u64 {
@@ -571,6 +588,9 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
             }
             Message::Pong { nonce } => {
                 shared.reply(Waiting::Pong(nonce), Reply::Done);
+            }
+            Message::Stats { request, json } => {
+                shared.reply(Waiting::Stats(request), Reply::Stats(json.to_owned()));
             }
             Message::RxOverflow(overflow) => {
                 if let Some(counter) = shared.rx_dropped.get(overflow.port as usize) {

@@ -22,11 +22,12 @@ use tracing::{debug, info, warn};
 
 use crate::channel::{Channel, Transmitted};
 use crate::clock::BusClock;
-use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig};
+use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::credit::TxCredit;
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
+use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 
 /// Requests handled per wake-up before the channels are served, so a flood
 /// of input cannot postpone arbitration and deadlines indefinitely.
@@ -60,6 +61,8 @@ struct Route {
     to: u16,
     config: RouteConfig,
     port_id: u32,
+    /// Frames copied to `to`.
+    routed: u64,
 }
 
 impl Route {
@@ -93,6 +96,7 @@ pub struct Bus {
     /// Frames transmitted during the current step, for routing (reused).
     sent: Vec<Transmitted>,
     stopping: Arc<AtomicBool>,
+    hub_name: String,
 }
 
 impl Bus {
@@ -110,6 +114,7 @@ impl Bus {
                 to: channel_ids[&r.to],
                 config: r.clone(),
                 port_id: GATEWAY_PORT_BASE + i as u32,
+                routed: 0,
             })
             .collect();
         for route in &routes {
@@ -131,6 +136,7 @@ impl Bus {
             deadlines: vec![None; count],
             sent: Vec::with_capacity(1024),
             stopping,
+            hub_name: config.hub.name.clone(),
         }
     }
 
@@ -200,7 +206,7 @@ impl Bus {
     fn route_sent(&mut self) -> bool {
         let mut routed = false;
         for sent in self.sent.drain(..) {
-            for route in self.routes.iter().filter(|r| r.matches(&sent)) {
+            for route in self.routes.iter_mut().filter(|r| r.matches(&sent)) {
                 let destination = &mut self.channels[route.to as usize];
                 let Some(gateway) = destination.members.iter_mut().find(|m| m.port_id == route.port_id) else {
                     continue;
@@ -216,6 +222,7 @@ impl Bus {
                 }
                 gateway.tx.push(Pending { frame, arrival: self.next_arrival, hops: sent.hops + 1 });
                 self.next_arrival += 1;
+                route.routed += 1;
                 self.dirty[route.to as usize] = true;
                 routed = true;
             }
@@ -235,6 +242,10 @@ impl Bus {
             }
             Inbound::ClosePort { client, port } => self.on_close_port(client, port),
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
+            Inbound::Stats { client, request } => {
+                let json = serde_json::to_string(&self.stats()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+                self.reply(client, Outbound::Stats { request, json });
+            }
             Inbound::Detach { client, reason } => {
                 if let Some(c) = self.remove_client(client) {
                     debug!(client, name = %c.name, "client detached: {reason}");
@@ -311,6 +322,62 @@ impl Bus {
                 self.reply(client_id, Outbound::Pong { nonce });
             }
         }
+    }
+
+    /// A snapshot of every counter, for `STATS`.
+    fn stats(&mut self) -> HubStats {
+        let now_ns = self.clock.now();
+        let channels = self
+            .channels
+            .iter_mut()
+            .map(|c| ChannelStats {
+                name: c.name().to_owned(),
+                protocol: match c.config.protocol {
+                    Protocol::Can => "can".into(),
+                    Protocol::Canfd => "canfd".into(),
+                },
+                bitrate: c.config.bitrate,
+                data_bitrate: c.config.effective_data_bitrate(),
+                timing: match c.config.timing {
+                    Timing::Ideal => "ideal".into(),
+                    Timing::Timed => "timed".into(),
+                },
+                frames: c.frames,
+                ids: c.ids.snapshot(now_ns),
+            })
+            .collect();
+        let mut ports = Vec::new();
+        for channel in &self.channels {
+            for member in channel.members.iter().filter(|m| m.is_client()) {
+                ports.push(PortStats {
+                    name: self.port_names.get(&member.port_id).cloned().unwrap_or_default(),
+                    channel: channel.name().to_owned(),
+                    client: member.client,
+                    port_id: member.port_id,
+                    tx_frames: member.counters.tx_frames,
+                    rx_frames: member.counters.rx_frames,
+                    rx_dropped: member.counters.rx_dropped,
+                    tx_dropped: member.counters.tx_dropped,
+                    tx_pending: member.tx.len() as u32,
+                });
+            }
+        }
+        ports.sort_by_key(|p| p.port_id);
+        let routes = self
+            .routes
+            .iter()
+            .map(|r| RouteStats {
+                from: r.config.from.clone(),
+                to: r.config.to.clone(),
+                routed: r.routed,
+                dropped: self.channels[r.to as usize]
+                    .members
+                    .iter()
+                    .find(|m| m.port_id == r.port_id)
+                    .map_or(0, |m| m.counters.tx_dropped),
+            })
+            .collect();
+        HubStats { hub: self.hub_name.clone(), channels, ports, routes }
     }
 
     fn on_open_port(

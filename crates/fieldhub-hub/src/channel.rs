@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::config::ChannelConfig;
+use crate::id_counter::IdCounter;
 use crate::member::Member;
 use crate::tx_queue::Pending;
 
@@ -27,12 +28,6 @@ pub struct Transmitted {
     pub channel: u16,
     pub frame: Frame,
     pub hops: u8,
-}
-
-/// Per-channel counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChannelCounters {
-    pub frames: u64,
 }
 
 /// The arbitration field of `frame` as a number: lower wins. Bit order is the
@@ -60,7 +55,9 @@ pub struct Channel {
     last_seq: u64,
     last_timestamp_ns: u64,
     pub members: Vec<Member>,
-    pub counters: ChannelCounters,
+    /// Frames put on the channel.
+    pub frames: u64,
+    pub ids: IdCounter,
 }
 
 impl Channel {
@@ -71,7 +68,8 @@ impl Channel {
             last_seq: 0,
             last_timestamp_ns: 0,
             members: Vec::new(),
-            counters: ChannelCounters::default(),
+            frames: 0,
+            ids: IdCounter::default(),
         }
     }
 
@@ -131,7 +129,8 @@ impl Channel {
                 member.deliver(frame, meta, stopping);
             }
         }
-        self.counters.frames += 1;
+        self.frames += 1;
+        self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
         sent.push(Transmitted { channel: self.id, frame, hops: pending.hops });
         meta
     }

@@ -29,6 +29,7 @@ pub mod channel;
 pub mod clock;
 pub mod config;
 pub mod credit;
+pub mod id_counter;
 pub mod member;
 pub mod queues;
 pub mod transport;

@@ -49,6 +49,8 @@ pub enum Inbound {
     Frame { client: ClientId, port: u16, frame: Frame },
     /// `PING`: answered once everything the client sent before it is on the bus.
     Ping { client: ClientId, nonce: u64 },
+    /// `STATS_REQUEST`.
+    Stats { client: ClientId, request: u32 },
     /// The client's connection ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
     /// Stop the bus: say goodbye to every client and return.
@@ -78,6 +80,11 @@ pub enum Outbound {
     },
     Pong {
         nonce: u64,
+    },
+    /// `STATS`: the statistics document.
+    Stats {
+        request: u32,
+        json: String,
     },
     /// An error report; `fatal` ones make the transport close the connection
     /// after writing it.
@@ -166,6 +173,7 @@ impl std::fmt::Debug for Inbound {
             Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
             Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
+            Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }

@@ -10,6 +10,7 @@
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
 //!   messages, the handshake, frame batches — as a decoder that borrows from
 //!   the caller's buffer and an encoder that appends to a caller's `Vec`.
+//! - [`stats`]: the statistics document of `STATS`.
 //! - [`stream`]: message framing over any `std::io::Read` the caller owns.
 //! - [`text`]: the can-utils text forms: cansend's `123#DEADBEEF` and
 //!   candump's log line `(1700000000.123456) can0 123#DEADBEEF`.
@@ -28,6 +29,7 @@
 
 pub mod frame;
 pub mod limits;
+pub mod stats;
 pub mod stream;
 pub mod text;
 pub mod wire;

@@ -30,6 +30,9 @@ pub const MAX_TOKEN_LEN: usize = 128;
 /// Longest human-readable text in `ERROR`, `REFUSE` and `GOODBYE`.
 pub const MAX_TEXT_LEN: usize = 1024;
 
+/// Longest statistics document in a `STATS` message, in bytes.
+pub const MAX_STATS_LEN: usize = MAX_MESSAGE_LEN as usize - 9;
+
 /// Largest data field the record format can carry: room for generic
 /// fieldbus frames without a version bump.
 pub const MAX_RECORD_DATA: usize = 2048;

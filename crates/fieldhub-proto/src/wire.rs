@@ -33,6 +33,8 @@ pub mod msg {
     pub const ERROR: u8 = 0x30;
     pub const PING: u8 = 0x40;
     pub const PONG: u8 = 0x41;
+    pub const STATS_REQUEST: u8 = 0x60;
+    pub const STATS: u8 = 0x61;
     pub const GOODBYE: u8 = 0x50;
 }
 
@@ -308,14 +310,31 @@ pub enum Message<'a> {
     Refuse(ErrorReport<'a>),
     OpenPort(OpenPort<'a>),
     PortOpened(PortOpened),
-    ClosePort { port: u16 },
-    PortClosed { port: u16 },
+    ClosePort {
+        port: u16,
+    },
+    PortClosed {
+        port: u16,
+    },
     Frames(FrameBatch<'a>),
     RxOverflow(RxOverflow),
     Error(ErrorReport<'a>),
-    Ping { nonce: u64 },
-    Pong { nonce: u64 },
+    Ping {
+        nonce: u64,
+    },
+    Pong {
+        nonce: u64,
+    },
     Goodbye(ErrorReport<'a>),
+    /// Client asks for the hub's statistics.
+    StatsRequest {
+        request: u32,
+    },
+    /// The hub's statistics as a JSON document (schema in `spec/protocol.md`).
+    Stats {
+        request: u32,
+        json: &'a str,
+    },
 }
 
 impl Message<'_> {
@@ -335,6 +354,8 @@ impl Message<'_> {
             Message::Ping { .. } => "PING",
             Message::Pong { .. } => "PONG",
             Message::Goodbye(_) => "GOODBYE",
+            Message::StatsRequest { .. } => "STATS_REQUEST",
+            Message::Stats { .. } => "STATS",
         }
     }
 }
@@ -526,6 +547,20 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                 Message::Pong { nonce }
             }
         }
+        msg::STATS_REQUEST => {
+            let mut r = Reader::new(payload, "STATS_REQUEST");
+            let request = r.u32()?;
+            r.finish()?;
+            Message::StatsRequest { request }
+        }
+        msg::STATS => {
+            let mut r = Reader::new(payload, "STATS");
+            let request = r.u32()?;
+            let len = r.u32()? as usize;
+            let json = r.string(len, "statistics", MAX_STATS_LEN)?;
+            r.finish()?;
+            Message::Stats { request, json }
+        }
         other => return Err(DecodeError::UnknownType(other)),
     };
     Ok(message)
@@ -692,6 +727,19 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             let s = begin(out, msg::RX_OVERFLOW);
             out.extend_from_slice(&o.port.to_le_bytes());
             out.extend_from_slice(&o.dropped.to_le_bytes());
+            end(out, s);
+        }
+        Message::StatsRequest { request } => {
+            let s = begin(out, msg::STATS_REQUEST);
+            out.extend_from_slice(&request.to_le_bytes());
+            end(out, s);
+        }
+        Message::Stats { request, json } => {
+            let s = begin(out, msg::STATS);
+            out.extend_from_slice(&request.to_le_bytes());
+            let bytes = truncate_utf8(json, MAX_STATS_LEN);
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
             end(out, s);
         }
         Message::Ping { nonce } | Message::Pong { nonce } => {
@@ -877,6 +925,8 @@ mod tests {
         roundtrip(Message::Error(ErrorReport { code: 7, request: 0, fatal: true, text: "port 4 is not open" }));
         roundtrip(Message::Refuse(ErrorReport { code: 2, request: 0, fatal: true, text: "bad magic" }));
         roundtrip(Message::Goodbye(ErrorReport { code: 13, request: 0, fatal: true, text: "bye" }));
+        roundtrip(Message::StatsRequest { request: 4 });
+        roundtrip(Message::Stats { request: 4, json: "{\"channels\":[]}" });
         roundtrip(Message::Ping { nonce: u64::MAX });
         roundtrip(Message::Pong { nonce: 1 });
     }

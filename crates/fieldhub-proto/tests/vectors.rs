@@ -172,6 +172,8 @@ fn to_json(message: &Message<'_>) -> Value {
         Message::RxOverflow(o) => {
             json!({"type": "rx_overflow", "port": o.port, "dropped": o.dropped})
         }
+        Message::StatsRequest { request } => json!({"type": "stats_request", "request": request}),
+        Message::Stats { request, json } => json!({"type": "stats", "request": request, "json": json}),
         Message::Ping { nonce } => json!({"type": "ping", "nonce": nonce}),
         Message::Pong { nonce } => json!({"type": "pong", "nonce": nonce}),
     }
@@ -272,6 +274,8 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             "ping",
             "pong",
             "goodbye",
+            "stats_request",
+            "stats",
         ])
     );
     assert_eq!(kinds, set(&["can", "canfd", "error"]));

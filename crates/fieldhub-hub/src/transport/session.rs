@@ -245,6 +245,7 @@ fn read_loop<C: Connection>(
             })?,
             Message::ClosePort { port } => forward(Inbound::ClosePort { client, port })?,
             Message::Ping { nonce } => forward(Inbound::Ping { client, nonce })?,
+            Message::StatsRequest { request } => forward(Inbound::Stats { client, request })?,
             Message::Pong { .. } => {}
             Message::Goodbye(report) => return Ok(format!("client said goodbye: {}", report.text)),
             other => {
@@ -292,6 +293,7 @@ fn pack(packer: &mut Packer, item: Outbound) -> bool {
         }
         Outbound::PortClosed { port } => packer.push_message(&Message::PortClosed { port }),
         Outbound::Pong { nonce } => packer.push_message(&Message::Pong { nonce }),
+        Outbound::Stats { request, json } => packer.push_message(&Message::Stats { request, json: &json }),
         Outbound::Error { code, request, fatal, text } => {
             packer.push_message(&Message::Error(ErrorReport { code: code as u16, request, fatal, text: &text }));
         }

@@ -1,0 +1,71 @@
+//! The statistics document a hub sends in `STATS` (JSON, see
+//! `spec/protocol.md` section 3.10). With the `serde` feature these types
+//! serialize to and from exactly that document.
+
+/// Statistics of a whole hub.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct HubStats {
+    pub hub: String,
+    pub channels: Vec<ChannelStats>,
+    pub ports: Vec<PortStats>,
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub routes: Vec<RouteStats>,
+}
+
+/// One channel.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ChannelStats {
+    pub name: String,
+    /// `can` or `canfd`.
+    pub protocol: String,
+    pub bitrate: u32,
+    pub data_bitrate: u32,
+    /// `ideal` or `timed`.
+    pub timing: String,
+    /// Frames put on the channel.
+    pub frames: u64,
+    /// Per identifier (SocketCAN form), most frequent first.
+    pub ids: Vec<IdStats>,
+}
+
+/// Traffic of one identifier on one channel.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct IdStats {
+    pub id: u32,
+    pub frames: u64,
+    /// Frames of this id in the last completed second.
+    pub rate_hz: f64,
+}
+
+/// One port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct PortStats {
+    pub name: String,
+    pub channel: String,
+    pub client: u32,
+    pub port_id: u32,
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// Frames dropped because the port's receive queue was full.
+    pub rx_dropped: u64,
+    /// Frames discarded from the transmit queue.
+    pub tx_dropped: u64,
+    /// Frames waiting in the transmit queue now.
+    pub tx_pending: u32,
+}
+
+/// One gateway route.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct RouteStats {
+    pub from: String,
+    pub to: String,
+    /// Frames copied to `to`.
+    pub routed: u64,
+    /// Frames the route could not deliver (full gateway queue, FD onto classic CAN).
+    pub dropped: u64,
+}
