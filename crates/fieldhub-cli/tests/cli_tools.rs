@@ -132,3 +132,21 @@ fn invalid_config_file_is_rejected_naming_file_line_and_field() {
         "{stderr}"
     );
 }
+
+#[test]
+fn hub_serves_tcp_and_unix_socket_clients_on_one_bus() {
+    let socket = std::env::temp_dir().join(format!("fieldhub-test-{}.sock", std::process::id()));
+    let listen = format!("unix:{}", socket.display());
+    let hub = HubProcess::start_with(None, &["--listen", &listen, "--listen", "127.0.0.1:0"]);
+    let over_tcp = hub.client("tcp");
+    let over_unix = fieldhub_client::Client::connect(&listen).expect("connect over the unix socket");
+    let tx = over_unix.open_port("can0").unwrap();
+    over_tcp.open_port_with("can0", &lossless()).unwrap();
+    for i in 0..10_000 {
+        over_unix.send(&tx, &numbered(0x1, 4, i)).unwrap();
+    }
+    let got = recv_n(&over_tcp, 10_000);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(number_of(&r.frame), (4, i as u32));
+    }
+}
