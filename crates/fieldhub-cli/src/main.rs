@@ -4,6 +4,7 @@
 //! every behaviour lives in `fieldhub-hub`, `fieldhub-client` and
 //! `fieldhub-proto`. Errors are reported with context here, at the edge.
 
+mod ctl;
 mod dump;
 mod gen;
 mod hub;
@@ -31,6 +32,8 @@ enum Command {
     Gen(gen::GenArgs),
     /// Show channel, port and route statistics of a running hub.
     Stats(stats::StatsArgs),
+    /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
+    Ctl(ctl::CtlArgs),
 }
 
 /// `--hub URL`, shared by every tool that connects to a hub.
@@ -42,6 +45,19 @@ pub struct HubSelect {
 }
 
 impl HubSelect {
+    /// The base URL of the hub's HTTP control API (same host and port).
+    pub fn http_base(&self) -> anyhow::Result<String> {
+        let url = self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
+        match fieldhub_client::HubUrl::parse(&url) {
+            Ok(fieldhub_client::HubUrl::Tcp { host, port }) if host.contains(':') => {
+                Ok(format!("http://[{host}]:{port}"))
+            }
+            Ok(fieldhub_client::HubUrl::Tcp { host, port }) => Ok(format!("http://{host}:{port}")),
+            Ok(_) => anyhow::bail!("the control API is served over TCP; give --hub tcp://HOST:PORT"),
+            Err(why) => anyhow::bail!("invalid hub URL '{url}': {why}"),
+        }
+    }
+
     /// Connect, naming the client after the tool.
     pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
@@ -63,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Command::Send(args) => send::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Ctl(args) => ctl::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -176,14 +176,26 @@ fn malformed_handshake_is_refused() {
 }
 
 #[test]
-fn http_request_instead_of_a_handshake_is_refused() {
+fn garbage_that_is_not_a_handshake_is_refused() {
     let hub = with_bystanders(|hub| {
         let mut raw = Raw::connect(hub);
-        raw.0.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        raw.0.write_all(b"\x16\x03\x01\x02\x00 a TLS hello, not fieldhub").unwrap();
         let text = raw.expect_rejection(ErrorCode::Oversize);
         assert!(text.contains("fieldhub client"), "{text}");
     });
     hub.wait_for_log("is this a fieldhub client");
+}
+
+#[test]
+fn http_request_reaches_the_control_api_not_the_bus() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        raw.0.write_all(b"GET /api/v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        raw.0.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    });
+    drop(hub);
 }
 
 #[test]

@@ -575,8 +575,12 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
             Message::PortOpened(opened) => {
                 if let Some(slot) = shared.port_channels.get(opened.port as usize) {
                     slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
-                    shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
-                    shared.filters[opened.port as usize].store(None);
+                    // Request 0 is the hub's news that an open port moved to
+                    // another channel; the port keeps its counters and filters.
+                    if opened.request != 0 {
+                        shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
+                        shared.filters[opened.port as usize].store(None);
+                    }
                 }
                 shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
             }

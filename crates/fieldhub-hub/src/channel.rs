@@ -85,6 +85,11 @@ impl Channel {
             let mut winner: Option<(u32, u64, usize)> = None;
             let mut wake_at: Option<u64> = None;
             for (index, member) in self.members.iter_mut().enumerate() {
+                if !member.plugged {
+                    // A node without a cable cannot send: its frames are lost.
+                    member.discard_pending();
+                    continue;
+                }
                 match member.tx.offer(now_ns) {
                     Ok(Some(pending)) => {
                         let rank = (arbitration_key(&pending.frame), pending.arrival, index);
@@ -120,7 +125,8 @@ impl Channel {
         self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
         let meta = FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns };
         let frame = pending.frame;
-        for member in &mut self.members {
+        let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
+        for member in self.members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
             if member.port_id == sender {
                 if member.receives_own() {
                     member.deliver(frame.with_echo(true), meta, stopping);

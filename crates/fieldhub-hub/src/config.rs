@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The configuration used when none is given: two ideal classic CAN
 /// channels, `can0` and `can1`, listening on loopback only.
@@ -148,7 +148,7 @@ impl std::fmt::Display for ListenAddr {
 }
 
 /// Bus protocol of a channel.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// Classic CAN: CAN FD frames are rejected on this channel.
@@ -158,7 +158,7 @@ pub enum Protocol {
 }
 
 /// How a channel spends time.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Timing {
     /// No bandwidth limit: frames are sequenced as soon as the bus thread

@@ -28,6 +28,7 @@ pub mod bus;
 pub mod channel;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod credit;
 pub mod id_counter;
 pub mod member;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use config::{ConfigError, HubConfig, ListenAddr};
+use control::http::ControlServer;
 use queues::{Inbound, InboxSender};
 use transport::listener::{self, Bound};
 use transport::session::SessionContext;
@@ -66,6 +68,7 @@ pub struct Hub {
     sessions: Arc<SessionContext>,
     bus_thread: Option<JoinHandle<()>>,
     accept_threads: Vec<JoinHandle<()>>,
+    control: Option<Arc<ControlServer>>,
 }
 
 impl Hub {
@@ -105,12 +108,17 @@ impl Hub {
             sessions: Arc::clone(&ctx),
             bus_thread: Some(bus_thread),
             accept_threads: Vec::new(),
+            control: None,
         };
+        let control = ControlServer::start(hub.inbox.clone(), config.hub.token.clone())
+            .map_err(|source| StartError::Thread { what: "control", source })?;
+        let control = Arc::new(control);
+        hub.control = Some(Arc::clone(&control));
         for listener in bound {
-            let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
+            let (ctx, stopping, control) = (Arc::clone(&ctx), Arc::clone(&hub.stopping), Arc::clone(&control));
             let thread = std::thread::Builder::new()
                 .name("fh-accept".into())
-                .spawn(move || listener.accept_loop(ctx, stopping))
+                .spawn(move || listener.accept_loop(ctx, stopping, Some(control)))
                 .map_err(|source| StartError::Thread { what: "accept", source })?;
             hub.accept_threads.push(thread);
         }
@@ -137,6 +145,10 @@ impl Hub {
         }
         for thread in self.accept_threads.drain(..) {
             let _ = thread.join();
+        }
+        // The accept threads held the other references; this one stops it.
+        if let Some(control) = self.control.take().and_then(|c| Arc::try_unwrap(c).ok()) {
+            drop(control);
         }
         // Give every session the chance to write its GOODBYE before the
         // process may exit; a client that does not read cannot hold us long.

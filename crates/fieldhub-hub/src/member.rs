@@ -52,6 +52,10 @@ pub struct Member {
     /// Frames dropped since the last `RX_OVERFLOW` report was queued.
     unreported_drops: u32,
     pub counters: PortCounters,
+    /// False while the port's cable is pulled: it neither sends nor receives.
+    pub plugged: bool,
+    /// Segment of a cut channel the port is on (0 when the channel is whole).
+    pub segment: u8,
 }
 
 impl Member {
@@ -74,6 +78,8 @@ impl Member {
             credit: Some(credit),
             unreported_drops: 0,
             counters: PortCounters::default(),
+            plugged: true,
+            segment: 0,
         }
     }
 
@@ -88,6 +94,8 @@ impl Member {
             credit: None,
             unreported_drops: 0,
             counters: PortCounters::default(),
+            plugged: true,
+            segment: 0,
         }
     }
 

@@ -17,7 +17,9 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
 
+use crate::control::{ControlRequest, ControlResult};
 use crate::credit::TxCredit;
+use tokio::sync::oneshot;
 
 /// Hub-wide client id, as sent in `WELCOME`.
 pub type ClientId = u32;
@@ -51,6 +53,8 @@ pub enum Inbound {
     Ping { client: ClientId, nonce: u64 },
     /// `STATS_REQUEST`.
     Stats { client: ClientId, request: u32 },
+    /// A control-plane request (HTTP API); applied between two frames.
+    Control { request: ControlRequest, reply: oneshot::Sender<ControlResult> },
     /// The client's connection ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
     /// Stop the bus: say goodbye to every client and return.
@@ -174,6 +178,7 @@ impl std::fmt::Debug for Inbound {
             Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
+            Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }

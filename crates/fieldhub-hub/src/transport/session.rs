@@ -180,7 +180,7 @@ fn handshake<C: Connection>(
 }
 
 /// Compare secrets without an early exit that would leak their common prefix.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

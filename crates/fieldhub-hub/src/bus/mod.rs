@@ -27,6 +27,8 @@ use crate::credit::TxCredit;
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
+
+mod control;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 
 /// Requests handled per wake-up before the channels are served, so a flood
@@ -57,6 +59,8 @@ struct Client {
 
 /// A gateway route between two channels.
 struct Route {
+    /// Stable id for the control API.
+    id: u32,
     from: u16,
     to: u16,
     config: RouteConfig,
@@ -97,6 +101,7 @@ pub struct Bus {
     sent: Vec<Transmitted>,
     stopping: Arc<AtomicBool>,
     hub_name: String,
+    next_route_id: u32,
 }
 
 impl Bus {
@@ -110,6 +115,7 @@ impl Bus {
             .iter()
             .enumerate()
             .map(|(i, r)| Route {
+                id: i as u32,
                 from: channel_ids[&r.from],
                 to: channel_ids[&r.to],
                 config: r.clone(),
@@ -137,6 +143,7 @@ impl Bus {
             sent: Vec::with_capacity(1024),
             stopping,
             hub_name: config.hub.name.clone(),
+            next_route_id: config.routes.len() as u32,
         }
     }
 
@@ -242,6 +249,9 @@ impl Bus {
             }
             Inbound::ClosePort { client, port } => self.on_close_port(client, port),
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
+            Inbound::Control { request, reply } => {
+                let _ = reply.send(self.apply(request));
+            }
             Inbound::Stats { client, request } => {
                 let json = serde_json::to_string(&self.stats()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
                 self.reply(client, Outbound::Stats { request, json });
@@ -277,6 +287,11 @@ impl Bus {
             return self.reply(client_id, error);
         }
         let Some(member) = channel.member_mut(owned.port_id) else { return client.credit.release() };
+        if !member.plugged {
+            // Like a node whose cable is pulled: the frame goes nowhere.
+            member.counters.tx_dropped += 1;
+            return client.credit.release();
+        }
         member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0 });
         self.next_arrival += 1;
         self.dirty[owned.channel as usize] = true;
@@ -325,7 +340,7 @@ impl Bus {
     }
 
     /// A snapshot of every counter, for `STATS`.
-    fn stats(&mut self) -> HubStats {
+    pub(crate) fn stats(&mut self) -> HubStats {
         let now_ns = self.clock.now();
         let channels = self
             .channels

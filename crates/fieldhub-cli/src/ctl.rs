@@ -1,0 +1,122 @@
+//! `fieldhub ctl`: the hub's HTTP control API from the command line. Every
+//! subcommand is one API call; the answer is printed as JSON.
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+use crate::HubSelect;
+
+#[derive(clap::Args)]
+pub struct CtlArgs {
+    #[command(flatten)]
+    hub: HubSelect,
+    #[command(subcommand)]
+    operation: Operation,
+}
+
+#[derive(clap::Subcommand)]
+enum Operation {
+    /// Statistics of every channel, port and route.
+    Stats,
+    /// Channels with their configuration and ports.
+    Channels,
+    /// Open ports with channel, plugged state, segment and counters.
+    Ports,
+    /// Gateway routes.
+    Routes,
+    /// Plug a port's cable into a channel (moves it from its current one).
+    Plug { port: String, channel: String },
+    /// Pull a port's cable: it neither sends nor receives until plugged again.
+    Unplug { port: String },
+    /// Cut a channel: the given ports form a segment isolated from the others.
+    Cut {
+        channel: String,
+        #[arg(required = true)]
+        ports: Vec<String>,
+    },
+    /// Join a cut channel again.
+    Repair { channel: String },
+    /// Add a gateway route from one channel to another (like can-gw).
+    Bridge {
+        from: String,
+        to: String,
+        /// Identifier to match (hex) under --mask.
+        #[arg(long, value_parser = parse_hex, default_value = "0")]
+        id: u32,
+        /// Mask (hex); 0 matches every frame.
+        #[arg(long, value_parser = parse_hex, default_value = "0")]
+        mask: u32,
+        /// Only 29-bit identifiers.
+        #[arg(long, conflicts_with = "standard")]
+        extended: bool,
+        /// Only 11-bit identifiers.
+        #[arg(long)]
+        standard: bool,
+        /// Replace the identifier of routed frames (hex).
+        #[arg(long, value_parser = parse_hex)]
+        rewrite_id: Option<u32>,
+        /// Gateway hops a frame may already have made.
+        #[arg(long, default_value = "1")]
+        hop_limit: u8,
+    },
+    /// Remove a gateway route by id.
+    Unbridge { id: u32 },
+}
+
+fn parse_hex(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim_start_matches("0x"), 16).map_err(|_| format!("'{text}' is not a hex number"))
+}
+
+pub fn run(args: CtlArgs) -> anyhow::Result<()> {
+    let base = args.hub.http_base()?;
+    let (method, path, body) = match args.operation {
+        Operation::Stats => ("GET", "/api/v1/stats".to_owned(), None),
+        Operation::Channels => ("GET", "/api/v1/channels".to_owned(), None),
+        Operation::Ports => ("GET", "/api/v1/ports".to_owned(), None),
+        Operation::Routes => ("GET", "/api/v1/routes".to_owned(), None),
+        Operation::Plug { port, channel } => {
+            ("POST", format!("/api/v1/ports/{port}/plug"), Some(json!({ "channel": channel })))
+        }
+        Operation::Unplug { port } => ("POST", format!("/api/v1/ports/{port}/unplug"), None),
+        Operation::Cut { channel, ports } => {
+            ("POST", format!("/api/v1/channels/{channel}/cut"), Some(json!({ "ports": ports })))
+        }
+        Operation::Repair { channel } => ("POST", format!("/api/v1/channels/{channel}/repair"), None),
+        Operation::Bridge { from, to, id, mask, extended, standard, rewrite_id, hop_limit } => {
+            let only = if extended {
+                Some(true)
+            } else if standard {
+                Some(false)
+            } else {
+                None
+            };
+            let route = json!({ "from": from, "to": to, "id": id, "mask": mask, "extended": only,
+                                "rewrite_id": rewrite_id, "hop_limit": hop_limit });
+            ("POST", "/api/v1/routes".to_owned(), Some(route))
+        }
+        Operation::Unbridge { id } => ("DELETE", format!("/api/v1/routes/{id}"), None),
+    };
+    let answer = call(&base, method, &path, body)?;
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(())
+}
+
+/// One API call; a 4xx answer becomes an error carrying the hub's message.
+pub fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    let mut request = ureq::request(method, &format!("{base}{path}"));
+    if let Ok(token) = std::env::var("FIELDHUB_TOKEN") {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    let result = match body {
+        Some(body) => request.send_json(body),
+        None => request.call(),
+    };
+    match result {
+        Ok(response) => response.into_json::<Value>().context("the hub's answer is not JSON"),
+        Err(ureq::Error::Status(code, response)) => {
+            let text = response.into_json::<Value>().ok().and_then(|v| v["error"].as_str().map(str::to_owned));
+            bail!("{method} {path}: {code}: {}", text.unwrap_or_else(|| "no reason given".into()))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot reach the hub's control API at {base}")),
+    }
+}

@@ -1,0 +1,214 @@
+//! The HTTP control API and `fieldhub ctl` against a real hub: rewiring
+//! while traffic flows, and a clear 4xx for every kind of bad request.
+
+mod common;
+
+use common::*;
+use fieldhub_client::{Client, Port, PortConfig};
+use serde_json::{json, Value};
+
+fn base(hub: &HubProcess) -> String {
+    hub.url.replace("tcp://", "http://")
+}
+
+fn api(hub: &HubProcess, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let request = ureq::request(method, &format!("{}{path}", base(hub)));
+    let result = match body {
+        Some(b) => request.send_json(b),
+        None => request.call(),
+    };
+    match result {
+        Ok(r) => (r.status(), r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
+        Err(e) => panic!("{method} {path}: {e}"),
+    }
+}
+
+fn ok(hub: &HubProcess, method: &str, path: &str, body: Option<Value>) -> Value {
+    let (status, answer) = api(hub, method, path, body);
+    assert_eq!(status, 200, "{method} {path}: {answer}");
+    answer
+}
+
+struct Node {
+    client: Client,
+    port: Port,
+}
+
+fn node(hub: &HubProcess, name: &str, channel: &str) -> Node {
+    let client = hub.client(name);
+    let port = client.open_port_with(channel, &PortConfig { name: Some(name.into()), ..lossless() }).unwrap();
+    Node { client, port }
+}
+
+impl Node {
+    fn send(&self, tag: u8, count: u32) {
+        for i in 0..count {
+            self.client.send(&self.port, &numbered(0x100 + u32::from(tag), tag, i)).unwrap();
+        }
+        self.client.flush().unwrap();
+    }
+
+    /// Tags of every frame received so far (after a barrier).
+    fn heard(&self) -> Vec<(u8, u32)> {
+        self.client.flush().unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = self.client.try_recv().unwrap() {
+            got.push(number_of(&r.frame));
+        }
+        got
+    }
+}
+
+fn tags(heard: &[(u8, u32)]) -> Vec<u8> {
+    let mut t: Vec<u8> = heard.iter().map(|(tag, _)| *tag).collect();
+    t.dedup();
+    t
+}
+
+#[test]
+fn unplugged_port_neither_sends_nor_receives_and_plugging_restores_it() {
+    let hub = HubProcess::start();
+    let (a, b, c) = (node(&hub, "a", "can0"), node(&hub, "b", "can0"), node(&hub, "c", "can0"));
+    a.send(1, 100);
+    ok(&hub, "POST", "/api/v1/ports/b/unplug", None);
+    a.send(2, 100);
+    b.send(3, 100); // lost: b has no cable
+    ok(&hub, "POST", "/api/v1/ports/b/plug", Some(json!({"channel": "can0"})));
+    a.send(4, 100);
+    assert_eq!(tags(&b.heard()), [1, 4]);
+    assert_eq!(tags(&c.heard()), [1, 2, 4], "c lost nothing and heard nothing from the unplugged b");
+    let ports = ok(&hub, "GET", "/api/v1/ports", None);
+    let b_port = ports.as_array().unwrap().iter().find(|p| p["name"] == "b").unwrap();
+    assert_eq!((b_port["tx_dropped"].as_u64(), b_port["plugged"].as_bool()), (Some(100), Some(true)));
+}
+
+#[test]
+fn plugging_into_another_channel_moves_the_port() {
+    let hub = HubProcess::start();
+    let (a, mover, far) = (node(&hub, "a", "can0"), node(&hub, "mover", "can0"), node(&hub, "far", "can1"));
+    ok(&hub, "POST", "/api/v1/ports/mover/plug", Some(json!({"channel": "can1"})));
+    a.send(1, 50);
+    mover.send(2, 50);
+    assert_eq!(tags(&far.heard()), [2]);
+    let heard = mover.client.flush().and_then(|_| mover.client.try_recv()).unwrap();
+    assert!(heard.is_none(), "the moved port no longer hears can0");
+    assert_eq!(tags(&a.heard()), Vec::<u8>::new());
+}
+
+#[test]
+fn cut_isolates_segments_and_repair_joins_them() {
+    let hub = HubProcess::start();
+    let nodes: Vec<Node> = ["a", "b", "c", "d"].iter().map(|n| node(&hub, n, "can0")).collect();
+    let cut = ok(&hub, "POST", "/api/v1/channels/can0/cut", Some(json!({"ports": ["c", "d"]})));
+    assert_eq!(cut["cut"], true);
+    nodes[0].send(1, 200);
+    nodes[2].send(3, 200);
+    ok(&hub, "POST", "/api/v1/channels/can0/repair", None);
+    nodes[0].send(5, 200);
+    assert_eq!(tags(&nodes[1].heard()), [1, 5]);
+    assert_eq!(tags(&nodes[3].heard()), [3, 5]);
+    assert_eq!(tags(&nodes[2].heard()), [5]);
+    assert!(nodes[0].heard().is_empty(), "c's frames never crossed the cut to a");
+}
+
+#[test]
+fn bridge_and_unbridge_through_the_api() {
+    let hub = HubProcess::start();
+    let (a, far) = (node(&hub, "a", "can0"), node(&hub, "far", "can1"));
+    let route =
+        ok(&hub, "POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "can1", "id": 0x100, "mask": 0x7FF})));
+    a.send(0, 20); // id 0x100: routed
+    a.send(1, 20); // id 0x101: filtered out
+    assert_eq!(tags(&far.heard()), [0]);
+    let id = route["id"].as_u64().unwrap();
+    assert_eq!(ok(&hub, "GET", "/api/v1/routes", None)[0]["routed"], 20);
+    ok(&hub, "DELETE", &format!("/api/v1/routes/{id}"), None);
+    a.send(0, 20);
+    assert!(far.heard().is_empty());
+}
+
+#[test]
+fn every_bad_request_gets_a_4xx_with_a_reason_and_the_bus_goes_on() {
+    let hub = HubProcess::start();
+    let (a, b) = (node(&hub, "a", "can0"), node(&hub, "b", "can0"));
+    let cases: Vec<(&str, &str, Option<Value>, u16, &str)> = vec![
+        ("POST", "/api/v1/ports/ghost/unplug", None, 404, "no open port named 'ghost'"),
+        ("POST", "/api/v1/ports/ghost/plug", Some(json!({"channel": "can0"})), 404, "ghost"),
+        ("POST", "/api/v1/ports/a/plug", Some(json!({"channel": "can9"})), 404, "no channel named 'can9'"),
+        ("POST", "/api/v1/ports/a/plug", Some(json!({"chanel": "can0"})), 400, "invalid request body"),
+        ("POST", "/api/v1/ports/a/plug", None, 400, "invalid request body"),
+        ("POST", "/api/v1/channels/can9/cut", Some(json!({"ports": ["a"]})), 404, "can9"),
+        ("POST", "/api/v1/channels/can0/cut", Some(json!({"ports": []})), 422, "at least one port"),
+        ("POST", "/api/v1/channels/can1/cut", Some(json!({"ports": ["a"]})), 422, "is on channel 'can0'"),
+        ("POST", "/api/v1/channels/can0/repair", None, 409, "not cut"),
+        ("POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "can0"})), 422, "to itself"),
+        ("POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "nowhere"})), 404, "nowhere"),
+        ("POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "can1", "mask": 0x4000_0000u32})), 422, "mask"),
+        ("POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "can1", "hop_limit": 0})), 422, "hop_limit"),
+        ("POST", "/api/v1/routes", Some(json!({"from": "can0", "to": "can1", "colour": 1})), 400, "colour"),
+        ("DELETE", "/api/v1/routes/77", None, 404, "no route with id 77"),
+        ("DELETE", "/api/v1/routes/x", None, 400, "not a number"),
+        ("GET", "/api/v1/nothing", None, 404, "no such endpoint"),
+    ];
+    for (method, path, body, status, reason) in cases {
+        let (got, answer) = api(&hub, method, path, body);
+        assert_eq!(got, status, "{method} {path}: {answer}");
+        let text = answer["error"].as_str().unwrap_or_else(|| panic!("{method} {path}: no error text: {answer}"));
+        assert!(text.contains(reason), "{method} {path}: {text}");
+    }
+    ok(&hub, "POST", "/api/v1/ports/a/unplug", None);
+    let (status, answer) = api(&hub, "POST", "/api/v1/ports/a/unplug", None);
+    assert_eq!((status, answer["error"].as_str().unwrap()), (409, "port 'a' is already unplugged"));
+    ok(&hub, "POST", "/api/v1/ports/a/plug", Some(json!({"channel": "can0"})));
+    ok(&hub, "POST", "/api/v1/channels/can0/cut", Some(json!({"ports": ["a"]})));
+    let (status, _) = api(&hub, "POST", "/api/v1/channels/can0/cut", Some(json!({"ports": ["b"]})));
+    assert_eq!(status, 409);
+    ok(&hub, "POST", "/api/v1/channels/can0/repair", None);
+    b.send(7, 1000);
+    assert_eq!(a.heard().len(), 1000, "traffic flows after all the bad requests");
+}
+
+#[test]
+fn control_api_requires_the_token_when_the_hub_has_one() {
+    let hub = HubProcess::start_with(None, &["--token", "sesame"]);
+    let (status, answer) = api(&hub, "GET", "/api/v1/ports", None);
+    assert_eq!(status, 401);
+    assert!(answer["error"].as_str().unwrap().contains("Bearer"));
+    let with_token = ureq::get(&format!("{}/api/v1/ports", base(&hub))).set("Authorization", "Bearer sesame").call();
+    assert_eq!(with_token.unwrap().status(), 200);
+}
+
+#[test]
+fn openapi_document_is_served() {
+    let hub = HubProcess::start();
+    let text = ureq::get(&format!("{}/openapi.yaml", base(&hub))).call().unwrap().into_string().unwrap();
+    assert!(text.starts_with("openapi: 3"));
+    assert_eq!(text, include_str!("../../../spec/control-api.yaml"));
+}
+
+#[test]
+fn ctl_command_rewires_and_reports_errors_in_words() {
+    let hub = HubProcess::start();
+    let (a, b) = (node(&hub, "a", "can0"), node(&hub, "b", "can0"));
+    let ctl = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .arg("ctl")
+            .args(["--hub", &hub.url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&["unplug", "b"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    a.send(1, 10);
+    assert!(b.heard().is_empty());
+    assert!(ctl(&["plug", "b", "can0"]).status.success());
+    let ports: Value = serde_json::from_slice(&ctl(&["ports"]).stdout).unwrap();
+    assert_eq!(ports.as_array().unwrap().len(), 2);
+    let out = ctl(&["unplug", "nobody"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404: no open port named 'nobody'"));
+    let out = ctl(&["bridge", "can0", "can1", "--id", "100", "--mask", "7FF", "--rewrite-id", "200"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

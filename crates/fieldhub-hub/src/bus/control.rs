@@ -1,0 +1,251 @@
+//! Control requests applied by the bus thread, between two frames.
+
+use serde_json::{json, Value};
+
+use super::{Bus, Route, GATEWAY_PORT_BASE};
+use crate::config::{RouteConfig, MAX_HOP_LIMIT};
+use crate::control::{ControlError, ControlRequest, ControlResult, RouteSpec};
+use crate::member::Member;
+use crate::queues::Outbound;
+use fieldhub_proto::frame::MAX_EXTENDED_ID;
+
+/// Most gateway routes one hub carries.
+const MAX_ROUTES: usize = 1024;
+
+impl Bus {
+    /// Apply one control request.
+    pub(crate) fn apply(&mut self, request: ControlRequest) -> ControlResult {
+        match request {
+            ControlRequest::Stats => {
+                serde_json::to_value(self.stats()).map_err(|e| ControlError::Invalid(e.to_string()))
+            }
+            ControlRequest::Channels => Ok(self.channels_json()),
+            ControlRequest::Ports => Ok(Value::Array(self.ports_json())),
+            ControlRequest::Routes => Ok(Value::Array(self.routes.iter().map(|r| self.route_json(r)).collect())),
+            ControlRequest::Plug { port, channel } => self.plug(&port, &channel),
+            ControlRequest::Unplug { port } => self.unplug(&port),
+            ControlRequest::Cut { channel, ports } => self.cut(&channel, &ports),
+            ControlRequest::Repair { channel } => self.repair(&channel),
+            ControlRequest::AddRoute(spec) => self.add_route(spec),
+            ControlRequest::RemoveRoute { id } => self.remove_route(id),
+        }
+    }
+
+    fn channel_index(&self, name: &str) -> Result<u16, ControlError> {
+        self.channel_ids.get(name).copied().ok_or_else(|| {
+            let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            ControlError::NotFound(format!("no channel named '{name}' (channels: {})", known.join(", ")))
+        })
+    }
+
+    /// (channel index, position in its member list) of the open port `name`.
+    fn find_port(&self, name: &str) -> Result<(usize, usize), ControlError> {
+        let port_id = self
+            .port_names
+            .iter()
+            .find(|(_, n)| n.as_str() == name)
+            .map(|(&id, _)| id)
+            .ok_or_else(|| ControlError::NotFound(format!("no open port named '{name}'")))?;
+        self.channels
+            .iter()
+            .enumerate()
+            .find_map(|(c, channel)| channel.members.iter().position(|m| m.port_id == port_id).map(|m| (c, m)))
+            .ok_or_else(|| ControlError::NotFound(format!("port '{name}' is not attached to any channel")))
+    }
+
+    fn port_json(&self, channel: usize, member: &Member) -> Value {
+        json!({
+            "name": self.port_names.get(&member.port_id),
+            "port_id": member.port_id,
+            "client": member.client,
+            "channel": self.channels[channel].name(),
+            "plugged": member.plugged,
+            "segment": member.segment,
+            "tx_frames": member.counters.tx_frames,
+            "rx_frames": member.counters.rx_frames,
+            "rx_dropped": member.counters.rx_dropped,
+            "tx_dropped": member.counters.tx_dropped,
+            "tx_pending": member.tx.len(),
+        })
+    }
+
+    fn ports_json(&self) -> Vec<Value> {
+        let mut ports: Vec<(u32, Value)> = self
+            .channels
+            .iter()
+            .enumerate()
+            .flat_map(|(c, channel)| {
+                channel.members.iter().filter(|m| m.is_client()).map(move |m| (m.port_id, self.port_json(c, m)))
+            })
+            .collect();
+        ports.sort_by_key(|(id, _)| *id);
+        ports.into_iter().map(|(_, v)| v).collect()
+    }
+
+    fn channels_json(&self) -> Value {
+        Value::Array(self.channels.iter().map(|c| self.channel_json(c.id as usize)).collect())
+    }
+
+    fn channel_json(&self, index: usize) -> Value {
+        let c = &self.channels[index];
+        let ports: Vec<&String> =
+            c.members.iter().filter(|m| m.is_client()).filter_map(|m| self.port_names.get(&m.port_id)).collect();
+        let cut: Vec<&String> = c
+            .members
+            .iter()
+            .filter(|m| m.is_client() && m.segment != 0)
+            .filter_map(|m| self.port_names.get(&m.port_id))
+            .collect();
+        json!({
+            "name": c.name(),
+            "protocol": c.config.protocol,
+            "bitrate": c.config.bitrate,
+            "data_bitrate": c.config.effective_data_bitrate(),
+            "timing": c.config.timing,
+            "frames": c.frames,
+            "ports": ports,
+            "cut": !cut.is_empty(),
+            "cut_off_ports": cut,
+        })
+    }
+
+    fn route_json(&self, r: &Route) -> Value {
+        let dropped = self.channels[r.to as usize]
+            .members
+            .iter()
+            .find(|m| m.port_id == r.port_id)
+            .map_or(0, |m| m.counters.tx_dropped);
+        json!({
+            "id": r.id,
+            "from": r.config.from,
+            "to": r.config.to,
+            "id_filter": r.config.id,
+            "mask": r.config.mask,
+            "extended": r.config.extended,
+            "rewrite_id": r.config.rewrite_id,
+            "hop_limit": r.config.hop_limit,
+            "routed": r.routed,
+            "dropped": dropped,
+        })
+    }
+
+    fn plug(&mut self, port: &str, channel: &str) -> ControlResult {
+        let target = self.channel_index(channel)? as usize;
+        let (current, at) = self.find_port(port)?;
+        if current != target {
+            let mut member = self.channels[current].members.remove(at);
+            // Frames queued for the old bus never reach the new one.
+            member.discard_pending();
+            member.segment = 0;
+            member.plugged = true;
+            let (client_id, handle, port_id) = (member.client, member.port, member.port_id);
+            self.channels[target].members.push(member);
+            if let Some(client) = self.clients.get_mut(&client_id) {
+                if let Some(owned) = client.ports[handle as usize].as_mut() {
+                    owned.channel = target as u16;
+                }
+            }
+            // Request 0: not an answer but the news that the port moved.
+            let moved = Outbound::PortOpened { request: 0, port: handle, channel_id: target as u16, port_id };
+            self.reply(client_id, moved);
+        } else {
+            self.channels[current].members[at].plugged = true;
+        }
+        let (c, at) = self.find_port(port)?;
+        Ok(self.port_json(c, &self.channels[c].members[at]))
+    }
+
+    fn unplug(&mut self, port: &str) -> ControlResult {
+        let (c, at) = self.find_port(port)?;
+        let member = &mut self.channels[c].members[at];
+        if !member.plugged {
+            return Err(ControlError::Conflict(format!("port '{port}' is already unplugged")));
+        }
+        member.plugged = false;
+        member.discard_pending();
+        Ok(self.port_json(c, &self.channels[c].members[at]))
+    }
+
+    fn cut(&mut self, channel: &str, ports: &[String]) -> ControlResult {
+        let index = self.channel_index(channel)? as usize;
+        if ports.is_empty() {
+            return Err(ControlError::Invalid("name at least one port to cut off".into()));
+        }
+        if self.channels[index].members.iter().any(|m| m.segment != 0) {
+            return Err(ControlError::Conflict(format!("channel '{channel}' is already cut; repair it first")));
+        }
+        let mut ids = Vec::with_capacity(ports.len());
+        for port in ports {
+            let (c, at) = self.find_port(port)?;
+            if c != index {
+                return Err(ControlError::Invalid(format!(
+                    "port '{port}' is on channel '{}'",
+                    self.channels[c].name()
+                )));
+            }
+            ids.push(self.channels[c].members[at].port_id);
+        }
+        for member in self.channels[index].members.iter_mut().filter(|m| ids.contains(&m.port_id)) {
+            member.segment = 1;
+        }
+        Ok(self.channel_json(index))
+    }
+
+    fn repair(&mut self, channel: &str) -> ControlResult {
+        let index = self.channel_index(channel)? as usize;
+        let members = &mut self.channels[index].members;
+        if members.iter().all(|m| m.segment == 0) {
+            return Err(ControlError::Conflict(format!("channel '{channel}' is not cut")));
+        }
+        members.iter_mut().for_each(|m| m.segment = 0);
+        Ok(self.channel_json(index))
+    }
+
+    fn add_route(&mut self, spec: RouteSpec) -> ControlResult {
+        let from = self.channel_index(&spec.from)?;
+        let to = self.channel_index(&spec.to)?;
+        if from == to {
+            return Err(ControlError::Invalid(format!("a route from '{}' to itself would echo every frame", spec.to)));
+        }
+        for (key, value) in [("id", Some(spec.id)), ("mask", Some(spec.mask)), ("rewrite_id", spec.rewrite_id)] {
+            if let Some(v) = value.filter(|&v| v > MAX_EXTENDED_ID) {
+                return Err(ControlError::Invalid(format!("{key} 0x{v:X} exceeds the 29-bit identifier range")));
+            }
+        }
+        if spec.hop_limit == 0 || spec.hop_limit > MAX_HOP_LIMIT {
+            return Err(ControlError::Invalid(format!("hop_limit {} is not 1..={MAX_HOP_LIMIT}", spec.hop_limit)));
+        }
+        if self.routes.len() >= MAX_ROUTES {
+            return Err(ControlError::Conflict(format!("the hub carries at most {MAX_ROUTES} routes")));
+        }
+        let id = self.next_route_id;
+        self.next_route_id += 1;
+        let config = RouteConfig {
+            from: spec.from,
+            to: spec.to,
+            id: spec.id,
+            mask: spec.mask,
+            extended: spec.extended,
+            rewrite_id: spec.rewrite_id,
+            hop_limit: spec.hop_limit,
+        };
+        let route = Route { id, from, to, config, port_id: GATEWAY_PORT_BASE + id, routed: 0 };
+        self.channels[to as usize].members.push(Member::gateway(route.port_id));
+        let answer = self.route_json(&route);
+        self.routes.push(route);
+        Ok(answer)
+    }
+
+    fn remove_route(&mut self, id: u32) -> ControlResult {
+        let at = self
+            .routes
+            .iter()
+            .position(|r| r.id == id)
+            .ok_or_else(|| ControlError::NotFound(format!("no route with id {id}")))?;
+        let answer = self.route_json(&self.routes[at]);
+        let route = self.routes.remove(at);
+        self.channels[route.to as usize].detach(route.port_id);
+        Ok(answer)
+    }
+}

@@ -1,0 +1,285 @@
+//! The HTTP/JSON control API (axum), served on the hub's TCP listen
+//! addresses: a connection whose first bytes are an HTTP method is handed
+//! here instead of to the binary protocol. The OpenAPI document
+//! (`spec/control-api.yaml`) is served at `/openapi.yaml`.
+//!
+//! Runs on its own thread with a single-threaded tokio runtime; every request
+//! becomes one [`Inbound::Control`] for the bus thread and waits for its
+//! answer. When the hub has a token, every request must carry it as
+//! `Authorization: Bearer <token>`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{ControlError, ControlRequest, ControlResult, RouteSpec};
+use crate::queues::{Inbound, InboxSender};
+
+/// The OpenAPI document of this API, kept in the repository.
+pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
+
+/// Every route of the API: (method, path). The OpenAPI document must list
+/// each one (a test checks it).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/openapi.yaml"),
+    ("get", "/api/v1/stats"),
+    ("get", "/api/v1/channels"),
+    ("get", "/api/v1/ports"),
+    ("get", "/api/v1/routes"),
+    ("post", "/api/v1/routes"),
+    ("delete", "/api/v1/routes/{id}"),
+    ("post", "/api/v1/ports/{port}/plug"),
+    ("post", "/api/v1/ports/{port}/unplug"),
+    ("post", "/api/v1/channels/{channel}/cut"),
+    ("post", "/api/v1/channels/{channel}/repair"),
+];
+
+/// How long an HTTP request waits for the bus thread.
+const BUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct ApiState {
+    inbox: InboxSender,
+    token: Option<String>,
+}
+
+/// The running control server; dropping it stops the server.
+pub struct ControlServer {
+    connections: mpsc::UnboundedSender<std::net::TcpStream>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlServer {
+    /// Start the server thread.
+    pub fn start(inbox: InboxSender, token: Option<String>) -> std::io::Result<Self> {
+        let (connections, incoming) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let state = Arc::new(ApiState { inbox, token });
+        let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
+            runtime.block_on(async move {
+                let app = router(state);
+                let listener = HandedOver { incoming };
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        })?;
+        Ok(Self { connections, stop: Some(stop), thread: Some(thread) })
+    }
+
+    /// Serve `stream`, an accepted TCP connection that speaks HTTP.
+    pub fn hand_over(&self, stream: std::net::TcpStream) {
+        let _ = self.connections.send(stream);
+    }
+
+    /// Stop serving and wait for the server thread.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether the first bytes of a connection are an HTTP request line.
+pub fn looks_like_http(first: &[u8]) -> bool {
+    const METHODS: [&[u8]; 9] = [b"GET ", b"POST", b"PUT ", b"DELE", b"HEAD", b"PATC", b"OPTI", b"CONN", b"TRAC"];
+    METHODS.iter().any(|m| first.starts_with(m))
+}
+
+/// Connections accepted by the hub's listeners and found to speak HTTP.
+struct HandedOver {
+    incoming: mpsc::UnboundedReceiver<std::net::TcpStream>,
+}
+
+impl axum::serve::Listener for HandedOver {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some(stream) = self.incoming.recv().await else {
+                // The hub is stopping; graceful shutdown ends the server.
+                std::future::pending::<()>().await;
+                continue;
+            };
+            let Ok(peer) = stream.peer_addr() else { continue };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if let Ok(io) = tokio::net::TcpStream::from_std(stream) {
+                return (io, peer);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+}
+
+fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/openapi.yaml", get(|| async { ([("content-type", "application/yaml")], OPENAPI) }))
+        .route("/api/v1/stats", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Stats)))
+        .route("/api/v1/channels", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Channels)))
+        .route("/api/v1/ports", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Ports)))
+        .route("/api/v1/routes", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Routes)).post(add_route))
+        .route("/api/v1/routes/{id}", delete(remove_route))
+        .route("/api/v1/ports/{port}/plug", post(plug))
+        .route("/api/v1/ports/{port}/unplug", post(unplug))
+        .route("/api/v1/channels/{channel}/cut", post(cut))
+        .route("/api/v1/channels/{channel}/repair", post(repair))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), authorize))
+        .with_state(state)
+}
+
+async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+    if let Some(token) = &state.token {
+        let presented = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let ok = presented.is_some_and(|p| crate::transport::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
+        if !ok {
+            return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into());
+        }
+    }
+    next.run(request).await
+}
+
+fn error(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+/// Hand a request to the bus thread and turn its answer into a response.
+async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
+    let (reply, answer) = oneshot::channel::<ControlResult>();
+    let inbox = state.inbox.clone();
+    let queued =
+        tokio::task::spawn_blocking(move || inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT))
+            .await
+            .map(|sent| sent.is_ok())
+            .unwrap_or(false);
+    if !queued {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into());
+    }
+    match tokio::time::timeout(BUS_TIMEOUT, answer).await {
+        Ok(Ok(Ok(body))) => Json(body).into_response(),
+        Ok(Ok(Err(ControlError::NotFound(m)))) => error(StatusCode::NOT_FOUND, m),
+        Ok(Ok(Err(ControlError::Conflict(m)))) => error(StatusCode::CONFLICT, m),
+        Ok(Ok(Err(ControlError::Invalid(m)))) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        _ => error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into()),
+    }
+}
+
+/// The request body, or the response explaining why it is unusable.
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
+    parsed
+        .map(|Json(v)| v)
+        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text()))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlugBody {
+    channel: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CutBody {
+    ports: Vec<String>,
+}
+
+async fn plug(
+    State(s): State<Arc<ApiState>>,
+    Path(port): Path<String>,
+    b: Result<Json<PlugBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(PlugBody { channel }) => ask(s, ControlRequest::Plug { port, channel }).await,
+        Err(response) => *response,
+    }
+}
+
+async fn unplug(State(s): State<Arc<ApiState>>, Path(port): Path<String>) -> Response {
+    ask(s, ControlRequest::Unplug { port }).await
+}
+
+async fn cut(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<CutBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(CutBody { ports }) => ask(s, ControlRequest::Cut { channel, ports }).await,
+        Err(response) => *response,
+    }
+}
+
+async fn repair(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Repair { channel }).await
+}
+
+async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteSpec>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(spec) => ask(s, ControlRequest::AddRoute(spec)).await,
+        Err(response) => *response,
+    }
+}
+
+async fn remove_route(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+    match id.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::RemoveRoute { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("route id '{id}' is not a number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openapi_document_lists_every_route() {
+        for (method, path) in ROUTES {
+            let at = OPENAPI
+                .find(&format!("\n  {path}:"))
+                .unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
+            let section = &OPENAPI[at + 1..];
+            let end = section[2..].find("\n  /").map_or(section.len(), |e| e + 2);
+            assert!(section[..end].contains(&format!("\n    {method}:")), "{method} {path} missing");
+        }
+    }
+
+    #[test]
+    fn http_methods_are_told_apart_from_the_binary_handshake() {
+        assert!(looks_like_http(b"GET /api/v1/stats HTTP/1.1"));
+        assert!(looks_like_http(b"POST"));
+        assert!(!looks_like_http(&[0x0c, 0, 0, 0]));
+    }
+}

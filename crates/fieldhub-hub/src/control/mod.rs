@@ -1,0 +1,89 @@
+//! The control plane: requests that inspect or change the bus while it
+//! runs — wiring (plug, unplug, cut, repair), gateway routes, statistics.
+//!
+//! Requests arrive over HTTP ([`http`]) on the hub's own TCP listen address
+//! (a connection that starts with an HTTP method is handed to the control
+//! server) and travel to the bus thread as [`crate::queues::Inbound::Control`];
+//! the bus thread applies them between two frames, so every change is atomic
+//! with respect to traffic and the data path never takes a lock for them.
+
+pub mod http;
+
+use serde::Deserialize;
+
+/// An operation on the bus.
+#[derive(Debug, Clone)]
+pub enum ControlRequest {
+    Stats,
+    Channels,
+    Ports,
+    Routes,
+    /// Attach an open port to a channel (a cable plugged in).
+    Plug {
+        port: String,
+        channel: String,
+    },
+    /// Detach an open port from its channel (a cable pulled).
+    Unplug {
+        port: String,
+    },
+    /// Split a channel: `ports` form a second segment, isolated from the rest.
+    Cut {
+        channel: String,
+        ports: Vec<String>,
+    },
+    /// Join a cut channel's segments again.
+    Repair {
+        channel: String,
+    },
+    /// Add a gateway route (bridge two channels, optionally filtered).
+    AddRoute(RouteSpec),
+    /// Remove a gateway route by its id.
+    RemoveRoute {
+        id: u32,
+    },
+}
+
+/// A route as the API takes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub id: u32,
+    #[serde(default)]
+    pub mask: u32,
+    #[serde(default)]
+    pub extended: Option<bool>,
+    #[serde(default)]
+    pub rewrite_id: Option<u32>,
+    #[serde(default = "one")]
+    pub hop_limit: u8,
+}
+
+fn one() -> u8 {
+    1
+}
+
+/// Why a request was not applied. Maps to an HTTP 4xx status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    /// A named thing does not exist (404).
+    NotFound(String),
+    /// The request conflicts with the bus's state (409).
+    Conflict(String),
+    /// The request is malformed or out of range (422).
+    Invalid(String),
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound(m) | Self::Conflict(m) | Self::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The answer to a request: a JSON document or an error.
+pub type ControlResult = Result<serde_json::Value, ControlError>;
