@@ -61,6 +61,25 @@ enum Operation {
     },
     /// Remove a gateway route by id.
     Unbridge { id: u32 },
+    /// Short a channel: the bus is stuck dominant until `unshort`.
+    Short { channel: String },
+    /// Clear a short.
+    Unshort { channel: String },
+    /// Force a port's controller into error_active, error_passive or bus_off.
+    Force { port: String, state: String },
+    /// Fault rules: add (JSON, see `docs/faults.md`), list, remove.
+    #[command(subcommand)]
+    Fault(FaultOperation),
+}
+
+#[derive(clap::Subcommand)]
+enum FaultOperation {
+    /// Add a rule, e.g. '{"channel":"can0","at":"bus","id":256,"mask":2047,"action":{"type":"drop"},"probability":0.1,"seed":42}'
+    Add { rule: String },
+    /// List rules with their matched/applied counters.
+    List,
+    /// Remove a rule by id.
+    Remove { id: u32 },
 }
 
 fn parse_hex(text: &str) -> Result<u32, String> {
@@ -95,6 +114,17 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             ("POST", "/api/v1/routes".to_owned(), Some(route))
         }
         Operation::Unbridge { id } => ("DELETE", format!("/api/v1/routes/{id}"), None),
+        Operation::Short { channel } => ("POST", format!("/api/v1/channels/{channel}/short"), None),
+        Operation::Unshort { channel } => ("POST", format!("/api/v1/channels/{channel}/unshort"), None),
+        Operation::Force { port, state } => {
+            ("POST", format!("/api/v1/ports/{port}/state"), Some(json!({ "state": state })))
+        }
+        Operation::Fault(FaultOperation::Add { rule }) => {
+            let rule: Value = serde_json::from_str(&rule).context("the rule is not valid JSON")?;
+            ("POST", "/api/v1/faults".to_owned(), Some(rule))
+        }
+        Operation::Fault(FaultOperation::List) => ("GET", "/api/v1/faults".to_owned(), None),
+        Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
     };
     let answer = call(&base, method, &path, body)?;
     println!("{}", serde_json::to_string_pretty(&answer)?);

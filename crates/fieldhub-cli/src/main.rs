@@ -8,6 +8,8 @@ mod ctl;
 mod dump;
 mod gen;
 mod hub;
+mod record;
+mod replay;
 mod send;
 mod stats;
 
@@ -32,6 +34,10 @@ enum Command {
     Gen(gen::GenArgs),
     /// Show channel, port and route statistics of a running hub.
     Stats(stats::StatsArgs),
+    /// Record channels to a candump log (.log) or Vector ASC (.asc) file.
+    Record(record::RecordArgs),
+    /// Play a candump log or Vector ASC file back onto the hub, with its timing or --fast.
+    Replay(replay::ReplayArgs),
     /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
     Ctl(ctl::CtlArgs),
 }
@@ -79,6 +85,8 @@ fn main() -> std::process::ExitCode {
         Command::Send(args) => send::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {

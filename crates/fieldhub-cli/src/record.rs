@@ -47,7 +47,10 @@ fn format_for(args: &RecordArgs) -> anyhow::Result<Format> {
         None => Ok(Format::Candump),
         Some(path) => match Format::from_path(path) {
             Some(format) => Ok(format),
-            None => bail!("cannot tell the log format from '{}': name it .log or .asc, or pass -f candump|asc", path.display()),
+            None => bail!(
+                "cannot tell the log format from '{}': name it .log or .asc, or pass -f candump|asc",
+                path.display()
+            ),
         },
     }
 }

@@ -7,29 +7,6 @@ use common::*;
 use fieldhub_client::{Client, Port, PortConfig};
 use serde_json::{json, Value};
 
-fn base(hub: &HubProcess) -> String {
-    hub.url.replace("tcp://", "http://")
-}
-
-fn api(hub: &HubProcess, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let request = ureq::request(method, &format!("{}{path}", base(hub)));
-    let result = match body {
-        Some(b) => request.send_json(b),
-        None => request.call(),
-    };
-    match result {
-        Ok(r) => (r.status(), r.into_json().unwrap()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
-}
-
-fn ok(hub: &HubProcess, method: &str, path: &str, body: Option<Value>) -> Value {
-    let (status, answer) = api(hub, method, path, body);
-    assert_eq!(status, 200, "{method} {path}: {answer}");
-    answer
-}
-
 struct Node {
     client: Client,
     port: Port,

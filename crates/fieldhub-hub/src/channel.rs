@@ -13,11 +13,14 @@
 //! one). Members are visited in one fixed order, and every member's queue is
 //! FIFO, so all receivers see the channel's single order.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::AtomicBool;
 
 use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::config::ChannelConfig;
+use crate::fault::{ack_error_frame, corruption_error_frame, transform, Action, FaultRule, Position};
 use crate::id_counter::IdCounter;
 use crate::member::Member;
 use crate::tx_queue::Pending;
@@ -47,6 +50,95 @@ pub fn arbitration_key(frame: &Frame) -> u32 {
     }
 }
 
+/// Bus time a failed transmission occupies before the controller may retry:
+/// the frame up to the error (bounded by the longest frame of its kind at the
+/// nominal rate: 135 bits for classic CAN with worst-case stuffing, 703 for a
+/// 64-byte CAN FD frame) plus an error frame (6-bit flag, 8-bit delimiter,
+/// 3-bit intermission). Pacing retries this way keeps a permanently failing
+/// node (no ACK, a short) from spinning the bus thread in `ideal` timing.
+fn failed_attempt_ns(frame: &Frame, bitrate: u32) -> u64 {
+    const ERROR_FRAME_BITS: u64 = 6 + 8 + 3;
+    let frame_bits: u64 = if frame.is_fd() { 703 } else { 135 };
+    (frame_bits + ERROR_FRAME_BITS) * 1_000_000_000 / u64::from(bitrate.max(1))
+}
+
+/// Most frames `delay` rules may hold at once on one channel.
+pub const MAX_HELD: usize = 64 * 1024;
+
+/// What a chain of fault rules decided for a frame at one position.
+#[derive(Clone, Copy, Debug)]
+enum Fate {
+    /// Deliver this (possibly changed) frame, plus `copies` duplicates.
+    Deliver {
+        frame: Frame,
+        copies: u8,
+    },
+    Drop,
+    /// Hold the frame back this many nanoseconds.
+    Delay(u64),
+    Corrupt,
+}
+
+/// Evaluate the rules of one position, in order: drop, delay and corrupt end
+/// the chain; flip and modify change the frame for the rules after them;
+/// duplicates add up.
+fn decide_fate(
+    rules: &mut [FaultRule],
+    at: Position,
+    frame: Frame,
+    sender: u32,
+    receiver: Option<u32>,
+    now_ns: u64,
+) -> Fate {
+    let mut frame = frame;
+    let mut copies = 0u8;
+    for rule in rules.iter_mut().filter(|r| r.at == at) {
+        match rule.decide(&frame, sender, receiver, now_ns) {
+            None => {}
+            Some(Action::Drop) => return Fate::Drop,
+            Some(Action::Delay { ms }) => return Fate::Delay((ms * 1e6) as u64),
+            Some(Action::Corrupt) => return Fate::Corrupt,
+            Some(Action::Duplicate { copies: extra }) => copies = copies.saturating_add(extra),
+            Some(action) => frame = transform(&action, &frame).unwrap_or(frame),
+        }
+    }
+    Fate::Deliver { frame, copies }
+}
+
+/// A frame a `delay` rule holds back.
+#[derive(Debug)]
+enum Held {
+    /// Not yet on the bus; `bus_rules` says whether bus-position rules still apply.
+    ToBus { sender: u32, pending: Pending, bus_rules: bool },
+    /// Sequenced already; one receiver gets it late.
+    ToPort { port_id: u32, frame: Frame, meta: FrameMeta },
+}
+
+#[derive(Debug)]
+struct Delayed {
+    due_ns: u64,
+    /// Keeps frames due at the same time in the order they were held.
+    order: u64,
+    held: Held,
+}
+
+impl PartialEq for Delayed {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due_ns, self.order) == (other.due_ns, other.order)
+    }
+}
+impl Eq for Delayed {}
+impl PartialOrd for Delayed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Delayed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.due_ns, self.order).cmp(&(other.due_ns, other.order))
+    }
+}
+
 /// One bus.
 pub struct Channel {
     pub id: u16,
@@ -55,9 +147,17 @@ pub struct Channel {
     last_seq: u64,
     last_timestamp_ns: u64,
     pub members: Vec<Member>,
-    /// Frames put on the channel.
+    /// Frames put on the channel (error frames included).
     pub frames: u64,
     pub ids: IdCounter,
+    /// Fault rules, evaluated in order.
+    pub rules: Vec<FaultRule>,
+    held: BinaryHeap<Reverse<Delayed>>,
+    held_order: u64,
+    /// Frames a `delay` rule could not hold because too many were held.
+    pub held_overflow: u64,
+    /// Stuck dominant: every transmission fails until cleared.
+    pub shorted: bool,
 }
 
 impl Channel {
@@ -70,6 +170,11 @@ impl Channel {
             members: Vec::new(),
             frames: 0,
             ids: IdCounter::default(),
+            rules: Vec::new(),
+            held: BinaryHeap::new(),
+            held_order: 0,
+            held_overflow: 0,
+            shorted: false,
         }
     }
 
@@ -81,13 +186,26 @@ impl Channel {
     /// Transmitted frames are appended to `sent` (for gateway routes).
     /// Returns the bus time at which the channel wants to be served again.
     pub fn service(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
+        self.release_held(now_ns, stopping, sent);
         loop {
             let mut winner: Option<(u32, u64, usize)> = None;
-            let mut wake_at: Option<u64> = None;
+            let mut wake_at: Option<u64> = self.held.peek().map(|Reverse(h)| h.due_ns);
+            let mut earliest = |at: u64| wake_at = Some(wake_at.map_or(at, |w: u64| w.min(at)));
             for (index, member) in self.members.iter_mut().enumerate() {
                 if !member.plugged {
                     // A node without a cable cannot send: its frames are lost.
                     member.discard_pending();
+                    continue;
+                }
+                if let Some(until) = member.errors.bus_off_until {
+                    if now_ns < until {
+                        earliest(until);
+                        continue;
+                    }
+                    member.errors.recover();
+                }
+                if now_ns < member.retry_at {
+                    earliest(member.retry_at);
                     continue;
                 }
                 match member.tx.offer(now_ns) {
@@ -98,19 +216,172 @@ impl Channel {
                         }
                     }
                     Ok(None) => {}
-                    Err(ready_at) => wake_at = Some(wake_at.map_or(ready_at, |w| w.min(ready_at))),
+                    Err(ready_at) => earliest(ready_at),
                 }
             }
             let Some((_, _, index)) = winner else { return wake_at };
-            let member = &mut self.members[index];
-            let Some(pending) = member.tx.take(now_ns) else { return wake_at };
-            member.sent_one();
-            let sender = member.port_id;
-            self.transmit(sender, pending, now_ns, stopping, sent);
+            let Some(pending) = self.members[index].tx.take(now_ns) else { return wake_at };
+            if self.shorted {
+                self.corrupt(index, pending, now_ns, stopping);
+                continue;
+            }
+            let sender = self.members[index].port_id;
+            if self.config.no_ack && !self.has_listener(index) {
+                self.unacknowledged(index, pending, now_ns, stopping);
+                continue;
+            }
+            let fate = decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, now_ns);
+            let (frame, copies) = match fate {
+                Fate::Drop => {
+                    self.members[index].sent_one();
+                    continue;
+                }
+                Fate::Delay(ns) => {
+                    self.members[index].sent_one();
+                    self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: true });
+                    continue;
+                }
+                Fate::Corrupt => {
+                    self.corrupt(index, pending, now_ns, stopping);
+                    continue;
+                }
+                Fate::Deliver { frame, copies } => (frame, copies),
+            };
+            match decide_fate(&mut self.rules, Position::Bus, frame, sender, None, now_ns) {
+                Fate::Corrupt => self.corrupt(index, Pending { frame, ..pending }, now_ns, stopping),
+                bus_fate => {
+                    self.members[index].sent_one();
+                    self.members[index].errors.transmitted();
+                    let extra = copies;
+                    self.apply_bus_fate(bus_fate, sender, Pending { frame, ..pending }, extra, now_ns, stopping, sent);
+                }
+            }
         }
     }
 
-    /// Put a frame that won arbitration on the bus at `now_ns` and fan it out.
+    /// Carry out a bus-position decision for a frame that is leaving.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_bus_fate(
+        &mut self,
+        fate: Fate,
+        sender: u32,
+        pending: Pending,
+        extra_copies: u8,
+        now_ns: u64,
+        stopping: &AtomicBool,
+        sent: &mut Vec<Transmitted>,
+    ) {
+        match fate {
+            Fate::Drop => {}
+            Fate::Delay(ns) => self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: false }),
+            Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, stopping),
+            Fate::Deliver { frame, copies } => {
+                for _ in 0..=(u16::from(copies) + u16::from(extra_copies)) {
+                    self.transmit(sender, Pending { frame, ..pending }, now_ns, stopping, sent);
+                }
+            }
+        }
+    }
+
+    /// Send frames whose delay has passed.
+    fn release_held(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) {
+        while self.held.peek().is_some_and(|Reverse(h)| h.due_ns <= now_ns) {
+            let Some(Reverse(delayed)) = self.held.pop() else { break };
+            match delayed.held {
+                Held::ToBus { sender, pending, bus_rules } => {
+                    let fate = if bus_rules {
+                        decide_fate(&mut self.rules, Position::Bus, pending.frame, sender, None, now_ns)
+                    } else {
+                        Fate::Deliver { frame: pending.frame, copies: 0 }
+                    };
+                    self.apply_bus_fate(fate, sender, pending, 0, now_ns, stopping, sent);
+                }
+                Held::ToPort { port_id, frame, meta } => {
+                    if let Some(member) = self.member_mut(port_id) {
+                        member.deliver(frame, meta, stopping);
+                    }
+                }
+            }
+        }
+    }
+
+    fn hold(&mut self, due_ns: u64, held: Held) {
+        if self.held.len() >= MAX_HELD {
+            self.held_overflow += 1;
+            return;
+        }
+        self.held_order += 1;
+        self.held.push(Reverse(Delayed { due_ns, order: self.held_order, held }));
+    }
+
+    /// The frame of member `index` was destroyed on the wire: everyone sees
+    /// an error frame, the sender's transmit error counter rises, and the
+    /// sender retransmits — unless that took it to bus-off.
+    fn corrupt(&mut self, index: usize, pending: Pending, now_ns: u64, stopping: &AtomicBool) {
+        let sender = self.members[index].port_id;
+        self.destroyed_on_wire(sender, now_ns, stopping);
+        let bitrate = self.config.bitrate;
+        let member = &mut self.members[index];
+        member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
+        member.tx.push_front(pending);
+        if member.errors.transmit_error(now_ns, bitrate, self.config.auto_bus_off_recovery) {
+            // A bus-off controller drops what it had queued.
+            member.discard_pending();
+        }
+    }
+
+    /// Whether any other port on the sender's segment would acknowledge.
+    fn has_listener(&self, sender_index: usize) -> bool {
+        let sender = &self.members[sender_index];
+        self.members.iter().enumerate().any(|(i, m)| {
+            i != sender_index
+                && m.plugged
+                && m.is_client()
+                && m.segment == sender.segment
+                && m.errors.bus_off_until.is_none()
+        })
+    }
+
+    /// Nobody acknowledged: the sender sees an ACK error, its transmit error
+    /// counter rises, and it retransmits — a lone node never succeeds.
+    fn unacknowledged(&mut self, index: usize, pending: Pending, now_ns: u64, stopping: &AtomicBool) {
+        let meta = self.next_meta(0, now_ns);
+        let bitrate = self.config.bitrate;
+        let auto = self.config.auto_bus_off_recovery;
+        let member = &mut self.members[index];
+        member.deliver(ack_error_frame(), meta, stopping);
+        member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
+        member.tx.push_front(pending);
+        if member.errors.ack_error(now_ns, bitrate, auto) {
+            member.discard_pending();
+        }
+        self.frames += 1;
+    }
+
+    /// Put an error frame on the bus in place of a destroyed frame.
+    fn destroyed_on_wire(&mut self, sender: u32, now_ns: u64, stopping: &AtomicBool) {
+        let meta = self.next_meta(0, now_ns);
+        let error = corruption_error_frame();
+        let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
+        for member in self.members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
+            if member.port_id != sender {
+                member.errors.receive_error();
+            }
+            member.deliver(error, meta, stopping);
+        }
+        self.frames += 1;
+    }
+
+    fn next_meta(&mut self, sender: u32, now_ns: u64) -> FrameMeta {
+        self.last_seq += 1;
+        // Receivers rely on timestamps that never go backwards within a
+        // channel, even if the wall clock does.
+        self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
+        FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns }
+    }
+
+    /// Put a frame that won arbitration on the bus at `now_ns` and fan it
+    /// out, applying receiver-position fault rules per port.
     pub fn transmit(
         &mut self,
         sender: u32,
@@ -119,20 +390,48 @@ impl Channel {
         stopping: &AtomicBool,
         sent: &mut Vec<Transmitted>,
     ) -> FrameMeta {
-        self.last_seq += 1;
-        // Receivers rely on timestamps that never go backwards within a
-        // channel, even if the wall clock does.
-        self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
-        let meta = FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns };
+        let meta = self.next_meta(sender, now_ns);
         let frame = pending.frame;
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
-        for member in self.members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
+        let Channel { members, rules, held, held_order, held_overflow, .. } = self;
+        for member in members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
             if member.port_id == sender {
                 if member.receives_own() {
                     member.deliver(frame.with_echo(true), meta, stopping);
                 }
-            } else {
+                continue;
+            }
+            if rules.is_empty() {
                 member.deliver(frame, meta, stopping);
+                member.errors.received();
+                continue;
+            }
+            match decide_fate(rules, Position::Receiver, frame, sender, Some(member.port_id), now_ns) {
+                Fate::Drop => {}
+                Fate::Delay(ns) => {
+                    if held.len() >= MAX_HELD {
+                        *held_overflow += 1;
+                    } else {
+                        *held_order += 1;
+                        let port_id = member.port_id;
+                        let delayed = Delayed {
+                            due_ns: now_ns + ns,
+                            order: *held_order,
+                            held: Held::ToPort { port_id, frame, meta },
+                        };
+                        held.push(Reverse(delayed));
+                    }
+                }
+                Fate::Corrupt => {
+                    member.errors.receive_error();
+                    member.deliver(corruption_error_frame(), meta, stopping);
+                }
+                Fate::Deliver { frame, copies } => {
+                    for _ in 0..=copies {
+                        member.deliver(frame, meta, stopping);
+                    }
+                    member.errors.received();
+                }
             }
         }
         self.frames += 1;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameMeta};
 
+use crate::confinement::ErrorCounters;
 use crate::credit::TxCredit;
 use crate::queues::{ClientId, Outbound, Outbox, Refused};
 use crate::tx_queue::TxQueue;
@@ -56,6 +57,11 @@ pub struct Member {
     pub plugged: bool,
     /// Segment of a cut channel the port is on (0 when the channel is whole).
     pub segment: u8,
+    /// Fault confinement: error counters and bus-off.
+    pub errors: ErrorCounters,
+    /// Bus time before which a controller whose last attempt failed does not
+    /// try again (the failed frame and the error frame occupy the bus).
+    pub retry_at: u64,
 }
 
 impl Member {
@@ -80,6 +86,8 @@ impl Member {
             counters: PortCounters::default(),
             plugged: true,
             segment: 0,
+            errors: ErrorCounters::default(),
+            retry_at: 0,
         }
     }
 
@@ -96,6 +104,8 @@ impl Member {
             counters: PortCounters::default(),
             plugged: true,
             segment: 0,
+            errors: ErrorCounters::default(),
+            retry_at: 0,
         }
     }
 

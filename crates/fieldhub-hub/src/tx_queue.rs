@@ -96,6 +96,12 @@ impl TxQueue {
         Some(pending)
     }
 
+    /// Put a frame back at the head: it lost its transmission to an error
+    /// and the controller retransmits it.
+    pub fn push_front(&mut self, pending: Pending) {
+        self.fifo.push_front(pending);
+    }
+
     /// Remove every waiting frame (the port was closed or unplugged).
     pub fn drain(&mut self) -> impl Iterator<Item = Pending> + '_ {
         self.fifo.drain(..)

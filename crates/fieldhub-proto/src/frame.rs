@@ -384,6 +384,26 @@ impl Frame {
         Ok(self)
     }
 
+    /// This frame with another payload length: bytes beyond the old length
+    /// read as zero, bytes beyond the new one are cut. The length must suit
+    /// the kind (0..=8 classic, an FD length for CAN FD, 8 for error frames).
+    pub fn with_len(mut self, len: usize) -> Result<Self, FrameError> {
+        match self.kind {
+            FrameKind::Can if len > MAX_CAN_DATA => return Err(FrameError::CanTooLong { len }),
+            FrameKind::CanFd if fd_len_to_dlc(len).is_none() => return Err(FrameError::InvalidFdLength { len }),
+            FrameKind::Error if len != ERROR_FRAME_LEN => return Err(FrameError::ErrorFrameLength { len }),
+            _ => {}
+        }
+        for b in &mut self.data[self.len as usize..] {
+            *b = 0;
+        }
+        self.len = len as u8;
+        if len != 8 {
+            self.len8_dlc = 0;
+        }
+        Ok(self)
+    }
+
     /// This frame marked (or unmarked) as a TX confirmation.
     #[must_use]
     pub fn with_echo(mut self, echo: bool) -> Self {

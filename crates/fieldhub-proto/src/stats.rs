@@ -56,6 +56,15 @@ pub struct PortStats {
     pub tx_dropped: u64,
     /// Frames waiting in the transmit queue now.
     pub tx_pending: u32,
+    /// `active`, `passive` or `bus_off`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub error_state: String,
+    /// Transmit error counter.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub tec: u16,
+    /// Receive error counter.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub rec: u16,
 }
 
 /// One gateway route.

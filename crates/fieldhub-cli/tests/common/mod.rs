@@ -147,3 +147,29 @@ pub fn assert_nothing_pending(client: &Client) {
     client.flush().expect("flush");
     assert!(client.try_recv().expect("try_recv").is_none(), "unexpected frame");
 }
+
+/// Base URL of a hub's HTTP control API.
+pub fn base(hub: &HubProcess) -> String {
+    hub.url.replace("tcp://", "http://")
+}
+
+/// One control API call: (status, JSON body).
+pub fn api(hub: &HubProcess, method: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
+    let request = ureq::request(method, &format!("{}{path}", base(hub)));
+    let result = match body {
+        Some(b) => request.send_json(b),
+        None => request.call(),
+    };
+    match result {
+        Ok(r) => (r.status(), r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
+        Err(e) => panic!("{method} {path}: {e}"),
+    }
+}
+
+/// A control API call that must succeed.
+pub fn ok(hub: &HubProcess, method: &str, path: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+    let (status, answer) = api(hub, method, path, body);
+    assert_eq!(status, 200, "{method} {path}: {answer}");
+    answer
+}

@@ -4,13 +4,26 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route, GATEWAY_PORT_BASE};
 use crate::config::{RouteConfig, MAX_HOP_LIMIT};
-use crate::control::{ControlError, ControlRequest, ControlResult, RouteSpec};
+use crate::control::{ControlError, ControlRequest, ControlResult, ForcedState, RouteSpec};
+use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::queues::Outbound;
 use fieldhub_proto::frame::MAX_EXTENDED_ID;
 
 /// Most gateway routes one hub carries.
 const MAX_ROUTES: usize = 1024;
+/// Most fault rules one channel carries.
+const MAX_FAULTS: usize = 256;
+
+fn fault_json(channel: &str, rule: &FaultRule) -> Value {
+    json!({
+        "id": rule.id,
+        "channel": channel,
+        "rule": rule.spec,
+        "matched": rule.matched,
+        "applied": rule.applied,
+    })
+}
 
 impl Bus {
     /// Apply one control request.
@@ -28,6 +41,14 @@ impl Bus {
             ControlRequest::Repair { channel } => self.repair(&channel),
             ControlRequest::AddRoute(spec) => self.add_route(spec),
             ControlRequest::RemoveRoute { id } => self.remove_route(id),
+            ControlRequest::Faults => Ok(Value::Array(
+                self.channels.iter().flat_map(|c| c.rules.iter().map(move |r| fault_json(c.name(), r))).collect(),
+            )),
+            ControlRequest::AddFault(spec) => self.add_fault(spec),
+            ControlRequest::RemoveFault { id } => self.remove_fault(id),
+            ControlRequest::ForceState { port, state } => self.force_state(&port, state),
+            ControlRequest::Short { channel } => self.set_short(&channel, true),
+            ControlRequest::Unshort { channel } => self.set_short(&channel, false),
         }
     }
 
@@ -67,6 +88,9 @@ impl Bus {
             "rx_dropped": member.counters.rx_dropped,
             "tx_dropped": member.counters.tx_dropped,
             "tx_pending": member.tx.len(),
+            "error_state": member.errors.state(),
+            "tec": member.errors.tec,
+            "rec": member.errors.rec,
         })
     }
 
@@ -107,6 +131,8 @@ impl Bus {
             "ports": ports,
             "cut": !cut.is_empty(),
             "cut_off_ports": cut,
+            "shorted": c.shorted,
+            "faults": c.rules.len(),
         })
     }
 
@@ -235,6 +261,65 @@ impl Bus {
         let answer = self.route_json(&route);
         self.routes.push(route);
         Ok(answer)
+    }
+
+    fn add_fault(&mut self, spec: FaultSpec) -> ControlResult {
+        let index = self.channel_index(&spec.channel)? as usize;
+        if self.channels[index].rules.len() >= MAX_FAULTS {
+            return Err(ControlError::Conflict(format!("a channel carries at most {MAX_FAULTS} fault rules")));
+        }
+        let names = &self.port_names;
+        let port = |name: &str| names.iter().find(|(_, n)| n.as_str() == name).map(|(&id, _)| id);
+        let mut rule =
+            FaultRule::compile(self.next_fault_id, &spec, self.clock.now(), port).map_err(ControlError::Invalid)?;
+        rule.spec = serde_json::to_value(&spec).unwrap_or(Value::Null);
+        self.next_fault_id += 1;
+        let answer = fault_json(&spec.channel, &rule);
+        self.channels[index].rules.push(rule);
+        Ok(answer)
+    }
+
+    fn remove_fault(&mut self, id: u32) -> ControlResult {
+        for channel in &mut self.channels {
+            if let Some(at) = channel.rules.iter().position(|r| r.id == id) {
+                let rule = channel.rules.remove(at);
+                return Ok(fault_json(channel.name(), &rule));
+            }
+        }
+        Err(ControlError::NotFound(format!("no fault rule with id {id}")))
+    }
+
+    fn force_state(&mut self, port: &str, state: ForcedState) -> ControlResult {
+        let (c, at) = self.find_port(port)?;
+        let now_ns = self.clock.now();
+        let (bitrate, auto) = (self.channels[c].config.bitrate, self.channels[c].config.auto_bus_off_recovery);
+        let member = &mut self.channels[c].members[at];
+        match state {
+            ForcedState::ErrorActive => member.errors.recover(),
+            ForcedState::ErrorPassive => {
+                member.errors.recover();
+                member.errors.tec = 128;
+            }
+            ForcedState::BusOff => {
+                member.errors.tec = 248;
+                member.errors.transmit_error(now_ns, bitrate, auto);
+                member.discard_pending();
+            }
+        }
+        // A forced state may end (bus-off recovery): let the channel plan for it.
+        self.dirty[c] = true;
+        Ok(self.port_json(c, &self.channels[c].members[at]))
+    }
+
+    fn set_short(&mut self, channel: &str, shorted: bool) -> ControlResult {
+        let index = self.channel_index(channel)? as usize;
+        if self.channels[index].shorted == shorted {
+            let what = if shorted { "already shorted" } else { "not shorted" };
+            return Err(ControlError::Conflict(format!("channel '{channel}' is {what}")));
+        }
+        self.channels[index].shorted = shorted;
+        self.dirty[index] = true;
+        Ok(self.channel_json(index))
     }
 
     fn remove_route(&mut self, id: u32) -> ControlResult {

@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 use crate::channel::{Channel, Transmitted};
 use crate::clock::BusClock;
 use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
+use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
@@ -102,6 +103,7 @@ pub struct Bus {
     stopping: Arc<AtomicBool>,
     hub_name: String,
     next_route_id: u32,
+    next_fault_id: u32,
 }
 
 impl Bus {
@@ -144,6 +146,7 @@ impl Bus {
             stopping,
             hub_name: config.hub.name.clone(),
             next_route_id: config.routes.len() as u32,
+            next_fault_id: 1,
         }
     }
 
@@ -374,6 +377,13 @@ impl Bus {
                     rx_dropped: member.counters.rx_dropped,
                     tx_dropped: member.counters.tx_dropped,
                     tx_pending: member.tx.len() as u32,
+                    error_state: match member.errors.state() {
+                        ErrorState::Active => "active".into(),
+                        ErrorState::Passive => "passive".into(),
+                        ErrorState::BusOff => "bus_off".into(),
+                    },
+                    tec: member.errors.tec,
+                    rec: member.errors.rec,
                 });
             }
         }

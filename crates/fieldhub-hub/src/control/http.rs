@@ -23,7 +23,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ControlError, ControlRequest, ControlResult, RouteSpec};
+use super::{ControlError, ControlRequest, ControlResult, ForcedState, RouteSpec};
+use crate::fault::FaultSpec;
 use crate::queues::{Inbound, InboxSender};
 
 /// The OpenAPI document of this API, kept in the repository.
@@ -43,6 +44,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/ports/{port}/unplug"),
     ("post", "/api/v1/channels/{channel}/cut"),
     ("post", "/api/v1/channels/{channel}/repair"),
+    ("post", "/api/v1/channels/{channel}/short"),
+    ("post", "/api/v1/channels/{channel}/unshort"),
+    ("post", "/api/v1/ports/{port}/state"),
+    ("get", "/api/v1/faults"),
+    ("post", "/api/v1/faults"),
+    ("delete", "/api/v1/faults/{id}"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
@@ -152,6 +159,11 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/ports/{port}/unplug", post(unplug))
         .route("/api/v1/channels/{channel}/cut", post(cut))
         .route("/api/v1/channels/{channel}/repair", post(repair))
+        .route("/api/v1/channels/{channel}/short", post(short))
+        .route("/api/v1/channels/{channel}/unshort", post(unshort))
+        .route("/api/v1/ports/{port}/state", post(force_state))
+        .route("/api/v1/faults", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Faults)).post(add_fault))
+        .route("/api/v1/faults/{id}", delete(remove_fault))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), authorize))
         .with_state(state)
@@ -181,9 +193,8 @@ async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
     let queued =
-        tokio::task::spawn_blocking(move || inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT))
+        tokio::task::spawn_blocking(move || inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok())
             .await
-            .map(|sent| sent.is_ok())
             .unwrap_or(false);
     if !queued {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into());
@@ -244,6 +255,45 @@ async fn cut(
 
 async fn repair(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
     ask(s, ControlRequest::Repair { channel }).await
+}
+
+async fn short(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Short { channel }).await
+}
+
+async fn unshort(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Unshort { channel }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateBody {
+    state: ForcedState,
+}
+
+async fn force_state(
+    State(s): State<Arc<ApiState>>,
+    Path(port): Path<String>,
+    b: Result<Json<StateBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(StateBody { state }) => ask(s, ControlRequest::ForceState { port, state }).await,
+        Err(response) => *response,
+    }
+}
+
+async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(spec) => ask(s, ControlRequest::AddFault(spec)).await,
+        Err(response) => *response,
+    }
+}
+
+async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+    match id.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::RemoveFault { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("fault id '{id}' is not a number")),
+    }
 }
 
 async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteSpec>, JsonRejection>) -> Response {

@@ -11,6 +11,8 @@ pub mod http;
 
 use serde::Deserialize;
 
+use crate::fault::FaultSpec;
+
 /// An operation on the bus.
 #[derive(Debug, Clone)]
 pub enum ControlRequest {
@@ -42,6 +44,33 @@ pub enum ControlRequest {
     RemoveRoute {
         id: u32,
     },
+    Faults,
+    /// Add a fault rule (evaluated after the channel's existing ones).
+    AddFault(FaultSpec),
+    RemoveFault {
+        id: u32,
+    },
+    /// Force a port's controller into an error state.
+    ForceState {
+        port: String,
+        state: ForcedState,
+    },
+    /// Bus stuck dominant: no frame gets through until `Unshort`.
+    Short {
+        channel: String,
+    },
+    Unshort {
+        channel: String,
+    },
+}
+
+/// States a port can be forced into.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ForcedState {
+    ErrorActive,
+    ErrorPassive,
+    BusOff,
 }
 
 /// A route as the API takes it.

@@ -1,0 +1,379 @@
+//! Fault rules: deliberate, reproducible misbehaviour of a channel.
+//!
+//! A rule sits at one position — at a sender (the frame leaving its port),
+//! on the bus (the frame on the wire, seen by everyone), or at a receiver (the
+//! copy one port gets) — and matches frames by sender/receiver port, id/mask
+//! and a data pattern. A matching frame is acted on with the rule's
+//! probability, drawn from the rule's own seeded generator, so the same seed
+//! on the same traffic makes the same decisions. Rules are evaluated in
+//! order; each keeps `matched` and `applied` counters, and may be limited to a
+//! number of applications and to a time window. Evaluation allocates nothing.
+
+use fieldhub_proto::frame::MAX_EXTENDED_ID;
+use fieldhub_proto::Frame;
+use serde::{Deserialize, Serialize};
+
+/// SocketCAN `CAN_ERR_PROT`: protocol violation.
+pub const CAN_ERR_PROT: u32 = 0x0000_0008;
+/// SocketCAN `CAN_ERR_PROT_LOC_CRC_SEQ`: error in the CRC sequence.
+pub const CAN_ERR_PROT_LOC_CRC_SEQ: u8 = 0x08;
+
+/// SocketCAN `CAN_ERR_ACK`: received no ACK on transmission.
+pub const CAN_ERR_ACK: u32 = 0x0000_0020;
+
+/// The error frame a transmitter sees when nobody acknowledged its frame.
+pub fn ack_error_frame() -> Frame {
+    Frame::error(CAN_ERR_ACK, [0; 8]).expect("a valid error class")
+}
+
+/// The error frame receivers see when a frame is destroyed on the wire:
+/// a protocol error located in the CRC sequence.
+pub fn corruption_error_frame() -> Frame {
+    let mut data = [0u8; 8];
+    data[3] = CAN_ERR_PROT_LOC_CRC_SEQ;
+    Frame::error(CAN_ERR_PROT, data).expect("a valid error class")
+}
+
+/// Where a rule acts.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Position {
+    /// As the frame leaves the sending port, before arbitration's winner is sent.
+    Sender,
+    /// On the wire: every receiver (and the sender's echo) is affected alike.
+    Bus,
+    /// For one receiving port only.
+    Receiver,
+}
+
+/// Bitwise operation of a `modify` action, as in Linux can-gw.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    And,
+    Or,
+    Xor,
+    Set,
+}
+
+impl Op {
+    fn apply(self, value: u32, operand: u32) -> u32 {
+        match self {
+            Op::And => value & operand,
+            Op::Or => value | operand,
+            Op::Xor => value ^ operand,
+            Op::Set => operand,
+        }
+    }
+}
+
+/// One field change of a `modify` action.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub struct FieldOp {
+    pub op: Op,
+    pub value: u32,
+}
+
+/// A checksum byte recomputed after a modification.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub struct Checksum {
+    /// Index of the checksum byte in the payload.
+    pub byte: u8,
+    /// `xor` of all other payload bytes, or their 8-bit `sum`.
+    pub kind: ChecksumKind,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ChecksumKind {
+    Xor,
+    Sum,
+}
+
+/// What a rule does to a matching frame.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// The frame disappears at this position.
+    Drop,
+    /// The frame is held back for `ms` milliseconds.
+    Delay { ms: f64 },
+    /// The frame is destroyed on the wire: receivers see an error frame, the
+    /// sender's transmit error counter rises and it retransmits.
+    Corrupt,
+    /// Flip the bits of `mask` in payload byte `byte`, then deliver.
+    Flip { byte: u8, mask: u8 },
+    /// Change identifier, length and payload (can-gw style), then deliver.
+    Modify {
+        #[serde(default)]
+        id: Option<FieldOp>,
+        #[serde(default)]
+        len: Option<FieldOp>,
+        /// Applied to every payload byte, with the low 8 bits of `value`.
+        #[serde(default)]
+        data: Option<FieldOp>,
+        #[serde(default)]
+        checksum: Option<Checksum>,
+    },
+    /// Deliver `copies` extra copies right after the frame.
+    Duplicate { copies: u8 },
+}
+
+/// A rule as the control API takes it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub channel: String,
+    pub at: Position,
+    #[serde(default)]
+    pub sender: Option<String>,
+    #[serde(default)]
+    pub receiver: Option<String>,
+    #[serde(default)]
+    pub id: u32,
+    #[serde(default)]
+    pub mask: u32,
+    #[serde(default)]
+    pub extended: Option<bool>,
+    /// Payload pattern (hex) compared under `data_mask` from byte 0.
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub data_mask: Option<String>,
+    pub action: Action,
+    #[serde(default = "always")]
+    pub probability: f64,
+    #[serde(default)]
+    pub seed: u64,
+    /// Stop after this many applications.
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Active from this many milliseconds after the rule is added…
+    #[serde(default)]
+    pub after_ms: Option<f64>,
+    /// …for this many milliseconds.
+    #[serde(default)]
+    pub for_ms: Option<f64>,
+}
+
+fn always() -> f64 {
+    1.0
+}
+
+/// SplitMix64: a tiny, fully specified generator, so a seed means the same
+/// decisions in every build and every language that reimplements it.
+#[derive(Clone, Copy, Debug)]
+pub struct Dice(u64);
+
+impl Dice {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn roll(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A compiled rule, owned by its channel.
+#[derive(Clone, Debug)]
+pub struct FaultRule {
+    pub id: u32,
+    pub at: Position,
+    /// Hub-wide port ids.
+    pub sender: Option<u32>,
+    pub receiver: Option<u32>,
+    pub id_value: u32,
+    pub id_mask: u32,
+    pub extended: Option<bool>,
+    pattern: [u8; 64],
+    pattern_mask: [u8; 64],
+    pattern_len: usize,
+    pub action: Action,
+    pub probability: f64,
+    pub seed: u64,
+    dice: Dice,
+    pub limit: Option<u64>,
+    /// Active window in bus time.
+    pub from_ns: u64,
+    pub until_ns: Option<u64>,
+    pub matched: u64,
+    pub applied: u64,
+    /// The spec as given, for listings.
+    pub spec: serde_json::Value,
+}
+
+fn hex_bytes(text: &str, what: &str) -> Result<Vec<u8>, String> {
+    let digits: String = text.chars().filter(|c| !c.is_whitespace() && *c != '.').collect();
+    if digits.len() % 2 != 0 || digits.len() > 128 {
+        return Err(format!("{what} must be up to 64 bytes of hex digit pairs"));
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| format!("{what}: '{}' is not hex", &digits[i..i + 2]))
+        })
+        .collect()
+}
+
+impl FaultRule {
+    /// Check a spec and compile it; `ports` resolves port names to ids.
+    pub fn compile(id: u32, spec: &FaultSpec, now_ns: u64, port: impl Fn(&str) -> Option<u32>) -> Result<Self, String> {
+        if !(0.0..=1.0).contains(&spec.probability) {
+            return Err(format!("probability {} is not within 0..=1", spec.probability));
+        }
+        for (key, value) in [("id", spec.id), ("mask", spec.mask)] {
+            if value > MAX_EXTENDED_ID {
+                return Err(format!("{key} 0x{value:X} exceeds the 29-bit identifier range"));
+            }
+        }
+        let resolve = |name: &Option<String>, what: &str| -> Result<Option<u32>, String> {
+            name.as_deref().map(|n| port(n).ok_or_else(|| format!("{what}: no open port named '{n}'"))).transpose()
+        };
+        let sender = resolve(&spec.sender, "sender")?;
+        let receiver = resolve(&spec.receiver, "receiver")?;
+        if receiver.is_some() && spec.at != Position::Receiver {
+            return Err("a receiver port can only be matched with \"at\": \"receiver\"".into());
+        }
+        let pattern_bytes = spec.data.as_deref().map(|d| hex_bytes(d, "data")).transpose()?.unwrap_or_default();
+        let mask_bytes = match &spec.data_mask {
+            Some(m) => hex_bytes(m, "data_mask")?,
+            None => vec![0xFF; pattern_bytes.len()],
+        };
+        if mask_bytes.len() != pattern_bytes.len() {
+            return Err(format!("data_mask has {} bytes but data has {}", mask_bytes.len(), pattern_bytes.len()));
+        }
+        let mut pattern = [0u8; 64];
+        let mut pattern_mask = [0u8; 64];
+        pattern[..pattern_bytes.len()].copy_from_slice(&pattern_bytes);
+        pattern_mask[..mask_bytes.len()].copy_from_slice(&mask_bytes);
+        match spec.action {
+            Action::Delay { ms } if !(0.0..=60_000.0).contains(&ms) => {
+                return Err(format!("delay {ms} ms is not within 0..=60000"));
+            }
+            Action::Flip { byte, .. } if byte >= 64 => return Err(format!("flip byte {byte} is beyond 64 bytes")),
+            Action::Duplicate { copies } if copies == 0 || copies > 16 => {
+                return Err(format!("duplicate copies {copies} is not within 1..=16"));
+            }
+            Action::Modify { checksum: Some(Checksum { byte, .. }), .. } if byte >= 64 => {
+                return Err(format!("checksum byte {byte} is beyond 64 bytes"));
+            }
+            _ => {}
+        }
+        let ms = |v: Option<f64>, what: &str| -> Result<Option<u64>, String> {
+            v.map(|ms| {
+                if ms.is_finite() && ms >= 0.0 {
+                    Ok((ms * 1e6) as u64)
+                } else {
+                    Err(format!("{what} {ms} is not a non-negative number of milliseconds"))
+                }
+            })
+            .transpose()
+        };
+        let from_ns = now_ns + ms(spec.after_ms, "after_ms")?.unwrap_or(0);
+        let until_ns = ms(spec.for_ms, "for_ms")?.map(|d| from_ns + d);
+        Ok(Self {
+            id,
+            at: spec.at,
+            sender,
+            receiver,
+            id_value: spec.id,
+            id_mask: spec.mask,
+            extended: spec.extended,
+            pattern,
+            pattern_mask,
+            pattern_len: pattern_bytes.len(),
+            action: spec.action,
+            probability: spec.probability,
+            seed: spec.seed,
+            dice: Dice::new(spec.seed),
+            limit: spec.count,
+            from_ns,
+            until_ns,
+            matched: 0,
+            applied: 0,
+            spec: serde_json::Value::Null,
+        })
+    }
+
+    fn matches(&self, frame: &Frame, sender: u32, receiver: Option<u32>, now_ns: u64) -> bool {
+        if frame.is_error() || now_ns < self.from_ns || self.until_ns.is_some_and(|u| now_ns >= u) {
+            return false;
+        }
+        if self.limit.is_some_and(|l| self.applied >= l) {
+            return false;
+        }
+        if self.sender.is_some_and(|s| s != sender) || (self.receiver.is_some() && self.receiver != receiver) {
+            return false;
+        }
+        if self.extended.is_some_and(|e| e != frame.is_extended())
+            || frame.id() & self.id_mask != self.id_value & self.id_mask
+        {
+            return false;
+        }
+        let data = frame.data();
+        data.len() >= self.pattern_len
+            && (0..self.pattern_len).all(|i| data[i] & self.pattern_mask[i] == self.pattern[i] & self.pattern_mask[i])
+    }
+
+    /// The action to take on `frame` at this rule's position, if any:
+    /// counts the match, rolls the dice, counts the application.
+    pub fn decide(&mut self, frame: &Frame, sender: u32, receiver: Option<u32>, now_ns: u64) -> Option<Action> {
+        if !self.matches(frame, sender, receiver, now_ns) {
+            return None;
+        }
+        self.matched += 1;
+        if self.dice.roll() >= self.probability {
+            return None;
+        }
+        self.applied += 1;
+        Some(self.action)
+    }
+}
+
+/// The frame after a `flip` or `modify` action; `None` for other actions.
+pub fn transform(action: &Action, frame: &Frame) -> Option<Frame> {
+    match *action {
+        Action::Flip { byte, mask } => {
+            let mut out = *frame;
+            if let Some(b) = out.data_mut().get_mut(byte as usize) {
+                *b ^= mask;
+            }
+            Some(out)
+        }
+        Action::Modify { id, len, data, checksum } => {
+            let mut out = *frame;
+            if let Some(op) = id {
+                let limit = if out.is_extended() { MAX_EXTENDED_ID } else { 0x7FF };
+                out = out.with_id(op.op.apply(out.id(), op.value) & limit).unwrap_or(out);
+            }
+            if let Some(op) = len {
+                let wanted = op.op.apply(out.len() as u32, op.value) as usize;
+                out = out.with_len(wanted).unwrap_or(out);
+            }
+            if let Some(op) = data {
+                for b in out.data_mut() {
+                    *b = op.op.apply(u32::from(*b), op.value & 0xFF) as u8;
+                }
+            }
+            if let Some(Checksum { byte, kind }) = checksum {
+                let bytes = out.data_mut();
+                if (byte as usize) < bytes.len() {
+                    let others = bytes.iter().enumerate().filter(|(i, _)| *i != byte as usize).map(|(_, b)| *b);
+                    bytes[byte as usize] = match kind {
+                        ChecksumKind::Xor => others.fold(0, |a, b| a ^ b),
+                        ChecksumKind::Sum => others.fold(0u8, |a, b| a.wrapping_add(b)),
+                    };
+                }
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,168 @@
+//! Bus traffic logs: recording frames to, and reading them back from, the
+//! two text formats the CAN world exchanges.
+//!
+//! - **candump log** (can-utils `candump -L`, `canplayer`, python-can `.log`):
+//!   `(1700000000.123456) can0 123#DEADBEEF`, CAN FD as `123##1…`, remote
+//!   frames `123#R`, error frames `20000080#…`, optionally ` T` / ` R` after
+//!   the frame for the direction. See [`candump`].
+//! - **Vector ASC** (CANoe/CANalyzer, python-can `.asc`): a header with the
+//!   measurement's date, then one event a line (`   0.123456 1  123  Rx   d 4
+//!   DE AD BE EF`, `CANFD` lines, `ErrorFrame`). See [`asc`].
+//!
+//! # Layout
+//!
+//! - [`Recorder`]: takes `(timestamp_ns, channel, &Frame, Direction)` and
+//!   writes either format to any `std::io::Write`. The `fieldhub record`
+//!   command and the hub's own recorder both use it.
+//! - [`LogReader`]: an iterator of [`Record`]s over any `BufRead`, in either
+//!   format; [`open`] picks the format from the file name or its first line.
+//!
+//! # Invariants
+//!
+//! - No sockets, threads or clocks: the caller supplies every timestamp.
+//! - What a [`Recorder`] writes, a [`LogReader`] reads back as the same
+//!   records (timestamps at the formats' microsecond precision).
+//! - Bad input is a [`LogError`] naming the line; reading never panics.
+//! - Recording one frame formats into a reused buffer: no allocation per
+//!   frame once a channel has been seen.
+
+pub mod asc;
+pub mod candump;
+mod reader;
+mod recorder;
+
+use std::path::Path;
+
+pub use fieldhub_proto::Frame;
+pub use reader::{open, LogReader, ReadOptions};
+pub use recorder::{Recorder, RecorderOptions};
+
+/// Which way a frame went, seen from the recording point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Received from the bus.
+    Rx,
+    /// Transmitted by the recording point's own node (a TX confirmation).
+    Tx,
+}
+
+/// One frame read from a log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Nanoseconds since the Unix epoch (the formats hold microseconds).
+    pub timestamp_ns: u64,
+    /// Channel name: as written in a candump log; in ASC the name the file's
+    /// `// fieldhub channel N = NAME` comment gives, else `can{N-1}`.
+    pub channel: String,
+    pub frame: Frame,
+    /// `None` when the line does not say (a candump line without marker).
+    pub direction: Option<Direction>,
+}
+
+/// A log file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// can-utils candump log (`candump -L`).
+    Candump,
+    /// Vector ASC.
+    Asc,
+}
+
+impl Format {
+    /// The format a file name implies: `.log` → candump, `.asc` → ASC.
+    pub fn from_path(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "log" => Some(Self::Candump),
+            "asc" => Some(Self::Asc),
+            _ => None,
+        }
+    }
+
+    /// The format a log's first non-blank line implies: candump lines start
+    /// with `(`; anything else is taken for an ASC header.
+    pub fn sniff(first_line: &str) -> Self {
+        if first_line.trim_start().starts_with('(') {
+            Self::Candump
+        } else {
+            Self::Asc
+        }
+    }
+
+    /// The name used on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Candump => "candump",
+            Self::Asc => "asc",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "candump" | "log" => Ok(Self::Candump),
+            "asc" => Ok(Self::Asc),
+            _ => Err(format!("unknown log format '{text}': use candump or asc")),
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How ASC dates (local wall-clock time, as CANoe writes them) map to Unix time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DateZone {
+    /// This machine's local time zone, as CANoe and python-can use.
+    #[default]
+    Local,
+    /// A fixed offset east of UTC, in seconds (`Fixed(0)` is UTC).
+    Fixed(i32),
+}
+
+/// Why a log could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A line that does not parse; `line` counts from 1.
+    #[error("line {line}: {message}")]
+    Line { line: usize, message: String },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl LogError {
+    pub(crate) fn line(line: usize, message: impl Into<String>) -> Self {
+        Self::Line { line, message: message.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_follows_the_file_extension() {
+        assert_eq!(Format::from_path(Path::new("x/trace.log")), Some(Format::Candump));
+        assert_eq!(Format::from_path(Path::new("trace.ASC")), Some(Format::Asc));
+        assert_eq!(Format::from_path(Path::new("trace.txt")), None);
+        assert_eq!(Format::from_path(Path::new("trace")), None);
+    }
+
+    #[test]
+    fn format_names_parse_and_unknown_ones_are_explained() {
+        assert_eq!("candump".parse::<Format>(), Ok(Format::Candump));
+        assert_eq!("ASC".parse::<Format>(), Ok(Format::Asc));
+        assert!("blf".parse::<Format>().unwrap_err().contains("candump or asc"));
+    }
+
+    #[test]
+    fn sniffing_tells_candump_from_asc() {
+        assert_eq!(Format::sniff("(1700000000.000000) can0 123#"), Format::Candump);
+        assert_eq!(Format::sniff("date Wed Nov 15 10:13:20.123 am 2023"), Format::Asc);
+    }
+}
