@@ -67,9 +67,22 @@ enum Operation {
     Unshort { channel: String },
     /// Force a port's controller into error_active, error_passive or bus_off.
     Force { port: String, state: String },
-    /// Fault rules: add (JSON, see `docs/faults.md`), list, remove.
+    /// Fault rules: add (JSON, see `docs/control.md`), list, remove.
     #[command(subcommand)]
     Fault(FaultOperation),
+    /// Recordings the hub writes: start, stop, list.
+    #[command(subcommand)]
+    Record(RecordOperation),
+}
+
+#[derive(clap::Subcommand)]
+enum RecordOperation {
+    /// Start recording CHANNELS (all when none) to PATH, written by the hub (.log: candump, .asc: Vector ASC).
+    Start { path: String, channels: Vec<String> },
+    /// Stop a recording and finish its file.
+    Stop { id: u32 },
+    /// Recordings in progress.
+    List,
 }
 
 #[derive(clap::Subcommand)]
@@ -124,6 +137,13 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             ("POST", "/api/v1/faults".to_owned(), Some(rule))
         }
         Operation::Fault(FaultOperation::List) => ("GET", "/api/v1/faults".to_owned(), None),
+        Operation::Record(RecordOperation::Start { path, channels }) => {
+            // The hub resolves relative paths against its own directory; send an absolute one.
+            let path = std::path::absolute(&path).map_or(path, |p| p.display().to_string());
+            ("POST", "/api/v1/recordings".to_owned(), Some(json!({ "path": path, "channels": channels })))
+        }
+        Operation::Record(RecordOperation::Stop { id }) => ("DELETE", format!("/api/v1/recordings/{id}"), None),
+        Operation::Record(RecordOperation::List) => ("GET", "/api/v1/recordings".to_owned(), None),
         Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
     };
     let answer = call(&base, method, &path, body)?;

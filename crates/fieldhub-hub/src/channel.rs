@@ -31,6 +31,7 @@ pub struct Transmitted {
     pub channel: u16,
     pub frame: Frame,
     pub hops: u8,
+    pub timestamp_ns: u64,
 }
 
 /// The arbitration field of `frame` as a number: lower wins. Bit order is the
@@ -222,12 +223,12 @@ impl Channel {
             let Some((_, _, index)) = winner else { return wake_at };
             let Some(pending) = self.members[index].tx.take(now_ns) else { return wake_at };
             if self.shorted {
-                self.corrupt(index, pending, now_ns, stopping);
+                self.corrupt(index, pending, now_ns, stopping, sent);
                 continue;
             }
             let sender = self.members[index].port_id;
             if self.config.no_ack && !self.has_listener(index) {
-                self.unacknowledged(index, pending, now_ns, stopping);
+                self.unacknowledged(index, pending, now_ns, stopping, sent);
                 continue;
             }
             let fate = decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, now_ns);
@@ -242,13 +243,13 @@ impl Channel {
                     continue;
                 }
                 Fate::Corrupt => {
-                    self.corrupt(index, pending, now_ns, stopping);
+                    self.corrupt(index, pending, now_ns, stopping, sent);
                     continue;
                 }
                 Fate::Deliver { frame, copies } => (frame, copies),
             };
             match decide_fate(&mut self.rules, Position::Bus, frame, sender, None, now_ns) {
-                Fate::Corrupt => self.corrupt(index, Pending { frame, ..pending }, now_ns, stopping),
+                Fate::Corrupt => self.corrupt(index, Pending { frame, ..pending }, now_ns, stopping, sent),
                 bus_fate => {
                     self.members[index].sent_one();
                     self.members[index].errors.transmitted();
@@ -274,7 +275,7 @@ impl Channel {
         match fate {
             Fate::Drop => {}
             Fate::Delay(ns) => self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: false }),
-            Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, stopping),
+            Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, stopping, sent),
             Fate::Deliver { frame, copies } => {
                 for _ in 0..=(u16::from(copies) + u16::from(extra_copies)) {
                     self.transmit(sender, Pending { frame, ..pending }, now_ns, stopping, sent);
@@ -317,9 +318,16 @@ impl Channel {
     /// The frame of member `index` was destroyed on the wire: everyone sees
     /// an error frame, the sender's transmit error counter rises, and the
     /// sender retransmits — unless that took it to bus-off.
-    fn corrupt(&mut self, index: usize, pending: Pending, now_ns: u64, stopping: &AtomicBool) {
+    fn corrupt(
+        &mut self,
+        index: usize,
+        pending: Pending,
+        now_ns: u64,
+        stopping: &AtomicBool,
+        sent: &mut Vec<Transmitted>,
+    ) {
         let sender = self.members[index].port_id;
-        self.destroyed_on_wire(sender, now_ns, stopping);
+        self.destroyed_on_wire(sender, now_ns, stopping, sent);
         let bitrate = self.config.bitrate;
         let member = &mut self.members[index];
         member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
@@ -344,12 +352,20 @@ impl Channel {
 
     /// Nobody acknowledged: the sender sees an ACK error, its transmit error
     /// counter rises, and it retransmits — a lone node never succeeds.
-    fn unacknowledged(&mut self, index: usize, pending: Pending, now_ns: u64, stopping: &AtomicBool) {
+    fn unacknowledged(
+        &mut self,
+        index: usize,
+        pending: Pending,
+        now_ns: u64,
+        stopping: &AtomicBool,
+        sent: &mut Vec<Transmitted>,
+    ) {
         let meta = self.next_meta(0, now_ns);
         let bitrate = self.config.bitrate;
         let auto = self.config.auto_bus_off_recovery;
         let member = &mut self.members[index];
         member.deliver(ack_error_frame(), meta, stopping);
+        sent.push(Transmitted { channel: self.id, frame: ack_error_frame(), hops: 0, timestamp_ns: meta.timestamp_ns });
         member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
         member.tx.push_front(pending);
         if member.errors.ack_error(now_ns, bitrate, auto) {
@@ -359,7 +375,7 @@ impl Channel {
     }
 
     /// Put an error frame on the bus in place of a destroyed frame.
-    fn destroyed_on_wire(&mut self, sender: u32, now_ns: u64, stopping: &AtomicBool) {
+    fn destroyed_on_wire(&mut self, sender: u32, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) {
         let meta = self.next_meta(0, now_ns);
         let error = corruption_error_frame();
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
@@ -370,6 +386,7 @@ impl Channel {
             member.deliver(error, meta, stopping);
         }
         self.frames += 1;
+        sent.push(Transmitted { channel: self.id, frame: error, hops: 0, timestamp_ns: meta.timestamp_ns });
     }
 
     fn next_meta(&mut self, sender: u32, now_ns: u64) -> FrameMeta {
@@ -436,7 +453,7 @@ impl Channel {
         }
         self.frames += 1;
         self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
-        sent.push(Transmitted { channel: self.id, frame, hops: pending.hops });
+        sent.push(Transmitted { channel: self.id, frame, hops: pending.hops, timestamp_ns: meta.timestamp_ns });
         meta
     }
 

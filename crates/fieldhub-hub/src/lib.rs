@@ -35,6 +35,7 @@ pub mod fault;
 pub mod id_counter;
 pub mod member;
 pub mod queues;
+pub mod recording;
 pub mod transport;
 pub mod tx_queue;
 

@@ -16,6 +16,7 @@ pub struct HubProcess {
     child: Child,
     pub url: String,
     log: Arc<Mutex<Vec<String>>>,
+    config_file: Option<std::path::PathBuf>,
 }
 
 impl HubProcess {
@@ -59,7 +60,7 @@ impl HubProcess {
         let url = url_rx
             .recv_timeout(PATIENCE)
             .unwrap_or_else(|_| panic!("hub did not report its address; log: {:?}", log.lock().unwrap()));
-        Self { child, url, log }
+        Self { child, url, log, config_file }
     }
 
     /// Connect a client named `name`.
@@ -103,6 +104,9 @@ impl Drop for HubProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(path) = &self.config_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

@@ -4,16 +4,31 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route, GATEWAY_PORT_BASE};
 use crate::config::{RouteConfig, MAX_HOP_LIMIT};
-use crate::control::{ControlError, ControlRequest, ControlResult, ForcedState, RouteSpec};
+use std::path::PathBuf;
+
+use fieldhub_log::Format;
+
+use crate::control::{ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::queues::Outbound;
+use crate::recording::Recording;
 use fieldhub_proto::frame::MAX_EXTENDED_ID;
 
 /// Most gateway routes one hub carries.
 const MAX_ROUTES: usize = 1024;
 /// Most fault rules one channel carries.
 const MAX_FAULTS: usize = 256;
+
+fn recording_json(r: &Recording) -> Value {
+    json!({
+        "id": r.id,
+        "path": r.path,
+        "format": r.format.name(),
+        "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
+        "dropped": r.dropped,
+    })
+}
 
 fn fault_json(channel: &str, rule: &FaultRule) -> Value {
     json!({
@@ -49,6 +64,9 @@ impl Bus {
             ControlRequest::ForceState { port, state } => self.force_state(&port, state),
             ControlRequest::Short { channel } => self.set_short(&channel, true),
             ControlRequest::Unshort { channel } => self.set_short(&channel, false),
+            ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),
+            ControlRequest::StartRecording(spec) => self.start_recording(spec),
+            ControlRequest::StopRecording { id } => self.stop_recording(id),
         }
     }
 
@@ -320,6 +338,52 @@ impl Bus {
         self.channels[index].shorted = shorted;
         self.dirty[index] = true;
         Ok(self.channel_json(index))
+    }
+
+    fn start_recording(&mut self, spec: RecordingSpec) -> ControlResult {
+        let path = PathBuf::from(&spec.path);
+        let format = match spec.format.as_deref() {
+            Some("candump") => Format::Candump,
+            Some("asc") => Format::Asc,
+            Some(other) => return Err(ControlError::Invalid(format!("format '{other}' is neither candump nor asc"))),
+            None => Format::from_path(&path).ok_or_else(|| {
+                ControlError::Invalid(format!(
+                    "cannot tell the format of '{}': use .log or .asc, or give \"format\"",
+                    spec.path
+                ))
+            })?,
+        };
+        let channels = if spec.channels.is_empty() {
+            self.channels.iter().map(|c| (c.id, c.name().to_owned())).collect()
+        } else {
+            spec.channels
+                .iter()
+                .map(|name| self.channel_index(name).map(|id| (id, name.clone())))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if self.recordings.iter().any(|r| r.path == path) {
+            return Err(ControlError::Conflict(format!("'{}' is being recorded already", spec.path)));
+        }
+        let id = self.next_recording_id;
+        let recording = Recording::start(id, path, format, channels, self.clock.now())
+            .map_err(|e| ControlError::Invalid(format!("cannot write '{}': {e}", spec.path)))?;
+        self.next_recording_id += 1;
+        let answer = recording_json(&recording);
+        self.recordings.push(recording);
+        Ok(answer)
+    }
+
+    fn stop_recording(&mut self, id: u32) -> ControlResult {
+        let at = self
+            .recordings
+            .iter()
+            .position(|r| r.id == id)
+            .ok_or_else(|| ControlError::NotFound(format!("no recording with id {id}")))?;
+        let recording = self.recordings.remove(at);
+        let mut answer = recording_json(&recording);
+        let frames = recording.stop().map_err(ControlError::Conflict)?;
+        answer["frames"] = json!(frames);
+        Ok(answer)
     }
 
     fn remove_route(&mut self, id: u32) -> ControlResult {

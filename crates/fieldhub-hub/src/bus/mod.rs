@@ -27,6 +27,7 @@ use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
+use crate::recording::Recording;
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
 
 mod control;
@@ -104,6 +105,8 @@ pub struct Bus {
     hub_name: String,
     next_route_id: u32,
     next_fault_id: u32,
+    recordings: Vec<Recording>,
+    next_recording_id: u32,
 }
 
 impl Bus {
@@ -147,6 +150,8 @@ impl Bus {
             hub_name: config.hub.name.clone(),
             next_route_id: config.routes.len() as u32,
             next_fault_id: 1,
+            recordings: Vec::new(),
+            next_recording_id: 1,
         }
     }
 
@@ -216,6 +221,9 @@ impl Bus {
     fn route_sent(&mut self) -> bool {
         let mut routed = false;
         for sent in self.sent.drain(..) {
+            for recording in &mut self.recordings {
+                recording.offer(sent.timestamp_ns, sent.channel, &sent.frame);
+            }
             for route in self.routes.iter_mut().filter(|r| r.matches(&sent)) {
                 let destination = &mut self.channels[route.to as usize];
                 let Some(gateway) = destination.members.iter_mut().find(|m| m.port_id == route.port_id) else {
@@ -526,6 +534,12 @@ impl Bus {
     }
 
     fn say_goodbye(&mut self) {
+        // Finish recording files so they are complete after a shutdown.
+        for recording in self.recordings.drain(..) {
+            if let Err(e) = recording.stop() {
+                warn!("{e}");
+            }
+        }
         for (_, client) in self.clients.drain() {
             let goodbye = Outbound::Goodbye { code: ErrorCode::ShuttingDown, text: "the hub is shutting down".into() };
             if client.outbox.try_control(goodbye).is_err() {

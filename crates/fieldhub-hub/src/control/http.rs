@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ControlError, ControlRequest, ControlResult, ForcedState, RouteSpec};
+use super::{ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
 use crate::fault::FaultSpec;
 use crate::queues::{Inbound, InboxSender};
 
@@ -50,6 +50,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/faults"),
     ("post", "/api/v1/faults"),
     ("delete", "/api/v1/faults/{id}"),
+    ("get", "/api/v1/recordings"),
+    ("post", "/api/v1/recordings"),
+    ("delete", "/api/v1/recordings/{id}"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
@@ -164,6 +167,11 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/ports/{port}/state", post(force_state))
         .route("/api/v1/faults", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Faults)).post(add_fault))
         .route("/api/v1/faults/{id}", delete(remove_fault))
+        .route(
+            "/api/v1/recordings",
+            get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Recordings)).post(start_recording),
+        )
+        .route("/api/v1/recordings/{id}", delete(stop_recording))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), authorize))
         .with_state(state)
@@ -192,10 +200,11 @@ fn error(status: StatusCode, message: String) -> Response {
 async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
-    let queued =
-        tokio::task::spawn_blocking(move || inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok())
-            .await
-            .unwrap_or(false);
+    let queued = tokio::task::spawn_blocking(move || {
+        inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok()
+    })
+    .await
+    .unwrap_or(false);
     if !queued {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into());
     }
@@ -293,6 +302,20 @@ async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) ->
     match id.parse::<u32>() {
         Ok(id) => ask(s, ControlRequest::RemoveFault { id }).await,
         Err(_) => error(StatusCode::BAD_REQUEST, format!("fault id '{id}' is not a number")),
+    }
+}
+
+async fn start_recording(State(s): State<Arc<ApiState>>, b: Result<Json<RecordingSpec>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(spec) => ask(s, ControlRequest::StartRecording(spec)).await,
+        Err(response) => *response,
+    }
+}
+
+async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+    match id.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
     }
 }
 

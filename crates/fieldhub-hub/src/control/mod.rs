@@ -62,6 +62,27 @@ pub enum ControlRequest {
     Unshort {
         channel: String,
     },
+    Recordings,
+    /// Record channels to a file.
+    StartRecording(RecordingSpec),
+    /// Finish a recording's file.
+    StopRecording {
+        id: u32,
+    },
+}
+
+/// A recording as the API takes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingSpec {
+    /// File to write (created or truncated) by the hub process.
+    pub path: String,
+    /// Channels to record; all when empty.
+    #[serde(default)]
+    pub channels: Vec<String>,
+    /// `candump` or `asc`; from the file extension (.log / .asc) when absent.
+    #[serde(default)]
+    pub format: Option<String>,
 }
 
 /// States a port can be forced into.
