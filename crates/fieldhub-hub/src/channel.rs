@@ -19,11 +19,12 @@ use std::sync::atomic::AtomicBool;
 
 use fieldhub_proto::{Frame, FrameMeta};
 
-use crate::config::ChannelConfig;
+use crate::config::{ChannelConfig, Timing};
 use crate::fault::{ack_error_frame, corruption_error_frame, transform, Action, FaultRule, Position};
 use crate::id_counter::IdCounter;
 use crate::member::Member;
 use crate::tx_queue::Pending;
+use fieldhub_proto::bits::FrameBits;
 
 /// A frame that has been put on a channel, as gateway routes see it.
 #[derive(Clone, Copy, Debug)]
@@ -51,16 +52,42 @@ pub fn arbitration_key(frame: &Frame) -> u32 {
     }
 }
 
-/// Bus time a failed transmission occupies before the controller may retry:
-/// the frame up to the error (bounded by the longest frame of its kind at the
-/// nominal rate: 135 bits for classic CAN with worst-case stuffing, 703 for a
-/// 64-byte CAN FD frame) plus an error frame (6-bit flag, 8-bit delimiter,
-/// 3-bit intermission). Pacing retries this way keeps a permanently failing
-/// node (no ACK, a short) from spinning the bus thread in `ideal` timing.
-fn failed_attempt_ns(frame: &Frame, bitrate: u32) -> u64 {
-    const ERROR_FRAME_BITS: u64 = 6 + 8 + 3;
-    let frame_bits: u64 = if frame.is_fd() { 703 } else { 135 };
-    (frame_bits + ERROR_FRAME_BITS) * 1_000_000_000 / u64::from(bitrate.max(1))
+/// An error frame on the wire: 6-bit flag, 8-bit delimiter, 3-bit
+/// intermission. A failed attempt keeps the bus (and the sender) busy for it,
+/// which also paces a permanently failing node (no ACK, a short) in `ideal`
+/// timing instead of spinning the bus thread.
+const ERROR_FRAME_BITS: u64 = 6 + 8 + 3;
+
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What becomes of a frame that started on the wire.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    Deliver { copies: u8 },
+    Drop,
+    Delay(u64),
+    Corrupt,
+    NoAck,
+}
+
+/// A frame that won arbitration, with its fate decided at its start.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    sender: u32,
+    pending: Pending,
+    outcome: Outcome,
+}
+
+/// The frame a `timed` channel is carrying and when it ends.
+#[derive(Clone, Copy, Debug)]
+struct OnWire {
+    attempt: Attempt,
+    end_ns: u64,
 }
 
 /// Most frames `delay` rules may hold at once on one channel.
@@ -159,6 +186,10 @@ pub struct Channel {
     pub held_overflow: u64,
     /// Stuck dominant: every transmission fails until cleared.
     pub shorted: bool,
+    /// `timed`: the frame on the wire.
+    on_wire: Option<OnWire>,
+    /// `timed`: bus time at which the last frame (or error frame) ended.
+    bus_free_at: u64,
 }
 
 impl Channel {
@@ -176,6 +207,8 @@ impl Channel {
             held_order: 0,
             held_overflow: 0,
             shorted: false,
+            on_wire: None,
+            bus_free_at: 0,
         }
     }
 
@@ -183,91 +216,205 @@ impl Channel {
         &self.config.name
     }
 
-    /// Decide and transmit everything that may go at bus time `now_ns`.
-    /// Transmitted frames are appended to `sent` (for gateway routes).
-    /// Returns the bus time at which the channel wants to be served again.
+    /// Decide and transmit everything that may go by bus time `now_ns`.
+    /// Transmitted frames are appended to `sent` (for gateway routes and
+    /// recordings). Returns the bus time at which the channel wants to be
+    /// served again.
     pub fn service(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
         self.release_held(now_ns, stopping, sent);
+        let wake = match self.config.timing {
+            Timing::Ideal => self.service_ideal(now_ns, stopping, sent),
+            Timing::Timed => self.service_timed(now_ns, stopping, sent),
+        };
+        earliest(wake, self.held.peek().map(|Reverse(h)| h.due_ns))
+    }
+
+    /// `ideal`: every eligible frame goes now, in arbitration order.
+    fn service_ideal(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
         loop {
-            let mut winner: Option<(u32, u64, usize)> = None;
-            let mut wake_at: Option<u64> = self.held.peek().map(|Reverse(h)| h.due_ns);
-            let mut earliest = |at: u64| wake_at = Some(wake_at.map_or(at, |w: u64| w.min(at)));
-            for (index, member) in self.members.iter_mut().enumerate() {
-                if !member.plugged {
-                    // A node without a cable cannot send: its frames are lost.
-                    member.discard_pending();
-                    continue;
-                }
-                if let Some(until) = member.errors.bus_off_until {
-                    if now_ns < until {
-                        earliest(until);
-                        continue;
-                    }
-                    member.errors.recover();
-                }
-                if now_ns < member.retry_at {
-                    earliest(member.retry_at);
-                    continue;
-                }
-                match member.tx.offer(now_ns) {
-                    Ok(Some(pending)) => {
-                        let rank = (arbitration_key(&pending.frame), pending.arrival, index);
-                        if winner.is_none_or(|best| rank < best) {
-                            winner = Some(rank);
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(ready_at) => earliest(ready_at),
-                }
-            }
-            let Some((_, _, index)) = winner else { return wake_at };
-            let Some(pending) = self.members[index].tx.take(now_ns) else { return wake_at };
-            if self.shorted {
-                self.corrupt(index, pending, now_ns, stopping, sent);
-                continue;
-            }
-            let sender = self.members[index].port_id;
-            if self.config.no_ack && !self.has_listener(index) {
-                self.unacknowledged(index, pending, now_ns, stopping, sent);
-                continue;
-            }
-            let fate = decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, now_ns);
-            let (frame, copies) = match fate {
-                Fate::Drop => {
-                    self.members[index].sent_one();
-                    continue;
-                }
-                Fate::Delay(ns) => {
-                    self.members[index].sent_one();
-                    self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: true });
-                    continue;
-                }
-                Fate::Corrupt => {
-                    self.corrupt(index, pending, now_ns, stopping, sent);
-                    continue;
-                }
-                Fate::Deliver { frame, copies } => (frame, copies),
-            };
-            match decide_fate(&mut self.rules, Position::Bus, frame, sender, None, now_ns) {
-                Fate::Corrupt => self.corrupt(index, Pending { frame, ..pending }, now_ns, stopping, sent),
-                bus_fate => {
-                    self.members[index].sent_one();
-                    self.members[index].errors.transmitted();
-                    let extra = copies;
-                    self.apply_bus_fate(bus_fate, sender, Pending { frame, ..pending }, extra, now_ns, stopping, sent);
-                }
+            let (winner, wake) = self.arbitrate(now_ns);
+            let Some(index) = winner else { return wake };
+            if let Some(attempt) = self.begin(index, now_ns) {
+                let duration =
+                    FrameBits::of(&attempt.pending.frame).duration_ns(self.config.bitrate, self.data_bitrate());
+                self.finish(attempt, now_ns, now_ns + duration, stopping, sent);
             }
         }
     }
 
-    /// Carry out a bus-position decision for a frame that is leaving.
-    #[allow(clippy::too_many_arguments)]
+    /// `timed`: the channel carries one frame at a time for its exact
+    /// duration; a decision point is the end of the previous frame (or the
+    /// arrival of a frame on an idle bus). The schedule runs in bus time, so
+    /// it stays exact even when the bus thread wakes late.
+    fn service_timed(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
+        loop {
+            if let Some(end_ns) = self.on_wire.as_ref().map(|w| w.end_ns) {
+                if now_ns < end_ns {
+                    return Some(end_ns);
+                }
+                let Some(attempt) = self.on_wire.take() else { continue };
+                self.bus_free_at = self.finish(attempt.attempt, end_ns, end_ns, stopping, sent);
+                continue;
+            }
+            let mut at = self.bus_free_at;
+            let index = loop {
+                match self.arbitrate(at) {
+                    (Some(index), _) => break index,
+                    (None, Some(next)) if next <= now_ns => at = next.max(at),
+                    (None, wake) => return wake,
+                }
+            };
+            let Some(attempt) = self.begin(index, at) else { continue };
+            let end_ns =
+                at + FrameBits::of(&attempt.pending.frame).duration_ns(self.config.bitrate, self.data_bitrate());
+            self.on_wire = Some(OnWire { attempt, end_ns });
+        }
+    }
+
+    fn data_bitrate(&self) -> u32 {
+        self.config.effective_data_bitrate()
+    }
+
+    /// The port whose oldest frame wins arbitration at bus time `at` among
+    /// frames that had arrived by then, and otherwise the earliest time a
+    /// frame becomes eligible.
+    fn arbitrate(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
+        let mut winner: Option<(u32, u64, usize)> = None;
+        let mut wake_at: Option<u64> = None;
+        for (index, member) in self.members.iter_mut().enumerate() {
+            if !member.plugged {
+                // A node without a cable cannot send: its frames are lost.
+                member.discard_pending();
+                continue;
+            }
+            if let Some(until) = member.errors.bus_off_until {
+                if at < until {
+                    if !member.tx.is_empty() || until != u64::MAX {
+                        wake_at = earliest(wake_at, Some(until).filter(|&u| u != u64::MAX));
+                    }
+                    continue;
+                }
+                member.errors.recover();
+            }
+            if at < member.retry_at {
+                wake_at = earliest(wake_at, Some(member.retry_at));
+                continue;
+            }
+            match member.tx.offer(at) {
+                Ok(Some(pending)) if pending.arrived_ns > at => wake_at = earliest(wake_at, Some(pending.arrived_ns)),
+                Ok(Some(pending)) => {
+                    let rank = (arbitration_key(&pending.frame), pending.arrival, index);
+                    if winner.is_none_or(|best| rank < best) {
+                        winner = Some(rank);
+                    }
+                }
+                Ok(None) => {}
+                Err(ready_at) => wake_at = earliest(wake_at, Some(ready_at)),
+            }
+        }
+        (winner.map(|(_, _, index)| index), wake_at)
+    }
+
+    /// Take the winner's frame and decide, at its start of frame `at`, what
+    /// will become of it: sender-position rules, a short, a missing ACK,
+    /// bus-position rules. `None` when the frame never reaches the wire.
+    fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
+        let pending = self.members[index].tx.take(at)?;
+        let sender = self.members[index].port_id;
+        let outcome = |outcome| Some(Attempt { sender, pending, outcome });
+        if self.shorted {
+            return outcome(Outcome::Corrupt);
+        }
+        if self.config.no_ack && !self.has_listener(index) {
+            return outcome(Outcome::NoAck);
+        }
+        let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, at) {
+            Fate::Drop => {
+                self.members[index].sent_one();
+                return None;
+            }
+            Fate::Delay(ns) => {
+                self.members[index].sent_one();
+                self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: true });
+                return None;
+            }
+            Fate::Corrupt => return outcome(Outcome::Corrupt),
+            Fate::Deliver { frame, copies } => (frame, copies),
+        };
+        let pending = Pending { frame, ..pending };
+        let outcome = match decide_fate(&mut self.rules, Position::Bus, frame, sender, None, at) {
+            Fate::Drop => Outcome::Drop,
+            Fate::Delay(ns) => Outcome::Delay(ns),
+            Fate::Corrupt => Outcome::Corrupt,
+            Fate::Deliver { frame, copies: more } => {
+                return Some(Attempt {
+                    sender,
+                    pending: Pending { frame, ..pending },
+                    outcome: Outcome::Deliver { copies: copies.saturating_add(more) },
+                })
+            }
+        };
+        Some(Attempt { sender, pending, outcome })
+    }
+
+    /// Carry out an attempt whose frame ends at `at`; `retry_at` is when a
+    /// failed sender may try again. Returns when the bus is free again.
+    fn finish(
+        &mut self,
+        attempt: Attempt,
+        at: u64,
+        retry_at: u64,
+        stopping: &AtomicBool,
+        sent: &mut Vec<Transmitted>,
+    ) -> u64 {
+        let Attempt { sender, pending, outcome } = attempt;
+        let index = self.members.iter().position(|m| m.port_id == sender);
+        let leaves = |channel: &mut Channel| {
+            if let Some(member) = index.map(|i| &mut channel.members[i]) {
+                member.sent_one();
+                member.errors.transmitted();
+            }
+        };
+        let error_ns = ERROR_FRAME_BITS * 1_000_000_000 / u64::from(self.config.bitrate.max(1));
+        match outcome {
+            Outcome::Deliver { copies } => {
+                leaves(self);
+                for _ in 0..=copies {
+                    self.transmit(sender, pending, at, stopping, sent);
+                }
+                at
+            }
+            Outcome::Drop => {
+                leaves(self);
+                at
+            }
+            Outcome::Delay(ns) => {
+                leaves(self);
+                self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: false });
+                at
+            }
+            Outcome::Corrupt => {
+                self.destroyed_on_wire(sender, at, stopping, sent);
+                if let Some(index) = index {
+                    self.retry(index, pending, at, retry_at + error_ns, false, stopping, sent);
+                }
+                at + error_ns
+            }
+            Outcome::NoAck => {
+                if let Some(index) = index {
+                    self.retry(index, pending, at, retry_at + error_ns, true, stopping, sent);
+                }
+                at + error_ns
+            }
+        }
+    }
+
+    /// Carry out a bus-position decision for a frame released by a delay.
     fn apply_bus_fate(
         &mut self,
         fate: Fate,
         sender: u32,
         pending: Pending,
-        extra_copies: u8,
         now_ns: u64,
         stopping: &AtomicBool,
         sent: &mut Vec<Transmitted>,
@@ -277,7 +424,7 @@ impl Channel {
             Fate::Delay(ns) => self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: false }),
             Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, stopping, sent),
             Fate::Deliver { frame, copies } => {
-                for _ in 0..=(u16::from(copies) + u16::from(extra_copies)) {
+                for _ in 0..=copies {
                     self.transmit(sender, Pending { frame, ..pending }, now_ns, stopping, sent);
                 }
             }
@@ -295,7 +442,7 @@ impl Channel {
                     } else {
                         Fate::Deliver { frame: pending.frame, copies: 0 }
                     };
-                    self.apply_bus_fate(fate, sender, pending, 0, now_ns, stopping, sent);
+                    self.apply_bus_fate(fate, sender, pending, now_ns, stopping, sent);
                 }
                 Held::ToPort { port_id, frame, meta } => {
                     if let Some(member) = self.member_mut(port_id) {
@@ -315,29 +462,6 @@ impl Channel {
         self.held.push(Reverse(Delayed { due_ns, order: self.held_order, held }));
     }
 
-    /// The frame of member `index` was destroyed on the wire: everyone sees
-    /// an error frame, the sender's transmit error counter rises, and the
-    /// sender retransmits — unless that took it to bus-off.
-    fn corrupt(
-        &mut self,
-        index: usize,
-        pending: Pending,
-        now_ns: u64,
-        stopping: &AtomicBool,
-        sent: &mut Vec<Transmitted>,
-    ) {
-        let sender = self.members[index].port_id;
-        self.destroyed_on_wire(sender, now_ns, stopping, sent);
-        let bitrate = self.config.bitrate;
-        let member = &mut self.members[index];
-        member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
-        member.tx.push_front(pending);
-        if member.errors.transmit_error(now_ns, bitrate, self.config.auto_bus_off_recovery) {
-            // A bus-off controller drops what it had queued.
-            member.discard_pending();
-        }
-    }
-
     /// Whether any other port on the sender's segment would acknowledge.
     fn has_listener(&self, sender_index: usize) -> bool {
         let sender = &self.members[sender_index];
@@ -350,28 +474,45 @@ impl Channel {
         })
     }
 
-    /// Nobody acknowledged: the sender sees an ACK error, its transmit error
-    /// counter rises, and it retransmits — a lone node never succeeds.
-    fn unacknowledged(
+    /// A failed transmission: the sender's error counter rises and it will
+    /// retransmit from `retry_at` — unless that took it to bus-off, which
+    /// drops its queue. Without an ACK the sender alone sees an ACK error
+    /// frame (and, per ISO 11898-1, stops counting once error-passive).
+    #[allow(clippy::too_many_arguments)]
+    fn retry(
         &mut self,
         index: usize,
         pending: Pending,
-        now_ns: u64,
+        at: u64,
+        retry_at: u64,
+        no_ack: bool,
         stopping: &AtomicBool,
         sent: &mut Vec<Transmitted>,
     ) {
-        let meta = self.next_meta(0, now_ns);
-        let bitrate = self.config.bitrate;
-        let auto = self.config.auto_bus_off_recovery;
+        let (bitrate, auto) = (self.config.bitrate, self.config.auto_bus_off_recovery);
+        if no_ack {
+            let meta = self.next_meta(0, at);
+            self.members[index].deliver(ack_error_frame(), meta, stopping);
+            sent.push(Transmitted {
+                channel: self.id,
+                frame: ack_error_frame(),
+                hops: 0,
+                timestamp_ns: meta.timestamp_ns,
+            });
+            self.frames += 1;
+        }
         let member = &mut self.members[index];
-        member.deliver(ack_error_frame(), meta, stopping);
-        sent.push(Transmitted { channel: self.id, frame: ack_error_frame(), hops: 0, timestamp_ns: meta.timestamp_ns });
-        member.retry_at = now_ns + failed_attempt_ns(&pending.frame, bitrate);
+        member.retry_at = retry_at;
         member.tx.push_front(pending);
-        if member.errors.ack_error(now_ns, bitrate, auto) {
+        let bus_off = if no_ack {
+            member.errors.ack_error(at, bitrate, auto)
+        } else {
+            member.errors.transmit_error(at, bitrate, auto)
+        };
+        if bus_off {
+            // A bus-off controller drops what it had queued.
             member.discard_pending();
         }
-        self.frames += 1;
     }
 
     /// Put an error frame on the bus in place of a destroyed frame.
@@ -510,7 +651,7 @@ mod tests {
     }
 
     fn offer(channel: &mut Channel, port_id: u32, frame: Frame, arrival: u64) {
-        channel.member_mut(port_id).unwrap().tx.push(Pending { frame, arrival, hops: 0 });
+        channel.member_mut(port_id).unwrap().tx.push(Pending { frame, arrival, hops: 0, arrived_ns: 0 });
     }
 
     #[test]
@@ -522,8 +663,8 @@ mod tests {
         channel.members.extend([a, b]);
         let frame = Frame::can(0x10, false, &[1]).unwrap();
         let mut sent = Vec::new();
-        let first = channel.transmit(1, Pending { frame, arrival: 0, hops: 0 }, 100, &stop, &mut sent);
-        let second = channel.transmit(2, Pending { frame, arrival: 1, hops: 0 }, 50, &stop, &mut sent);
+        let first = channel.transmit(1, Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 100, &stop, &mut sent);
+        let second = channel.transmit(2, Pending { frame, arrival: 1, hops: 0, arrived_ns: 0 }, 50, &stop, &mut sent);
         assert_eq!((first.seq, second.seq), (1, 2));
         assert_eq!(second.timestamp_ns, 100, "timestamps never go backwards");
         assert_eq!(frames(&rx_a).iter().map(Frame::is_echo).collect::<Vec<_>>(), [true, false]);
@@ -597,11 +738,11 @@ mod tests {
         let frame = Frame::can(0x10, false, &[]).unwrap();
         let mut sent = Vec::new();
         for arrival in 0..OUTBOX_FRAMES as u64 + 3 {
-            channel.transmit(9, Pending { frame, arrival, hops: 0 }, 0, &stop, &mut sent);
+            channel.transmit(9, Pending { frame, arrival, hops: 0, arrived_ns: 0 }, 0, &stop, &mut sent);
         }
         assert_eq!(channel.members[0].counters.rx_dropped, 3);
         assert_eq!(rx_slow.try_iter().take(10).count(), 10);
-        channel.transmit(9, Pending { frame, arrival: 0, hops: 0 }, 0, &stop, &mut sent);
+        channel.transmit(9, Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 0, &stop, &mut sent);
         let tail: Vec<Outbound> = rx_slow.try_iter().collect();
         let report_at = tail.iter().position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
         assert_eq!(report_at, Some(tail.len() - 2), "the report precedes the next frame");

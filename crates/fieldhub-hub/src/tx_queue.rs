@@ -16,6 +16,9 @@ pub struct Pending {
     pub arrival: u64,
     /// Gateway routes this frame has crossed.
     pub hops: u8,
+    /// Bus time the frame reached the bus thread; a `timed` channel does not
+    /// start a frame before it arrived.
+    pub arrived_ns: u64,
 }
 
 /// Token bucket: `rate` frames per second after a burst of `burst`.
@@ -126,7 +129,7 @@ mod tests {
     use super::*;
 
     fn pending(arrival: u64) -> Pending {
-        Pending { frame: Frame::can(1, false, &[]).unwrap(), arrival, hops: 0 }
+        Pending { frame: Frame::can(1, false, &[]).unwrap(), arrival, hops: 0, arrived_ns: 0 }
     }
 
     #[test]

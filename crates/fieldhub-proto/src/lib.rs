@@ -5,6 +5,7 @@
 //! - [`frame`]: what travels on a bus — [`Frame`] (CAN classic, CAN FD, error
 //!   frames in SocketCAN layout) and the hub-assigned [`FrameMeta`] (channel,
 //!   sender port, per-channel sequence number, timestamp).
+//! - [`bits`]: a frame's exact on-wire bit length (stuffing, CRC) and duration.
 //! - [`limits`]: every bound of the protocol (message size, frames per batch,
 //!   ports per client, name lengths). The spec (`spec/protocol.md`) quotes them.
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
@@ -27,6 +28,7 @@
 //! - Encoding a decoded message yields the same bytes (the test vectors in
 //!   `spec/vectors/` pin this for every message type).
 
+pub mod bits;
 pub mod frame;
 pub mod limits;
 pub mod stats;

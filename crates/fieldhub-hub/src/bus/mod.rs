@@ -238,7 +238,8 @@ impl Bus {
                     gateway.counters.tx_dropped += 1;
                     continue;
                 }
-                gateway.tx.push(Pending { frame, arrival: self.next_arrival, hops: sent.hops + 1 });
+                let arrived_ns = sent.timestamp_ns;
+                gateway.tx.push(Pending { frame, arrival: self.next_arrival, hops: sent.hops + 1, arrived_ns });
                 self.next_arrival += 1;
                 route.routed += 1;
                 self.dirty[route.to as usize] = true;
@@ -303,7 +304,7 @@ impl Bus {
             member.counters.tx_dropped += 1;
             return client.credit.release();
         }
-        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0 });
+        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns: self.clock.now() });
         self.next_arrival += 1;
         self.dirty[owned.channel as usize] = true;
     }
