@@ -1,0 +1,178 @@
+//! Status codes: every `fh_` function that can fail returns one of these as
+//! an `int`. Codes are stable (part of the ABI): a new failure gets a new
+//! code, existing codes never change meaning.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use fieldhub_client::{ClientError, ErrorCode};
+
+/// Result of an `fh_` call. Functions return it as `int`; `FH_OK` is 0 and
+/// every failure is negative. `fh_strerror` turns any value into a message.
+#[repr(C)]
+#[allow(non_camel_case_types, clippy::enum_variant_names)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum fh_status {
+    /// Success.
+    FH_OK = 0,
+    /// A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small.
+    FH_ERR_INVALID_ARGUMENT = -1,
+    /// The hub URL is not `tcp://HOST:PORT` or `unix:PATH`.
+    FH_ERR_INVALID_URL = -2,
+    /// Nothing answered at the hub's address (is `fieldhub hub` running?).
+    FH_ERR_CONNECT = -3,
+    /// The hub refused the connection (wrong or missing token, version, hub full).
+    FH_ERR_REFUSED = -4,
+    /// The connection to the hub has ended; close the client and connect again.
+    FH_ERR_CLOSED = -5,
+    /// The timeout passed: nothing to receive, no room to send, or no answer.
+    FH_ERR_TIMEOUT = -6,
+    /// The client handle has not been connected (`fh_connect`).
+    FH_ERR_NOT_CONNECTED = -7,
+    /// The hub has no channel of that name.
+    FH_ERR_UNKNOWN_CHANNEL = -8,
+    /// The client already has the maximum number of ports open (32).
+    FH_ERR_TOO_MANY_PORTS = -9,
+    /// A port of that name is already open on the hub.
+    FH_ERR_PORT_NAME_TAKEN = -10,
+    /// The port handle is not open on this client.
+    FH_ERR_PORT_NOT_OPEN = -11,
+    /// The frame is not valid: identifier range, length, flags (details in the last error).
+    FH_ERR_INVALID_FRAME = -12,
+    /// The hub rejected a request for another reason (details in the last error).
+    FH_ERR_REJECTED = -13,
+    /// The hub and this library disagree on the protocol (details in the last error).
+    FH_ERR_PROTOCOL = -14,
+    /// A bug inside libfieldhub was caught before it could crash the program.
+    FH_ERR_INTERNAL = -15,
+}
+
+use fh_status::*;
+
+/// Every code.
+const ALL: [fh_status; 16] = [
+    FH_OK,
+    FH_ERR_INVALID_ARGUMENT,
+    FH_ERR_INVALID_URL,
+    FH_ERR_CONNECT,
+    FH_ERR_REFUSED,
+    FH_ERR_CLOSED,
+    FH_ERR_TIMEOUT,
+    FH_ERR_NOT_CONNECTED,
+    FH_ERR_UNKNOWN_CHANNEL,
+    FH_ERR_TOO_MANY_PORTS,
+    FH_ERR_PORT_NAME_TAKEN,
+    FH_ERR_PORT_NOT_OPEN,
+    FH_ERR_INVALID_FRAME,
+    FH_ERR_REJECTED,
+    FH_ERR_PROTOCOL,
+    FH_ERR_INTERNAL,
+];
+
+impl fh_status {
+    /// The static message for this code.
+    pub fn message(self) -> &'static CStr {
+        match self {
+            FH_OK => c"success",
+            FH_ERR_INVALID_ARGUMENT => c"invalid argument",
+            FH_ERR_INVALID_URL => c"invalid hub URL (expected tcp://HOST:PORT or unix:PATH)",
+            FH_ERR_CONNECT => c"cannot reach the hub (is `fieldhub hub` running at that address?)",
+            FH_ERR_REFUSED => c"the hub refused the connection",
+            FH_ERR_CLOSED => c"the connection to the hub is closed",
+            FH_ERR_TIMEOUT => c"timed out",
+            FH_ERR_NOT_CONNECTED => c"the client is not connected (call fh_connect first)",
+            FH_ERR_UNKNOWN_CHANNEL => c"the hub has no channel of that name",
+            FH_ERR_TOO_MANY_PORTS => c"too many ports open on this client",
+            FH_ERR_PORT_NAME_TAKEN => c"a port of that name is already open on the hub",
+            FH_ERR_PORT_NOT_OPEN => c"the port is not open on this client",
+            FH_ERR_INVALID_FRAME => c"invalid frame",
+            FH_ERR_REJECTED => c"the hub rejected the request",
+            FH_ERR_PROTOCOL => c"protocol error talking to the hub",
+            FH_ERR_INTERNAL => c"internal error in libfieldhub (a bug; please report it)",
+        }
+    }
+
+    /// The code for an `int`, if it is one.
+    pub fn from_int(code: c_int) -> Option<Self> {
+        ALL.into_iter().find(|s| *s as c_int == code)
+    }
+}
+
+/// Message for a value that is no `fh_status`.
+pub const UNKNOWN_CODE_MESSAGE: &CStr = c"unknown fieldhub status code";
+
+/// A failed call: its code and, where there is more to say than the code's
+/// own message, the details for `fh_last_error`.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: fh_status,
+    pub detail: Option<String>,
+}
+
+impl Failure {
+    pub fn new(status: fh_status, detail: impl Into<String>) -> Self {
+        Self { status, detail: Some(detail.into()) }
+    }
+
+    /// A failure the code's message describes fully. Costs no allocation,
+    /// which matters for `FH_ERR_TIMEOUT` in polling loops.
+    pub fn bare(status: fh_status) -> Self {
+        Self { status, detail: None }
+    }
+
+    pub fn invalid_argument(detail: impl Into<String>) -> Self {
+        Self::new(FH_ERR_INVALID_ARGUMENT, detail)
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(error: ClientError) -> Self {
+        let status = match &error {
+            ClientError::InvalidUrl { .. } => FH_ERR_INVALID_URL,
+            ClientError::Connect { .. } => FH_ERR_CONNECT,
+            ClientError::Refused { .. } => FH_ERR_REFUSED,
+            ClientError::Rejected { .. } => match error.code() {
+                Some(ErrorCode::UnknownChannel) => FH_ERR_UNKNOWN_CHANNEL,
+                Some(ErrorCode::TooManyPorts) => FH_ERR_TOO_MANY_PORTS,
+                Some(ErrorCode::PortNameTaken) => FH_ERR_PORT_NAME_TAKEN,
+                Some(ErrorCode::PortNotOpen) => FH_ERR_PORT_NOT_OPEN,
+                Some(ErrorCode::InvalidFrame) => FH_ERR_INVALID_FRAME,
+                _ => FH_ERR_REJECTED,
+            },
+            ClientError::Closed { .. } => FH_ERR_CLOSED,
+            ClientError::Timeout(_) => FH_ERR_TIMEOUT,
+            ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
+            ClientError::Protocol(_) => FH_ERR_PROTOCOL,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+/// Pointer to a static message; never NULL.
+pub fn message_ptr(code: c_int) -> *const c_char {
+    fh_status::from_int(code).map_or(UNKNOWN_CODE_MESSAGE, fh_status::message).as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_distinct_message_and_round_trips() {
+        let mut seen = std::collections::HashSet::new();
+        for status in ALL {
+            assert_eq!(fh_status::from_int(status as c_int), Some(status));
+            assert!(seen.insert(status.message()), "{status:?} repeats a message");
+        }
+        assert_eq!(fh_status::from_int(1), None);
+        assert_eq!(fh_status::from_int(-16), None);
+    }
+
+    #[test]
+    fn hub_rejections_map_to_their_own_codes() {
+        let rejected =
+            |code: ErrorCode| Failure::from(ClientError::Rejected { code: code as u16, text: "no".into() }).status;
+        assert_eq!(rejected(ErrorCode::UnknownChannel), FH_ERR_UNKNOWN_CHANNEL);
+        assert_eq!(rejected(ErrorCode::InvalidFrame), FH_ERR_INVALID_FRAME);
+        assert_eq!(rejected(ErrorCode::HubFull), FH_ERR_REJECTED);
+    }
+}

@@ -1,0 +1,31 @@
+# libfieldhub, the C library (crates/fieldhub-ffi, include/, c/, examples/c/).
+#
+#   make test-c   check the header is up to date, build the hub, build and
+#                 install libfieldhub into a scratch prefix, build the C
+#                 tests and examples against that installation, run them.
+
+C_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+C_BUILD := $(C_TARGET_DIR)/c-build
+C_PREFIX := $(C_BUILD)/prefix
+
+.PHONY: test-c
+test-c:
+	$(CARGO) test --locked -p fieldhub-ffi --test header
+	$(CARGO) build --locked -p fieldhub-cli
+	@command -v pkg-config >/dev/null 2>&1 || { \
+	  echo "test-c: installing pkg-config (Debian package pkgconf)"; \
+	  apt-get update -qq && apt-get install -y -qq pkgconf >/dev/null; } || { \
+	  echo "test-c: pkg-config is missing and cannot be installed here; install pkgconf"; exit 1; }
+	rm -rf $(C_BUILD)
+	cmake -S c -B $(C_BUILD)/lib -DCMAKE_INSTALL_PREFIX=$(C_PREFIX) -DFIELDHUB_TEST_HOOKS=ON \
+	  -DFIELDHUB_CARGO_PROFILE=dev -DFIELDHUB_CARGO_TARGET_DIR=$(C_TARGET_DIR)
+	cmake --build $(C_BUILD)/lib
+	cmake --install $(C_BUILD)/lib
+	readelf -d $(C_PREFIX)/lib/libfieldhub.so | grep -q 'SONAME.*\[libfieldhub\.so\.0\]' || \
+	  { echo "test-c: libfieldhub.so lacks the soname libfieldhub.so.0"; exit 1; }
+	cmake -S c/tests -B $(C_BUILD)/tests -DCMAKE_PREFIX_PATH=$(C_PREFIX) \
+	  -DFIELDHUB_BIN=$(C_TARGET_DIR)/debug/fieldhub
+	cmake --build $(C_BUILD)/tests
+	cd $(C_BUILD)/tests && ctest --output-on-failure
+
+TEST_PARTS += test-c
