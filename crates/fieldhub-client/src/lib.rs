@@ -38,7 +38,7 @@ pub mod url;
 use std::collections::HashMap;
 use std::io::{BufReader, Write};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -150,6 +150,8 @@ const CLOSED_PORT: u32 = u32::MAX;
 struct Shared {
     /// Why the connection ended, once it has.
     closed: Mutex<Option<String>>,
+    /// `closed` is set; checked without the lock on the send path.
+    is_closed: AtomicBool,
     waiters: Mutex<HashMap<Waiting, Sender<Reply>>>,
     /// Non-fatal errors the hub reported outside any request.
     errors: Mutex<Vec<(u16, String)>>,
@@ -174,6 +176,7 @@ impl Shared {
         if closed.is_none() {
             *closed = Some(reason);
         }
+        self.is_closed.store(true, Ordering::Release);
         drop(closed);
         // Dropping the reply senders wakes every waiter.
         lock(&self.waiters).clear();
@@ -255,6 +258,7 @@ impl Client {
 
         let shared = Arc::new(Shared {
             closed: Mutex::new(None),
+            is_closed: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
             errors: Mutex::new(Vec::new()),
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
@@ -371,6 +375,11 @@ impl Client {
     /// Queue a frame, waiting at most `timeout` (`None`: no limit) for room.
     pub fn send_timeout(&self, port: &Port, frame: &Frame, timeout: Option<Duration>) -> Result<(), ClientError> {
         self.check_open(port)?;
+        // SYNC POINT with `Shared::close`'s Release store: a dead connection
+        // fails the send at once instead of queueing into the void.
+        if self.shared.is_closed.load(Ordering::Acquire) {
+            return Err(self.shared.closed_error());
+        }
         let item = WriteItem::Frame { port: port.handle, frame: frame.with_echo(false) };
         let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
         let sent = match timeout {
