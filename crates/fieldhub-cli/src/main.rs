@@ -6,6 +6,7 @@
 
 mod ctl;
 mod dump;
+mod frame_bits;
 mod gen;
 mod hub;
 mod record;
@@ -40,6 +41,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
     Ctl(ctl::CtlArgs),
+    /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
+    FrameBits(frame_bits::FrameBitsArgs),
 }
 
 /// `--hub URL`, shared by every tool that connects to a hub.
@@ -88,6 +91,7 @@ fn main() -> std::process::ExitCode {
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::FrameBits(args) => frame_bits::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -22,11 +22,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("hub {}", stats.hub);
-    println!("{:<16} {:<6} {:>9} {:>9} {:<6} {:>12}", "CHANNEL", "PROTO", "BITRATE", "DATA", "TIMING", "FRAMES");
+    println!(
+        "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>7} {:>7}",
+        "CHANNEL", "PROTO", "BITRATE", "DATA", "TIMING", "FRAMES", "LOAD1s", "LOAD10s"
+    );
     for c in &stats.channels {
         println!(
-            "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12}",
-            c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames
+            "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>6.1}% {:>6.1}%",
+            c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
         );
         for id in c.ids.iter().take(args.top_ids) {
             println!("    id {:>8X} {:>12} frames {:>10.1} /s", id.id, id.frames, id.rate_hz);

@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 
 use fieldhub_proto::{Frame, FrameMeta};
 
+use crate::bus_load::BusLoad;
 use crate::config::{ChannelConfig, Timing};
 use crate::fault::{ack_error_frame, corruption_error_frame, transform, Action, FaultRule, Position};
 use crate::id_counter::IdCounter;
@@ -178,6 +179,7 @@ pub struct Channel {
     /// Frames put on the channel (error frames included).
     pub frames: u64,
     pub ids: IdCounter,
+    pub load: BusLoad,
     /// Fault rules, evaluated in order.
     pub rules: Vec<FaultRule>,
     held: BinaryHeap<Reverse<Delayed>>,
@@ -202,6 +204,7 @@ impl Channel {
             members: Vec::new(),
             frames: 0,
             ids: IdCounter::default(),
+            load: BusLoad::default(),
             rules: Vec::new(),
             held: BinaryHeap::new(),
             held_order: 0,
@@ -594,6 +597,9 @@ impl Channel {
         }
         self.frames += 1;
         self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
+        let bits = FrameBits::of(&frame);
+        let busy_ns = bits.duration_ns(self.config.bitrate, self.config.effective_data_bitrate());
+        self.load.add(meta.timestamp_ns, bits.total, busy_ns);
         sent.push(Transmitted { channel: self.id, frame, hops: pending.hops, timestamp_ns: meta.timestamp_ns });
         meta
     }

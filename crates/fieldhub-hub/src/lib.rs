@@ -25,6 +25,7 @@
 //! - A misbehaving client is disconnected alone; the bus never stops for it.
 
 pub mod bus;
+pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;

@@ -26,6 +26,15 @@ pub struct ChannelStats {
     pub timing: String,
     /// Frames put on the channel.
     pub frames: u64,
+    /// Bits put on the wire (stuff bits and intermission included).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub bits: u64,
+    /// Share of time the wire was busy over the last second, in percent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub load_1s: f64,
+    /// The same over the last ten seconds.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub load_10s: f64,
     /// Per identifier (SocketCAN form), most frequent first.
     pub ids: Vec<IdStats>,
 }

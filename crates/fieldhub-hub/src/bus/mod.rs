@@ -370,6 +370,9 @@ impl Bus {
                     Timing::Timed => "timed".into(),
                 },
                 frames: c.frames,
+                bits: c.load.bits,
+                load_1s: c.load.percent(now_ns, 1_000_000_000),
+                load_10s: c.load.percent(now_ns, 10_000_000_000),
                 ids: c.ids.snapshot(now_ns),
             })
             .collect();
