@@ -225,7 +225,8 @@ fn lone_sender_with_no_ack_emulation_never_succeeds() {
     let port = lone.open_port_with("can0", &PortConfig { name: Some("lone".into()), ..Default::default() }).unwrap();
     lone.send(&port, &numbered(0x100, 1, 0)).unwrap();
     let seen = recv_n(&lone, 20);
-    assert!(seen.iter().all(|r| r.frame.is_error() && r.frame.id() == 0x20), "only ACK errors: {seen:?}");
+    assert!(seen.iter().all(|r| r.frame.is_error()), "only errors: {seen:?}");
+    assert_eq!(seen.iter().filter(|r| r.frame.id() == 0x20).count(), 19, "ACK errors, and one report of error-passive");
     let ports = ok(&hub, "GET", "/api/v1/ports", None);
     let me = &ports[0];
     assert_eq!(
@@ -302,4 +303,29 @@ fn hub_side_recording_captures_faults_and_replays_identically() {
     let replayed: Vec<Frame> = recv_n(&far, 602).into_iter().map(|r| r.frame).collect();
     assert_eq!(replayed, recorded.iter().map(|r| r.frame).collect::<Vec<_>>());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn transmit_errors_walk_a_port_through_passive_and_bus_off_to_recovery_with_socketcan_reports() {
+    let b = bench(None);
+    b.rule(json!({"channel": "can0", "at": "bus", "count": 32, "action": {"type": "corrupt"}}));
+    b.sender.send(&b.tx, &numbered(0x100, 1, 0)).unwrap();
+    // The sender sees 32 corruption error frames and three state reports:
+    // error-passive at TEC 128, bus-off at TEC 256, restarted after recovery.
+    let seen: Vec<Frame> = recv_n(&b.sender, 35).into_iter().map(|r| r.frame).collect();
+    let reports: Vec<(u32, u8, u8, u8)> =
+        seen.iter().filter(|f| f.id() != 0x08).map(|f| (f.id(), f.data()[1], f.data()[6], f.data()[7])).collect();
+    assert_eq!(
+        reports,
+        [(0x204, 0x20, 128, 0), (0x240, 0, 255, 0), (0x300, 0, 0, 0)],
+        "CAN_ERR_CRTL|CNT tx-passive, CAN_ERR_BUSOFF|CNT, CAN_ERR_RESTARTED|CNT"
+    );
+    let ecu = b.port("ecu");
+    assert_eq!(
+        (ecu["error_state"].as_str(), ecu["tec"].as_u64(), ecu["tx_dropped"].as_u64()),
+        (Some("active"), Some(0), Some(1))
+    );
+    // Receivers counted one receive error per destroyed frame, then nothing
+    // got through: REC stays at 32.
+    assert_eq!(b.port("listener")["rec"].as_u64(), Some(32));
 }

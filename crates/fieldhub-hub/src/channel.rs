@@ -21,6 +21,7 @@ use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::bus_load::BusLoad;
 use crate::config::{ChannelConfig, Timing};
+use crate::confinement::{state_change_frame, ErrorState};
 use crate::fault::{ack_error_frame, corruption_error_frame, transform, Action, FaultRule, Position};
 use crate::id_counter::IdCounter;
 use crate::member::Member;
@@ -235,7 +236,7 @@ impl Channel {
     /// `ideal`: every eligible frame goes now, in arbitration order.
     fn service_ideal(&mut self, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) -> Option<u64> {
         loop {
-            let (winner, wake) = self.arbitrate(now_ns);
+            let (winner, wake) = self.arbitrate(now_ns, stopping);
             let Some(index) = winner else { return wake };
             if let Some(attempt) = self.begin(index, now_ns) {
                 let duration =
@@ -261,7 +262,7 @@ impl Channel {
             }
             let mut at = self.bus_free_at;
             let index = loop {
-                match self.arbitrate(at) {
+                match self.arbitrate(at, stopping) {
                     (Some(index), _) => break index,
                     (None, Some(next)) if next <= now_ns => at = next.max(at),
                     (None, wake) => return wake,
@@ -281,9 +282,10 @@ impl Channel {
     /// The port whose oldest frame wins arbitration at bus time `at` among
     /// frames that had arrived by then, and otherwise the earliest time a
     /// frame becomes eligible.
-    fn arbitrate(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
+    fn arbitrate(&mut self, at: u64, stopping: &AtomicBool) -> (Option<usize>, Option<u64>) {
         let mut winner: Option<(u32, u64, usize)> = None;
         let mut wake_at: Option<u64> = None;
+        let mut recovered: Vec<usize> = Vec::new();
         for (index, member) in self.members.iter_mut().enumerate() {
             if !member.plugged {
                 // A node without a cable cannot send: its frames are lost.
@@ -292,12 +294,11 @@ impl Channel {
             }
             if let Some(until) = member.errors.bus_off_until {
                 if at < until {
-                    if !member.tx.is_empty() || until != u64::MAX {
-                        wake_at = earliest(wake_at, Some(until).filter(|&u| u != u64::MAX));
-                    }
+                    wake_at = earliest(wake_at, Some(until).filter(|&u| u != u64::MAX));
                     continue;
                 }
                 member.errors.recover();
+                recovered.push(index);
             }
             if at < member.retry_at {
                 wake_at = earliest(wake_at, Some(member.retry_at));
@@ -314,6 +315,10 @@ impl Channel {
                 Ok(None) => {}
                 Err(ready_at) => wake_at = earliest(wake_at, Some(ready_at)),
             }
+        }
+        // Recovery is rare; the Vec above does not allocate until it happens.
+        for index in recovered {
+            self.report_state_change(index, ErrorState::BusOff, at, stopping);
         }
         (winner.map(|(_, _, index)| index), wake_at)
     }
@@ -373,9 +378,11 @@ impl Channel {
         let Attempt { sender, pending, outcome } = attempt;
         let index = self.members.iter().position(|m| m.port_id == sender);
         let leaves = |channel: &mut Channel| {
-            if let Some(member) = index.map(|i| &mut channel.members[i]) {
-                member.sent_one();
-                member.errors.transmitted();
+            if let Some(i) = index {
+                let before = channel.members[i].errors.state();
+                channel.members[i].sent_one();
+                channel.members[i].errors.transmitted();
+                channel.report_state_change(i, before, at, stopping);
             }
         };
         let error_ns = ERROR_FRAME_BITS * 1_000_000_000 / u64::from(self.config.bitrate.max(1));
@@ -504,6 +511,7 @@ impl Channel {
             });
             self.frames += 1;
         }
+        let before = self.members[index].errors.state();
         let member = &mut self.members[index];
         member.retry_at = retry_at;
         member.tx.push_front(pending);
@@ -515,6 +523,16 @@ impl Channel {
         if bus_off {
             // A bus-off controller drops what it had queued.
             member.discard_pending();
+        }
+        self.report_state_change(index, before, at, stopping);
+    }
+
+    /// Tell port `index` its controller changed error state, with the
+    /// SocketCAN error frame a Linux driver would send.
+    pub fn report_state_change(&mut self, index: usize, before: ErrorState, at: u64, stopping: &AtomicBool) {
+        if let Some(frame) = state_change_frame(before, &self.members[index].errors) {
+            let meta = self.next_meta(0, at);
+            self.members[index].deliver(frame, meta, stopping);
         }
     }
 

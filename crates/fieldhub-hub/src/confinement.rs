@@ -13,6 +13,45 @@
 
 use serde::Serialize;
 
+/// SocketCAN error classes and details used for state reports
+/// (`linux/can/error.h`).
+pub mod can_err {
+    pub const CRTL: u32 = 0x0000_0004;
+    pub const BUSOFF: u32 = 0x0000_0040;
+    pub const RESTARTED: u32 = 0x0000_0100;
+    /// TX/RX error counters are in data\[6\] and data\[7\].
+    pub const CNT: u32 = 0x0000_0200;
+    pub const CRTL_RX_PASSIVE: u8 = 0x10;
+    pub const CRTL_TX_PASSIVE: u8 = 0x20;
+    pub const CRTL_ACTIVE: u8 = 0x40;
+}
+
+/// The SocketCAN error frame a controller reports when its state goes from
+/// `before` to its current state, as Linux CAN drivers do; `None` if the
+/// state did not change.
+pub fn state_change_frame(before: ErrorState, now: &ErrorCounters) -> Option<fieldhub_proto::Frame> {
+    let after = now.state();
+    if after == before {
+        return None;
+    }
+    let mut data = [0u8; 8];
+    data[6] = now.tec.min(255) as u8;
+    data[7] = now.rec.min(255) as u8;
+    let class = match (before, after) {
+        (_, ErrorState::BusOff) => can_err::BUSOFF | can_err::CNT,
+        (ErrorState::BusOff, _) => can_err::RESTARTED | can_err::CNT,
+        (_, ErrorState::Passive) => {
+            data[1] = if now.tec > 127 { can_err::CRTL_TX_PASSIVE } else { can_err::CRTL_RX_PASSIVE };
+            can_err::CRTL | can_err::CNT
+        }
+        (_, ErrorState::Active) => {
+            data[1] = can_err::CRTL_ACTIVE;
+            can_err::CRTL | can_err::CNT
+        }
+    };
+    fieldhub_proto::Frame::error(class, data).ok()
+}
+
 /// Bit times a bus-off controller waits before it may rejoin.
 pub const BUS_OFF_RECOVERY_BITS: u64 = 128 * 11;
 

@@ -311,6 +311,7 @@ impl Bus {
         let (c, at) = self.find_port(port)?;
         let now_ns = self.clock.now();
         let (bitrate, auto) = (self.channels[c].config.bitrate, self.channels[c].config.auto_bus_off_recovery);
+        let before = self.channels[c].members[at].errors.state();
         let member = &mut self.channels[c].members[at];
         match state {
             ForcedState::ErrorActive => member.errors.recover(),
@@ -324,6 +325,7 @@ impl Bus {
                 member.discard_pending();
             }
         }
+        self.channels[c].report_state_change(at, before, now_ns, &self.stopping);
         // A forced state may end (bus-off recovery): let the channel plan for it.
         self.dirty[c] = true;
         Ok(self.port_json(c, &self.channels[c].members[at]))
