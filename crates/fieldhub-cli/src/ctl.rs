@@ -73,6 +73,41 @@ enum Operation {
     /// Recordings the hub writes: start, stop, list.
     #[command(subcommand)]
     Record(RecordOperation),
+    /// Connected clients and their ports.
+    Clients,
+    /// Channels: add, remove, or change bitrate/timing.
+    #[command(subcommand)]
+    Channel(ChannelOperation),
+}
+
+#[derive(clap::Subcommand)]
+enum ChannelOperation {
+    /// Create a channel.
+    Add {
+        name: String,
+        /// can or canfd.
+        #[arg(long, default_value = "can")]
+        protocol: String,
+        #[arg(long)]
+        bitrate: Option<u32>,
+        #[arg(long)]
+        data_bitrate: Option<u32>,
+        /// ideal or timed.
+        #[arg(long)]
+        timing: Option<String>,
+    },
+    /// Remove a channel no port or route uses.
+    Remove { name: String },
+    /// Change bitrate, data bitrate or timing of a channel.
+    Set {
+        name: String,
+        #[arg(long)]
+        bitrate: Option<u32>,
+        #[arg(long)]
+        data_bitrate: Option<u32>,
+        #[arg(long)]
+        timing: Option<String>,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -144,6 +179,34 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         Operation::Record(RecordOperation::Stop { id }) => ("DELETE", format!("/api/v1/recordings/{id}"), None),
         Operation::Record(RecordOperation::List) => ("GET", "/api/v1/recordings".to_owned(), None),
+        Operation::Clients => ("GET", "/api/v1/clients".to_owned(), None),
+        Operation::Channel(ChannelOperation::Add { name, protocol, bitrate, data_bitrate, timing }) => {
+            let mut body = json!({ "name": name, "protocol": protocol });
+            for (key, value) in [
+                ("bitrate", bitrate.map(Value::from)),
+                ("data_bitrate", data_bitrate.map(Value::from)),
+                ("timing", timing.map(Value::from)),
+            ] {
+                if let Some(value) = value {
+                    body[key] = value;
+                }
+            }
+            ("POST", "/api/v1/channels".to_owned(), Some(body))
+        }
+        Operation::Channel(ChannelOperation::Remove { name }) => ("DELETE", format!("/api/v1/channels/{name}"), None),
+        Operation::Channel(ChannelOperation::Set { name, bitrate, data_bitrate, timing }) => {
+            let mut body = json!({});
+            for (key, value) in [
+                ("bitrate", bitrate.map(Value::from)),
+                ("data_bitrate", data_bitrate.map(Value::from)),
+                ("timing", timing.map(Value::from)),
+            ] {
+                if let Some(value) = value {
+                    body[key] = value;
+                }
+            }
+            ("PATCH", format!("/api/v1/channels/{name}"), Some(body))
+        }
         Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
     };
     let answer = call(&base, method, &path, body)?;

@@ -189,3 +189,56 @@ fn ctl_command_rewires_and_reports_errors_in_words() {
     let out = ctl(&["bridge", "can0", "can1", "--id", "100", "--mask", "7FF", "--rewrite-id", "200"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn channels_are_created_changed_and_removed_while_the_bus_runs() {
+    let hub = HubProcess::start();
+    let a = node(&hub, "a", "can0");
+    let created =
+        ok(&hub, "POST", "/api/v1/channels", Some(json!({"name": "body", "protocol": "canfd", "bitrate": 250000})));
+    assert_eq!((created["name"].as_str(), created["bitrate"].as_u64()), (Some("body"), Some(250000)));
+    let (x, y) = (node(&hub, "x", "body"), node(&hub, "y", "body"));
+    x.send(9, 100);
+    assert_eq!(tags(&y.heard()), [9]);
+    let changed = ok(&hub, "PATCH", "/api/v1/channels/body", Some(json!({"timing": "timed", "bitrate": 1000000})));
+    assert_eq!((changed["timing"].as_str(), changed["bitrate"].as_u64()), (Some("timed"), Some(1000000)));
+    x.send(8, 100);
+    let heard = y.heard();
+    assert_eq!((tags(&heard), heard.len()), (vec![8], 100), "timed now, nothing lost");
+    let clients = ok(&hub, "GET", "/api/v1/clients", None);
+    assert_eq!(clients.as_array().unwrap().len(), 3);
+    assert_eq!(clients[1]["ports"][0], "x");
+
+    let (status, answer) = api(&hub, "DELETE", "/api/v1/channels/body", None);
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("2 port(s)"));
+    ok(&hub, "POST", "/api/v1/ports/x/plug", Some(json!({"channel": "can0"})));
+    ok(&hub, "POST", "/api/v1/ports/y/plug", Some(json!({"channel": "can0"})));
+    ok(&hub, "DELETE", "/api/v1/channels/body", None);
+    let names: Vec<String> = ok(&hub, "GET", "/api/v1/channels", None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["can0", "can1"]);
+    x.send(7, 10);
+    assert_eq!(tags(&a.heard()), [7]);
+
+    for (method, path, body, status, reason) in [
+        ("POST", "/api/v1/channels", json!({"name": "can0"}), 409, "exists already"),
+        ("POST", "/api/v1/channels", json!({"name": "bad name"}), 422, "name"),
+        ("POST", "/api/v1/channels", json!({"name": "z", "bitrate": 0}), 422, "bitrate"),
+        ("POST", "/api/v1/channels", json!({"name": "z", "data_bitrate": 2000000}), 422, "only protocol"),
+        ("POST", "/api/v1/channels", json!({"name": "z", "speed": 1}), 400, "speed"),
+        ("PATCH", "/api/v1/channels/can0", json!({"timing": "warp"}), 400, "warp"),
+        ("PATCH", "/api/v1/channels/can0", json!({"bitrate": 5000000}), 422, "bitrate"),
+        ("PATCH", "/api/v1/channels/nope", json!({"bitrate": 1000}), 404, "nope"),
+        ("DELETE", "/api/v1/channels/nope", json!(null), 404, "nope"),
+    ] {
+        let body = (!body.is_null()).then_some(body);
+        let (got, answer) = api(&hub, method, path, body);
+        assert_eq!(got, status, "{method} {path}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(reason), "{method} {path}: {answer}");
+    }
+}

@@ -193,6 +193,8 @@ pub struct Channel {
     on_wire: Option<OnWire>,
     /// `timed`: bus time at which the last frame (or error frame) ended.
     bus_free_at: u64,
+    /// Removed through the control API; its id is not reused.
+    pub removed: bool,
 }
 
 impl Channel {
@@ -213,6 +215,7 @@ impl Channel {
             shorted: false,
             on_wire: None,
             bus_free_at: 0,
+            removed: false,
         }
     }
 
@@ -273,6 +276,17 @@ impl Channel {
                 at + FrameBits::of(&attempt.pending.frame).duration_ns(self.config.bitrate, self.data_bitrate());
             self.on_wire = Some(OnWire { attempt, end_ns });
         }
+    }
+
+    /// Switch between `ideal` and `timed` at bus time `now_ns`: a frame on the
+    /// wire is completed first, so nothing is lost or reordered.
+    pub fn set_timing(&mut self, timing: Timing, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) {
+        if let Some(on_wire) = self.on_wire.take() {
+            let end = on_wire.end_ns.min(now_ns).max(self.bus_free_at);
+            self.finish(on_wire.attempt, end, end, stopping, sent);
+        }
+        self.bus_free_at = now_ns;
+        self.config.timing = timing;
     }
 
     fn data_bitrate(&self) -> u32 {

@@ -216,6 +216,23 @@ impl ChannelConfig {
         }
     }
 
+    /// Check the bitrates; the error names the offending key.
+    pub fn check_rates(&self) -> Result<(), (&'static str, String)> {
+        if self.bitrate == 0 || self.bitrate > MAX_BITRATE {
+            return Err(("bitrate", format!("{} is not 1..={MAX_BITRATE} bit/s", self.bitrate)));
+        }
+        match (self.protocol, self.data_bitrate) {
+            (Protocol::Can, Some(_)) => {
+                Err(("data_bitrate", "only protocol = \"canfd\" channels have a data bitrate".into()))
+            }
+            (Protocol::Canfd, Some(rate)) if rate < self.bitrate || rate > MAX_DATA_BITRATE => Err((
+                "data_bitrate",
+                format!("{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s", self.bitrate),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The data-phase bitrate (the nominal one unless set).
     pub fn effective_data_bitrate(&self) -> u32 {
         self.data_bitrate.unwrap_or(self.bitrate)
@@ -384,27 +401,7 @@ impl HubConfig {
             if self.channels[..i].iter().any(|other| other.name == c.name) {
                 return Err(invalid(field("name"), format!("channel '{}' is defined twice", c.name)));
             }
-            if c.bitrate == 0 || c.bitrate > MAX_BITRATE {
-                return Err(invalid(field("bitrate"), format!("{} is not 1..={MAX_BITRATE} bit/s", c.bitrate)));
-            }
-            match (c.protocol, c.data_bitrate) {
-                (Protocol::Can, Some(_)) => {
-                    return Err(invalid(
-                        field("data_bitrate"),
-                        "only protocol = \"canfd\" channels have a data bitrate".into(),
-                    ))
-                }
-                (Protocol::Canfd, Some(rate)) if rate < c.bitrate || rate > MAX_DATA_BITRATE => {
-                    return Err(invalid(
-                        field("data_bitrate"),
-                        format!(
-                            "{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s",
-                            c.bitrate
-                        ),
-                    ))
-                }
-                _ => {}
-            }
+            c.check_rates().map_err(|(key, message)| invalid(field(key), message))?;
         }
         for (i, p) in self.ports.iter().enumerate() {
             let field = |key: &str| at("port", &self.lines.ports, i, key);

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 use fieldhub_log::Format;
 
-use crate::control::{ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
+use crate::channel::Channel;
+use crate::config::{check_name, ChannelConfig, MAX_CHANNELS};
+use crate::control::{
+    ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec,
+};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::queues::Outbound;
@@ -64,6 +68,10 @@ impl Bus {
             ControlRequest::ForceState { port, state } => self.force_state(&port, state),
             ControlRequest::Short { channel } => self.set_short(&channel, true),
             ControlRequest::Unshort { channel } => self.set_short(&channel, false),
+            ControlRequest::Clients => Ok(self.clients_json()),
+            ControlRequest::CreateChannel(config) => self.create_channel(config),
+            ControlRequest::RemoveChannel { channel } => self.remove_channel(&channel),
+            ControlRequest::UpdateChannel { channel, update } => self.update_channel(&channel, update),
             ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),
             ControlRequest::StartRecording(spec) => self.start_recording(spec),
             ControlRequest::StopRecording { id } => self.stop_recording(id),
@@ -126,7 +134,79 @@ impl Bus {
     }
 
     fn channels_json(&self) -> Value {
-        Value::Array(self.channels.iter().map(|c| self.channel_json(c.id as usize)).collect())
+        Value::Array(self.channels.iter().filter(|c| !c.removed).map(|c| self.channel_json(c.id as usize)).collect())
+    }
+
+    fn clients_json(&self) -> Value {
+        let mut clients: Vec<(u32, Value)> = self
+            .clients
+            .iter()
+            .map(|(&id, client)| {
+                let ports: Vec<&String> =
+                    client.ports.iter().flatten().filter_map(|owned| self.port_names.get(&owned.port_id)).collect();
+                (id, json!({ "id": id, "name": client.name, "ports": ports }))
+            })
+            .collect();
+        clients.sort_by_key(|(id, _)| *id);
+        Value::Array(clients.into_iter().map(|(_, v)| v).collect())
+    }
+
+    fn create_channel(&mut self, config: ChannelConfig) -> ControlResult {
+        check_name(&config.name).map_err(|m| ControlError::Invalid(format!("name: {m}")))?;
+        config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
+        if self.channel_ids.contains_key(&config.name) {
+            return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));
+        }
+        if self.channels.len() >= MAX_CHANNELS {
+            return Err(ControlError::Conflict(format!("a hub creates at most {MAX_CHANNELS} channels")));
+        }
+        let id = self.channels.len() as u16;
+        self.channel_ids.insert(config.name.clone(), id);
+        self.channels.push(Channel::new(id, config));
+        self.dirty.push(false);
+        self.deadlines.push(None);
+        Ok(self.channel_json(id as usize))
+    }
+
+    fn remove_channel(&mut self, name: &str) -> ControlResult {
+        let index = self.channel_index(name)? as usize;
+        let ports = self.channels[index].members.iter().filter(|m| m.is_client()).count();
+        if ports > 0 {
+            return Err(ControlError::Conflict(format!(
+                "channel '{name}' still has {ports} port(s); close or move them first"
+            )));
+        }
+        if self.routes.iter().any(|r| r.from as usize == index || r.to as usize == index) {
+            return Err(ControlError::Conflict(format!("routes use channel '{name}'; remove them first")));
+        }
+        let answer = self.channel_json(index);
+        self.channel_ids.remove(name);
+        let channel = &mut self.channels[index];
+        channel.removed = true;
+        channel.rules.clear();
+        self.recordings.iter_mut().for_each(|r| r.channels.retain(|(id, _)| *id as usize != index));
+        Ok(answer)
+    }
+
+    fn update_channel(&mut self, name: &str, update: ChannelUpdate) -> ControlResult {
+        let index = self.channel_index(name)? as usize;
+        let mut config = self.channels[index].config.clone();
+        if let Some(bitrate) = update.bitrate {
+            config.bitrate = bitrate;
+        }
+        if let Some(rate) = update.data_bitrate {
+            config.data_bitrate = Some(rate);
+        }
+        config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
+        let now_ns = self.clock.now();
+        let channel = &mut self.channels[index];
+        channel.config.bitrate = config.bitrate;
+        channel.config.data_bitrate = config.data_bitrate;
+        if let Some(timing) = update.timing {
+            channel.set_timing(timing, now_ns, &self.stopping, &mut self.sent);
+        }
+        self.dirty[index] = true;
+        Ok(self.channel_json(index))
     }
 
     fn channel_json(&self, index: usize) -> Value {

@@ -203,7 +203,7 @@ impl Bus {
         loop {
             for index in 0..self.channels.len() {
                 let due = self.deadlines[index].is_some_and(|at| at <= now_ns);
-                if self.dirty[index] || due {
+                if (self.dirty[index] || due) && !self.channels[index].removed {
                     self.dirty[index] = false;
                     self.deadlines[index] = self.channels[index].service(now_ns, &self.stopping, &mut self.sent);
                 }
@@ -357,6 +357,7 @@ impl Bus {
         let channels = self
             .channels
             .iter_mut()
+            .filter(|c| !c.removed)
             .map(|c| ChannelStats {
                 name: c.name().to_owned(),
                 protocol: match c.config.protocol {

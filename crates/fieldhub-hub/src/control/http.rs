@@ -17,13 +17,14 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
+use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
+use crate::config::ChannelConfig;
 use crate::fault::FaultSpec;
 use crate::queues::{Inbound, InboxSender};
 
@@ -36,6 +37,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/openapi.yaml"),
     ("get", "/api/v1/stats"),
     ("get", "/api/v1/channels"),
+    ("post", "/api/v1/channels"),
+    ("patch", "/api/v1/channels/{channel}"),
+    ("delete", "/api/v1/channels/{channel}"),
+    ("get", "/api/v1/clients"),
     ("get", "/api/v1/ports"),
     ("get", "/api/v1/routes"),
     ("post", "/api/v1/routes"),
@@ -154,7 +159,12 @@ fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/openapi.yaml", get(|| async { ([("content-type", "application/yaml")], OPENAPI) }))
         .route("/api/v1/stats", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Stats)))
-        .route("/api/v1/channels", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Channels)))
+        .route(
+            "/api/v1/channels",
+            get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Channels)).post(create_channel),
+        )
+        .route("/api/v1/channels/{channel}", patch(update_channel).delete(remove_channel))
+        .route("/api/v1/clients", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Clients)))
         .route("/api/v1/ports", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Ports)))
         .route("/api/v1/routes", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Routes)).post(add_route))
         .route("/api/v1/routes/{id}", delete(remove_route))
@@ -264,6 +274,28 @@ async fn cut(
 
 async fn repair(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
     ask(s, ControlRequest::Repair { channel }).await
+}
+
+async fn create_channel(State(s): State<Arc<ApiState>>, b: Result<Json<ChannelConfig>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(config) => ask(s, ControlRequest::CreateChannel(config)).await,
+        Err(response) => *response,
+    }
+}
+
+async fn update_channel(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<ChannelUpdate>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(update) => ask(s, ControlRequest::UpdateChannel { channel, update }).await,
+        Err(response) => *response,
+    }
+}
+
+async fn remove_channel(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::RemoveChannel { channel }).await
 }
 
 async fn short(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {

@@ -11,6 +11,7 @@ pub mod http;
 
 use serde::Deserialize;
 
+use crate::config::{ChannelConfig, Timing};
 use crate::fault::FaultSpec;
 
 /// An operation on the bus.
@@ -62,6 +63,18 @@ pub enum ControlRequest {
     Unshort {
         channel: String,
     },
+    Clients,
+    /// Add a channel while the hub runs.
+    CreateChannel(ChannelConfig),
+    /// Remove a channel no port or route uses.
+    RemoveChannel {
+        channel: String,
+    },
+    /// Change a channel's bitrates or timing mode.
+    UpdateChannel {
+        channel: String,
+        update: ChannelUpdate,
+    },
     Recordings,
     /// Record channels to a file.
     StartRecording(RecordingSpec),
@@ -69,6 +82,18 @@ pub enum ControlRequest {
     StopRecording {
         id: u32,
     },
+}
+
+/// Changes to a channel; absent fields stay as they are.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelUpdate {
+    #[serde(default)]
+    pub bitrate: Option<u32>,
+    #[serde(default)]
+    pub data_bitrate: Option<u32>,
+    #[serde(default)]
+    pub timing: Option<Timing>,
 }
 
 /// A recording as the API takes it.
