@@ -172,6 +172,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             ("POST", "/api/v1/faults".to_owned(), Some(rule))
         }
         Operation::Fault(FaultOperation::List) => ("GET", "/api/v1/faults".to_owned(), None),
+        Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
         Operation::Record(RecordOperation::Start { path, channels }) => {
             // The hub resolves relative paths against its own directory; send an absolute one.
             let path = std::path::absolute(&path).map_or(path, |p| p.display().to_string());
@@ -181,37 +182,34 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Record(RecordOperation::List) => ("GET", "/api/v1/recordings".to_owned(), None),
         Operation::Clients => ("GET", "/api/v1/clients".to_owned(), None),
         Operation::Channel(ChannelOperation::Add { name, protocol, bitrate, data_bitrate, timing }) => {
-            let mut body = json!({ "name": name, "protocol": protocol });
-            for (key, value) in [
-                ("bitrate", bitrate.map(Value::from)),
-                ("data_bitrate", data_bitrate.map(Value::from)),
-                ("timing", timing.map(Value::from)),
-            ] {
-                if let Some(value) = value {
-                    body[key] = value;
-                }
-            }
+            let mut body = channel_settings(bitrate, data_bitrate, timing);
+            body["name"] = json!(name);
+            body["protocol"] = json!(protocol);
             ("POST", "/api/v1/channels".to_owned(), Some(body))
         }
         Operation::Channel(ChannelOperation::Remove { name }) => ("DELETE", format!("/api/v1/channels/{name}"), None),
         Operation::Channel(ChannelOperation::Set { name, bitrate, data_bitrate, timing }) => {
-            let mut body = json!({});
-            for (key, value) in [
-                ("bitrate", bitrate.map(Value::from)),
-                ("data_bitrate", data_bitrate.map(Value::from)),
-                ("timing", timing.map(Value::from)),
-            ] {
-                if let Some(value) = value {
-                    body[key] = value;
-                }
-            }
-            ("PATCH", format!("/api/v1/channels/{name}"), Some(body))
+            ("PATCH", format!("/api/v1/channels/{name}"), Some(channel_settings(bitrate, data_bitrate, timing)))
         }
-        Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
     };
     let answer = call(&base, method, &path, body)?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(())
+}
+
+/// The bitrate and timing keys that were given, as a JSON object.
+fn channel_settings(bitrate: Option<u32>, data_bitrate: Option<u32>, timing: Option<String>) -> Value {
+    let mut body = json!({});
+    if let Some(bitrate) = bitrate {
+        body["bitrate"] = json!(bitrate);
+    }
+    if let Some(rate) = data_bitrate {
+        body["data_bitrate"] = json!(rate);
+    }
+    if let Some(timing) = timing {
+        body["timing"] = json!(timing);
+    }
+    body
 }
 
 /// One API call; a 4xx answer becomes an error carrying the hub's message.

@@ -16,7 +16,7 @@ timing = "timed"
 
 [[channel]]
 name = "slow"
-bitrate = 2000
+bitrate = 500
 timing = "timed"
 
 [[channel]]
@@ -78,9 +78,6 @@ fn frames_pending_together_go_in_arbitration_order_on_a_timed_bus() {
     listener.open_port_with("slow", &lossless()).unwrap();
     let blocker = hub.client("blocker");
     let b = blocker.open_port("slow").unwrap();
-    // At 2 kbit/s this 8-byte frame keeps the bus busy for about 55 ms.
-    blocker.send(&b, &Frame::can(0x7FF, false, &[0; 8]).unwrap()).unwrap();
-    blocker.flush().unwrap();
     let contenders = [
         Frame::can(0x300, false, &[3]).unwrap(),
         Frame::remote(0x100, false, 1).unwrap(),
@@ -89,6 +86,10 @@ fn frames_pending_together_go_in_arbitration_order_on_a_timed_bus() {
     ];
     let clients: Vec<_> = contenders.iter().enumerate().map(|(i, _)| hub.client(&format!("node{i}"))).collect();
     let ports: Vec<_> = clients.iter().map(|c| c.open_port("slow").unwrap()).collect();
+    // At 500 bit/s this 8-byte frame keeps the bus busy for about 220 ms,
+    // while the contenders queue up behind it.
+    blocker.send(&b, &Frame::can(0x7FF, false, &[0; 8]).unwrap()).unwrap();
+    blocker.flush().unwrap();
     for ((client, port), frame) in clients.iter().zip(&ports).zip(&contenders) {
         client.send(port, frame).unwrap();
     }

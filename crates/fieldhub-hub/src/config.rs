@@ -299,6 +299,22 @@ pub struct RouteConfig {
     pub hop_limit: u8,
 }
 
+impl RouteConfig {
+    /// Check identifiers and hop limit; the error names the offending key.
+    pub fn check_values(&self) -> Result<(), (&'static str, String)> {
+        let limit = if self.extended == Some(false) { MAX_STANDARD_ID } else { MAX_EXTENDED_ID };
+        for (key, value) in [("id", Some(self.id)), ("mask", Some(self.mask)), ("rewrite_id", self.rewrite_id)] {
+            if let Some(value) = value.filter(|&v| v > limit) {
+                return Err((key, format!("0x{value:X} exceeds the identifier range 0x{limit:X}")));
+            }
+        }
+        if self.hop_limit == 0 || self.hop_limit > MAX_HOP_LIMIT {
+            return Err(("hop_limit", format!("{} is not 1..={MAX_HOP_LIMIT}", self.hop_limit)));
+        }
+        Ok(())
+    }
+}
+
 fn default_hop_limit() -> u8 {
     1
 }
@@ -434,15 +450,7 @@ impl HubConfig {
             if r.from == r.to {
                 return Err(invalid(field("to"), format!("a route from '{}' to itself would echo every frame", r.to)));
             }
-            let limit = if r.extended == Some(false) { MAX_STANDARD_ID } else { MAX_EXTENDED_ID };
-            for (key, value) in [("id", Some(r.id)), ("mask", Some(r.mask)), ("rewrite_id", r.rewrite_id)] {
-                if let Some(value) = value.filter(|&v| v > limit) {
-                    return Err(invalid(field(key), format!("0x{value:X} exceeds the identifier range 0x{limit:X}")));
-                }
-            }
-            if r.hop_limit == 0 || r.hop_limit > MAX_HOP_LIMIT {
-                return Err(invalid(field("hop_limit"), format!("{} is not 1..={MAX_HOP_LIMIT}", r.hop_limit)));
-            }
+            r.check_values().map_err(|(key, m)| invalid(field(key), m))?;
         }
         Ok(())
     }

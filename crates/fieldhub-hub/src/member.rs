@@ -76,29 +76,26 @@ impl Member {
         tx: TxQueue,
     ) -> Self {
         Self {
-            client,
-            port,
-            port_id,
             receiver: Receiver::Client { outbox, options },
-            tx,
             credit: Some(credit),
-            unreported_drops: 0,
-            counters: PortCounters::default(),
-            plugged: true,
-            segment: 0,
-            errors: ErrorCounters::default(),
-            retry_at: 0,
+            ..Self::base(client, port, port_id, tx)
         }
     }
 
     /// The sending end of a gateway route.
     pub fn gateway(port_id: u32) -> Self {
+        Self::base(0, 0, port_id, TxQueue::new(None))
+    }
+
+    /// A member with nothing to receive into and no credit: a gateway port
+    /// as it is, the starting point of a client's port.
+    fn base(client: ClientId, port: u16, port_id: u32, tx: TxQueue) -> Self {
         Self {
-            client: 0,
-            port: 0,
+            client,
+            port,
             port_id,
             receiver: Receiver::Gateway,
-            tx: TxQueue::new(None),
+            tx,
             credit: None,
             unreported_drops: 0,
             counters: PortCounters::default(),

@@ -1,23 +1,18 @@
 //! Control requests applied by the bus thread, between two frames.
 
-use serde_json::{json, Value};
-
-use super::{Bus, Route, GATEWAY_PORT_BASE};
-use crate::config::{RouteConfig, MAX_HOP_LIMIT};
 use std::path::PathBuf;
 
 use fieldhub_log::Format;
+use serde_json::{json, Value};
 
+use super::{Bus, Route, GATEWAY_PORT_BASE};
 use crate::channel::Channel;
-use crate::config::{check_name, ChannelConfig, MAX_CHANNELS};
-use crate::control::{
-    ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec,
-};
+use crate::config::{check_name, ChannelConfig, RouteConfig, MAX_CHANNELS};
+use crate::control::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::queues::Outbound;
 use crate::recording::Recording;
-use fieldhub_proto::frame::MAX_EXTENDED_ID;
 
 /// Most gateway routes one hub carries.
 const MAX_ROUTES: usize = 1024;
@@ -326,35 +321,19 @@ impl Bus {
         Ok(self.channel_json(index))
     }
 
-    fn add_route(&mut self, spec: RouteSpec) -> ControlResult {
+    fn add_route(&mut self, spec: RouteConfig) -> ControlResult {
         let from = self.channel_index(&spec.from)?;
         let to = self.channel_index(&spec.to)?;
         if from == to {
             return Err(ControlError::Invalid(format!("a route from '{}' to itself would echo every frame", spec.to)));
         }
-        for (key, value) in [("id", Some(spec.id)), ("mask", Some(spec.mask)), ("rewrite_id", spec.rewrite_id)] {
-            if let Some(v) = value.filter(|&v| v > MAX_EXTENDED_ID) {
-                return Err(ControlError::Invalid(format!("{key} 0x{v:X} exceeds the 29-bit identifier range")));
-            }
-        }
-        if spec.hop_limit == 0 || spec.hop_limit > MAX_HOP_LIMIT {
-            return Err(ControlError::Invalid(format!("hop_limit {} is not 1..={MAX_HOP_LIMIT}", spec.hop_limit)));
-        }
+        spec.check_values().map_err(|(key, m)| ControlError::Invalid(format!("{key} {m}")))?;
         if self.routes.len() >= MAX_ROUTES {
             return Err(ControlError::Conflict(format!("the hub carries at most {MAX_ROUTES} routes")));
         }
         let id = self.next_route_id;
         self.next_route_id += 1;
-        let config = RouteConfig {
-            from: spec.from,
-            to: spec.to,
-            id: spec.id,
-            mask: spec.mask,
-            extended: spec.extended,
-            rewrite_id: spec.rewrite_id,
-            hop_limit: spec.hop_limit,
-        };
-        let route = Route { id, from, to, config, port_id: GATEWAY_PORT_BASE + id, routed: 0 };
+        let route = Route { id, from, to, config: spec, port_id: GATEWAY_PORT_BASE + id, routed: 0 };
         self.channels[to as usize].members.push(Member::gateway(route.port_id));
         let answer = self.route_json(&route);
         self.routes.push(route);

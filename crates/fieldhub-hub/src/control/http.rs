@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, RouteSpec};
-use crate::config::ChannelConfig;
+use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
+use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::FaultSpec;
 use crate::queues::{Inbound, InboxSender};
 
@@ -351,7 +351,7 @@ async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) 
     }
 }
 
-async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteSpec>, JsonRejection>) -> Response {
+async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, JsonRejection>) -> Response {
     match body(b) {
         Ok(spec) => ask(s, ControlRequest::AddRoute(spec)).await,
         Err(response) => *response,

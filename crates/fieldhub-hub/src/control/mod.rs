@@ -11,7 +11,7 @@ pub mod http;
 
 use serde::Deserialize;
 
-use crate::config::{ChannelConfig, Timing};
+use crate::config::{ChannelConfig, RouteConfig, Timing};
 use crate::fault::FaultSpec;
 
 /// An operation on the bus.
@@ -40,7 +40,7 @@ pub enum ControlRequest {
         channel: String,
     },
     /// Add a gateway route (bridge two channels, optionally filtered).
-    AddRoute(RouteSpec),
+    AddRoute(RouteConfig),
     /// Remove a gateway route by its id.
     RemoveRoute {
         id: u32,
@@ -117,28 +117,6 @@ pub enum ForcedState {
     ErrorActive,
     ErrorPassive,
     BusOff,
-}
-
-/// A route as the API takes it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RouteSpec {
-    pub from: String,
-    pub to: String,
-    #[serde(default)]
-    pub id: u32,
-    #[serde(default)]
-    pub mask: u32,
-    #[serde(default)]
-    pub extended: Option<bool>,
-    #[serde(default)]
-    pub rewrite_id: Option<u32>,
-    #[serde(default = "one")]
-    pub hop_limit: u8,
-}
-
-fn one() -> u8 {
-    1
 }
 
 /// Why a request was not applied. Maps to an HTTP 4xx status.
