@@ -242,3 +242,43 @@ fn channels_are_created_changed_and_removed_while_the_bus_runs() {
         assert!(answer["error"].as_str().unwrap().contains(reason), "{method} {path}: {answer}");
     }
 }
+
+#[test]
+fn recording_shorting_and_state_requests_refuse_bad_input_with_reasons() {
+    let hub = HubProcess::start();
+    let _a = node(&hub, "a", "can0");
+    let dir = std::env::temp_dir().join(format!("fieldhub-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("x.log").display().to_string();
+    let cases: Vec<(&str, String, Option<Value>, u16, &str)> = vec![
+        ("POST", "/api/v1/recordings".into(), Some(json!({"path": dir.join("x.txt")})), 422, "cannot tell the format"),
+        (
+            "POST",
+            "/api/v1/recordings".into(),
+            Some(json!({"path": log, "format": "pcap"})),
+            422,
+            "neither candump nor asc",
+        ),
+        ("POST", "/api/v1/recordings".into(), Some(json!({"path": log, "channels": ["nope"]})), 404, "nope"),
+        ("POST", "/api/v1/recordings".into(), Some(json!({"path": "/nonexistent-dir/x.log"})), 422, "cannot write"),
+        ("POST", "/api/v1/recordings".into(), Some(json!({"file": log})), 400, "file"),
+        ("DELETE", "/api/v1/recordings/5".into(), None, 404, "no recording with id 5"),
+        ("DELETE", "/api/v1/recordings/five".into(), None, 400, "not a number"),
+        ("POST", "/api/v1/channels/can0/unshort".into(), None, 409, "not shorted"),
+        ("POST", "/api/v1/channels/nope/short".into(), None, 404, "nope"),
+        ("POST", "/api/v1/ports/ghost/state".into(), Some(json!({"state": "bus_off"})), 404, "ghost"),
+        ("POST", "/api/v1/ports/a/state".into(), None, 400, "invalid request body"),
+    ];
+    for (method, path, body, status, reason) in cases {
+        let (got, answer) = api(&hub, method, &path, body);
+        assert_eq!(got, status, "{method} {path}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(reason), "{method} {path}: {answer}");
+    }
+    let started = ok(&hub, "POST", "/api/v1/recordings", Some(json!({"path": log})));
+    let (status, answer) = api(&hub, "POST", "/api/v1/recordings", Some(json!({"path": log})));
+    assert_eq!((status, answer["error"].as_str().unwrap().contains("being recorded already")), (409, true));
+    ok(&hub, "DELETE", &format!("/api/v1/recordings/{}", started["id"]), None);
+    ok(&hub, "POST", "/api/v1/channels/can0/short", None);
+    assert_eq!(api(&hub, "POST", "/api/v1/channels/can0/short", None).0, 409);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
