@@ -129,3 +129,22 @@ fn lagging_receiver_loses_frames_only_on_its_own_port_and_they_are_counted() {
         assert!(number_of(&pair[1].frame).1 > number_of(&pair[0].frame).1);
     }
 }
+
+#[test]
+fn frames_sent_right_before_a_client_leaves_are_delivered() {
+    let hub = HubProcess::start();
+    let listener = hub.client("listener");
+    listener.open_port_with("can0", &lossless()).unwrap();
+    for round in 0..50u32 {
+        let brief = hub.client("brief");
+        let port = brief.open_port("can0").unwrap();
+        for i in 0..20 {
+            brief.send(&port, &numbered(0x10, 1, round * 20 + i)).unwrap();
+        }
+        drop(brief);
+    }
+    let got = recv_n(&listener, 1000);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(number_of(&r.frame), (1, i as u32));
+    }
+}

@@ -259,7 +259,12 @@ impl Bus {
             Inbound::OpenPort { client, request, options, channel, port_name } => {
                 self.on_open_port(client, request, options, &channel, &port_name)
             }
-            Inbound::ClosePort { client, port } => self.on_close_port(client, port),
+            Inbound::ClosePort { client, port } => {
+                // Frames the port sent before closing go out first (those a
+                // busy timed channel cannot take yet leave with the port).
+                self.step(Instant::now());
+                self.on_close_port(client, port)
+            }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Control { request, reply } => {
                 let _ = reply.send(self.apply(request));
@@ -269,6 +274,7 @@ impl Bus {
                 self.reply(client, Outbound::Stats { request, json });
             }
             Inbound::Detach { client, reason } => {
+                self.step(Instant::now());
                 if let Some(c) = self.remove_client(client) {
                     debug!(client, name = %c.name, "client detached: {reason}");
                 }

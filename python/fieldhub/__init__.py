@@ -1,0 +1,17 @@
+"""fieldhub for Python.
+
+- :class:`fieldhub.bus.FieldhubBus` is a python-can interface:
+  ``can.Bus(interface="fieldhub", channel="can0", hub="tcp://127.0.0.1:29536")``.
+- :class:`fieldhub.hub.Hub` starts a private hub (or attaches to a running
+  one) and drives its control API: wiring, faults, recording, statistics.
+- The pytest plugin gives every test its own hub: the ``fieldhub_hub`` fixture.
+
+The protocol is implemented once, in Rust (``fieldhub._native``); this package
+only adapts it to Python.
+"""
+
+from fieldhub.bus import FieldhubBus
+from fieldhub.errors import FieldhubError, HubError
+from fieldhub.hub import Hub
+
+__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError"]

@@ -1,0 +1,176 @@
+"""The python-can interface ``fieldhub``.
+
+::
+
+    import can
+    bus = can.Bus(interface="fieldhub", channel="can0", hub="tcp://127.0.0.1:29536")
+
+Keyword arguments (also from python-can's config file or ``CAN_*``
+environment): ``hub`` (URL, default ``$FIELDHUB_HUB`` or the local hub),
+``port_name`` (a port name, e.g. one the hub's configuration wires;
+python-can reserves ``port`` for numbers), ``fd``,
+``receive_own_messages``, ``block_on_overflow`` (hold the bus instead of
+dropping frames when this reader lags), ``token``, ``timeout`` (seconds for
+connecting and requests).
+
+Filters are applied in the client before Python sees a frame; ``fileno()``
+works with ``select``/asyncio; every wait releases the GIL.
+"""
+
+import os
+from typing import Any, List, Optional, Tuple
+
+import can
+from can import BusABC, CanProtocol, Message
+
+from fieldhub import _native
+from fieldhub.errors import translate
+
+CAN_EFF_FLAG = 0x80000000
+CAN_RTR_FLAG = 0x40000000
+CAN_ERR_MASK = 0x1FFFFFFF
+
+_EXTENDED, _REMOTE, _BRS, _ESI, _ECHO = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+def default_hub() -> str:
+    return os.environ.get("FIELDHUB_HUB", _native.DEFAULT_HUB)
+
+
+def socketcan_filters(filters: Optional[can.typechecking.CanFilters]) -> Optional[List[Tuple[int, int]]]:
+    """python-can filters as SocketCAN (can_id, can_mask) pairs."""
+    if filters is None:
+        return None
+    pairs = []
+    for f in filters:
+        can_id, can_mask = f["can_id"], f["can_mask"]
+        extended = f.get("extended")
+        if extended is True:
+            can_id, can_mask = can_id | CAN_EFF_FLAG, can_mask | CAN_EFF_FLAG
+        elif extended is False:
+            can_id, can_mask = can_id & ~CAN_EFF_FLAG, can_mask | CAN_EFF_FLAG
+        pairs.append((can_id & 0xFFFFFFFF, can_mask & 0xFFFFFFFF))
+    return pairs
+
+
+class FieldhubBus(BusABC):
+    """A port on a fieldhub channel."""
+
+    def __init__(
+        self,
+        channel: Any = "can0",
+        can_filters: Optional[can.typechecking.CanFilters] = None,
+        hub: Optional[str] = None,
+        port_name: Optional[str] = None,
+        fd: bool = False,
+        receive_own_messages: bool = False,
+        block_on_overflow: bool = False,
+        token: Optional[str] = None,
+        timeout: float = 5.0,
+        **kwargs: Any,
+    ) -> None:
+        self._native: Optional[_native.NativeClient] = None
+        self.hub = hub or default_hub()
+        self.channel_info = f"fieldhub {self.hub} {channel}"
+        self._channel_name = str(channel) if channel is not None else ""
+        self._can_protocol = CanProtocol.CAN_FD if fd else CanProtocol.CAN_20
+        try:
+            self._native = _native.NativeClient(
+                self.hub, f"python-can.{self._channel_name or port_name}", token or os.environ.get("FIELDHUB_TOKEN"), timeout
+            )
+            self._port, _, _ = self._native.open_port(
+                self._channel_name, port_name, receive_own_messages, block_on_overflow
+            )
+        except _native.Error as e:
+            if self._native is not None:
+                self._native.close()
+            raise translate(e, opening=True) from None
+        super().__init__(channel=channel, can_filters=can_filters, **kwargs)
+
+    def _apply_filters(self, filters: Optional[can.typechecking.CanFilters]) -> None:
+        try:
+            self._native.set_filters(self._port, socketcan_filters(filters))
+            self._is_filtered = filters is not None
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+
+    def _recv_internal(self, timeout: Optional[float]) -> Tuple[Optional[Message], bool]:
+        try:
+            received = self._native.recv(timeout)
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+        if received is None:
+            return None, getattr(self, "_is_filtered", False)
+        _, kind, can_id, flags, length, data, timestamp_ns, _, _, _ = received
+        message = Message(
+            timestamp=timestamp_ns / 1e9,
+            arbitration_id=can_id,
+            is_extended_id=bool(flags & _EXTENDED),
+            is_remote_frame=bool(flags & _REMOTE),
+            is_error_frame=kind == "error",
+            is_fd=kind == "canfd",
+            bitrate_switch=bool(flags & _BRS),
+            error_state_indicator=bool(flags & _ESI),
+            is_rx=not flags & _ECHO,
+            channel=self._channel_name,
+            dlc=length,
+            data=data,
+            check=False,
+        )
+        return message, getattr(self, "_is_filtered", False)
+
+    def send(self, msg: Message, timeout: Optional[float] = None) -> None:
+        if msg.is_error_frame:
+            kind = "error"
+        elif msg.is_fd:
+            kind = "canfd"
+        else:
+            kind = "can"
+        try:
+            self._native.send(
+                self._port,
+                kind,
+                msg.arbitration_id & CAN_ERR_MASK,
+                bool(msg.is_extended_id) and kind != "error",
+                bool(msg.is_remote_frame),
+                bool(msg.bitrate_switch),
+                bool(msg.error_state_indicator),
+                int(msg.dlc),
+                bytes(msg.data) if not msg.is_remote_frame else b"",
+                timeout,
+            )
+        except _native.Error as e:
+            if getattr(e, "kind", "") == "invalid":
+                raise ValueError(str(e)) from None
+            raise translate(e, opening=False) from None
+
+    def flush_tx_buffer(self) -> None:
+        """Wait until every frame sent so far is on the bus."""
+        try:
+            self._native.flush()
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+
+    def fileno(self) -> int:
+        try:
+            return self._native.fileno()
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+
+    @property
+    def rx_dropped(self) -> int:
+        """Frames the hub dropped for this bus because it was read too slowly."""
+        return self._native.rx_dropped(self._port)
+
+    @property
+    def state(self) -> can.BusState:
+        return can.BusState.ACTIVE
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self._native is not None:
+            self._native.close()
+
+    @staticmethod
+    def _detect_available_configs() -> List[can.typechecking.AutoDetectedConfig]:
+        return []

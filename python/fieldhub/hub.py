@@ -1,0 +1,211 @@
+"""A hub to talk to: a private one this process starts, or a running one.
+
+::
+
+    with fieldhub.Hub() as hub:                      # private hub, free port
+        bus = hub.bus("can0")                        # a python-can Bus on it
+        hub.add_fault(channel="can0", at="bus", id=0x100, mask=0x7FF,
+                      action={"type": "drop"}, probability=0.1, seed=42)
+        hub.unplug("ecu1"); hub.cut("can0", ["dash"]); hub.stats()
+
+Every control method is one call of the hub's HTTP control API and returns
+its JSON answer; a refusal raises :class:`fieldhub.HubError` with the hub's
+status and message.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from typing import Any, Dict, List, Optional
+
+import can
+
+from fieldhub.errors import HubError, HubUnreachable
+
+#: How long a private hub may take to start.
+START_TIMEOUT = 30.0
+
+
+class Hub:
+    """A fieldhub hub and its control API."""
+
+    def __init__(self, config: Optional[str] = None, *, url: Optional[str] = None, token: Optional[str] = None):
+        """Start a private hub (optionally with TOML ``config`` text), or
+        attach to the running hub at ``url`` when one is given."""
+        self.token = token
+        self._process: Optional[subprocess.Popen] = None
+        self._config_file: Optional[str] = None
+        self._log: List[str] = []
+        if url is not None:
+            self.url = url
+        else:
+            self.url = self._start(config)
+
+    @classmethod
+    def attach(cls, url: str, token: Optional[str] = None) -> "Hub":
+        """A running hub at ``url`` (``tcp://HOST:PORT``)."""
+        return cls(url=url, token=token)
+
+    def _start(self, config: Optional[str]) -> str:
+        command = [sys.executable, "-m", "fieldhub", "hub", "--listen", "127.0.0.1:0"]
+        if config is not None:
+            handle, self._config_file = tempfile.mkstemp(prefix="fieldhub-", suffix=".toml")
+            with os.fdopen(handle, "w") as f:
+                f.write(config)
+            command += ["--config", self._config_file]
+        if self.token:
+            command += ["--token", self.token]
+        self._process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        found = threading.Event()
+        address: List[str] = []
+
+        def read_log() -> None:
+            for line in self._process.stderr:
+                self._log.append(line.rstrip())
+                if "listening on tcp://" in line and not address:
+                    address.append(line[line.index("tcp://") :].strip())
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read_log, name="fieldhub-hub-log", daemon=True).start()
+        if not found.wait(START_TIMEOUT) or not address:
+            self.stop()
+            raise can.CanInitializationError("the private hub did not start: " + " | ".join(self._log[-5:]))
+        return address[0]
+
+    @property
+    def log(self) -> List[str]:
+        """What a private hub printed so far."""
+        return list(self._log)
+
+    def bus(self, channel: str = "can0", **kwargs: Any) -> can.BusABC:
+        """A python-can bus on this hub."""
+        kwargs.setdefault("token", self.token)
+        return can.Bus(interface="fieldhub", channel=channel, hub=self.url, **kwargs)
+
+    def stop(self) -> None:
+        """Stop a private hub (SIGTERM, then SIGKILL) and clean up; for an
+        attached hub, nothing."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.terminate()
+                try:
+                    self._process.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            self._process = None
+        if self._config_file is not None:
+            os.unlink(self._config_file)
+            self._config_file = None
+
+    def __enter__(self) -> "Hub":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        self.stop()
+
+    # --- the control API ---------------------------------------------------
+
+    def request(self, method: str, path: str, body: Optional[Any] = None) -> Any:
+        """One control API call; returns the decoded JSON answer."""
+        address = self.url.replace("tcp://", "http://", 1)
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(address + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read())["error"]
+            except (ValueError, KeyError):
+                message = e.reason
+            raise HubError(e.code, message) from None
+        except OSError as e:
+            raise HubUnreachable(f"cannot reach the control API at {address}: {e}") from None
+
+    def stats(self) -> Dict[str, Any]:
+        return self.request("GET", "/api/v1/stats")
+
+    def channels(self) -> List[Dict[str, Any]]:
+        return self.request("GET", "/api/v1/channels")
+
+    def ports(self) -> List[Dict[str, Any]]:
+        return self.request("GET", "/api/v1/ports")
+
+    def clients(self) -> List[Dict[str, Any]]:
+        return self.request("GET", "/api/v1/clients")
+
+    def port(self, name: str) -> Dict[str, Any]:
+        """One port's state and counters."""
+        for port in self.ports():
+            if port["name"] == name:
+                return port
+        raise HubError(404, f"no open port named '{name}'")
+
+    def plug(self, port: str, channel: str) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/ports/{port}/plug", {"channel": channel})
+
+    def unplug(self, port: str) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/ports/{port}/unplug")
+
+    def cut(self, channel: str, ports: List[str]) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/channels/{channel}/cut", {"ports": ports})
+
+    def repair(self, channel: str) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/channels/{channel}/repair")
+
+    def short(self, channel: str) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/channels/{channel}/short")
+
+    def unshort(self, channel: str) -> Dict[str, Any]:
+        return self.request("POST", f"/api/v1/channels/{channel}/unshort")
+
+    def force_state(self, port: str, state: str) -> Dict[str, Any]:
+        """``state``: ``error_active``, ``error_passive`` or ``bus_off``."""
+        return self.request("POST", f"/api/v1/ports/{port}/state", {"state": state})
+
+    def bridge(self, from_channel: str, to_channel: str, **route: Any) -> Dict[str, Any]:
+        """A gateway route; ``route`` takes ``id``, ``mask``, ``extended``,
+        ``rewrite_id``, ``hop_limit``."""
+        return self.request("POST", "/api/v1/routes", {"from": from_channel, "to": to_channel, **route})
+
+    def unbridge(self, route_id: int) -> Dict[str, Any]:
+        return self.request("DELETE", f"/api/v1/routes/{route_id}")
+
+    def add_fault(self, **rule: Any) -> Dict[str, Any]:
+        """A fault rule (see docs/control.md): ``channel``, ``at``, ``action``, …"""
+        return self.request("POST", "/api/v1/faults", rule)
+
+    def faults(self) -> List[Dict[str, Any]]:
+        return self.request("GET", "/api/v1/faults")
+
+    def remove_fault(self, rule_id: int) -> Dict[str, Any]:
+        return self.request("DELETE", f"/api/v1/faults/{rule_id}")
+
+    def start_recording(self, path: str, channels: Optional[List[str]] = None) -> Dict[str, Any]:
+        return self.request("POST", "/api/v1/recordings", {"path": os.path.abspath(path), "channels": channels or []})
+
+    def stop_recording(self, recording_id: int) -> Dict[str, Any]:
+        return self.request("DELETE", f"/api/v1/recordings/{recording_id}")
+
+    def create_channel(self, name: str, **config: Any) -> Dict[str, Any]:
+        return self.request("POST", "/api/v1/channels", {"name": name, **config})
+
+    def update_channel(self, name: str, **changes: Any) -> Dict[str, Any]:
+        return self.request("PATCH", f"/api/v1/channels/{name}", changes)
+
+    def remove_channel(self, name: str) -> Dict[str, Any]:
+        return self.request("DELETE", f"/api/v1/channels/{name}")

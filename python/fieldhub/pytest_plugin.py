@@ -1,0 +1,52 @@
+"""pytest plugin (entry point ``pytest11``): a fresh hub for every test.
+
+::
+
+    def test_ecu_answers(fieldhub_hub):
+        tester = fieldhub_hub.bus("can0")
+        ...
+
+``fieldhub_hub`` is a :class:`fieldhub.Hub` with the built-in configuration
+(channels ``can0`` and ``can1``), stopped after the test even when it fails;
+buses opened with ``fieldhub_hub.bus()`` are shut down too. Mark a test with
+``@pytest.mark.fieldhub_config("…toml…")`` to give its hub a configuration.
+"""
+
+from typing import Iterator, List
+
+import pytest
+
+from fieldhub.hub import Hub
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fieldhub_config(text): TOML configuration for the test's fieldhub_hub")
+
+
+class _TestHub(Hub):
+    """A hub that shuts down the buses it opened when it stops."""
+
+    def __init__(self, config):
+        self._buses: List = []
+        super().__init__(config)
+
+    def bus(self, channel: str = "can0", **kwargs):
+        bus = super().bus(channel, **kwargs)
+        self._buses.append(bus)
+        return bus
+
+    def stop(self) -> None:
+        for bus in getattr(self, "_buses", []):
+            bus.shutdown()
+        self._buses = []
+        super().stop()
+
+
+@pytest.fixture
+def fieldhub_hub(request: pytest.FixtureRequest) -> Iterator[Hub]:
+    marker = request.node.get_closest_marker("fieldhub_config")
+    hub = _TestHub(marker.args[0] if marker else None)
+    try:
+        yield hub
+    finally:
+        hub.stop()

@@ -1,0 +1,274 @@
+//! `fieldhub._native`: the Rust client and hub behind the Python package.
+//!
+//! Python code never speaks the wire protocol itself: it calls the same
+//! client crate as every other binding. Every blocking call releases the GIL
+//! while it waits. Errors become `fieldhub._native.Error` with a `kind`
+//! (`connect`, `refused`, `rejected`, `closed`, `timeout`, `invalid`) and the
+//! client's full message; the Python layer maps them to python-can's errors.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
+use fieldhub_hub::{Hub, HubConfig};
+use fieldhub_proto::frame::{fd_len_to_dlc, FrameKind};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+create_exception!(_native, Error, PyException, "A fieldhub client or hub error; `kind` says which.");
+
+fn error(kind: &str, message: String) -> PyErr {
+    Python::with_gil(|py| {
+        let err = Error::new_err(message);
+        let _ = err.value(py).setattr("kind", kind);
+        err
+    })
+}
+
+fn client_error(e: ClientError) -> PyErr {
+    let kind = match &e {
+        ClientError::InvalidUrl { .. } => "invalid",
+        ClientError::Connect { .. } => "connect",
+        ClientError::Refused { .. } => "refused",
+        ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
+        ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
+        ClientError::Timeout(_) => "timeout",
+    };
+    // The chain (e.g. "connection refused") belongs in the message.
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    error(kind, message)
+}
+
+fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(error("invalid", format!("timeout {t} is not a non-negative number of seconds"))),
+    }
+}
+
+/// A received frame as a plain tuple, cheap to build and to unpack:
+/// (port, kind, id, flags, len, data, timestamp_ns, seq, sender, channel_id), with the
+/// wire's flag bits (1 extended, 2 remote, 4 BRS, 8 ESI, 16 echo).
+type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16);
+
+/// One connection to a hub.
+#[pyclass(module = "fieldhub._native")]
+struct NativeClient {
+    client: Option<Client>,
+    ports: HashMap<u16, Port>,
+}
+
+impl NativeClient {
+    fn client(&self) -> PyResult<&Client> {
+        self.client.as_ref().ok_or_else(|| error("closed", "the bus has been shut down".into()))
+    }
+
+    fn port(&self, handle: u16) -> PyResult<&Port> {
+        self.ports.get(&handle).ok_or_else(|| error("rejected", format!("port {handle} is not open")))
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    #[new]
+    #[pyo3(signature = (url, name, token=None, timeout=5.0))]
+    fn new(py: Python<'_>, url: String, name: String, token: Option<String>, timeout: f64) -> PyResult<Self> {
+        let timeout = seconds(Some(timeout))?.unwrap_or_default();
+        let options = ClientOptions { name, token, timeout };
+        let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
+        Ok(Self { client: Some(client), ports: HashMap::new() })
+    }
+
+    /// Open a port; returns (handle, channel_id, port_id).
+    #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false))]
+    fn open_port(
+        &mut self,
+        py: Python<'_>,
+        channel: String,
+        name: Option<String>,
+        receive_own: bool,
+        block_on_overflow: bool,
+    ) -> PyResult<(u16, u16, u32)> {
+        let config = PortConfig { name, receive_own, block_on_overflow };
+        let client = self.client()?;
+        let port = py.allow_threads(|| client.open_port_with(&channel, &config)).map_err(client_error)?;
+        let answer = (port.handle, port.channel_id, port.port_id);
+        self.ports.insert(port.handle, port);
+        Ok(answer)
+    }
+
+    fn close_port(&mut self, py: Python<'_>, handle: u16) -> PyResult<()> {
+        let port = self.port(handle)?.clone();
+        let client = self.client()?;
+        py.allow_threads(|| client.close_port(&port)).map_err(client_error)?;
+        self.ports.remove(&handle);
+        Ok(())
+    }
+
+    /// Send one frame. `kind` is "can", "canfd" or "error".
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (handle, kind, id, extended, remote, brs, esi, dlc, data, timeout=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        handle: u16,
+        kind: &str,
+        id: u32,
+        extended: bool,
+        remote: bool,
+        brs: bool,
+        esi: bool,
+        dlc: usize,
+        data: &[u8],
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let invalid = |e: fieldhub_proto::FrameError| error("invalid", e.to_string());
+        let frame = match kind {
+            "error" => {
+                let mut bytes = [0u8; 8];
+                let n = data.len().min(8);
+                bytes[..n].copy_from_slice(&data[..n]);
+                Frame::error(id, bytes).map_err(invalid)?
+            }
+            "canfd" => {
+                let mut flags = FrameFlags::empty();
+                for (set, flag) in [(extended, FrameFlags::EXTENDED), (brs, FrameFlags::BRS), (esi, FrameFlags::ESI)] {
+                    if set {
+                        flags = flags.with(flag);
+                    }
+                }
+                if fd_len_to_dlc(data.len()).is_none() {
+                    return Err(error(
+                        "invalid",
+                        format!("{} is not a valid CAN FD length (0..=8, 12, 16, 20, 24, 32, 48, 64)", data.len()),
+                    ));
+                }
+                Frame::can_fd(id, flags, data).map_err(invalid)?
+            }
+            _ if remote => Frame::remote(id, extended, dlc).map_err(invalid)?,
+            _ => {
+                let mut frame = Frame::can(id, extended, data).map_err(invalid)?;
+                if data.len() == 8 && dlc > 8 {
+                    frame.set_len8_dlc(dlc as u8).map_err(invalid)?;
+                }
+                frame
+            }
+        };
+        let port = self.port(handle)?;
+        let client = self.client()?;
+        let timeout = seconds(timeout)?;
+        py.allow_threads(|| client.send_timeout(port, &frame, timeout)).map_err(client_error)
+    }
+
+    /// The next frame, or None when `timeout` (seconds; None: forever) passes.
+    #[pyo3(signature = (timeout=None))]
+    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Received<'py>>> {
+        let client = self.client()?;
+        let timeout = seconds(timeout)?;
+        let Some(r) = py.allow_threads(|| client.recv(timeout)).map_err(client_error)? else {
+            return Ok(None);
+        };
+        let f = r.frame;
+        let kind = match f.kind() {
+            FrameKind::Can => "can",
+            FrameKind::CanFd => "canfd",
+            FrameKind::Error => "error",
+        };
+        Ok(Some((
+            r.port,
+            kind,
+            f.id(),
+            f.flags().bits(),
+            f.len(),
+            PyBytes::new(py, f.data()),
+            r.meta.timestamp_ns,
+            r.meta.seq,
+            r.meta.sender,
+            r.meta.channel,
+        )))
+    }
+
+    /// A file descriptor readable while frames are waiting.
+    fn fileno(&self) -> PyResult<i32> {
+        self.client()?.fileno().map_err(client_error)
+    }
+
+    /// Acceptance filters in SocketCAN form: [(can_id, can_mask)], or None for all.
+    #[pyo3(signature = (handle, filters=None))]
+    fn set_filters(&self, handle: u16, filters: Option<Vec<(u32, u32)>>) -> PyResult<()> {
+        let filters: Option<Vec<Filter>> =
+            filters.map(|list| list.into_iter().map(|(can_id, can_mask)| Filter { can_id, can_mask }).collect());
+        self.client()?.set_filters(self.port(handle)?, filters.as_deref()).map_err(client_error)
+    }
+
+    /// Wait until everything sent so far is on the bus; returns the round trip in seconds.
+    fn flush(&self, py: Python<'_>) -> PyResult<f64> {
+        let client = self.client()?;
+        py.allow_threads(|| client.flush()).map(|d| d.as_secs_f64()).map_err(client_error)
+    }
+
+    /// Frames the hub dropped for this port because it was not read fast enough.
+    fn rx_dropped(&self, handle: u16) -> PyResult<u64> {
+        Ok(self.client()?.rx_dropped(self.port(handle)?))
+    }
+
+    /// Disconnect; further calls raise.
+    fn close(&mut self, py: Python<'_>) {
+        if let Some(client) = self.client.take() {
+            py.allow_threads(|| drop(client));
+        }
+        self.ports.clear();
+    }
+}
+
+/// Run a hub in this process until SIGINT or SIGTERM: what `python -m
+/// fieldhub hub` does. Prints `listening on …` lines to stderr first.
+#[pyfunction]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None))]
+fn run_hub(
+    py: Python<'_>,
+    config_text: Option<String>,
+    origin: &str,
+    listen: Vec<String>,
+    token: Option<String>,
+) -> PyResult<()> {
+    let text = config_text.unwrap_or_else(|| fieldhub_hub::config::DEFAULT_CONFIG.to_owned());
+    let mut config = HubConfig::parse(&text, origin).map_err(|e| error("invalid", e.to_string()))?;
+    if !listen.is_empty() {
+        config.hub.listen = listen;
+    }
+    if token.is_some() {
+        config.hub.token = token;
+    }
+    config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
+    py.allow_threads(|| -> Result<(), String> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(|e| e.to_string())?;
+        let mut hub = Hub::start(config).map_err(|e| e.to_string())?;
+        for addr in hub.listen_addrs() {
+            eprintln!("listening on {addr}");
+        }
+        signals.forever().next();
+        hub.shutdown();
+        Ok(())
+    })
+    .map_err(|e| error("invalid", e))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeClient>()?;
+    m.add_function(wrap_pyfunction!(run_hub, m)?)?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add("DEFAULT_HUB", fieldhub_client::default_hub_url())?;
+    Ok(())
+}
