@@ -164,7 +164,13 @@ class FieldhubBus(BusABC):
 
     @property
     def state(self) -> can.BusState:
-        return can.BusState.ACTIVE
+        """The port's controller state as the hub keeps it (error-active,
+        error-passive, bus-off)."""
+        try:
+            state = self._native.port_state(self._port)
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+        return {"active": can.BusState.ACTIVE, "passive": can.BusState.PASSIVE}.get(state, can.BusState.ERROR)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -216,6 +216,19 @@ impl NativeClient {
         py.allow_threads(|| client.flush()).map(|d| d.as_secs_f64()).map_err(client_error)
     }
 
+    /// The port's controller state from the hub: `active`, `passive` or `bus_off`.
+    fn port_state(&self, py: Python<'_>, handle: u16) -> PyResult<String> {
+        let port_id = self.port(handle)?.port_id;
+        let client = self.client()?;
+        let stats = py.allow_threads(|| client.stats()).map_err(client_error)?;
+        stats
+            .ports
+            .into_iter()
+            .find(|p| p.port_id == port_id)
+            .map(|p| p.error_state)
+            .ok_or_else(|| error("closed", format!("the hub no longer lists port {port_id}")))
+    }
+
     /// Frames the hub dropped for this port because it was not read fast enough.
     fn rx_dropped(&self, handle: u16) -> PyResult<u64> {
         Ok(self.client()?.rx_dropped(self.port(handle)?))

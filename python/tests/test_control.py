@@ -53,3 +53,12 @@ def test_recording_and_stats_from_python(fieldhub_hub, tmp_path):
     assert len(list(can.LogReader(str(tmp_path / "session.asc")))) == 10
     stats = fieldhub_hub.stats()
     assert stats["channels"][0]["frames"] == 10
+
+
+def test_bus_state_follows_the_ports_controller(fieldhub_hub):
+    bus = fieldhub_hub.bus("can0", port_name="ecu")
+    assert bus.state == can.BusState.ACTIVE
+    fieldhub_hub.force_state("ecu", "error_passive")
+    assert bus.state == can.BusState.PASSIVE
+    fieldhub_hub.force_state("ecu", "error_active")
+    assert bus.state == can.BusState.ACTIVE
