@@ -14,7 +14,7 @@ $(VENV_PY):
 	$(VENV_PY) -m pip install -q --upgrade pip
 
 python-env: $(VENV_PY)
-	$(VENV_PY) -m pip install -q "maturin>=1.5,<2" "python-can>=4.2" canopen pytest pytest-asyncio
+	$(VENV_PY) -m pip install -q "maturin>=1.5,<2" "python-can>=4.2" canopen pytest
 	$(VENV_PY) -m pip install -q ./python
 
 test-python: python-env
