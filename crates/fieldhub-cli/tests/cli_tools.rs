@@ -126,6 +126,7 @@ fn invalid_config_file_is_rejected_naming_file_line_and_field() {
     std::fs::write(&path, "[[channel]]\nname = \"a\"\nprotocl = \"can\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fieldhub")).args(["hub", "--config"]).arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    std::fs::remove_file(&path).unwrap();
     assert!(!out.status.success());
     assert!(
         stderr.contains(&path.display().to_string()) && stderr.contains("line 3") && stderr.contains("protocl"),
@@ -149,4 +150,27 @@ fn hub_serves_tcp_and_unix_socket_clients_on_one_bus() {
     for (i, r) in got.iter().enumerate() {
         assert_eq!(number_of(&r.frame), (4, i as u32));
     }
+    drop((over_unix, over_tcp));
+    assert!(hub.terminate().success());
+    assert!(!socket.exists(), "a hub that stops removes its socket file");
+}
+
+#[test]
+fn idle_hub_with_connected_clients_sleeps() {
+    let hub = HubProcess::start();
+    let clients: Vec<_> = (0..3).map(|i| hub.client(&format!("idle{i}"))).collect();
+    for c in &clients {
+        c.open_port("can0").unwrap();
+    }
+    let cpu_ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", hub.pid())).unwrap();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+        // utime and stime: fields 14 and 15 of /proc/PID/stat, 12 and 13 after the ')'.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let before = cpu_ticks();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let used = cpu_ticks() - before;
+    // 2 s are 200 clock ticks; a sleeping hub uses next to none of them.
+    assert!(used <= 4, "an idle hub used {used} ticks of CPU in 2 s");
 }

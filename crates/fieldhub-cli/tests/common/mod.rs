@@ -86,6 +86,11 @@ impl HubProcess {
         }
     }
 
+    /// The hub's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
