@@ -4,6 +4,7 @@
 //! every behaviour lives in `fieldhub-hub`, `fieldhub-client` and
 //! `fieldhub-proto`. Errors are reported with context here, at the edge.
 
+mod bench;
 mod ctl;
 mod dump;
 mod frame_bits;
@@ -43,6 +44,8 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
     FrameBits(frame_bits::FrameBitsArgs),
+    /// Benchmarks: latency and throughput through a hub, with ratios to raw baselines.
+    Bench(bench::BenchArgs),
 }
 
 /// `--hub URL`, shared by every tool that connects to a hub.
@@ -92,6 +95,7 @@ fn main() -> std::process::ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::FrameBits(args) => frame_bits::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
