@@ -86,18 +86,27 @@ fn frames_pending_together_go_in_arbitration_order_on_a_timed_bus() {
     ];
     let clients: Vec<_> = contenders.iter().enumerate().map(|(i, _)| hub.client(&format!("node{i}"))).collect();
     let ports: Vec<_> = clients.iter().map(|c| c.open_port("slow").unwrap()).collect();
-    // At 500 bit/s this 8-byte frame keeps the bus busy for about 220 ms,
-    // while the contenders queue up behind it.
+    // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms. Two
+    // of them: once only one waits in the blocker's queue, the first is on
+    // the wire and the contenders queue up behind it.
     blocker.send(&b, &Frame::can(0x7FF, false, &[0; 8]).unwrap()).unwrap();
-    blocker.flush().unwrap();
+    blocker.send(&b, &Frame::can(0x7FF, false, &[1; 8]).unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let waiting =
+        || listener.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
+    while waiting() != 1 {
+        assert!(std::time::Instant::now() < deadline, "the blocker never started");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     for ((client, port), frame) in clients.iter().zip(&ports).zip(&contenders) {
         client.send(port, frame).unwrap();
     }
-    let order: Vec<Frame> = recv_n(&listener, 5).into_iter().map(|r| r.frame).collect();
-    assert_eq!(order[0].id(), 0x7FF);
+    let order: Vec<Frame> = recv_n(&listener, 6).into_iter().map(|r| r.frame).collect();
+    assert_eq!(order[0].data(), [0; 8]);
     // Data before remote with the same id; base format before extended with
-    // the same base bits; then the higher id.
-    assert_eq!(order[1..], [contenders[3], contenders[1], contenders[2], contenders[0]]);
+    // the same base bits; then the higher id; the blocker's 0x7FF last.
+    assert_eq!(order[1..5], [contenders[3], contenders[1], contenders[2], contenders[0]]);
+    assert_eq!(order[5].data(), [1; 8]);
 }
 
 #[test]
@@ -121,4 +130,19 @@ fn brs_frames_spend_their_data_phase_at_the_data_bitrate() {
     let without = duration(&frames[0], 1_000_000, 4_000_000);
     assert!(with_brs * 2 < without, "BRS at 4 Mbit/s must be much shorter: {with_brs} vs {without}");
     let _ = PortConfig::default();
+}
+
+#[test]
+fn flush_on_a_timed_channel_waits_for_the_frame_on_the_wire() {
+    let hub = HubProcess::start_with(Some(TIMED), &[]);
+    let sender = hub.client("sender");
+    let listener = hub.client("listener");
+    let tx = sender.open_port("slow").unwrap();
+    listener.open_port_with("slow", &lossless()).unwrap();
+    // About 220 ms on the wire at 500 bit/s.
+    sender.send(&tx, &Frame::can(0x10, false, &[0; 8]).unwrap()).unwrap();
+    sender.flush().unwrap();
+    // The frame is sequenced, so the listener's own barrier finds it queued.
+    listener.flush().unwrap();
+    assert!(listener.try_recv().unwrap().is_some(), "flush returned before the frame was on the bus");
 }

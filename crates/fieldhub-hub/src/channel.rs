@@ -653,9 +653,20 @@ impl Channel {
     /// Arrival number of the oldest frame any port of `client` still has
     /// waiting on this channel.
     pub fn oldest_pending_of(&self, client: u32) -> Option<u64> {
-        self.members.iter().filter(|m| m.is_client() && m.client == client).filter_map(|m| m.tx.oldest_arrival()).min()
+        let queued = self
+            .members
+            .iter()
+            .filter(|m| m.is_client() && m.client == client)
+            .filter_map(|m| m.tx.oldest_arrival())
+            .min();
+        // A frame on the wire of a timed channel is not sequenced yet either.
+        let on_wire = self.on_wire.as_ref().filter(|w| {
+            self.members.iter().any(|m| m.is_client() && m.client == client && m.port_id == w.attempt.sender)
+        });
+        earliest(queued, on_wire.map(|w| w.attempt.pending.arrival))
     }
 }
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
