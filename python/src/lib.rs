@@ -143,7 +143,7 @@ impl NativeClient {
                 let mut flags = FrameFlags::empty();
                 for (set, flag) in [(extended, FrameFlags::EXTENDED), (brs, FrameFlags::BRS), (esi, FrameFlags::ESI)] {
                     if set {
-                        flags = flags.with(flag);
+                        flags = flags.union(flag);
                     }
                 }
                 if fd_len_to_dlc(data.len()).is_none() {

@@ -138,7 +138,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         } else if fd {
             let mut flags = if args.brs { FrameFlags::BRS } else { FrameFlags::empty() };
             if args.extended {
-                flags = flags.with(FrameFlags::EXTENDED);
+                flags = flags.union(FrameFlags::EXTENDED);
             }
             Frame::can_fd(id, flags, &data[..len])?
         } else {

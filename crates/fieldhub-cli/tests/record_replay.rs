@@ -127,13 +127,13 @@ fn fd(i: u32) -> Frame {
     data[..len.min(4)].copy_from_slice(&i.to_le_bytes()[..len.min(4)]);
     let mut flags = FrameFlags::empty();
     if i % 2 == 0 {
-        flags = flags.with(FrameFlags::BRS);
+        flags = flags.union(FrameFlags::BRS);
     }
     if i % 3 == 0 {
-        flags = flags.with(FrameFlags::ESI);
+        flags = flags.union(FrameFlags::ESI);
     }
     let id = if i % 5 == 0 {
-        flags = flags.with(FrameFlags::EXTENDED);
+        flags = flags.union(FrameFlags::EXTENDED);
         0x1800_0000 | i
     } else {
         i % 0x800

@@ -325,10 +325,10 @@ impl Client {
         let request = self.next_request.fetch_add(1, Ordering::Relaxed);
         let mut options = PortOptions::empty();
         if config.receive_own {
-            options = options.with(PortOptions::RECEIVE_OWN);
+            options = options.union(PortOptions::RECEIVE_OWN);
         }
         if config.block_on_overflow {
-            options = options.with(PortOptions::BLOCK_ON_OVERFLOW);
+            options = options.union(PortOptions::BLOCK_ON_OVERFLOW);
         }
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");

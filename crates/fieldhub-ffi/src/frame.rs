@@ -141,13 +141,13 @@ impl fh_frame {
             }
             let mut flags = FrameFlags::empty();
             if extended {
-                flags = flags.with(FrameFlags::EXTENDED);
+                flags = flags.union(FrameFlags::EXTENDED);
             }
             if self.flags & FH_CANFD_BRS != 0 {
-                flags = flags.with(FrameFlags::BRS);
+                flags = flags.union(FrameFlags::BRS);
             }
             if self.flags & FH_CANFD_ESI != 0 {
-                flags = flags.with(FrameFlags::ESI);
+                flags = flags.union(FrameFlags::ESI);
             }
             return Frame::can_fd(id, flags, &self.data[..len]).map_err(|e| invalid(e.to_string()));
         }

@@ -619,13 +619,13 @@ impl LineContext<'_> {
             }
             let mut flags = FrameFlags::empty();
             if extended {
-                flags = flags.with(FrameFlags::EXTENDED);
+                flags = flags.union(FrameFlags::EXTENDED);
             }
             if brs {
-                flags = flags.with(FrameFlags::BRS);
+                flags = flags.union(FrameFlags::BRS);
             }
             if esi {
-                flags = flags.with(FrameFlags::ESI);
+                flags = flags.union(FrameFlags::ESI);
             }
             Frame::can_fd(id, flags, &data).map_err(|e| e.to_string())?
         };

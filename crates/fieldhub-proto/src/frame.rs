@@ -47,54 +47,22 @@ impl FrameKind {
     }
 }
 
-/// Frame flags as they appear on the wire (one byte).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FrameFlags(u8);
-
-impl FrameFlags {
-    /// 29-bit identifier (CAN and CAN FD).
-    pub const EXTENDED: Self = Self(0x01);
-    /// Remote transmission request (CAN classic only).
-    pub const REMOTE: Self = Self(0x02);
-    /// Bit rate switch for the data phase (CAN FD only).
-    pub const BRS: Self = Self(0x04);
-    /// Error state indicator (CAN FD only).
-    pub const ESI: Self = Self(0x08);
-    /// Hub to client only: this is the receiving port's own frame, confirmed
-    /// as transmitted (SocketCAN `MSG_CONFIRM` / `recv_own_msgs`).
-    pub const ECHO: Self = Self(0x10);
-    /// Every bit this revision defines; others must be zero.
-    pub const ALL: Self = Self(0x1F);
-
-    /// No flag set.
-    pub const fn empty() -> Self {
-        Self(0)
-    }
-    /// The wire byte.
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
-    /// Flags from a wire byte, or `None` if a reserved bit is set.
-    pub const fn from_bits(bits: u8) -> Option<Self> {
-        if bits & !Self::ALL.0 == 0 {
-            Some(Self(bits))
-        } else {
-            None
-        }
-    }
-    /// Whether every flag of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// `self` with the flags of `other` added.
-    #[must_use]
-    pub const fn with(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-    /// `self` with the flags of `other` removed.
-    #[must_use]
-    pub const fn without(self, other: Self) -> Self {
-        Self(self.0 & !other.0)
+bitflags::bitflags! {
+    /// Frame flags as they appear on the wire (one byte). Bits this revision
+    /// does not define must be zero (`from_bits` refuses them).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct FrameFlags: u8 {
+        /// 29-bit identifier (CAN and CAN FD).
+        const EXTENDED = 0x01;
+        /// Remote transmission request (CAN classic only).
+        const REMOTE = 0x02;
+        /// Bit rate switch for the data phase (CAN FD only).
+        const BRS = 0x04;
+        /// Error state indicator (CAN FD only).
+        const ESI = 0x08;
+        /// Hub to client only: this is the receiving port's own frame,
+        /// confirmed as transmitted (SocketCAN `MSG_CONFIRM` / `recv_own_msgs`).
+        const ECHO = 0x10;
     }
 }
 
@@ -177,7 +145,7 @@ impl Frame {
         let mut frame = Self::blank(FrameKind::Can, id, len);
         frame.flags = FrameFlags::REMOTE;
         if extended {
-            frame.flags = frame.flags.with(FrameFlags::EXTENDED);
+            frame.flags = frame.flags.union(FrameFlags::EXTENDED);
         }
         Ok(frame)
     }
@@ -249,7 +217,7 @@ impl Frame {
                 if data.len() != len {
                     return Err(FrameError::InvalidFdLength { len });
                 }
-                Self::can_fd(id, flags.without(FrameFlags::ECHO), data)?
+                Self::can_fd(id, flags.difference(FrameFlags::ECHO), data)?
             }
             FrameKind::Error => {
                 for (flag, name) in [
@@ -271,7 +239,7 @@ impl Frame {
             }
         };
         if flags.contains(FrameFlags::ECHO) {
-            frame.flags = frame.flags.with(FrameFlags::ECHO);
+            frame.flags = frame.flags.union(FrameFlags::ECHO);
         }
         Ok(frame)
     }
@@ -407,7 +375,7 @@ impl Frame {
     /// This frame marked (or unmarked) as a TX confirmation.
     #[must_use]
     pub fn with_echo(mut self, echo: bool) -> Self {
-        self.flags = if echo { self.flags.with(FrameFlags::ECHO) } else { self.flags.without(FrameFlags::ECHO) };
+        self.flags = if echo { self.flags.union(FrameFlags::ECHO) } else { self.flags.difference(FrameFlags::ECHO) };
         self
     }
 }

@@ -66,13 +66,13 @@ pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
             chars.next().and_then(|c| c.to_digit(16)).ok_or_else(|| TextError::BadData(text.to_owned()))?;
         let mut flags = FrameFlags::empty();
         if flags_digit & 0x1 != 0 {
-            flags = flags.with(FrameFlags::BRS);
+            flags = flags.union(FrameFlags::BRS);
         }
         if flags_digit & 0x2 != 0 {
-            flags = flags.with(FrameFlags::ESI);
+            flags = flags.union(FrameFlags::ESI);
         }
         if extended {
-            flags = flags.with(FrameFlags::EXTENDED);
+            flags = flags.union(FrameFlags::EXTENDED);
         }
         let len = parse_hex_bytes(chars.as_str(), text, &mut data)?;
         return Frame::can_fd(id, flags, &data[..len]).map_err(invalid);

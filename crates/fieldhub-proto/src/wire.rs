@@ -38,44 +38,17 @@ pub mod msg {
     pub const GOODBYE: u8 = 0x50;
 }
 
-/// Options a client sets when it opens a port (`OPEN_PORT.options`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortOptions(u32);
-
-impl PortOptions {
-    /// Deliver the port's own frames back to it, flagged `ECHO`, once they
-    /// are on the bus (SocketCAN `CAN_RAW_RECV_OWN_MSGS`).
-    pub const RECEIVE_OWN: Self = Self(0x1);
-    /// When this port's receive queue is full, hold the channel until it has
-    /// room instead of dropping (and counting) frames for this port.
-    pub const BLOCK_ON_OVERFLOW: Self = Self(0x2);
-    /// Every bit this revision defines.
-    pub const ALL: Self = Self(0x3);
-
-    /// No option set.
-    pub const fn empty() -> Self {
-        Self(0)
-    }
-    /// The wire value.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-    /// Options from a wire value, or `None` if a reserved bit is set.
-    pub const fn from_bits(bits: u32) -> Option<Self> {
-        if bits & !Self::ALL.0 == 0 {
-            Some(Self(bits))
-        } else {
-            None
-        }
-    }
-    /// Whether every option of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// `self` with the options of `other` added.
-    #[must_use]
-    pub const fn with(self, other: Self) -> Self {
-        Self(self.0 | other.0)
+bitflags::bitflags! {
+    /// Options a client sets when it opens a port (`OPEN_PORT.options`).
+    /// Undefined bits must be zero (`from_bits` refuses them).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PortOptions: u32 {
+        /// Deliver the port's own frames back to it, flagged `ECHO`, once
+        /// they are on the bus (SocketCAN `CAN_RAW_RECV_OWN_MSGS`).
+        const RECEIVE_OWN = 0x1;
+        /// When this port's receive queue is full, hold the channel until it
+        /// has room instead of dropping (and counting) frames for this port.
+        const BLOCK_ON_OVERFLOW = 0x2;
     }
 }
 
@@ -936,7 +909,7 @@ mod tests {
         let frames = [
             Frame::can(0x123, false, &[0xDE, 0xAD, 0xBE, 0xEF]).unwrap(),
             Frame::remote(0x1ABCDEF, true, 3).unwrap(),
-            Frame::can_fd(0x7FF, FrameFlags::BRS.with(FrameFlags::ESI), &[0x55; 64]).unwrap(),
+            Frame::can_fd(0x7FF, FrameFlags::BRS.union(FrameFlags::ESI), &[0x55; 64]).unwrap(),
             Frame::error(0x4, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap(),
         ];
         let mut out = Vec::new();
