@@ -42,7 +42,9 @@ pub struct Transmitted {
 /// extension bits and RTR — with dominant = 0, so a base-format frame beats
 /// an extended one with the same base bits (its IDE is dominant) and a data
 /// frame beats a remote frame with the same identifier (RTR dominant). CAN FD
-/// frames send RRS (dominant) where classic frames send RTR.
+/// frames send RRS (dominant) where classic frames send RTR, so a classic and
+/// an FD frame with the same identifier tie: they first differ at FDF/r0,
+/// after arbitration — the older one goes first.
 pub fn arbitration_key(frame: &Frame) -> u32 {
     let rtr = u32::from(frame.is_remote());
     if frame.is_extended() {

@@ -9,7 +9,8 @@
 //!   bus-off when TEC exceeds 255.
 //! - A bus-off controller leaves bus-off after 128 occurrences of 11
 //!   consecutive recessive bits (when automatic recovery is on), with both
-//!   counters reset.
+//!   counters reset. We wait the 128 × 11 bit times of an idle bus, the
+//!   shortest recovery; on a busy bus real controllers take longer.
 
 use serde::Serialize;
 
@@ -41,7 +42,13 @@ pub fn state_change_frame(before: ErrorState, now: &ErrorCounters) -> Option<fie
         (_, ErrorState::BusOff) => can_err::BUSOFF | can_err::CNT,
         (ErrorState::BusOff, _) => can_err::RESTARTED | can_err::CNT,
         (_, ErrorState::Passive) => {
-            data[1] = if now.tec > 127 { can_err::CRTL_TX_PASSIVE } else { can_err::CRTL_RX_PASSIVE };
+            // Like Linux's can_change_state: each side that is passive is reported.
+            if now.tec > 127 {
+                data[1] |= can_err::CRTL_TX_PASSIVE;
+            }
+            if now.rec > 127 {
+                data[1] |= can_err::CRTL_RX_PASSIVE;
+            }
             can_err::CRTL | can_err::CNT
         }
         (_, ErrorState::Active) => {

@@ -15,8 +15,11 @@
 //! - Then CRC delimiter, ACK slot, ACK delimiter, 7-bit EOF and the 3-bit
 //!   intermission.
 //! - With BRS the data phase — from the bit after BRS (ESI) to the end of the
-//!   CRC field — runs at the data bitrate; the CRC delimiter and everything
-//!   after it at the nominal one.
+//!   CRC field — runs at the data bitrate; the BRS bit, the CRC delimiter and
+//!   everything after it at the nominal one. (The controller switches at the
+//!   sample points of BRS and of the CRC delimiter, so those two bits together
+//!   really take one nominal plus one data bit time; counting both at the
+//!   nominal rate overstates a BRS frame by one nominal minus one data bit.)
 //! - Error frames are counted as an error flag (6), its delimiter (8) and the
 //!   intermission (3): 17 nominal bits.
 
@@ -234,6 +237,15 @@ mod tests {
             .find(|f| FrameBits::of(f).stuff_bits == 0);
         let frame = found.expect("some 8-byte frame stuffs nothing");
         assert_eq!(FrameBits::of(&frame).total, 44 + 64 + 3, "{frame:?}");
+    }
+
+    #[test]
+    fn the_reachable_worst_cases_are_133_and_158_bits() {
+        // Frames an exhaustive search found to stuff the most: below the
+        // published bounds of 135 (standard) and 160 (extended) bits.
+        assert_eq!(bits("000#01E1E1E1E1E1E1E1").total, 133);
+        assert_eq!(bits("03E#01E00F83C3FE1E1E").stuff_bits, 22);
+        assert_eq!(bits("000C3C3C#3C3C3FFF0F0F0F0F").total, 158);
     }
 
     #[test]
