@@ -1,5 +1,11 @@
-"""Independent reference: builds the explicit on-wire bit stream (ISO 11898-1:2015)."""
-import random, subprocess, sys
+"""Independent reference for the bit-timing vectors: builds the explicit
+on-wire bit stream of a frame (ISO 11898-1:2015) and compares its counts with
+what `fieldhub frame-bits --json` says, for random frames.
+
+    python3 reference.py COUNT SEED [PATH/TO/fieldhub]
+
+(The fieldhub binary defaults to `fieldhub` on PATH.)"""
+import json, random, subprocess, sys
 
 FD_LENGTHS = [0,1,2,3,4,5,6,7,8,12,16,20,24,32,48,64]
 
@@ -101,7 +107,7 @@ def cansend(fd, ext, rtr, brs, esi, ident, dlc, data):
         s += f"_{dlc:X}"
     return s
 
-def main(count, seed):
+def main(count, seed, binary):
     rng = random.Random(seed)
     cases = []
     for _ in range(count):
@@ -120,13 +126,11 @@ def main(count, seed):
             n = 0 if rtr else min(dlc, 8)
             cases.append((False, ext, int(rtr), 0, 0, ident, dlc, rand_data(rng, n)))
     lines = [cansend(*c) for c in cases]
-    out = subprocess.run(["/work/targets/helper-can/release/bits-audit"], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, check=True).stdout.splitlines()
     bad = 0
-    for c, line, o in zip(cases, lines, out):
-        parts = o.split()
-        assert parts[0] == line, (parts[0], line)
-        got = tuple(int(x) for x in parts[1:])
+    for c, line in zip(cases, lines):
+        answer = json.loads(subprocess.run([binary, "frame-bits", line, "--json"],
+                                           capture_output=True, text=True, check=True).stdout)
+        got = (answer["bits"], answer["stuff_bits"], answer["nominal_bits"], answer["data_bits"])
         want = encode(*c)
         if got != want:
             bad += 1
@@ -135,4 +139,4 @@ def main(count, seed):
     print(f"{len(cases)} frames, {bad} mismatches")
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "fieldhub")
