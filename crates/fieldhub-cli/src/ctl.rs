@@ -88,26 +88,48 @@ enum ChannelOperation {
         /// can or canfd.
         #[arg(long, default_value = "can")]
         protocol: String,
-        #[arg(long)]
-        bitrate: Option<u32>,
-        #[arg(long)]
-        data_bitrate: Option<u32>,
-        /// ideal or timed.
-        #[arg(long)]
-        timing: Option<String>,
+        #[command(flatten)]
+        settings: ChannelSettings,
     },
     /// Remove a channel no port or route uses.
     Remove { name: String },
     /// Change bitrate, data bitrate or timing of a channel.
     Set {
         name: String,
-        #[arg(long)]
-        bitrate: Option<u32>,
-        #[arg(long)]
-        data_bitrate: Option<u32>,
-        #[arg(long)]
-        timing: Option<String>,
+        #[command(flatten)]
+        settings: ChannelSettings,
     },
+}
+
+/// Channel settings a command may give; absent ones are left out of the request.
+#[derive(clap::Args)]
+struct ChannelSettings {
+    /// Nominal bitrate in bit/s.
+    #[arg(long)]
+    bitrate: Option<u32>,
+    /// CAN FD data-phase bitrate in bit/s.
+    #[arg(long)]
+    data_bitrate: Option<u32>,
+    /// ideal or timed.
+    #[arg(long)]
+    timing: Option<String>,
+}
+
+impl ChannelSettings {
+    /// The given settings as a JSON object.
+    fn json(&self) -> Value {
+        let mut body = json!({});
+        if let Some(bitrate) = self.bitrate {
+            body["bitrate"] = json!(bitrate);
+        }
+        if let Some(rate) = self.data_bitrate {
+            body["data_bitrate"] = json!(rate);
+        }
+        if let Some(timing) = &self.timing {
+            body["timing"] = json!(timing);
+        }
+        body
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -181,35 +203,20 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Record(RecordOperation::Stop { id }) => ("DELETE", format!("/api/v1/recordings/{id}"), None),
         Operation::Record(RecordOperation::List) => ("GET", "/api/v1/recordings".to_owned(), None),
         Operation::Clients => ("GET", "/api/v1/clients".to_owned(), None),
-        Operation::Channel(ChannelOperation::Add { name, protocol, bitrate, data_bitrate, timing }) => {
-            let mut body = channel_settings(bitrate, data_bitrate, timing);
+        Operation::Channel(ChannelOperation::Add { name, protocol, settings }) => {
+            let mut body = settings.json();
             body["name"] = json!(name);
             body["protocol"] = json!(protocol);
             ("POST", "/api/v1/channels".to_owned(), Some(body))
         }
         Operation::Channel(ChannelOperation::Remove { name }) => ("DELETE", format!("/api/v1/channels/{name}"), None),
-        Operation::Channel(ChannelOperation::Set { name, bitrate, data_bitrate, timing }) => {
-            ("PATCH", format!("/api/v1/channels/{name}"), Some(channel_settings(bitrate, data_bitrate, timing)))
+        Operation::Channel(ChannelOperation::Set { name, settings }) => {
+            ("PATCH", format!("/api/v1/channels/{name}"), Some(settings.json()))
         }
     };
     let answer = call(&base, method, &path, body)?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(())
-}
-
-/// The bitrate and timing keys that were given, as a JSON object.
-fn channel_settings(bitrate: Option<u32>, data_bitrate: Option<u32>, timing: Option<String>) -> Value {
-    let mut body = json!({});
-    if let Some(bitrate) = bitrate {
-        body["bitrate"] = json!(bitrate);
-    }
-    if let Some(rate) = data_bitrate {
-        body["data_bitrate"] = json!(rate);
-    }
-    if let Some(timing) = timing {
-        body["timing"] = json!(timing);
-    }
-    body
 }
 
 /// One API call; a 4xx answer becomes an error carrying the hub's message.
