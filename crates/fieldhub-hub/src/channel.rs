@@ -87,6 +87,14 @@ struct Attempt {
     outcome: Outcome,
 }
 
+/// Whether the bus time of a finished attempt's frame has already passed
+/// (`timed`: it finishes at its end of frame) or not (`ideal`: no time passes).
+#[derive(Clone, Copy, Debug)]
+enum Occupied {
+    FrameOver,
+    FrameStillToCome,
+}
+
 /// The frame a `timed` channel is carrying and when it ends.
 #[derive(Clone, Copy, Debug)]
 struct OnWire {
@@ -244,9 +252,9 @@ impl Channel {
             let (winner, wake) = self.arbitrate(now_ns, stopping);
             let Some(index) = winner else { return wake };
             if let Some(attempt) = self.begin(index, now_ns) {
-                let duration =
-                    FrameBits::of(&attempt.pending.frame).duration_ns(self.config.bitrate, self.data_bitrate());
-                self.finish(attempt, now_ns, now_ns + duration, stopping, sent);
+                // No time passes on an ideal bus, but a failed attempt still
+                // costs its sender the frame's time before it retries.
+                self.finish(attempt, now_ns, Occupied::FrameStillToCome, stopping, sent);
             }
         }
     }
@@ -262,7 +270,7 @@ impl Channel {
                     return Some(end_ns);
                 }
                 let Some(attempt) = self.on_wire.take() else { continue };
-                self.bus_free_at = self.finish(attempt.attempt, end_ns, end_ns, stopping, sent);
+                self.bus_free_at = self.finish(attempt.attempt, end_ns, Occupied::FrameOver, stopping, sent);
                 continue;
             }
             let mut at = self.bus_free_at;
@@ -285,7 +293,7 @@ impl Channel {
     pub fn set_timing(&mut self, timing: Timing, now_ns: u64, stopping: &AtomicBool, sent: &mut Vec<Transmitted>) {
         if let Some(on_wire) = self.on_wire.take() {
             let end = on_wire.end_ns.min(now_ns).max(self.bus_free_at);
-            self.finish(on_wire.attempt, end, end, stopping, sent);
+            self.finish(on_wire.attempt, end, Occupied::FrameOver, stopping, sent);
         }
         self.bus_free_at = now_ns;
         self.config.timing = timing;
@@ -381,13 +389,12 @@ impl Channel {
         Some(Attempt { sender, pending, outcome })
     }
 
-    /// Carry out an attempt whose frame ends at `at`; `retry_at` is when a
-    /// failed sender may try again. Returns when the bus is free again.
+    /// Carry out an attempt at bus time `at`. Returns when the bus is free again.
     fn finish(
         &mut self,
         attempt: Attempt,
         at: u64,
-        retry_at: u64,
+        occupied: Occupied,
         stopping: &AtomicBool,
         sent: &mut Vec<Transmitted>,
     ) -> u64 {
@@ -402,6 +409,14 @@ impl Channel {
             }
         };
         let error_ns = ERROR_FRAME_BITS * 1_000_000_000 / u64::from(self.config.bitrate.max(1));
+        // When a failed sender may try again: after the frame and the error frame.
+        let retry_at = |channel: &Channel| match occupied {
+            Occupied::FrameOver => at + error_ns,
+            Occupied::FrameStillToCome => {
+                at + FrameBits::of(&pending.frame).duration_ns(channel.config.bitrate, channel.data_bitrate())
+                    + error_ns
+            }
+        };
         match outcome {
             Outcome::Deliver { copies } => {
                 leaves(self);
@@ -422,13 +437,15 @@ impl Channel {
             Outcome::Corrupt => {
                 self.destroyed_on_wire(sender, at, stopping, sent);
                 if let Some(index) = index {
-                    self.retry(index, pending, at, retry_at + error_ns, false, stopping, sent);
+                    let retry_at = retry_at(self);
+                    self.retry(index, pending, at, retry_at, false, stopping, sent);
                 }
                 at + error_ns
             }
             Outcome::NoAck => {
                 if let Some(index) = index {
-                    self.retry(index, pending, at, retry_at + error_ns, true, stopping, sent);
+                    let retry_at = retry_at(self);
+                    self.retry(index, pending, at, retry_at, true, stopping, sent);
                 }
                 at + error_ns
             }
