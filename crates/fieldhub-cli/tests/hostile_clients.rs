@@ -294,3 +294,29 @@ fn unknown_channel_is_a_clear_error_and_the_client_stays_connected() {
     assert!(err.to_string().contains("unknown channel 'can7'; this hub has: can0, can1"), "{err}");
     client.open_port("can0").expect("still connected");
 }
+
+#[test]
+fn frames_are_packed_many_to_a_message_under_load() {
+    let hub = HubProcess::start();
+    let mut raw = Raw::handshake(&hub);
+    raw.open_port("can0");
+    let sender = hub.client("sender");
+    let tx = sender.open_port("can0").unwrap();
+    // The raw client reads nothing yet, so frames pile up behind the socket.
+    for i in 0..5_000 {
+        sender.send(&tx, &numbered(0x5, 5, i)).unwrap();
+    }
+    sender.flush().unwrap();
+    let (mut records, mut largest) = (0usize, 0usize);
+    while records < 5_000 {
+        let body = raw.read_message().expect("frames");
+        if let Message::Frames(batch) = wire::decode(&body).unwrap() {
+            for (k, r) in batch.iter().enumerate() {
+                assert_eq!(number_of(&r.frame), (5, (records + k) as u32));
+            }
+            records += batch.len();
+            largest = largest.max(batch.len());
+        }
+    }
+    assert!(largest > 100, "the hub wrote at most {largest} frames per message under load");
+}
