@@ -11,7 +11,7 @@ only adapts it to Python.
 """
 
 from fieldhub.bus import FieldhubBus
-from fieldhub.errors import FieldhubError, HubError
+from fieldhub.errors import FieldhubError, HubError, HubStartError, HubUnreachable
 from fieldhub.hub import Hub
 
-__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError"]
+__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError", "HubStartError", "HubUnreachable"]

@@ -1,11 +1,31 @@
 """``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T]``:
 run a hub in this process until SIGINT/SIGTERM (what :class:`fieldhub.Hub`
-starts). The hub is the same Rust hub as the ``fieldhub`` command's."""
+starts). The hub is the same Rust hub as the ``fieldhub`` command's.
+
+``--until-stdin-closes`` also stops it when its standard input reaches end of
+file: :class:`fieldhub.Hub` gives its private hub a pipe, so the hub goes away
+with the Python process that started it even when that process is killed.
+"""
 
 import argparse
+import os
+import signal
 import sys
+import threading
 
 from fieldhub import _native
+
+
+def stop_when_stdin_closes() -> None:
+    """Read stdin until end of file, then ask the hub to stop as SIGTERM would."""
+
+    def watch() -> None:
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+        # The hub's signal handler turns this into an orderly shutdown.
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="fieldhub-stdin-watch", daemon=True).start()
 
 
 def main() -> int:
@@ -13,18 +33,31 @@ def main() -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     hub = commands.add_parser("hub", help="run a hub")
     hub.add_argument("--config", help="TOML configuration file (default: the built-in one)")
+    hub.add_argument("--config-origin", help="how errors name the configuration (default: the file name)")
     hub.add_argument("--listen", action="append", default=[], help="HOST:PORT or unix:PATH; repeatable")
     hub.add_argument("--token", help="token clients must present")
+    hub.add_argument("--until-stdin-closes", action="store_true", help="also stop when stdin reaches end of file")
     args = parser.parse_args()
     text = None
     if args.config:
-        with open(args.config) as f:
-            text = f.read()
+        try:
+            with open(args.config) as f:
+                text = f.read()
+        except OSError as e:
+            print(f"error: cannot read the configuration: {e}", file=sys.stderr)
+            return 1
+    origin = args.config_origin or args.config or "built-in default configuration"
+    if args.until_stdin_closes:
+        stop_when_stdin_closes()
     try:
-        _native.run_hub(text, args.config or "built-in default configuration", args.listen, args.token)
+        _native.run_hub(text, origin, args.listen, args.token)
     except _native.Error as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C already stopped the hub in an orderly way; Python noticed
+        # the signal only once the hub had returned.
+        pass
     return 0
 
 

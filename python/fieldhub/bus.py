@@ -37,6 +37,28 @@ def default_hub() -> str:
     return os.environ.get("FIELDHUB_HUB", _native.DEFAULT_HUB)
 
 
+def _flag(name: str, value: Any) -> bool:
+    """A yes/no option; python-can's config file and ``CAN_CONFIG`` give strings."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise can.CanInitializationError(f"{name} = {value!r}: expected true or false")
+    return bool(value)
+
+
+def _seconds(name: str, value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:
+        raise can.CanInitializationError(f"{name} = {value!r}: expected a number of seconds")
+    return seconds
+
+
 def socketcan_filters(filters: Optional[can.typechecking.CanFilters]) -> Optional[List[Tuple[int, int]]]:
     """python-can filters as SocketCAN (can_id, can_mask) pairs."""
     if filters is None:
@@ -70,6 +92,13 @@ class FieldhubBus(BusABC):
         **kwargs: Any,
     ) -> None:
         self._native: Optional[_native.NativeClient] = None
+        fd = _flag("fd", fd)
+        receive_own_messages = _flag("receive_own_messages", receive_own_messages)
+        block_on_overflow = _flag("block_on_overflow", block_on_overflow)
+        timeout = _seconds("timeout", timeout)
+        # python-can's config sources turn "42" into 42; names stay names.
+        port_name = None if port_name is None else str(port_name)
+        token = None if token is None else str(token)
         self.hub = hub or default_hub()
         self.channel_info = f"fieldhub {self.hub} {channel}"
         self._channel_name = str(channel) if channel is not None else ""
@@ -140,8 +169,14 @@ class FieldhubBus(BusABC):
                 timeout,
             )
         except _native.Error as e:
-            if getattr(e, "kind", "") == "invalid":
+            kind = getattr(e, "kind", "")
+            if kind == "invalid":
                 raise ValueError(str(e)) from None
+            if kind == "timeout":
+                raise can.CanOperationError(
+                    f"the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
+                    " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
+                ) from None
             raise translate(e, opening=False) from None
 
     def flush_tx_buffer(self) -> None:

@@ -3,7 +3,8 @@
 Bus errors are python-can's own (``can.CanInitializationError`` when a bus
 cannot be opened, ``can.CanOperationError`` when a running bus fails), so
 python-can programs handle them unchanged. Control API errors are
-:class:`HubError`, which carries the hub's status code and message.
+:class:`HubError`, which carries the hub's status code and message; a
+private hub that cannot start raises :class:`HubStartError`.
 """
 
 import can
@@ -27,6 +28,11 @@ class HubError(FieldhubError):
 
 class HubUnreachable(FieldhubError):
     """The hub's control API cannot be reached."""
+
+
+class HubStartError(FieldhubError, can.CanInitializationError):
+    """A private hub did not start; the message is what the hub said (for a
+    bad configuration: the line and field)."""
 
 
 def translate(error: "_native.Error", opening: bool) -> can.CanError:

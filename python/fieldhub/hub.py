@@ -8,11 +8,15 @@
                       action={"type": "drop"}, probability=0.1, seed=42)
         hub.unplug("ecu1"); hub.cut("can0", ["dash"]); hub.stats()
 
-Every control method is one call of the hub's HTTP control API and returns
-its JSON answer; a refusal raises :class:`fieldhub.HubError` with the hub's
-status and message.
+A private hub is a child process (``python -m fieldhub hub``, the Rust hub in
+the extension) on a free loopback port; it ends with :meth:`Hub.stop`, the
+``with`` block, or the process that started it, however that ends. Every
+control method is one call of the hub's HTTP control API and returns its JSON
+answer; a refusal raises :class:`fieldhub.HubError` with the hub's status and
+message.
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -21,14 +25,18 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Deque, Dict, List, Optional
 
 import can
 
-from fieldhub.errors import HubError, HubUnreachable
+from fieldhub.errors import HubError, HubStartError, HubUnreachable
 
 #: How long a private hub may take to start.
 START_TIMEOUT = 30.0
+#: How many of a private hub's log lines are kept.
+LOG_LINES = 1000
+#: How long stopping waits at each step (pipe closed, SIGTERM) before the next.
+STOP_TIMEOUT = 10.0
 
 
 class Hub:
@@ -40,7 +48,7 @@ class Hub:
         self.token = token
         self._process: Optional[subprocess.Popen] = None
         self._config_file: Optional[str] = None
-        self._log: List[str] = []
+        self._log: Deque[str] = collections.deque(maxlen=LOG_LINES)
         if url is not None:
             self.url = url
         else:
@@ -52,15 +60,21 @@ class Hub:
         return cls(url=url, token=token)
 
     def _start(self, config: Optional[str]) -> str:
-        command = [sys.executable, "-m", "fieldhub", "hub", "--listen", "127.0.0.1:0"]
+        command = [sys.executable, "-m", "fieldhub", "hub", "--listen", "127.0.0.1:0", "--until-stdin-closes"]
         if config is not None:
             handle, self._config_file = tempfile.mkstemp(prefix="fieldhub-", suffix=".toml")
             with os.fdopen(handle, "w") as f:
                 f.write(config)
-            command += ["--config", self._config_file]
+            command += ["--config", self._config_file, "--config-origin", "Hub(config)"]
         if self.token:
             command += ["--token", self.token]
-        self._process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        # The hub holds the read end of this pipe: when this process ends, in
+        # whatever way, the pipe closes and the hub stops itself. Its own
+        # session keeps a terminal's Ctrl-C from stopping it under a program
+        # that is still cleaning up.
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         found = threading.Event()
         address: List[str] = []
 
@@ -74,13 +88,22 @@ class Hub:
 
         threading.Thread(target=read_log, name="fieldhub-hub-log", daemon=True).start()
         if not found.wait(START_TIMEOUT) or not address:
+            exited = self._process.poll() is not None
             self.stop()
-            raise can.CanInitializationError("the private hub did not start: " + " | ".join(self._log[-5:]))
+            said = " | ".join(line.removeprefix("error: ") for line in list(self._log)[-5:]) or "nothing"
+            if exited:
+                raise HubStartError(f"the private hub did not start: {said}")
+            raise HubStartError(f"the private hub did not report its address within {START_TIMEOUT:.0f} s: {said}")
         return address[0]
 
     @property
+    def pid(self) -> Optional[int]:
+        """The process id of a private hub (None for an attached hub)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def log(self) -> List[str]:
-        """What a private hub printed so far."""
+        """What a private hub printed lately (its last LOG_LINES lines)."""
         return list(self._log)
 
     def bus(self, channel: str = "can0", **kwargs: Any) -> can.BusABC:
@@ -89,20 +112,29 @@ class Hub:
         return can.Bus(interface="fieldhub", channel=channel, hub=self.url, **kwargs)
 
     def stop(self) -> None:
-        """Stop a private hub (SIGTERM, then SIGKILL) and clean up; for an
-        attached hub, nothing."""
-        if self._process is not None:
-            if self._process.poll() is None:
-                self._process.terminate()
+        """Stop a private hub and clean up: close its pipe (it stops itself),
+        then SIGTERM, then SIGKILL, each with a bound. For an attached hub,
+        nothing."""
+        process, self._process = getattr(self, "_process", None), None
+        if process is not None:
+            if process.stdin is not None:
                 try:
-                    self._process.wait(10)
+                    process.stdin.close()
+                except OSError:
+                    pass
+            for give_up in (process.terminate, process.kill):
+                try:
+                    process.wait(STOP_TIMEOUT)
+                    break
                 except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait()
-            self._process = None
-        if self._config_file is not None:
-            os.unlink(self._config_file)
-            self._config_file = None
+                    give_up()
+            process.wait()
+        config_file, self._config_file = getattr(self, "_config_file", None), None
+        if config_file is not None:
+            try:
+                os.unlink(config_file)
+            except FileNotFoundError:
+                pass
 
     def __enter__(self) -> "Hub":
         return self

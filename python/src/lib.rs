@@ -263,9 +263,14 @@ fn run_hub(
         config.hub.token = token;
     }
     config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| error("invalid", format!("cannot watch for SIGINT/SIGTERM: {e}")))?;
+    // A Ctrl-C that came before the watch above is pending in Python's own
+    // handler, which runs only when this call returns: honour it now instead
+    // of running a hub that signal will never stop.
+    py.check_signals()?;
     py.allow_threads(|| -> Result<(), String> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(|e| e.to_string())?;
         let mut hub = Hub::start(config).map_err(|e| e.to_string())?;
         for addr in hub.listen_addrs() {
             eprintln!("listening on {addr}");

@@ -1,5 +1,11 @@
 """Failures raise python-can errors with the hub's explanation, never hang."""
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
 import can
 import pytest
 
@@ -32,3 +38,67 @@ def test_control_errors_carry_the_hubs_message(fieldhub_hub):
         fieldhub_hub.unplug("ghost")
     assert info.value.status == 404
     assert issubclass(fieldhub.HubError, can.CanError)
+
+
+def test_hub_killed_mid_session_is_an_operation_error():
+    hub = fieldhub.Hub()
+    bus = hub.bus("can0")
+    os.kill(hub.pid, signal.SIGKILL)
+    with pytest.raises(can.CanOperationError, match="connection to the hub is closed"):
+        bus.recv(30)
+    with pytest.raises(can.CanOperationError, match="connection to the hub is closed"):
+        bus.send(can.Message(arbitration_id=1))
+    bus.shutdown()
+    hub.stop()
+
+
+def test_private_hub_stops_when_the_process_that_started_it_is_killed():
+    owner = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(
+            """
+            import time, fieldhub
+            hub = fieldhub.Hub()
+            print(hub.url, flush=True)
+            time.sleep(120)
+            """
+        )],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        url = owner.stdout.readline().strip()
+        assert url.startswith("tcp://"), "the owner did not start its hub"
+        bus = can.Bus(interface="fieldhub", channel="can0", hub=url)
+        owner.kill()
+        owner.wait(30)
+        # The hub noticed its owner's end and shut down: the bus sees it go.
+        with pytest.raises(can.CanOperationError, match="connection to the hub is closed"):
+            bus.recv(30)
+        bus.shutdown()
+    finally:
+        owner.kill()
+        owner.wait(30)
+
+
+def test_bad_hub_configuration_raises_with_the_line_and_field():
+    with pytest.raises(fieldhub.HubStartError, match=r"Hub\(config\): line 3: .*canfdx") as info:
+        fieldhub.Hub('[[channel]]\nname = "fd0"\nprotocol = "canfdx"\n')
+    assert isinstance(info.value, can.CanInitializationError)
+
+
+def test_send_on_a_held_bus_times_out_and_loses_nothing_it_accepted(fieldhub_hub):
+    sender = fieldhub_hub.bus("can0")
+    # Opened and never read while the sender fills the bus: it holds the channel.
+    holder = fieldhub_hub.bus("can0", block_on_overflow=True)
+    accepted = 0
+    with pytest.raises(can.CanOperationError, match="could not be queued within 0.05 s"):
+        while accepted < 5_000_000:  # hang guard; the bus is held long before
+            sender.send(can.Message(arbitration_id=0x100, data=accepted.to_bytes(4, "little"),
+                                    is_extended_id=False), timeout=0.05)
+            accepted += 1
+    got = []
+    while len(got) < accepted:
+        m = holder.recv(30)
+        assert m is not None, f"stalled after {len(got)} of {accepted}"
+        got.append(int.from_bytes(m.data, "little"))
+    assert got == list(range(accepted))
+    assert holder.recv(0.3) is None

@@ -1,19 +1,35 @@
 """python-can's own programs and higher layers run on fieldhub unchanged."""
 
+import fcntl
 import os
+import pty
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
+from pathlib import Path
 
 import can
 import canopen
 import pytest
 
 
+LOGGER_WITH_SIGINT = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'can.logger'; runpy.run_module('can.logger', run_name='__main__')"
+)
+
+
 def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
     log = tmp_path / "out.log"
+    # can.logger stops on Ctrl-C (SIGINT). A test run started in the
+    # background inherits SIGINT ignored, so give the logger Python's handler.
     logger = subprocess.Popen(
-        [sys.executable, "-m", "can.logger", "-i", "fieldhub", "-c", "can0", "-f", str(log),
+        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", "-f", str(log),
          "--bus-kwargs", f"hub={fieldhub_hub.url}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
@@ -25,8 +41,8 @@ def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
         sender.send(can.Message(arbitration_id=0x700 + i, data=[i], is_extended_id=False))
     sender.flush_tx_buffer()
     time.sleep(0.5)
-    logger.send_signal(2)
-    logger.wait(30)
+    logger.send_signal(signal.SIGINT)
+    assert logger.wait(30) == 0, logger.stderr.read()
     recorded = list(can.LogReader(str(log)))
     assert [m.arbitration_id for m in recorded] == [0x700 + i for i in range(5)]
 
@@ -63,3 +79,42 @@ def test_canopen_sdo_upload_and_download_of_a_segmented_value(fieldhub_hub):
     finally:
         server_net.disconnect()
         client_net.disconnect()
+
+
+def test_can_viewer_shows_frames_from_a_hub(fieldhub_hub):
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "can.viewer", "-i", "fieldhub", "-c", "can0"],
+        stdin=terminal, stdout=terminal, stderr=terminal, close_fds=True,
+        env={**os.environ, "FIELDHUB_HUB": fieldhub_hub.url, "TERM": "xterm"},
+    )
+    os.close(terminal)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 30
+        while len(fieldhub_hub.clients()) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with fieldhub_hub.bus("can0") as sender:
+            sender.send(can.Message(arbitration_id=0x5A5, data=[0xDE, 0xAD], is_extended_id=False))
+            while b"0x5A5" not in screen and time.monotonic() < deadline:
+                if select.select([controller], [], [], 0.5)[0]:
+                    screen += os.read(controller, 65536)
+        assert b"0x5A5" in screen, screen[-2000:]
+        os.write(controller, b"q")
+        assert viewer.wait(30) == 0
+    finally:
+        viewer.kill()
+        viewer.wait(30)
+        os.close(controller)
+
+
+def test_readme_example_runs(tmp_path):
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"ID:\s+7e0\s+S Rx\s+DL:\s+3\s+02 10 01", run.stdout), run.stdout
+    assert "1 frame(s) on can0; fault rule 1" in run.stdout
