@@ -1,0 +1,221 @@
+//! Doorbells: how one side wakes the other without a system call while the
+//! other side is awake (`spec/shm.md` section 4).
+//!
+//! A doorbell is two `u32` words: `word`, the futex the waiter sleeps on
+//! (a counter bumped by every wake-up), and `armed`, set by the waiter when
+//! it is about to sleep — the same idea as virtio's event suppression.
+//!
+//! - Waiter: `seen = word`; `armed = 1`; full fence; re-check its condition;
+//!   sleep on `word` while it still equals `seen`; `armed = 0`.
+//! - Ringer: publish; full fence; if `armed` is set, bump `word` and wake.
+//!
+//! The two fences order "publish, then look at `armed`" against "arm, then
+//! look for work", so either the ringer sees the waiter armed or the waiter
+//! sees the work: no lost wake-up. The bump of `word` makes a sleep that
+//! starts after the ring return at once (the futex compares `word` with
+//! `seen`). A ringer that finds `armed` clear costs a fence and a load.
+//!
+//! Only the waiter writes `armed`: ringers that arrive while it is waking up
+//! may each pay for a wake-up call, until the waiter runs and clears the
+//! flag. (Letting the first ringer clear it with a swap would save those
+//! calls, but mixes a read-modify-write into the fence argument; the loom
+//! model of this crate checks the protocol as written here.)
+
+use std::time::{Duration, Instant};
+
+use crate::sync::{fence, futex_wait, futex_wake, AtomicU32, Ordering};
+
+/// A doorbell in shared memory (or private memory, for in-process waiters).
+#[derive(Clone, Copy)]
+pub struct Bell<'a> {
+    word: &'a AtomicU32,
+    armed: &'a AtomicU32,
+}
+
+/// What the waiter saw when it armed the bell.
+#[derive(Clone, Copy, Debug)]
+pub struct Armed {
+    seen: u32,
+}
+
+impl<'a> Bell<'a> {
+    pub fn new(word: &'a AtomicU32, armed: &'a AtomicU32) -> Self {
+        Self { word, armed }
+    }
+
+    /// Ringer: call after publishing. Returns whether it woke the waiter
+    /// (which is when a system call was made).
+    pub fn ring(&self) -> bool {
+        // SYNC POINT with `arm`'s fence: publish-then-check here against
+        // arm-then-check there; SeqCst fences forbid both missing the other.
+        fence(Ordering::SeqCst);
+        if self.armed.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.wake();
+        true
+    }
+
+    /// Wake the waiter whether or not it announced a sleep (shutdown, a
+    /// closed connection). Costs a system call.
+    pub fn wake(&self) {
+        // SYNC POINT with `sleep`'s futex compare: the bump makes a sleep on
+        // an older `seen` return at once.
+        self.word.fetch_add(1, Ordering::Release);
+        futex_wake(self.word);
+    }
+
+    /// Waiter, step 1: announce the sleep. Re-check the condition after
+    /// this, then [`Bell::sleep`] or [`Bell::disarm`].
+    pub fn arm(&self) -> Armed {
+        // SYNC POINT with `wake`'s Release bump.
+        let seen = self.word.load(Ordering::Acquire);
+        // Relaxed: the fence below orders this store before the re-check.
+        self.armed.store(1, Ordering::Relaxed);
+        // SYNC POINT with `ring`'s fence (see there).
+        fence(Ordering::SeqCst);
+        Armed { seen }
+    }
+
+    /// Waiter: sleep until rung (or `timeout` passes, or a spurious wake-up).
+    pub fn sleep(&self, armed: Armed, timeout: Option<Duration>) {
+        futex_wait(self.word, armed.seen, timeout);
+        self.disarm();
+    }
+
+    /// Waiter: withdraw the announcement (the condition came true).
+    pub fn disarm(&self) {
+        // Relaxed: a ringer that still sees the old 1 only makes a spare
+        // wake-up; nothing is published through this flag.
+        self.armed.store(0, Ordering::Relaxed);
+    }
+}
+
+/// How a side waits for its condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Spin this long before sleeping (ignored with `busy_poll`).
+    pub spin: Duration,
+    /// Never sleep: spin until the condition or the deadline.
+    pub busy_poll: bool,
+}
+
+impl WaitPolicy {
+    /// A short spin catches the answer of a peer that is awake without the
+    /// ~25 µs of a wake-up; beyond it, sleeping is cheaper.
+    pub const ADAPTIVE: WaitPolicy = WaitPolicy { spin: Duration::from_micros(20), busy_poll: false };
+    pub const BUSY_POLL: WaitPolicy = WaitPolicy { spin: Duration::ZERO, busy_poll: true };
+}
+
+impl<'a> Bell<'a> {
+    /// Wait until `ready()` is true (returns true) or `deadline` passes
+    /// (returns false): spin per `policy`, then sleep on the bell.
+    pub fn wait(&self, policy: WaitPolicy, deadline: Option<Instant>, mut ready: impl FnMut() -> bool) -> bool {
+        if ready() {
+            return true;
+        }
+        let started = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            std::hint::spin_loop();
+            if ready() {
+                return true;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return false;
+                }
+                if !policy.busy_poll && now.duration_since(started) >= policy.spin {
+                    break;
+                }
+            }
+        }
+        self.sleep_until(deadline, ready)
+    }
+
+    /// The sleeping half of [`Bell::wait`]: arm, re-check, sleep, until
+    /// `ready()` (true) or `deadline` (false).
+    pub fn sleep_until(&self, deadline: Option<Instant>, mut ready: impl FnMut() -> bool) -> bool {
+        loop {
+            let armed = self.arm();
+            if ready() {
+                self.disarm();
+                return true;
+            }
+            let timeout = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        self.disarm();
+                        return false;
+                    }
+                },
+                None => None,
+            };
+            self.sleep(armed, timeout);
+            if ready() {
+                return true;
+            }
+        }
+    }
+}
+
+/// A doorbell in private memory, for in-process waiters and tests.
+#[derive(Default)]
+pub struct LocalBell {
+    word: AtomicU32,
+    armed: AtomicU32,
+}
+
+impl LocalBell {
+    pub fn bell(&self) -> Bell<'_> {
+        Bell::new(&self.word, &self.armed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn ringing_an_unarmed_bell_makes_no_wake_up() {
+        let local = LocalBell::default();
+        assert!(!local.bell().ring());
+        let armed = local.bell().arm();
+        assert!(local.bell().ring());
+        // The bump lets a sleep on the old value return at once, and the
+        // waiter clears the flag: ringing is free again.
+        local.bell().sleep(armed, None);
+        assert!(!local.bell().ring());
+    }
+
+    #[test]
+    fn a_sleeping_waiter_is_woken_by_the_ring_after_a_publish() {
+        let local = Arc::new(LocalBell::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (local, flag) = (Arc::clone(&local), Arc::clone(&flag));
+            std::thread::spawn(move || {
+                local.bell().wait(WaitPolicy { spin: Duration::ZERO, busy_poll: false }, None, || {
+                    flag.load(std::sync::atomic::Ordering::Acquire)
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        local.bell().ring();
+        assert!(waiter.join().unwrap());
+    }
+
+    #[test]
+    fn wait_gives_up_at_the_deadline() {
+        let local = LocalBell::default();
+        let deadline = Instant::now() + Duration::from_millis(5);
+        assert!(!local.bell().wait(WaitPolicy::ADAPTIVE, Some(deadline), || false));
+        assert!(Instant::now() >= deadline);
+    }
+}

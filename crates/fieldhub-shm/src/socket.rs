@@ -1,0 +1,155 @@
+//! The session socket of a shared-memory hub: where it lives and how file
+//! descriptors travel over it (`spec/shm.md` section 5).
+//!
+//! A hub serving shared memory under NAME listens on the unix socket
+//! `DIR/NAME.sock`, where DIR is `$XDG_RUNTIME_DIR/fieldhub` or, without
+//! that variable, `/tmp/fieldhub-UID`. DIR is created with mode 0700 and
+//! refused if it belongs to someone else or is open to others, so only the
+//! user who runs the hub can reach it.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+};
+
+/// Longest hub name usable in `shm://NAME`.
+pub const MAX_NAME_LEN: usize = 64;
+/// Descriptors the hub passes with `WELCOME`: the client segment, the bell segment.
+pub const PASSED_FDS: usize = 2;
+
+/// Check a shm hub name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!("a shared-memory hub name has 1 to {MAX_NAME_LEN} characters, got {}", name.len()));
+    }
+    if name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+        return Err(format!(
+            "'{name}' is not a valid shared-memory hub name: use letters, digits, '.', '_' and '-' (not starting with '.')"
+        ));
+    }
+    Ok(())
+}
+
+/// The per-user directory holding the session sockets.
+pub fn socket_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() && dir.is_dir() => dir.join("fieldhub"),
+        _ => PathBuf::from(format!("/tmp/fieldhub-{}", rustix::process::geteuid().as_raw())),
+    }
+}
+
+/// The session socket of the hub named `name`.
+pub fn socket_path(name: &str) -> Result<PathBuf, String> {
+    check_name(name)?;
+    Ok(socket_dir().join(format!("{name}.sock")))
+}
+
+/// Create `dir` (mode 0700) if needed and check that it is private: a real
+/// directory, owned by this user, with no access for group or others.
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+    if !meta.is_dir() {
+        return refuse(format!("{} is not a directory", dir.display()));
+    }
+    if meta.uid() != me {
+        return refuse(format!("{} belongs to user {}, not to this user ({me})", dir.display(), meta.uid()));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return refuse(format!(
+            "{} is open to other users (mode {:o}); make it private with chmod 700",
+            dir.display(),
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// Send `bytes` in one message with `fds` attached (`SCM_RIGHTS`).
+pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(PASSED_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(std::io::Error::other("too many descriptors for one message"));
+    }
+    let sent = rustix::net::sendmsg(socket.as_fd(), &[IoSlice::new(bytes)], &mut control, SendFlags::NOSIGNAL)?;
+    // The descriptors went with the first bytes; the rest may follow plainly.
+    if sent < bytes.len() {
+        use std::io::Write;
+        (&*socket).write_all(&bytes[sent..])?;
+    }
+    Ok(())
+}
+
+/// Receive into `buf`, collecting descriptors that come along into `fds`
+/// (at most [`PASSED_FDS`] per call; extra ones are closed). Returns the
+/// byte count (0 at end of stream). Honours the socket's read timeout.
+pub fn recv_with_fds(socket: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> std::io::Result<usize> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(PASSED_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = loop {
+        match rustix::net::recvmsg(socket.as_fd(), &mut [IoSliceMut::new(buf)], &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(passed) = message {
+            fds.extend(passed);
+        }
+    }
+    Ok(received.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain_file_names() {
+        assert!(check_name("bench-1.a_b").is_ok());
+        for bad in ["", ".hidden", "a/b", "..", "x y", &"n".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn descriptors_travel_with_the_bytes() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (segment, fd) = crate::ClientSegment::create(crate::SegmentHeader::standard(9)).unwrap();
+        let (_bell, bell_fd) = crate::BellSegment::create().unwrap();
+        send_with_fds(&a, b"welcome", &[fd.as_fd(), bell_fd.as_fd()]).unwrap();
+        let mut buf = [0u8; 16];
+        let mut fds = Vec::new();
+        let n = recv_with_fds(&b, &mut buf, &mut fds).unwrap();
+        assert_eq!(&buf[..n], b"welcome");
+        assert_eq!(fds.len(), 2);
+        let opened = crate::ClientSegment::open(fds.remove(0)).unwrap();
+        assert_eq!(opened.header(), segment.header());
+        crate::BellSegment::open(fds.remove(0)).unwrap();
+    }
+
+    #[test]
+    fn a_shared_directory_is_refused() {
+        let dir = std::env::temp_dir().join(format!("fieldhub-shm-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = ensure_private_dir(&dir).unwrap_err();
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        ensure_private_dir(&dir).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}
