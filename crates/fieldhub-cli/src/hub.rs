@@ -18,6 +18,12 @@ pub struct HubArgs {
     /// Token clients must present (required to listen beyond loopback) [env: FIELDHUB_TOKEN].
     #[arg(long, env = "FIELDHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Also serve local clients over shared memory as shm://NAME.
+    #[arg(long, value_name = "NAME")]
+    shm: Option<String>,
+    /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
+    #[arg(long)]
+    busy_poll: bool,
     /// Print the built-in default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
@@ -41,7 +47,11 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         None => (DEFAULT_CONFIG.to_owned(), "built-in default configuration".to_owned()),
     };
     let mut config = HubConfig::parse(&text, &origin)?;
-    if !args.listen.is_empty() || args.token.is_some() {
+    if args.shm.is_some() {
+        config.hub.shm = args.shm.clone();
+    }
+    config.hub.busy_poll |= args.busy_poll;
+    if !args.listen.is_empty() || args.token.is_some() || args.shm.is_some() {
         if !args.listen.is_empty() {
             config.hub.listen = args.listen.clone();
         }
@@ -57,6 +67,9 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
     let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
     for addr in hub.listen_addrs() {
         tracing::info!("listening on {addr}");
+    }
+    if let (Some(name), Some(socket)) = (&config.hub.shm, hub.shm_socket()) {
+        tracing::info!("serving shared memory as shm://{name} (session socket {})", socket.display());
     }
     tracing::info!("channels: {}", channels.join(", "));
     if let Some(signal) = signals.forever().next() {

@@ -13,11 +13,14 @@
 //!
 //! # Layout
 //!
-//! - [`Client`]: one connection. A writer thread packs queued frames into
-//!   `FRAMES` messages (many frames per write under load, one at once when
-//!   idle); a reader thread fills a bounded receive queue and answers
-//!   requests. Both are private to the client.
-//! - [`url`]: `tcp://HOST:PORT` and `unix:PATH`.
+//! - [`Client`]: one connection. Over a stream (TCP, unix socket) a writer
+//!   thread packs queued frames into `FRAMES` messages (many frames per
+//!   write under load, one at once when idle). Over shared memory
+//!   (`shm://NAME`) `send` writes straight into the to-hub ring and a watch
+//!   thread notices a dead hub at once. Either way a reader thread fills a
+//!   bounded receive queue and answers requests. All are private to the
+//!   client; the API is the same for every transport.
+//! - [`url`]: `tcp://HOST:PORT`, `unix:PATH` and `shm://NAME`.
 //! - [`ClientError`]: every failure, with the hub's own text where it gave one.
 //!
 //! # Invariants
@@ -32,6 +35,7 @@
 mod error;
 pub mod filter;
 mod ready;
+mod shm;
 mod stream;
 pub mod url;
 
@@ -54,6 +58,7 @@ use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, 
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::Filter;
 use ready::ReadySignal;
+use shm::{Flow, SendFail, ShmLink};
 use stream::Stream;
 pub use url::{default_hub_url, HubUrl};
 
@@ -204,16 +209,22 @@ impl Shared {
 /// One connection to a hub.
 pub struct Client {
     shared: Arc<Shared>,
-    to_writer: Option<Sender<WriteItem>>,
+    link: Link,
     received: Receiver<Received>,
-    stream: Stream,
     client_id: u32,
     hub_name: String,
     timeout: Duration,
     next_request: AtomicU32,
     ports: Mutex<Vec<Port>>,
-    writer_done: Receiver<()>,
     threads: Vec<JoinHandle<()>>,
+}
+
+/// The transport under a client.
+enum Link {
+    /// TCP or a unix socket: the writer thread's queue and the stream.
+    Stream { to_writer: Option<Sender<WriteItem>>, writer_done: Receiver<()>, stream: Stream },
+    /// Shared memory: rings written and read directly.
+    Shm(Arc<ShmLink>),
 }
 
 impl Client {
@@ -225,37 +236,9 @@ impl Client {
     /// Connect and perform the handshake.
     pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
         let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
-        let connect_error = |source| ClientError::Connect { url: url.into(), source };
-        let mut stream = Stream::connect(&parsed, options.timeout).map_err(connect_error)?;
         let mut hello = Vec::new();
         let token = options.token.as_deref().unwrap_or("");
         wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
-        stream.write_all(&hello).map_err(connect_error)?;
-        stream.set_read_timeout(Some(options.timeout)).map_err(connect_error)?;
-        let mut reader =
-            MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
-        let (client_id, hub_name) = {
-            let body = reader.read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN)).map_err(|e| match e {
-                ReadError::Io(e)
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-                {
-                    ClientError::Timeout(options.timeout)
-                }
-                ReadError::Closed => {
-                    ClientError::Closed { reason: "the hub closed the connection during the handshake".into() }
-                }
-                other => ClientError::Protocol(other.to_string()),
-            })?;
-            match wire::decode(body).map_err(|e| ClientError::Protocol(e.to_string()))? {
-                Message::Welcome(w) => (w.client_id, w.hub_name.to_owned()),
-                Message::Refuse(r) => {
-                    return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
-                }
-                other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
-            }
-        };
-        stream.set_read_timeout(None).map_err(connect_error)?;
-
         let shared = Arc::new(Shared {
             closed: Mutex::new(None),
             is_closed: AtomicBool::new(false),
@@ -266,41 +249,57 @@ impl Client {
             filters: std::array::from_fn(|_| ArcSwapOption::empty()),
             ready: OnceLock::new(),
         });
-        let (to_writer, writer_rx) = crossbeam_channel::bounded(SEND_QUEUE);
         let (received_tx, received) = crossbeam_channel::bounded(RECEIVE_QUEUE);
-        let writer_stream = stream.try_clone().map_err(connect_error)?;
-        let (done_tx, writer_done) = crossbeam_channel::bounded(0);
-        let mut threads = Vec::new();
         let spawn_error = |e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") };
-        {
-            let shared = Arc::clone(&shared);
-            threads.push(
-                std::thread::Builder::new()
-                    .name("fh-client-read".into())
-                    .spawn(move || read_loop(reader, &shared, &received_tx))
-                    .map_err(spawn_error)?,
-            );
-        }
-        {
-            let shared = Arc::clone(&shared);
-            threads.push(
-                std::thread::Builder::new()
-                    .name("fh-client-write".into())
-                    .spawn(move || write_loop(writer_stream, &writer_rx, &shared, done_tx))
-                    .map_err(spawn_error)?,
-            );
-        }
+        let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(body).map_err(spawn_error)
+        };
+        let mut threads = Vec::new();
+        let (link, client_id, hub_name) = match &parsed {
+            HubUrl::Shm { name, busy_poll } => {
+                let welcomed = ShmLink::connect(url, name, *busy_poll, &hello, options.timeout)?;
+                let link = Arc::new(welcomed.link);
+                let (reader_link, reader_shared) = (Arc::clone(&link), Arc::clone(&shared));
+                threads.push(spawn(
+                    "fh-client-read",
+                    Box::new(move || {
+                        let ended = reader_link.read_loop(|message| dispatch(message, &reader_shared, &received_tx));
+                        if let Some(reason) = ended {
+                            reader_shared.close(reason);
+                        }
+                    }),
+                )?);
+                let watch_link = Arc::clone(&link);
+                threads.push(spawn("fh-client-watch", Box::new(move || watch_link.watch()))?);
+                (Link::Shm(link), welcomed.client_id, welcomed.hub_name)
+            }
+            _ => {
+                let StreamWelcome { stream, reader, client_id, hub_name } =
+                    connect_stream(url, &parsed, &hello, options.timeout)?;
+                let connect_error = |source| ClientError::Connect { url: url.into(), source };
+                let (to_writer, writer_rx) = crossbeam_channel::bounded(SEND_QUEUE);
+                let writer_stream = stream.try_clone().map_err(connect_error)?;
+                let (done_tx, writer_done) = crossbeam_channel::bounded(0);
+                let reader_shared = Arc::clone(&shared);
+                threads
+                    .push(spawn("fh-client-read", Box::new(move || read_loop(reader, &reader_shared, &received_tx)))?);
+                let writer_shared = Arc::clone(&shared);
+                threads.push(spawn(
+                    "fh-client-write",
+                    Box::new(move || write_loop(writer_stream, &writer_rx, &writer_shared, done_tx)),
+                )?);
+                (Link::Stream { to_writer: Some(to_writer), writer_done, stream }, client_id, hub_name)
+            }
+        };
         Ok(Self {
             shared,
-            to_writer: Some(to_writer),
+            link,
             received,
-            stream,
             client_id,
             hub_name,
             timeout: options.timeout,
             next_request: AtomicU32::new(1),
             ports: Mutex::new(Vec::new()),
-            writer_done,
             threads,
         })
     }
@@ -380,8 +379,24 @@ impl Client {
         if self.shared.is_closed.load(Ordering::Acquire) {
             return Err(self.shared.closed_error());
         }
-        let item = WriteItem::Frame { port: port.handle, frame: frame.with_echo(false) };
-        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
+        let frame = frame.with_echo(false);
+        let writer = match &self.link {
+            Link::Stream { to_writer, .. } => to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?,
+            Link::Shm(link) => {
+                let meta = FrameMeta::default();
+                let encode = |out: &mut Vec<u8>| {
+                    let mut batch = wire::BatchEncoder::begin(out);
+                    batch.push(out, port.handle, &frame, &meta);
+                    batch.finish(out);
+                };
+                return match link.send(encode, timeout) {
+                    Ok(()) => Ok(()),
+                    Err(SendFail::Timeout) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
+                    Err(SendFail::Closed) => Err(self.shared.closed_error()),
+                };
+            }
+        };
+        let item = WriteItem::Frame { port: port.handle, frame };
         let sent = match timeout {
             None => writer.send(item).map_err(|_| SendTimeoutError::Disconnected(())),
             Some(t) => writer.send_timeout(item, t).map_err(|e| match e {
@@ -508,8 +523,13 @@ impl Client {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
-        let writer = self.to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?;
-        if writer.send_timeout(WriteItem::Control(bytes), self.timeout).is_err() {
+        let sent = match &self.link {
+            Link::Stream { to_writer, .. } => {
+                to_writer.as_ref().is_some_and(|w| w.send_timeout(WriteItem::Control(bytes), self.timeout).is_ok())
+            }
+            Link::Shm(link) => link.send(|out| out.extend_from_slice(&bytes), Some(self.timeout)).is_ok(),
+        };
+        if !sent {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
@@ -526,16 +546,27 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Some(writer) = self.to_writer.take() {
-            let mut bytes = Vec::new();
-            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
-            wire::encode(&mut bytes, &Message::Goodbye(report));
-            let _ = writer.send_timeout(WriteItem::Control(bytes), GOODBYE_GRACE);
+        let mut goodbye = Vec::new();
+        let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
+        wire::encode(&mut goodbye, &Message::Goodbye(report));
+        match &mut self.link {
+            Link::Stream { to_writer, writer_done, stream } => {
+                if let Some(writer) = to_writer.take() {
+                    let _ = writer.send_timeout(WriteItem::Control(goodbye), GOODBYE_GRACE);
+                }
+                // The writer exits once its queue is drained and closed. A hub
+                // that stopped reading must not hang the drop, so the wait is
+                // bounded.
+                let _ = writer_done.recv_timeout(GOODBYE_GRACE);
+                stream.shutdown();
+            }
+            Link::Shm(link) => {
+                // Everything sent is already in the ring; the hub takes it,
+                // then the goodbye, before it lets go of this client.
+                let _ = link.send(|out| out.extend_from_slice(&goodbye), Some(GOODBYE_GRACE));
+                link.shutdown();
+            }
         }
-        // The writer exits once its queue is drained and closed. A hub that
-        // stopped reading must not hang the drop, so the wait is bounded.
-        let _ = self.writer_done.recv_timeout(GOODBYE_GRACE);
-        self.stream.shutdown();
         // Replacing the receive queue drops its receiver, releasing a reader
         // thread blocked on a full queue.
         self.received = crossbeam_channel::never();
@@ -543,6 +574,44 @@ impl Drop for Client {
             let _ = thread.join();
         }
     }
+}
+
+/// What a stream handshake established.
+struct StreamWelcome {
+    stream: Stream,
+    reader: MessageReader<BufReader<Stream>>,
+    client_id: u32,
+    hub_name: String,
+}
+
+/// Connect a stream transport and perform the handshake.
+fn connect_stream(url: &str, parsed: &HubUrl, hello: &[u8], timeout: Duration) -> Result<StreamWelcome, ClientError> {
+    let connect_error = |source| ClientError::Connect { url: url.into(), source };
+    let mut stream = Stream::connect(parsed, timeout).map_err(connect_error)?;
+    stream.write_all(hello).map_err(connect_error)?;
+    stream.set_read_timeout(Some(timeout)).map_err(connect_error)?;
+    let mut reader =
+        MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
+    let (client_id, hub_name) = {
+        let body = reader.read(MAX_HELLO_LEN.max(MAX_MESSAGE_LEN)).map_err(|e| match e {
+            ReadError::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                ClientError::Timeout(timeout)
+            }
+            ReadError::Closed => {
+                ClientError::Closed { reason: "the hub closed the connection during the handshake".into() }
+            }
+            other => ClientError::Protocol(other.to_string()),
+        })?;
+        match wire::decode(body).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            Message::Welcome(w) => (w.client_id, w.hub_name.to_owned()),
+            Message::Refuse(r) => {
+                return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
+            }
+            other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
+        }
+    };
+    stream.set_read_timeout(None).map_err(connect_error)?;
+    Ok(StreamWelcome { stream, reader, client_id, hub_name })
 }
 
 fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, received: &Sender<Received>) {
@@ -556,76 +625,87 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
             Ok(message) => message,
             Err(e) => break format!("the hub sent an invalid message: {e}"),
         };
-        match message {
-            Message::Frames(batch) => {
-                for record in batch.iter() {
-                    let Some(slot) = shared.port_channels.get(record.port as usize) else {
-                        continue;
-                    };
-                    let channel = slot.load(Ordering::Relaxed);
-                    if channel == CLOSED_PORT {
-                        continue;
-                    }
-                    let filters = shared.filters[record.port as usize].load();
-                    if !filter::passes(filters.as_deref().map(|f| &f[..]), &record.frame) {
-                        continue;
-                    }
-                    let meta = FrameMeta { channel: channel as u16, ..record.meta };
-                    if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
-                        return;
-                    }
-                    if received.len() == 1 {
-                        if let Some(ready) = shared.ready.get() {
-                            ready.raise();
-                        }
-                    }
-                }
-            }
-            Message::PortOpened(opened) => {
-                if let Some(slot) = shared.port_channels.get(opened.port as usize) {
-                    slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
-                    // Request 0 is the hub's news that an open port moved to
-                    // another channel; the port keeps its counters and filters.
-                    if opened.request != 0 {
-                        shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
-                        shared.filters[opened.port as usize].store(None);
-                    }
-                }
-                shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
-            }
-            Message::PortClosed { port } => {
-                if let Some(slot) = shared.port_channels.get(port as usize) {
-                    slot.store(CLOSED_PORT, Ordering::Relaxed);
-                }
-                shared.reply(Waiting::PortClosed(port), Reply::Done);
-            }
-            Message::Pong { nonce } => {
-                shared.reply(Waiting::Pong(nonce), Reply::Done);
-            }
-            Message::Stats { request, json } => {
-                shared.reply(Waiting::Stats(request), Reply::Stats(json.to_owned()));
-            }
-            Message::RxOverflow(overflow) => {
-                if let Some(counter) = shared.rx_dropped.get(overflow.port as usize) {
-                    counter.fetch_add(u64::from(overflow.dropped), Ordering::Relaxed);
-                }
-            }
-            Message::Error(report) if report.fatal => {
-                break format!("the hub disconnected this client: {}", report.text);
-            }
-            Message::Error(report) => {
-                let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };
-                if report.request == 0 || !shared.reply(Waiting::Request(report.request), failed) {
-                    tracing::warn!(code = report.code, "hub reported: {}", report.text);
-                    lock(&shared.errors).push((report.code, report.text.to_owned()));
-                }
-            }
-            Message::Goodbye(report) => break format!("the hub said goodbye: {}", report.text),
-            Message::Ping { nonce } => tracing::debug!(nonce, "ignoring PING from the hub"),
-            other => break format!("the hub sent {} after the handshake", other.type_name()),
+        match dispatch(message, shared, received) {
+            Flow::Continue => {}
+            Flow::Close(reason) => break reason,
+            Flow::Leave => return,
         }
     };
     shared.close(reason);
+}
+
+/// Act on one message from the hub, whatever the transport: queue frames
+/// for `recv`, answer waiting requests, count overruns.
+fn dispatch(message: Message<'_>, shared: &Shared, received: &Sender<Received>) -> Flow {
+    match message {
+        Message::Frames(batch) => {
+            for record in batch.iter() {
+                let Some(slot) = shared.port_channels.get(record.port as usize) else {
+                    continue;
+                };
+                let channel = slot.load(Ordering::Relaxed);
+                if channel == CLOSED_PORT {
+                    continue;
+                }
+                let filters = shared.filters[record.port as usize].load();
+                if !filter::passes(filters.as_deref().map(|f| &f[..]), &record.frame) {
+                    continue;
+                }
+                let meta = FrameMeta { channel: channel as u16, ..record.meta };
+                if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
+                    return Flow::Leave;
+                }
+                if received.len() == 1 {
+                    if let Some(ready) = shared.ready.get() {
+                        ready.raise();
+                    }
+                }
+            }
+        }
+        Message::PortOpened(opened) => {
+            if let Some(slot) = shared.port_channels.get(opened.port as usize) {
+                slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
+                // Request 0 is the hub's news that an open port moved to
+                // another channel; the port keeps its counters and filters.
+                if opened.request != 0 {
+                    shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
+                    shared.filters[opened.port as usize].store(None);
+                }
+            }
+            shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
+        }
+        Message::PortClosed { port } => {
+            if let Some(slot) = shared.port_channels.get(port as usize) {
+                slot.store(CLOSED_PORT, Ordering::Relaxed);
+            }
+            shared.reply(Waiting::PortClosed(port), Reply::Done);
+        }
+        Message::Pong { nonce } => {
+            shared.reply(Waiting::Pong(nonce), Reply::Done);
+        }
+        Message::Stats { request, json } => {
+            shared.reply(Waiting::Stats(request), Reply::Stats(json.to_owned()));
+        }
+        Message::RxOverflow(overflow) => {
+            if let Some(counter) = shared.rx_dropped.get(overflow.port as usize) {
+                counter.fetch_add(u64::from(overflow.dropped), Ordering::Relaxed);
+            }
+        }
+        Message::Error(report) if report.fatal => {
+            return Flow::Close(format!("the hub disconnected this client: {}", report.text));
+        }
+        Message::Error(report) => {
+            let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };
+            if report.request == 0 || !shared.reply(Waiting::Request(report.request), failed) {
+                tracing::warn!(code = report.code, "hub reported: {}", report.text);
+                lock(&shared.errors).push((report.code, report.text.to_owned()));
+            }
+        }
+        Message::Goodbye(report) => return Flow::Close(format!("the hub said goodbye: {}", report.text)),
+        Message::Ping { nonce } => tracing::debug!(nonce, "ignoring PING from the hub"),
+        other => return Flow::Close(format!("the hub sent {} after the handshake", other.type_name())),
+    }
+    Flow::Continue
 }
 
 /// Runs until the send queue is closed and drained; `_done` is dropped on

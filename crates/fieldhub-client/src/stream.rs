@@ -32,6 +32,7 @@ impl Stream {
                 Err(last)
             }
             HubUrl::Unix(path) => Ok(Self::Unix(UnixStream::connect(path)?)),
+            HubUrl::Shm { .. } => Err(io::Error::new(io::ErrorKind::InvalidInput, "shm:// is not a stream transport")),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Hub URLs: `tcp://HOST:PORT` and `unix:PATH`.
+//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH` and `shm://NAME`.
 
 use std::path::PathBuf;
 
@@ -19,11 +19,18 @@ pub enum HubUrl {
     Tcp { host: String, port: u16 },
     /// `unix:PATH` (also `unix://PATH`).
     Unix(PathBuf),
+    /// `shm://NAME[?busy_poll=1]`: a local hub serving shared memory under
+    /// NAME (`fieldhub hub --shm NAME`). With `busy_poll` the client spins
+    /// instead of sleeping while it waits (lowest latency, costs a core).
+    Shm { name: String, busy_poll: bool },
 }
 
 impl HubUrl {
     /// Parse a URL, explaining what a valid one looks like on failure.
     pub fn parse(url: &str) -> Result<Self, String> {
+        if let Some(rest) = url.strip_prefix("shm://") {
+            return parse_shm(rest);
+        }
         if let Some(path) = url.strip_prefix("unix://").or_else(|| url.strip_prefix("unix:")) {
             if path.is_empty() {
                 return Err("unix: needs a socket path, as in unix:/run/fieldhub.sock".into());
@@ -33,9 +40,9 @@ impl HubUrl {
         let Some(rest) = url.strip_prefix("tcp://") else {
             return Err(match url.split_once("://") {
                 Some((scheme, _)) => {
-                    format!("unsupported scheme '{scheme}'; use tcp://HOST:PORT or unix:PATH")
+                    format!("unsupported scheme '{scheme}'; use tcp://HOST:PORT, unix:PATH or shm://NAME")
                 }
-                None => "expected tcp://HOST:PORT or unix:PATH".into(),
+                None => "expected tcp://HOST:PORT, unix:PATH or shm://NAME".into(),
             });
         };
         let (host, port) = rest.rsplit_once(':').ok_or("missing port; expected tcp://HOST:PORT")?;
@@ -46,6 +53,21 @@ impl HubUrl {
         let port = port.parse::<u16>().map_err(|_| format!("'{port}' is not a port number"))?;
         Ok(Self::Tcp { host: host.to_owned(), port })
     }
+}
+
+/// `NAME[?busy_poll=0|1]` after `shm://`.
+fn parse_shm(rest: &str) -> Result<HubUrl, String> {
+    let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
+    fieldhub_shm::socket::check_name(name)?;
+    let mut busy_poll = false;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("busy_poll", "1" | "true")) => busy_poll = true,
+            Some(("busy_poll", "0" | "false")) => busy_poll = false,
+            _ => return Err(format!("unknown shm:// option '{pair}'; the only option is busy_poll=0|1")),
+        }
+    }
+    Ok(HubUrl::Shm { name: name.to_owned(), busy_poll })
 }
 
 #[cfg(test)]
@@ -64,5 +86,14 @@ mod tests {
         assert!(HubUrl::parse("http://x:1").unwrap_err().contains("unsupported scheme 'http'"));
         assert!(HubUrl::parse("tcp://x").unwrap_err().contains("missing port"));
         assert!(HubUrl::parse("tcp://x:99999").is_err());
+    }
+
+    #[test]
+    fn parses_shm_names_and_the_busy_poll_option() {
+        assert_eq!(HubUrl::parse("shm://bench"), Ok(HubUrl::Shm { name: "bench".into(), busy_poll: false }));
+        assert_eq!(HubUrl::parse("shm://b?busy_poll=1"), Ok(HubUrl::Shm { name: "b".into(), busy_poll: true }));
+        assert!(HubUrl::parse("shm://a/b").unwrap_err().contains("not a valid shared-memory hub name"));
+        assert!(HubUrl::parse("shm://a?spin=1").unwrap_err().contains("busy_poll"));
+        assert!(HubUrl::parse("shm://").is_err());
     }
 }

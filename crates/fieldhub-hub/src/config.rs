@@ -91,11 +91,17 @@ pub struct HubSection {
     /// Token clients must present; required when listening beyond loopback.
     #[serde(default)]
     pub token: Option<String>,
+    /// Also serve local clients over shared memory as `shm://NAME`.
+    #[serde(default)]
+    pub shm: Option<String>,
+    /// Busy-poll instead of sleeping when idle: lowest latency, one core.
+    #[serde(default)]
+    pub busy_poll: bool,
 }
 
 impl Default for HubSection {
     fn default() -> Self {
-        Self { name: default_hub_name(), listen: default_listen(), token: None }
+        Self { name: default_hub_name(), listen: default_listen(), token: None, shm: None, busy_poll: false }
     }
 }
 
@@ -382,6 +388,9 @@ impl HubConfig {
         check_name(&self.hub.name).map_err(|m| invalid("hub.name".into(), m))?;
         if self.hub.listen.is_empty() {
             return Err(invalid("hub.listen".into(), "at least one listen address is needed".into()));
+        }
+        if let Some(name) = &self.hub.shm {
+            fieldhub_shm::socket::check_name(name).map_err(|m| invalid("hub.shm".into(), m))?;
         }
         let addrs = self.listen_addrs().map_err(|e| match e {
             ConfigError::Invalid { field, message, .. } => invalid(field, message),

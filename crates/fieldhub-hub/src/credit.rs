@@ -80,6 +80,25 @@ impl TxCredit {
         }
     }
 
+    /// Take one credit if one is left, without waiting: for the bus thread,
+    /// which reads a shared-memory client's frames itself and leaves them in
+    /// the client's ring while none is left.
+    pub fn try_acquire(&self) -> bool {
+        // SYNC POINT with `close`'s Release store.
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        // SYNC POINT with `release`'s fetch_sub, as in `acquire`.
+        let mut current = self.in_flight.load(Ordering::Acquire);
+        while current < TX_CREDITS {
+            match self.in_flight.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => current = now,
+            }
+        }
+        false
+    }
+
     /// Return one credit (bus thread).
     pub fn release(&self) {
         // SYNC POINT with `acquire`'s SeqCst re-check after it set `waiting`.

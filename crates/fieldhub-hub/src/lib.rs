@@ -7,6 +7,9 @@
 //! - [`transport`]: stream transports (TCP, unix sockets). A reader thread per
 //!   connection turns messages into [`queues::Inbound`] requests; a writer
 //!   thread per connection drains that client's [`queues::Outbound`] queue.
+//!   Shared-memory clients (`transport::shm`) have only a session thread
+//!   that sets them up and watches for their end; the bus thread reads and
+//!   writes their rings itself.
 //! - [`queues`]: the bounded queues between transports and the bus thread.
 //! - [`bus`]: the bus thread — one sequencer for its channels; it owns all
 //!   bus state (clients, ports, channels).
@@ -18,7 +21,8 @@
 //! - Every frame of a channel passes through that channel's sequencer on the
 //!   bus thread; receivers see one total order with sequence numbers 1, 2, 3…
 //! - The bus thread shares no lock with anything: it is reached only through
-//!   its inbound queue. Transports know nothing of channels.
+//!   its inbound queue and the shared-memory rings, and waits on one
+//!   doorbell for both. Transports know nothing of channels.
 //! - Every queue is bounded. A full receiver queue drops frames for that
 //!   receiver only, and counts and reports them — unless the port asked to
 //!   hold the bus instead.
@@ -40,6 +44,7 @@ pub mod recording;
 pub mod transport;
 pub mod tx_queue;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,6 +54,7 @@ use control::http::ControlServer;
 use queues::{Inbound, InboxSender};
 use transport::listener::{self, Bound};
 use transport::session::SessionContext;
+use transport::shm::ShmListener;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -62,6 +68,8 @@ pub enum StartError {
     Listen { addr: ListenAddr, source: std::io::Error },
     #[error("cannot start the {what} thread: {source}")]
     Thread { what: &'static str, source: std::io::Error },
+    #[error("cannot serve shared memory as shm://{name}: {source}")]
+    Shm { name: String, source: std::io::Error },
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -69,6 +77,8 @@ pub struct Hub {
     inbox: InboxSender,
     stopping: Arc<AtomicBool>,
     addrs: Vec<ListenAddr>,
+    /// The session socket when serving shared memory.
+    shm_socket: Option<PathBuf>,
     sessions: Arc<SessionContext>,
     bus_thread: Option<JoinHandle<()>>,
     accept_threads: Vec<JoinHandle<()>>,
@@ -90,7 +100,12 @@ impl Hub {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| StartError::Listen { addr: ListenAddr::Unix("?".into()), source })?;
 
-        let (inbox, inbox_rx) = queues::inbox();
+        let shm_error = |source| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), source };
+        let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
+        // The bus thread's doorbell, rung by stream sessions and shared-memory
+        // clients alike; its descriptor goes to every shared-memory client.
+        let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
+        let (inbox, inbox_rx) = queues::inbox(Arc::new(bell));
         let bus = bus::Bus::new(&config, Arc::clone(&stopping));
         let bus_thread = std::thread::Builder::new()
             .name("fh-bus".into())
@@ -109,6 +124,7 @@ impl Hub {
             inbox,
             stopping,
             addrs,
+            shm_socket: shm.as_ref().map(|l| l.path().to_owned()),
             sessions: Arc::clone(&ctx),
             bus_thread: Some(bus_thread),
             accept_threads: Vec::new(),
@@ -126,12 +142,25 @@ impl Hub {
                 .map_err(|source| StartError::Thread { what: "accept", source })?;
             hub.accept_threads.push(thread);
         }
+        if let Some(listener) = shm {
+            let (ctx, stopping, bell_fd) = (Arc::clone(&ctx), Arc::clone(&hub.stopping), Arc::new(bell_fd));
+            let thread = std::thread::Builder::new()
+                .name("fh-shm-accept".into())
+                .spawn(move || listener.accept_loop(ctx, bell_fd, stopping))
+                .map_err(|source| StartError::Thread { what: "accept", source })?;
+            hub.accept_threads.push(thread);
+        }
         Ok(hub)
     }
 
     /// The addresses the hub listens on (port 0 resolved to the real port).
     pub fn listen_addrs(&self) -> &[ListenAddr] {
         &self.addrs
+    }
+
+    /// The session socket clients reach as `shm://NAME`, when serving shared memory.
+    pub fn shm_socket(&self) -> Option<&std::path::Path> {
+        self.shm_socket.as_deref()
     }
 
     /// Say goodbye to every client, stop accepting and wait for the bus
@@ -146,6 +175,9 @@ impl Hub {
         }
         for addr in &self.addrs {
             listener::wake(addr);
+        }
+        if let Some(path) = &self.shm_socket {
+            listener::wake(&ListenAddr::Unix(path.clone()));
         }
         for thread in self.accept_threads.drain(..) {
             let _ = thread.join();

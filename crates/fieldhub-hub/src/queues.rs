@@ -1,24 +1,30 @@
 //! The bounded in-process queues between transports and the bus thread.
 //!
-//! - [`Inbound`]: everything a transport hands to the bus, on one queue per
-//!   bus thread — the bus thread's single wake-up point. Frames and control
-//!   requests of one client travel on the same queue, so the bus sees them in
-//!   the order the client sent them.
-//! - [`Outbound`]: everything the bus hands to one client's transport, on one
-//!   bounded queue per client. When it is full the bus applies the receiving
-//!   port's overflow policy (drop and count, or wait).
+//! - [`Inbound`]: everything a stream transport hands to the bus, on one
+//!   queue per bus thread ([`Inbox`]). Frames and control requests of one
+//!   client travel on the same queue, so the bus sees them in the order the
+//!   client sent them. Every send rings the hub's doorbell — the one
+//!   shared-memory clients ring too — so the bus thread has a single wait
+//!   point for all its input.
+//! - [`Outbound`]: everything the bus hands to one client, through that
+//!   client's [`Outbox`]: a bounded queue drained by the client's writer
+//!   thread (stream clients), or the client's shared-memory ring, written by
+//!   the bus thread itself. Either way, when the frame share is full the bus
+//!   applies the receiving port's overflow policy (drop and count, or wait).
 //!
 //! Items are plain values with frames inline: passing a frame allocates
 //! nothing. Only control items carry owned strings.
 
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
-use fieldhub_proto::wire::{ErrorCode, PortOptions};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode, ErrorReport, Message, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
+use fieldhub_shm::BellSegment;
 
 use crate::control::{ControlRequest, ControlResult};
 use crate::credit::TxCredit;
+use crate::transport::shm::ShmLink;
 use tokio::sync::oneshot;
 
 /// Hub-wide client id, as sent in `WELCOME`.
@@ -110,20 +116,109 @@ impl Outbound {
     pub fn ends_connection(&self) -> bool {
         matches!(self, Outbound::Error { fatal: true, .. } | Outbound::Goodbye { .. })
     }
+
+    /// Append this item as one wire message (a frame as a one-record
+    /// `FRAMES`). Allocates nothing once `out` has grown.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let report = |code: ErrorCode, request, fatal, text| ErrorReport { code: code as u16, request, fatal, text };
+        match self {
+            Outbound::Frame { port, frame, meta } => {
+                let mut batch = BatchEncoder::begin(out);
+                batch.push(out, *port, frame, meta);
+                batch.finish(out);
+            }
+            &Outbound::RxOverflow { port, dropped } => {
+                wire::encode(out, &Message::RxOverflow(wire::RxOverflow { port, dropped }))
+            }
+            &Outbound::PortOpened { request, port, channel_id, port_id } => {
+                wire::encode(out, &Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id }))
+            }
+            &Outbound::PortClosed { port } => wire::encode(out, &Message::PortClosed { port }),
+            &Outbound::Pong { nonce } => wire::encode(out, &Message::Pong { nonce }),
+            Outbound::Stats { request, json } => wire::encode(out, &Message::Stats { request: *request, json }),
+            Outbound::Error { code, request, fatal, text } => {
+                wire::encode(out, &Message::Error(report(*code, *request, *fatal, text)))
+            }
+            Outbound::Goodbye { code, text } => wire::encode(out, &Message::Goodbye(report(*code, 0, true, text))),
+        }
+    }
 }
 
-/// A fresh inbound queue for one bus thread: transports hold [`InboxSender`]s.
-pub fn inbox() -> (Sender<Inbound>, Receiver<Inbound>) {
-    crossbeam_channel::bounded(INBOX_CAPACITY)
+/// The bus thread's input: the inbound queue of stream transports and the
+/// hub's doorbell, which stream senders and shared-memory clients ring.
+pub struct Inbox {
+    queue: Receiver<Inbound>,
+    bell: Arc<BellSegment>,
 }
 
-/// The sending side of one client's outbound queue.
+impl Inbox {
+    /// The next waiting request; `Err(Disconnected)` once every sender is gone.
+    pub fn try_recv(&self) -> Result<Inbound, TryRecvError> {
+        self.queue.try_recv()
+    }
+
+    /// Whether a request waits.
+    pub fn has_waiting(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// The hub's doorbell segment: the bus thread sleeps on its bell.
+    pub fn bell(&self) -> &BellSegment {
+        &self.bell
+    }
+}
+
+/// The sending half of the inbound queue: every send rings the doorbell.
+#[derive(Clone)]
+pub struct InboxSender {
+    queue: Sender<Inbound>,
+    bell: Arc<BellSegment>,
+}
+
+/// A request was not queued: the bus thread has stopped (or, for
+/// [`InboxSender::send_timeout`], did not make room in time).
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotQueued;
+
+impl InboxSender {
+    /// Queue a request, waiting while the queue is full.
+    pub fn send(&self, request: Inbound) -> Result<(), NotQueued> {
+        self.queue.send(request).map_err(|_| NotQueued)?;
+        self.bell.bell().ring();
+        Ok(())
+    }
+
+    /// Queue a request, waiting at most `timeout` while the queue is full.
+    pub fn send_timeout(&self, request: Inbound, timeout: std::time::Duration) -> Result<(), NotQueued> {
+        self.queue.send_timeout(request, timeout).map_err(|_| NotQueued)?;
+        self.bell.bell().ring();
+        Ok(())
+    }
+}
+
+/// A fresh inbound queue for one bus thread, ringing `bell`.
+pub fn inbox(bell: Arc<BellSegment>) -> (InboxSender, Inbox) {
+    let (queue, receiver) = crossbeam_channel::bounded(INBOX_CAPACITY);
+    (InboxSender { queue, bell: Arc::clone(&bell) }, Inbox { queue: receiver, bell })
+}
+
+/// Where the bus queues one client's outbound items.
 ///
 /// One FIFO carries frames and replies alike, so a reply (a `PONG`) is
 /// written after every frame queued before it. Frames may fill it only up to
-/// [`OUTBOX_FRAMES`]; the rest is reserved for replies.
+/// a frame share ([`OUTBOX_FRAMES`] items of a stream client's queue, or
+/// [`FRAME_SHARE_SLOTS`](crate::transport::shm::FRAME_SHARE_SLOTS) slots of
+/// a shared-memory client's ring); the rest is reserved for replies.
 #[derive(Clone, Debug)]
-pub struct Outbox(Sender<Outbound>);
+pub struct Outbox(Route);
+
+#[derive(Clone, Debug)]
+enum Route {
+    /// A queue drained by the client's writer thread.
+    Stream(Sender<Outbound>),
+    /// The client's shared-memory ring, written by the bus thread.
+    Shm(Arc<ShmLink>),
+}
 
 /// Why an item was not queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,39 +230,56 @@ pub enum Refused {
 }
 
 impl Outbox {
+    /// An outbox writing into a shared-memory client's ring.
+    pub fn shm(link: Arc<ShmLink>) -> Self {
+        Self(Route::Shm(link))
+    }
+
+    /// The shared-memory link behind this outbox, if it is one.
+    pub fn shm_link(&self) -> Option<&Arc<ShmLink>> {
+        match &self.0 {
+            Route::Shm(link) => Some(link),
+            Route::Stream(_) => None,
+        }
+    }
+
     /// Whether the frame share has room. Only the bus thread queues frames
-    /// and the writer only takes items out, so the answer stays true until
+    /// and the consumer only takes items out, so the answer stays true until
     /// the bus queues something (give or take the session's single fatal
     /// error report, which ends the connection anyway).
     pub fn has_frame_room(&self) -> bool {
-        self.0.len() < OUTBOX_FRAMES
+        match &self.0 {
+            Route::Stream(queue) => queue.len() < OUTBOX_FRAMES,
+            Route::Shm(link) => link.has_frame_room(),
+        }
     }
 
     /// Queue a frame if the frame share has room.
     pub fn try_frame(&self, item: Outbound) -> Result<(), Refused> {
-        if !self.has_frame_room() {
-            return Err(Refused::Full);
+        match &self.0 {
+            Route::Stream(_) if !self.has_frame_room() => Err(Refused::Full),
+            Route::Stream(_) => self.try_control(item),
+            Route::Shm(link) => link.try_frame(&item),
         }
-        self.try_control(item)
     }
 
     /// Queue a reply or report, using the reserve if need be.
     pub fn try_control(&self, item: Outbound) -> Result<(), Refused> {
-        self.0.try_send(item).map_err(|e| match e {
-            TrySendError::Full(_) => Refused::Full,
-            TrySendError::Disconnected(_) => Refused::Gone,
-        })
+        match &self.0 {
+            Route::Stream(queue) => queue.try_send(item).map_err(|e| match e {
+                TrySendError::Full(_) => Refused::Full,
+                TrySendError::Disconnected(_) => Refused::Gone,
+            }),
+            Route::Shm(link) => link.try_control(&item),
+        }
     }
 }
 
-/// A fresh outbound queue for one client.
+/// A fresh outbound queue for one stream client.
 pub fn outbox() -> (Outbox, Receiver<Outbound>) {
     let (tx, rx) = crossbeam_channel::bounded(OUTBOX_FRAMES + OUTBOX_CONTROL_RESERVE);
-    (Outbox(tx), rx)
+    (Outbox(Route::Stream(tx)), rx)
 }
-
-/// Sending half of the inbound queue.
-pub type InboxSender = Sender<Inbound>;
 
 impl std::fmt::Debug for Inbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -15,6 +15,8 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 pub struct HubProcess {
     child: Child,
     pub url: String,
+    /// `shm://NAME` when the hub also serves shared memory.
+    pub shm_url: Option<String>,
     log: Arc<Mutex<Vec<String>>>,
     config_file: Option<std::path::PathBuf>,
 }
@@ -60,7 +62,31 @@ impl HubProcess {
         let url = url_rx
             .recv_timeout(PATIENCE)
             .unwrap_or_else(|_| panic!("hub did not report its address; log: {:?}", log.lock().unwrap()));
-        Self { child, url, log, config_file }
+        Self { child, url, shm_url: None, log, config_file }
+    }
+
+    /// Start a hub with the built-in configuration that also serves shared
+    /// memory, under a name private to this test.
+    pub fn start_shm() -> Self {
+        Self::start_shm_with(None, &[])
+    }
+
+    /// [`HubProcess::start_with`], also serving shared memory under a
+    /// private name.
+    pub fn start_shm_with(config: Option<&str>, extra: &[&str]) -> Self {
+        let name = format!("test-{}-{}", std::process::id(), unique());
+        let mut args = vec!["--shm", name.as_str()];
+        args.extend_from_slice(extra);
+        let mut hub = Self::start_with(config, &args);
+        hub.shm_url = Some(format!("shm://{name}"));
+        hub
+    }
+
+    /// Connect a client named `name` over shared memory.
+    pub fn shm_client(&self, name: &str) -> Client {
+        let url = self.shm_url.as_deref().expect("this hub serves no shared memory; start it with start_shm");
+        let options = ClientOptions { name: name.into(), ..Default::default() };
+        Client::connect_with(url, &options).expect("connect to hub over shared memory")
     }
 
     /// Connect a client named `name`.
@@ -111,6 +137,12 @@ impl Drop for HubProcess {
         let _ = self.child.wait();
         if let Some(path) = &self.config_file {
             let _ = std::fs::remove_file(path);
+        }
+        // A killed hub cannot remove its shared-memory session socket.
+        if let Some(name) = self.shm_url.as_deref().and_then(|url| url.strip_prefix("shm://")) {
+            if let Ok(path) = fieldhub_shm::socket::socket_path(name) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }

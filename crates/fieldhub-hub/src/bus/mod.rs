@@ -1,8 +1,10 @@
 //! The bus thread: one sequencer for a group of channels.
 //!
-//! The thread blocks on its inbound queue (its single wake-up point) until a
-//! request arrives or the earliest channel deadline passes, handles every
-//! request that is waiting, then serves the channels ([`Bus::step`]):
+//! The thread waits on the hub's doorbell (its single wake-up point, rung by
+//! stream sessions when they queue a request and by shared-memory clients
+//! when they publish into their ring) until input arrives or the earliest
+//! channel deadline passes, handles every request that is waiting and every
+//! message in the shared-memory rings, then serves the channels ([`Bus::step`]):
 //! arbitration, transmission, gateway routes, and answers that had to wait
 //! for frames to leave (a `PONG` is sent only once every frame the client sent
 //! before its `PING` is on the bus). It owns all bus state — nothing here is
@@ -14,7 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::TryRecvError;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
@@ -26,9 +28,11 @@ use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Ti
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::member::{Member, GATEWAY_QUEUE};
-use crate::queues::{ClientId, HangUp, Inbound, Outbound, Outbox, Refused};
+use crate::queues::{ClientId, HangUp, Inbound, Inbox, Outbound, Outbox, Refused};
 use crate::recording::Recording;
+use crate::transport::shm::{PeerEnd, ShmPeers, PEER_BUDGET};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
+use fieldhub_shm::WaitPolicy;
 
 mod control;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
@@ -107,6 +111,10 @@ pub struct Bus {
     next_fault_id: u32,
     recordings: Vec<Recording>,
     next_recording_id: u32,
+    /// Shared-memory clients whose rings this thread reads.
+    shm: ShmPeers,
+    /// How the thread waits for input: adaptive, or busy-polling.
+    wait_policy: WaitPolicy,
 }
 
 impl Bus {
@@ -152,47 +160,95 @@ impl Bus {
             next_fault_id: 1,
             recordings: Vec::new(),
             next_recording_id: 1,
+            shm: ShmPeers::default(),
+            wait_policy: if config.hub.busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
         }
     }
 
-    /// Serve requests until [`Inbound::Shutdown`] arrives or every sender is gone.
-    pub fn run(mut self, inbox: Receiver<Inbound>) {
+    /// Serve until [`Inbound::Shutdown`] arrives or every sender is gone.
+    ///
+    /// Each round drains the inbound queue (up to a batch), reads every
+    /// shared-memory ring, serves the channels and rings the doorbells of
+    /// clients that got messages. With nothing to do it waits on the hub's
+    /// doorbell — spinning briefly, then sleeping, unless busy-polling —
+    /// until input arrives or the earliest channel deadline passes.
+    pub fn run(mut self, inbox: Inbox) {
         let mut deadline: Option<Instant> = None;
         loop {
-            let first = match deadline {
-                None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(at) => inbox.recv_deadline(at),
-            };
-            match first {
-                Ok(request) => {
-                    if self.handle_all(request, &inbox) {
+            let mut worked = false;
+            for _ in 0..DRAIN_BATCH {
+                match inbox.try_recv() {
+                    Ok(Inbound::Shutdown) => {
+                        self.say_goodbye();
+                        self.shm.ring_clients();
                         return;
                     }
+                    // A shared-memory client's messages still in its ring go
+                    // first; `serve_shm` detaches it once the ring is empty.
+                    Ok(Inbound::Detach { client, reason }) if self.shm.leave(client, &reason) => {}
+                    Ok(request) => {
+                        self.shm.register(&request);
+                        self.handle(request);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                worked = true;
             }
-            deadline = self.step(Instant::now());
+            worked |= self.serve_shm();
+            let now = Instant::now();
+            if worked || deadline.is_some_and(|at| at <= now) {
+                deadline = self.step(now);
+                self.shm.ring_clients();
+                continue;
+            }
+            let shm = &self.shm;
+            inbox.bell().bell().wait(self.wait_policy, deadline, || inbox.has_waiting() || shm.any_ready());
         }
     }
 
-    /// Handle `first` and whatever else is waiting (up to a batch). Returns
-    /// true when the bus must stop.
-    fn handle_all(&mut self, first: Inbound, inbox: &Receiver<Inbound>) -> bool {
-        let mut next = Some(first);
-        let mut handled = 0;
-        while let Some(request) = next.take() {
-            if let Inbound::Shutdown = request {
-                self.say_goodbye();
-                return true;
+    /// Take what waits in the shared-memory clients' rings and handle it,
+    /// as a stream session's forwarded requests are handled. Returns whether
+    /// anything was done.
+    fn serve_shm(&mut self) -> bool {
+        let mut worked = false;
+        let mut index = 0;
+        while index < self.shm.peers.len() {
+            let client = self.shm.peers[index].client;
+            if !self.clients.contains_key(&client) {
+                // Removed (goodbye, rejected, detached): let go of its segment.
+                self.shm.peers.swap_remove(index);
+                continue;
             }
-            self.handle(request);
-            handled += 1;
-            if handled < DRAIN_BATCH {
-                next = inbox.try_recv().ok();
+            let mut requests = std::mem::take(&mut self.shm.requests);
+            let outcome = self.shm.peers[index].poll(&mut requests, PEER_BUDGET);
+            worked |= !requests.is_empty();
+            for request in requests.drain(..) {
+                self.handle(request);
             }
+            self.shm.requests = requests;
+            match outcome {
+                Ok(took) => {
+                    worked |= took;
+                    let peer = &mut self.shm.peers[index];
+                    if peer.leaving.is_some() && peer.drained() {
+                        let reason = peer.leaving.take().unwrap_or_default();
+                        self.handle(Inbound::Detach { client, reason });
+                        worked = true;
+                    }
+                }
+                Err(PeerEnd::Left(reason)) => {
+                    self.handle(Inbound::Detach { client, reason });
+                    worked = true;
+                }
+                Err(PeerEnd::Violation(code, text)) => {
+                    self.reject_client(client, code, text);
+                    worked = true;
+                }
+            }
+            index += 1;
         }
-        false
+        worked
     }
 
     /// Serve every channel that has work or a due deadline, route what was

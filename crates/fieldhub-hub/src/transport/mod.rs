@@ -5,9 +5,13 @@
 //! requests, and a writer thread that drains the client's outbound queue,
 //! packing every frame that is waiting into one `FRAMES` message per write.
 //! Nothing here knows about channels or ordering; the bus thread does.
+//! [`shm`] serves local clients over shared memory: its session threads
+//! only set clients up and watch for their end, while the bus thread reads
+//! and writes their rings itself.
 
 pub mod listener;
 pub mod session;
+pub mod shm;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -42,13 +42,13 @@ pub struct SessionContext {
 }
 
 /// A protocol violation: what to tell the client and the log.
-struct Violation {
+pub(super) struct Violation {
     code: ErrorCode,
     text: String,
 }
 
 impl Violation {
-    fn new(code: ErrorCode, text: impl Into<String>) -> Self {
+    pub(super) fn new(code: ErrorCode, text: impl Into<String>) -> Self {
         Self { code, text: text.into() }
     }
 }
@@ -131,7 +131,7 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
     reader.get_mut().get_ref().shutdown();
 }
 
-fn handshake<C: Connection>(
+pub(super) fn handshake<C: Connection>(
     reader: &mut MessageReader<BufReader<C>>,
     ctx: &SessionContext,
 ) -> Result<String, Violation> {
@@ -184,7 +184,7 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
+pub(super) fn refuse<C: Connection>(mut stream: C, peer: &str, violation: Violation) {
     warn!(peer, "refusing connection: {}", violation.text);
     let mut bytes = Vec::new();
     let report = ErrorReport { code: violation.code as u16, request: 0, fatal: true, text: &violation.text };
