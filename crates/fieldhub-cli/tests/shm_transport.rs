@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -146,8 +147,11 @@ fn a_stalled_shm_receiver_loses_frames_only_on_its_own_port_and_counts_them() {
         assert!(number_of(&pair[1].frame).1 > number_of(&pair[0].frame).1);
     }
     let stats = sender.stats().unwrap();
-    let dropped_per_port: HashMap<String, u64> = stats.ports.iter().map(|p| (p.name.clone(), p.rx_dropped)).collect();
-    assert_eq!(dropped_per_port.values().filter(|&&d| d > 0).count(), 1, "{dropped_per_port:?}");
+    // The hub drops only for the sleeper's port (the rest of its overrun was
+    // counted by its own receive queue).
+    for port in &stats.ports {
+        assert!(port.name.starts_with("sleeper") || port.rx_dropped == 0, "{port:?} lost frames");
+    }
 }
 
 #[test]
@@ -165,13 +169,24 @@ fn shm_clients_killed_mid_traffic_never_stall_the_bus_nor_leak_segments() {
     assert_eq!(baseline.1, 2, "one mapped segment per connected shm client");
 
     let mut rng = rand::thread_rng();
+    // The listener's port is lossless: it keeps reading until the sender's
+    // flush returned, or it would hold the channel for the generators'
+    // last frames.
+    let flushed = AtomicBool::new(false);
     let numbered_frames = std::thread::scope(|s| {
         let listening = s.spawn(|| {
             let mut mine = Vec::new();
-            while mine.len() < NUMBERED as usize {
-                let r = listener.recv(Some(PATIENCE)).unwrap().expect("the bus stalled");
-                if r.meta.sender == tx.port_id {
-                    mine.push(r);
+            let mut last_frame = Instant::now();
+            loop {
+                match listener.recv(Some(Duration::from_millis(20))).unwrap() {
+                    Some(r) => {
+                        last_frame = Instant::now();
+                        if r.meta.sender == tx.port_id {
+                            mine.push(r);
+                        }
+                    }
+                    None if flushed.load(Ordering::Acquire) => break,
+                    None => assert!(last_frame.elapsed() < PATIENCE, "the bus stalled"),
                 }
             }
             mine
@@ -198,9 +213,11 @@ fn shm_clients_killed_mid_traffic_never_stall_the_bus_nor_leak_segments() {
             generator.wait().unwrap();
         }
         sending.join().unwrap();
+        sender.flush().unwrap();
+        flushed.store(true, Ordering::Release);
         listening.join().unwrap()
     });
-    sender.flush().unwrap();
+    assert_eq!(numbered_frames.len(), NUMBERED as usize, "numbered frames lost");
     check_stream("listener", &numbered_frames);
     let stats = sender.stats().unwrap();
     let numbered_sent = stats.ports.iter().find(|p| p.port_id == tx.port_id).unwrap().tx_frames;

@@ -25,10 +25,14 @@
 //!
 //! # Invariants
 //!
-//! - Frames are received in the channel's order; none is dropped in the
-//!   client. When the application does not read, the receive queue fills,
-//!   the socket backs up, and the hub drops and counts for this client's
-//!   ports only (see [`Client::rx_dropped`]).
+//! - Frames are received in the channel's order. When the application does
+//!   not read, frames are dropped and counted for this client's ports only
+//!   (see [`Client::rx_dropped`]): by the hub when the connection backs up,
+//!   and by the reader thread when the receive queue is full — like a CAN
+//!   controller's receive overrun — so replies (`flush`, `stats`, port
+//!   changes) never wait behind unread frames. A port opened with
+//!   `block_on_overflow` is never dropped from: the reader waits for room,
+//!   and the hub holds the channel, until the application reads.
 //! - Every blocking call has a timeout or ends when the connection does; a
 //!   dead hub is an error, never a hang.
 
@@ -48,7 +52,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
 pub use error::ClientError;
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN, MAX_PORTS_PER_CLIENT, PROTOCOL_VERSION};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
@@ -164,6 +168,11 @@ struct Shared {
     /// thread only, so frames for a closed handle are never delivered.
     port_channels: [AtomicU32; MAX_PORTS_PER_CLIENT],
     rx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
+    /// Per port handle: opened with `block_on_overflow`. Written by the
+    /// reader thread when the port opens, from `opening`.
+    lossless: [AtomicBool; MAX_PORTS_PER_CLIENT],
+    /// `OPEN_PORT` requests in flight: request id → `block_on_overflow`.
+    opening: Mutex<HashMap<u32, bool>>,
     /// Per port handle: acceptance filters (`None`: accept everything).
     filters: [ArcSwapOption<Box<[Filter]>>; MAX_PORTS_PER_CLIENT],
     /// Created on the first `Client::fileno` call; until then nobody pays for it.
@@ -246,6 +255,8 @@ impl Client {
             errors: Mutex::new(Vec::new()),
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
             rx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            lossless: std::array::from_fn(|_| AtomicBool::new(false)),
+            opening: Mutex::new(HashMap::new()),
             filters: std::array::from_fn(|_| ArcSwapOption::empty()),
             ready: OnceLock::new(),
         });
@@ -332,7 +343,10 @@ impl Client {
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");
         wire::encode(&mut bytes, &Message::OpenPort(OpenPort { request, options, channel, port_name }));
-        match self.request(Waiting::Request(request), bytes)? {
+        lock(&self.shared.opening).insert(request, config.block_on_overflow);
+        let reply = self.request(Waiting::Request(request), bytes);
+        lock(&self.shared.opening).remove(&request);
+        match reply? {
             Reply::Opened(opened) => {
                 let port = Port {
                     handle: opened.port,
@@ -502,8 +516,9 @@ impl Client {
         }
     }
 
-    /// Frames the hub dropped for `port` because this client did not read
-    /// fast enough (receive overrun), since the port was opened.
+    /// Frames dropped for `port` because this client did not read fast
+    /// enough (receive overrun, counted by the hub and by the receive
+    /// queue), since the port was opened.
     pub fn rx_dropped(&self, port: &Port) -> u64 {
         self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
@@ -652,8 +667,20 @@ fn dispatch(message: Message<'_>, shared: &Shared, received: &Sender<Received>) 
                     continue;
                 }
                 let meta = FrameMeta { channel: channel as u16, ..record.meta };
-                if received.send(Received { port: record.port, frame: record.frame, meta }).is_err() {
-                    return Flow::Leave;
+                let item = Received { port: record.port, frame: record.frame, meta };
+                if shared.lossless[record.port as usize].load(Ordering::Relaxed) {
+                    if received.send(item).is_err() {
+                        return Flow::Leave;
+                    }
+                } else {
+                    match received.try_send(item) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(_)) => {
+                            shared.rx_dropped[record.port as usize].fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        Err(TrySendError::Disconnected(_)) => return Flow::Leave,
+                    }
                 }
                 if received.len() == 1 {
                     if let Some(ready) = shared.ready.get() {
@@ -668,6 +695,8 @@ fn dispatch(message: Message<'_>, shared: &Shared, received: &Sender<Received>) 
                 // Request 0 is the hub's news that an open port moved to
                 // another channel; the port keeps its counters and filters.
                 if opened.request != 0 {
+                    let lossless = lock(&shared.opening).get(&opened.request).copied().unwrap_or(false);
+                    shared.lossless[opened.port as usize].store(lossless, Ordering::Relaxed);
                     shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
                     shared.filters[opened.port as usize].store(None);
                 }
