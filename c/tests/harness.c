@@ -149,6 +149,8 @@ void hub_start(hub *h, const char *config, int with_unix, const char *const *ext
     argv[a++] = "hub";
     argv[a++] = "--listen";
     argv[a++] = "127.0.0.1:0";
+    /* Hubs of parallel tests must not compete for shm://default. */
+    argv[a++] = "--no-shm";
     char unix_listen[256];
     if (with_unix) {
         snprintf(h->socket_path, sizeof h->socket_path, "/tmp/fieldhub-ctest-%d-%d.sock", (int)getpid(), n);

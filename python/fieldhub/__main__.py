@@ -1,4 +1,4 @@
-"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T]``:
+"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T] [--shm NAME | --no-shm]``:
 run a hub in this process until SIGINT/SIGTERM (what :class:`fieldhub.Hub`
 starts). The hub is the same Rust hub as the ``fieldhub`` command's.
 
@@ -36,6 +36,9 @@ def main() -> int:
     hub.add_argument("--config-origin", help="how errors name the configuration (default: the file name)")
     hub.add_argument("--listen", action="append", default=[], help="HOST:PORT or unix:PATH; repeatable")
     hub.add_argument("--token", help="token clients must present")
+    shm = hub.add_mutually_exclusive_group()
+    shm.add_argument("--shm", metavar="NAME", help="serve local clients over shared memory as shm://NAME")
+    shm.add_argument("--no-shm", action="store_true", help="serve no shared memory, whatever the configuration says")
     hub.add_argument("--until-stdin-closes", action="store_true", help="also stop when stdin reaches end of file")
     args = parser.parse_args()
     text = None
@@ -50,7 +53,7 @@ def main() -> int:
     if args.until_stdin_closes:
         stop_when_stdin_closes()
     try:
-        _native.run_hub(text, origin, args.listen, args.token)
+        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm)
     except _native.Error as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

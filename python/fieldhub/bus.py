@@ -34,7 +34,9 @@ _EXTENDED, _REMOTE, _BRS, _ESI, _ECHO = 0x01, 0x02, 0x04, 0x08, 0x10
 
 
 def default_hub() -> str:
-    return os.environ.get("FIELDHUB_HUB", _native.DEFAULT_HUB)
+    """``$FIELDHUB_HUB``, else the local hub: over shared memory when it
+    serves ``shm://default``, else ``tcp://127.0.0.1:29536``."""
+    return _native.default_hub_url()
 
 
 def _flag(name: str, value: Any) -> bool:

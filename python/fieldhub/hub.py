@@ -9,7 +9,8 @@
         hub.unplug("ecu1"); hub.cut("can0", ["dash"]); hub.stats()
 
 A private hub is a child process (``python -m fieldhub hub``, the Rust hub in
-the extension) on a free loopback port; it ends with :meth:`Hub.stop`, the
+the extension) on a free loopback port, also serving shared memory under a
+name private to it (:attr:`Hub.shm_url`), which :meth:`Hub.bus` uses; it ends with :meth:`Hub.stop`, the
 ``with`` block, or the process that started it, however that ends. Every
 control method is one call of the hub's HTTP control API and returns its JSON
 answer; a refusal raises :class:`fieldhub.HubError` with the hub's status and
@@ -17,6 +18,7 @@ message.
 """
 
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -30,6 +32,9 @@ from typing import Any, Deque, Dict, List, Optional
 import can
 
 from fieldhub.errors import HubError, HubStartError, HubUnreachable
+
+#: Numbers the private hubs of this process, for their shared-memory names.
+_private_hubs = itertools.count()
 
 #: How long a private hub may take to start.
 START_TIMEOUT = 30.0
@@ -49,6 +54,8 @@ class Hub:
         self._process: Optional[subprocess.Popen] = None
         self._config_file: Optional[str] = None
         self._log: Deque[str] = collections.deque(maxlen=LOG_LINES)
+        #: ``shm://NAME`` of a private hub: local buses use shared memory.
+        self.shm_url: Optional[str] = None
         if url is not None:
             self.url = url
         else:
@@ -60,7 +67,9 @@ class Hub:
         return cls(url=url, token=token)
 
     def _start(self, config: Optional[str]) -> str:
+        shm_name = f"py-{os.getpid()}-{next(_private_hubs)}"
         command = [sys.executable, "-m", "fieldhub", "hub", "--listen", "127.0.0.1:0", "--until-stdin-closes"]
+        command += ["--shm", shm_name]
         if config is not None:
             handle, self._config_file = tempfile.mkstemp(prefix="fieldhub-", suffix=".toml")
             with os.fdopen(handle, "w") as f:
@@ -83,6 +92,9 @@ class Hub:
                 self._log.append(line.rstrip())
                 if "listening on tcp://" in line and not address:
                     address.append(line[line.index("tcp://") :].strip())
+                # The hub reports shared memory after its listen addresses.
+                if "serving shared memory as shm://" in line and self.shm_url is None:
+                    self.shm_url = line[line.index("shm://") :].strip()
                     found.set()
             found.set()
 
@@ -107,9 +119,9 @@ class Hub:
         return list(self._log)
 
     def bus(self, channel: str = "can0", **kwargs: Any) -> can.BusABC:
-        """A python-can bus on this hub."""
+        """A python-can bus on this hub (over shared memory for a private hub)."""
         kwargs.setdefault("token", self.token)
-        return can.Bus(interface="fieldhub", channel=channel, hub=self.url, **kwargs)
+        return can.Bus(interface="fieldhub", channel=channel, hub=self.shm_url or self.url, **kwargs)
 
     def stop(self) -> None:
         """Stop a private hub and clean up: close its pipe (it stops itself),

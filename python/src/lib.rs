@@ -244,15 +244,19 @@ impl NativeClient {
 }
 
 /// Run a hub in this process until SIGINT or SIGTERM: what `python -m
-/// fieldhub hub` does. Prints `listening on …` lines to stderr first.
+/// fieldhub hub` does. Prints `listening on …` and `serving shared memory
+/// as shm://NAME` lines to stderr first. `shm` replaces the configured
+/// shared-memory name; `no_shm` serves none.
 #[pyfunction]
-#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None))]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false))]
 fn run_hub(
     py: Python<'_>,
     config_text: Option<String>,
     origin: &str,
     listen: Vec<String>,
     token: Option<String>,
+    shm: Option<String>,
+    no_shm: bool,
 ) -> PyResult<()> {
     let text = config_text.unwrap_or_else(|| fieldhub_hub::config::DEFAULT_CONFIG.to_owned());
     let mut config = HubConfig::parse(&text, origin).map_err(|e| error("invalid", e.to_string()))?;
@@ -262,6 +266,9 @@ fn run_hub(
     if token.is_some() {
         config.hub.token = token;
     }
+    if shm.is_some() || no_shm {
+        config.hub.shm = shm;
+    }
     config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
@@ -270,10 +277,14 @@ fn run_hub(
     // handler, which runs only when this call returns: honour it now instead
     // of running a hub that signal will never stop.
     py.check_signals()?;
+    let shm_name = config.hub.shm.clone();
     py.allow_threads(|| -> Result<(), String> {
         let mut hub = Hub::start(config).map_err(|e| e.to_string())?;
         for addr in hub.listen_addrs() {
             eprintln!("listening on {addr}");
+        }
+        if let Some(name) = &shm_name {
+            eprintln!("serving shared memory as shm://{name}");
         }
         signals.forever().next();
         hub.shutdown();
@@ -282,11 +293,19 @@ fn run_hub(
     .map_err(|e| error("invalid", e))
 }
 
+/// The hub a bus connects to without a `hub` argument: `$FIELDHUB_HUB`,
+/// else the local hub over shared memory when it serves `shm://default`,
+/// else `tcp://127.0.0.1:29536`.
+#[pyfunction]
+fn default_hub_url() -> String {
+    fieldhub_client::default_hub_url()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
     m.add_function(wrap_pyfunction!(run_hub, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
-    m.add("DEFAULT_HUB", fieldhub_client::default_hub_url())?;
+    m.add_function(wrap_pyfunction!(default_hub_url, m)?)?;
     Ok(())
 }

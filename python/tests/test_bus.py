@@ -116,6 +116,44 @@ def test_hundred_thousand_frames_arrive_in_order_without_loss(fieldhub_hub):
     assert receiver.rx_dropped == 0
 
 
+def test_shared_memory_and_tcp_buses_share_one_order(fieldhub_hub):
+    # A private hub's buses use shared memory; the same hub over TCP is the
+    # same bus, in the same order.
+    assert fieldhub_hub.shm_url.startswith("shm://")
+    senders = [fieldhub_hub.bus("can0"), can.Bus(interface="fieldhub", channel="can0", hub=fieldhub_hub.url)]
+    watchers = [
+        fieldhub_hub.bus("can0", block_on_overflow=True),
+        can.Bus(interface="fieldhub", channel="can0", hub=fieldhub_hub.url, block_on_overflow=True),
+    ]
+    per_sender = 20_000
+    seen = [[] for _ in watchers]
+
+    def watch(bus, into):
+        while len(into) < 2 * per_sender:
+            m = bus.recv(30)
+            assert m is not None, f"stalled after {len(into)}"
+            into.append((m.arbitration_id, int.from_bytes(m.data[:4], "little")))
+
+    threads = [threading.Thread(target=watch, args=(w, s)) for w, s in zip(watchers, seen)]
+    for t in threads:
+        t.start()
+
+    def send(bus, can_id):
+        for i in range(per_sender):
+            bus.send(can.Message(arbitration_id=can_id, data=i.to_bytes(4, "little"), is_extended_id=False))
+
+    sending = [threading.Thread(target=send, args=(b, 0x100 + n)) for n, b in enumerate(senders)]
+    for t in sending:
+        t.start()
+    for t in sending + threads:
+        t.join()
+    assert seen[0] == seen[1], "the shared-memory and the TCP watcher saw different orders"
+    for can_id in (0x100, 0x101):
+        assert [n for i, n in seen[0] if i == can_id] == list(range(per_sender))
+    for bus in senders + watchers:
+        bus.shutdown()
+
+
 def test_notifier_and_buffered_reader(fieldhub_hub):
     a, b = fieldhub_hub.bus("can0"), fieldhub_hub.bus("can0")
     reader = can.BufferedReader()

@@ -18,9 +18,12 @@ pub struct HubArgs {
     /// Token clients must present (required to listen beyond loopback) [env: FIELDHUB_TOKEN].
     #[arg(long, env = "FIELDHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Also serve local clients over shared memory as shm://NAME.
+    /// Serve local clients over shared memory as shm://NAME (the built-in configuration serves shm://default).
     #[arg(long, value_name = "NAME")]
     shm: Option<String>,
+    /// Do not serve shared memory, whatever the configuration says.
+    #[arg(long, conflicts_with = "shm")]
+    no_shm: bool,
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
@@ -47,7 +50,7 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         None => (DEFAULT_CONFIG.to_owned(), "built-in default configuration".to_owned()),
     };
     let mut config = HubConfig::parse(&text, &origin)?;
-    if args.shm.is_some() {
+    if args.shm.is_some() || args.no_shm {
         config.hub.shm = args.shm.clone();
     }
     config.hub.busy_poll |= args.busy_poll;

@@ -7,9 +7,23 @@ use fieldhub_proto::limits::DEFAULT_TCP_PORT;
 /// Environment variable that overrides the default hub URL.
 pub const HUB_ENV: &str = "FIELDHUB_HUB";
 
-/// Where a hub runs by default: the local hub on its default port.
+/// Shared-memory name the built-in hub configuration serves.
+pub const DEFAULT_SHM_NAME: &str = "default";
+
+/// Where a hub runs by default: `$FIELDHUB_HUB` if set; else the local hub
+/// over shared memory (`shm://default`) when its session socket exists —
+/// the hub removes it when it stops; else the local hub on its default TCP
+/// port.
 pub fn default_hub_url() -> String {
-    std::env::var(HUB_ENV).unwrap_or_else(|_| format!("tcp://127.0.0.1:{DEFAULT_TCP_PORT}"))
+    if let Ok(url) = std::env::var(HUB_ENV) {
+        return url;
+    }
+    let serves_shm = fieldhub_shm::socket::socket_path(DEFAULT_SHM_NAME).is_ok_and(|path| path.exists());
+    if serves_shm {
+        format!("shm://{DEFAULT_SHM_NAME}")
+    } else {
+        format!("tcp://127.0.0.1:{DEFAULT_TCP_PORT}")
+    }
 }
 
 /// A parsed hub URL.

@@ -16,11 +16,14 @@ use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
 /// The configuration used when none is given: two ideal classic CAN
-/// channels, `can0` and `can1`, listening on loopback only.
+/// channels, `can0` and `can1`, listening on loopback only and serving
+/// local clients over shared memory as `shm://default`.
 pub const DEFAULT_CONFIG: &str = r#"# fieldhub built-in default configuration
 [hub]
 name = "fieldhub"
 listen = ["127.0.0.1:29536"]
+# Local clients find this name and use shared memory instead of TCP.
+shm = "default"
 
 [[channel]]
 name = "can0"

@@ -28,9 +28,14 @@ impl HubProcess {
     }
 
     /// Start a hub with config text (written to a temp file) and extra args.
+    /// It serves no shared memory unless `extra` names it (`--shm NAME`):
+    /// hubs of parallel tests must not compete for `shm://default`.
     pub fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
         command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
+        if !extra.contains(&"--shm") {
+            command.arg("--no-shm");
+        }
         let config_file = config.map(|text| {
             let path = std::env::temp_dir().join(format!("fieldhub-test-{}-{}.toml", std::process::id(), unique()));
             std::fs::write(&path, text).expect("write config");
