@@ -101,6 +101,32 @@ fn shm_and_tcp_clients_see_one_identical_order_without_loss() {
     }
 }
 
+/// Request and answer, one at a time: every wait in `recv` sleeps and is
+/// woken (by the hub, or by the client's reader thread when it took the
+/// frame first). A lost wake-up stalls the exchange.
+#[test]
+fn request_answer_exchanges_over_shm_never_lose_a_wake_up() {
+    const EXCHANGES: u32 = 20_000;
+    let hub = HubProcess::start_shm();
+    let (asker, answerer) = (hub.shm_client("asker"), hub.shm_client("answerer"));
+    let ask = asker.open_port("can0").unwrap();
+    let answer = answerer.open_port("can0").unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..EXCHANGES {
+                let request = answerer.recv(Some(PATIENCE)).unwrap().expect("the request was not delivered");
+                assert_eq!(number_of(&request.frame), (1, i));
+                answerer.send(&answer, &numbered(0x101, 2, i)).unwrap();
+            }
+        });
+        for i in 0..EXCHANGES {
+            asker.send(&ask, &numbered(0x100, 1, i)).unwrap();
+            let reply = asker.recv(Some(PATIENCE)).unwrap().expect("the answer was not delivered");
+            assert_eq!(number_of(&reply.frame), (2, i));
+        }
+    });
+}
+
 #[test]
 fn a_stalled_shm_receiver_loses_frames_only_on_its_own_port_and_counts_them() {
     let hub = HubProcess::start_shm();

@@ -428,9 +428,15 @@ impl Client {
     /// Receive the next frame on any port: `None` when `timeout` passes
     /// first (`None` timeout: wait until a frame comes or the connection ends).
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>, ClientError> {
-        let result = match timeout {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if let Link::Shm(link) = &self.link {
+            if self.received.is_empty() {
+                link.wait_for_delivery(deadline, || !self.received.is_empty());
+            }
+        }
+        let result = match deadline {
             None => self.received.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(t) => self.received.recv_timeout(t),
+            Some(at) => self.received.recv_deadline(at),
         };
         match result {
             Ok(received) => {

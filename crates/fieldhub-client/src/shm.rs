@@ -160,7 +160,12 @@ impl ShmLink {
             match consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut body) {
                 Ok(true) => match wire::decode(&body) {
                     Ok(message) => match dispatch(message) {
-                        Flow::Continue => {}
+                        // A thread in `wait_for_delivery` may have seen the
+                        // ring already emptied by this thread and the queue
+                        // not yet filled: it sleeps on the same bell.
+                        Flow::Continue => {
+                            bell.ring();
+                        }
                         Flow::Close(reason) => return Some(reason),
                         Flow::Leave => return None,
                     },
@@ -178,6 +183,17 @@ impl ShmLink {
                 Err(e) => return Some(format!("the hub corrupted the shared ring: {e}")),
             }
         }
+    }
+
+    /// Wait as the reader thread does — on the client's doorbell — until
+    /// the hub publishes into the to-client ring, `ready()` holds, the link
+    /// ends or `deadline` passes. A thread about to wait for frames calls
+    /// this first, so the hub's wake-up reaches it directly and it does not
+    /// also need the reader thread to wake it: one wake-up per delivery
+    /// instead of two.
+    pub fn wait_for_delivery(&self, deadline: Option<Instant>, ready: impl Fn() -> bool) {
+        let ring = self.segment.to_client();
+        self.segment.client_bell().wait(self.policy, deadline, || ready() || ring.has_unread() || self.ended());
     }
 
     /// Watch thread: block until the session socket ends, then end the link.

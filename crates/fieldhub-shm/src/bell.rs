@@ -1,25 +1,26 @@
 //! Doorbells: how one side wakes the other without a system call while the
 //! other side is awake (`spec/shm.md` section 4).
 //!
-//! A doorbell is two `u32` words: `word`, the futex the waiter sleeps on
-//! (a counter bumped by every wake-up), and `armed`, set by the waiter when
-//! it is about to sleep — the same idea as virtio's event suppression.
+//! A doorbell is two `u32` words: `word`, the futex waiters sleep on (a
+//! counter bumped by every wake-up), and `armed`, the number of waiters
+//! about to sleep — the same idea as virtio's event suppression.
 //!
-//! - Waiter: `seen = word`; `armed = 1`; full fence; re-check its condition;
-//!   sleep on `word` while it still equals `seen`; `armed = 0`.
-//! - Ringer: publish; full fence; if `armed` is set, bump `word` and wake.
+//! - Waiter: `seen = word`; `armed += 1`; full fence; re-check its
+//!   condition; sleep on `word` while it still equals `seen`; `armed -= 1`.
+//! - Ringer: publish; full fence; if `armed` is not zero, bump `word` and
+//!   wake every sleeper.
 //!
 //! The two fences order "publish, then look at `armed`" against "arm, then
-//! look for work", so either the ringer sees the waiter armed or the waiter
+//! look for work", so either the ringer sees a waiter armed or the waiter
 //! sees the work: no lost wake-up. The bump of `word` makes a sleep that
 //! starts after the ring return at once (the futex compares `word` with
-//! `seen`). A ringer that finds `armed` clear costs a fence and a load.
+//! `seen`). A ringer that finds `armed` zero costs a fence and a load.
 //!
-//! Only the waiter writes `armed`: ringers that arrive while it is waking up
-//! may each pay for a wake-up call, until the waiter runs and clears the
-//! flag. (Letting the first ringer clear it with a swap would save those
-//! calls, but mixes a read-modify-write into the fence argument; the loom
-//! model of this crate checks the protocol as written here.)
+//! `armed` counts rather than flags so a bell may have several waiters (a
+//! client's reader thread and an application thread waiting in `recv`): one
+//! waiter withdrawing must not hide another that still sleeps. Only waiters
+//! write `armed`; ringers that arrive while waiters wake up may each pay for
+//! a wake-up call until the waiters run and withdraw.
 
 use std::time::{Duration, Instant};
 
@@ -70,8 +71,8 @@ impl<'a> Bell<'a> {
     pub fn arm(&self) -> Armed {
         // SYNC POINT with `wake`'s Release bump.
         let seen = self.word.load(Ordering::Acquire);
-        // Relaxed: the fence below orders this store before the re-check.
-        self.armed.store(1, Ordering::Relaxed);
+        // Relaxed: the fence below orders this increment before the re-check.
+        self.armed.fetch_add(1, Ordering::Relaxed);
         // SYNC POINT with `ring`'s fence (see there).
         fence(Ordering::SeqCst);
         Armed { seen }
@@ -83,11 +84,11 @@ impl<'a> Bell<'a> {
         self.disarm();
     }
 
-    /// Waiter: withdraw the announcement (the condition came true).
+    /// Waiter: withdraw the announcement (woken, or the condition came true).
     pub fn disarm(&self) {
-        // Relaxed: a ringer that still sees the old 1 only makes a spare
-        // wake-up; nothing is published through this flag.
-        self.armed.store(0, Ordering::Relaxed);
+        // Relaxed: a ringer that still sees the old count only makes a spare
+        // wake-up; nothing is published through this counter.
+        self.armed.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -107,32 +108,79 @@ impl WaitPolicy {
     pub const BUSY_POLL: WaitPolicy = WaitPolicy { spin: Duration::ZERO, busy_poll: true };
 }
 
+/// A spin budget that follows the peers' pace, for a waiter whose peers
+/// answer in bursts (the hub's bus thread). After each wait that ended with
+/// input, it becomes twice that wait if that fits [`AdaptiveSpin::MAX`]
+/// (never less than it was), and otherwise halves, down to
+/// [`AdaptiveSpin::MIN`]. A request/answer exchange then pays no wake-up
+/// for the answer, and a slow periodic stream costs only short spins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveSpin {
+    budget: Duration,
+}
+
+impl AdaptiveSpin {
+    pub const MIN: Duration = Duration::from_micros(5);
+    pub const MAX: Duration = Duration::from_micros(200);
+
+    /// The spin the next wait may use.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Input came `after` the wait began.
+    fn observed(&mut self, after: Duration) {
+        self.budget =
+            if after * 2 <= Self::MAX { self.budget.max(after * 2) } else { (self.budget / 2).max(Self::MIN) };
+    }
+}
+
+impl Default for AdaptiveSpin {
+    fn default() -> Self {
+        Self { budget: WaitPolicy::ADAPTIVE.spin }
+    }
+}
+
+/// How a spin ended.
+enum Spun {
+    /// `ready()` held.
+    Ready,
+    /// The deadline passed.
+    Deadline,
+    /// The budget ran out: time to sleep.
+    Out,
+}
+
 impl<'a> Bell<'a> {
     /// Wait until `ready()` is true (returns true) or `deadline` passes
     /// (returns false): spin per `policy`, then sleep on the bell.
     pub fn wait(&self, policy: WaitPolicy, deadline: Option<Instant>, mut ready: impl FnMut() -> bool) -> bool {
-        if ready() {
-            return true;
+        let limit = (!policy.busy_poll).then_some(policy.spin);
+        match spin(limit, deadline, &mut ready) {
+            Spun::Ready => true,
+            Spun::Deadline => false,
+            Spun::Out => self.sleep_until(deadline, ready),
         }
+    }
+
+    /// [`Bell::wait`] with a spin budget that adapts to how soon the
+    /// condition tends to come true ([`AdaptiveSpin`]).
+    pub fn wait_adaptive(
+        &self,
+        spin_budget: &mut AdaptiveSpin,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+    ) -> bool {
         let started = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            std::hint::spin_loop();
-            if ready() {
-                return true;
-            }
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
-                let now = Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
-                    return false;
-                }
-                if !policy.busy_poll && now.duration_since(started) >= policy.spin {
-                    break;
-                }
-            }
+        let ready = match spin(Some(spin_budget.budget), deadline, &mut ready) {
+            Spun::Ready => true,
+            Spun::Deadline => false,
+            Spun::Out => self.sleep_until(deadline, ready),
+        };
+        if ready {
+            spin_budget.observed(started.elapsed());
         }
-        self.sleep_until(deadline, ready)
+        ready
     }
 
     /// The sleeping half of [`Bell::wait`]: arm, re-check, sleep, until
@@ -157,6 +205,31 @@ impl<'a> Bell<'a> {
             self.sleep(armed, timeout);
             if ready() {
                 return true;
+            }
+        }
+    }
+}
+
+/// Spin until `ready()`, the deadline, or `limit` (`None`: no limit).
+fn spin(limit: Option<Duration>, deadline: Option<Instant>, ready: &mut impl FnMut() -> bool) -> Spun {
+    let started = Instant::now();
+    if ready() {
+        return Spun::Ready;
+    }
+    let mut spins = 0u32;
+    loop {
+        std::hint::spin_loop();
+        if ready() {
+            return Spun::Ready;
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Spun::Deadline;
+            }
+            if limit.is_some_and(|l| now.duration_since(started) >= l) {
+                return Spun::Out;
             }
         }
     }
@@ -209,6 +282,27 @@ mod tests {
         flag.store(true, std::sync::atomic::Ordering::Release);
         local.bell().ring();
         assert!(waiter.join().unwrap());
+    }
+
+    #[test]
+    fn the_adaptive_spin_grows_when_spinning_pays_and_shrinks_when_it_does_not() {
+        let mut budget = AdaptiveSpin::default();
+        budget.observed(Duration::from_micros(40));
+        assert_eq!(budget.budget(), Duration::from_micros(80), "input 40 µs after the wait began: spin twice that");
+        budget.observed(Duration::from_micros(10));
+        assert_eq!(budget.budget(), Duration::from_micros(80), "a quicker answer does not shorten the spin");
+        for _ in 0..10 {
+            budget.observed(AdaptiveSpin::MAX);
+        }
+        assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late earns the shortest spin");
+
+        // A wait whose input comes at its deadline's end, through the bell.
+        let local = LocalBell::default();
+        let mut budget = AdaptiveSpin { budget: Duration::from_micros(80) };
+        let late = Instant::now() + AdaptiveSpin::MAX;
+        let deadline = Some(late + Duration::from_millis(1));
+        assert!(local.bell().wait_adaptive(&mut budget, deadline, || Instant::now() >= late));
+        assert_eq!(budget.budget(), Duration::from_micros(40));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub mod segment;
 pub mod socket;
 mod sync;
 
-pub use bell::{Bell, WaitPolicy};
+pub use bell::{AdaptiveSpin, Bell, WaitPolicy};
 pub use layout::{HeaderError, SegmentHeader};
 pub use ring::{Consumer, Producer, RingError, RingRef};
 #[cfg(not(loom))]

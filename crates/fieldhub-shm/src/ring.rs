@@ -139,6 +139,16 @@ impl<'a> RingRef<'a> {
         // Acquire makes the slots published up to the loaded head visible.
         self.head.load(Ordering::Acquire).wrapping_sub(tail)
     }
+
+    /// Whether messages wait that the consumer has not taken yet, judged
+    /// from the shared indices: for a thread that waits alongside the
+    /// consumer and reads nothing itself.
+    pub fn has_unread(&self) -> bool {
+        // Relaxed on `tail`: only a hint for a waiter, which re-checks
+        // through the consumer's own results; `published_since` explains
+        // the Acquire on `head`.
+        self.published_since(self.tail.load(Ordering::Relaxed)) != 0
+    }
 }
 
 /// The producing side's state: its private copy of `head`.

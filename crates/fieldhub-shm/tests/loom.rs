@@ -131,3 +131,28 @@ fn one_doorbell_wakes_the_hub_for_every_client() {
         }
     });
 }
+
+/// Two waiters share one doorbell (a client's reader thread and an
+/// application thread in `recv`): one withdrawing its announcement must not
+/// hide the other, so one ring after one publish wakes both.
+#[test]
+fn a_doorbell_with_two_waiters_wakes_both() {
+    model(|| {
+        let ring = Arc::new(LocalRing::new(2));
+        let bell = Arc::new(LocalBell::default());
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (ring, bell) = (Arc::clone(&ring), Arc::clone(&bell));
+                thread::spawn(move || {
+                    let consumer = Consumer::starting_at(0);
+                    assert!(bell.bell().sleep_until(None, || consumer.has_message(&ring.ring())));
+                })
+            })
+            .collect();
+        assert!(Producer::starting_at(0).try_push(&ring.ring(), &message(7, 2)).unwrap());
+        bell.bell().ring();
+        for w in waiters {
+            w.join().unwrap();
+        }
+    });
+}

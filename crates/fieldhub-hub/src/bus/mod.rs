@@ -32,7 +32,7 @@ use crate::queues::{ClientId, HangUp, Inbound, Inbox, Outbound, Outbox, Refused}
 use crate::recording::Recording;
 use crate::transport::shm::{PeerEnd, ShmPeers, PEER_BUDGET};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
-use fieldhub_shm::WaitPolicy;
+use fieldhub_shm::{AdaptiveSpin, WaitPolicy};
 
 mod control;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
@@ -113,8 +113,10 @@ pub struct Bus {
     next_recording_id: u32,
     /// Shared-memory clients whose rings this thread reads.
     shm: ShmPeers,
-    /// How the thread waits for input: adaptive, or busy-polling.
-    wait_policy: WaitPolicy,
+    /// Busy-poll instead of sleeping when idle.
+    busy_poll: bool,
+    /// How long to spin before sleeping, following the clients' pace.
+    spin: AdaptiveSpin,
 }
 
 impl Bus {
@@ -161,7 +163,8 @@ impl Bus {
             recordings: Vec::new(),
             next_recording_id: 1,
             shm: ShmPeers::default(),
-            wait_policy: if config.hub.busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
+            busy_poll: config.hub.busy_poll,
+            spin: AdaptiveSpin::default(),
         }
     }
 
@@ -203,7 +206,12 @@ impl Bus {
                 continue;
             }
             let shm = &self.shm;
-            inbox.bell().bell().wait(self.wait_policy, deadline, || inbox.has_waiting() || shm.any_ready());
+            let input = || inbox.has_waiting() || shm.any_ready();
+            if self.busy_poll {
+                inbox.bell().bell().wait(WaitPolicy::BUSY_POLL, deadline, input);
+            } else {
+                inbox.bell().bell().wait_adaptive(&mut self.spin, deadline, input);
+            }
         }
     }
 
