@@ -31,6 +31,7 @@ from typing import Any, Deque, Dict, List, Optional
 
 import can
 
+from fieldhub import _native
 from fieldhub.errors import HubError, HubStartError, HubUnreachable
 
 #: Numbers the private hubs of this process, for their shared-memory names.
@@ -141,6 +142,13 @@ class Hub:
                 except subprocess.TimeoutExpired:
                     give_up()
             process.wait()
+            shm_url = getattr(self, "shm_url", None)
+            if shm_url is not None:
+                # A hub that was killed could not remove its session socket.
+                try:
+                    os.unlink(_native.shm_socket_path(shm_url[len("shm://") :]))
+                except FileNotFoundError:
+                    pass
         config_file, self._config_file = getattr(self, "_config_file", None), None
         if config_file is not None:
             try:

@@ -301,11 +301,21 @@ fn default_hub_url() -> String {
     fieldhub_client::default_hub_url()
 }
 
+/// Where the session socket of `shm://NAME` lives (for cleaning up after a
+/// killed hub).
+#[pyfunction]
+fn shm_socket_path(name: &str) -> PyResult<String> {
+    fieldhub_shm::socket::socket_path(name)
+        .map(|path| path.display().to_string())
+        .map_err(|why| error("invalid", why))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
     m.add_function(wrap_pyfunction!(run_hub, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add_function(wrap_pyfunction!(default_hub_url, m)?)?;
+    m.add_function(wrap_pyfunction!(shm_socket_path, m)?)?;
     Ok(())
 }
