@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, Received};
+use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, PortConfig, Received};
 use fieldhub_proto::limits::{MAX_MESSAGE_LEN, PROTOCOL_VERSION};
 use fieldhub_proto::wire::{self, Hello, Message};
 use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer};
@@ -98,6 +98,56 @@ fn shm_and_tcp_clients_see_one_identical_order_without_loss() {
     assert!(view(&seen[0]) == view(&seen[1]), "the shm and the TCP receiver saw different orders");
     for (client, port) in receivers.iter().zip(receivers.iter().map(|r| r.ports()[0].clone())) {
         assert_eq!(client.rx_dropped(&port), 0);
+    }
+}
+
+/// 64 shared-memory clients on one channel, each sending and each
+/// receiving everything: one order for all, nothing lost.
+#[test]
+fn sixty_four_shm_clients_share_one_order_without_loss() {
+    const CLIENTS: usize = 64;
+    const PER_SENDER: u32 = 1_000;
+    let hub = HubProcess::start_shm();
+    let clients: Vec<_> = (0..CLIENTS).map(|i| hub.shm_client(&format!("ecu{i}"))).collect();
+    // Each also receives its own frames (as TX confirmations), so every
+    // client's view is the whole channel.
+    let config = PortConfig { receive_own: true, ..lossless() };
+    let ports: Vec<_> = clients.iter().map(|c| c.open_port_with("can0", &config).unwrap()).collect();
+    let total = CLIENTS * PER_SENDER as usize;
+    let seen: Vec<Vec<(u64, u32, u8, u32)>> = std::thread::scope(|s| {
+        let receiving: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                s.spawn(move || {
+                    recv_n(c, total)
+                        .iter()
+                        .map(|r| {
+                            let (sender, n) = number_of(&r.frame);
+                            (r.meta.seq, r.meta.sender, sender, n)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        let sending: Vec<_> = clients
+            .iter()
+            .zip(&ports)
+            .enumerate()
+            .map(|(i, (c, port))| {
+                s.spawn(move || (0..PER_SENDER).for_each(|n| c.send(port, &numbered(0x200, i as u8, n)).unwrap()))
+            })
+            .collect();
+        sending.into_iter().for_each(|t| t.join().unwrap());
+        receiving.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let first = &seen[0];
+    assert_eq!(first.iter().map(|f| f.0).collect::<Vec<_>>(), (1..=total as u64).collect::<Vec<_>>());
+    for (i, view) in seen.iter().enumerate() {
+        assert!(view == first, "client {i} saw another order");
+    }
+    for sender in 0..CLIENTS as u8 {
+        let counters: Vec<u32> = first.iter().filter(|f| f.2 == sender).map(|f| f.3).collect();
+        assert_eq!(counters, (0..PER_SENDER).collect::<Vec<_>>(), "sender {sender} out of order or lossy");
     }
 }
 
