@@ -34,7 +34,7 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::Refused { .. } => "refused",
         ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
-        ClientError::Timeout(_) => "timeout",
+        ClientError::Timeout(_) | ClientError::SendQueueFull(_) => "timeout",
     };
     // The chain (e.g. "connection refused") belongs in the message.
     let mut message = e.to_string();

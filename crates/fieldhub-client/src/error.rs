@@ -19,6 +19,11 @@ pub enum ClientError {
     Closed { reason: String },
     #[error("no answer from the hub within {0:?}")]
     Timeout(Duration),
+    #[error(
+        "the send queue stayed full for {0:?}: the bus takes frames slower than they are sent \
+         (a timed or rate-limited channel, or a lossless receiver that does not read)"
+    )]
+    SendQueueFull(Duration),
     #[error("port {0} is not open on this client")]
     PortNotOpen(u16),
     #[error("protocol error talking to the hub: {0}")]

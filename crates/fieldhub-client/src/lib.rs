@@ -405,7 +405,7 @@ impl Client {
                 };
                 return match link.send(encode, timeout) {
                     Ok(()) => Ok(()),
-                    Err(SendFail::Timeout) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
+                    Err(SendFail::Timeout) => Err(ClientError::SendQueueFull(timeout.unwrap_or_default())),
                     Err(SendFail::Closed) => Err(self.shared.closed_error()),
                 };
             }
@@ -420,7 +420,7 @@ impl Client {
         };
         match sent {
             Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(())) => Err(ClientError::Timeout(timeout.unwrap_or_default())),
+            Err(SendTimeoutError::Timeout(())) => Err(ClientError::SendQueueFull(timeout.unwrap_or_default())),
             Err(SendTimeoutError::Disconnected(())) => Err(self.shared.closed_error()),
         }
     }

@@ -368,7 +368,7 @@ pub unsafe extern "C" fn fh_send(
             let open = c.port(port)?;
             match client.send_timeout(&open, &frame, timeout(timeout_ms)) {
                 Ok(()) => Ok(()),
-                Err(ClientError::Timeout(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
+                Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
                 Err(e) => Err(e.into()),
             }
         })

@@ -139,7 +139,7 @@ impl From<ClientError> for Failure {
                 _ => FH_ERR_REJECTED,
             },
             ClientError::Closed { .. } => FH_ERR_CLOSED,
-            ClientError::Timeout(_) => FH_ERR_TIMEOUT,
+            ClientError::Timeout(_) | ClientError::SendQueueFull(_) => FH_ERR_TIMEOUT,
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
         };
