@@ -1,131 +1,229 @@
-//! Round-trip latency through the hub against a raw TCP ping-pong.
+//! Round-trip latency through a hub process against a raw two-process
+//! ping-pong over the matching primitive, measured in the same run.
+//!
+//! A probe client sends a request frame; an echo client on the same channel
+//! answers with a frame of the same size; the probe takes the answer: four
+//! one-way hops through the hub. Both clients live in the benchmark process
+//! (each on its own thread), the hub in its own. The matching baseline:
+//! shared memory with adaptive waits ↔ futex ping-pong, shared memory with
+//! busy-poll ↔ spin ping-pong, TCP ↔ TCP_NODELAY ping-pong.
+//!
+//! Extra clients (`clients`) connect over shared memory, open a port on the
+//! channel and read everything it carries, checking that sequence numbers
+//! only grow: the hub fans every frame out to them as well.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, Filter, Frame, FrameFlags};
+use fieldhub_client::{Client, ClientOptions, Filter};
 use serde::Serialize;
 
-use crate::stats::{ratios, Distribution};
-use crate::BenchError;
+use crate::hub_process::HubProcess;
+use crate::raw::{self, PeerMode};
+use crate::stats::{Distribution, Ratios};
+use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, PATIENCE, WARM_UP};
 
 const REQUEST_ID: u32 = 0x100;
 const ANSWER_ID: u32 = 0x101;
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct LatencyRun {
-    pub url: String,
+    pub transport: Transport,
+    /// Hub and clients spin instead of sleeping (shared memory only).
+    pub busy_poll: bool,
     pub samples: usize,
-    /// 64-byte CAN FD frames instead of 8-byte classic ones.
-    pub fd: bool,
+    pub sizes: Vec<FrameSize>,
+    /// Extra shared-memory clients listening on the channel.
+    pub extra_clients: usize,
 }
 
-/// The figures, with the baseline of the same run.
+/// One scenario's figures, with the baseline of the same run.
 #[derive(Debug, Serialize)]
-pub struct LatencyReport {
-    pub transport: String,
+pub struct LatencyScenario {
+    pub scenario: String,
+    pub transport: Transport,
+    pub busy_poll: bool,
     pub payload_bytes: usize,
+    /// Clients on the channel: probe, echo and the extra ones.
+    pub clients: usize,
+    pub baseline_kind: &'static str,
     pub hub: Distribution,
     pub baseline: Distribution,
-    pub ratio: serde_json::Value,
+    pub ratio: Ratios,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_clients: Option<ExtraClients>,
+    /// Round trips in ns, sorted (for plots).
+    #[serde(skip)]
+    pub hub_samples: Vec<u64>,
+    #[serde(skip)]
+    pub baseline_samples: Vec<u64>,
 }
 
-fn frame(id: u32, fd: bool, counter: u32) -> Frame {
-    let mut data = [0u8; 64];
-    data[..4].copy_from_slice(&counter.to_le_bytes());
-    if fd {
-        Frame::can_fd(id, FrameFlags::BRS, &data).expect("valid frame")
-    } else {
-        Frame::can(id, false, &data[..8]).expect("valid frame")
+/// What the extra clients saw over the whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExtraClients {
+    pub count: usize,
+    /// Frames the client that received the fewest received.
+    pub min_frames_received: u64,
+    /// Frames the hub dropped for them (full receive queues), summed.
+    pub frames_dropped: u64,
+    /// Every extra client saw sequence numbers only grow.
+    pub order_kept: bool,
+}
+
+impl LatencyRun {
+    fn baseline_mode(&self) -> PeerMode {
+        match (self.transport, self.busy_poll) {
+            (Transport::Tcp, _) => PeerMode::Tcp,
+            (Transport::Shm, false) => PeerMode::Futex,
+            (Transport::Shm, true) => PeerMode::Spin,
+        }
+    }
+
+    fn name(&self, size: FrameSize) -> String {
+        let waiting = match (self.transport, self.busy_poll) {
+            (Transport::Tcp, _) => "",
+            (Transport::Shm, false) => " adaptive",
+            (Transport::Shm, true) => " busy-poll",
+        };
+        let extra =
+            if self.extra_clients > 0 { format!(", {} clients", 2 + self.extra_clients) } else { String::new() };
+        format!("{}{waiting}, {}{extra}", self.transport.name(), size.label())
     }
 }
 
-/// Measure, calling `progress(done, total)` now and then.
-pub fn run(spec: &LatencyRun, progress: &mut dyn FnMut(usize, usize)) -> Result<LatencyReport, BenchError> {
-    let payload = if spec.fd { 64 } else { 8 };
-    let hub = measure_hub(spec, progress)?;
-    let baseline = measure_tcp_ping_pong(spec.samples, payload + 32)?;
-    Ok(LatencyReport {
-        transport: spec.url.split("://").next().unwrap_or("tcp").to_owned(),
-        payload_bytes: payload,
-        ratio: ratios(&hub, &baseline),
-        hub,
-        baseline,
+/// Measure every size in `spec`, each against its baseline.
+pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Result<Vec<LatencyScenario>, BenchError> {
+    if spec.busy_poll && spec.transport == Transport::Tcp {
+        return Err(BenchError::Invalid("--busy-poll applies to the shm transport".into()));
+    }
+    if spec.samples == 0 {
+        return Err(BenchError::Invalid("at least one sample is needed".into()));
+    }
+    let hub = HubProcess::start(launcher, spec.busy_poll)?;
+    let url = hub.url(spec.transport, spec.busy_poll);
+    let extra_url = hub.url(Transport::Shm, spec.busy_poll);
+    let extras = (0..spec.extra_clients)
+        .map(|i| {
+            let client = connect(&extra_url, &format!("bench-extra{i}"))?;
+            client.open_port(CHANNEL)?;
+            Ok(client)
+        })
+        .collect::<Result<Vec<_>, BenchError>>()?;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let listeners: Vec<_> = extras.iter().map(|client| s.spawn(|| listen(client, &stop))).collect();
+        let measured = (|| -> Result<Vec<LatencyScenario>, BenchError> {
+            let mut scenarios = Vec::new();
+            for &size in &spec.sizes {
+                let mut hub_samples = measure_hub(&url, size, spec.samples, &mut *progress)?;
+                let mode = spec.baseline_mode();
+                let mut baseline_samples = raw::ping_pong(launcher, mode, size, spec.samples, &mut *progress)?;
+                let hub = Distribution::of(&mut hub_samples);
+                let baseline = Distribution::of(&mut baseline_samples);
+                scenarios.push(LatencyScenario {
+                    scenario: spec.name(size),
+                    transport: spec.transport,
+                    busy_poll: spec.busy_poll,
+                    payload_bytes: size.payload(),
+                    clients: 2 + spec.extra_clients,
+                    baseline_kind: mode.baseline(),
+                    ratio: Ratios::of(&hub, &baseline),
+                    hub,
+                    baseline,
+                    extra_clients: None,
+                    hub_samples,
+                    baseline_samples,
+                });
+            }
+            Ok(scenarios)
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let seen: Vec<(u64, bool)> = listeners.into_iter().map(|l| l.join().unwrap_or((0, false))).collect();
+        let mut scenarios = measured?;
+        if !extras.is_empty() {
+            let summary = ExtraClients {
+                count: extras.len(),
+                min_frames_received: seen.iter().map(|&(n, _)| n).min().unwrap_or(0),
+                frames_dropped: extras.iter().map(|c| c.ports().iter().map(|p| c.rx_dropped(p)).sum::<u64>()).sum(),
+                order_kept: seen.iter().all(|&(_, ordered)| ordered),
+            };
+            for scenario in &mut scenarios {
+                scenario.extra_clients = Some(summary.clone());
+            }
+        }
+        Ok(scenarios)
     })
 }
 
-fn measure_hub(spec: &LatencyRun, progress: &mut dyn FnMut(usize, usize)) -> Result<Distribution, BenchError> {
-    let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
-    let echo = Client::connect_with(&spec.url, &options("bench-echo"))?;
-    let probe = Client::connect_with(&spec.url, &options("bench-probe"))?;
-    let echo_port = echo.open_port("bench")?;
-    let probe_port = probe.open_port("bench")?;
-    echo.set_filters(&echo_port, Some(&[Filter { can_id: REQUEST_ID, can_mask: 0x7FF }]))?;
-    probe.set_filters(&probe_port, Some(&[Filter { can_id: ANSWER_ID, can_mask: 0x7FF }]))?;
-    let samples = spec.samples;
-    let fd = spec.fd;
-    let echo_thread = std::thread::spawn(move || -> Result<(), BenchError> {
-        for _ in 0..samples + 100 {
-            let Some(request) = echo.recv(Some(PATIENCE))? else {
-                return Err(BenchError::Stalled("the echo client heard nothing".into()));
-            };
-            let counter = u32::from_le_bytes(request.frame.data()[..4].try_into().unwrap_or_default());
-            echo.send(&echo_port, &frame(ANSWER_ID, fd, counter))?;
-        }
-        Ok(())
-    });
-    let mut times = Vec::with_capacity(samples);
-    // The first hundred round trips warm caches and threads up; they do not count.
-    for i in 0..samples + 100 {
-        let started = Instant::now();
-        probe.send(&probe_port, &frame(REQUEST_ID, fd, i as u32))?;
-        match probe.recv(Some(PATIENCE))? {
-            Some(_) => {}
-            None => return Err(BenchError::Stalled(format!("no answer to round trip {i}"))),
-        }
-        if i >= 100 {
-            times.push(started.elapsed().as_nanos() as u64);
-            if times.len() % 1000 == 0 {
-                progress(times.len(), samples);
-            }
-        }
-    }
-    echo_thread.join().map_err(|_| BenchError::Stalled("the echo client panicked".into()))??;
-    Ok(Distribution::of(&mut times))
+fn connect(url: &str, name: &str) -> Result<Client, BenchError> {
+    Ok(Client::connect_with(url, &ClientOptions { name: name.into(), ..Default::default() })?)
 }
 
-/// Two threads bouncing a `record`-byte message over loopback TCP with
-/// TCP_NODELAY: the cost of the primitive itself.
-fn measure_tcp_ping_pong(samples: usize, record: usize) -> Result<Distribution, BenchError> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let echo = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut stream, _) = listener.accept()?;
-        stream.set_nodelay(true)?;
-        let mut buf = vec![0u8; record];
-        loop {
-            if stream.read_exact(&mut buf).is_err() {
-                return Ok(());
+/// An extra client's reader: frames received, and whether their sequence
+/// numbers only grew.
+fn listen(client: &Client, stop: &AtomicBool) -> (u64, bool) {
+    let (mut frames, mut last_seq, mut ordered) = (0u64, 0u64, true);
+    while !stop.load(Ordering::Relaxed) {
+        match client.recv(Some(Duration::from_millis(20))) {
+            Ok(Some(received)) => {
+                frames += 1;
+                ordered &= received.meta.seq > last_seq;
+                last_seq = received.meta.seq;
             }
-            stream.write_all(&buf)?;
-        }
-    });
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_nodelay(true)?;
-    let mut buf = vec![0u8; record];
-    let mut times = Vec::with_capacity(samples);
-    for i in 0..samples + 100 {
-        let started = Instant::now();
-        stream.write_all(&buf)?;
-        stream.read_exact(&mut buf)?;
-        if i >= 100 {
-            times.push(started.elapsed().as_nanos() as u64);
+            Ok(None) => {}
+            Err(_) => return (frames, false),
         }
     }
-    drop(stream);
-    let _ = echo.join();
-    Ok(Distribution::of(&mut times))
+    (frames, ordered)
+}
+
+/// Round trips through the hub at `url`, in ns.
+fn measure_hub(url: &str, size: FrameSize, samples: usize, progress: Progress<'_>) -> Result<Vec<u64>, BenchError> {
+    let echo = connect(url, "bench-echo")?;
+    let probe = connect(url, "bench-probe")?;
+    let echo_port = echo.open_port(CHANNEL)?;
+    let probe_port = probe.open_port(CHANNEL)?;
+    echo.set_filters(&echo_port, Some(&[Filter { can_id: REQUEST_ID, can_mask: 0x7FF }]))?;
+    probe.set_filters(&probe_port, Some(&[Filter { can_id: ANSWER_ID, can_mask: 0x7FF }]))?;
+    let rounds = WARM_UP + samples;
+    std::thread::scope(|s| {
+        let echoing = s.spawn(|| -> Result<(), BenchError> {
+            for _ in 0..rounds {
+                let Some(request) = echo.recv(Some(PATIENCE))? else {
+                    return Err(BenchError::Stalled("the echo client heard nothing".into()));
+                };
+                let counter = u32::from_le_bytes(request.frame.data()[..4].try_into().unwrap_or_default());
+                echo.send(&echo_port, &size.frame(ANSWER_ID, counter))?;
+            }
+            Ok(())
+        });
+        let mut times = Vec::with_capacity(samples);
+        let measured = (|| -> Result<Vec<u64>, BenchError> {
+            for i in 0..rounds {
+                let started = Instant::now();
+                probe.send(&probe_port, &size.frame(REQUEST_ID, i as u32))?;
+                let Some(answer) = probe.recv(Some(PATIENCE))? else {
+                    return Err(BenchError::Stalled(format!("no answer to round trip {i}")));
+                };
+                let elapsed = started.elapsed().as_nanos() as u64;
+                if answer.frame.data()[..4] != (i as u32).to_le_bytes() {
+                    return Err(BenchError::Stalled(format!("round trip {i} was answered out of order")));
+                }
+                if i >= WARM_UP {
+                    times.push(elapsed);
+                    if times.len() % 1000 == 0 {
+                        progress(&format!("hub, {}: {}/{samples}", size.label(), times.len()));
+                    }
+                }
+            }
+            Ok(times)
+        })();
+        // After a failed probe the echo thread gives up within PATIENCE.
+        let echoed = echoing.join().map_err(|_| BenchError::Stalled("the echo client panicked".into()))?;
+        let times = measured?;
+        echoed?;
+        Ok(times)
+    })
 }

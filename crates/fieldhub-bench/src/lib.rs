@@ -1,47 +1,153 @@
-//! Benchmarks: what a frame costs through the hub, next to what the same
-//! transport costs without it, measured in the same run on the same machine.
+//! Benchmarks: what a frame costs through a hub, next to what the same
+//! primitive costs without it, measured in the same run on the same machine.
 //! Absolute times on a shared machine are noise; the ratio is the figure.
 //!
-//! - [`latency`]: round trips — a measuring client sends, an echo client on
-//!   the same channel answers, the measuring client receives (four one-way
-//!   hops through the hub) — against a raw ping-pong over the same primitive
-//!   (two one-way hops).
+//! - [`latency`]: round trips — a probe client sends, an echo client on the
+//!   same channel answers, the probe receives (four one-way hops through the
+//!   hub) — against a raw two-process ping-pong over the same primitive
+//!   (two one-way hops): futex doorbells, spinning, or TCP_NODELAY.
 //! - [`throughput`]: one sender as fast as it can, one or more receivers —
-//!   against a raw stream of the same records over the same primitive.
+//!   against a raw two-process stream: an SPSC ring of `fieldhub-shm`, or
+//!   TCP with 64 records a write.
+//! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
+//!   a fixed frame rate.
+//! - [`raw`]: the baselines, the measuring side and the peer side (which
+//!   runs in a second process: `fieldhub bench raw-peer`).
+//! - [`hub_process`]: the hub under test is always a separate `fieldhub hub`
+//!   process, as in real use, never a thread of the benchmark.
+//! - [`plot`]: the latency distributions as an SVG CDF.
 //!
-//! Benchmarks are not tests: they print figures and assert nothing.
+//! Invariants: every hub figure is reported next to the baseline of the same
+//! run and its ratio `hub / baseline`; the first round trips of every series
+//! warm caches and threads up and are not counted. Benchmarks are not tests:
+//! they print figures and assert nothing about them.
 
+pub mod cpu;
+pub mod hub_process;
 pub mod latency;
+pub mod plot;
+pub mod raw;
 pub mod stats;
 pub mod throughput;
 
-use fieldhub_hub::{Hub, HubConfig, ListenAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The benchmark channel every hub under test carries (CAN FD, ideal timing).
+pub const CHANNEL: &str = "bench";
+/// Round trips (or frames) at the start of a series that are not counted.
+pub const WARM_UP: usize = 200;
+/// How long any single wait may take before the benchmark calls it stalled.
+pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("cannot start the benchmark hub: {0}")]
+    #[error("cannot start the hub under test: {0}")]
     Hub(String),
+    #[error("raw baseline peer: {0}")]
+    Peer(String),
     #[error(transparent)]
     Client(#[from] fieldhub_client::ClientError),
-    #[error("baseline: {0}")]
+    #[error(transparent)]
+    Ring(#[from] fieldhub_shm::RingError),
+    #[error("shared segment: {0}")]
+    Segment(#[from] fieldhub_shm::OpenError),
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Stalled(String),
+    #[error("{0}")]
+    Invalid(String),
 }
 
-/// A hub in this process on a free loopback port, for a benchmark that was
-/// not given one.
-pub fn private_hub() -> Result<(Hub, String), BenchError> {
-    let config = HubConfig::parse(
-        "[hub]\nlisten = [\"127.0.0.1:0\"]\n[[channel]]\nname = \"bench\"\nprotocol = \"canfd\"\n",
-        "benchmark hub",
-    )
-    .map_err(|e| BenchError::Hub(e.to_string()))?;
-    let hub = Hub::start(config).map_err(|e| BenchError::Hub(e.to_string()))?;
-    let url = match hub.listen_addrs().first() {
-        Some(ListenAddr::Tcp(addr)) => format!("tcp://{addr}"),
-        _ => return Err(BenchError::Hub("the benchmark hub has no TCP address".into())),
-    };
-    Ok((hub, url))
+/// The `fieldhub` binary the benchmark starts its hub and its baseline
+/// peers from (normally the running executable).
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    pub exe: PathBuf,
+}
+
+impl Launcher {
+    /// The running executable.
+    pub fn current() -> Result<Self, BenchError> {
+        Ok(Self { exe: std::env::current_exe()? })
+    }
+}
+
+/// Where a benchmark reports how far it got (stderr in the CLI).
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// Payload sizes measured: 8-byte classic CAN and 64-byte CAN FD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum FrameSize {
+    Can8,
+    Fd64,
+}
+
+impl FrameSize {
+    pub fn payload(self) -> usize {
+        match self {
+            FrameSize::Can8 => 8,
+            FrameSize::Fd64 => 64,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FrameSize::Can8 => "8-byte CAN",
+            FrameSize::Fd64 => "64-byte CAN FD",
+        }
+    }
+
+    /// A frame of this size whose first four payload bytes carry `counter`.
+    pub fn frame(self, id: u32, counter: u32) -> fieldhub_proto::Frame {
+        let mut data = [0x55u8; 64];
+        data[..4].copy_from_slice(&counter.to_le_bytes());
+        let frame = match self {
+            FrameSize::Can8 => fieldhub_proto::Frame::can(id, false, &data[..8]),
+            FrameSize::Fd64 => fieldhub_proto::Frame::can_fd(id, fieldhub_proto::FrameFlags::BRS, &data),
+        };
+        frame.expect("an 11-bit id with 8 or 64 bytes is a valid frame")
+    }
+
+    /// The wire message (`FRAMES` with one record, length prefix included)
+    /// that carries one such frame: what the raw baselines move, so they
+    /// copy exactly the bytes the hub's transports do.
+    pub fn wire_message(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut batch = fieldhub_proto::wire::BatchEncoder::begin(&mut out);
+        batch.push(&mut out, 0, &self.frame(0x100, 0), &fieldhub_proto::FrameMeta::default());
+        batch.finish(&mut out);
+        out
+    }
+}
+
+/// Transport between clients and the hub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Shm,
+    Tcp,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "shm" => Ok(Transport::Shm),
+            "tcp" => Ok(Transport::Tcp),
+            _ => Err(format!("unknown transport '{s}': shm or tcp")),
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! Summaries of measured samples.
+//! Summaries of measured samples: percentiles, mean, standard deviation
+//! (the jitter), and the ratios of a hub figure to its baseline.
 
 use serde::Serialize;
 
@@ -38,15 +39,41 @@ impl Distribution {
     }
 }
 
-/// `hub / baseline` for each key both have.
-pub fn ratios(hub: &Distribution, baseline: &Distribution) -> serde_json::Value {
-    let r = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
-    serde_json::json!({
-        "p50": r(hub.p50_us, baseline.p50_us),
-        "p99": r(hub.p99_us, baseline.p99_us),
-        "max": r(hub.max_us, baseline.max_us),
-        "mean": r(hub.mean_us, baseline.mean_us),
-    })
+/// `hub / baseline`, key by key.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratios {
+    pub p50: f64,
+    pub p80: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub std: f64,
+}
+
+impl Ratios {
+    pub fn of(hub: &Distribution, baseline: &Distribution) -> Self {
+        Self {
+            p50: ratio(hub.p50_us, baseline.p50_us),
+            p80: ratio(hub.p80_us, baseline.p80_us),
+            p95: ratio(hub.p95_us, baseline.p95_us),
+            p99: ratio(hub.p99_us, baseline.p99_us),
+            p999: ratio(hub.p999_us, baseline.p999_us),
+            max: ratio(hub.max_us, baseline.max_us),
+            mean: ratio(hub.mean_us, baseline.mean_us),
+            std: ratio(hub.std_us, baseline.std_us),
+        }
+    }
+}
+
+/// `hub / baseline`; 0 when the baseline measured nothing (JSON has no NaN).
+pub fn ratio(hub: f64, baseline: f64) -> f64 {
+    if baseline > 0.0 {
+        hub / baseline
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]

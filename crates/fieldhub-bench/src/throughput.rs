@@ -1,161 +1,210 @@
-//! One-way throughput through the hub against a raw TCP stream.
+//! One-way throughput through a hub process against a raw two-process
+//! stream over the matching primitive, measured in the same run.
+//!
+//! One sender pushes frames as fast as the hub takes them for the given
+//! time; every receiver's port holds the bus when its queue is full
+//! (`block_on_overflow`), so nothing is dropped and every receiver must get
+//! every frame. The rate is frames sent over the time until the last
+//! receiver had the last frame. The matching baseline: shared memory ↔ an
+//! SPSC ring stream between two processes, TCP ↔ a TCP stream of 64 frames
+//! a write. Sender and receivers live in the benchmark process, the hub in
+//! its own.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, Frame, FrameFlags, PortConfig};
+use fieldhub_client::{Client, ClientOptions, PortConfig};
 use serde::Serialize;
 
-use crate::BenchError;
+use crate::hub_process::HubProcess;
+use crate::raw::{self, PeerMode};
+use crate::stats::ratio;
+use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, PATIENCE};
 
-const PATIENCE: Duration = Duration::from_secs(10);
+/// Quiet time after the sender stopped that ends a receiver's count.
+const DRAINED: Duration = Duration::from_millis(300);
 
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct ThroughputRun {
-    pub url: String,
+    pub transport: Transport,
     pub seconds: f64,
-    pub fd: bool,
-    pub receivers: usize,
+    pub sizes: Vec<FrameSize>,
+    /// Receiver counts to measure, each in its own scenario.
+    pub receivers: Vec<usize>,
 }
 
+/// What went through the hub.
 #[derive(Debug, Serialize)]
-pub struct Rate {
+pub struct HubRate {
     pub frames_per_s: f64,
     pub payload_mbit_per_s: f64,
+    pub frames: u64,
+    pub seconds: f64,
+    /// Frames the first receiver got in each second of the run.
+    pub per_second: Vec<u64>,
+}
+
+/// What the raw stream moved.
+#[derive(Debug, Serialize)]
+pub struct BaselineRate {
+    pub kind: &'static str,
+    pub frames_per_s: f64,
+    pub payload_mbit_per_s: f64,
+    pub frames: u64,
+    pub seconds: f64,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ThroughputReport {
-    pub transport: String,
+pub struct ThroughputScenario {
+    pub scenario: String,
+    pub transport: Transport,
     pub payload_bytes: usize,
     pub receivers: usize,
-    /// Frames per second in each second of the hub run.
-    pub per_second: Vec<f64>,
-    pub hub: Rate,
-    pub baseline: Rate,
+    pub hub: HubRate,
+    pub baseline: BaselineRate,
+    /// `hub.frames_per_s / baseline.frames_per_s`.
     pub ratio: f64,
 }
 
-fn rate(frames: u64, elapsed: Duration, payload: usize) -> Rate {
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    Rate { frames_per_s: frames as f64 / secs, payload_mbit_per_s: frames as f64 * payload as f64 * 8.0 / secs / 1e6 }
+fn mbit(frames: u64, seconds: f64, payload: usize) -> f64 {
+    frames as f64 * payload as f64 * 8.0 / seconds.max(1e-9) / 1e6
 }
 
-pub fn run(spec: &ThroughputRun, progress: &mut dyn FnMut(usize, usize)) -> Result<ThroughputReport, BenchError> {
-    let payload = if spec.fd { 64 } else { 8 };
-    let (frames, elapsed, per_second) = measure_hub(spec, payload, progress)?;
-    let hub = rate(frames, elapsed, payload);
-    let baseline = measure_tcp_stream(spec.seconds.min(2.0), 32 + payload)?;
-    let baseline = rate(baseline.0, baseline.1, payload);
-    Ok(ThroughputReport {
-        transport: spec.url.split("://").next().unwrap_or("tcp").to_owned(),
-        payload_bytes: payload,
-        receivers: spec.receivers,
-        per_second,
-        ratio: hub.frames_per_s / baseline.frames_per_s,
-        hub,
-        baseline,
-    })
+/// Measure every size with every receiver count.
+pub fn run(
+    launcher: &Launcher,
+    spec: &ThroughputRun,
+    progress: Progress<'_>,
+) -> Result<Vec<ThroughputScenario>, BenchError> {
+    if spec.seconds <= 0.0 || spec.receivers.contains(&0) {
+        return Err(BenchError::Invalid("seconds and receiver counts must be positive".into()));
+    }
+    let hub = HubProcess::start(launcher, false)?;
+    let url = hub.url(spec.transport, false);
+    let mode = match spec.transport {
+        Transport::Shm => PeerMode::RingStream,
+        Transport::Tcp => PeerMode::TcpStream,
+    };
+    let mut scenarios = Vec::new();
+    for &size in &spec.sizes {
+        progress(&format!("{}, {}", mode.baseline(), size.label()));
+        let (frames, elapsed) = raw::stream(launcher, mode, size, spec.seconds.min(2.0))?;
+        for &receivers in &spec.receivers {
+            let hub_rate = measure_hub(&url, size, receivers, spec.seconds, &mut *progress)?;
+            let seconds = elapsed.as_secs_f64();
+            let baseline = BaselineRate {
+                kind: mode.baseline(),
+                frames_per_s: frames as f64 / seconds.max(1e-9),
+                payload_mbit_per_s: mbit(frames, seconds, size.payload()),
+                frames,
+                seconds,
+            };
+            scenarios.push(ThroughputScenario {
+                scenario: format!("{}, {}, {receivers} receiver(s)", spec.transport.name(), size.label()),
+                transport: spec.transport,
+                payload_bytes: size.payload(),
+                receivers,
+                ratio: ratio(hub_rate.frames_per_s, baseline.frames_per_s),
+                hub: hub_rate,
+                baseline,
+            });
+        }
+    }
+    Ok(scenarios)
+}
+
+/// What one receiver counted.
+struct Counted {
+    frames: u64,
+    last: Instant,
+    per_second: Vec<u64>,
 }
 
 fn measure_hub(
-    spec: &ThroughputRun,
-    payload: usize,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<(u64, Duration, Vec<f64>), BenchError> {
+    url: &str,
+    size: FrameSize,
+    receivers: usize,
+    seconds: f64,
+    progress: Progress<'_>,
+) -> Result<HubRate, BenchError> {
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
-    let sender = Client::connect_with(&spec.url, &options("bench-sender"))?;
-    let port = sender.open_port("bench")?;
+    let sender = Client::connect_with(url, &options("bench-sender"))?;
+    let port = sender.open_port(CHANNEL)?;
     let lossless = PortConfig { block_on_overflow: true, ..Default::default() };
-    let receivers: Vec<Client> = (0..spec.receivers.max(1))
+    let receivers: Vec<Client> = (0..receivers)
         .map(|i| {
-            let c = Client::connect_with(&spec.url, &options(&format!("bench-rx{i}")))?;
-            c.open_port_with("bench", &lossless)?;
-            Ok(c)
+            let client = Client::connect_with(url, &options(&format!("bench-rx{i}")))?;
+            client.open_port_with(CHANNEL, &lossless)?;
+            Ok(client)
         })
         .collect::<Result<_, BenchError>>()?;
-    let data = [0x55u8; 64];
-    let frame = if payload == 64 {
-        Frame::can_fd(0x123, FrameFlags::BRS, &data).expect("valid frame")
-    } else {
-        Frame::can(0x123, false, &data[..8]).expect("valid frame")
-    };
-    let deadline = Duration::from_secs_f64(spec.seconds);
+    let frame = size.frame(0x123, 0);
+    let run_for = Duration::from_secs_f64(seconds);
+    let sender_done = AtomicBool::new(false);
     let started = Instant::now();
-    let counts = std::thread::scope(|s| {
+    let (sent, mut counted) = std::thread::scope(|s| {
         let readers: Vec<_> = receivers
             .iter()
             .map(|r| {
+                let sender_done = &sender_done;
                 s.spawn(move || {
-                    let mut seconds = vec![0u64; spec.seconds.ceil() as usize + 2];
-                    let mut total = 0u64;
-                    while let Ok(Some(_)) = r.recv(Some(Duration::from_millis(500))) {
-                        total += 1;
-                        let second = started.elapsed().as_secs() as usize;
-                        if let Some(slot) = seconds.get_mut(second) {
-                            *slot += 1;
+                    let mut counted =
+                        Counted { frames: 0, last: started, per_second: vec![0; seconds.ceil() as usize + 1] };
+                    loop {
+                        match r.recv(Some(DRAINED)) {
+                            Ok(Some(_)) => {
+                                counted.frames += 1;
+                                counted.last = Instant::now();
+                                let second = (counted.last - started).as_secs() as usize;
+                                if let Some(slot) = counted.per_second.get_mut(second) {
+                                    *slot += 1;
+                                }
+                            }
+                            Ok(None) if sender_done.load(Ordering::Acquire) => break,
+                            Ok(None) if started.elapsed() > run_for + PATIENCE => break,
+                            Ok(None) => {}
+                            Err(_) => break,
                         }
                     }
-                    (total, seconds)
+                    counted
                 })
             })
             .collect();
         let mut sent = 0u64;
-        let mut last_report = 0;
-        while started.elapsed() < deadline {
-            for _ in 0..256 {
-                if sender.send(&port, &frame).is_err() {
-                    break;
+        let mut reported = 0;
+        let result = (|| {
+            while started.elapsed() < run_for {
+                for _ in 0..256 {
+                    sender.send(&port, &frame)?;
+                    sent += 1;
                 }
-                sent += 1;
+                let second = started.elapsed().as_secs();
+                if second != reported {
+                    reported = second;
+                    progress(&format!("hub, {}: {second}/{} s", size.label(), seconds.ceil()));
+                }
             }
-            let second = started.elapsed().as_secs() as usize;
-            if second != last_report {
-                last_report = second;
-                progress(second, spec.seconds as usize);
-            }
-        }
-        let _ = sender.flush();
-        let elapsed = started.elapsed();
-        let results: Vec<(u64, Vec<u64>)> = readers.into_iter().map(|h| h.join().unwrap_or_default()).collect();
-        (sent, elapsed, results)
-    });
-    let (sent, elapsed, results) = counts;
-    let received = results.iter().map(|(t, _)| *t).min().unwrap_or(0);
-    if received < sent {
+            sender.flush()?;
+            Ok::<_, BenchError>(())
+        })();
+        sender_done.store(true, Ordering::Release);
+        let counted: Vec<Counted> = readers.into_iter().filter_map(|h| h.join().ok()).collect();
+        result.map(|()| (sent, counted))
+    })?;
+    let received = counted.iter().map(|c| c.frames).min().unwrap_or(0);
+    if counted.len() < receivers.len() || received < sent {
         return Err(BenchError::Stalled(format!("{sent} frames sent but a receiver got only {received}")));
     }
-    let per_second = results[0].1.iter().take(spec.seconds.ceil() as usize).map(|&n| n as f64).collect();
-    Ok((sent, elapsed, per_second))
-}
-
-/// A raw loopback TCP stream of `record`-byte records, 64 per write: the
-/// primitive without the hub.
-fn measure_tcp_stream(seconds: f64, record: usize) -> Result<(u64, Duration), BenchError> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let reader = std::thread::spawn(move || -> std::io::Result<u64> {
-        let (mut stream, _) = listener.accept()?;
-        let mut buf = vec![0u8; record * 64];
-        let mut bytes = 0u64;
-        loop {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => return Ok(bytes / record as u64),
-                Ok(n) => bytes += n as u64,
-            }
-        }
-    });
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_nodelay(true)?;
-    stream.set_write_timeout(Some(PATIENCE))?;
-    let chunk = vec![0x55u8; record * 64];
-    let started = Instant::now();
-    while started.elapsed().as_secs_f64() < seconds {
-        stream.write_all(&chunk)?;
-    }
-    drop(stream);
-    let frames = reader.join().map_err(|_| BenchError::Stalled("baseline reader panicked".into()))??;
-    Ok((frames, started.elapsed()))
+    let last = counted.iter().map(|c| c.last).max().unwrap_or(started);
+    let elapsed = (last - started).as_secs_f64();
+    let mut per_second = counted.swap_remove(0).per_second;
+    per_second.truncate(elapsed.ceil() as usize);
+    Ok(HubRate {
+        frames_per_s: sent as f64 / elapsed.max(1e-9),
+        payload_mbit_per_s: mbit(sent, elapsed, size.payload()),
+        frames: sent,
+        seconds: elapsed,
+        per_second,
+    })
 }

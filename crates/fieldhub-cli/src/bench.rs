@@ -1,10 +1,17 @@
-//! `fieldhub bench`: latency and throughput through a hub, each with the
-//! ratio to a raw baseline measured in the same run.
+//! `fieldhub bench`: latency, throughput and CPU cost through a hub process
+//! this command starts itself, each hub figure next to a raw two-process
+//! baseline of the same run and its ratio.
+//!
+//! Results go to stdout (a table, or JSON with `--json`); progress goes to
+//! stderr as one updating line. `raw-peer` is the hidden second process of
+//! the raw baselines, started by the benchmark from this same executable.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::Context;
-use fieldhub_bench::{latency, private_hub, throughput};
+use fieldhub_bench::raw::PeerMode;
+use fieldhub_bench::{cpu, latency, plot, raw, throughput, FrameSize, Launcher, Transport};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -12,104 +19,223 @@ pub struct BenchArgs {
     kind: Kind,
 }
 
+/// Which frame sizes to measure: both unless one is picked.
+#[derive(clap::Args)]
+struct Sizes {
+    /// Only 64-byte CAN FD frames.
+    #[arg(long, conflicts_with = "can")]
+    fd: bool,
+    /// Only 8-byte classic CAN frames.
+    #[arg(long)]
+    can: bool,
+}
+
+impl Sizes {
+    fn list(&self) -> Vec<FrameSize> {
+        match (self.can, self.fd) {
+            (true, _) => vec![FrameSize::Can8],
+            (_, true) => vec![FrameSize::Fd64],
+            _ => vec![FrameSize::Can8, FrameSize::Fd64],
+        }
+    }
+}
+
 #[derive(clap::Subcommand)]
 enum Kind {
-    /// Round-trip percentiles (p50/p80/p95/p99/p99.9/max, mean, std) against a raw ping-pong.
+    /// Round-trip percentiles (p50/p80/p95/p99/p99.9/max, mean, std) against a raw two-process ping-pong.
     Latency {
-        /// Hub to measure; default: a private hub in this process.
-        #[arg(long, value_name = "URL")]
-        hub: Option<String>,
+        /// shm (against a futex or, with --busy-poll, a spin ping-pong) or tcp (against TCP_NODELAY).
+        #[arg(long, default_value = "shm")]
+        transport: Transport,
+        /// Hub and clients spin instead of sleeping (shm only).
+        #[arg(long)]
+        busy_poll: bool,
+        /// Round trips per series (after a warm-up that does not count).
         #[arg(long, default_value = "10000")]
         samples: usize,
-        /// 64-byte CAN FD frames instead of 8-byte classic ones.
+        #[command(flatten)]
+        sizes: Sizes,
+        /// Extra shm clients listening on the channel (and checking its order).
+        #[arg(long, default_value = "0", value_name = "K")]
+        clients: usize,
         #[arg(long)]
-        fd: bool,
+        json: bool,
+        /// Write the distributions (CDF, hub and baseline) to this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+    /// One-way frames/s and payload Mbit/s from one sender, against a raw two-process stream.
+    Throughput {
+        /// shm (against an SPSC ring stream) or tcp (against a TCP stream, 64 frames a write).
+        #[arg(long, default_value = "shm")]
+        transport: Transport,
+        /// Length of each hub run (the baseline runs at most 2 s).
+        #[arg(long, default_value = "3")]
+        seconds: f64,
+        /// Receiver counts to measure, comma-separated.
+        #[arg(long, default_value = "1,3", value_delimiter = ',')]
+        receivers: Vec<usize>,
+        #[command(flatten)]
+        sizes: Sizes,
         #[arg(long)]
         json: bool,
     },
-    /// Frames per second one sender pushes through the hub, against a raw stream.
-    Throughput {
-        #[arg(long, value_name = "URL")]
-        hub: Option<String>,
-        #[arg(long, default_value = "3")]
+    /// CPU time of the hub and its clients, idle and at a 500 kbit/s frame rate, with one and three clients.
+    Cpu {
+        #[arg(long, default_value = "shm")]
+        transport: Transport,
+        /// Length of each measuring window.
+        #[arg(long, default_value = "5")]
         seconds: f64,
         #[arg(long)]
-        fd: bool,
-        #[arg(long, default_value = "1")]
-        receivers: usize,
-        #[arg(long)]
         json: bool,
+    },
+    /// The peer process of a raw baseline (started by the benchmarks themselves).
+    #[command(hide = true)]
+    RawPeer {
+        #[arg(long)]
+        mode: PeerMode,
+        #[arg(long)]
+        connect: String,
+        #[arg(long, default_value = "0")]
+        bytes: usize,
     },
 }
 
-fn progress(done: usize, total: usize) {
-    eprint!("\r{done}/{total}");
+/// One updating line on stderr.
+fn progress(line: &str) {
+    eprint!("\r{line:<72.72}");
     let _ = std::io::stderr().flush();
 }
 
+fn clear_progress() {
+    eprint!("\r{:72}\r", "");
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Kind::RawPeer { mode, connect, bytes } = args.kind {
+        return raw::run_peer(mode, &connect, bytes).context("raw baseline peer");
+    }
+    let launcher = Launcher::current().context("cannot find the fieldhub executable")?;
     match args.kind {
-        Kind::Latency { hub, samples, fd, json } => {
-            let (_private, url) = match hub {
-                Some(url) => (None, url),
-                None => private_hub().map(|(h, u)| (Some(h), u))?,
-            };
-            let report =
-                latency::run(&latency::LatencyRun { url, samples, fd }, &mut progress).context("latency benchmark")?;
-            eprintln!();
+        Kind::Latency { transport, busy_poll, samples, sizes, clients, json, plot } => {
+            let spec =
+                latency::LatencyRun { transport, busy_poll, samples, sizes: sizes.list(), extra_clients: clients };
+            let scenarios = latency::run(&launcher, &spec, &mut progress).context("latency benchmark");
+            clear_progress();
+            let scenarios = scenarios?;
+            if let Some(path) = plot {
+                let series: Vec<plot::Series<'_>> = scenarios
+                    .iter()
+                    .flat_map(|s| {
+                        [
+                            plot::Series { label: format!("hub, {}", s.scenario), sorted_ns: &s.hub_samples },
+                            plot::Series {
+                                label: format!("{}, {} B", s.baseline_kind, s.payload_bytes),
+                                sorted_ns: &s.baseline_samples,
+                            },
+                        ]
+                    })
+                    .collect();
+                let title = format!("fieldhub round trips through the hub vs raw baseline ({} samples)", samples);
+                std::fs::write(&path, plot::latency_cdf(&title, &series))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                println!("{}", serde_json::to_string_pretty(&scenarios)?);
             } else {
-                println!(
-                    "round trip, {} transport, {}-byte frames, {} samples (µs)",
-                    report.transport, report.payload_bytes, report.hub.samples
-                );
-                println!(
-                    "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                    "", "p50", "p80", "p95", "p99", "p99.9", "max", "mean", "std"
-                );
-                for (name, d) in [("hub", &report.hub), ("baseline", &report.baseline)] {
-                    println!(
-                        "{name:>10} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-                        d.p50_us, d.p80_us, d.p95_us, d.p99_us, d.p999_us, d.max_us, d.mean_us, d.std_us
-                    );
-                }
-                println!(
-                    "ratio hub/baseline: p50 {:.2}, p99 {:.2}",
-                    report.ratio["p50"].as_f64().unwrap_or(f64::NAN),
-                    report.ratio["p99"].as_f64().unwrap_or(f64::NAN)
-                );
+                print_latency(&scenarios);
             }
         }
-        Kind::Throughput { hub, seconds, fd, receivers, json } => {
-            let (_private, url) = match hub {
-                Some(url) => (None, url),
-                None => private_hub().map(|(h, u)| (Some(h), u))?,
-            };
-            let report = throughput::run(&throughput::ThroughputRun { url, seconds, fd, receivers }, &mut progress)
-                .context("throughput benchmark")?;
-            eprintln!();
+        Kind::Throughput { transport, seconds, receivers, sizes, json } => {
+            let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
+            let scenarios = throughput::run(&launcher, &spec, &mut progress).context("throughput benchmark");
+            clear_progress();
+            let scenarios = scenarios?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                println!("{}", serde_json::to_string_pretty(&scenarios)?);
             } else {
-                println!(
-                    "one-way, {} transport, {}-byte frames, {} receiver(s)",
-                    report.transport, report.payload_bytes, report.receivers
-                );
-                for (second, rate) in report.per_second.iter().enumerate() {
-                    println!("  second {second}: {rate:.0} frames/s");
-                }
-                println!(
-                    "hub:      {:.0} frames/s ({:.1} Mbit/s payload)",
-                    report.hub.frames_per_s, report.hub.payload_mbit_per_s
-                );
-                println!(
-                    "baseline: {:.0} frames/s ({:.1} Mbit/s payload)",
-                    report.baseline.frames_per_s, report.baseline.payload_mbit_per_s
-                );
-                println!("ratio hub/baseline: {:.3}", report.ratio);
+                print_throughput(&scenarios);
             }
         }
+        Kind::Cpu { transport, seconds, json } => {
+            let phases =
+                cpu::run(&launcher, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
+            clear_progress();
+            let phases = phases?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&phases)?);
+            } else {
+                print_cpu(&phases);
+            }
+        }
+        Kind::RawPeer { .. } => unreachable!("handled above"),
     }
     Ok(())
+}
+
+fn print_latency(scenarios: &[latency::LatencyScenario]) {
+    for s in scenarios {
+        println!("round trip, {} ({} samples, µs)", s.scenario, s.hub.samples);
+        println!(
+            "  {:<46} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8}",
+            "", "p50", "p80", "p95", "p99", "p99.9", "max", "mean", "std"
+        );
+        for (name, d) in [("hub", &s.hub), (s.baseline_kind, &s.baseline)] {
+            println!(
+                "  {name:<46} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
+                d.p50_us, d.p80_us, d.p95_us, d.p99_us, d.p999_us, d.max_us, d.mean_us, d.std_us
+            );
+        }
+        let r = &s.ratio;
+        println!(
+            "  {:<46} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
+            "ratio hub/baseline", r.p50, r.p80, r.p95, r.p99, r.p999, r.max, r.mean, r.std
+        );
+        if let Some(extra) = &s.extra_clients {
+            println!(
+                "  {} extra clients: order kept {}, at least {} frames each, {} dropped",
+                extra.count, extra.order_kept, extra.min_frames_received, extra.frames_dropped
+            );
+        }
+        println!();
+    }
+}
+
+fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {
+    for s in scenarios {
+        println!("one-way, {}", s.scenario);
+        let seconds: Vec<String> = s.hub.per_second.iter().map(|n| n.to_string()).collect();
+        println!("  per second (first receiver): {}", seconds.join(", "));
+        println!(
+            "  hub:      {:>14.0} frames/s {:>9.1} Mbit/s payload ({} frames in {:.2} s)",
+            s.hub.frames_per_s, s.hub.payload_mbit_per_s, s.hub.frames, s.hub.seconds
+        );
+        println!(
+            "  baseline: {:>14.0} frames/s {:>9.1} Mbit/s payload ({})",
+            s.baseline.frames_per_s, s.baseline.payload_mbit_per_s, s.baseline.kind
+        );
+        println!("  ratio hub/baseline: {:.4}", s.ratio);
+        println!();
+    }
+}
+
+fn print_cpu(phases: &[cpu::CpuPhase]) {
+    println!("CPU time, % of one core ({} ticks/s; precise: threads' sum_exec_runtime)", cpu::clock_ticks_per_second());
+    println!(
+        "  {:<30} {:>10} {:>10} {:>12} {:>12} {:>14}",
+        "", "frames/s", "hub %", "hub precise", "clients %", "clients precise"
+    );
+    let precise = |p: Option<f64>| p.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"));
+    for p in phases {
+        println!(
+            "  {:<30} {:>10.0} {:>10.2} {:>12} {:>12.2} {:>14}",
+            p.scenario,
+            p.frames_per_s,
+            p.hub.cpu_percent,
+            precise(p.hub.cpu_percent_precise),
+            p.client_process.cpu_percent,
+            precise(p.client_process.cpu_percent_precise)
+        );
+    }
 }
