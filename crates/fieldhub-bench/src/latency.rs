@@ -8,9 +8,10 @@
 //! shared memory with adaptive waits ↔ futex ping-pong, shared memory with
 //! busy-poll ↔ spin ping-pong, TCP ↔ TCP_NODELAY ping-pong.
 //!
-//! Extra clients (`clients`) connect over shared memory, open a port on the
-//! channel and read everything it carries, checking that sequence numbers
-//! only grow: the hub fans every frame out to them as well.
+//! Extra clients (`extra_clients`) connect over shared memory and open a port
+//! on the channel, so the hub fans every frame out to them as well. Each
+//! reads everything the channel carries — during the run, or (idle) only
+//! after it — and checks that sequence numbers only grow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -34,8 +35,12 @@ pub struct LatencyRun {
     pub busy_poll: bool,
     pub samples: usize,
     pub sizes: Vec<FrameSize>,
-    /// Extra shared-memory clients listening on the channel.
+    /// Extra shared-memory clients with a port on the channel.
     pub extra_clients: usize,
+    /// The extra clients' applications only read what queued up once the
+    /// measurement is over (their client threads still take every frame
+    /// from the hub); otherwise each has a thread waiting in `recv`.
+    pub extra_idle: bool,
 }
 
 /// One scenario's figures, with the baseline of the same run.
@@ -64,6 +69,8 @@ pub struct LatencyScenario {
 #[derive(Clone, Debug, Serialize)]
 pub struct ExtraClients {
     pub count: usize,
+    /// They read only after the measurement.
+    pub idle: bool,
     /// Frames the client that received the fewest received.
     pub min_frames_received: u64,
     /// Frames the hub dropped for them (full receive queues), summed.
@@ -87,8 +94,11 @@ impl LatencyRun {
             (Transport::Shm, false) => " adaptive",
             (Transport::Shm, true) => " busy-poll",
         };
-        let extra =
-            if self.extra_clients > 0 { format!(", {} clients", 2 + self.extra_clients) } else { String::new() };
+        let extra = match (self.extra_clients, self.extra_idle) {
+            (0, _) => String::new(),
+            (k, false) => format!(", {} clients (extra ones reading)", 2 + k),
+            (k, true) => format!(", {} clients (extra ones idle)", 2 + k),
+        };
         format!("{}{waiting}, {}{extra}", self.transport.name(), size.label())
     }
 }
@@ -113,7 +123,7 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
         .collect::<Result<Vec<_>, BenchError>>()?;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let listeners: Vec<_> = extras.iter().map(|client| s.spawn(|| listen(client, &stop))).collect();
+        let listeners: Vec<_> = extras.iter().map(|client| s.spawn(|| listen(client, &stop, spec.extra_idle))).collect();
         let measured = (|| -> Result<Vec<LatencyScenario>, BenchError> {
             let mut scenarios = Vec::new();
             for &size in &spec.sizes {
@@ -145,6 +155,7 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
         if !extras.is_empty() {
             let summary = ExtraClients {
                 count: extras.len(),
+                idle: spec.extra_idle,
                 min_frames_received: seen.iter().map(|&(n, _)| n).min().unwrap_or(0),
                 frames_dropped: extras.iter().map(|c| c.ports().iter().map(|p| c.rx_dropped(p)).sum::<u64>()).sum(),
                 order_kept: seen.iter().all(|&(_, ordered)| ordered),
@@ -161,18 +172,30 @@ fn connect(url: &str, name: &str) -> Result<Client, BenchError> {
     Ok(Client::connect_with(url, &ClientOptions { name: name.into(), ..Default::default() })?)
 }
 
-/// An extra client's reader: frames received, and whether their sequence
-/// numbers only grew.
-fn listen(client: &Client, stop: &AtomicBool) -> (u64, bool) {
+/// An extra client's application: frames received, and whether their
+/// sequence numbers only grew. An idle one reads only after `stop`.
+fn listen(client: &Client, stop: &AtomicBool, idle: bool) -> (u64, bool) {
     let (mut frames, mut last_seq, mut ordered) = (0u64, 0u64, true);
+    let mut take = |received: fieldhub_client::Received| {
+        frames += 1;
+        ordered &= received.meta.seq > last_seq;
+        last_seq = received.meta.seq;
+    };
     while !stop.load(Ordering::Relaxed) {
+        if idle {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
         match client.recv(Some(Duration::from_millis(20))) {
-            Ok(Some(received)) => {
-                frames += 1;
-                ordered &= received.meta.seq > last_seq;
-                last_seq = received.meta.seq;
-            }
+            Ok(Some(received)) => take(received),
             Ok(None) => {}
+            Err(_) => return (frames, false),
+        }
+    }
+    loop {
+        match client.try_recv() {
+            Ok(Some(received)) => take(received),
+            Ok(None) => break,
             Err(_) => return (frames, false),
         }
     }

@@ -55,9 +55,12 @@ enum Kind {
         samples: usize,
         #[command(flatten)]
         sizes: Sizes,
-        /// Extra shm clients listening on the channel (and checking its order).
+        /// Extra shm clients with a port on the channel, each reading it and checking its order.
         #[arg(long, default_value = "0", value_name = "K")]
         clients: usize,
+        /// The extra clients read only after the measurement (their client threads still take every frame).
+        #[arg(long)]
+        idle_clients: bool,
         #[arg(long)]
         json: bool,
         /// Write the distributions (CDF, hub and baseline) to this SVG file.
@@ -118,9 +121,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let launcher = Launcher::current().context("cannot find the fieldhub executable")?;
     match args.kind {
-        Kind::Latency { transport, busy_poll, samples, sizes, clients, json, plot } => {
-            let spec =
-                latency::LatencyRun { transport, busy_poll, samples, sizes: sizes.list(), extra_clients: clients };
+        Kind::Latency { transport, busy_poll, samples, sizes, clients, idle_clients, json, plot } => {
+            let spec = latency::LatencyRun {
+                transport,
+                busy_poll,
+                samples,
+                sizes: sizes.list(),
+                extra_clients: clients,
+                extra_idle: idle_clients,
+            };
             let scenarios = latency::run(&launcher, &spec, &mut progress).context("latency benchmark");
             clear_progress();
             let scenarios = scenarios?;
@@ -194,8 +203,12 @@ fn print_latency(scenarios: &[latency::LatencyScenario]) {
         );
         if let Some(extra) = &s.extra_clients {
             println!(
-                "  {} extra clients: order kept {}, at least {} frames each, {} dropped",
-                extra.count, extra.order_kept, extra.min_frames_received, extra.frames_dropped
+                "  {} extra clients{}: order kept {}, at least {} frames each, {} dropped",
+                extra.count,
+                if extra.idle { " (idle)" } else { "" },
+                extra.order_kept,
+                extra.min_frames_received,
+                extra.frames_dropped
             );
         }
         println!();
