@@ -123,7 +123,8 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
         .collect::<Result<Vec<_>, BenchError>>()?;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let listeners: Vec<_> = extras.iter().map(|client| s.spawn(|| listen(client, &stop, spec.extra_idle))).collect();
+        let listeners: Vec<_> =
+            extras.iter().map(|client| s.spawn(|| listen(client, &stop, spec.extra_idle))).collect();
         let measured = (|| -> Result<Vec<LatencyScenario>, BenchError> {
             let mut scenarios = Vec::new();
             for &size in &spec.sizes {

@@ -1,0 +1,186 @@
+//! `fieldhub bench`: each command runs briefly and reports in the promised
+//! shape — hub, baseline and ratio per scenario, ratios that are hub divided
+//! by baseline, ordered percentiles, a plot that is an SVG document.
+//! Benchmarks assert nothing about speed, and neither do these tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fieldhub")).arg("bench").args(args).output().expect("run fieldhub bench")
+}
+
+/// Run a benchmark with `--json` and return its scenarios.
+fn bench_json(args: &[&str]) -> Vec<Value> {
+    let out = bench(&[args, &["--json"]].concat());
+    assert!(out.status.success(), "fieldhub bench {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    json.as_array().expect("a list of scenarios").clone()
+}
+
+fn number(v: &Value, path: &[&str]) -> f64 {
+    let mut at = v;
+    for key in path {
+        at = &at[key];
+    }
+    at.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+}
+
+fn assert_close(a: f64, b: f64, what: &str) {
+    assert!((a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0), "{what}: {a} != {b}");
+}
+
+/// The latency shape, percentiles in order, ratios = hub / baseline.
+fn check_latency(scenario: &Value, samples: u64) {
+    for side in ["hub", "baseline"] {
+        for key in ["p50_us", "p80_us", "p95_us", "p99_us", "p999_us", "max_us", "mean_us", "std_us"] {
+            number(scenario, &[side, key]);
+        }
+        assert_eq!(scenario[side]["samples"], samples, "{side} sample count");
+        let (p50, p99, max) = (
+            number(scenario, &[side, "p50_us"]),
+            number(scenario, &[side, "p99_us"]),
+            number(scenario, &[side, "max_us"]),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{side}: p50 {p50}, p99 {p99}, max {max}");
+    }
+    for (ratio, key) in [("p50", "p50_us"), ("p99", "p99_us"), ("max", "max_us"), ("mean", "mean_us")] {
+        assert_close(
+            number(scenario, &["ratio", ratio]),
+            number(scenario, &["hub", key]) / number(scenario, &["baseline", key]),
+            ratio,
+        );
+    }
+}
+
+fn temp_svg(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("fieldhub-bench-test-{}-{name}.svg", std::process::id()))
+}
+
+#[test]
+fn shm_latency_reports_both_frame_sizes_against_the_futex_ping_pong_and_plots_them() {
+    let plot = temp_svg("shm");
+    let scenarios = bench_json(&["latency", "--transport", "shm", "--samples", "50", "--plot", plot.to_str().unwrap()]);
+    assert_eq!(scenarios.len(), 2, "8-byte and 64-byte scenarios by default");
+    for (scenario, payload) in scenarios.iter().zip([8, 64]) {
+        check_latency(scenario, 50);
+        assert_eq!(scenario["payload_bytes"], payload);
+        assert_eq!(scenario["transport"], "shm");
+        assert!(scenario["baseline_kind"].as_str().unwrap().contains("futex"), "{scenario}");
+    }
+    let svg = std::fs::read_to_string(&plot).expect("the plot was written");
+    std::fs::remove_file(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "not an SVG document");
+    assert_eq!(svg.matches("<polyline").count(), 4, "hub and baseline of each scenario");
+}
+
+#[test]
+fn tcp_latency_is_measured_against_the_tcp_ping_pong() {
+    let scenarios = bench_json(&["latency", "--transport", "tcp", "--can", "--samples", "50"]);
+    assert_eq!(scenarios.len(), 1);
+    check_latency(&scenarios[0], 50);
+    assert_eq!(scenarios[0]["transport"], "tcp");
+    assert_eq!(scenarios[0]["payload_bytes"], 8);
+    assert!(scenarios[0]["baseline_kind"].as_str().unwrap().contains("TCP"));
+}
+
+#[test]
+fn busy_poll_latency_is_measured_against_the_spin_ping_pong() {
+    let scenarios = bench_json(&["latency", "--busy-poll", "--fd", "--samples", "20"]);
+    assert_eq!(scenarios.len(), 1);
+    check_latency(&scenarios[0], 20);
+    assert_eq!(scenarios[0]["busy_poll"], true);
+    assert_eq!(scenarios[0]["payload_bytes"], 64);
+    assert!(scenarios[0]["baseline_kind"].as_str().unwrap().contains("spin"));
+}
+
+#[test]
+fn extra_clients_on_the_channel_see_every_frame_in_order() {
+    for idle in [false, true] {
+        let mut args = vec!["latency", "--clients", "4", "--can", "--samples", "30"];
+        if idle {
+            args.push("--idle-clients");
+        }
+        let scenarios = bench_json(&args);
+        check_latency(&scenarios[0], 30);
+        let extra = &scenarios[0]["extra_clients"];
+        assert_eq!(scenarios[0]["clients"], 6);
+        assert_eq!(extra["count"], 4);
+        assert_eq!(extra["idle"], idle);
+        assert_eq!(extra["order_kept"], true, "{extra}");
+        // Warm-up and counted round trips, a request and an answer each.
+        assert!(number(extra, &["min_frames_received"]) >= 2.0 * 30.0, "{extra}");
+    }
+}
+
+#[test]
+fn latency_prints_a_table_with_the_ratio_without_json() {
+    let out = bench(&["latency", "--transport", "tcp", "--can", "--samples", "20"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for expected in ["p50", "p99.9", "std", "hub", "TCP_NODELAY ping-pong", "ratio hub/baseline"] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn busy_poll_is_refused_for_tcp() {
+    let out = bench(&["latency", "--transport", "tcp", "--busy-poll", "--samples", "10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("busy-poll"));
+}
+
+/// The throughput shape, with the ratio = hub / baseline.
+fn check_throughput(scenario: &Value) {
+    let (hub, baseline) = (number(scenario, &["hub", "frames_per_s"]), number(scenario, &["baseline", "frames_per_s"]));
+    assert!(hub > 0.0 && baseline > 0.0, "{scenario}");
+    assert_close(number(scenario, &["ratio"]), hub / baseline, "ratio");
+    number(scenario, &["hub", "payload_mbit_per_s"]);
+    number(scenario, &["baseline", "payload_mbit_per_s"]);
+    let per_second = scenario["hub"]["per_second"].as_array().expect("per-second figures");
+    assert!(!per_second.is_empty());
+    let frames = number(scenario, &["hub", "frames"]);
+    assert!(per_second.iter().map(|n| n.as_f64().unwrap()).sum::<f64>() <= frames, "{scenario}");
+}
+
+#[test]
+fn shm_throughput_reports_each_receiver_count_against_the_ring_stream() {
+    let scenarios = bench_json(&["throughput", "--seconds", "1", "--can", "--receivers", "1,2"]);
+    assert_eq!(scenarios.len(), 2);
+    for (scenario, receivers) in scenarios.iter().zip([1, 2]) {
+        check_throughput(scenario);
+        assert_eq!(scenario["receivers"], receivers);
+        assert_eq!(scenario["payload_bytes"], 8);
+        assert!(scenario["baseline"]["kind"].as_str().unwrap().contains("SPSC ring"));
+    }
+}
+
+#[test]
+fn tcp_throughput_is_measured_against_the_tcp_stream() {
+    let scenarios = bench_json(&["throughput", "--transport", "tcp", "--seconds", "1", "--fd", "--receivers", "1"]);
+    assert_eq!(scenarios.len(), 1);
+    check_throughput(&scenarios[0]);
+    assert_eq!(scenarios[0]["payload_bytes"], 64);
+    assert!(scenarios[0]["baseline"]["kind"].as_str().unwrap().contains("TCP stream"));
+}
+
+#[test]
+fn cpu_reports_idle_and_loaded_phases_with_one_and_three_clients() {
+    let phases = bench_json(&["cpu", "--seconds", "0.5"]);
+    let shape: Vec<(&str, u64)> =
+        phases.iter().map(|p| (p["load"].as_str().unwrap(), p["clients"].as_u64().unwrap())).collect();
+    assert_eq!(shape, [("idle", 1), ("500kbit/s", 1), ("idle", 3), ("500kbit/s", 3)]);
+    for phase in &phases {
+        for process in ["hub", "client_process"] {
+            assert!(number(phase, &[process, "cpu_percent"]) >= 0.0, "{phase}");
+        }
+    }
+    for loaded in phases.iter().filter(|p| p["load"] == "500kbit/s") {
+        // 500 kbit/s of 8-byte frames: about 4,000 frames/s (exact bits).
+        let target = number(loaded, &["target_frames_per_s"]);
+        assert!((3500.0..4500.0).contains(&target), "{loaded}");
+        assert!(number(loaded, &["frames_per_s"]) > 0.0);
+    }
+}
