@@ -58,11 +58,22 @@ pub struct LatencyScenario {
     pub ratio: Ratios,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_clients: Option<ExtraClients>,
+    /// With extra clients: the same hub with only the probe and the echo,
+    /// measured in the same run just before the extra clients connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub two_clients: Option<TwoClients>,
     /// Round trips in ns, sorted (for plots).
     #[serde(skip)]
     pub hub_samples: Vec<u64>,
     #[serde(skip)]
     pub baseline_samples: Vec<u64>,
+}
+
+/// The round trip without the extra clients, and `hub / two_clients.hub`.
+#[derive(Debug, Serialize)]
+pub struct TwoClients {
+    pub hub: Distribution,
+    pub ratio: Ratios,
 }
 
 /// What the extra clients saw over the whole run.
@@ -114,6 +125,14 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
     let hub = HubProcess::start(launcher, spec.busy_poll)?;
     let url = hub.url(spec.transport, spec.busy_poll);
     let extra_url = hub.url(Transport::Shm, spec.busy_poll);
+    // With extra clients the same hub first carries the probe and the echo
+    // alone: the figure the extra clients' cost is judged against.
+    let mut alone = Vec::new();
+    if spec.extra_clients > 0 {
+        for &size in &spec.sizes {
+            alone.push(Distribution::of(&mut measure_hub(&url, size, spec.samples, &mut *progress)?));
+        }
+    }
     let extras = (0..spec.extra_clients)
         .map(|i| {
             let client = connect(&extra_url, &format!("bench-extra{i}"))?;
@@ -127,12 +146,14 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
             extras.iter().map(|client| s.spawn(|| listen(client, &stop, spec.extra_idle))).collect();
         let measured = (|| -> Result<Vec<LatencyScenario>, BenchError> {
             let mut scenarios = Vec::new();
-            for &size in &spec.sizes {
+            for (i, &size) in spec.sizes.iter().enumerate() {
                 let mut hub_samples = measure_hub(&url, size, spec.samples, &mut *progress)?;
                 let mode = spec.baseline_mode();
                 let mut baseline_samples = raw::ping_pong(launcher, mode, size, spec.samples, &mut *progress)?;
                 let hub = Distribution::of(&mut hub_samples);
                 let baseline = Distribution::of(&mut baseline_samples);
+                let two_clients =
+                    alone.get(i).map(|alone| TwoClients { ratio: Ratios::of(&hub, alone), hub: alone.clone() });
                 scenarios.push(LatencyScenario {
                     scenario: spec.name(size),
                     transport: spec.transport,
@@ -144,6 +165,7 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
                     hub,
                     baseline,
                     extra_clients: None,
+                    two_clients,
                     hub_samples,
                     baseline_samples,
                 });

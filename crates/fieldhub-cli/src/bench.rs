@@ -201,6 +201,26 @@ fn print_latency(scenarios: &[latency::LatencyScenario]) {
             "  {:<46} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
             "ratio hub/baseline", r.p50, r.p80, r.p95, r.p99, r.p999, r.max, r.mean, r.std
         );
+        if let Some(two) = &s.two_clients {
+            let d = &two.hub;
+            println!(
+                "  {:<46} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
+                "hub with the two measuring clients only",
+                d.p50_us,
+                d.p80_us,
+                d.p95_us,
+                d.p99_us,
+                d.p999_us,
+                d.max_us,
+                d.mean_us,
+                d.std_us
+            );
+            let r = &two.ratio;
+            println!(
+                "  {:<46} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
+                "ratio hub/two clients only", r.p50, r.p80, r.p95, r.p99, r.p999, r.max, r.mean, r.std
+            );
+        }
         if let Some(extra) = &s.extra_clients {
             println!(
                 "  {} extra clients{}: order kept {}, at least {} frames each, {} dropped",

@@ -110,6 +110,14 @@ fn extra_clients_on_the_channel_see_every_frame_in_order() {
         assert_eq!(extra["count"], 4);
         assert_eq!(extra["idle"], idle);
         assert_eq!(extra["order_kept"], true, "{extra}");
+        // The same hub with the probe and the echo alone, same run.
+        let two = &scenarios[0]["two_clients"];
+        assert_eq!(two["hub"]["samples"], 30);
+        assert_close(
+            number(two, &["ratio", "p99"]),
+            number(&scenarios[0], &["hub", "p99_us"]) / number(two, &["hub", "p99_us"]),
+            "p99 against two clients",
+        );
         // Warm-up and counted round trips, a request and an answer each.
         assert!(number(extra, &["min_frames_received"]) >= 2.0 * 30.0, "{extra}");
     }

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Medians over repeated `fieldhub bench ... --json` runs, as Markdown tables.
+
+Usage: bench/median.py DIR   (the JSON files bench/run.sh wrote: latency-*,
+throughput-*, cpu-*). Each scenario's figures are the medians over the runs
+that measured it; each ratio is the median of the per-run ratios (a ratio
+comes from one run, where hub and baseline shared the machine's state).
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def scenarios(directory, *prefixes):
+    """scenario name -> list of that scenario's objects, one per run, in the
+    order of `prefixes` (the file name stems bench/run.sh writes)."""
+    found = {}
+    for prefix in prefixes:
+        for path in sorted(glob.glob(os.path.join(directory, prefix + "-[0-9]*.json"))):
+            with open(path) as f:
+                for element in json.load(f):
+                    found.setdefault(element["scenario"], []).append(element)
+    return found
+
+
+def median(runs, *path):
+    values = []
+    for run in runs:
+        for key in path:
+            run = run[key]
+        values.append(run)
+    return statistics.median(values)
+
+
+def latency(directory):
+    keys = ["p50_us", "p80_us", "p95_us", "p99_us", "p999_us", "max_us", "mean_us", "std_us"]
+    print("| round trip (µs) | runs | p50 | p80 | p95 | p99 | p99.9 | max | mean | std | ratio p50 | ratio p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, runs in scenarios(directory, "latency-shm", "latency-tcp", "latency-busy", "latency-64", "latency-64idle").items():
+        hub = " | ".join(f"{median(runs, 'hub', k):.1f}" for k in keys)
+        base = " | ".join(f"{median(runs, 'baseline', k):.2f}" for k in keys)
+        r50, r99 = median(runs, "ratio", "p50"), median(runs, "ratio", "p99")
+        print(f"| hub, {name} | {len(runs)} | {hub} | **{r50:.2f}** | **{r99:.2f}** |")
+        print(f"| {runs[0]['baseline_kind']}, {runs[0]['payload_bytes']} B | {len(runs)} | {base} | | |")
+        extra = runs[0].get("extra_clients")
+        if extra:
+            kept = all(r["extra_clients"]["order_kept"] for r in runs)
+            dropped = sum(r["extra_clients"]["frames_dropped"] for r in runs)
+            print(f"| ↳ {extra['count']} extra clients: order kept in every run: {kept}; frames dropped: {dropped} | | | | | | | | | | | |")
+    print()
+
+
+def throughput(directory):
+    print("| one-way throughput | runs | hub frames/s | hub payload Mbit/s | baseline frames/s | baseline | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for name, runs in scenarios(directory, "throughput-shm", "throughput-tcp").items():
+        print(
+            f"| {name} | {len(runs)} | {median(runs, 'hub', 'frames_per_s'):,.0f} | "
+            f"{median(runs, 'hub', 'payload_mbit_per_s'):.1f} | {median(runs, 'baseline', 'frames_per_s'):,.0f} | "
+            f"{runs[0]['baseline']['kind']} | **{median(runs, 'ratio'):.4f}** |"
+        )
+    print()
+
+
+def cpu(directory):
+    print("| CPU, % of one core | runs | frames/s | hub (stat) | hub (precise) | clients (stat) | clients (precise) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, runs in scenarios(directory, "cpu").items():
+        def precise(side):
+            values = [r[side].get("cpu_percent_precise") for r in runs]
+            return f"{statistics.median(values):.3f}" if None not in values else "–"
+        print(
+            f"| {name} | {len(runs)} | {median(runs, 'frames_per_s'):,.0f} | "
+            f"{median(runs, 'hub', 'cpu_percent'):.2f} | {precise('hub')} | "
+            f"{median(runs, 'client_process', 'cpu_percent'):.2f} | {precise('client_process')} |"
+        )
+    print()
+
+
+if __name__ == "__main__":
+    directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("TMPDIR", "/tmp"), "fieldhub-bench-results")
+    latency(directory)
+    throughput(directory)
+    cpu(directory)
