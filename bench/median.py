@@ -44,6 +44,10 @@ def latency(directory):
         r50, r99 = median(runs, "ratio", "p50"), median(runs, "ratio", "p99")
         print(f"| hub, {name} | {len(runs)} | {hub} | **{r50:.2f}** | **{r99:.2f}** |")
         print(f"| {runs[0]['baseline_kind']}, {runs[0]['payload_bytes']} B | {len(runs)} | {base} | | |")
+        if all("two_clients" in r for r in runs):
+            alone = " | ".join(f"{median(runs, 'two_clients', 'hub', k):.1f}" for k in keys)
+            a50, a99 = median(runs, "two_clients", "ratio", "p50"), median(runs, "two_clients", "ratio", "p99")
+            print(f"| ↳ same hub, same run, 2 clients only (ratio: hub above / this) | {len(runs)} | {alone} | *{a50:.2f}* | *{a99:.2f}* |")
         extra = runs[0].get("extra_clients")
         if extra:
             kept = all(r["extra_clients"]["order_kept"] for r in runs)
