@@ -124,7 +124,9 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
     }
     let hub = HubProcess::start(launcher, spec.busy_poll)?;
     let url = hub.url(spec.transport, spec.busy_poll);
-    let extra_url = hub.url(Transport::Shm, spec.busy_poll);
+    // Bystanders wait adaptively even in a busy-poll run: 64 spinning
+    // clients would only measure the scheduler.
+    let extra_url = hub.url(Transport::Shm, false);
     // With extra clients the same hub first carries the probe and the echo
     // alone: the figure the extra clients' cost is judged against.
     let mut alone = Vec::new();

@@ -79,7 +79,7 @@ impl Launcher {
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
 
 /// Payload sizes measured: 8-byte classic CAN and 64-byte CAN FD.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameSize {
     Can8,
     Fd64,
