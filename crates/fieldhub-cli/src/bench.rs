@@ -61,6 +61,7 @@ enum Kind {
         /// The extra clients read only after the measurement (their client threads still take every frame).
         #[arg(long)]
         idle_clients: bool,
+        /// Print the scenarios as JSON: hub, baseline and ratio for each.
         #[arg(long)]
         json: bool,
         /// Write the distributions (CDF, hub and baseline) to this SVG file.
@@ -80,6 +81,7 @@ enum Kind {
         receivers: Vec<usize>,
         #[command(flatten)]
         sizes: Sizes,
+        /// Print the scenarios as JSON: hub, baseline and ratio for each.
         #[arg(long)]
         json: bool,
     },
@@ -90,6 +92,7 @@ enum Kind {
         /// Length of each measuring window.
         #[arg(long, default_value = "5")]
         seconds: f64,
+        /// Print the phases as JSON.
         #[arg(long)]
         json: bool,
     },
