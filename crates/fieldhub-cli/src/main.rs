@@ -44,7 +44,7 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
     FrameBits(frame_bits::FrameBitsArgs),
-    /// Benchmarks: latency and throughput through a hub, with ratios to raw baselines.
+    /// Benchmarks: latency, throughput and CPU of a hub (shm or tcp), with ratios to raw baselines of the same run.
     Bench(bench::BenchArgs),
 }
 
