@@ -332,9 +332,11 @@ struct fh_client *fh_client_new(void);
 void fh_client_free(struct fh_client *client);
 
 /**
- * Connect `client` to the hub at `url` (`tcp://HOST:PORT` or `unix:PATH`) and
- * introduce it as `name` (NULL: "client"), with `token` if the hub needs one
- * (NULL: none). Waits at most 5 seconds. A handle connects once; for a new
+ * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH` or
+ * `shm://NAME`; NULL: the default hub — `$FIELDHUB_HUB`, else `shm://default`
+ * when the local hub serves it, else `tcp://127.0.0.1:29536`) and introduce
+ * it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+ * none). Waits at most 5 seconds. A handle connects once; for a new
  * connection use a new handle.
  *
  * Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there),

@@ -514,7 +514,10 @@ static void test_errors_name_the_problem(void) {
     fh_client_free(c);
     c = fh_client_new();
     EXPECT(c, fh_connect(c, "http://127.0.0.1:1", NULL, NULL), FH_ERR_INVALID_URL);
-    EXPECT(c, fh_connect(c, NULL, NULL, NULL), FH_ERR_INVALID_ARGUMENT);
+    /* A NULL URL is the default hub, here $FIELDHUB_HUB. */
+    CHECK(setenv("FIELDHUB_HUB", "http://127.0.0.1:1", 1) == 0, "setenv");
+    EXPECT(c, fh_connect(c, NULL, NULL, NULL), FH_ERR_INVALID_URL);
+    CHECK(unsetenv("FIELDHUB_HUB") == 0, "unsetenv");
     fh_port port = 0;
     fh_frame f = numbered(1);
     EXPECT(c, fh_port_open(c, "can0", NULL, 0, &port), FH_ERR_NOT_CONNECTED);

@@ -201,9 +201,11 @@ pub unsafe extern "C" fn fh_client_free(client: *mut fh_client) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(client)));
 }
 
-/// Connect `client` to the hub at `url` (`tcp://HOST:PORT` or `unix:PATH`) and
-/// introduce it as `name` (NULL: "client"), with `token` if the hub needs one
-/// (NULL: none). Waits at most 5 seconds. A handle connects once; for a new
+/// Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH` or
+/// `shm://NAME`; NULL: the default hub — `$FIELDHUB_HUB`, else `shm://default`
+/// when the local hub serves it, else `tcp://127.0.0.1:29536`) and introduce
+/// it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+/// none). Waits at most 5 seconds. A handle connects once; for a new
 /// connection use a new handle.
 ///
 /// Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there),
@@ -221,7 +223,7 @@ pub unsafe extern "C" fn fh_connect(
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            let url = text_arg(url, "url")?.ok_or_else(|| Failure::invalid_argument("url is NULL"))?;
+            let url = text_arg(url, "url")?.map_or_else(fieldhub_client::default_hub_url, str::to_owned);
             let mut options = ClientOptions::default();
             if let Some(name) = text_arg(name, "name")? {
                 options.name = name.to_owned();
@@ -230,7 +232,7 @@ pub unsafe extern "C" fn fh_connect(
             if c.client.get().is_some() {
                 return Err(Failure::invalid_argument("this client is already connected; use a new handle"));
             }
-            let connected = Client::connect_with(url, &options)?;
+            let connected = Client::connect_with(&url, &options)?;
             c.client
                 .set(connected)
                 .map_err(|_| Failure::invalid_argument("this client was connected by another thread meanwhile"))
