@@ -5,6 +5,7 @@
 //! `fieldhub-proto`. Errors are reported with context here, at the edge.
 
 mod bench;
+mod bridge;
 mod ctl;
 mod dump;
 mod frame_bits;
@@ -46,6 +47,8 @@ enum Command {
     FrameBits(frame_bits::FrameBitsArgs),
     /// Benchmarks: latency, throughput and CPU of a hub (shm or tcp), with ratios to raw baselines of the same run.
     Bench(bench::BenchArgs),
+    /// Bridge a real bus into the hub: `bridge socketcan IFACE` joins a Linux SocketCAN interface to a channel.
+    Bridge(bridge::BridgeArgs),
 }
 
 /// `--hub URL`, shared by every tool that connects to a hub.
@@ -96,6 +99,7 @@ fn main() -> std::process::ExitCode {
         Command::Ctl(args) => ctl::run(args),
         Command::FrameBits(args) => frame_bits::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Bridge(args) => bridge::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,34 @@
+//! `fieldhub bridge socketcan` fails with an error that says what to do: on
+//! a kernel without AF_CAN (this CI host), that SocketCAN is missing; where
+//! AF_CAN exists, that the interface does not exist.
+
+use std::process::Command;
+
+fn host_has_af_can() -> bool {
+    // SAFETY: socket(2) with constant arguments; the descriptor, if any, is
+    // closed right away and never used.
+    unsafe {
+        let fd = libc::socket(libc::AF_CAN, libc::SOCK_RAW, libc::CAN_RAW);
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        fd >= 0
+    }
+}
+
+#[test]
+fn bridge_explains_a_missing_af_can_or_a_missing_interface() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["bridge", "socketcan", "fhnosuchcan0", "--hub", "unix:/nonexistent/hub.sock"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the bridge must not start");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if host_has_af_can() {
+        assert!(stderr.contains("cannot open SocketCAN interface 'fhnosuchcan0'"), "{stderr}");
+        assert!(stderr.contains("ip link"), "{stderr}");
+    } else {
+        assert!(stderr.contains("this kernel has no SocketCAN (AF_CAN)"), "{stderr}");
+        assert!(stderr.contains("load the `can` and `can-raw` modules"), "{stderr}");
+    }
+}
