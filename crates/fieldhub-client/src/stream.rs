@@ -1,9 +1,14 @@
-//! The byte stream under a client: TCP or a unix socket.
+//! The byte stream under a client: TCP, a unix socket, or a serial device
+//! (`serial:PATH`, as a QEMU guest's virtio-serial port bound to the hub's
+//! unix socket on the host).
 
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::url::HubUrl;
 
@@ -11,6 +16,7 @@ use crate::url::HubUrl;
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Serial(SerialStream),
 }
 
 impl Stream {
@@ -32,6 +38,7 @@ impl Stream {
                 Err(last)
             }
             HubUrl::Unix(path) => Ok(Self::Unix(UnixStream::connect(path)?)),
+            HubUrl::Serial(path) => SerialStream::open(path).map(Self::Serial),
             HubUrl::Shm { .. } => Err(io::Error::new(io::ErrorKind::InvalidInput, "shm:// is not a stream transport")),
         }
     }
@@ -41,6 +48,7 @@ impl Stream {
         match self {
             Self::Tcp(s) => s.try_clone().map(Self::Tcp),
             Self::Unix(s) => s.try_clone().map(Self::Unix),
+            Self::Serial(s) => Ok(Self::Serial(s.clone())),
         }
     }
 
@@ -49,6 +57,10 @@ impl Stream {
         let _ = match self {
             Self::Tcp(s) => s.shutdown(Shutdown::Both),
             Self::Unix(s) => s.shutdown(Shutdown::Both),
+            Self::Serial(s) => {
+                s.shutdown();
+                Ok(())
+            }
         };
     }
 
@@ -57,6 +69,10 @@ impl Stream {
         match self {
             Self::Tcp(s) => s.set_read_timeout(timeout),
             Self::Unix(s) => s.set_read_timeout(timeout),
+            Self::Serial(s) => {
+                s.set_read_timeout(timeout);
+                Ok(())
+            }
         }
     }
 }
@@ -66,6 +82,7 @@ impl Read for Stream {
         match self {
             Self::Tcp(s) => s.read(buf),
             Self::Unix(s) => s.read(buf),
+            Self::Serial(s) => s.read(buf),
         }
     }
 }
@@ -75,12 +92,77 @@ impl Write for Stream {
         match self {
             Self::Tcp(s) => s.write(buf),
             Self::Unix(s) => s.write(buf),
+            Self::Serial(s) => (&*s.file).write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.flush(),
             Self::Unix(s) => s.flush(),
+            Self::Serial(s) => (&*s.file).flush(),
+        }
+    }
+}
+
+/// How often a blocked serial read looks at the shutdown flag.
+const SERIAL_POLL: Duration = Duration::from_millis(50);
+/// `read_timeout` value meaning "wait forever".
+const NO_TIMEOUT: u64 = u64::MAX;
+
+/// A character device opened read+write. A file has no `shutdown` and no
+/// read timeout, so reads wait in `poll` in short slices: clones share one
+/// shutdown flag (set: reads end as at end of stream) and one read timeout,
+/// as clones of a socket share the socket's.
+#[derive(Clone)]
+pub struct SerialStream {
+    file: Arc<File>,
+    shut: Arc<AtomicBool>,
+    read_timeout_ns: Arc<AtomicU64>,
+}
+
+impl SerialStream {
+    fn open(path: &std::path::Path) -> io::Result<Self> {
+        let file = File::options().read(true).write(true).open(path)?;
+        Ok(Self {
+            file: Arc::new(file),
+            shut: Arc::new(AtomicBool::new(false)),
+            read_timeout_ns: Arc::new(AtomicU64::new(NO_TIMEOUT)),
+        })
+    }
+
+    fn shutdown(&self) {
+        self.shut.store(true, Ordering::Relaxed);
+    }
+
+    fn set_read_timeout(&self, timeout: Option<Duration>) {
+        let ns = timeout.map_or(NO_TIMEOUT, |t| u64::try_from(t.as_nanos()).unwrap_or(NO_TIMEOUT - 1));
+        self.read_timeout_ns.store(ns, Ordering::Relaxed);
+    }
+
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let timeout_ns = self.read_timeout_ns.load(Ordering::Relaxed);
+        let deadline = (timeout_ns != NO_TIMEOUT).then(|| Instant::now() + Duration::from_nanos(timeout_ns));
+        loop {
+            if self.shut.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            let mut slice = SERIAL_POLL;
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "serial read timed out"));
+                }
+                slice = slice.min(left);
+            }
+            let wait = rustix::event::Timespec { tv_sec: 0, tv_nsec: slice.subsec_nanos().into() };
+            let mut fds = [PollFd::new(&*self.file, PollFlags::IN)];
+            match poll(&mut fds, Some(&wait)) {
+                // Readable, hung up (read reports the end) or failed (read reports why).
+                Ok(n) if n > 0 => return (&*self.file).read(buf),
+                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH` and `shm://NAME`.
+//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME` and `serial:PATH`.
 
 use std::path::PathBuf;
 
@@ -37,6 +37,10 @@ pub enum HubUrl {
     /// NAME (`fieldhub hub --shm NAME`). With `busy_poll` the client spins
     /// instead of sleeping while it waits (lowest latency, costs a core).
     Shm { name: String, busy_poll: bool },
+    /// `serial:PATH` (also `serial://PATH`): a character device opened
+    /// read+write as the byte stream, as a QEMU guest's virtio-serial port
+    /// (`serial:/dev/vport0p1`) whose host end is the hub's unix socket.
+    Serial(PathBuf),
 }
 
 impl HubUrl {
@@ -51,12 +55,18 @@ impl HubUrl {
             }
             return Ok(Self::Unix(PathBuf::from(path)));
         }
+        if let Some(path) = url.strip_prefix("serial://").or_else(|| url.strip_prefix("serial:")) {
+            if path.is_empty() {
+                return Err("serial: needs a device path, as in serial:/dev/vport0p1".into());
+            }
+            return Ok(Self::Serial(PathBuf::from(path)));
+        }
         let Some(rest) = url.strip_prefix("tcp://") else {
             return Err(match url.split_once("://") {
                 Some((scheme, _)) => {
-                    format!("unsupported scheme '{scheme}'; use tcp://HOST:PORT, unix:PATH or shm://NAME")
+                    format!("unsupported scheme '{scheme}'; use tcp://HOST:PORT, unix:PATH, shm://NAME or serial:PATH")
                 }
-                None => "expected tcp://HOST:PORT, unix:PATH or shm://NAME".into(),
+                None => "expected tcp://HOST:PORT, unix:PATH, shm://NAME or serial:PATH".into(),
             });
         };
         let (host, port) = rest.rsplit_once(':').ok_or("missing port; expected tcp://HOST:PORT")?;
@@ -93,6 +103,13 @@ mod tests {
         assert_eq!(HubUrl::parse("tcp://127.0.0.1:29536"), Ok(HubUrl::Tcp { host: "127.0.0.1".into(), port: 29536 }));
         assert_eq!(HubUrl::parse("tcp://[::1]:5"), Ok(HubUrl::Tcp { host: "::1".into(), port: 5 }));
         assert_eq!(HubUrl::parse("unix:/tmp/x"), Ok(HubUrl::Unix("/tmp/x".into())));
+    }
+
+    #[test]
+    fn parses_serial_device_paths() {
+        assert_eq!(HubUrl::parse("serial:/dev/vport0p1"), Ok(HubUrl::Serial("/dev/vport0p1".into())));
+        assert_eq!(HubUrl::parse("serial:///dev/vport0p1"), Ok(HubUrl::Serial("/dev/vport0p1".into())));
+        assert!(HubUrl::parse("serial:").unwrap_err().contains("serial:/dev/vport0p1"));
     }
 
     #[test]
