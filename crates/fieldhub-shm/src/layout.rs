@@ -13,6 +13,8 @@ use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 
 /// `FHSM`: first bytes of a client segment.
 pub const SEGMENT_MAGIC: [u8; 4] = *b"FHSM";
+/// `FHIV`: first bytes of an ivshmem region (`crate::region`).
+pub const REGION_MAGIC: [u8; 4] = *b"FHIV";
 /// `FHDB`: first bytes of a hub's bell segment.
 pub const BELL_MAGIC: [u8; 4] = *b"FHDB";
 /// Layout version of this revision.
@@ -101,6 +103,10 @@ pub enum HeaderError {
     RingsOverlap,
     #[error("reserved header byte {0} is not zero")]
     ReservedNotZero(usize),
+    #[error("region length {0} is not a power of two from {MIN_REGION_LEN}")]
+    BadRegionLen(u32),
+    #[error("the segment starts at {offset:#x}, which is not a page boundary after the region page and before the region length {region_len}")]
+    BadSegmentOffset { offset: u32, region_len: u32 },
 }
 
 impl HeaderError {
@@ -117,6 +123,8 @@ impl HeaderError {
             Self::RingOutOfBounds { .. } => "ring_out_of_bounds",
             Self::RingsOverlap => "rings_overlap",
             Self::ReservedNotZero(_) => "reserved_not_zero",
+            Self::BadRegionLen(_) => "bad_region_len",
+            Self::BadSegmentOffset { .. } => "bad_segment_offset",
         }
     }
 }
@@ -242,6 +250,66 @@ pub fn parse_bell_header(bytes: &[u8]) -> Result<(), HeaderError> {
     check_common(bytes, BELL_MAGIC, 8)
 }
 
+/// Offsets of an ivshmem region's control words (`spec/shm.md` section 8),
+/// each `u32` on its own cache line of the region page.
+pub const REGION_GENERATION: usize = 0x040;
+pub const REGION_HUB_BEAT: usize = 0x080;
+pub const REGION_CONNECT: usize = 0x0C0;
+pub const REGION_GRANTED: usize = 0x100;
+pub const REGION_CLIENT_BEAT: usize = 0x140;
+/// Where this hub places the client segment inside a region: right after
+/// the region page.
+pub const REGION_SEGMENT_OFFSET: u32 = PAGE as u32;
+/// Bytes of the regions this hub creates (QEMU wants a power of two): the
+/// region page and a standard client segment fit in half of it.
+pub const REGION_LEN: u32 = 4 << 20;
+/// Fewest bytes a region may have: the region page and one page.
+pub const MIN_REGION_LEN: u32 = 2 * PAGE as u32;
+
+const _: () = assert!(REGION_SEGMENT_OFFSET as usize + 1576960 <= REGION_LEN as usize);
+
+/// The fields of an ivshmem region's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionHeader {
+    /// Bytes of the whole region (a power of two).
+    pub region_len: u32,
+    /// Offset of the client segment (a `FHSM` header of its own).
+    pub segment_offset: u32,
+}
+
+impl RegionHeader {
+    /// The layout this hub writes into a region of `region_len` bytes.
+    pub fn standard(region_len: u32) -> Self {
+        Self { region_len, segment_offset: REGION_SEGMENT_OFFSET }
+    }
+
+    /// The 64 header bytes.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[0..4].copy_from_slice(&REGION_MAGIC);
+        out[4..6].copy_from_slice(&LAYOUT_VERSION.to_le_bytes());
+        out[6..8].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
+        out[8..12].copy_from_slice(&self.region_len.to_le_bytes());
+        out[12..16].copy_from_slice(&self.segment_offset.to_le_bytes());
+        out
+    }
+
+    /// Parse and check a region header, reporting the first fault in
+    /// offset order (the vectors rely on it).
+    pub fn parse(bytes: &[u8]) -> Result<Self, HeaderError> {
+        check_common(bytes, REGION_MAGIC, 16)?;
+        let header = Self { region_len: u32_at(bytes, 8), segment_offset: u32_at(bytes, 12) };
+        if !header.region_len.is_power_of_two() || header.region_len < MIN_REGION_LEN {
+            return Err(HeaderError::BadRegionLen(header.region_len));
+        }
+        let offset = header.segment_offset as usize;
+        if offset < PAGE || offset % PAGE != 0 || header.segment_offset >= header.region_len {
+            return Err(HeaderError::BadSegmentOffset { offset: header.segment_offset, region_len: header.region_len });
+        }
+        Ok(header)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +328,33 @@ mod tests {
             assert!(pair[1] - pair[0] >= 64);
         }
         assert!(words[0] >= HEADER_LEN && words[5] + 8 <= PAGE);
+        let region = [REGION_GENERATION, REGION_HUB_BEAT, REGION_CONNECT, REGION_GRANTED, REGION_CLIENT_BEAT];
+        for pair in region.windows(2) {
+            assert!(pair[1] - pair[0] >= 64);
+        }
+        assert!(region[0] >= HEADER_LEN && region[4] + 4 <= REGION_SEGMENT_OFFSET as usize);
+    }
+
+    #[test]
+    fn standard_region_passes_its_own_checks_and_holds_a_standard_segment() {
+        let header = RegionHeader::standard(REGION_LEN);
+        assert_eq!(RegionHeader::parse(&header.encode()), Ok(header));
+        let segment = SegmentHeader::standard(1);
+        assert!(u64::from(header.segment_offset) + u64::from(segment.segment_len) <= u64::from(REGION_LEN));
+    }
+
+    #[test]
+    fn region_headers_are_refused_for_the_first_fault() {
+        let good = RegionHeader::standard(REGION_LEN).encode();
+        let mut not_pow2 = good;
+        not_pow2[8..12].copy_from_slice(&3_000_000u32.to_le_bytes());
+        assert_eq!(RegionHeader::parse(&not_pow2).unwrap_err().kind(), "bad_region_len");
+        let mut odd_offset = good;
+        odd_offset[12..16].copy_from_slice(&0x1800u32.to_le_bytes());
+        assert_eq!(RegionHeader::parse(&odd_offset).unwrap_err().kind(), "bad_segment_offset");
+        let mut client_segment = good;
+        client_segment[0..4].copy_from_slice(&SEGMENT_MAGIC);
+        assert_eq!(RegionHeader::parse(&client_segment).unwrap_err().kind(), "bad_magic");
+        assert_eq!(RegionHeader::parse(&good[..20]).unwrap_err().kind(), "truncated");
     }
 }

@@ -14,6 +14,9 @@
 //! - [`bell`]: the doorbell — a futex word with notification suppression —
 //!   and the adaptive wait (spin briefly, then sleep).
 //! - `segment`: memfd segments and their mappings (not under `cfg(loom)`).
+//! - `region`: ivshmem regions — a client segment inside a file a QEMU
+//!   guest maps as a PCI BAR, with polling and beat words instead of
+//!   futexes and sockets (not under `cfg(loom)`).
 //! - `socket`: the per-user private socket directory and passing file
 //!   descriptors with `SCM_RIGHTS` (not under `cfg(loom)`).
 //!
@@ -33,6 +36,8 @@
 
 pub mod bell;
 pub mod layout;
+#[cfg(not(loom))]
+pub mod region;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod segment;
@@ -41,7 +46,9 @@ pub mod socket;
 mod sync;
 
 pub use bell::{AdaptiveSpin, Bell, WaitPolicy};
-pub use layout::{HeaderError, SegmentHeader};
+pub use layout::{HeaderError, RegionHeader, SegmentHeader};
+#[cfg(not(loom))]
+pub use region::{Backoff, Region};
 pub use ring::{Consumer, Producer, RingError, RingRef};
 #[cfg(not(loom))]
 pub use segment::{BellSegment, ClientSegment, OpenError};

@@ -32,7 +32,7 @@ pub enum OpenError {
 }
 
 /// A shared, read-write mapping of a whole memfd; unmapped on drop.
-struct Mapping {
+pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
 }
@@ -44,18 +44,27 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn map(fd: impl AsFd, len: usize) -> std::io::Result<Self> {
+    /// Map `len` bytes of `fd` from `offset` (a multiple of the page size).
+    pub(crate) fn map(fd: impl AsFd, offset: u64, len: usize) -> std::io::Result<Self> {
         // SAFETY: a fresh shared mapping chosen by the kernel (null hint)
-        // aliases no Rust object; it is unmapped only in `drop`.
+        // aliases no Rust object; it is unmapped only in `drop`. The kernel
+        // refuses an offset that is not page-aligned.
         let base = unsafe {
-            rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, fd, 0)?
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                offset,
+            )?
         };
         let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| std::io::Error::other("mmap returned null"))?;
         Ok(Self { base, len })
     }
 
     /// The `u32` word at `offset` (4-aligned, inside the mapping).
-    fn word(&self, offset: usize) -> &AtomicU32 {
+    pub(crate) fn word(&self, offset: usize) -> &AtomicU32 {
         assert!(offset % 4 == 0 && offset + 4 <= self.len);
         // SAFETY: in bounds and aligned (mappings are page-aligned); the
         // memory lives as long as `self`, and `AtomicU32` has the layout of
@@ -69,13 +78,13 @@ impl Mapping {
         unsafe { self.base.as_ptr().add(offset) }
     }
 
-    fn read(&self, offset: usize, out: &mut [u8]) {
+    pub(crate) fn read(&self, offset: usize, out: &mut [u8]) {
         let from = self.bytes(offset, out.len());
         // SAFETY: in bounds; `out` is private memory.
         unsafe { std::ptr::copy_nonoverlapping(from, out.as_mut_ptr(), out.len()) }
     }
 
-    fn write(&self, offset: usize, bytes: &[u8]) {
+    pub(crate) fn write(&self, offset: usize, bytes: &[u8]) {
         let to = self.bytes(offset, bytes.len());
         // SAFETY: in bounds; `bytes` is private memory.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), to, bytes.len()) }
@@ -99,7 +108,7 @@ fn create_memfd(name: &str, len: usize) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
-fn file_len(fd: impl AsFd) -> std::io::Result<u64> {
+pub(crate) fn file_len(fd: impl AsFd) -> std::io::Result<u64> {
     Ok(rustix::fs::fstat(fd)?.st_size.max(0) as u64)
 }
 
@@ -120,19 +129,36 @@ impl ClientSegment {
     /// it and the descriptor to pass to the client.
     pub fn create(header: SegmentHeader) -> std::io::Result<(Self, OwnedFd)> {
         let fd = create_memfd("fieldhub-client", header.segment_len as usize)?;
-        let map = Mapping::map(&fd, header.segment_len as usize)?;
+        let map = Mapping::map(&fd, 0, header.segment_len as usize)?;
         // A fresh memfd reads as zeros: indices and bells start at 0.
         map.write(0, &header.encode());
         Ok((Self { map, header }, fd))
     }
 
+    /// Hub: (re)initialise a segment with `header`'s layout inside a file
+    /// at `offset` (page-aligned; an ivshmem region, `crate::region`): the
+    /// control page is zeroed (indices and bells back to 0), then the
+    /// header written. The caller makes sure the file is large enough.
+    pub fn create_at(fd: impl AsFd, offset: u64, header: SegmentHeader) -> std::io::Result<Self> {
+        let map = Mapping::map(fd, offset, header.segment_len as usize)?;
+        map.write(0, &[0u8; layout::PAGE]);
+        map.write(0, &header.encode());
+        Ok(Self { map, header })
+    }
+
     /// Client: map a segment received from the hub and check its header.
     pub fn open(fd: OwnedFd) -> Result<Self, OpenError> {
-        let actual = file_len(&fd)?;
+        Self::open_at(fd, 0)
+    }
+
+    /// Client: map and check the segment that starts at `offset`
+    /// (page-aligned) of a file; it must end within the file.
+    pub fn open_at(fd: impl AsFd, offset: u64) -> Result<Self, OpenError> {
+        let actual = file_len(&fd)?.saturating_sub(offset);
         if actual < HEADER_LEN as u64 {
             return Err(HeaderError::Truncated(actual as usize).into());
         }
-        let probe = Mapping::map(&fd, HEADER_LEN)?;
+        let probe = Mapping::map(&fd, offset, HEADER_LEN)?;
         let mut bytes = [0u8; HEADER_LEN];
         probe.read(0, &mut bytes);
         drop(probe);
@@ -140,7 +166,7 @@ impl ClientSegment {
         if u64::from(header.segment_len) > actual {
             return Err(OpenError::TooSmall { actual, claimed: header.segment_len.into() });
         }
-        Ok(Self { map: Mapping::map(&fd, header.segment_len as usize)?, header })
+        Ok(Self { map: Mapping::map(&fd, offset, header.segment_len as usize)?, header })
     }
 
     pub fn header(&self) -> &SegmentHeader {
@@ -192,7 +218,7 @@ impl BellSegment {
     /// Hub: create it; returns it and the descriptor to pass to clients.
     pub fn create() -> std::io::Result<(Self, OwnedFd)> {
         let fd = create_memfd("fieldhub-bell", layout::BELL_SEGMENT_LEN)?;
-        let map = Mapping::map(&fd, layout::BELL_SEGMENT_LEN)?;
+        let map = Mapping::map(&fd, 0, layout::BELL_SEGMENT_LEN)?;
         map.write(0, &layout::encode_bell_header());
         Ok((Self { map }, fd))
     }
@@ -203,7 +229,7 @@ impl BellSegment {
         if actual < layout::BELL_SEGMENT_LEN as u64 {
             return Err(OpenError::TooSmall { actual, claimed: layout::BELL_SEGMENT_LEN as u64 });
         }
-        let map = Mapping::map(&fd, layout::BELL_SEGMENT_LEN)?;
+        let map = Mapping::map(&fd, 0, layout::BELL_SEGMENT_LEN)?;
         let mut bytes = [0u8; HEADER_LEN];
         map.read(0, &mut bytes);
         layout::parse_bell_header(&bytes)?;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use fieldhub_shm::layout::{encode_bell_header, parse_bell_header, SegmentHeader};
+use fieldhub_shm::layout::{encode_bell_header, parse_bell_header, RegionHeader, SegmentHeader, REGION_LEN};
 use serde_json::Value;
 
 fn vector_files() -> Vec<PathBuf> {
@@ -59,6 +59,19 @@ fn every_header_vector_parses_encodes_or_fails_as_specified() {
                     let err = parse_bell_header(&bytes).expect_err(name);
                     assert_eq!(err.kind(), vector["error"], "{name}: {err}");
                 }
+                ("region", true) => {
+                    let header = RegionHeader::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    let fields = serde_json::json!({
+                        "region_len": header.region_len,
+                        "segment_offset": header.segment_offset,
+                    });
+                    assert_eq!(fields, vector["header"], "{name}");
+                    assert_eq!(header.encode().as_slice(), bytes.as_slice(), "{name}: re-encoding");
+                }
+                ("region", false) => {
+                    let err = RegionHeader::parse(&bytes).expect_err(name);
+                    assert_eq!(err.kind(), vector["error"], "{name}: {err}");
+                }
                 (kind, _) => panic!("{name}: unknown kind {kind}"),
             }
             checked += 1;
@@ -74,4 +87,13 @@ fn the_standard_layout_is_the_first_vector() {
     let standard = &root["vectors"][0];
     assert_eq!(standard["name"], "standard_layout");
     assert_eq!(hex::encode(SegmentHeader::standard(7).encode()), standard["hex"].as_str().unwrap());
+}
+
+#[test]
+fn the_standard_region_is_the_first_region_vector() {
+    let file = vector_files().into_iter().find(|f| f.ends_with("region.json")).expect("region.json");
+    let root: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let standard = &root["vectors"][0];
+    assert_eq!(standard["name"], "standard_region");
+    assert_eq!(hex::encode(RegionHeader::standard(REGION_LEN).encode()), standard["hex"].as_str().unwrap());
 }
