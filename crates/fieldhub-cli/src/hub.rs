@@ -24,6 +24,11 @@ pub struct HubArgs {
     /// Do not serve shared memory, whatever the configuration says.
     #[arg(long, conflicts_with = "shm")]
     no_shm: bool,
+    /// Serve QEMU guests through these ivshmem region files (created owner-only, 4 MiB), as
+    /// `-object memory-backend-file,share=on,mem-path=PATH,size=4M -device ivshmem-plain`;
+    /// replaces the configured ones. Comma-separated or repeated.
+    #[arg(long, value_name = "PATH[,PATH…]", value_delimiter = ',')]
+    ivshmem: Vec<PathBuf>,
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
@@ -54,7 +59,10 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         config.hub.shm = args.shm.clone();
     }
     config.hub.busy_poll |= args.busy_poll;
-    if !args.listen.is_empty() || args.token.is_some() || args.shm.is_some() {
+    if !args.ivshmem.is_empty() {
+        config.hub.ivshmem = args.ivshmem.clone();
+    }
+    if !args.listen.is_empty() || args.token.is_some() || args.shm.is_some() || !args.ivshmem.is_empty() {
         if !args.listen.is_empty() {
             config.hub.listen = args.listen.clone();
         }
@@ -73,6 +81,9 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
     }
     if let (Some(name), Some(socket)) = (&config.hub.shm, hub.shm_socket()) {
         tracing::info!("serving shared memory as shm://{name} (session socket {})", socket.display());
+    }
+    for path in &config.hub.ivshmem {
+        tracing::info!("serving QEMU guests through the ivshmem region {}", path.display());
     }
     tracing::info!("channels: {}", channels.join(", "));
     if let Some(signal) = signals.forever().next() {

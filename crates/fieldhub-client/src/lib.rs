@@ -38,6 +38,7 @@
 
 mod error;
 pub mod filter;
+mod ivshmem;
 mod ready;
 mod shm;
 mod stream;
@@ -61,6 +62,7 @@ pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ErrorReport, Hello, Message, OpenPort, Packer, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::Filter;
+use ivshmem::IvshmemLink;
 use ready::ReadySignal;
 use shm::{Flow, SendFail, ShmLink};
 use stream::Stream;
@@ -234,6 +236,8 @@ enum Link {
     Stream { to_writer: Option<Sender<WriteItem>>, writer_done: Receiver<()>, stream: Stream },
     /// Shared memory: rings written and read directly.
     Shm(Arc<ShmLink>),
+    /// An ivshmem region: the same rings, polled.
+    Ivshmem(Arc<IvshmemLink>),
 }
 
 impl Client {
@@ -283,6 +287,23 @@ impl Client {
                 let watch_link = Arc::clone(&link);
                 threads.push(spawn("fh-client-watch", Box::new(move || watch_link.watch()))?);
                 (Link::Shm(link), welcomed.client_id, welcomed.hub_name)
+            }
+            HubUrl::Ivshmem(path) => {
+                let welcomed = IvshmemLink::connect(url, path, &hello, options.timeout)?;
+                let link = Arc::new(welcomed.link);
+                let (reader_link, reader_shared) = (Arc::clone(&link), Arc::clone(&shared));
+                threads.push(spawn(
+                    "fh-client-read",
+                    Box::new(move || {
+                        let ended = reader_link.read_loop(|message| dispatch(message, &reader_shared, &received_tx));
+                        if let Some(reason) = ended {
+                            reader_shared.close(reason);
+                        }
+                    }),
+                )?);
+                let watch_link = Arc::clone(&link);
+                threads.push(spawn("fh-client-watch", Box::new(move || watch_link.watch()))?);
+                (Link::Ivshmem(link), welcomed.client_id, welcomed.hub_name)
             }
             _ => {
                 let StreamWelcome { stream, reader, client_id, hub_name } =
@@ -396,14 +417,19 @@ impl Client {
         let frame = frame.with_echo(false);
         let writer = match &self.link {
             Link::Stream { to_writer, .. } => to_writer.as_ref().ok_or_else(|| self.shared.closed_error())?,
-            Link::Shm(link) => {
+            Link::Shm(_) | Link::Ivshmem(_) => {
                 let meta = FrameMeta::default();
                 let encode = |out: &mut Vec<u8>| {
                     let mut batch = wire::BatchEncoder::begin(out);
                     batch.push(out, port.handle, &frame, &meta);
                     batch.finish(out);
                 };
-                return match link.send(encode, timeout) {
+                let sent = match &self.link {
+                    Link::Ivshmem(link) => link.send(encode, timeout),
+                    Link::Shm(link) => link.send(encode, timeout),
+                    Link::Stream { .. } => unreachable!("matched above"),
+                };
+                return match sent {
                     Ok(()) => Ok(()),
                     Err(SendFail::Timeout) => Err(ClientError::SendQueueFull(timeout.unwrap_or_default())),
                     Err(SendFail::Closed) => Err(self.shared.closed_error()),
@@ -549,6 +575,7 @@ impl Client {
                 to_writer.as_ref().is_some_and(|w| w.send_timeout(WriteItem::Control(bytes), self.timeout).is_ok())
             }
             Link::Shm(link) => link.send(|out| out.extend_from_slice(&bytes), Some(self.timeout)).is_ok(),
+            Link::Ivshmem(link) => link.send(|out| out.extend_from_slice(&bytes), Some(self.timeout)).is_ok(),
         };
         if !sent {
             lock(&self.shared.waiters).remove(&key);
@@ -586,6 +613,11 @@ impl Drop for Client {
                 // then the goodbye, before it lets go of this client.
                 let _ = link.send(|out| out.extend_from_slice(&goodbye), Some(GOODBYE_GRACE));
                 link.shutdown();
+            }
+            Link::Ivshmem(link) => {
+                // As for shm: the hub's poller sees the goodbye in the ring.
+                let _ = link.send(|out| out.extend_from_slice(&goodbye), Some(GOODBYE_GRACE));
+                link.end();
             }
         }
         // Replacing the receive queue drops its receiver, releasing a reader

@@ -39,7 +39,9 @@ impl Stream {
             }
             HubUrl::Unix(path) => Ok(Self::Unix(UnixStream::connect(path)?)),
             HubUrl::Serial(path) => SerialStream::open(path).map(Self::Serial),
-            HubUrl::Shm { .. } => Err(io::Error::new(io::ErrorKind::InvalidInput, "shm:// is not a stream transport")),
+            HubUrl::Shm { .. } | HubUrl::Ivshmem(_) => {
+                Err(io::Error::new(io::ErrorKind::InvalidInput, "shared memory is not a stream transport"))
+            }
         }
     }
 

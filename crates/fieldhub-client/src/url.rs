@@ -41,6 +41,11 @@ pub enum HubUrl {
     /// read+write as the byte stream, as a QEMU guest's virtio-serial port
     /// (`serial:/dev/vport0p1`) whose host end is the hub's unix socket.
     Serial(PathBuf),
+    /// `ivshmem://PATH`: an ivshmem region a hub serves
+    /// (`fieldhub hub --ivshmem FILE`): in a QEMU guest the device's BAR,
+    /// `ivshmem:///sys/bus/pci/devices/0000:00:03.0/resource2`; on the host
+    /// the backing file itself.
+    Ivshmem(PathBuf),
 }
 
 impl HubUrl {
@@ -60,6 +65,14 @@ impl HubUrl {
                 return Err("serial: needs a device path, as in serial:/dev/vport0p1".into());
             }
             return Ok(Self::Serial(PathBuf::from(path)));
+        }
+        if let Some(path) = url.strip_prefix("ivshmem://") {
+            if !path.starts_with('/') {
+                return Err("ivshmem:// needs an absolute path, as in \
+                            ivshmem:///sys/bus/pci/devices/0000:00:03.0/resource2"
+                    .into());
+            }
+            return Ok(Self::Ivshmem(PathBuf::from(path)));
         }
         let Some(rest) = url.strip_prefix("tcp://") else {
             return Err(match url.split_once("://") {
@@ -108,6 +121,9 @@ mod tests {
     #[test]
     fn parses_serial_device_paths() {
         assert_eq!(HubUrl::parse("serial:/dev/vport0p1"), Ok(HubUrl::Serial("/dev/vport0p1".into())));
+        let bar = "/sys/bus/pci/devices/0000:00:03.0/resource2";
+        assert_eq!(HubUrl::parse(&format!("ivshmem://{bar}")), Ok(HubUrl::Ivshmem(bar.into())));
+        assert!(HubUrl::parse("ivshmem://dev/shm/x").unwrap_err().contains("absolute path"));
         assert_eq!(HubUrl::parse("serial:///dev/vport0p1"), Ok(HubUrl::Serial("/dev/vport0p1".into())));
         assert!(HubUrl::parse("serial:").unwrap_err().contains("serial:/dev/vport0p1"));
     }

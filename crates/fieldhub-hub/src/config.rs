@@ -100,11 +100,22 @@ pub struct HubSection {
     /// Busy-poll instead of sleeping when idle: lowest latency, one core.
     #[serde(default)]
     pub busy_poll: bool,
+    /// ivshmem region files to serve QEMU guests through (absolute paths,
+    /// e.g. `/dev/shm/fieldhub-vm0`); the hub creates them.
+    #[serde(default)]
+    pub ivshmem: Vec<PathBuf>,
 }
 
 impl Default for HubSection {
     fn default() -> Self {
-        Self { name: default_hub_name(), listen: default_listen(), token: None, shm: None, busy_poll: false }
+        Self {
+            name: default_hub_name(),
+            listen: default_listen(),
+            token: None,
+            shm: None,
+            busy_poll: false,
+            ivshmem: Vec::new(),
+        }
     }
 }
 
@@ -395,6 +406,9 @@ impl HubConfig {
         if let Some(name) = &self.hub.shm {
             fieldhub_shm::socket::check_name(name).map_err(|m| invalid("hub.shm".into(), m))?;
         }
+        for path in &self.hub.ivshmem {
+            check_region_path(path).map_err(|m| invalid("hub.ivshmem".into(), format!("{}: {m}", path.display())))?;
+        }
         let addrs = self.listen_addrs().map_err(|e| match e {
             ConfigError::Invalid { field, message, .. } => invalid(field, message),
             other => other,
@@ -493,6 +507,19 @@ fn unspan<T>(
 
 /// Names appear in logs and candump lines, so they are restricted to a safe
 /// alphabet.
+/// An ivshmem region file the hub may create: an absolute path to a file
+/// in an existing directory.
+fn check_region_path(path: &Path) -> Result<(), String> {
+    if !path.is_absolute() {
+        return Err("must be an absolute path, as in /dev/shm/fieldhub-vm0".into());
+    }
+    match path.parent() {
+        Some(dir) if path.file_name().is_some() && dir.is_dir() => Ok(()),
+        Some(dir) if path.file_name().is_some() => Err(format!("directory {} does not exist", dir.display())),
+        _ => Err("must name a file, as in /dev/shm/fieldhub-vm0".into()),
+    }
+}
+
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
         return Err(format!("'{name}' must be 1 to {MAX_NAME_LEN} bytes"));
@@ -532,6 +559,17 @@ mod tests {
             .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("test.toml") && text.contains("line 6") && text.contains("bitrat"), "{text}");
+    }
+
+    #[test]
+    fn a_bad_ivshmem_path_is_an_error_naming_the_field() {
+        for (path, why) in [("vm0", "absolute"), ("/no/such/dir/vm0", "does not exist")] {
+            let text = format!("[hub]\nivshmem = [\"{path}\"]\n[[channel]]\nname = \"a\"\n");
+            let err = HubConfig::parse(&text, "t").unwrap_err().to_string();
+            assert!(err.contains("hub.ivshmem") && err.contains(path) && err.contains(why), "{err}");
+        }
+        let config = HubConfig::parse("[hub]\nivshmem = [\"/dev/shm/fieldhub-vm0\"]\n[[channel]]\nname = \"a\"\n", "t");
+        assert_eq!(config.unwrap().hub.ivshmem, [PathBuf::from("/dev/shm/fieldhub-vm0")]);
     }
 
     #[test]

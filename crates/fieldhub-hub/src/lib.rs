@@ -52,6 +52,7 @@ use std::thread::JoinHandle;
 pub use config::{ConfigError, HubConfig, ListenAddr};
 use control::http::ControlServer;
 use queues::{Inbound, InboxSender};
+use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::{self, Bound};
 use transport::session::SessionContext;
 use transport::shm::ShmListener;
@@ -70,6 +71,8 @@ pub enum StartError {
     Thread { what: &'static str, source: std::io::Error },
     #[error("cannot serve shared memory as shm://{name}: {source}")]
     Shm { name: String, source: std::io::Error },
+    #[error(transparent)]
+    Ivshmem(#[from] RegionError),
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -105,7 +108,9 @@ impl Hub {
         // The bus thread's doorbell, rung by stream sessions and shared-memory
         // clients alike; its descriptor goes to every shared-memory client.
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
-        let (inbox, inbox_rx) = queues::inbox(Arc::new(bell));
+        let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
+        let bell = Arc::new(bell);
+        let (inbox, inbox_rx) = queues::inbox(Arc::clone(&bell));
         let bus = bus::Bus::new(&config, Arc::clone(&stopping));
         let bus_thread = std::thread::Builder::new()
             .name("fh-bus".into())
@@ -148,6 +153,14 @@ impl Hub {
                 .name("fh-shm-accept".into())
                 .spawn(move || listener.accept_loop(ctx, bell_fd, stopping))
                 .map_err(|source| StartError::Thread { what: "accept", source })?;
+            hub.accept_threads.push(thread);
+        }
+        if !ivshmem.is_empty() {
+            let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
+            let thread = std::thread::Builder::new()
+                .name("fh-ivshmem".into())
+                .spawn(move || ivshmem.poll_loop(ctx, bell, stopping))
+                .map_err(|source| StartError::Thread { what: "ivshmem", source })?;
             hub.accept_threads.push(thread);
         }
         Ok(hub)

@@ -189,6 +189,13 @@ impl Backoff {
         Self { idle_since: Instant::now(), sleep: Self::FIRST_SLEEP, max_sleep }
     }
 
+    /// Change the longest sleep (a side with nothing under way may poll
+    /// more lazily).
+    pub fn set_max_sleep(&mut self, max_sleep: Duration) {
+        self.max_sleep = max_sleep;
+        self.sleep = self.sleep.min(max_sleep);
+    }
+
     /// Something happened: poll quickly again.
     pub fn reset(&mut self) {
         self.idle_since = Instant::now();

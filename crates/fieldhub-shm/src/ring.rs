@@ -140,6 +140,15 @@ impl<'a> RingRef<'a> {
         self.head.load(Ordering::Acquire).wrapping_sub(tail)
     }
 
+    /// The producer's counter as last stored: for a watcher that polls a
+    /// ring for activity (the hub's ivshmem poller) and reads nothing.
+    pub fn head(&self) -> u32 {
+        // SYNC POINT with `Producer::try_push`'s Release store; a watcher
+        // that sees a new head and rings the consumer's bell passes on
+        // what this Acquire made visible.
+        self.head.load(Ordering::Acquire)
+    }
+
     /// Whether messages wait that the consumer has not taken yet, judged
     /// from the shared indices: for a thread that waits alongside the
     /// consumer and reads nothing itself.

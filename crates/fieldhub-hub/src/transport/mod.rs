@@ -7,8 +7,11 @@
 //! Nothing here knows about channels or ordering; the bus thread does.
 //! [`shm`] serves local clients over shared memory: its session threads
 //! only set clients up and watch for their end, while the bus thread reads
-//! and writes their rings itself.
+//! and writes their rings itself. [`ivshmem`] serves QEMU guests through a
+//! region file: a poller thread does the handshake through the rings and
+//! wakes the bus thread for them.
 
+pub mod ivshmem;
 pub mod listener;
 pub mod session;
 pub mod shm;

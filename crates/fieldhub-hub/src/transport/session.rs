@@ -43,8 +43,8 @@ pub struct SessionContext {
 
 /// A protocol violation: what to tell the client and the log.
 pub(super) struct Violation {
-    code: ErrorCode,
-    text: String,
+    pub(super) code: ErrorCode,
+    pub(super) text: String,
 }
 
 impl Violation {
@@ -152,6 +152,11 @@ pub(super) fn handshake<C: Connection>(
         }
         other => Violation::new(ErrorCode::Malformed, format!("during handshake: {other}")),
     })?;
+    check_hello(body, ctx)
+}
+
+/// Check a `HELLO` (version, token, name); returns the client's name.
+pub(super) fn check_hello(body: &[u8], ctx: &SessionContext) -> Result<String, Violation> {
     let hello = match wire::decode(body)? {
         Message::Hello(hello) => hello,
         other => {

@@ -144,7 +144,7 @@ fn run(stream: UnixStream, ctx: &SessionContext, bell: &OwnedFd) {
             return refuse(stream, peer, Violation::new(ErrorCode::Internal, text));
         }
     };
-    let link = Arc::new(ShmLink::new(segment, for_link));
+    let link = Arc::new(ShmLink::new(segment, Starts::default(), Some(for_link)));
     // Only the bus holds the link: when it lets go of the client (removed,
     // rejected, the hub stops), the link's drop closes the socket, which
     // ends this thread's watch. This thread must not keep it alive.
@@ -175,8 +175,7 @@ fn run(stream: UnixStream, ctx: &SessionContext, bell: &OwnedFd) {
         Err(e) => format!("cannot send WELCOME: {e}"),
     };
     if let Some(link) = watched.upgrade() {
-        // SYNC POINT with `ShmLink::push`'s Acquire load.
-        link.gone.store(true, Ordering::Release);
+        link.end();
     }
     info!(client, %name, "client disconnected: {reason}");
     let _ = ctx.inbox.send(Inbound::Detach { client, reason });
@@ -204,13 +203,25 @@ fn watch(mut stream: &UnixStream) -> String {
 /// producer state of the to-client ring.
 pub struct ShmLink {
     segment: ClientSegment,
+    /// Where the bus takes up the to-hub ring (past a handshake that went
+    /// through the ring itself, for ivshmem).
+    to_hub_start: u32,
     /// Taken only by the bus thread (the ring's single producer); it exists
     /// so `Outbox` stays `Clone + Sync`, and is never contended.
     to_client: Mutex<ToClient>,
     /// Set when the session socket ended: the client is going.
     gone: AtomicBool,
-    /// The session socket, shut down when the bus lets go of the client.
-    socket: UnixStream,
+    /// The session socket, shut down when the bus lets go of the client
+    /// (`None` for ivshmem, whose poller notices the link's drop instead).
+    socket: Option<UnixStream>,
+}
+
+/// Ring positions a link starts from: 0 both ways for a fresh segment; past
+/// `HELLO` and `WELCOME` when the handshake went through the rings.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Starts {
+    pub to_hub_tail: u32,
+    pub to_client_head: u32,
 }
 
 struct ToClient {
@@ -228,10 +239,25 @@ impl std::fmt::Debug for ShmLink {
 }
 
 impl ShmLink {
-    fn new(segment: ClientSegment, socket: UnixStream) -> Self {
-        let to_client =
-            ToClient { producer: Producer::starting_at(0), scratch: Vec::with_capacity(256), unrung: false };
-        Self { segment, to_client: Mutex::new(to_client), gone: AtomicBool::new(false), socket }
+    pub(crate) fn new(segment: ClientSegment, starts: Starts, socket: Option<UnixStream>) -> Self {
+        let to_client = ToClient {
+            producer: Producer::starting_at(starts.to_client_head),
+            scratch: Vec::with_capacity(256),
+            unrung: false,
+        };
+        let gone = AtomicBool::new(false);
+        Self { segment, to_hub_start: starts.to_hub_tail, to_client: Mutex::new(to_client), gone, socket }
+    }
+
+    /// The client's segment.
+    pub(crate) fn segment(&self) -> &ClientSegment {
+        &self.segment
+    }
+
+    /// The client is going (its session ended): nothing more is written.
+    pub(crate) fn end(&self) {
+        // SYNC POINT with `push`'s Acquire load.
+        self.gone.store(true, Ordering::Release);
     }
 
     fn to_client(&self) -> MutexGuard<'_, ToClient> {
@@ -292,7 +318,9 @@ impl ShmLink {
         // SYNC POINT with `push`'s Acquire load (same thread today; the
         // flag is also set by the session thread).
         self.gone.store(true, Ordering::Release);
-        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        if let Some(socket) = &self.socket {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
         Refused::Gone
     }
 
@@ -309,7 +337,9 @@ impl Drop for ShmLink {
     fn drop(&mut self) {
         // The bus has let go of the client (removed, rejected, or the hub
         // stops): its session thread and the client see the socket end.
-        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        if let Some(socket) = &self.socket {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -339,7 +369,8 @@ pub struct ShmPeer {
 
 impl ShmPeer {
     fn new(client: ClientId, link: Arc<ShmLink>, credit: Arc<TxCredit>) -> Self {
-        Self { client, link, credit, consumer: Consumer::starting_at(0), body: Vec::new(), taken: 0, leaving: None }
+        let consumer = Consumer::starting_at(link.to_hub_start);
+        Self { client, link, credit, consumer, body: Vec::new(), taken: 0, leaving: None }
     }
 
     /// Whether a message waits that can be taken now.
