@@ -180,7 +180,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub const SPIN: Duration = Duration::from_micros(50);
+    pub const SPIN: Duration = Duration::from_micros(200);
     pub const FIRST_SLEEP: Duration = Duration::from_micros(10);
     /// The longest sleep while a session is under way.
     pub const MAX_SLEEP: Duration = Duration::from_millis(1);
