@@ -7,11 +7,11 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fieldhub_client::{Client, ClientError, ClientOptions, Received};
+use fieldhub_client::{Client, ClientError, ClientOptions, Port, Received};
 
 /// A region file private to one test, removed afterwards.
 struct RegionFile(PathBuf);
@@ -82,6 +82,31 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// `a` sends numbered frames one at a time; `b` answers each; returns the
+/// median and 99th percentile round trip in µs.
+fn round_trips(a: &Client, a_tx: &Port, b: &Client, b_tx: &Port) -> (f64, f64) {
+    const ROUNDS: u32 = 2000;
+    let rtts = std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..ROUNDS {
+                let got = b.recv(Some(PATIENCE)).unwrap().expect("ping");
+                assert_eq!(number_of(&got.frame), (1, i));
+                b.send(b_tx, &numbered(0x200, 2, i)).unwrap();
+            }
+        });
+        (0..ROUNDS)
+            .map(|i| {
+                let sent = Instant::now();
+                a.send(a_tx, &numbered(0x100, 1, i)).unwrap();
+                let got = a.recv(Some(PATIENCE)).unwrap().expect("pong");
+                assert_eq!(number_of(&got.frame), (2, i));
+                sent.elapsed()
+            })
+            .collect()
+    });
+    median_and_p99(rtts)
+}
+
 fn median_and_p99(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
@@ -89,10 +114,10 @@ fn median_and_p99(mut samples: Vec<Duration>) -> (f64, f64) {
 }
 
 #[test]
-fn an_ivshmem_client_and_a_tcp_client_exchange_100000_frames_each_way_in_order() {
+fn an_ivshmem_client_and_a_tcp_client_exchange_100000_frames_each_way_in_order_and_round_trips_are_printed() {
     const FRAMES: u32 = 100_000;
     let region = RegionFile::new();
-    let hub = HubProcess::start_with(None, &["--ivshmem", region.path()]);
+    let hub = HubProcess::start_shm_with(None, &["--ivshmem", region.path()]);
     let guest = ivshmem_client(&region, "guest");
     let host = hub.client("host");
     let guest_tx = guest.open_port_with("can0", &lossless()).unwrap();
@@ -114,34 +139,20 @@ fn an_ivshmem_client_and_a_tcp_client_exchange_100000_frames_each_way_in_order()
         rate(&host_got)
     );
 
-    // Round trips: the ivshmem client sends, the TCP client answers.
-    let ready = AtomicBool::new(false);
-    let rtts = std::thread::scope(|s| {
-        s.spawn(|| {
-            ready.store(true, Ordering::Release);
-            for i in 0..2000 {
-                let got = host.recv(Some(PATIENCE)).unwrap().expect("ping");
-                assert_eq!(number_of(&got.frame), (1, i));
-                host.send(&host_tx, &numbered(0x200, 2, i)).unwrap();
-            }
-        });
-        while !ready.load(Ordering::Acquire) {
-            std::hint::spin_loop();
-        }
-        let mut rtts = Vec::new();
-        for i in 0..2000 {
-            let sent = Instant::now();
-            guest.send(&guest_tx, &numbered(0x100, 1, i)).unwrap();
-            let got = guest.recv(Some(PATIENCE)).unwrap().expect("pong");
-            assert_eq!(number_of(&got.frame), (2, i));
-            rtts.push(sent.elapsed());
-        }
-        rtts
-    });
-    let (median, p99) = median_and_p99(rtts);
+    // Round trips: the ivshmem client pings, a shared-memory client on the
+    // host answers; then two host shared-memory clients, for comparison.
+    drop(host);
+    let host = hub.shm_client("host");
+    let host_tx = host.open_port_with("can0", &lossless()).unwrap();
+    let (median, p99) = round_trips(&guest, &guest_tx, &host, &host_tx);
     println!(
-        "ivshmem client → hub → tcp client → hub → ivshmem client round trip: median {median:.0} µs, p99 {p99:.0} µs"
+        "round trip ivshmem client → hub → shm client → hub → ivshmem client: median {median:.0} µs, p99 {p99:.0} µs"
     );
+    drop(guest);
+    let other = hub.shm_client("other");
+    let other_tx = other.open_port_with("can0", &lossless()).unwrap();
+    let (median, p99) = round_trips(&other, &other_tx, &host, &host_tx);
+    println!("round trip shm client → hub → shm client → hub → shm client (host only): median {median:.0} µs, p99 {p99:.0} µs");
     assert!(hub.log().iter().all(|l| !l.contains("panicked")), "{:#?}", hub.log());
 }
 
