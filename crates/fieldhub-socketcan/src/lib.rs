@@ -30,6 +30,8 @@ use convert::{to_hub, to_socketcan, RawFrame};
 
 /// How long a blocked read waits before it looks at the stop flags.
 const POLL: Duration = Duration::from_millis(100);
+/// Receive buffer asked for on the SocketCAN socket, in bytes (about 5000 FD frames).
+const RECEIVE_BUFFER: libc::c_int = 4 << 20;
 /// First and longest wait between reconnection attempts.
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -100,6 +102,12 @@ impl Bridge {
         socket.set_error_filter_accept_all().map_err(configure)?;
         socket.set_recv_own_msgs(false).map_err(configure)?;
         socket.set_read_timeout(POLL).map_err(configure)?;
+        // A burst from the interface waits in the socket while the hub link
+        // catches up; the kernel drops silently what does not fit. Forcing
+        // the size needs CAP_NET_ADMIN; without it the limit is rmem_max.
+        if socket.set_socket_option(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &RECEIVE_BUFFER).is_err() {
+            socket.as_raw_socket().set_recv_buffer_size(RECEIVE_BUFFER as usize).map_err(configure)?;
+        }
         Ok(Self { config, socket, counters: BridgeCounters::default() })
     }
 

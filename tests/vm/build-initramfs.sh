@@ -1,0 +1,85 @@
+#!/bin/sh
+# Build the guest for the VM tests: Debian's kernel (downloaded once, cached
+# under target/vm/), an initramfs with busybox-static, the CAN and
+# virtio-serial modules with their dependencies, target/release/fieldhub with
+# its shared libraries, the static test programs of guest/, and every
+# scenario directory of scenarios/.
+#
+# Usage: tests/vm/build-initramfs.sh     (prints nothing but progress)
+# Output: target/vm/vmlinuz, target/vm/initramfs.cpio.gz
+#
+# Needs: apt-get (download only), dpkg, cpio, busybox-static, gcc, strings.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
+HERE=$ROOT/tests/vm
+FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
+# Modules the guest loads, in load order after their dependencies.
+MODULES="can can-raw vcan virtio_pci virtio_console"
+
+mkdir -p "$VM/dl"
+
+# --- kernel, cached --------------------------------------------------------
+if [ ! -f "$VM/vmlinuz" ] || [ ! -d "$VM/kernel/lib/modules" ]; then
+    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | cut -d' ' -f1 | sort -V | tail -1)
+    [ -n "$pkg" ] || { echo "build-initramfs: no linux-image-6.1.0-*-amd64 package in apt; run apt-get update" >&2; exit 1; }
+    echo "build-initramfs: downloading $pkg"
+    (cd "$VM/dl" && ls "$pkg"_*.deb >/dev/null 2>&1 || apt-get download "$pkg" >/dev/null 2>&1 \
+        || { echo "build-initramfs: apt-get download $pkg failed" >&2; exit 1; })
+    rm -rf "$VM/kernel"
+    dpkg -x "$VM/dl/$pkg"_*.deb "$VM/kernel"
+    cp "$VM"/kernel/boot/vmlinuz-* "$VM/vmlinuz"
+fi
+MODDIR=$(ls -d "$VM"/kernel/lib/modules/* | head -1)
+
+# --- initramfs tree --------------------------------------------------------
+[ -x "$FIELDHUB" ] || { echo "build-initramfs: $FIELDHUB missing; run cargo build --release -p fieldhub-cli" >&2; exit 1; }
+BUSYBOX=$(command -v busybox || true)
+[ -n "$BUSYBOX" ] && ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' \
+    || { echo "build-initramfs: needs a static busybox: apt-get install busybox-static" >&2; exit 1; }
+
+TREE=$VM/initramfs
+rm -rf "$TREE"
+mkdir -p "$TREE/bin" "$TREE/sbin" "$TREE/proc" "$TREE/sys" "$TREE/dev" "$TREE/tmp" "$TREE/lib/modules" "$TREE/scenarios"
+cp "$BUSYBOX" "$TREE/bin/busybox"
+for applet in $("$BUSYBOX" --list); do
+    [ "$applet" = busybox ] || ln -sf busybox "$TREE/bin/$applet"
+done
+
+# Modules, dependencies first, decompressed (busybox insmod takes plain .ko).
+loaded=""
+add_module() {
+    case " $loaded " in *" $1 "*) return ;; esac
+    file=$(find "$MODDIR" -name "$1.ko" -o -name "$1.ko.xz" | head -1)
+    [ -n "$file" ] || { echo "build-initramfs: module $1 not in $MODDIR" >&2; exit 1; }
+    case $file in
+        *.xz) xz -dc "$file" >"$TREE/lib/modules/$1.ko" ;;
+        *) cp "$file" "$TREE/lib/modules/$1.ko" ;;
+    esac
+    for dep in $(strings "$TREE/lib/modules/$1.ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
+        add_module "$dep"
+    done
+    loaded="$loaded $1"
+    echo "$1" >>"$TREE/lib/modules/order"
+}
+for m in $MODULES; do add_module "$m"; done
+
+# fieldhub and the shared libraries it links.
+strip -s -o "$TREE/bin/fieldhub" "$FIELDHUB" 2>/dev/null || cp "$FIELDHUB" "$TREE/bin/fieldhub"
+for lib in $(ldd "$FIELDHUB" | grep -o '/[^ ]*'); do
+    mkdir -p "$TREE$(dirname "$lib")"
+    cp -L "$lib" "$TREE$lib"
+done
+
+# Static guest test programs.
+for src in "$HERE"/guest/*.c; do
+    gcc -static -O2 -Wall -Wextra -Werror -o "$TREE/bin/$(basename "$src" .c)" "$src"
+done
+
+cp -r "$HERE"/scenarios/* "$TREE/scenarios/"
+cp "$HERE/guest/init" "$TREE/init"
+chmod +x "$TREE/init" "$TREE"/scenarios/*/run
+
+(cd "$TREE" && find . | cpio -o -H newc --quiet | gzip -1) >"$VM/initramfs.cpio.gz"
+echo "build-initramfs: $VM/initramfs.cpio.gz ($(du -h "$VM/initramfs.cpio.gz" | cut -f1))"

@@ -1,0 +1,127 @@
+/*
+ * canseq: a SocketCAN application for the VM tests. On one AF_CAN raw socket
+ * (CAN_RAW_FD_FRAMES on) it sends COUNT sequence-numbered frames and, at the
+ * same time, receives COUNT sequence-numbered frames from the other side,
+ * checking order, kind and payload.
+ *
+ *   canseq IFACE COUNT TX_BASE RX_BASE
+ *
+ * Frame i (either direction, BASE = TX_BASE or RX_BASE) is, by i % 3:
+ *   0: classic, standard id BASE, 8 bytes
+ *   1: CAN FD with BRS, extended id 0x1F000000 | BASE, 64 bytes
+ *   2: CAN FD, standard id BASE + 1, 12 bytes
+ * data[0..4] = i big-endian, data[k] = (i + k) & 0xff for k >= 4.
+ * Received frames of other ids are ignored.
+ *
+ * Prints one summary line; exits 0 only if all COUNT frames were sent and
+ * all COUNT expected frames arrived in order, unchanged, within 90 s.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/can.h>
+#include <linux/can/raw.h>
+#include <net/if.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Frame number i of the family BASE, as written to the socket. */
+static size_t make_frame(struct canfd_frame *f, unsigned i, unsigned base) {
+    memset(f, 0, sizeof *f);
+    switch (i % 3) {
+    case 0: f->can_id = base; f->len = 8; break;
+    case 1: f->can_id = CAN_EFF_FLAG | 0x1F000000u | base; f->len = 64; f->flags = CANFD_BRS; break;
+    default: f->can_id = base + 1; f->len = 12; break;
+    }
+    for (unsigned k = 0; k < f->len; k++)
+        f->data[k] = k < 4 ? (unsigned char)(i >> (24 - 8 * k)) : (unsigned char)(i + k);
+    return i % 3 == 0 ? CAN_MTU : CANFD_MTU;
+}
+
+/* Whether a frame belongs to the family BASE at all. */
+static int in_family(const struct canfd_frame *f, unsigned base) {
+    canid_t id = f->can_id & ~CAN_ERR_FLAG & ~CAN_RTR_FLAG;
+    return id == base || id == base + 1 || id == (CAN_EFF_FLAG | 0x1F000000u | base);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: canseq IFACE COUNT TX_BASE RX_BASE\n");
+        return 2;
+    }
+    unsigned count = strtoul(argv[2], NULL, 0);
+    unsigned tx_base = strtoul(argv[3], NULL, 0), rx_base = strtoul(argv[4], NULL, 0);
+    int s = socket(PF_CAN, SOCK_RAW, CAN_RAW);
+    if (s < 0) { perror("canseq: socket(AF_CAN)"); return 1; }
+    int on = 1, rcvbuf = 8 << 20;
+    if (setsockopt(s, SOL_CAN_RAW, CAN_RAW_FD_FRAMES, &on, sizeof on) < 0) { perror("canseq: CAN_RAW_FD_FRAMES"); return 1; }
+    if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) < 0)
+        setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    struct sockaddr_can addr = { .can_family = AF_CAN, .can_ifindex = (int)if_nametoindex(argv[1]) };
+    if (!addr.can_ifindex) { fprintf(stderr, "canseq: no interface %s\n", argv[1]); return 1; }
+    if (bind(s, (struct sockaddr *)&addr, sizeof addr) < 0) { perror("canseq: bind"); return 1; }
+
+    unsigned sent = 0, received = 0, ignored = 0;
+    double start = now_ms(), first_rx = 0, last_rx = 0, tx_done = 0;
+    char error[200] = "";
+    while ((sent < count || received < count) && !error[0]) {
+        if (now_ms() - start > 90e3) {
+            snprintf(error, sizeof error, "timeout: sent %u, received %u of %u", sent, received, count);
+            break;
+        }
+        struct pollfd p = { .fd = s, .events = POLLIN | (sent < count ? POLLOUT : 0) };
+        if (poll(&p, 1, 100) < 0 && errno != EINTR) { perror("canseq: poll"); return 1; }
+        if (p.revents & POLLIN) {
+            struct canfd_frame f;
+            ssize_t n = recv(s, &f, sizeof f, MSG_DONTWAIT);
+            if (n == CAN_MTU || n == CANFD_MTU) {
+                struct canfd_frame want;
+                size_t want_mtu = make_frame(&want, received, rx_base);
+                if (!in_family(&f, rx_base)) {
+                    ignored++;
+                } else if ((size_t)n != want_mtu || f.can_id != want.can_id || f.len != want.len
+                           || memcmp(f.data, want.data, want.len) != 0
+                           || (n == CANFD_MTU && (f.flags & CANFD_BRS) != (want.flags & CANFD_BRS))) {
+                    unsigned seq = (unsigned)f.data[0] << 24 | f.data[1] << 16 | f.data[2] << 8 | f.data[3];
+                    snprintf(error, sizeof error, "frame %u: got id %08x len %u seq %u, want id %08x len %u",
+                             received, f.can_id, f.len, seq, want.can_id, want.len);
+                } else {
+                    if (received == 0) first_rx = now_ms();
+                    last_rx = now_ms();
+                    received++;
+                }
+            }
+        }
+        /* A burst per wakeup, then back to reading, so neither side's
+         * receive buffer has to hold a whole run. */
+        for (int burst = 0; burst < 16 && sent < count && (p.revents & POLLOUT); burst++) {
+            struct canfd_frame f;
+            size_t mtu = make_frame(&f, sent, tx_base);
+            ssize_t n = send(s, &f, mtu, MSG_DONTWAIT);
+            if (n == (ssize_t)mtu) {
+                if (++sent == count) tx_done = now_ms();
+            } else if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR)) {
+                break;
+            } else {
+                snprintf(error, sizeof error, "send frame %u: %s", sent, strerror(errno));
+                break;
+            }
+        }
+        if (sent < count && sent % 64 == 0) usleep(200);
+    }
+    double rx_ms = last_rx - first_rx;
+    printf("canseq: sent %u in %.0f ms; received %u/%u in order in %.0f ms (%.0f frames/s); %u other frames%s%s\n",
+           sent, tx_done - start, received, count, rx_ms, rx_ms > 0 ? received / rx_ms * 1e3 : 0.0, ignored,
+           error[0] ? "; ERROR " : "", error);
+    return error[0] || received < count || sent < count;
+}
