@@ -13,8 +13,8 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 LOG=$VM/guest-$1.log
-ACCEL=tcg
-[ -w /dev/kvm ] && ACCEL=kvm
+# TCG by default: /dev/kvm may exist without working (nested, no VT-x).
+ACCEL=${VM_ACCEL:-tcg}
 
 timeout "${VM_TIMEOUT:-110}" qemu-system-x86_64 -accel "$ACCEL" -m 512 -nographic -no-reboot \
     -kernel "$VM/vmlinuz" -initrd "$VM/initramfs.cpio.gz" \

@@ -31,7 +31,15 @@ cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$RUN
 trap cleanup EXIT INT TERM
 fail() { echo "test-bridge: FAIL: $*" >&2; exit 1; }
 
-FIELDHUB_LOG=warn "$FIELDHUB" hub --listen "unix:$SOCK" >"$RUN/hub.log" 2>&1 &
+cat >"$RUN/hub.toml" <<TOML
+[hub]
+name = "vm-test"
+
+[[channel]]
+name = "can0"
+protocol = "canfd"
+TOML
+FIELDHUB_LOG=warn "$FIELDHUB" hub --config "$RUN/hub.toml" --listen "unix:$SOCK" >"$RUN/hub.log" 2>&1 &
 pids="$pids $!"
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ -S "$SOCK" ] || fail "the hub did not listen on $SOCK: $(cat "$RUN/hub.log")"
@@ -83,7 +91,7 @@ host_check=$(awk -v n=$COUNT '
         if (bad) exit 1
         if (got != n) { printf "received %d of %d guest frames\n", got, n; exit 1 }
         span = last - first
-        printf "host received %d guest frames in order in %.3f s (%.0f frames/s)\n", got, span, span > 0 ? got / span : 0
+        printf "host received %d guest frames in order in %.3f s (%.0f frames/s)\n", got, span, (span > 0) ? got / span : 0
     }' "$RUN/dump.log") || fail "guest -> host: $host_check"
 echo "test-bridge: guest -> host: $host_check"
 [ "$guest_ok" = 1 ] || { tail -40 "$RUN/guest.log"; fail "host -> guest: the guest scenario did not report ok"; }

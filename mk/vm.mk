@@ -1,0 +1,23 @@
+# VM tests (tests/vm/): a QEMU guest (TCG, no KVM needed) on the bus.
+#
+#   make test-vm   install qemu-system-x86, busybox-static, cpio and xz-utils
+#                  with apt-get when missing, build the release binary, and
+#                  run tests/vm/test-bridge.sh (guest SocketCAN <-> host hub
+#                  through the bridge and virtio-serial), under two minutes.
+
+.PHONY: test-vm
+test-vm:
+	@missing=""; \
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	{ command -v busybox >/dev/null 2>&1 && ! ldd "$$(command -v busybox)" >/dev/null 2>&1; } || missing="$$missing busybox-static"; \
+	command -v cpio >/dev/null 2>&1 || missing="$$missing cpio"; \
+	command -v xz >/dev/null 2>&1 || missing="$$missing xz-utils"; \
+	if [ -n "$$missing" ]; then \
+	  echo "test-vm: installing$$missing"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+	  { echo "test-vm: cannot install$$missing; install them to run the VM tests"; exit 1; }; \
+	fi
+	$(CARGO) build --release --locked -p fieldhub-cli
+	tests/vm/test-bridge.sh
+
+TEST_PARTS += test-vm
