@@ -3,7 +3,9 @@
 #   make test-vm   install qemu-system-x86, busybox-static, cpio and xz-utils
 #                  with apt-get when missing, build the release binary, and
 #                  run tests/vm/test-bridge.sh (guest SocketCAN <-> host hub
-#                  through the bridge and virtio-serial), under two minutes.
+#                  through the bridge and virtio-serial) and
+#                  tests/vm/test-ivshmem.sh (guest clients <-> host hub through
+#                  ivshmem regions), about a minute together.
 
 .PHONY: test-vm
 test-vm:
@@ -19,5 +21,6 @@ test-vm:
 	fi
 	$(CARGO) build --release --locked -p fieldhub-cli
 	tests/vm/test-bridge.sh
+	tests/vm/test-ivshmem.sh
 
 TEST_PARTS += test-vm

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context};
-use fieldhub_client::Frame;
+use fieldhub_client::{Frame, PortConfig};
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
 
 use crate::HubSelect;
@@ -22,6 +22,10 @@ pub struct DumpArgs {
     /// Exit after this many frames.
     #[arg(short = 'n', value_name = "COUNT")]
     count: Option<u64>,
+    /// Never lose a frame: when this reader falls behind, the channel waits
+    /// for it (block_on_overflow) instead of dropping and counting.
+    #[arg(long)]
+    lossless: bool,
     /// Channels, each optionally with acceptance filters as in candump: can0,123:7FF,200:700
     #[arg(required = true, value_name = "CHANNEL[,ID:MASK]...")]
     channels: Vec<String>,
@@ -66,7 +70,8 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("dump")?;
     let mut by_port = HashMap::new();
     for (channel, filters) in specs {
-        let port = client.open_port(&channel).with_context(|| format!("cannot listen on '{channel}'"))?;
+        let config = PortConfig { block_on_overflow: args.lossless, ..PortConfig::default() };
+        let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
         by_port.insert(port.handle, (channel, filters));
     }
     let stdout = std::io::stdout();

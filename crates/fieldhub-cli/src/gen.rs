@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{Frame, FrameFlags};
+use fieldhub_client::{ClientError, Frame, FrameFlags};
 use fieldhub_proto::frame::{fd_round_up_len, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::text::format_cansend;
 use rand::{Rng, SeedableRng};
@@ -157,6 +157,15 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             }
         }
     }
-    client.flush().context("waiting for the hub to take the last frames")?;
-    Ok(())
+    // A timed channel or a lossless reader can hold the last frames for a
+    // while: wait as long as the hub is there, not one request's timeout.
+    loop {
+        match client.flush() {
+            Ok(_) => return Ok(()),
+            Err(ClientError::Timeout(after)) => {
+                eprintln!("gen: the bus has not taken the last frames after {after:?}; still waiting (Ctrl-C to stop)")
+            }
+            Err(e) => return Err(e).context("waiting for the hub to take the last frames"),
+        }
+    }
 }
