@@ -54,7 +54,7 @@ enum Command {
 /// `--hub URL`, shared by every tool that connects to a hub.
 #[derive(clap::Args, Clone)]
 pub struct HubSelect {
-    /// Hub to connect to: tcp://HOST:PORT, unix:PATH or shm://NAME [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]
+    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]
     #[arg(long = "hub", value_name = "URL")]
     url: Option<String>,
 }
