@@ -69,8 +69,10 @@ pub enum StartError {
     Listen { addr: ListenAddr, source: std::io::Error },
     #[error("cannot start the {what} thread: {source}")]
     Thread { what: &'static str, source: std::io::Error },
-    #[error("cannot serve shared memory as shm://{name}: {source}")]
-    Shm { name: String, source: std::io::Error },
+    // `error`, not `source`: the text already carries it, and an error
+    // chain printed by the caller would repeat it.
+    #[error("cannot serve shared memory as shm://{name}: {error}")]
+    Shm { name: String, error: std::io::Error },
     #[error(transparent)]
     Ivshmem(#[from] RegionError),
 }
@@ -103,7 +105,7 @@ impl Hub {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| StartError::Listen { addr: ListenAddr::Unix("?".into()), source })?;
 
-        let shm_error = |source| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), source };
+        let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
         let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
         // The bus thread's doorbell, rung by stream sessions and shared-memory
         // clients alike; its descriptor goes to every shared-memory client.
