@@ -274,35 +274,13 @@ impl Client {
             HubUrl::Shm { name, busy_poll } => {
                 let welcomed = ShmLink::connect(url, name, *busy_poll, &hello, options.timeout)?;
                 let link = Arc::new(welcomed.link);
-                let (reader_link, reader_shared) = (Arc::clone(&link), Arc::clone(&shared));
-                threads.push(spawn(
-                    "fh-client-read",
-                    Box::new(move || {
-                        let ended = reader_link.read_loop(|message| dispatch(message, &reader_shared, &received_tx));
-                        if let Some(reason) = ended {
-                            reader_shared.close(reason);
-                        }
-                    }),
-                )?);
-                let watch_link = Arc::clone(&link);
-                threads.push(spawn("fh-client-watch", Box::new(move || watch_link.watch()))?);
+                threads.extend(start_ring_threads(&link, &shared, received_tx, &spawn)?);
                 (Link::Shm(link), welcomed.client_id, welcomed.hub_name)
             }
             HubUrl::Ivshmem(path) => {
                 let welcomed = IvshmemLink::connect(url, path, &hello, options.timeout)?;
                 let link = Arc::new(welcomed.link);
-                let (reader_link, reader_shared) = (Arc::clone(&link), Arc::clone(&shared));
-                threads.push(spawn(
-                    "fh-client-read",
-                    Box::new(move || {
-                        let ended = reader_link.read_loop(|message| dispatch(message, &reader_shared, &received_tx));
-                        if let Some(reason) = ended {
-                            reader_shared.close(reason);
-                        }
-                    }),
-                )?);
-                let watch_link = Arc::clone(&link);
-                threads.push(spawn("fh-client-watch", Box::new(move || watch_link.watch()))?);
+                threads.extend(start_ring_threads(&link, &shared, received_tx, &spawn)?);
                 (Link::Ivshmem(link), welcomed.client_id, welcomed.hub_name)
             }
             _ => {
@@ -685,6 +663,56 @@ fn read_loop(mut reader: MessageReader<BufReader<Stream>>, shared: &Shared, rece
         }
     };
     shared.close(reason);
+}
+
+/// A link over shared rings (`shm://`, `ivshmem://`): a reader thread takes
+/// messages from its to-client ring; a watch thread notices the hub's end.
+trait RingLink: Send + Sync + 'static {
+    fn read_loop(&self, dispatch: impl FnMut(Message<'_>) -> Flow) -> Option<String>;
+    fn watch(&self);
+}
+
+impl RingLink for ShmLink {
+    fn read_loop(&self, dispatch: impl FnMut(Message<'_>) -> Flow) -> Option<String> {
+        ShmLink::read_loop(self, dispatch)
+    }
+    fn watch(&self) {
+        ShmLink::watch(self)
+    }
+}
+
+impl RingLink for IvshmemLink {
+    fn read_loop(&self, dispatch: impl FnMut(Message<'_>) -> Flow) -> Option<String> {
+        IvshmemLink::read_loop(self, dispatch)
+    }
+    fn watch(&self) {
+        IvshmemLink::watch(self)
+    }
+}
+
+/// Starts a named client thread.
+type Spawn<'a> = &'a dyn Fn(&str, Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>, ClientError>;
+
+/// Start a ring link's reader and watch threads.
+fn start_ring_threads<L: RingLink>(
+    link: &Arc<L>,
+    shared: &Arc<Shared>,
+    received_tx: Sender<Received>,
+    spawn: Spawn<'_>,
+) -> Result<[JoinHandle<()>; 2], ClientError> {
+    let (reader_link, reader_shared) = (Arc::clone(link), Arc::clone(shared));
+    let reader = spawn(
+        "fh-client-read",
+        Box::new(move || {
+            let ended = reader_link.read_loop(|message| dispatch(message, &reader_shared, &received_tx));
+            if let Some(reason) = ended {
+                reader_shared.close(reason);
+            }
+        }),
+    )?;
+    let watch_link = Arc::clone(link);
+    let watcher = spawn("fh-client-watch", Box::new(move || watch_link.watch()))?;
+    Ok([reader, watcher])
 }
 
 /// Act on one message from the hub, whatever the transport: queue frames
