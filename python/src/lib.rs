@@ -305,9 +305,7 @@ fn default_hub_url() -> String {
 /// killed hub).
 #[pyfunction]
 fn shm_socket_path(name: &str) -> PyResult<String> {
-    fieldhub_shm::socket::socket_path(name)
-        .map(|path| path.display().to_string())
-        .map_err(|why| error("invalid", why))
+    fieldhub_shm::socket::socket_path(name).map(|path| path.display().to_string()).map_err(|why| error("invalid", why))
 }
 
 #[pymodule]

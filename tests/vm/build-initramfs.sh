@@ -2,8 +2,9 @@
 # Build the guest for the VM tests: Debian's kernel (downloaded once, cached
 # under target/vm/), an initramfs with busybox-static, the CAN and
 # virtio-serial modules with their dependencies, target/release/fieldhub with
-# its shared libraries, the static test programs of guest/, and every
-# scenario directory of scenarios/.
+# its shared libraries, the static test programs of guest/, the awk
+# programs of seq/ (in /lib/fieldhub-vm) and every scenario directory of
+# scenarios/.
 #
 # Usage: tests/vm/build-initramfs.sh     (prints nothing but progress)
 # Output: target/vm/vmlinuz, target/vm/initramfs.cpio.gz
@@ -78,6 +79,8 @@ for src in "$HERE"/guest/*.c; do
 done
 
 cp -r "$HERE"/scenarios/* "$TREE/scenarios/"
+mkdir -p "$TREE/lib/fieldhub-vm"
+cp "$HERE"/seq/*.awk "$TREE/lib/fieldhub-vm/"
 cp "$HERE/guest/init" "$TREE/init"
 chmod +x "$TREE/init" "$TREE"/scenarios/*/run
 

@@ -32,3 +32,32 @@ fn bridge_explains_a_missing_af_can_or_a_missing_interface() {
         assert!(stderr.contains("load the `can` and `can-raw` modules"), "{stderr}");
     }
 }
+
+#[test]
+fn hub_with_a_socketcan_port_names_the_port_when_it_cannot_open_the_interface() {
+    let dir = std::env::temp_dir().join(format!("fieldhub-socketcan-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("hub.toml");
+    std::fs::write(
+        &config,
+        "[[channel]]\nname = \"can0\"\n[[port]]\nname = \"adapter\"\nchannel = \"can0\"\nsocketcan = \"fhnosuchcan0\"\n",
+    )
+    .unwrap();
+    let sock = dir.join("hub.sock");
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["hub", "--no-shm", "--config"])
+        .arg(&config)
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success(), "the hub must not start without its SocketCAN port");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SocketCAN port 'adapter'"), "{stderr}");
+    if host_has_af_can() {
+        assert!(stderr.contains("cannot open SocketCAN interface 'fhnosuchcan0'"), "{stderr}");
+    } else {
+        assert!(stderr.contains("this kernel has no SocketCAN (AF_CAN)"), "{stderr}");
+    }
+}

@@ -292,6 +292,11 @@ pub struct PortConfig {
     /// applies. Defaults to 1.
     #[serde(default)]
     pub burst: Option<u32>,
+    /// A Linux SocketCAN interface (`can0`, `vcan0`) the hub opens itself and
+    /// attaches as this port, the way a hardware connector is wired to the
+    /// bus; needs `channel`.
+    #[serde(default)]
+    pub socketcan: Option<String>,
 }
 
 /// `[[route]]`: copy frames from one channel to another, like a can-gw rule.
@@ -468,6 +473,19 @@ impl HubConfig {
             if p.burst.is_some() && p.rate.is_none() {
                 return Err(invalid(field("burst"), "only makes sense with a rate".into()));
             }
+            if let Some(interface) = &p.socketcan {
+                check_interface_name(interface).map_err(|m| invalid(field("socketcan"), m))?;
+                if p.channel.is_none() {
+                    return Err(invalid(
+                        field("socketcan"),
+                        "a SocketCAN port needs a `channel` to be wired to".into(),
+                    ));
+                }
+                if let Some(j) = self.ports[..i].iter().position(|other| other.socketcan.as_ref() == Some(interface)) {
+                    let text = format!("interface '{interface}' is already port '{}'", self.ports[j].name);
+                    return Err(invalid(field("socketcan"), text));
+                }
+            }
         }
         for (i, r) in self.routes.iter().enumerate() {
             let field = |key: &str| at("route", &self.lines.routes, i, key);
@@ -526,6 +544,19 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
         return Err(format!("'{name}' may only contain letters, digits, '_', '-' and '.'"));
+    }
+    Ok(())
+}
+
+/// Check a Linux network interface name: 1 to 15 bytes (`IFNAMSIZ` - 1),
+/// no `/`, no whitespace, not `.` or `..`.
+fn check_interface_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty() && name.len() < 16;
+    let clean = !name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b.is_ascii_control());
+    if !fits || !clean || name == "." || name == ".." {
+        return Err(format!(
+            "'{name}' is not a network interface name (1 to 15 bytes, no '/', ':' or spaces; see `ip link`)"
+        ));
     }
     Ok(())
 }
@@ -638,6 +669,10 @@ mod tests {
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
             (format!("{ch}[[port]]\nname = \"p\"\nburst = 3\n"), "port[0].burst"),
             (format!("{ch}[[port]]\nname = \"p\"\n[[port]]\nname = \"p\"\n"), "port[1].name"),
+            (format!("{ch}[[port]]\nname = \"p\"\nsocketcan = \"can0\"\n"), "port[0].socketcan: a SocketCAN port needs a `channel`"),
+            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"a\"\nsocketcan = \"a/b\"\n"), "port[0].socketcan: 'a/b' is not a network interface name"),
+            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"a\"\nsocketcan = \"averyveryverylongname\"\n"), "port[0].socketcan"),
+            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"a\"\nsocketcan = \"can0\"\n[[port]]\nname = \"q\"\nchannel = \"a\"\nsocketcan = \"can0\"\n"), "port[1].socketcan: interface 'can0' is already port 'p'"),
             (format!("{ch}[[route]]\nfrom = \"a\"\nto = \"a\"\n"), "route[0].to"),
             (format!("{ch}[[route]]\nfrom = \"a\"\nto = \"b\"\n"), "route[0].to: no channel named 'b'"),
             (format!("{ch}[[channel]]\nname = \"b\"\n[[route]]\nfrom = \"a\"\nto = \"b\"\nextended = false\nrewrite_id = 0x800\n"), "route[0].rewrite_id"),

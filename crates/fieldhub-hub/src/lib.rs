@@ -56,6 +56,7 @@ use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::{self, Bound};
 use transport::session::SessionContext;
 use transport::shm::ShmListener;
+use transport::socketcan::{SocketCanPort, SocketCanPortError};
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -75,6 +76,8 @@ pub enum StartError {
     Shm { name: String, error: std::io::Error },
     #[error(transparent)]
     Ivshmem(#[from] RegionError),
+    #[error(transparent)]
+    SocketCan(#[from] SocketCanPortError),
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -111,6 +114,7 @@ impl Hub {
         // clients alike; its descriptor goes to every shared-memory client.
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
+        let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
         let bell = Arc::new(bell);
         let (inbox, inbox_rx) = queues::inbox(Arc::clone(&bell));
         let bus = bus::Bus::new(&config, Arc::clone(&stopping));
@@ -163,6 +167,11 @@ impl Hub {
                 .name("fh-ivshmem".into())
                 .spawn(move || ivshmem.poll_loop(ctx, bell, stopping))
                 .map_err(|source| StartError::Thread { what: "ivshmem", source })?;
+            hub.accept_threads.push(thread);
+        }
+        for port in socketcan_ports {
+            let thread =
+                port.start(Arc::clone(&ctx)).map_err(|source| StartError::Thread { what: "SocketCAN port", source })?;
             hub.accept_threads.push(thread);
         }
         Ok(hub)

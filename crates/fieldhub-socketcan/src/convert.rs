@@ -7,7 +7,7 @@
 //! in the id, eight detail bytes). A SocketCAN frame the hub cannot represent
 //! (an invalid length, say) is refused with [`ConvertError`], never truncated.
 
-use fieldhub_client::{Frame, FrameFlags, FrameKind};
+use fieldhub_proto::{Frame, FrameFlags, FrameKind};
 use libc::{can_frame, canfd_frame, CANFD_BRS, CANFD_ESI, CANFD_FDF, CAN_EFF_FLAG, CAN_EFF_MASK, CAN_ERR_FLAG};
 use libc::{CAN_ERR_MASK, CAN_RTR_FLAG, CAN_SFF_MASK};
 use socketcan::frame::{can_frame_default, canfd_frame_default, CanRawFrame};

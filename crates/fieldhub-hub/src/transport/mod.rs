@@ -9,12 +9,14 @@
 //! only set clients up and watch for their end, while the bus thread reads
 //! and writes their rings itself. [`ivshmem`] serves QEMU guests through a
 //! region file: a poller thread does the handshake through the rings and
-//! wakes the bus thread for them.
+//! wakes the bus thread for them. [`socketcan`] attaches the SocketCAN
+//! interfaces the configuration names as ports of the hub's own.
 
 pub mod ivshmem;
 pub mod listener;
 pub mod session;
 pub mod shm;
+pub mod socketcan;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -1,0 +1,205 @@
+//! SocketCAN interfaces the hub attaches as ports of its own
+//! (`[[port]] socketcan = "can0"`), the way a hardware connector is wired to
+//! the bus: no client process, no bridge in between.
+//!
+//! To the bus each interface is one client with one port: a reader thread
+//! takes frames from the interface and forwards them as that client's frames
+//! (waiting for transmit credit like any stream session, so a busy timed
+//! channel slows the interface's reader rather than growing a queue); a
+//! writer thread drains the client's outbox into the interface.
+//!
+//! Invariants:
+//! - Interfaces are opened when the hub starts: a missing interface or a
+//!   kernel without AF_CAN stops the start with an error naming the port.
+//! - No echo loops: the socket does not receive its own writes and the port
+//!   is opened without `RECEIVE_OWN`.
+//! - Order is kept each way: one thread per direction, one frame at a time.
+//! - A frame the interface refuses (a driver's full queue, an error frame a
+//!   real controller will not send) is counted and logged, never retried
+//!   out of order; frames the interface delivers that the hub cannot
+//!   represent are dropped and counted.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use fieldhub_proto::wire::PortOptions;
+use fieldhub_socketcan::convert::to_hub;
+use fieldhub_socketcan::{Interface, InterfaceError};
+use tracing::{error, info, warn};
+
+use super::session::SessionContext;
+use crate::config::PortConfig;
+use crate::credit::TxCredit;
+use crate::queues::{outbox, ClientId, Inbound, Outbound};
+
+/// How long the reader waits after a failed read (interface down or gone)
+/// before it reads again, and the least time between two log lines about it.
+const READ_RETRY: Duration = Duration::from_secs(1);
+
+/// Why a SocketCAN port cannot be attached.
+#[derive(Debug, thiserror::Error)]
+#[error("SocketCAN port '{port}'")]
+pub struct SocketCanPortError {
+    port: String,
+    #[source]
+    source: InterfaceError,
+}
+
+/// One interface opened for a configured port, not attached yet.
+pub struct SocketCanPort {
+    port: String,
+    channel: String,
+    interface: Arc<Interface>,
+}
+
+impl SocketCanPort {
+    /// Open the interfaces of every `[[port]]` with `socketcan` set.
+    pub fn open_all(ports: &[PortConfig]) -> Result<Vec<Self>, SocketCanPortError> {
+        ports
+            .iter()
+            .filter_map(|p| Some((p, p.socketcan.as_deref()?)))
+            .map(|(p, interface)| {
+                let open =
+                    Interface::open(interface).map_err(|source| SocketCanPortError { port: p.name.clone(), source })?;
+                // Validation guarantees a channel for every SocketCAN port.
+                let channel = p.channel.clone().unwrap_or_default();
+                Ok(Self { port: p.name.clone(), channel, interface: Arc::new(open) })
+            })
+            .collect()
+    }
+
+    /// Attach the port to the bus and move frames until the hub stops. The
+    /// returned thread is the reader; it joins the writer before it ends.
+    pub fn start(self, ctx: Arc<SessionContext>) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new().name(format!("fh-can-{}", self.interface.name())).spawn(move || self.run(&ctx))
+    }
+
+    fn run(self, ctx: &SessionContext) {
+        let client = ctx.next_client.fetch_add(1, Ordering::Relaxed);
+        let (out_tx, out_rx) = outbox();
+        let closed = Arc::new(AtomicBool::new(false));
+        let hang_up = {
+            let closed = Arc::clone(&closed);
+            Box::new(move || closed.store(true, Ordering::Release))
+        };
+        // This thread forwards the interface's frames, so it is the one that
+        // waits for transmit credit.
+        let credit = Arc::new(TxCredit::for_current_thread());
+        let name = format!("socketcan-{}", self.interface.name());
+        let attach = Inbound::Attach { client, name, outbox: out_tx, hang_up, credit: Arc::clone(&credit) };
+        let open = Inbound::OpenPort {
+            client,
+            request: 1,
+            options: PortOptions::empty(),
+            channel: self.channel.clone(),
+            port_name: self.port.clone(),
+        };
+        if ctx.inbox.send(attach).is_err() || ctx.inbox.send(open).is_err() {
+            return;
+        }
+        let Some(port) = self.wait_until_opened(&out_rx) else { return };
+        info!(port = %self.port, interface = %self.interface.name(), channel = %self.channel, "SocketCAN port attached");
+        let writer = {
+            let (interface, port_name, closed) = (Arc::clone(&self.interface), self.port.clone(), Arc::clone(&closed));
+            std::thread::Builder::new()
+                .name(format!("fh-can-w-{}", self.interface.name()))
+                .spawn(move || write_loop(&interface, &port_name, out_rx, &closed))
+        };
+        let stop = || ctx.stopping.load(Ordering::Acquire) || closed.load(Ordering::Acquire);
+        self.read_loop(ctx, client, port, &credit, &stop);
+        let _ = ctx.inbox.send(Inbound::Detach { client, reason: "the hub is stopping".into() });
+        match writer {
+            Ok(handle) => {
+                let _ = handle.join();
+            }
+            Err(e) => error!(port = %self.port, error = %e, "cannot start the SocketCAN writer thread"),
+        }
+    }
+
+    /// The bus's answer to `OPEN_PORT`: the port handle, or `None` (logged)
+    /// when it refused.
+    fn wait_until_opened(&self, out_rx: &Receiver<Outbound>) -> Option<u16> {
+        loop {
+            match out_rx.recv() {
+                Ok(Outbound::PortOpened { port, .. }) => return Some(port),
+                Ok(Outbound::Error { text, .. }) => {
+                    error!(port = %self.port, interface = %self.interface.name(), "the bus refused the SocketCAN port: {text}");
+                    return None;
+                }
+                Ok(Outbound::Goodbye { .. }) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    fn read_loop(&self, ctx: &SessionContext, client: ClientId, port: u16, credit: &TxCredit, stop: &dyn Fn() -> bool) {
+        let mut last_complaint: Option<Instant> = None;
+        while !stop() {
+            let raw = match self.interface.read() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => continue,
+                Err(e) => {
+                    if last_complaint.is_none_or(|t| t.elapsed() >= READ_RETRY) {
+                        warn!(port = %self.port, interface = %self.interface.name(), error = %e, "SocketCAN read failed; retrying");
+                        last_complaint = Some(Instant::now());
+                    }
+                    std::thread::sleep(READ_RETRY);
+                    continue;
+                }
+            };
+            let frame = match to_hub(&raw) {
+                Ok(frame) => frame,
+                Err(e) => {
+                    warn!(port = %self.port, error = %e, "dropping a frame from the interface");
+                    continue;
+                }
+            };
+            if !credit.acquire(stop) {
+                return;
+            }
+            if ctx.inbox.send(Inbound::Frame { client, port, frame }).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Write the bus's frames to the interface until the bus says goodbye or
+/// drops the port's client.
+fn write_loop(interface: &Interface, port: &str, queue: Receiver<Outbound>, closed: &AtomicBool) {
+    let mut refused: u64 = 0;
+    while let Ok(item) = queue.recv() {
+        match item {
+            Outbound::Frame { frame, .. } => {
+                if let Err(e) = interface.write(&frame) {
+                    refused += 1;
+                    // The first refusal says why; later ones are only counted.
+                    if refused == 1 {
+                        warn!(port, interface = %interface.name(), error = %e, "the interface refused a frame");
+                    }
+                }
+            }
+            Outbound::RxOverflow { dropped, .. } => {
+                warn!(port, interface = %interface.name(), dropped, "the interface fell behind the bus; frames dropped");
+            }
+            Outbound::Error { text, fatal, .. } => {
+                warn!(port, interface = %interface.name(), "the bus reports: {text}");
+                if fatal {
+                    break;
+                }
+            }
+            Outbound::Goodbye { .. } => break,
+            Outbound::PortOpened { .. }
+            | Outbound::PortClosed { .. }
+            | Outbound::Pong { .. }
+            | Outbound::Stats { .. } => {}
+        }
+    }
+    if refused > 0 {
+        warn!(port, interface = %interface.name(), refused, "frames the interface refused");
+    }
+    closed.store(true, Ordering::Release);
+}

@@ -1,0 +1,111 @@
+//! One open SocketCAN interface: a raw socket with CAN FD frames and error
+//! frames on, its own writes not looped back, reads that time out so a
+//! thread blocked in one can notice that it should stop.
+//!
+//! Both the client-side bridge and the hub's SocketCAN ports use it, one
+//! thread reading and one writing at a time (`&self` on both: the kernel
+//! socket is safe to share).
+
+use std::io;
+use std::time::Duration;
+
+use fieldhub_proto::Frame;
+use socketcan::{CanFdSocket, Socket, SocketOptions};
+
+use crate::convert::{to_socketcan, RawFrame};
+
+/// How long a blocked read waits before [`Interface::read`] returns `None`.
+pub const READ_TIMEOUT: Duration = Duration::from_millis(100);
+/// Receive buffer asked for on the socket, in bytes (about 5000 FD frames).
+const RECEIVE_BUFFER: libc::c_int = 4 << 20;
+
+/// Why an interface cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum InterfaceError {
+    #[error(
+        "this kernel has no SocketCAN (AF_CAN): load the `can` and `can-raw` modules, \
+         or run this where SocketCAN exists"
+    )]
+    NoSocketCan(#[source] io::Error),
+    #[error("cannot open SocketCAN interface '{interface}': {source}; check the name with `ip link` (for a test bus: `ip link add {interface} type vcan && ip link set {interface} up`)")]
+    Open {
+        interface: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot configure the SocketCAN socket on '{interface}': {source}")]
+    Configure {
+        interface: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A raw CAN socket bound to one interface.
+pub struct Interface {
+    name: String,
+    socket: CanFdSocket,
+}
+
+impl Interface {
+    /// Open `name` with CAN FD frames and every error class enabled, own
+    /// writes not received back.
+    pub fn open(name: &str) -> Result<Self, InterfaceError> {
+        check_af_can()?;
+        let socket =
+            CanFdSocket::open(name).map_err(|source| InterfaceError::Open { interface: name.to_owned(), source })?;
+        let configure = |source| InterfaceError::Configure { interface: name.to_owned(), source };
+        socket.set_error_filter_accept_all().map_err(configure)?;
+        socket.set_recv_own_msgs(false).map_err(configure)?;
+        socket.set_read_timeout(READ_TIMEOUT).map_err(configure)?;
+        // A burst from the interface waits in the socket while the reader
+        // catches up; the kernel drops silently what does not fit. Forcing
+        // the size needs CAP_NET_ADMIN; without it the limit is rmem_max.
+        if socket.set_socket_option(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &RECEIVE_BUFFER).is_err() {
+            socket.as_raw_socket().set_recv_buffer_size(RECEIVE_BUFFER as usize).map_err(configure)?;
+        }
+        Ok(Self { name: name.to_owned(), socket })
+    }
+
+    /// The interface name, as in `can0`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The next frame from the interface, or `None` when none came within
+    /// [`READ_TIMEOUT`] (or a signal interrupted the wait).
+    pub fn read(&self) -> io::Result<Option<RawFrame>> {
+        match self.socket.read_raw_frame() {
+            Ok(raw) => Ok(Some(raw)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Write one hub frame to the interface. A real controller's driver may
+    /// refuse some (error frames, a full transmit queue: `ENOBUFS`).
+    pub fn write(&self, frame: &Frame) -> io::Result<()> {
+        match to_socketcan(frame) {
+            RawFrame::Classic(raw) => self.socket.write_frame(&socketcan::CanFrame::from(raw)),
+            RawFrame::Fd(raw) => self.socket.write_frame(&socketcan::CanFdFrame::from(raw)),
+        }
+    }
+}
+
+/// Whether this kernel can make an AF_CAN raw socket at all, checked before
+/// the interface name so a missing AF_CAN is not reported as a missing
+/// interface.
+fn check_af_can() -> Result<(), InterfaceError> {
+    let domain = socket2::Domain::from(libc::AF_CAN);
+    let protocol = socket2::Protocol::from(libc::CAN_RAW);
+    match socket2::Socket::new(domain, socket2::Type::RAW, Some(protocol)) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT)) => {
+            Err(InterfaceError::NoSocketCan(e))
+        }
+        // Any other failure (permissions, limits) shows up again, with the
+        // interface named, when the real socket is opened.
+        Err(_) => Ok(()),
+    }
+}
