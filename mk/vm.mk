@@ -3,9 +3,11 @@
 #   make test-vm   install qemu-system-x86, busybox-static, cpio and xz-utils
 #                  with apt-get when missing, build the release binary, and
 #                  run tests/vm/test-bridge.sh (guest SocketCAN <-> host hub
-#                  through the bridge and virtio-serial) and
-#                  tests/vm/test-ivshmem.sh (guest clients <-> host hub through
-#                  ivshmem regions), about a minute together.
+#                  through the bridge and virtio-serial),
+#                  tests/vm/test-hubport.sh (a hub in the guest with vcan0 as
+#                  its own SocketCAN port) and tests/vm/test-ivshmem.sh (guest
+#                  clients <-> host hub through ivshmem regions, a guest killed
+#                  mid-traffic), about a minute together.
 
 .PHONY: test-vm
 test-vm:
@@ -21,6 +23,7 @@ test-vm:
 	fi
 	$(CARGO) build --release --locked -p fieldhub-cli
 	tests/vm/test-bridge.sh
+	tests/vm/test-hubport.sh
 	tests/vm/test-ivshmem.sh
 
 TEST_PARTS += test-vm
