@@ -14,18 +14,16 @@
 //! after it — and checks that sequence numbers only grow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fieldhub_client::{Client, ClientOptions, Filter};
+use fieldhub_client::{Client, ClientOptions};
 use serde::Serialize;
 
 use crate::hub_process::HubProcess;
 use crate::raw::{self, PeerMode};
+use crate::remote;
 use crate::stats::{Distribution, Ratios};
-use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, PATIENCE, WARM_UP};
-
-const REQUEST_ID: u32 = 0x100;
-const ANSWER_ID: u32 = 0x101;
+use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -229,45 +227,11 @@ fn listen(client: &Client, stop: &AtomicBool, idle: bool) -> (u64, bool) {
 
 /// Round trips through the hub at `url`, in ns.
 fn measure_hub(url: &str, size: FrameSize, samples: usize, progress: Progress<'_>) -> Result<Vec<u64>, BenchError> {
-    let echo = connect(url, "bench-echo")?;
-    let probe = connect(url, "bench-probe")?;
-    let echo_port = echo.open_port(CHANNEL)?;
-    let probe_port = probe.open_port(CHANNEL)?;
-    echo.set_filters(&echo_port, Some(&[Filter { can_id: REQUEST_ID, can_mask: 0x7FF }]))?;
-    probe.set_filters(&probe_port, Some(&[Filter { can_id: ANSWER_ID, can_mask: 0x7FF }]))?;
-    let rounds = WARM_UP + samples;
+    let (echo, echo_port) = remote::join(url, "bench-echo", CHANNEL, remote::REQUEST_ID)?;
+    let (probe, probe_port) = remote::join(url, "bench-probe", CHANNEL, remote::ANSWER_ID)?;
     std::thread::scope(|s| {
-        let echoing = s.spawn(|| -> Result<(), BenchError> {
-            for _ in 0..rounds {
-                let Some(request) = echo.recv(Some(PATIENCE))? else {
-                    return Err(BenchError::Stalled("the echo client heard nothing".into()));
-                };
-                let counter = u32::from_le_bytes(request.frame.data()[..4].try_into().unwrap_or_default());
-                echo.send(&echo_port, &size.frame(ANSWER_ID, counter))?;
-            }
-            Ok(())
-        });
-        let mut times = Vec::with_capacity(samples);
-        let measured = (|| -> Result<Vec<u64>, BenchError> {
-            for i in 0..rounds {
-                let started = Instant::now();
-                probe.send(&probe_port, &size.frame(REQUEST_ID, i as u32))?;
-                let Some(answer) = probe.recv(Some(PATIENCE))? else {
-                    return Err(BenchError::Stalled(format!("no answer to round trip {i}")));
-                };
-                let elapsed = started.elapsed().as_nanos() as u64;
-                if answer.frame.data()[..4] != (i as u32).to_le_bytes() {
-                    return Err(BenchError::Stalled(format!("round trip {i} was answered out of order")));
-                }
-                if i >= WARM_UP {
-                    times.push(elapsed);
-                    if times.len() % 1000 == 0 {
-                        progress(&format!("hub, {}: {}/{samples}", size.label(), times.len()));
-                    }
-                }
-            }
-            Ok(times)
-        })();
+        let echoing = s.spawn(|| remote::answer(&echo, &echo_port, Some(WARM_UP + samples)));
+        let measured = remote::probe(&probe, &probe_port, size, samples, progress);
         // After a failed probe the echo thread gives up within PATIENCE.
         let echoed = echoing.join().map_err(|_| BenchError::Stalled("the echo client panicked".into()))?;
         let times = measured?;

@@ -13,6 +13,8 @@
 //!   a fixed frame rate.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
 //!   runs in a second process: `fieldhub bench raw-peer`).
+//! - [`remote`]: round trips through a hub someone else runs, with the
+//!   answering side elsewhere (a VM guest): `fieldhub bench echo` / `ping`.
 //! - [`hub_process`]: the hub under test is always a separate `fieldhub hub`
 //!   process, as in real use, never a thread of the benchmark.
 //! - [`plot`]: the latency distributions as an SVG CDF.
@@ -27,6 +29,7 @@ pub mod hub_process;
 pub mod latency;
 pub mod plot;
 pub mod raw;
+pub mod remote;
 pub mod stats;
 pub mod throughput;
 

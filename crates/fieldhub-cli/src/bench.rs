@@ -1,6 +1,8 @@
 //! `fieldhub bench`: latency, throughput and CPU cost through a hub process
 //! this command starts itself, each hub figure next to a raw two-process
-//! baseline of the same run and its ratio.
+//! baseline of the same run and its ratio. `echo` and `ping` measure round
+//! trips through a hub that is already running, with the echo at the far end
+//! of the path under test (a VM guest: `bench/vm.sh`).
 //!
 //! Results go to stdout (a table, or JSON with `--json`); progress goes to
 //! stderr as one updating line. `raw-peer` is the hidden second process of
@@ -11,7 +13,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
-use fieldhub_bench::{cpu, latency, plot, raw, throughput, FrameSize, Launcher, Transport};
+use fieldhub_bench::{cpu, latency, plot, raw, remote, throughput, FrameSize, Launcher, Transport};
+
+use crate::HubSelect;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -96,6 +100,31 @@ enum Kind {
         #[arg(long)]
         json: bool,
     },
+    /// Answer `bench ping` probes on a channel of a running hub (request 0x100, answer 0x101) until stopped; run it at the far end of the path to measure, e.g. in a VM guest.
+    Echo {
+        #[command(flatten)]
+        hub: HubSelect,
+        /// Channel to answer on.
+        #[arg(long, value_name = "NAME", default_value = "can0")]
+        channel: String,
+    },
+    /// Round trips to a `bench echo` on a channel of a running hub: percentiles (µs).
+    Ping {
+        #[command(flatten)]
+        hub: HubSelect,
+        /// Channel the echo answers on.
+        #[arg(long, value_name = "NAME", default_value = "can0")]
+        channel: String,
+        /// Round trips to measure (after a warm-up that does not count).
+        #[arg(long, default_value = "2000")]
+        samples: usize,
+        /// 64-byte CAN FD frames instead of 8-byte CAN (needs a canfd channel).
+        #[arg(long)]
+        fd: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The peer process of a raw baseline (started by the benchmarks themselves).
     #[command(hide = true)]
     RawPeer {
@@ -119,11 +148,29 @@ fn clear_progress() {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if let Kind::RawPeer { mode, connect, bytes } = args.kind {
-        return raw::run_peer(mode, &connect, bytes).context("raw baseline peer");
-    }
-    let launcher = Launcher::current().context("cannot find the fieldhub executable")?;
+    let launcher = || Launcher::current().context("cannot find the fieldhub executable");
+    let url = |hub: &HubSelect| hub.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
     match args.kind {
+        Kind::RawPeer { mode, connect, bytes } => {
+            raw::run_peer(mode, &connect, bytes).context("raw baseline peer")?;
+        }
+        Kind::Echo { hub, channel } => {
+            let url = url(&hub);
+            let answered = remote::echo(&url, &channel).with_context(|| format!("bench echo on {url} {channel}"))?;
+            eprintln!("bench echo: answered {answered} round trips");
+        }
+        Kind::Ping { hub, channel, samples, fd, json } => {
+            let url = url(&hub);
+            let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
+            let result = remote::ping(&url, &channel, size, samples, &mut progress);
+            clear_progress();
+            let result = result.with_context(|| format!("bench ping on {url} {channel}"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                print_ping(&result);
+            }
+        }
         Kind::Latency { transport, busy_poll, samples, sizes, clients, idle_clients, json, plot } => {
             let spec = latency::LatencyRun {
                 transport,
@@ -133,7 +180,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 extra_clients: clients,
                 extra_idle: idle_clients,
             };
-            let scenarios = latency::run(&launcher, &spec, &mut progress).context("latency benchmark");
+            let scenarios = latency::run(&launcher()?, &spec, &mut progress).context("latency benchmark");
             clear_progress();
             let scenarios = scenarios?;
             if let Some(path) = plot {
@@ -161,7 +208,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         Kind::Throughput { transport, seconds, receivers, sizes, json } => {
             let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
-            let scenarios = throughput::run(&launcher, &spec, &mut progress).context("throughput benchmark");
+            let scenarios = throughput::run(&launcher()?, &spec, &mut progress).context("throughput benchmark");
             clear_progress();
             let scenarios = scenarios?;
             if json {
@@ -172,7 +219,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
-                cpu::run(&launcher, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
+                cpu::run(&launcher()?, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
             clear_progress();
             let phases = phases?;
             if json {
@@ -181,7 +228,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 print_cpu(&phases);
             }
         }
-        Kind::RawPeer { .. } => unreachable!("handled above"),
     }
     Ok(())
 }
@@ -236,6 +282,22 @@ fn print_latency(scenarios: &[latency::LatencyScenario]) {
         }
         println!();
     }
+}
+
+fn print_ping(result: &remote::PingResult) {
+    let d = &result.round_trip;
+    println!(
+        "round trip to the echo on {} via {}, {} B ({} samples, µs)",
+        result.channel, result.url, result.payload_bytes, d.samples
+    );
+    println!(
+        "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8}",
+        "p50", "p80", "p95", "p99", "p99.9", "max", "mean", "std"
+    );
+    println!(
+        "  {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
+        d.p50_us, d.p80_us, d.p95_us, d.p99_us, d.p999_us, d.max_us, d.mean_us, d.std_us
+    );
 }
 
 fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {
