@@ -192,3 +192,35 @@ fn cpu_reports_idle_and_loaded_phases_with_one_and_three_clients() {
         assert!(number(loaded, &["frames_per_s"]) > 0.0);
     }
 }
+
+mod common;
+
+#[test]
+fn ping_times_round_trips_to_an_echo_on_a_running_hub_and_reports_ordered_percentiles() {
+    let hub = common::HubProcess::start();
+    let mut echo = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["bench", "echo", "--hub", &hub.url, "--channel", "can1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start bench echo");
+    hub.wait_for_log("bench-echo");
+    // The echo may still be setting its filter: a first ping can go unheard.
+    let ping = |samples: &str| bench(&["ping", "--hub", &hub.url, "--channel", "can1", "--samples", samples, "--json"]);
+    let out =
+        (0..20).map(|_| ping("300")).find(|out| out.status.success()).expect("a ping is answered once the echo is up");
+    let _ = echo.kill();
+    let _ = echo.wait();
+    let json: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!((json["channel"].as_str(), json["payload_bytes"].as_u64()), (Some("can1"), Some(8)));
+    assert_eq!(json["round_trip"]["samples"], 300);
+    let (p50, p99, max) = (
+        number(&json, &["round_trip", "p50_us"]),
+        number(&json, &["round_trip", "p99_us"]),
+        number(&json, &["round_trip", "max_us"]),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "p50 {p50}, p99 {p99}, max {max}");
+    let unanswered = bench(&["ping", "--hub", &hub.url, "--channel", "can0", "--samples", "5"]);
+    assert!(!unanswered.status.success());
+    let stderr = String::from_utf8_lossy(&unanswered.stderr);
+    assert!(stderr.contains("no answer to round trip 0; is an echo on the channel?"), "{stderr}");
+}
