@@ -93,8 +93,9 @@ pids="$pids $dump"
 ) &
 pids="$pids $!"
 # shellcheck disable=SC2086
-"$ROOT/tests/vm/run-guest.sh" ivshmem $ivshmem_devices | tee "$RUN/guest.log" || true
-grep -q 'FIELDHUB-VM-RESULT ok' "$RUN/guest.log" || fail "guest: $(grep FIELDHUB-VM-RESULT "$RUN/guest.log" || echo no result)"
+"$ROOT/tests/vm/run-guest.sh" ivshmem $ivshmem_devices >"$RUN/guest.log" 2>&1 || true
+grep -ao 'FIELDHUB-VM-RESULT.*' "$RUN/guest.log" || true
+grep -q 'FIELDHUB-VM-RESULT ok' "$RUN/guest.log" || fail "guest: $(tail -20 "$RUN/guest.log")"
 
 wait "$dump" || fail "host dump: $(cat "$RUN/dump.err")"
 check_counters "$COUNT" "guest frames reached the host" "$RUN/host-rx.log" || fail "guest to host direction"
