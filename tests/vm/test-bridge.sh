@@ -10,7 +10,12 @@
 # reach a host client (`fieldhub dump`) in order, none lost, unchanged; COUNT
 # frames sent by a host client (`fieldhub replay`, ids 0x200 family) reach
 # canseq in the guest in order (canseq checks, the scenario reports).
-# Prints throughput both ways. Exit status 0 only if both directions pass.
+# Then, across a restart of the host hub: the guest's controller error frame
+# reaches the host as a hub error frame, a host error frame (bus-off) reaches
+# canseq, the hub is killed and started again, the same bridge process
+# reconnects, and AFTER_RESTART frames pass each way in order (host ids
+# 0x300 first, then the guest's 0x180 family).
+# Prints throughput both ways. Exit status 0 only if every check passes.
 #
 # Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
 set -eu
@@ -18,7 +23,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
 COUNT=10000
-export COUNT
+AFTER_RESTART=2000
 for tool in qemu-system-x86_64 cpio; do
     command -v $tool >/dev/null || { echo "test-bridge: $tool missing (make test-vm installs it)" >&2; exit 1; }
 done
@@ -39,10 +44,28 @@ name = "vm-test"
 name = "can0"
 protocol = "canfd"
 TOML
-FIELDHUB_LOG=warn "$FIELDHUB" hub --config "$RUN/hub.toml" --listen "unix:$SOCK" >"$RUN/hub.log" 2>&1 &
-pids="$pids $!"
-for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || fail "the hub did not listen on $SOCK: $(cat "$RUN/hub.log")"
+# At info the hub logs each port it opens: the second "guest-vcan0" is the
+# bridge back after the restart.
+start_hub() {
+    FIELDHUB_LOG=info "$FIELDHUB" hub --config "$RUN/hub.toml" --listen "unix:$SOCK" >>"$RUN/hub.log" 2>&1 &
+    hub=$!
+    pids="$pids $hub"
+    for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+    [ -S "$SOCK" ] || fail "the hub did not listen on $SOCK: $(cat "$RUN/hub.log")"
+}
+# Wait up to 120 s for a command to succeed while the guest runs; a guest
+# that stopped early ends the wait with its console.
+await() {
+    what=$1
+    shift
+    for _ in $(seq 1200); do
+        "$@" && return 0
+        kill -0 "$guest" 2>/dev/null || { tail -20 "$RUN/guest.log"; fail "the guest ended before $what"; }
+        sleep 0.1
+    done
+    fail "timed out waiting for $what"
+}
+start_hub
 
 # Host receiver: every frame on can0, candump log format.
 "$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump.log" 2>"$RUN/dump.err" &
@@ -58,16 +81,43 @@ awk -v n=$COUNT -v base=512 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >
 pids="$pids $!"
 
 start=$(date +%s)
-guest_ok=0
-# The hub must listen before QEMU starts: its chardev connects at start.
+# The hub must listen before QEMU starts: its chardev connects at start, and
+# connects again (reconnect=1) after the hub restarts.
 "$ROOT/tests/vm/run-guest.sh" bridge -chardev "socket,path=$SOCK,id=fh,reconnect=1" \
-    -device virtio-serial-pci -device virtserialport,chardev=fh,name=fieldhub >"$RUN/guest.log" 2>&1 && guest_ok=1
-elapsed=$(($(date +%s) - start))
-grep -E '^(canseq|FIELDHUB-VM-RESULT)' "$RUN/guest.log" || true
+    -device virtio-serial-pci -device virtserialport,chardev=fh,name=fieldhub >"$RUN/guest.log" 2>&1 &
+guest=$!
+pids="$pids $guest"
 
-# Check the guest's frames as the host saw them.
+# Phase 2: the guest's controller error frame (CAN_ERR_CRTL, rx and tx
+# warning, counters 96/97) comes after its sequence, so when it is here the
+# sequence is complete.
+await "the guest's error frame reached the host" grep -q ' can0 20000004#000C000000006061$' "$RUN/dump.log"
 host_check=$(awk -v n=$COUNT -v base=256 -f "$ROOT/tests/vm/seq/check.awk" "$RUN/dump.log") || fail "guest -> host: $host_check"
 echo "test-bridge: guest -> host: $host_check"
-[ "$guest_ok" = 1 ] || { tail -40 "$RUN/guest.log"; fail "host -> guest: the guest scenario did not report ok"; }
-echo "test-bridge: host -> guest: canseq received $COUNT host frames in order"
-echo "test-bridge: PASS (guest boot, both directions and shutdown in ${elapsed} s)"
+echo "test-bridge: guest -> host: the guest's controller error frame arrived as a hub error frame"
+"$FIELDHUB" send --hub "unix:$SOCK" can0 20000040#000000000000F800
+await "canseq received the hub's error frame" grep -aq "canseq: the hub's error frame arrived" "$RUN/guest.log"
+echo "test-bridge: host -> guest: the hub's bus-off error frame arrived on vcan0"
+
+kill "$hub"
+wait "$hub" 2>/dev/null || true
+start_hub
+echo "test-bridge: hub restarted"
+"$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump-after.log" 2>"$RUN/dump-after.err" &
+pids="$pids $!"
+await "the bridge reconnected" sh -c "[ \$(grep -c 'port opened.* port=guest-vcan0 ' '$RUN/hub.log') -ge 2 ]"
+echo "test-bridge: the guest's bridge reconnected to the new hub"
+awk -v n=$AFTER_RESTART -v base=768 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"$RUN/host-frames-after.log"
+"$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-after.log" >"$RUN/replay-after.log" 2>&1 \
+    || fail "replay after the restart: $(cat "$RUN/replay-after.log")"
+
+guest_ok=0
+wait "$guest" && guest_ok=1
+elapsed=$(($(date +%s) - start))
+grep -aE '^(canseq|FIELDHUB-VM-RESULT)' "$RUN/guest.log" || true
+[ "$guest_ok" = 1 ] || { tail -40 "$RUN/guest.log"; fail "the guest scenario did not report ok"; }
+echo "test-bridge: host -> guest: canseq received $COUNT host frames in order, and $AFTER_RESTART after the restart"
+after_check=$(awk -v n=$AFTER_RESTART -v base=384 -f "$ROOT/tests/vm/seq/check.awk" "$RUN/dump-after.log") \
+    || fail "guest -> host after the restart: $after_check"
+echo "test-bridge: guest -> host after the restart: $after_check"
+echo "test-bridge: PASS (guest boot, both directions, error frames, hub restart and shutdown in ${elapsed} s)"

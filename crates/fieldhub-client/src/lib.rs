@@ -577,7 +577,11 @@ impl Drop for Client {
         wire::encode(&mut goodbye, &Message::Goodbye(report));
         match &mut self.link {
             Link::Stream { to_writer, writer_done, stream } => {
-                if let Some(writer) = to_writer.take() {
+                // Once the connection has ended, a goodbye reaches nobody —
+                // or worse, on a serial port whose host end reconnects, the
+                // next hub, as the first message of a stranger's session.
+                let ended = self.shared.is_closed.load(Ordering::Acquire);
+                if let Some(writer) = to_writer.take().filter(|_| !ended) {
                     let _ = writer.send_timeout(WriteItem::Control(goodbye), GOODBYE_GRACE);
                 }
                 // The writer exits once its queue is drained and closed. A hub
