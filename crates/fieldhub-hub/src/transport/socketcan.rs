@@ -11,6 +11,8 @@
 //! Invariants:
 //! - Interfaces are opened when the hub starts: a missing interface or a
 //!   kernel without AF_CAN stops the start with an error naming the port.
+//!   One that vanishes later (an adapter unplugged) keeps its port on the
+//!   bus and is reopened when it comes back.
 //! - No echo loops: the socket does not receive its own writes and the port
 //!   is opened without `RECEIVE_OWN`.
 //! - Order is kept each way: one thread per direction, one frame at a time.
@@ -35,8 +37,9 @@ use crate::config::PortConfig;
 use crate::credit::TxCredit;
 use crate::queues::{outbox, ClientId, Inbound, Outbound};
 
-/// How long the reader waits after a failed read (interface down or gone)
-/// before it reads again, and the least time between two log lines about it.
+/// How long the reader waits after a failed read (a link gone down) before
+/// it reads again, and the least time between two log lines about it. An
+/// interface that vanishes altogether is reopened by [`Interface`] itself.
 const READ_RETRY: Duration = Duration::from_secs(1);
 
 /// Why a SocketCAN port cannot be attached.
