@@ -14,7 +14,9 @@
 # reaches the host as a hub error frame, a host error frame (bus-off) reaches
 # canseq, the hub is killed and started again, the same bridge process
 # reconnects, and AFTER_RESTART frames pass each way in order (host ids
-# 0x300 first, then the guest's 0x180 family).
+# 0x300 first, then the guest's 0x180 family). Last, the guest kills its
+# bridge (SIGKILL) and starts a new one on the same port: AFTER_RESTART
+# frames pass each way again (host 0x340 first, then the guest's 0x1C0).
 # Prints throughput both ways. Exit status 0 only if every check passes.
 #
 # Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
@@ -111,13 +113,28 @@ awk -v n=$AFTER_RESTART -v base=768 -v channel=can0 -f "$ROOT/tests/vm/seq/frame
 "$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-after.log" >"$RUN/replay-after.log" 2>&1 \
     || fail "replay after the restart: $(cat "$RUN/replay-after.log")"
 
+
+# Phase 3: the guest kills its bridge mid-session and starts another; the
+# hub drops the orphaned session when the new HELLO arrives on it, QEMU
+# connects again, and the new bridge opens guest-vcan0 (a third time).
+"$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump-killed.log" 2>"$RUN/dump-killed.err" &
+pids="$pids $!"
+await "a new bridge replaced the killed one" sh -c "[ \$(grep -c 'port opened.* port=guest-vcan0 ' '$RUN/hub.log') -ge 3 ]"
+echo "test-bridge: the guest's second bridge connected after the first was killed"
+awk -v n=$AFTER_RESTART -v base=832 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"$RUN/host-frames-killed.log"
+"$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-killed.log" >"$RUN/replay-killed.log" 2>&1 \
+    || fail "replay after the bridge was killed: $(cat "$RUN/replay-killed.log")"
+
 guest_ok=0
 wait "$guest" && guest_ok=1
 elapsed=$(($(date +%s) - start))
 grep -aE '^(canseq|FIELDHUB-VM-RESULT)' "$RUN/guest.log" || true
 [ "$guest_ok" = 1 ] || { tail -40 "$RUN/guest.log"; fail "the guest scenario did not report ok"; }
-echo "test-bridge: host -> guest: canseq received $COUNT host frames in order, and $AFTER_RESTART after the restart"
+echo "test-bridge: host -> guest: canseq received $COUNT host frames in order, $AFTER_RESTART after the hub restart and $AFTER_RESTART after the bridge was killed"
 after_check=$(awk -v n=$AFTER_RESTART -v base=384 -f "$ROOT/tests/vm/seq/check.awk" "$RUN/dump-after.log") \
     || fail "guest -> host after the restart: $after_check"
-echo "test-bridge: guest -> host after the restart: $after_check"
-echo "test-bridge: PASS (guest boot, both directions, error frames, hub restart and shutdown in ${elapsed} s)"
+echo "test-bridge: guest -> host after the hub restart: $after_check"
+killed_check=$(awk -v n=$AFTER_RESTART -v base=448 -f "$ROOT/tests/vm/seq/check.awk" "$RUN/dump-killed.log") \
+    || fail "guest -> host after the bridge was killed: $killed_check"
+echo "test-bridge: guest -> host after the bridge was killed: $killed_check"
+echo "test-bridge: PASS (guest boot, both directions, error frames, hub restart, killed bridge and shutdown in ${elapsed} s)"

@@ -259,6 +259,28 @@ fn frame_for_a_port_not_opened_disconnects_only_that_client() {
 }
 
 #[test]
+fn a_second_hello_on_a_session_ends_it_with_a_clear_error_and_frees_its_port_names() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::handshake(hub);
+        let open = OpenPort { request: 1, options: PortOptions::empty(), channel: "can0", port_name: "guest-can0" };
+        raw.send(&Message::OpenPort(open));
+        assert_eq!(raw.read_message().expect("reply")[0], wire::msg::PORT_OPENED);
+        // What a restarted guest process writes into the stream its dead
+        // predecessor left open.
+        raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "restarted", token: "" }));
+        let text = raw.expect_rejection(ErrorCode::UnexpectedMessage);
+        assert!(text.contains("HELLO from \"restarted\" on a connection already in a session"), "{text}");
+        assert!(text.contains("connect again"), "{text}");
+        // The session ended with its ports: the next client gets the name.
+        let next = hub.client("restarted");
+        let port =
+            next.open_port_with("can0", &fieldhub_client::PortConfig { name: Some("guest-can0".into()), ..lossless() });
+        assert!(port.is_ok(), "{:?}", port.err());
+    });
+    hub.wait_for_log("rejecting client: HELLO from \"restarted\" on a connection already in a session");
+}
+
+#[test]
 fn client_killed_mid_stream_does_not_disturb_others() {
     with_bystanders(|hub| {
         let mut raw = Raw::handshake(hub);

@@ -642,6 +642,9 @@ fn connect_stream(url: &str, parsed: &HubUrl, hello: &[u8], timeout: Duration) -
             Message::Refuse(r) => {
                 return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
             }
+            Message::Error(report) => {
+                return Err(ClientError::Protocol(format!("expected WELCOME, got ERROR: {}", report.text)))
+            }
             other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
         }
     };

@@ -4,7 +4,7 @@
  * same time, receives COUNT sequence-numbered frames from the other side,
  * checking order, kind and payload.
  *
- *   canseq [-e] IFACE COUNT TX_BASE RX_BASE
+ *   canseq [-e] [-w] IFACE COUNT TX_BASE RX_BASE
  *
  * Frame i (either direction, BASE = TX_BASE or RX_BASE) is, by i % 3:
  *   0: classic, standard id BASE, 8 bytes
@@ -13,11 +13,11 @@
  * data[0..4] = i big-endian, data[k] = (i + k) & 0xff for k >= 4.
  * Received frames of other ids are ignored.
  *
- * -e (error frames, then a bus that comes back): before the sequences,
- * write the controller error frame GUEST_ERROR, wait for the hub to send
- * HUB_ERROR (which must be the first error frame to arrive, unchanged), say
- * so on stderr, and send the sequence only once the first expected frame has
+ * -w (wait): send the sequence only once the first expected frame has
  * arrived — the other side sends first, when it knows the path is up.
+ * -e (error frames, then -w): before the sequences, write the controller
+ * error frame GUEST_ERROR, wait for the hub to send HUB_ERROR (which must be
+ * the first error frame to arrive, unchanged), and say so on stderr.
  *
  * Prints one summary line; exits 0 only if all COUNT frames were sent and
  * all COUNT expected frames arrived in order, unchanged, within 90 s.
@@ -71,11 +71,14 @@ static int in_family(const struct canfd_frame *f, unsigned base) {
 }
 
 int main(int argc, char **argv) {
-    int errors = argc > 1 && strcmp(argv[1], "-e") == 0;
-    argv += errors;
-    argc -= errors;
+    int errors = 0, wait_first = 0;
+    for (; argc > 1 && argv[1][0] == '-'; argc--, argv++) {
+        if (strcmp(argv[1], "-e") == 0) errors = wait_first = 1;
+        else if (strcmp(argv[1], "-w") == 0) wait_first = 1;
+        else argc = 0;
+    }
     if (argc != 5) {
-        fprintf(stderr, "usage: canseq [-e] IFACE COUNT TX_BASE RX_BASE\n");
+        fprintf(stderr, "usage: canseq [-e] [-w] IFACE COUNT TX_BASE RX_BASE\n");
         return 2;
     }
     unsigned count = strtoul(argv[2], NULL, 0);
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
                      hub_error_seen ? "" : ", no error frame from the hub");
             break;
         }
-        int may_send = sent < count && (!errors || received > 0);
+        int may_send = sent < count && (!wait_first || received > 0);
         struct pollfd p = { .fd = s, .events = POLLIN | (may_send ? POLLOUT : 0) };
         if (poll(&p, 1, 100) < 0 && errno != EINTR) { perror("canseq: poll"); return 1; }
         if (p.revents & POLLIN) {

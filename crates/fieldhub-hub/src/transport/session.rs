@@ -108,23 +108,28 @@ fn run<C: Connection>(stream: C, peer: &str, ctx: &SessionContext) {
     info!(client, %name, peer, "client connected");
     let writer_thread =
         std::thread::Builder::new().name(format!("fh-write-{client}")).spawn(move || write_loop(writer, out_rx));
-    let reason = match read_loop(&mut reader, client, ctx, &credit) {
+    let (reason, report) = match read_loop(&mut reader, client, ctx, &credit) {
         Ok(reason) => {
             info!(client, %name, peer, "client disconnected: {reason}");
-            reason
+            (reason, None)
         }
         Err(violation) => {
             warn!(client, %name, peer, "rejecting client: {}", violation.text);
             let report =
                 Outbound::Error { code: violation.code, request: 0, fatal: true, text: violation.text.clone() };
-            if out_tx.try_control(report).is_err() {
-                reader.get_mut().get_ref().shutdown();
-            }
-            violation.text
+            (violation.text, Some(report))
         }
     };
-    drop(out_tx);
+    // The bus hears of the detach before the client hears of its rejection:
+    // whatever the client does next (connect again, reuse its port names)
+    // reaches the bus after its ports are closed.
     let _ = ctx.inbox.send(Inbound::Detach { client, reason });
+    if let Some(report) = report {
+        if out_tx.try_control(report).is_err() {
+            reader.get_mut().get_ref().shutdown();
+        }
+    }
+    drop(out_tx);
     if let Ok(handle) = writer_thread {
         let _ = handle.join();
     }
@@ -253,6 +258,20 @@ fn read_loop<C: Connection>(
             Message::StatsRequest { request } => forward(Inbound::Stats { client, request })?,
             Message::Pong { .. } => {}
             Message::Goodbye(report) => return Ok(format!("client said goodbye: {}", report.text)),
+            // A stream that outlives its client — a virtio-serial port whose
+            // guest process died and was started again — carries the next
+            // client's HELLO into the old session.
+            Message::Hello(hello) => {
+                return Err(Violation::new(
+                    ErrorCode::UnexpectedMessage,
+                    format!(
+                        "HELLO from {:?} on a connection already in a session (a new process on the same \
+                         stream, as after a guest process died on a virtio-serial port?); this session ends, \
+                         connect again",
+                        hello.name
+                    ),
+                ))
+            }
             other => {
                 return Err(Violation::new(
                     ErrorCode::UnexpectedMessage,
