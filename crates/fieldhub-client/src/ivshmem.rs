@@ -20,8 +20,7 @@
 //! from private copies.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
@@ -30,7 +29,8 @@ use fieldhub_shm::region::{BEAT_INTERVAL, BEAT_TIMEOUT};
 use fieldhub_shm::ring::slots_for;
 use fieldhub_shm::{Backoff, ClientSegment, Consumer, OpenError, Producer, Region};
 
-use crate::shm::{Flow, SendFail};
+use crate::ring_sender::{RingSender, SendFail};
+use crate::shm::Flow;
 use crate::ClientError;
 
 /// A connected ivshmem link.
@@ -41,17 +41,11 @@ pub(crate) struct IvshmemLink {
     nonce: u32,
     /// The hub's generation when the session began.
     generation: u32,
-    to_hub: Mutex<ToHub>,
+    /// Ends when the session ends (hub gone, session taken) or the client
+    /// closes it.
+    to_hub: RingSender,
     /// Where the reader takes up the to-client ring (after `WELCOME`).
     to_client_start: u32,
-    /// The session ended (hub gone, session taken) or the client closed it.
-    ended: AtomicBool,
-}
-
-struct ToHub {
-    producer: Producer,
-    /// Encoding buffer, reused: sending a frame allocates nothing.
-    scratch: Vec<u8>,
 }
 
 /// What the handshake established.
@@ -112,48 +106,23 @@ impl IvshmemLink {
             segment,
             nonce,
             generation,
-            to_hub: Mutex::new(ToHub { producer, scratch: Vec::with_capacity(256) }),
+            to_hub: RingSender::new(producer),
             to_client_start: welcome_slots,
-            ended: AtomicBool::new(false),
         };
         Ok(Welcomed { link, client_id, hub_name })
     }
 
-    fn to_hub(&self) -> MutexGuard<'_, ToHub> {
-        self.to_hub.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn ended(&self) -> bool {
-        // SYNC POINT with `end`'s Release store.
-        self.ended.load(Ordering::Acquire)
+        self.to_hub.ended()
     }
 
     /// Write one message, built by `encode`, into the to-hub ring, polling
-    /// at most `timeout` (`None`: no limit) for room.
+    /// at most `timeout` (`None`: no limit) for room. The hub's poller sees
+    /// the new head; there is nothing to ring.
     pub fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let ring = self.segment.to_hub();
-        let mut to_hub = self.to_hub();
-        let ToHub { producer, scratch } = &mut *to_hub;
-        scratch.clear();
-        encode(scratch);
-        let needed = slots_for(scratch.len());
         let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
-        loop {
-            if self.ended() {
-                return Err(SendFail::Closed);
-            }
-            match producer.try_push(&ring, scratch) {
-                // The hub's poller sees the new head; nothing to ring.
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(_) => return Err(SendFail::Closed),
-            }
-            let room = || producer.free_slots(&ring).map_or(true, |free| free >= needed) || self.ended();
-            if !backoff.wait(deadline, room) {
-                return Err(SendFail::Timeout);
-            }
-        }
+        self.to_hub.send(&self.segment.to_hub(), encode, deadline, |deadline, room| backoff.wait(deadline, room))
     }
 
     /// Reader thread: take messages from the to-client ring and hand each
@@ -233,8 +202,7 @@ impl IvshmemLink {
 
     /// End the link: the reader and senders notice on their next poll.
     pub fn end(&self) {
-        // SYNC POINT with `ended`'s Acquire load.
-        self.ended.store(true, Ordering::Release);
+        self.to_hub.end();
     }
 }
 

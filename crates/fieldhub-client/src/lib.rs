@@ -40,6 +40,7 @@ mod error;
 pub mod filter;
 mod ivshmem;
 mod ready;
+mod ring_sender;
 mod shm;
 mod stream;
 pub mod url;
@@ -64,7 +65,8 @@ pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::Filter;
 use ivshmem::IvshmemLink;
 use ready::ReadySignal;
-use shm::{Flow, SendFail, ShmLink};
+use ring_sender::SendFail;
+use shm::{Flow, ShmLink};
 use stream::Stream;
 pub use url::{default_hub_url, HubUrl};
 

@@ -18,40 +18,24 @@
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::wire::{self, check_length, Message};
-use fieldhub_shm::ring::slots_for;
 use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer, WaitPolicy};
 
+use crate::ring_sender::{RingSender, SendFail};
 use crate::ClientError;
-
-/// Why a message could not be sent.
-pub(crate) enum SendFail {
-    /// No room within the timeout.
-    Timeout,
-    /// The link has ended.
-    Closed,
-}
 
 /// A connected shared-memory link.
 pub(crate) struct ShmLink {
     segment: ClientSegment,
     hub_bell: BellSegment,
     socket: UnixStream,
-    to_hub: Mutex<ToHub>,
-    /// The session socket ended (the hub is gone) or the client closed it.
-    ended: AtomicBool,
+    /// Ends when the session socket ends (the hub is gone) or the client
+    /// closes it.
+    to_hub: RingSender,
     policy: WaitPolicy,
-}
-
-struct ToHub {
-    producer: Producer,
-    /// Encoding buffer, reused: sending a frame allocates nothing.
-    scratch: Vec<u8>,
 }
 
 /// What the handshake established.
@@ -100,51 +84,25 @@ impl ShmLink {
             segment,
             hub_bell,
             socket,
-            to_hub: Mutex::new(ToHub { producer: Producer::starting_at(0), scratch: Vec::with_capacity(256) }),
-            ended: AtomicBool::new(false),
+            to_hub: RingSender::new(Producer::starting_at(0)),
             policy: if busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
         };
         Ok(Welcomed { link, client_id, hub_name })
     }
 
-    fn to_hub(&self) -> MutexGuard<'_, ToHub> {
-        self.to_hub.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn ended(&self) -> bool {
-        // SYNC POINT with `end`'s Release store.
-        self.ended.load(Ordering::Acquire)
+        self.to_hub.ended()
     }
 
     /// Write one message, built by `encode`, into the to-hub ring, waiting
     /// at most `timeout` (`None`: no limit) for room.
     pub fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let ring = self.segment.to_hub();
-        let mut to_hub = self.to_hub();
-        let ToHub { producer, scratch } = &mut *to_hub;
-        scratch.clear();
-        encode(scratch);
-        let needed = slots_for(scratch.len());
-        loop {
-            if self.ended() {
-                return Err(SendFail::Closed);
-            }
-            match producer.try_push(&ring, scratch) {
-                Ok(true) => {
-                    drop(to_hub);
-                    self.hub_bell.bell().ring();
-                    return Ok(());
-                }
-                Ok(false) => {}
-                // The hub broke the ring (or the message can never fit).
-                Err(_) => return Err(SendFail::Closed),
-            }
-            let room = || producer.free_slots(&ring).map_or(true, |free| free >= needed) || self.ended();
-            if !self.segment.space_bell().wait(self.policy, deadline, room) {
-                return Err(SendFail::Timeout);
-            }
-        }
+        let space = self.segment.space_bell();
+        self.to_hub
+            .send(&self.segment.to_hub(), encode, deadline, |deadline, room| space.wait(self.policy, deadline, room))?;
+        self.hub_bell.bell().ring();
+        Ok(())
     }
 
     /// Reader thread: take messages from the to-client ring and hand each
@@ -211,9 +169,8 @@ impl ShmLink {
 
     /// End the link: wake the reader and any sender waiting for room.
     fn end(&self) {
-        // SYNC POINT with `ended`'s Acquire load; the wakes below make
-        // sleeping waiters re-check it.
-        self.ended.store(true, Ordering::Release);
+        // The wakes make sleeping waiters re-check the flag.
+        self.to_hub.end();
         self.segment.client_bell().wake();
         self.segment.space_bell().wake();
     }
