@@ -179,6 +179,20 @@ struct ShmPeer {
     bell: BellSegment,
 }
 
+/// A peer connected over loopback TCP, Nagle off, reads and writes bounded
+/// by [`PATIENCE`] so a dead peer fails the run instead of hanging it.
+fn spawn_tcp_peer(launcher: &Launcher, mode: PeerMode, message_len: usize) -> Result<(Peer, TcpStream), BenchError> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message_len)?;
+    let stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(PATIENCE))?;
+    stream.set_write_timeout(Some(PATIENCE))?;
+    Ok((peer, stream))
+}
+
 /// Unix sockets made by this process so far, to keep their paths apart.
 static SOCKETS: AtomicU32 = AtomicU32::new(0);
 
@@ -281,13 +295,7 @@ pub fn ping_pong(
             peer.finish()?;
         }
         PeerMode::Tcp => {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            listener.set_nonblocking(true)?;
-            let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message.len())?;
-            let mut stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
-            stream.set_nonblocking(false)?;
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(PATIENCE))?;
+            let (peer, mut stream) = spawn_tcp_peer(launcher, mode, message.len())?;
             let mut buf = message.clone();
             for i in 0..WARM_UP + samples {
                 let started = Instant::now();
@@ -343,14 +351,7 @@ pub fn stream(
             Ok((count.ok_or_else(|| BenchError::Peer("the peer's count is malformed".into()))?, elapsed))
         }
         PeerMode::TcpStream => {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            listener.set_nonblocking(true)?;
-            let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message.len())?;
-            let mut stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
-            stream.set_nonblocking(false)?;
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(PATIENCE))?;
-            stream.set_write_timeout(Some(PATIENCE))?;
+            let (peer, mut stream) = spawn_tcp_peer(launcher, mode, message.len())?;
             let chunk = message.repeat(RECORDS_PER_WRITE);
             let started = Instant::now();
             while started.elapsed() < run_for {
