@@ -107,20 +107,7 @@ fn lagging_receiver_loses_frames_only_on_its_own_port_and_they_are_counted() {
 
     // The sleeper wakes up: what it gets is in order without duplicates, and
     // what it missed is exactly what the hub reported as dropped.
-    let got = std::thread::scope(|s| {
-        let flushed = s.spawn(|| sleeper.flush().unwrap());
-        let mut got = Vec::new();
-        // The pong queues behind every frame still buffered for the sleeper,
-        // so once the flush returns, everything delivered is in the queue.
-        while !flushed.is_finished() {
-            got.extend(sleeper.recv(Some(std::time::Duration::from_millis(50))).unwrap());
-        }
-        flushed.join().unwrap();
-        while let Some(r) = sleeper.try_recv().unwrap() {
-            got.push(r);
-        }
-        got
-    });
+    let got = drain_delivered(&sleeper);
     let dropped = sleeper.rx_dropped(&sleepy_port);
     assert!(dropped > 0, "the sleeper should have overrun");
     assert_eq!(got.len() as u64 + dropped, u64::from(total));

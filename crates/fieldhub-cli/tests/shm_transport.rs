@@ -202,19 +202,7 @@ fn a_stalled_shm_receiver_loses_frames_only_on_its_own_port_and_counts_them() {
         check_stream(name, frames);
     }
 
-    let got = std::thread::scope(|s| {
-        let flushed = s.spawn(|| sleeper.flush().unwrap());
-        let mut got = Vec::new();
-        // The pong waits behind every frame still queued for the sleeper.
-        while !flushed.is_finished() {
-            got.extend(sleeper.recv(Some(Duration::from_millis(50))).unwrap());
-        }
-        flushed.join().unwrap();
-        while let Some(r) = sleeper.try_recv().unwrap() {
-            got.push(r);
-        }
-        got
-    });
+    let got = drain_delivered(&sleeper);
     let dropped = sleeper.rx_dropped(&sleepy_port);
     assert!(dropped > 0, "the sleeper should have overrun");
     assert_eq!(got.len() as u64 + dropped, u64::from(total), "drops are counted exactly");

@@ -188,6 +188,25 @@ pub fn recv_n(client: &Client, n: usize) -> Vec<Received> {
     out
 }
 
+/// Everything already delivered to a client that stopped reading: receive
+/// while a flush is under way, then what is left in the queue. The flush's
+/// pong waits behind every frame still buffered for the client, so once it
+/// returns, everything the hub delivered is in the receive queue.
+pub fn drain_delivered(client: &Client) -> Vec<Received> {
+    std::thread::scope(|s| {
+        let flushed = s.spawn(|| client.flush().unwrap());
+        let mut got = Vec::new();
+        while !flushed.is_finished() {
+            got.extend(client.recv(Some(Duration::from_millis(50))).unwrap());
+        }
+        flushed.join().unwrap();
+        while let Some(r) = client.try_recv().unwrap() {
+            got.push(r);
+        }
+        got
+    })
+}
+
 /// Assert that no frame arrives before a flush round trip completes.
 pub fn assert_nothing_pending(client: &Client) {
     client.flush().expect("flush");
