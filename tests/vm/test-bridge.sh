@@ -67,6 +67,18 @@ await() {
     done
     fail "timed out waiting for $what"
 }
+# serve_bridge N WHAT HOST_BASE NAME: dump can0 to dump-NAME.log, wait until
+# the hub has opened guest-vcan0 for the Nth time (WHAT says what that
+# means), then replay AFTER_RESTART frames of the family HOST_BASE.
+serve_bridge() {
+    "$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump-$4.log" 2>"$RUN/dump-$4.err" &
+    pids="$pids $!"
+    await "$2" sh -c "[ \$(grep -c 'port opened.* port=guest-vcan0 ' '$RUN/hub.log') -ge $1 ]"
+    echo "test-bridge: $2"
+    awk -v n=$AFTER_RESTART -v base="$3" -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"$RUN/host-frames-$4.log"
+    "$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-$4.log" >"$RUN/replay-$4.log" 2>&1 \
+        || fail "replay once $2: $(cat "$RUN/replay-$4.log")"
+}
 start_hub
 
 # Host receiver: every frame on can0, candump log format.
@@ -105,25 +117,12 @@ kill "$hub"
 wait "$hub" 2>/dev/null || true
 start_hub
 echo "test-bridge: hub restarted"
-"$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump-after.log" 2>"$RUN/dump-after.err" &
-pids="$pids $!"
-await "the bridge reconnected" sh -c "[ \$(grep -c 'port opened.* port=guest-vcan0 ' '$RUN/hub.log') -ge 2 ]"
-echo "test-bridge: the guest's bridge reconnected to the new hub"
-awk -v n=$AFTER_RESTART -v base=768 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"$RUN/host-frames-after.log"
-"$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-after.log" >"$RUN/replay-after.log" 2>&1 \
-    || fail "replay after the restart: $(cat "$RUN/replay-after.log")"
-
+serve_bridge 2 "the guest's bridge reconnected to the new hub" 768 after
 
 # Phase 3: the guest kills its bridge mid-session and starts another; the
 # hub drops the orphaned session when the new HELLO arrives on it, QEMU
 # connects again, and the new bridge opens guest-vcan0 (a third time).
-"$FIELDHUB" dump --hub "unix:$SOCK" -L can0 >"$RUN/dump-killed.log" 2>"$RUN/dump-killed.err" &
-pids="$pids $!"
-await "a new bridge replaced the killed one" sh -c "[ \$(grep -c 'port opened.* port=guest-vcan0 ' '$RUN/hub.log') -ge 3 ]"
-echo "test-bridge: the guest's second bridge connected after the first was killed"
-awk -v n=$AFTER_RESTART -v base=832 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"$RUN/host-frames-killed.log"
-"$FIELDHUB" replay --hub "unix:$SOCK" "$RUN/host-frames-killed.log" >"$RUN/replay-killed.log" 2>&1 \
-    || fail "replay after the bridge was killed: $(cat "$RUN/replay-killed.log")"
+serve_bridge 3 "the guest's second bridge connected after the first was killed" 832 killed
 
 guest_ok=0
 wait "$guest" && guest_ok=1
