@@ -149,18 +149,17 @@ fn clear_progress() {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let launcher = || Launcher::current().context("cannot find the fieldhub executable");
-    let url = |hub: &HubSelect| hub.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
     match args.kind {
         Kind::RawPeer { mode, connect, bytes } => {
             raw::run_peer(mode, &connect, bytes).context("raw baseline peer")?;
         }
         Kind::Echo { hub, channel } => {
-            let url = url(&hub);
+            let url = hub.url();
             let answered = remote::echo(&url, &channel).with_context(|| format!("bench echo on {url} {channel}"))?;
             eprintln!("bench echo: answered {answered} round trips");
         }
         Kind::Ping { hub, channel, samples, fd, json } => {
-            let url = url(&hub);
+            let url = hub.url();
             let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
             let result = remote::ping(&url, &channel, size, samples, &mut progress);
             clear_progress();

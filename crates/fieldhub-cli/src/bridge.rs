@@ -47,7 +47,7 @@ pub fn run(args: BridgeArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let hub = args.hub.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
+    let hub = args.hub.url();
     let config = BridgeConfig { interface: args.interface.clone(), hub, channel: args.channel, port: args.port };
     let bridge = Bridge::open(config).with_context(|| format!("fieldhub bridge socketcan {}", args.interface))?;
     let stop = Arc::new(AtomicBool::new(false));

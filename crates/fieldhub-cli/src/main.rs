@@ -60,9 +60,14 @@ pub struct HubSelect {
 }
 
 impl HubSelect {
+    /// The hub's URL: `--hub`, else `$FIELDHUB_HUB`, else the local default.
+    pub fn url(&self) -> String {
+        self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url)
+    }
+
     /// The base URL of the hub's HTTP control API (same host and port).
     pub fn http_base(&self) -> anyhow::Result<String> {
-        let url = self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
+        let url = self.url();
         match fieldhub_client::HubUrl::parse(&url) {
             Ok(fieldhub_client::HubUrl::Tcp { host, port }) if host.contains(':') => {
                 Ok(format!("http://[{host}]:{port}"))
@@ -76,7 +81,7 @@ impl HubSelect {
     /// Connect, naming the client after the tool.
     pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
-        let url = self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url);
+        let url = self.url();
         let options = fieldhub_client::ClientOptions {
             name: tool.to_owned(),
             token: std::env::var("FIELDHUB_TOKEN").ok(),

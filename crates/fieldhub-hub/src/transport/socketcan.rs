@@ -19,12 +19,12 @@
 //! - A frame the interface refuses (a driver's full queue, an error frame a
 //!   real controller will not send) is counted and logged, never retried
 //!   out of order; frames the interface delivers that the hub cannot
-//!   represent are dropped and counted.
+//!   represent are dropped and logged.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 use fieldhub_proto::wire::PortOptions;
@@ -38,7 +38,7 @@ use crate::credit::TxCredit;
 use crate::queues::{outbox, ClientId, Inbound, Outbound};
 
 /// How long the reader waits after a failed read (a link gone down) before
-/// it reads again, and the least time between two log lines about it. An
+/// it reads again, so a failing interface logs at most one line a second. An
 /// interface that vanishes altogether is reopened by [`Interface`] itself.
 const READ_RETRY: Duration = Duration::from_secs(1);
 
@@ -139,16 +139,12 @@ impl SocketCanPort {
     }
 
     fn read_loop(&self, ctx: &SessionContext, client: ClientId, port: u16, credit: &TxCredit, stop: &dyn Fn() -> bool) {
-        let mut last_complaint: Option<Instant> = None;
         while !stop() {
             let raw = match self.interface.read() {
                 Ok(Some(raw)) => raw,
                 Ok(None) => continue,
                 Err(e) => {
-                    if last_complaint.is_none_or(|t| t.elapsed() >= READ_RETRY) {
-                        warn!(port = %self.port, interface = %self.interface.name(), error = %e, "SocketCAN read failed; retrying");
-                        last_complaint = Some(Instant::now());
-                    }
+                    warn!(port = %self.port, interface = %self.interface.name(), error = %e, "SocketCAN read failed; retrying");
                     std::thread::sleep(READ_RETRY);
                     continue;
                 }
