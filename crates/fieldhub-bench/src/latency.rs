@@ -227,8 +227,8 @@ fn listen(client: &Client, stop: &AtomicBool, idle: bool) -> (u64, bool) {
 
 /// Round trips through the hub at `url`, in ns.
 fn measure_hub(url: &str, size: FrameSize, samples: usize, progress: Progress<'_>) -> Result<Vec<u64>, BenchError> {
-    let (echo, echo_port) = remote::join(url, "bench-echo", CHANNEL, remote::REQUEST_ID)?;
-    let (probe, probe_port) = remote::join(url, "bench-probe", CHANNEL, remote::ANSWER_ID)?;
+    let (echo, echo_port) = remote::join(url, "bench-echo", None, CHANNEL, remote::REQUEST_ID)?;
+    let (probe, probe_port) = remote::join(url, "bench-probe", None, CHANNEL, remote::ANSWER_ID)?;
     std::thread::scope(|s| {
         let echoing = s.spawn(|| remote::answer(&echo, &echo_port, Some(WARM_UP + samples)));
         let measured = remote::probe(&probe, &probe_port, size, samples, progress);

@@ -33,9 +33,11 @@ pub struct PingResult {
     pub round_trip: Distribution,
 }
 
-/// A client with one port on `channel` that hears only frames of `id`.
-pub fn join(url: &str, name: &str, channel: &str, id: u32) -> Result<(Client, Port), BenchError> {
-    let client = Client::connect_with(url, &ClientOptions { name: name.into(), ..Default::default() })?;
+/// A client with one port on `channel` that hears only frames of `id`,
+/// presenting `token` if the hub needs one.
+pub fn join(url: &str, name: &str, token: Option<&str>, channel: &str, id: u32) -> Result<(Client, Port), BenchError> {
+    let options = ClientOptions { name: name.into(), token: token.map(str::to_owned), ..Default::default() };
+    let client = Client::connect_with(url, &options)?;
     let port = client.open_port(channel)?;
     client.set_filters(&port, Some(&[Filter { can_id: id, can_mask: 0x7FF }]))?;
     Ok((client, port))
@@ -95,14 +97,15 @@ pub fn probe(
 
 /// `fieldhub bench echo`: answer probes on `channel` of the hub at `url`
 /// until the hub connection ends.
-pub fn echo(url: &str, channel: &str) -> Result<u64, BenchError> {
-    let (client, port) = join(url, "bench-echo", channel, REQUEST_ID)?;
+pub fn echo(url: &str, token: Option<&str>, channel: &str) -> Result<u64, BenchError> {
+    let (client, port) = join(url, "bench-echo", token, channel, REQUEST_ID)?;
     answer(&client, &port, None)
 }
 
 /// `fieldhub bench ping`: `samples` round trips to an echo on `channel`.
 pub fn ping(
     url: &str,
+    token: Option<&str>,
     channel: &str,
     size: FrameSize,
     samples: usize,
@@ -111,7 +114,7 @@ pub fn ping(
     if samples == 0 {
         return Err(BenchError::Invalid("at least one sample is needed".into()));
     }
-    let (client, port) = join(url, "bench-probe", channel, ANSWER_ID)?;
+    let (client, port) = join(url, "bench-probe", token, channel, ANSWER_ID)?;
     let mut times = probe(&client, &port, size, samples, progress)?;
     Ok(PingResult {
         url: url.to_owned(),

@@ -155,13 +155,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         Kind::Echo { hub, channel } => {
             let url = hub.url();
-            let answered = remote::echo(&url, &channel).with_context(|| format!("bench echo on {url} {channel}"))?;
+            let answered = remote::echo(&url, crate::hub_token().as_deref(), &channel)
+                .with_context(|| format!("bench echo on {url} {channel}"))?;
             eprintln!("bench echo: answered {answered} round trips");
         }
         Kind::Ping { hub, channel, samples, fd, json } => {
             let url = hub.url();
             let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
-            let result = remote::ping(&url, &channel, size, samples, &mut progress);
+            let result = remote::ping(&url, crate::hub_token().as_deref(), &channel, size, samples, &mut progress);
             clear_progress();
             let result = result.with_context(|| format!("bench ping on {url} {channel}"))?;
             if json {

@@ -48,7 +48,13 @@ pub fn run(args: BridgeArgs) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let hub = args.hub.url();
-    let config = BridgeConfig { interface: args.interface.clone(), hub, channel: args.channel, port: args.port };
+    let config = BridgeConfig {
+        interface: args.interface.clone(),
+        hub,
+        channel: args.channel,
+        port: args.port,
+        token: crate::hub_token(),
+    };
     let bridge = Bridge::open(config).with_context(|| format!("fieldhub bridge socketcan {}", args.interface))?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {

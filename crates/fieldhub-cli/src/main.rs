@@ -82,13 +82,15 @@ impl HubSelect {
     pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
         let url = self.url();
-        let options = fieldhub_client::ClientOptions {
-            name: tool.to_owned(),
-            token: std::env::var("FIELDHUB_TOKEN").ok(),
-            ..Default::default()
-        };
+        let options =
+            fieldhub_client::ClientOptions { name: tool.to_owned(), token: hub_token(), ..Default::default() };
         fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
     }
+}
+
+/// The token every tool presents to a hub that requires one.
+pub fn hub_token() -> Option<String> {
+    std::env::var("FIELDHUB_TOKEN").ok()
 }
 
 fn main() -> std::process::ExitCode {

@@ -224,3 +224,33 @@ fn ping_times_round_trips_to_an_echo_on_a_running_hub_and_reports_ordered_percen
     let stderr = String::from_utf8_lossy(&unanswered.stderr);
     assert!(stderr.contains("no answer to round trip 0; is an echo on the channel?"), "{stderr}");
 }
+
+#[test]
+fn echo_and_ping_present_the_token_from_the_environment() {
+    let hub = common::HubProcess::start_with(None, &["--token", "sesame"]);
+    let fieldhub = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
+        command.arg("bench").env("FIELDHUB_TOKEN", "sesame");
+        command
+    };
+    let mut echo = fieldhub()
+        .args(["echo", "--hub", &hub.url, "--channel", "can1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start bench echo");
+    hub.wait_for_log("bench-echo");
+    let ping =
+        || fieldhub().args(["ping", "--hub", &hub.url, "--channel", "can1", "--samples", "50"]).output().unwrap();
+    let answered = (0..20).map(|_| ping()).find(|out| out.status.success());
+    let _ = echo.kill();
+    let _ = echo.wait();
+    assert!(answered.is_some(), "a ping with the token is answered by an echo with the token");
+    let refused = fieldhub()
+        .env_remove("FIELDHUB_TOKEN")
+        .args(["ping", "--hub", &hub.url, "--channel", "can1", "--samples", "5"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("this hub requires a token"), "{stderr}");
+}

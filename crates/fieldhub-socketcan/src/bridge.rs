@@ -36,6 +36,8 @@ pub struct BridgeConfig {
     pub channel: String,
     /// Hub-wide port name; `None` lets the hub name it.
     pub port: Option<String>,
+    /// Token to present to a hub that requires one.
+    pub token: Option<String>,
 }
 
 /// Frame counts since the bridge opened.
@@ -98,7 +100,8 @@ impl Bridge {
 
     fn connect(&self) -> Result<(Client, Port), fieldhub_client::ClientError> {
         let name = format!("bridge-{}", self.config.interface);
-        let client = Client::connect_with(&self.config.hub, &ClientOptions { name, ..ClientOptions::default() })?;
+        let options = ClientOptions { name, token: self.config.token.clone(), ..ClientOptions::default() };
+        let client = Client::connect_with(&self.config.hub, &options)?;
         let port_config = PortConfig { name: self.config.port.clone(), receive_own: false, block_on_overflow: false };
         let port = client.open_port_with(&self.config.channel, &port_config)?;
         Ok((client, port))
