@@ -4,8 +4,8 @@
 # Usage: tests/vm/run-guest.sh SCENARIO [QEMU_ARG…]
 #   SCENARIO    a directory name under tests/vm/scenarios/
 #   QEMU_ARG    devices of the scenario, e.g. the hub's unix socket as the
-#               virtio-serial port named `fieldhub` (see serial_args in
-#               test-bridge.sh) or ivshmem-plain devices (test-ivshmem.sh)
+#               virtio-serial port named `fieldhub` (as test-bridge.sh
+#               passes it) or ivshmem-plain devices (test-ivshmem.sh)
 # The guest console goes to stdout and target/vm/guest-SCENARIO.log; the
 # scenario prints "FIELDHUB-VM-RESULT ok|fail DETAILS". Exit status: 0 only
 # on "ok". Build the guest first: tests/vm/build-initramfs.sh.
