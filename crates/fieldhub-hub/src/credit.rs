@@ -3,12 +3,14 @@
 //! busy — as a SocketCAN write blocks on a full TX queue — instead of the
 //! hub buffering without bound.
 //!
-//! The client's transport thread takes a credit before it forwards a frame
-//! and waits when none is left; the bus thread returns the credit when the
-//! frame has left its queue (transmitted, or discarded with an error). Only
-//! when the transport thread has announced that it sleeps does the bus
-//! thread pay for a wake-up (`unpark`), so a flowing sender costs two atomic
-//! operations per frame and no system call.
+//! The client's transport takes a credit before it forwards a frame and
+//! waits when none is left; the bus thread returns the credit when the frame
+//! has left its queue (transmitted, or discarded with an error). How the
+//! transport waits is its own ([`Waiter`]): a thread parks, the reactor stops
+//! reading that client's socket until it is told, the bus itself (reading a
+//! shared-memory ring) just looks again next round. Only when the waiter has
+//! announced that it waits does the bus pay for a wake-up, so a flowing
+//! sender costs two atomic operations per frame and no system call.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::Thread;
@@ -21,23 +23,32 @@ pub const TX_CREDITS: u32 = 256;
 /// safety net only, wake-ups come from [`TxCredit::release`].
 const PARK_SLICE: Duration = Duration::from_millis(50);
 
+/// Who waits for credit, and how it is woken.
+pub enum Waiter {
+    /// A transport thread, parked.
+    Thread(Thread),
+    /// An event loop, told through this call.
+    Notify(Box<dyn Fn() + Send + Sync>),
+    /// The bus thread itself: it looks again on its own.
+    Bus,
+}
+
 pub struct TxCredit {
     in_flight: AtomicU32,
     waiting: AtomicBool,
     /// Set by the bus when it drops the client: no credit will come back.
     closed: AtomicBool,
-    waiter: Thread,
+    waiter: Waiter,
 }
 
 impl TxCredit {
+    pub fn new(waiter: Waiter) -> Self {
+        Self { in_flight: AtomicU32::new(0), waiting: AtomicBool::new(false), closed: AtomicBool::new(false), waiter }
+    }
+
     /// Credit for frames forwarded by the calling thread.
     pub fn for_current_thread() -> Self {
-        Self {
-            in_flight: AtomicU32::new(0),
-            waiting: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            waiter: std::thread::current(),
-        }
+        Self::new(Waiter::Thread(std::thread::current()))
     }
 
     /// Take one credit, waiting while none is left. Returns false, without
@@ -99,19 +110,47 @@ impl TxCredit {
         false
     }
 
+    /// Take one credit, or announce that the caller waits for one: then
+    /// `false`, and the waiter's notification comes when a credit returns.
+    /// For an event loop, which cannot park.
+    pub fn acquire_or_wait(&self) -> bool {
+        if self.try_acquire() {
+            return true;
+        }
+        // SYNC POINT with `release`, as in `acquire`: announce, then re-check.
+        self.waiting.store(true, Ordering::SeqCst);
+        if self.in_flight.load(Ordering::SeqCst) < TX_CREDITS && self.try_acquire() {
+            self.waiting.store(false, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
     /// Return one credit (bus thread).
     pub fn release(&self) {
         // SYNC POINT with `acquire`'s SeqCst re-check after it set `waiting`.
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) {
-            self.waiter.unpark();
+            self.wake();
         }
     }
 
     /// The bus has dropped the client: wake and refuse any waiting acquirer.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.waiter.unpark();
+        self.wake();
+    }
+
+    fn wake(&self) {
+        match &self.waiter {
+            Waiter::Thread(thread) => thread.unpark(),
+            Waiter::Notify(notify) => {
+                if self.waiting.swap(false, Ordering::SeqCst) {
+                    notify();
+                }
+            }
+            Waiter::Bus => {}
+        }
     }
 
     /// Frames currently queued in the bus.

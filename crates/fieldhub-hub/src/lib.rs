@@ -2,30 +2,32 @@
 //!
 //! # Layout
 //!
-//! The data path reads top to bottom:
+//! The data path reads top to bottom, the same for every transport:
 //!
-//! - [`transport`]: stream transports (TCP, unix sockets). A reader thread per
-//!   connection turns messages into [`queues::Inbound`] requests; a writer
-//!   thread per connection drains that client's [`queues::Outbound`] queue.
-//!   Shared-memory clients (`transport::shm`) have only a session thread
-//!   that sets them up and watches for their end; the bus thread reads and
-//!   writes their rings itself.
-//! - [`queues`]: the bounded queues between transports and the bus thread.
+//! - [`transport`]: moves bytes or ring messages. The [`transport::reactor`]
+//!   thread serves every TCP, unix-socket and `shm://` session socket;
+//!   ivshmem regions have a poller; SocketCAN ports a thread per direction.
+//! - [`session`]: the session layer: admission ([`session::ClientSlot`]),
+//!   handshake, the one mapping from a client's message to a bus request,
+//!   errors and goodbyes.
+//! - [`inbox`] / [`outbox`]: what goes to the bus thread (one bounded queue,
+//!   plus the rings it reads itself) and what comes back to each client
+//!   (each transport's kind of [`outbox::Outbox`]).
 //! - [`bus`]: the bus thread — one sequencer for its channels; it owns all
-//!   bus state (clients, ports, channels).
-//! - [`channel`]: one channel's sequence counter, clock and fan-out.
+//!   bus state (clients, ports, channels, routes) and reads time only
+//!   through a [`clock::Clock`].
+//! - [`channel`]: one channel's arbitration, timing, faults and fan-out.
 //! - [`config`]: the TOML configuration and the built-in default.
 //!
 //! # Invariants
 //!
 //! - Every frame of a channel passes through that channel's sequencer on the
 //!   bus thread; receivers see one total order with sequence numbers 1, 2, 3…
-//! - The bus thread shares no lock with anything: it is reached only through
-//!   its inbound queue and the shared-memory rings, and waits on one
-//!   doorbell for both. Transports know nothing of channels.
-//! - Every queue is bounded. A full receiver queue drops frames for that
-//!   receiver only, and counts and reports them — unless the port asked to
-//!   hold the bus instead.
+//! - The bus thread shares no lock with the control plane and never waits on
+//!   a client: outboxes never block, a lossless receiver without room holds
+//!   its own channel only, and every wait has a deadline.
+//! - Every queue is bounded; every sender is held to a bounded number of
+//!   frames ahead of the bus (transmit credit plus its transport's buffer).
 //! - A misbehaving client is disconnected alone; the bus never stops for it.
 
 pub mod bus;
@@ -38,23 +40,28 @@ pub mod control;
 pub mod credit;
 pub mod fault;
 pub mod id_counter;
+pub mod inbox;
 pub mod member;
-pub mod queues;
+pub mod outbox;
 pub mod recording;
+pub mod session;
+pub mod slots;
 pub mod transport;
 pub mod tx_queue;
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use config::{ConfigError, HubConfig, ListenAddr};
 use control::http::ControlServer;
-use queues::{Inbound, InboxSender};
+use inbox::{BusWake, Inbound, InboxSender};
+use session::Sessions;
 use transport::ivshmem::{IvshmemRegions, RegionError};
-use transport::listener::{self, Bound};
-use transport::session::SessionContext;
+use transport::listener::Bound;
+use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::ShmListener;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 
@@ -87,15 +94,17 @@ pub struct Hub {
     addrs: Vec<ListenAddr>,
     /// The session socket when serving shared memory.
     shm_socket: Option<PathBuf>,
-    sessions: Arc<SessionContext>,
+    sessions: Arc<Sessions>,
     bus_thread: Option<JoinHandle<()>>,
-    accept_threads: Vec<JoinHandle<()>>,
+    reactor: Option<(ReactorHandle, JoinHandle<()>)>,
+    threads: Vec<JoinHandle<()>>,
     control: Option<Arc<ControlServer>>,
 }
 
 impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
+        raise_open_file_limit();
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {
@@ -110,69 +119,55 @@ impl Hub {
 
         let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
         let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
-        // The bus thread's doorbell, rung by stream sessions and shared-memory
-        // clients alike; its descriptor goes to every shared-memory client.
+        // The bus thread's doorbell: its descriptor goes to every
+        // shared-memory client; in-process senders wake the bus privately.
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
-        let bell = Arc::new(bell);
-        let (inbox, inbox_rx) = queues::inbox(Arc::clone(&bell));
-        let bus = bus::Bus::new(&config, Arc::clone(&stopping));
-        let bus_thread = std::thread::Builder::new()
-            .name("fh-bus".into())
-            .spawn(move || bus.run(inbox_rx))
-            .map_err(|source| StartError::Thread { what: "bus", source })?;
+        let wake = Arc::new(BusWake::new(Arc::new(bell)));
+        let (inbox, inbox_rx) = inbox::inbox(wake);
+        let bus = bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start()));
+        let bus_thread = spawn("fh-bus", "bus", move || bus.run(inbox_rx))?;
 
-        let ctx = Arc::new(SessionContext {
-            inbox: inbox.clone(),
-            hub_name: config.hub.name.clone(),
-            token: config.hub.token.clone(),
-            next_client: AtomicU32::new(1),
-            live_clients: AtomicUsize::new(0),
-            stopping: Arc::clone(&stopping),
-        });
+        let sessions = Arc::new(Sessions::new(
+            inbox.clone(),
+            config.hub.name.clone(),
+            config.hub.token.clone(),
+            Arc::clone(&stopping),
+        ));
         let mut hub = Self {
             inbox,
             stopping,
             addrs,
             shm_socket: shm.as_ref().map(|l| l.path().to_owned()),
-            sessions: Arc::clone(&ctx),
+            sessions: Arc::clone(&sessions),
             bus_thread: Some(bus_thread),
-            accept_threads: Vec::new(),
+            reactor: None,
+            threads: Vec::new(),
             control: None,
         };
         let control = ControlServer::start(hub.inbox.clone(), config.hub.token.clone())
             .map_err(|source| StartError::Thread { what: "control", source })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
-        for listener in bound {
-            let (ctx, stopping, control) = (Arc::clone(&ctx), Arc::clone(&hub.stopping), Arc::clone(&control));
-            let thread = std::thread::Builder::new()
-                .name("fh-accept".into())
-                .spawn(move || listener.accept_loop(ctx, stopping, Some(control)))
-                .map_err(|source| StartError::Thread { what: "accept", source })?;
-            hub.accept_threads.push(thread);
-        }
-        if let Some(listener) = shm {
-            let (ctx, stopping, bell_fd) = (Arc::clone(&ctx), Arc::clone(&hub.stopping), Arc::new(bell_fd));
-            let thread = std::thread::Builder::new()
-                .name("fh-shm-accept".into())
-                .spawn(move || listener.accept_loop(ctx, bell_fd, stopping))
-                .map_err(|source| StartError::Thread { what: "accept", source })?;
-            hub.accept_threads.push(thread);
-        }
+        let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();
+        let shm_bell: Option<Arc<OwnedFd>> = shm.map(|listener| {
+            let (listener, path) = listener.into_parts();
+            listening.push(Listening::Shm(listener, path));
+            Arc::new(bell_fd)
+        });
+        let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_bell)
+            .map_err(|source| StartError::Thread { what: "reactor", source })?;
+        hub.reactor = Some((handle, spawn("fh-reactor", "reactor", move || reactor.run())?));
         if !ivshmem.is_empty() {
-            let (ctx, stopping) = (Arc::clone(&ctx), Arc::clone(&hub.stopping));
-            let thread = std::thread::Builder::new()
-                .name("fh-ivshmem".into())
-                .spawn(move || ivshmem.poll_loop(ctx, bell, stopping))
-                .map_err(|source| StartError::Thread { what: "ivshmem", source })?;
-            hub.accept_threads.push(thread);
+            let sessions = Arc::clone(&sessions);
+            hub.threads.push(spawn("fh-ivshmem", "ivshmem", move || ivshmem.poll_loop(sessions))?);
         }
         for port in socketcan_ports {
-            let thread =
-                port.start(Arc::clone(&ctx)).map_err(|source| StartError::Thread { what: "SocketCAN port", source })?;
-            hub.accept_threads.push(thread);
+            let thread = port
+                .start(Arc::clone(&sessions))
+                .map_err(|source| StartError::Thread { what: "SocketCAN port", source })?;
+            hub.threads.push(thread);
         }
         Ok(hub)
     }
@@ -187,6 +182,11 @@ impl Hub {
         self.shm_socket.as_deref()
     }
 
+    /// Clients connected now (handshakes under way included).
+    pub fn clients(&self) -> usize {
+        self.sessions.live()
+    }
+
     /// Say goodbye to every client, stop accepting and wait for the bus
     /// thread to finish.
     pub fn shutdown(&mut self) {
@@ -197,24 +197,21 @@ impl Hub {
         if let Some(bus) = self.bus_thread.take() {
             let _ = bus.join();
         }
-        for addr in &self.addrs {
-            listener::wake(addr);
-        }
-        if let Some(path) = &self.shm_socket {
-            listener::wake(&ListenAddr::Unix(path.clone()));
-        }
-        for thread in self.accept_threads.drain(..) {
-            let _ = thread.join();
-        }
-        // The accept threads held the other references; this one stops it.
-        if let Some(control) = self.control.take().and_then(|c| Arc::try_unwrap(c).ok()) {
-            drop(control);
-        }
         // Give every session the chance to write its GOODBYE before the
         // process may exit; a client that does not read cannot hold us long.
         let deadline = std::time::Instant::now() + GOODBYE_GRACE;
-        while self.sessions.live_clients.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
+        while self.sessions.live() > self.threads.len() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if let Some((handle, thread)) = self.reactor.take() {
+            handle.stop();
+            let _ = thread.join();
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        if let Some(control) = self.control.take().and_then(|c| Arc::try_unwrap(c).ok()) {
+            drop(control);
         }
     }
 }
@@ -222,5 +219,23 @@ impl Hub {
 impl Drop for Hub {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+fn spawn(name: &str, what: &'static str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StartError> {
+    std::thread::Builder::new().name(name.into()).spawn(body).map_err(|source| StartError::Thread { what, source })
+}
+
+/// Serve as many clients as the hard limit on open files allows: each
+/// session holds a descriptor or two, and the default soft limit (often
+/// 1,024) is below [`session::MAX_CLIENTS`].
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!("cannot raise the open-file limit: {e}");
+        }
     }
 }

@@ -1,20 +1,21 @@
-//! A port on a channel: its receive side (the client's outbound queue and
-//! the overflow policy), its transmit FIFO and its counters.
+//! A port on a channel: its receive side (the client's outbox and the
+//! overflow policy), its transmit FIFO and its counters.
+//!
+//! Delivery never waits: a full outbox drops and counts (reported to the
+//! client as `RX_OVERFLOW`). A port opened with `BLOCK_ON_OVERFLOW` is kept
+//! from overflowing by its channel instead, which holds its next frame while
+//! such a port has no room ([`Member::lacks_room`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::confinement::ErrorCounters;
 use crate::credit::TxCredit;
-use crate::queues::{ClientId, Outbound, Outbox, Refused};
+use crate::inbox::ClientId;
+use crate::outbox::{Outbound, Outbox, Refused};
 use crate::tx_queue::TxQueue;
-
-/// How long a port that holds the bus waits before it looks for room again.
-const HOLD_POLL: Duration = Duration::from_micros(50);
 
 /// Frames a gateway port (the sending end of a route) may hold; beyond that
 /// the route drops and counts, like a gateway's full buffer.
@@ -133,41 +134,51 @@ impl Member {
         }
     }
 
-    /// Queue a frame for this member under its overflow policy. Returns
-    /// false if the frame was dropped.
-    pub fn deliver(&mut self, frame: Frame, meta: FrameMeta, stopping: &AtomicBool) -> bool {
-        let Receiver::Client { outbox, options } = &self.receiver else { return false };
+    /// Whether this is a lossless port (`BLOCK_ON_OVERFLOW`) that cannot
+    /// take a frame now: its channel holds until it can. A port whose client
+    /// is gone never holds anything.
+    pub fn lacks_room(&self) -> bool {
+        match &self.receiver {
+            Receiver::Client { outbox, options } if options.contains(PortOptions::BLOCK_ON_OVERFLOW) => {
+                self.plugged && !outbox.has_frame_room() && !outbox.is_gone()
+            }
+            _ => false,
+        }
+    }
+
+    /// Ask this port's outbox to wake the bus when it has room, then look
+    /// again: true if it still lacks room.
+    pub fn wait_for_room(&self) -> bool {
+        if let Receiver::Client { outbox, .. } = &self.receiver {
+            outbox.want_room();
+        }
+        self.lacks_room()
+    }
+
+    /// Queue a frame for this member. A full outbox drops and counts it (a
+    /// lossless port is full only when its channel could not hold: a fault
+    /// rule's duplicates, an error frame). Returns false if it was dropped.
+    pub fn deliver(&mut self, frame: Frame, meta: FrameMeta) -> bool {
+        let Receiver::Client { outbox, .. } = &self.receiver else { return false };
         // Report drops only when the frame will fit behind the report: a
         // report per refused frame would fill the reply reserve.
-        if outbox.has_frame_room() && self.unreported_drops > 0 {
+        if self.unreported_drops > 0 && outbox.has_frame_room() {
             let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };
             if outbox.try_control(report).is_ok() {
                 self.unreported_drops = 0;
             }
         }
-        let mut item = Outbound::Frame { port: self.port, frame, meta };
-        loop {
-            match outbox.try_frame(item) {
-                Ok(()) => {
-                    self.counters.rx_frames += 1;
-                    return true;
-                }
-                // The client is gone; its Detach is on its way to the bus.
-                Err(Refused::Gone) => return false,
-                Err(Refused::Full) if !options.contains(PortOptions::BLOCK_ON_OVERFLOW) => {
-                    self.unreported_drops = self.unreported_drops.saturating_add(1);
-                    self.counters.rx_dropped += 1;
-                    return false;
-                }
-                Err(Refused::Full) => {
-                    // SYNC POINT with Hub::shutdown's store: a hub that is
-                    // stopping must not wait on a reader that never reads.
-                    if stopping.load(Ordering::Acquire) {
-                        return false;
-                    }
-                    std::thread::sleep(HOLD_POLL);
-                    item = Outbound::Frame { port: self.port, frame, meta };
-                }
+        match outbox.try_frame(self.port, &frame, &meta) {
+            Ok(()) => {
+                self.counters.rx_frames += 1;
+                true
+            }
+            // The client is gone; its Detach is on its way to the bus.
+            Err(Refused::Gone) => false,
+            Err(Refused::Full) => {
+                self.unreported_drops = self.unreported_drops.saturating_add(1);
+                self.counters.rx_dropped += 1;
+                false
             }
         }
     }

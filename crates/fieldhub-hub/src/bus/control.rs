@@ -11,7 +11,7 @@ use crate::config::{check_name, ChannelConfig, RouteConfig, MAX_CHANNELS};
 use crate::control::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
-use crate::queues::Outbound;
+use crate::outbox::Outbound;
 use crate::recording::Recording;
 
 /// Most gateway routes one hub carries.
@@ -152,14 +152,27 @@ impl Bus {
         if self.channel_ids.contains_key(&config.name) {
             return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));
         }
-        if self.channels.len() >= MAX_CHANNELS {
-            return Err(ControlError::Conflict(format!("a hub creates at most {MAX_CHANNELS} channels")));
+        if self.channels.iter().filter(|c| !c.removed).count() >= MAX_CHANNELS {
+            return Err(ControlError::Conflict(format!("a hub carries at most {MAX_CHANNELS} channels")));
         }
-        let id = self.channels.len() as u16;
-        self.channel_ids.insert(config.name.clone(), id);
-        self.channels.push(Channel::new(id, config));
-        self.dirty.push(false);
-        self.deadlines.push(None);
+        // A removed channel's slot is free: it has no ports and no routes,
+        // so no client or route still names its id.
+        let id = match self.channels.iter().position(|c| c.removed) {
+            Some(free) => {
+                self.channels[free] = Channel::new(free as u16, config);
+                self.dirty[free] = false;
+                self.deadlines[free] = None;
+                free as u16
+            }
+            None => {
+                let id = self.channels.len() as u16;
+                self.channels.push(Channel::new(id, config));
+                self.dirty.push(false);
+                self.deadlines.push(None);
+                id
+            }
+        };
+        self.channel_ids.insert(self.channels[id as usize].name().to_owned(), id);
         Ok(self.channel_json(id as usize))
     }
 
@@ -198,7 +211,7 @@ impl Bus {
         channel.config.bitrate = config.bitrate;
         channel.config.data_bitrate = config.data_bitrate;
         if let Some(timing) = update.timing {
-            channel.set_timing(timing, now_ns, &self.stopping, &mut self.sent);
+            channel.set_timing(timing, now_ns, &mut self.sent);
         }
         self.dirty[index] = true;
         Ok(self.channel_json(index))
@@ -332,8 +345,14 @@ impl Bus {
             return Err(ControlError::Conflict(format!("the hub carries at most {MAX_ROUTES} routes")));
         }
         let id = self.next_route_id;
-        self.next_route_id += 1;
-        let route = Route { id, from, to, config: spec, port_id: GATEWAY_PORT_BASE + id, routed: 0 };
+        self.next_route_id = self.next_route_id.wrapping_add(1);
+        // Gateway port ids come from a fixed range of MAX_ROUTES, reused as
+        // routes go, so they never run into client port ids.
+        let port_id = (0..MAX_ROUTES as u32)
+            .map(|k| GATEWAY_PORT_BASE + k)
+            .find(|p| !self.routes.iter().any(|r| r.port_id == *p))
+            .ok_or_else(|| ControlError::Conflict(format!("a hub carries at most {MAX_ROUTES} routes")))?;
+        let route = Route { id, from, to, config: spec, port_id, routed: 0 };
         self.channels[to as usize].members.push(Member::gateway(route.port_id));
         let answer = self.route_json(&route);
         self.routes.push(route);
@@ -384,7 +403,7 @@ impl Bus {
                 member.discard_pending();
             }
         }
-        self.channels[c].report_state_change(at, before, now_ns, &self.stopping);
+        self.channels[c].report_state_change(at, before, now_ns);
         // A forced state may end (bus-off recovery): let the channel plan for it.
         self.dirty[c] = true;
         Ok(self.port_json(c, &self.channels[c].members[at]))

@@ -12,9 +12,8 @@
 //! requests (port opening, names) may allocate; frames do not.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::TryRecvError;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
@@ -23,18 +22,20 @@ use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
 
 use crate::channel::{Channel, Transmitted};
-use crate::clock::BusClock;
+use crate::clock::Clock;
 use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
+use crate::inbox::{ClientId, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
-use crate::queues::{ClientId, HangUp, Inbound, Inbox, Outbound, Outbox, Refused};
+use crate::outbox::{Outbound, Outbox, Refused};
 use crate::recording::Recording;
-use crate::transport::shm::{PeerEnd, ShmPeers, PEER_BUDGET};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
-use fieldhub_shm::{AdaptiveSpin, WaitPolicy};
+use fieldhub_shm::AdaptiveSpin;
+use intakes::{Intakes, Taken};
 
 mod control;
+mod intakes;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 
 /// Requests handled per wake-up before the channels are served, so a flood
@@ -88,7 +89,7 @@ impl Route {
 
 /// All state of one bus thread.
 pub struct Bus {
-    clock: BusClock,
+    clock: Arc<dyn Clock>,
     channels: Vec<Channel>,
     channel_ids: HashMap<String, u16>,
     routes: Vec<Route>,
@@ -105,14 +106,13 @@ pub struct Bus {
     deadlines: Vec<Option<u64>>,
     /// Frames transmitted during the current step, for routing (reused).
     sent: Vec<Transmitted>,
-    stopping: Arc<AtomicBool>,
     hub_name: String,
     next_route_id: u32,
     next_fault_id: u32,
     recordings: Vec<Recording>,
     next_recording_id: u32,
-    /// Shared-memory clients whose rings this thread reads.
-    shm: ShmPeers,
+    /// Clients whose rings this thread reads.
+    intakes: Intakes,
     /// Busy-poll instead of sleeping when idle.
     busy_poll: bool,
     /// How long to spin before sleeping, following the clients' pace.
@@ -120,8 +120,8 @@ pub struct Bus {
 }
 
 impl Bus {
-    pub fn new(config: &HubConfig, stopping: Arc<AtomicBool>) -> Self {
-        let clock = BusClock::start();
+    /// A bus for `config`'s channels, reading time from `clock`.
+    pub fn new(config: &HubConfig, clock: Arc<dyn Clock>) -> Self {
         let mut channels: Vec<Channel> =
             config.channels.iter().enumerate().map(|(i, c)| Channel::new(i as u16, c.clone())).collect();
         let channel_ids: HashMap<String, u16> = channels.iter().map(|c| (c.name().to_owned(), c.id)).collect();
@@ -156,13 +156,12 @@ impl Bus {
             dirty: vec![false; count],
             deadlines: vec![None; count],
             sent: Vec::with_capacity(1024),
-            stopping,
             hub_name: config.hub.name.clone(),
             next_route_id: config.routes.len() as u32,
             next_fault_id: 1,
             recordings: Vec::new(),
             next_recording_id: 1,
-            shm: ShmPeers::default(),
+            intakes: Intakes::default(),
             busy_poll: config.hub.busy_poll,
             spin: AdaptiveSpin::default(),
         }
@@ -171,105 +170,91 @@ impl Bus {
     /// Serve until [`Inbound::Shutdown`] arrives or every sender is gone.
     ///
     /// Each round drains the inbound queue (up to a batch), reads every
-    /// shared-memory ring, serves the channels and rings the doorbells of
-    /// clients that got messages. With nothing to do it waits on the hub's
-    /// doorbell — spinning briefly, then sleeping, unless busy-polling —
-    /// until input arrives or the earliest channel deadline passes.
+    /// client ring, serves the channels and flushes the outboxes of clients
+    /// that got messages. With nothing to do it waits for input or the
+    /// earliest channel deadline — but never on a client, and never longer
+    /// than [`crate::inbox::MAX_BUS_WAIT`].
     pub fn run(mut self, inbox: Inbox) {
-        let mut deadline: Option<Instant> = None;
+        let mut deadline: Option<u64> = None;
         loop {
             let mut worked = false;
             for _ in 0..DRAIN_BATCH {
                 match inbox.try_recv() {
                     Ok(Inbound::Shutdown) => {
                         self.say_goodbye();
-                        self.shm.ring_clients();
                         return;
                     }
-                    // A shared-memory client's messages still in its ring go
-                    // first; `serve_shm` detaches it once the ring is empty.
-                    Ok(Inbound::Detach { client, reason }) if self.shm.leave(client, &reason) => {}
-                    Ok(request) => {
-                        self.shm.register(&request);
-                        self.handle(request);
-                    }
+                    // A ring client's messages still in its ring go first;
+                    // `read_intakes` detaches it once the ring is empty.
+                    Ok(Inbound::Detach { client, reason }) if self.intakes.leave(client, &reason) => {}
+                    Ok(request) => self.handle(request),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return,
                 }
                 worked = true;
             }
-            worked |= self.serve_shm();
-            let now = Instant::now();
-            if worked || deadline.is_some_and(|at| at <= now) {
-                deadline = self.step(now);
-                self.shm.ring_clients();
+            worked |= self.read_intakes();
+            if worked || deadline.is_some_and(|at| at <= self.clock.now()) {
+                deadline = self.step();
+                self.flush_outboxes();
                 continue;
             }
-            let shm = &self.shm;
-            let input = || inbox.has_waiting() || shm.any_ready();
-            if self.busy_poll {
-                inbox.bell().bell().wait(WaitPolicy::BUSY_POLL, deadline, input);
-            } else {
-                inbox.bell().bell().wait_adaptive(&mut self.spin, deadline, input);
-            }
+            let wait_until =
+                deadline.map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(self.clock.now())));
+            let intakes = &self.intakes;
+            let input = || inbox.has_waiting() || intakes.any_ready();
+            inbox.wake().wait(self.busy_poll, &mut self.spin, wait_until, input);
         }
     }
 
-    /// Take what waits in the shared-memory clients' rings and handle it,
-    /// as a stream session's forwarded requests are handled. Returns whether
-    /// anything was done.
-    fn serve_shm(&mut self) -> bool {
+    /// Wake the consumers of every outbox that got items this round.
+    fn flush_outboxes(&self) {
+        for client in self.clients.values() {
+            client.outbox.flush();
+        }
+    }
+
+    /// Take what waits in the clients' rings and handle it, as a stream
+    /// session's forwarded requests are handled. Returns whether anything
+    /// was done.
+    fn read_intakes(&mut self) -> bool {
         let mut worked = false;
         let mut index = 0;
-        while index < self.shm.peers.len() {
-            let client = self.shm.peers[index].client;
-            if !self.clients.contains_key(&client) {
-                // Removed (goodbye, rejected, detached): let go of its segment.
-                self.shm.peers.swap_remove(index);
-                continue;
-            }
-            let mut requests = std::mem::take(&mut self.shm.requests);
-            let outcome = self.shm.peers[index].poll(&mut requests, PEER_BUDGET);
-            worked |= !requests.is_empty();
+        while index < self.intakes.count() {
+            let (taken, took) = self.intakes.read(index);
+            worked |= took;
+            let mut requests = std::mem::take(&mut self.intakes.requests);
             for request in requests.drain(..) {
                 self.handle(request);
             }
-            self.shm.requests = requests;
-            match outcome {
-                Ok(took) => {
-                    worked |= took;
-                    let peer = &mut self.shm.peers[index];
-                    if peer.leaving.is_some() && peer.drained() {
-                        let reason = peer.leaving.take().unwrap_or_default();
-                        self.handle(Inbound::Detach { client, reason });
-                        worked = true;
-                    }
-                }
-                Err(PeerEnd::Left(reason)) => {
-                    self.handle(Inbound::Detach { client, reason });
-                    worked = true;
-                }
-                Err(PeerEnd::Violation(code, text)) => {
-                    self.reject_client(client, code, text);
-                    worked = true;
-                }
+            self.intakes.requests = requests;
+            let before = self.intakes.count();
+            match taken {
+                Taken::Requests => {}
+                Taken::Ended(client, reason) => self.handle(Inbound::Detach { client, reason }),
+                Taken::Broke(client, IntakeEnd::Violation(code, text)) => self.reject_client(client, code, text),
+                Taken::Broke(client, IntakeEnd::Left(reason)) => self.handle(Inbound::Detach { client, reason }),
             }
-            index += 1;
+            // A client removed while handling its requests left the table:
+            // the next one moved into this index.
+            if self.intakes.count() == before {
+                index += 1;
+            }
         }
         worked
     }
 
     /// Serve every channel that has work or a due deadline, route what was
     /// sent, answer waiting pings. Returns when to run again at the latest.
-    pub fn step(&mut self, now: Instant) -> Option<Instant> {
-        let now_ns = self.clock.at(now);
+    pub fn step(&mut self) -> Option<u64> {
+        let now_ns = self.clock.now();
         // Routing marks destination channels dirty; hop limits make it end.
         loop {
             for index in 0..self.channels.len() {
                 let due = self.deadlines[index].is_some_and(|at| at <= now_ns);
                 if (self.dirty[index] || due) && !self.channels[index].removed {
                     self.dirty[index] = false;
-                    self.deadlines[index] = self.channels[index].service(now_ns, &self.stopping, &mut self.sent);
+                    self.deadlines[index] = self.channels[index].service(now_ns, &mut self.sent);
                 }
             }
             if !self.route_sent() {
@@ -277,7 +262,7 @@ impl Bus {
             }
         }
         self.answer_pongs();
-        self.deadlines.iter().flatten().min().map(|&ns| self.clock.instant_of(ns))
+        self.deadlines.iter().flatten().min().copied()
     }
 
     /// Copy transmitted frames along matching routes. Returns whether any
@@ -316,7 +301,10 @@ impl Bus {
     fn handle(&mut self, request: Inbound) {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
-            Inbound::Attach { client, name, outbox, hang_up, credit } => {
+            Inbound::Attach { client, name, outbox, hang_up, credit, intake } => {
+                if let Some(intake) = intake {
+                    self.intakes.add(client, intake);
+                }
                 let ports = [None; MAX_PORTS_PER_CLIENT];
                 self.clients.insert(client, Client { name, outbox, hang_up, credit, ports, pongs: Vec::new() });
             }
@@ -326,7 +314,7 @@ impl Bus {
             Inbound::ClosePort { client, port } => {
                 // Frames the port sent before closing go out first (those a
                 // busy timed channel cannot take yet leave with the port).
-                self.step(Instant::now());
+                self.step();
                 self.on_close_port(client, port)
             }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
@@ -338,7 +326,7 @@ impl Bus {
                 self.reply(client, Outbound::Stats { request, json });
             }
             Inbound::Detach { client, reason } => {
-                self.step(Instant::now());
+                self.step();
                 if let Some(c) = self.remove_client(client) {
                     debug!(client, name = %c.name, "client detached: {reason}");
                 }
@@ -578,6 +566,7 @@ impl Bus {
 
     fn remove_client(&mut self, client_id: ClientId) -> Option<Client> {
         let client = self.clients.remove(&client_id)?;
+        self.intakes.remove(client_id);
         client.credit.close();
         for owned in client.ports.iter().flatten() {
             self.release_port(*owned);
@@ -605,6 +594,7 @@ impl Bus {
             if client.outbox.try_control(Outbound::Error { code, request: 0, fatal: true, text }).is_err() {
                 (client.hang_up)();
             }
+            client.outbox.flush();
         }
     }
 
@@ -620,6 +610,7 @@ impl Bus {
             if client.outbox.try_control(goodbye).is_err() {
                 (client.hang_up)();
             }
+            client.outbox.flush();
         }
     }
 }

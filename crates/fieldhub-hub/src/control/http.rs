@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::FaultSpec;
-use crate::queues::{Inbound, InboxSender};
+use crate::inbox::{Inbound, InboxSender};
 
 /// The OpenAPI document of this API, kept in the repository.
 pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
@@ -194,7 +194,7 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        let ok = presented.is_some_and(|p| crate::transport::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
+        let ok = presented.is_some_and(|p| crate::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
         if !ok {
             return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into());
         }

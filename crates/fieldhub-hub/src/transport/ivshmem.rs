@@ -36,21 +36,21 @@
 //! under it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use fieldhub_proto::limits::{MAX_HELLO_LEN, PROTOCOL_VERSION};
-use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, Message, Welcome};
+use fieldhub_proto::limits::MAX_HELLO_LEN;
+use fieldhub_proto::wire::ErrorCode;
 use fieldhub_shm::region::{CreateError, BEAT_INTERVAL, BEAT_TIMEOUT};
 use fieldhub_shm::ring::slots_for;
-use fieldhub_shm::{Backoff, BellSegment, ClientSegment, Consumer, Producer, Region, SegmentHeader};
-use tracing::{info, warn};
+use fieldhub_shm::{Backoff, ClientSegment, Consumer, Producer, Region, SegmentHeader};
+use tracing::warn;
 
-use super::session::{check_hello, SessionContext, Violation, MAX_CLIENTS};
-use super::shm::{ShmLink, Starts};
-use crate::credit::TxCredit;
-use crate::queues::{ClientId, Inbound, Outbox};
+use super::shm::{ShmLink, ShmPeer, Starts};
+use crate::credit::{TxCredit, Waiter};
+use crate::outbox::Outbox;
+use crate::session::{ClientSlot, Sessions, Violation};
 
 /// The poller's longest sleep while no session is under way: a connect
 /// request waits at most this long for its grant.
@@ -90,13 +90,12 @@ impl IvshmemRegions {
         self.regions.is_empty()
     }
 
-    /// The poller thread: serve every region until `stopping` is set, then
+    /// The poller thread: serve every region until the hub stops, then
     /// mark them unserved.
-    pub fn poll_loop(mut self, ctx: Arc<SessionContext>, bell: Arc<BellSegment>, stopping: Arc<AtomicBool>) {
+    pub fn poll_loop(mut self, sessions: Arc<Sessions>) {
         let mut backoff = Backoff::new(IDLE_MAX_SLEEP);
         let mut next_beat = Instant::now();
-        // SYNC POINT with Hub::shutdown's Release store.
-        while !stopping.load(Ordering::Acquire) {
+        while !sessions.stopping() {
             let now = Instant::now();
             if now >= next_beat {
                 next_beat = now + BEAT_INTERVAL;
@@ -107,7 +106,7 @@ impl IvshmemRegions {
             }
             let mut active = false;
             for served in &mut self.regions {
-                active |= served.poll(&ctx, &bell, now);
+                active |= served.poll(&sessions, now);
             }
             if active {
                 backoff.reset();
@@ -118,9 +117,6 @@ impl IvshmemRegions {
             }
         }
         for served in self.regions {
-            if matches!(served.state, State::Attached { .. } | State::Releasing { .. }) {
-                ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
-            }
             // SYNC POINT with the client's Acquire load: 0 says "not served".
             served.region.generation().store(0, Ordering::Release);
         }
@@ -145,19 +141,20 @@ struct Served {
 enum State {
     /// No session granted.
     Idle,
-    /// The segment is reset for the client that asked with `nonce`; its
-    /// `HELLO` is awaited in the to-hub ring.
-    Granted { segment: ClientSegment, client: ClientId },
+    /// The segment is reset for the client that asked; its `HELLO` is
+    /// awaited in the to-hub ring. `slot` is the refusal when the hub was full.
+    Granted { segment: ClientSegment, slot: Result<ClientSlot, Violation> },
     /// Handed to the bus. `head` is the to-hub head last seen, `beat` the
     /// client's beat last seen and `beat_seen` when it last moved.
-    Attached { client: ClientId, link: Weak<ShmLink>, head: u32, beat: u32, beat_seen: Instant },
-    /// Detached; waiting for the bus to drop the link, then granting `next`.
-    Releasing { link: Weak<ShmLink>, next: Option<u32> },
+    Attached { slot: ClientSlot, link: Weak<ShmLink>, head: u32, beat: u32, beat_seen: Instant },
+    /// Detached; waiting for the bus to drop the link (the slot is released
+    /// then), then granting `next`.
+    Releasing { slot: ClientSlot, link: Weak<ShmLink>, next: Option<u32> },
 }
 
 impl Served {
     /// One look at the region. Returns whether anything happened.
-    fn poll(&mut self, ctx: &SessionContext, bell: &BellSegment, now: Instant) -> bool {
+    fn poll(&mut self, sessions: &Arc<Sessions>, now: Instant) -> bool {
         // SYNC POINT with the client's Release store of its nonce.
         let connect = self.region.connect().load(Ordering::Acquire);
         let request = (connect != 0 && connect != self.seen_connect).then_some(connect);
@@ -166,22 +163,22 @@ impl Served {
         }
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Idle | State::Granted { .. } if request.is_some() => {
-                self.state = self.grant(ctx, request.unwrap_or_default());
+                self.state = self.grant(sessions, request.unwrap_or_default());
                 true
             }
             State::Idle => false,
-            State::Granted { segment, client } => self.handshake(ctx, segment, client, now),
-            State::Attached { client, link, head, beat, beat_seen } => {
+            State::Granted { segment, slot } => self.handshake(segment, slot, now),
+            State::Attached { mut slot, link, head, beat, beat_seen } => {
                 let Some(strong) = link.upgrade() else {
                     // The bus let go (goodbye, a violation): no session now.
-                    ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
+                    drop(slot);
                     // SYNC POINT with the client's Acquire load: its session is over.
                     self.region.granted().store(0, Ordering::Release);
                     return true;
                 };
                 if let Some(nonce) = request {
-                    self.detach(ctx, client, &strong, "a new session on the region replaces it".into());
-                    self.state = State::Releasing { link, next: Some(nonce) };
+                    self.detach(&mut slot, &strong, "a new session on the region replaces it");
+                    self.state = State::Releasing { slot, link, next: Some(nonce) };
                     return true;
                 }
                 // Relaxed: a liveness counter; nothing is read through it.
@@ -189,31 +186,30 @@ impl Served {
                 let (beat, beat_seen) = if seen == beat { (beat, beat_seen) } else { (seen, now) };
                 if now.duration_since(beat_seen) >= BEAT_TIMEOUT {
                     let reason = format!("no sign of life for {} s", BEAT_TIMEOUT.as_secs());
-                    self.detach(ctx, client, &strong, reason);
-                    self.state = State::Releasing { link, next: None };
+                    self.detach(&mut slot, &strong, &reason);
+                    self.state = State::Releasing { slot, link, next: None };
                     return true;
                 }
                 let ring = strong.segment().to_hub();
                 let new_head = ring.head();
                 if ring.has_unread() {
-                    // The bus thread waits on the hub's doorbell: ring it for
-                    // the client, which cannot. Costs a system call only if
-                    // the bus sleeps; repeated while messages wait, so a bus
-                    // that armed just after this look is woken on the next.
-                    bell.bell().ring();
+                    // The bus thread cannot be rung by the guest: wake it for
+                    // the client. Repeated while messages wait, so a bus that
+                    // began to wait just after this look is woken on the next.
+                    sessions.inbox.wake_bus();
                 }
-                self.state = State::Attached { client, link, head: new_head, beat, beat_seen };
+                self.state = State::Attached { slot, link, head: new_head, beat, beat_seen };
                 new_head != head
             }
-            State::Releasing { link, next } => {
+            State::Releasing { slot, link, next } => {
                 let next = request.or(next);
                 if link.strong_count() > 0 {
-                    self.state = State::Releasing { link, next };
+                    self.state = State::Releasing { slot, link, next };
                     return false;
                 }
-                ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
+                drop(slot);
                 if let Some(nonce) = next {
-                    self.state = self.grant(ctx, nonce);
+                    self.state = self.grant(sessions, nonce);
                 }
                 true
             }
@@ -221,14 +217,15 @@ impl Served {
     }
 
     /// Reset the segment for the client that asked with `nonce` and tell it.
-    fn grant(&self, ctx: &SessionContext, nonce: u32) -> State {
-        let client = ctx.next_client.fetch_add(1, Ordering::Relaxed);
+    fn grant(&self, sessions: &Arc<Sessions>, nonce: u32) -> State {
+        let slot = sessions.admit("ivshmem", format!("ivshmem:{}", self.path.display()));
+        let client = slot.as_ref().map_or(0, ClientSlot::id);
         match self.region.reset_segment(SegmentHeader::standard(client)) {
             Ok(segment) => {
                 // SYNC POINT with the client's Acquire load of `granted`: the
                 // reset segment (header, zeroed indices) is visible to it.
                 self.region.granted().store(nonce, Ordering::Release);
-                State::Granted { segment, client }
+                State::Granted { segment, slot }
             }
             Err(e) => {
                 warn!(region = %self.path.display(), "cannot reset the ivshmem segment: {e}");
@@ -238,42 +235,35 @@ impl Served {
     }
 
     /// Look for the granted client's `HELLO`; answer it and attach the client.
-    fn handshake(&mut self, ctx: &SessionContext, segment: ClientSegment, client: ClientId, now: Instant) -> bool {
+    fn handshake(&mut self, segment: ClientSegment, slot: Result<ClientSlot, Violation>, now: Instant) -> bool {
         let ring = segment.to_hub();
         let mut consumer = Consumer::starting_at(0);
         let mut body = Vec::new();
         let slots = match consumer.peek(&ring, MAX_HELLO_LEN as usize, &mut body) {
             Ok(Some(slots)) => slots,
             Ok(None) => {
-                self.state = State::Granted { segment, client };
+                self.state = State::Granted { segment, slot };
                 return false;
             }
             Err(e) => {
                 let text = format!("corrupt to-hub ring during the handshake: {e}");
-                refuse(&self.path, &segment, Violation::new(ErrorCode::Malformed, text));
+                refuse(&self.path, &segment, &Violation::new(ErrorCode::Malformed, text));
                 return true;
             }
         };
         consumer.advance(&ring, slots);
-        if ctx.live_clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-            ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
-            let text = format!("the hub serves at most {MAX_CLIENTS} clients");
-            refuse(&self.path, &segment, Violation::new(ErrorCode::HubFull, text));
-            return true;
-        }
-        let name = match check_hello(&body, ctx) {
-            Ok(name) => name,
+        let mut slot = match slot {
+            Ok(slot) => slot,
             Err(violation) => {
-                ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
-                refuse(&self.path, &segment, violation);
+                refuse(&self.path, &segment, &violation);
                 return true;
             }
         };
-        let mut welcome = Vec::new();
-        wire::encode(
-            &mut welcome,
-            &Message::Welcome(Welcome { version: PROTOCOL_VERSION, client_id: client, hub_name: &ctx.hub_name }),
-        );
+        if let Err(violation) = slot.check_hello(&body) {
+            refuse(&self.path, &segment, &violation);
+            return true;
+        }
+        let welcome = slot.welcome();
         // A fresh ring has room for it; the bus produces after it.
         let _ = Producer::starting_at(0).try_push(&segment.to_client(), &welcome);
         let starts = Starts { to_hub_tail: slots, to_client_head: slots_for(welcome.len()) };
@@ -282,36 +272,30 @@ impl Served {
         let head = segment.to_hub().head();
         let link = Arc::new(ShmLink::new(segment, starts, None));
         let weak = Arc::downgrade(&link);
-        // Nobody waits on this credit: the bus takes it with `try_acquire`.
-        let credit = Arc::new(TxCredit::for_current_thread());
+        // Nobody waits on this credit: the bus takes it as it reads the ring.
+        let credit = Arc::new(TxCredit::new(Waiter::Bus));
+        let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit)));
         // The bus's drop of the link is what the poller watches for.
         let hang_up = Box::new(|| {});
-        let attach = Inbound::Attach { client, name: name.clone(), outbox: Outbox::shm(link), hang_up, credit };
-        if ctx.inbox.send(attach).is_err() {
-            ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
+        if slot.attach(Outbox::new(link), hang_up, credit, Some(intake)).is_err() {
             return true;
         }
-        info!(client, %name, region = %self.path.display(), "client connected over ivshmem");
-        self.state = State::Attached { client, link: weak, head, beat, beat_seen: now };
+        self.state = State::Attached { slot, link: weak, head, beat, beat_seen: now };
         true
     }
 
     /// End the client's session: the bus takes what is left in its ring,
     /// then closes its ports; the client learns from `granted`.
-    fn detach(&self, ctx: &SessionContext, client: ClientId, link: &ShmLink, reason: String) {
-        info!(client, region = %self.path.display(), "client disconnected: {reason}");
+    fn detach(&self, slot: &mut ClientSlot, link: &ShmLink, reason: &str) {
         link.end();
         // SYNC POINT with the client's Acquire load: its session is over.
         self.region.granted().store(0, Ordering::Release);
-        let _ = ctx.inbox.send(Inbound::Detach { client, reason });
+        slot.detach(reason);
     }
 }
 
 /// Answer a bad handshake with `REFUSE` in the to-client ring.
-fn refuse(path: &Path, segment: &ClientSegment, violation: Violation) {
+fn refuse(path: &Path, segment: &ClientSegment, violation: &Violation) {
     warn!(region = %path.display(), "refusing an ivshmem client: {}", violation.text);
-    let mut bytes = Vec::new();
-    let report = ErrorReport { code: violation.code as u16, request: 0, fatal: true, text: &violation.text };
-    wire::encode(&mut bytes, &Message::Refuse(report));
-    let _ = Producer::starting_at(0).try_push(&segment.to_client(), &bytes);
+    let _ = Producer::starting_at(0).try_push(&segment.to_client(), &violation.refusal());
 }

@@ -2,25 +2,23 @@
 //! then rings the bus thread reads and writes itself.
 //!
 //! - [`ShmListener`]: the session socket `DIR/NAME.sock` in the user's
-//!   private directory. Per connection a session thread performs the
-//!   `HELLO`/`WELCOME` handshake of `spec/protocol.md`, creates the client's
-//!   segment, attaches the client to the bus, and passes the segment and
-//!   the hub's bell segment with `WELCOME` (`SCM_RIGHTS`). It then only
-//!   watches the socket: its end (a client that closed, crashed or was
+//!   private directory. The reactor accepts on it and runs the handshake
+//!   through the session layer; [`open_session`] then creates the client's
+//!   segment, attaches the client to the bus and passes the segment and the
+//!   hub's bell segment with `WELCOME` (`SCM_RIGHTS`). After that the reactor
+//!   only watches the socket: its end (a client that closed, crashed or was
 //!   killed) is the client's detach, at once.
-//! - [`ShmLink`]: the bus's side of one client's segment; behind the
-//!   client's [`Outbox`](crate::queues::Outbox) it writes replies and frames
-//!   into the to-client ring and rings the client's doorbell.
-//! - [`ShmPeer`]: the bus's reader of one client's to-hub ring: it turns
-//!   messages into the same [`Inbound`] requests a stream session forwards,
-//!   taking transmit credit per frame and leaving frames in the ring while
-//!   none is left (the client's ring fills and its sender waits).
+//! - [`ShmLink`]: the bus's side of one client's segment; it is the client's
+//!   [`Outbox`] (frames and replies go into the to-client ring; the client's
+//!   doorbell rings once per bus round).
+//! - [`ShmPeer`]: the client's [`Intake`]: the bus reads the to-hub ring
+//!   through the session layer's one message mapping, taking transmit credit
+//!   per frame and leaving frames in the ring while none is left (the
+//!   client's ring fills and its sender waits).
 //!
-//! No thread sits between a shared-memory client and the bus: the bus thread
-//! reads every to-hub ring and writes every to-client ring directly, and
-//! sleeps on the hub's one doorbell when there is nothing to do.
+//! No thread sits between a shared-memory client and the bus. Nothing read
+//! from the segment is trusted: a broken ring cuts that client off alone.
 
-use std::io::{BufReader, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -28,17 +26,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fieldhub_proto::limits::{MAX_MESSAGE_LEN, PROTOCOL_VERSION};
-use fieldhub_proto::stream::MessageReader;
-use fieldhub_proto::wire::{self, ErrorCode, Message, Welcome};
+use fieldhub_proto::limits::MAX_MESSAGE_LEN;
+use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode};
+use fieldhub_proto::{Frame, FrameMeta};
 use fieldhub_shm::layout::TO_CLIENT_SLOTS;
 use fieldhub_shm::ring::slots_for;
 use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::session::{handshake, refuse, SessionContext, Violation, MAX_CLIENTS};
-use crate::credit::{TxCredit, TX_CREDITS};
-use crate::queues::{ClientId, Inbound, Outbound, Outbox, Refused};
+use crate::credit::{TxCredit, Waiter, TX_CREDITS};
+use crate::inbox::{ClientId, Inbound, Intake, IntakeEnd};
+use crate::outbox::{Outbound, Outbox, OutboxSink, Refused};
+use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
 
 /// Slots of a to-client ring kept free of frames for replies: the largest
 /// message (a `STATS` document of `MAX_MESSAGE_LEN`, 2049 slots) plus room
@@ -86,117 +85,39 @@ impl ShmListener {
         &self.path
     }
 
-    /// Accept until `stopping` is set, serving each client on a session
-    /// thread; `bell` is the hub's bell segment passed to every client.
-    pub fn accept_loop(self, ctx: Arc<SessionContext>, bell: Arc<OwnedFd>, stopping: Arc<AtomicBool>) {
-        for stream in self.listener.incoming() {
-            // SYNC POINT with Hub::shutdown: it sets the flag, then connects
-            // once to wake this blocking accept.
-            if stopping.load(Ordering::Acquire) {
-                break;
-            }
-            match stream {
-                Ok(stream) => {
-                    let (ctx, bell) = (Arc::clone(&ctx), Arc::clone(&bell));
-                    let spawned = std::thread::Builder::new()
-                        .name("fh-shm-session".into())
-                        .spawn(move || serve(stream, ctx, bell));
-                    if let Err(e) = spawned {
-                        warn!("cannot start a session thread: {e}");
-                    }
-                }
-                Err(e) => warn!("accept failed: {e}"),
-            }
-        }
-        let _ = std::fs::remove_file(&self.path);
+    /// The listening socket and its path, for the reactor.
+    pub fn into_parts(self) -> (UnixListener, PathBuf) {
+        (self.listener, self.path)
     }
 }
 
-/// Serve one shared-memory client's session until its socket closes.
-fn serve(stream: UnixStream, ctx: Arc<SessionContext>, bell: Arc<OwnedFd>) {
-    let peer = "shm";
-    if ctx.live_clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-        let text = format!("the hub serves at most {MAX_CLIENTS} clients");
-        refuse(stream, peer, Violation::new(ErrorCode::HubFull, text));
-        ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
-        return;
-    }
-    run(stream, &ctx, &bell);
-    ctx.live_clients.fetch_sub(1, Ordering::AcqRel);
-}
-
-fn run(stream: UnixStream, ctx: &SessionContext, bell: &OwnedFd) {
-    let peer = "shm";
-    let (Ok(reading), Ok(for_link), Ok(for_hang_up)) = (stream.try_clone(), stream.try_clone(), stream.try_clone())
-    else {
-        return;
-    };
-    let mut reader = MessageReader::new(BufReader::new(reading));
-    let name = match handshake(&mut reader, ctx) {
-        Ok(name) => name,
-        Err(violation) => return refuse(stream, peer, violation),
-    };
-    let client = ctx.next_client.fetch_add(1, Ordering::Relaxed);
-    let (segment, segment_fd) = match ClientSegment::create(SegmentHeader::standard(client)) {
-        Ok(created) => created,
-        Err(e) => {
-            let text = format!("the hub cannot create a shared-memory segment: {e}");
-            return refuse(stream, peer, Violation::new(ErrorCode::Internal, text));
-        }
-    };
-    let link = Arc::new(ShmLink::new(segment, Starts::default(), Some(for_link)));
-    // Only the bus holds the link: when it lets go of the client (removed,
-    // rejected, the hub stops), the link's drop closes the socket, which
-    // ends this thread's watch. This thread must not keep it alive.
-    let watched = Arc::downgrade(&link);
+/// Set up a shared-memory session for a client whose `HELLO` was accepted:
+/// create its segment, attach it to the bus (which reads its ring itself),
+/// and send `WELCOME` with the segment and the hub's bell segment
+/// (`SCM_RIGHTS`). Returns the link, which the caller ends when the session
+/// socket ends.
+pub fn open_session(slot: &mut ClientSlot, socket: &UnixStream, bell: &OwnedFd) -> Result<Arc<ShmLink>, Violation> {
+    let (segment, segment_fd) = ClientSegment::create(SegmentHeader::standard(slot.id())).map_err(|e| {
+        Violation::new(ErrorCode::Internal, format!("the hub cannot create a shared-memory segment: {e}"))
+    })?;
+    let socket_handle =
+        socket.try_clone().map_err(|e| Violation::new(ErrorCode::Internal, format!("session socket: {e}")))?;
+    let link = Arc::new(ShmLink::new(segment, Starts::default(), Some(socket_handle)));
+    let hang_up_handle =
+        socket.try_clone().map_err(|e| Violation::new(ErrorCode::Internal, format!("session socket: {e}")))?;
     let hang_up = Box::new(move || {
-        let _ = for_hang_up.shutdown(std::net::Shutdown::Both);
+        let _ = hang_up_handle.shutdown(std::net::Shutdown::Both);
     });
-    // Nobody waits on this credit: the bus takes it with `try_acquire`.
-    let credit = Arc::new(TxCredit::for_current_thread());
-    let attach = Inbound::Attach { client, name: name.clone(), outbox: Outbox::shm(link), hang_up, credit };
-    // Attached before WELCOME: whatever the client writes into its ring
-    // after WELCOME finds the bus ready for it.
-    if ctx.inbox.send(attach).is_err() {
-        return;
-    }
-    let mut welcome = Vec::new();
-    wire::encode(
-        &mut welcome,
-        &Message::Welcome(Welcome { version: PROTOCOL_VERSION, client_id: client, hub_name: &ctx.hub_name }),
-    );
-    let reason = match socket::send_with_fds(&stream, &welcome, &[segment_fd.as_fd(), bell.as_fd()]) {
-        Ok(()) => {
-            // The mappings keep the memory; the descriptors are not needed.
-            drop(segment_fd);
-            info!(client, %name, "client connected over shared memory");
-            watch(&stream)
-        }
-        Err(e) => format!("cannot send WELCOME: {e}"),
-    };
-    if let Some(link) = watched.upgrade() {
-        link.end();
-    }
-    info!(client, %name, "client disconnected: {reason}");
-    let _ = ctx.inbox.send(Inbound::Detach { client, reason });
-}
-
-/// Block until the session socket ends; returns why, for the log. Nothing
-/// travels on it after `WELCOME`; its end is how a crash is noticed at once.
-fn watch(mut stream: &UnixStream) -> String {
-    let _ = stream.set_read_timeout(None);
-    let mut byte = [0u8; 64];
-    loop {
-        match stream.read(&mut byte) {
-            Ok(0) => return "connection closed".into(),
-            Ok(_) => {
-                warn!("a shared-memory client wrote to its session socket, which carries nothing after WELCOME");
-                return "the client broke the session protocol (bytes on the session socket)".into();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return format!("connection lost: {e}"),
-        }
-    }
+    // Nobody waits on this credit: the bus takes it as it reads the ring.
+    let credit = Arc::new(TxCredit::new(Waiter::Bus));
+    let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit)));
+    slot.attach(Outbox::new(link.clone()), hang_up, credit, Some(intake))
+        .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))?;
+    socket::send_with_fds(socket, &slot.welcome(), &[segment_fd.as_fd(), bell.as_fd()])
+        .map_err(|e| Violation::new(ErrorCode::Internal, format!("cannot send WELCOME: {e}")))?;
+    // The mappings keep the memory; the descriptor is not needed.
+    drop(segment_fd);
+    Ok(link)
 }
 
 /// The bus's side of one shared-memory client: its segment and the
@@ -264,24 +185,8 @@ impl ShmLink {
         self.to_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Whether frames may take another slot.
-    pub fn has_frame_room(&self) -> bool {
-        let out = self.to_client();
-        out.producer.used_slots(&self.segment.to_client()).is_ok_and(|used| used < FRAME_SHARE_SLOTS)
-    }
-
-    /// Write a frame if the frame share has room for it.
-    pub fn try_frame(&self, item: &Outbound) -> Result<(), Refused> {
-        self.push(item, FRAME_SHARE_SLOTS)
-    }
-
-    /// Write a reply or report, using the reserve if need be.
-    pub fn try_control(&self, item: &Outbound) -> Result<(), Refused> {
-        self.push(item, TO_CLIENT_SLOTS)
-    }
-
-    fn push(&self, item: &Outbound, limit: u32) -> Result<(), Refused> {
-        // SYNC POINT with the session thread's Release store on EOF.
+    fn push(&self, encode: impl FnOnce(&mut Vec<u8>), limit: u32) -> Result<(), Refused> {
+        // SYNC POINT with `end`'s Release store.
         if self.gone.load(Ordering::Acquire) {
             return Err(Refused::Gone);
         }
@@ -289,7 +194,7 @@ impl ShmLink {
         let mut out = self.to_client();
         let ToClient { producer, scratch, unrung } = &mut *out;
         scratch.clear();
-        item.encode(scratch);
+        encode(scratch);
         let fits = match producer.used_slots(&ring) {
             Ok(used) => used + slots_for(scratch.len()) <= limit,
             Err(e) => return Err(self.corrupt(&e.to_string())),
@@ -323,10 +228,34 @@ impl ShmLink {
         }
         Refused::Gone
     }
+}
+
+impl OutboxSink for ShmLink {
+    fn has_frame_room(&self) -> bool {
+        let out = self.to_client();
+        out.producer.used_slots(&self.segment.to_client()).is_ok_and(|used| used < FRAME_SHARE_SLOTS)
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    fn try_frame(&self, port: u16, frame: &Frame, meta: &FrameMeta) -> Result<(), Refused> {
+        let encode = |out: &mut Vec<u8>| {
+            let mut batch = BatchEncoder::begin(out);
+            batch.push(out, port, frame, meta);
+            batch.finish(out);
+        };
+        self.push(encode, FRAME_SHARE_SLOTS)
+    }
+
+    fn try_control(&self, item: Outbound) -> Result<(), Refused> {
+        self.push(|out| item.encode(out), TO_CLIENT_SLOTS)
+    }
 
     /// Ring the client's doorbell if anything was published since the last
     /// ring (once per bus round, not per message).
-    pub fn ring_client(&self) {
+    fn flush(&self) {
         if std::mem::take(&mut self.to_client().unrung) {
             self.segment.client_bell().ring();
         }
@@ -343,49 +272,39 @@ impl Drop for ShmLink {
     }
 }
 
-/// How reading a client's ring ended.
-pub enum PeerEnd {
-    /// The client broke the protocol: tell it why and cut it off.
-    Violation(ErrorCode, String),
-    /// The client said `GOODBYE`.
-    Left(String),
-}
-
 /// The bus's reader of one shared-memory client's to-hub ring.
 pub struct ShmPeer {
-    pub client: ClientId,
+    client: ClientId,
     link: Arc<ShmLink>,
     credit: Arc<TxCredit>,
     consumer: Consumer,
     /// Copy of the message at the ring's tail, reused.
     body: Vec<u8>,
-    /// Records of the `FRAMES` message at the tail already forwarded (a
-    /// batch waits in the ring, partly taken, while credit is short).
-    taken: usize,
-    /// Set when the session socket ended: the ring is drained, then the
-    /// client detaches with this reason.
-    pub leaving: Option<String>,
+    /// Where forwarding the `FRAMES` message at the tail stands.
+    cursor: FrameCursor,
 }
 
 impl ShmPeer {
-    fn new(client: ClientId, link: Arc<ShmLink>, credit: Arc<TxCredit>) -> Self {
+    pub(crate) fn new(client: ClientId, link: Arc<ShmLink>, credit: Arc<TxCredit>) -> Self {
         let consumer = Consumer::starting_at(link.to_hub_start);
-        Self { client, link, credit, consumer, body: Vec::new(), taken: 0, leaving: None }
+        Self { client, link, credit, consumer, body: Vec::new(), cursor: FrameCursor::default() }
     }
 
-    /// Whether a message waits that can be taken now.
-    pub fn ready(&self) -> bool {
+    fn violation(v: Violation) -> IntakeEnd {
+        IntakeEnd::Violation(v.code, v.text)
+    }
+}
+
+impl Intake for ShmPeer {
+    fn ready(&self) -> bool {
         self.consumer.has_message(&self.link.segment.to_hub()) && self.credit.in_flight() < TX_CREDITS
     }
 
-    /// Whether the ring is empty.
-    pub fn drained(&self) -> bool {
+    fn drained(&self) -> bool {
         !self.consumer.has_message(&self.link.segment.to_hub())
     }
 
-    /// Turn up to `budget` waiting messages into requests, appended to
-    /// `out`. Returns whether anything was taken from the ring.
-    pub fn poll(&mut self, out: &mut Vec<Inbound>, budget: usize) -> Result<bool, PeerEnd> {
+    fn poll(&mut self, out: &mut Vec<Inbound>, budget: usize) -> Result<bool, IntakeEnd> {
         let ring = self.link.segment.to_hub();
         let client = self.client;
         let mut took = false;
@@ -396,52 +315,38 @@ impl ShmPeer {
             let slots = match self.consumer.peek(&ring, MAX_MESSAGE_LEN as usize, &mut self.body) {
                 Ok(Some(slots)) => slots,
                 Ok(None) => break Ok(()),
-                Err(e) => break Err(PeerEnd::Violation(ErrorCode::Malformed, format!("corrupt to-hub ring: {e}"))),
+                Err(e) => break Err(IntakeEnd::Violation(ErrorCode::Malformed, format!("corrupt to-hub ring: {e}"))),
             };
             let message = match wire::decode(&self.body) {
                 Ok(message) => message,
-                Err(e) => break Err(PeerEnd::Violation(e.code(), e.to_string())),
+                Err(e) => break Err(IntakeEnd::Violation(e.code(), e.to_string())),
             };
-            match message {
-                Message::Frames(batch) => {
-                    // A batch is checked whole before any of it is taken.
-                    if self.taken == 0 {
-                        if let Some(index) = batch.iter().position(|r| r.frame.is_echo()) {
-                            let text = format!("frame {index}: the echo flag is set by the hub only");
-                            break Err(PeerEnd::Violation(ErrorCode::InvalidFrame, text));
-                        }
-                    }
-                    for record in batch.iter().skip(self.taken) {
-                        if out.len() >= budget || !self.credit.try_acquire() {
-                            break;
-                        }
-                        out.push(Inbound::Frame { client, port: record.port, frame: record.frame });
-                        self.taken += 1;
-                        took = true;
-                    }
-                    if self.taken < batch.len() {
+            match request_of(client, message) {
+                Err(v) => break Err(Self::violation(v)),
+                Ok(Request::Frames(batch)) => {
+                    let credit = &self.credit;
+                    let before = out.len();
+                    let mut room = budget - out.len();
+                    let take_credit = || {
+                        let granted = room > 0 && credit.try_acquire();
+                        room = room.saturating_sub(1);
+                        granted
+                    };
+                    let done = self.cursor.forward(client, &batch, take_credit, |request| {
+                        out.push(request);
+                        true
+                    });
+                    took |= out.len() > before;
+                    if !done {
                         break Ok(());
                     }
-                    self.taken = 0;
                 }
-                Message::OpenPort(open) => out.push(Inbound::OpenPort {
-                    client,
-                    request: open.request,
-                    options: open.options,
-                    channel: open.channel.to_owned(),
-                    port_name: open.port_name.to_owned(),
-                }),
-                Message::ClosePort { port } => out.push(Inbound::ClosePort { client, port }),
-                Message::Ping { nonce } => out.push(Inbound::Ping { client, nonce }),
-                Message::StatsRequest { request } => out.push(Inbound::Stats { client, request }),
-                Message::Pong { .. } => {}
-                Message::Goodbye(report) => {
+                Ok(Request::Bus(request)) => out.push(request),
+                Ok(Request::Nothing) => {}
+                Ok(Request::Goodbye(reason)) => {
                     self.consumer.advance(&ring, slots);
-                    break Err(PeerEnd::Left(format!("client said goodbye: {}", report.text)));
-                }
-                other => {
-                    let text = format!("{} is not allowed from a client", other.type_name());
-                    break Err(PeerEnd::Violation(ErrorCode::UnexpectedMessage, text));
+                    took = true;
+                    break Err(IntakeEnd::Left(reason));
                 }
             }
             self.consumer.advance(&ring, slots);
@@ -452,48 +357,5 @@ impl ShmPeer {
             self.link.segment.space_bell().ring();
         }
         result.map(|()| took)
-    }
-}
-
-/// The bus's shared-memory clients.
-#[derive(Default)]
-pub struct ShmPeers {
-    pub peers: Vec<ShmPeer>,
-    /// Requests taken from one ring, handled before the next ring (reused).
-    pub requests: Vec<Inbound>,
-}
-
-impl ShmPeers {
-    /// Start reading the ring of a client that attaches over shared memory.
-    pub fn register(&mut self, request: &Inbound) {
-        if let Inbound::Attach { client, outbox, credit, .. } = request {
-            if let Some(link) = outbox.shm_link() {
-                self.peers.push(ShmPeer::new(*client, Arc::clone(link), Arc::clone(credit)));
-            }
-        }
-    }
-
-    /// A shared-memory client's session ended: drain its ring before it
-    /// detaches. Returns false for other clients (detach them at once).
-    pub fn leave(&mut self, client: ClientId, reason: &str) -> bool {
-        match self.peers.iter_mut().find(|p| p.client == client) {
-            Some(peer) => {
-                peer.leaving.get_or_insert_with(|| reason.to_owned());
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Whether any ring has a message that can be taken now.
-    pub fn any_ready(&self) -> bool {
-        self.peers.iter().any(ShmPeer::ready)
-    }
-
-    /// Ring the doorbell of every client that got messages this round.
-    pub fn ring_clients(&self) {
-        for peer in &self.peers {
-            peer.link.ring_client();
-        }
     }
 }

@@ -26,16 +26,20 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::Receiver;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_socketcan::convert::to_hub;
 use fieldhub_socketcan::{Interface, InterfaceError};
 use tracing::{error, info, warn};
 
-use super::session::SessionContext;
 use crate::config::PortConfig;
 use crate::credit::TxCredit;
-use crate::queues::{outbox, ClientId, Inbound, Outbound};
+use crate::inbox::Inbound;
+use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::session::{ClientSlot, Sessions};
+
+/// How often the writer looks whether the bus let go of the port while no
+/// frame comes.
+const WRITER_LOOK: Duration = Duration::from_millis(100);
 
 /// How long the reader waits after a failed read (a link gone down) before
 /// it reads again, so a failing interface logs at most one line a second. An
@@ -76,13 +80,19 @@ impl SocketCanPort {
 
     /// Attach the port to the bus and move frames until the hub stops. The
     /// returned thread is the reader; it joins the writer before it ends.
-    pub fn start(self, ctx: Arc<SessionContext>) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new().name(format!("fh-can-{}", self.interface.name())).spawn(move || self.run(&ctx))
+    pub fn start(self, sessions: Arc<Sessions>) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new().name(format!("fh-can-{}", self.interface.name())).spawn(move || self.run(&sessions))
     }
 
-    fn run(self, ctx: &SessionContext) {
-        let client = ctx.next_client.fetch_add(1, Ordering::Relaxed);
-        let (out_tx, out_rx) = outbox();
+    fn run(self, sessions: &Arc<Sessions>) {
+        let mut slot = match sessions.admit("SocketCAN", format!("socketcan:{}", self.interface.name())) {
+            Ok(slot) => slot,
+            Err(violation) => {
+                return error!(port = %self.port, "the hub cannot attach the SocketCAN port: {}", violation.text)
+            }
+        };
+        slot.name_as(format!("socketcan-{}", self.interface.name()));
+        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
         let closed = Arc::new(AtomicBool::new(false));
         let hang_up = {
             let closed = Arc::clone(&closed);
@@ -91,29 +101,32 @@ impl SocketCanPort {
         // This thread forwards the interface's frames, so it is the one that
         // waits for transmit credit.
         let credit = Arc::new(TxCredit::for_current_thread());
-        let name = format!("socketcan-{}", self.interface.name());
-        let attach = Inbound::Attach { client, name, outbox: out_tx, hang_up, credit: Arc::clone(&credit) };
+        if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
+            return;
+        }
         let open = Inbound::OpenPort {
-            client,
+            client: slot.id(),
             request: 1,
             options: PortOptions::empty(),
             channel: self.channel.clone(),
             port_name: self.port.clone(),
         };
-        if ctx.inbox.send(attach).is_err() || ctx.inbox.send(open).is_err() {
+        if sessions.inbox.send(open).is_err() {
             return;
         }
-        let Some(port) = self.wait_until_opened(&out_rx) else { return };
+        let Some(port) = self.wait_until_opened(&outbox, sessions) else { return };
         info!(port = %self.port, interface = %self.interface.name(), channel = %self.channel, "SocketCAN port attached");
         let writer = {
             let (interface, port_name, closed) = (Arc::clone(&self.interface), self.port.clone(), Arc::clone(&closed));
+            let outbox = Arc::clone(&outbox);
             std::thread::Builder::new()
                 .name(format!("fh-can-w-{}", self.interface.name()))
-                .spawn(move || write_loop(&interface, &port_name, out_rx, &closed))
+                .spawn(move || write_loop(&interface, &port_name, &outbox, &closed))
         };
-        let stop = || ctx.stopping.load(Ordering::Acquire) || closed.load(Ordering::Acquire);
-        self.read_loop(ctx, client, port, &credit, &stop);
-        let _ = ctx.inbox.send(Inbound::Detach { client, reason: "the hub is stopping".into() });
+        let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
+        self.read_loop(&slot, port, &credit, &stop);
+        slot.detach("the hub is stopping");
+        outbox.close();
         match writer {
             Ok(handle) => {
                 let _ = handle.join();
@@ -124,21 +137,22 @@ impl SocketCanPort {
 
     /// The bus's answer to `OPEN_PORT`: the port handle, or `None` (logged)
     /// when it refused.
-    fn wait_until_opened(&self, out_rx: &Receiver<Outbound>) -> Option<u16> {
-        loop {
-            match out_rx.recv() {
-                Ok(Outbound::PortOpened { port, .. }) => return Some(port),
-                Ok(Outbound::Error { text, .. }) => {
+    fn wait_until_opened(&self, outbox: &QueueOutbox, sessions: &Sessions) -> Option<u16> {
+        while !sessions.stopping() {
+            match outbox.take_timeout(WRITER_LOOK) {
+                Some(Outbound::PortOpened { port, .. }) => return Some(port),
+                Some(Outbound::Error { text, .. }) => {
                     error!(port = %self.port, interface = %self.interface.name(), "the bus refused the SocketCAN port: {text}");
                     return None;
                 }
-                Ok(Outbound::Goodbye { .. }) | Err(_) => return None,
-                Ok(_) => continue,
+                Some(Outbound::Goodbye { .. }) => return None,
+                Some(_) | None => continue,
             }
         }
+        None
     }
 
-    fn read_loop(&self, ctx: &SessionContext, client: ClientId, port: u16, credit: &TxCredit, stop: &dyn Fn() -> bool) {
+    fn read_loop(&self, slot: &ClientSlot, port: u16, credit: &TxCredit, stop: &dyn Fn() -> bool) {
         while !stop() {
             let raw = match self.interface.read() {
                 Ok(Some(raw)) => raw,
@@ -159,7 +173,7 @@ impl SocketCanPort {
             if !credit.acquire(stop) {
                 return;
             }
-            if ctx.inbox.send(Inbound::Frame { client, port, frame }).is_err() {
+            if slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame }).is_err() {
                 return;
             }
         }
@@ -168,9 +182,12 @@ impl SocketCanPort {
 
 /// Write the bus's frames to the interface until the bus says goodbye or
 /// drops the port's client.
-fn write_loop(interface: &Interface, port: &str, queue: Receiver<Outbound>, closed: &AtomicBool) {
+fn write_loop(interface: &Interface, port: &str, outbox: &QueueOutbox, closed: &AtomicBool) {
     let mut refused: u64 = 0;
-    while let Ok(item) = queue.recv() {
+    // SYNC POINT with the hang-up's Release store.
+    while !closed.load(Ordering::Acquire) {
+        let Some(item) = outbox.take_timeout(WRITER_LOOK) else { continue };
+        outbox.took();
         match item {
             Outbound::Frame { frame, .. } => {
                 if let Err(e) = interface.write(&frame) {

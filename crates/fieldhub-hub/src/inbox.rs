@@ -1,0 +1,235 @@
+//! What reaches the bus thread, and how it is woken.
+//!
+//! - [`Inbound`]: a request to the bus — a client attaching, a frame, a port
+//!   to open, a control request, a client gone. Every transport and the
+//!   control plane queue them on one bounded queue ([`InboxSender`]); a
+//!   client's frames and requests travel in the order it sent them.
+//! - [`Intake`]: a client whose messages the bus reads itself, from a ring in
+//!   shared memory, instead of through the queue.
+//! - [`BusWake`]: the bus thread's one wait point. Shared-memory clients ring
+//!   the hub's bell in the bell segment they map; in-process senders (the
+//!   reactor, the control plane, pollers) wake the bus through a flag in the
+//!   hub's private memory, which no client can write. The bus never waits
+//!   longer than [`MAX_BUS_WAIT`], so nothing a client writes into shared
+//!   memory (a cleared `armed` word) can stall it.
+
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use fieldhub_proto::wire::{ErrorCode, PortOptions};
+use fieldhub_proto::Frame;
+use fieldhub_shm::{AdaptiveSpin, BellSegment, WaitPolicy};
+use tokio::sync::oneshot;
+
+use crate::control::{ControlRequest, ControlResult};
+use crate::credit::TxCredit;
+use crate::outbox::Outbox;
+
+/// Hub-wide client id, as sent in `WELCOME`.
+pub type ClientId = u32;
+
+/// Capacity of the bus thread's inbound queue, in items.
+pub const INBOX_CAPACITY: usize = 64 * 1024;
+
+/// The longest the bus thread sleeps without looking at its input. Wake-ups
+/// normally come sooner; this bounds what a lost one (a client that cleared
+/// the shared `armed` word) can cost: latency, never a stall.
+pub const MAX_BUS_WAIT: Duration = Duration::from_millis(10);
+
+/// Closes one client's connection from the bus side.
+pub type HangUp = Box<dyn Fn() + Send>;
+
+/// A transport's request to the bus.
+pub enum Inbound {
+    /// A client finished its handshake. `hang_up` closes its connection at
+    /// once, for when even an error report cannot be queued to it.
+    /// `credit` bounds the frames it may have waiting in the bus. `intake`
+    /// is set for a client whose ring the bus reads itself.
+    Attach {
+        client: ClientId,
+        name: String,
+        outbox: Outbox,
+        hang_up: HangUp,
+        credit: Arc<TxCredit>,
+        intake: Option<Box<dyn Intake>>,
+    },
+    /// `OPEN_PORT`.
+    OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
+    /// `CLOSE_PORT`.
+    ClosePort { client: ClientId, port: u16 },
+    /// One frame record of a `FRAMES` message.
+    Frame { client: ClientId, port: u16, frame: Frame },
+    /// `PING`: answered once everything the client sent before it is on the bus.
+    Ping { client: ClientId, nonce: u64 },
+    /// `STATS_REQUEST`.
+    Stats { client: ClientId, request: u32 },
+    /// A control-plane request (HTTP API); applied between two frames.
+    Control { request: ControlRequest, reply: oneshot::Sender<ControlResult> },
+    /// The client's session ended; `reason` is for the log.
+    Detach { client: ClientId, reason: String },
+    /// Stop the bus: say goodbye to every client and return.
+    Shutdown,
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inbound::Attach { client, name, .. } => write!(f, "Attach({client}, {name})"),
+            Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
+            Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
+            Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
+            Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
+            Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
+            Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
+            Inbound::Shutdown => write!(f, "Shutdown"),
+        }
+    }
+}
+
+/// How reading a client's ring ended.
+#[derive(Debug)]
+pub enum IntakeEnd {
+    /// The client broke the protocol: tell it why and cut it off.
+    Violation(ErrorCode, String),
+    /// The client said `GOODBYE`.
+    Left(String),
+}
+
+/// A client whose messages the bus thread takes from shared memory itself.
+pub trait Intake: Send {
+    /// Turn up to `budget` waiting messages into requests appended to `out`.
+    /// Returns whether anything was taken.
+    fn poll(&mut self, out: &mut Vec<Inbound>, budget: usize) -> Result<bool, IntakeEnd>;
+    /// Whether a message waits that can be taken now.
+    fn ready(&self) -> bool;
+    /// Whether nothing is left to take.
+    fn drained(&self) -> bool;
+}
+
+/// The bus thread's wake-up: the hub's bell in shared memory, and a private
+/// flag for in-process senders.
+pub struct BusWake {
+    bell: Arc<BellSegment>,
+    /// The bus thread is waiting (or about to): in-process senders wake it.
+    waiting: AtomicBool,
+}
+
+impl BusWake {
+    pub fn new(bell: Arc<BellSegment>) -> Self {
+        Self { bell, waiting: AtomicBool::new(false) }
+    }
+
+    /// In-process sender: call after queueing work for the bus.
+    pub fn ring(&self) {
+        // SYNC POINT with `wait`'s fence: queue-then-look here against
+        // announce-then-look there, so one of the two sees the other.
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) {
+            self.bell.bell().wake();
+        }
+    }
+
+    /// Bus thread: wait until `input()` holds or `deadline` passes, but never
+    /// longer than [`MAX_BUS_WAIT`].
+    pub fn wait(
+        &self,
+        busy_poll: bool,
+        spin: &mut AdaptiveSpin,
+        deadline: Option<Instant>,
+        input: impl FnMut() -> bool,
+    ) {
+        let cap = Instant::now() + MAX_BUS_WAIT;
+        let deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+        self.waiting.store(true, Ordering::Relaxed);
+        // SYNC POINT with `ring`'s fence.
+        fence(Ordering::SeqCst);
+        let bell = self.bell.bell();
+        if busy_poll {
+            bell.wait(WaitPolicy::BUSY_POLL, deadline, input);
+        } else {
+            bell.wait_adaptive(spin, deadline, input);
+        }
+        self.waiting.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The bus thread's input queue.
+pub struct Inbox {
+    queue: Receiver<Inbound>,
+    wake: Arc<BusWake>,
+}
+
+impl Inbox {
+    /// The next waiting request; `Err(Disconnected)` once every sender is gone.
+    pub fn try_recv(&self) -> Result<Inbound, TryRecvError> {
+        self.queue.try_recv()
+    }
+
+    /// Whether a request waits.
+    pub fn has_waiting(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// How the bus thread waits.
+    pub fn wake(&self) -> &BusWake {
+        &self.wake
+    }
+}
+
+/// The sending half of the inbound queue: every send wakes the bus.
+#[derive(Clone)]
+pub struct InboxSender {
+    queue: Sender<Inbound>,
+    wake: Arc<BusWake>,
+}
+
+/// A request was not queued: the bus thread has stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotQueued;
+
+impl InboxSender {
+    /// Queue a request, waiting while the queue is full (the bus drains it
+    /// without waiting on anyone, so the wait is short).
+    pub fn send(&self, request: Inbound) -> Result<(), NotQueued> {
+        self.queue.send(request).map_err(|_| NotQueued)?;
+        self.wake.ring();
+        Ok(())
+    }
+
+    /// Queue a request, waiting at most `timeout` while the queue is full.
+    pub fn send_timeout(&self, request: Inbound, timeout: Duration) -> Result<(), NotQueued> {
+        self.queue.send_timeout(request, timeout).map_err(|_| NotQueued)?;
+        self.wake.ring();
+        Ok(())
+    }
+
+    /// Queue a request without waking the bus: for a sender that queues
+    /// many and calls [`InboxSender::wake_bus`] once after them. A full
+    /// queue wakes the bus before waiting for room.
+    pub fn send_quietly(&self, request: Inbound) -> Result<(), NotQueued> {
+        match self.queue.try_send(request) {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::TrySendError::Full(request)) => self.send(request),
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => Err(NotQueued),
+        }
+    }
+
+    /// Wake the bus for requests queued quietly.
+    pub fn wake_bus(&self) {
+        self.wake.ring();
+    }
+
+    /// The bus's wake-up, for outboxes that tell it about freed room.
+    pub fn bus_wake(&self) -> &Arc<BusWake> {
+        &self.wake
+    }
+}
+
+/// A fresh inbound queue for one bus thread, woken through `wake`.
+pub fn inbox(wake: Arc<BusWake>) -> (InboxSender, Inbox) {
+    let (queue, receiver) = crossbeam_channel::bounded(INBOX_CAPACITY);
+    (InboxSender { queue, wake: Arc::clone(&wake) }, Inbox { queue: receiver, wake })
+}

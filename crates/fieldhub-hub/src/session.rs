@@ -1,0 +1,354 @@
+//! The session layer: everything about a client that does not depend on how
+//! its bytes travel. Every transport — TCP and unix sockets in the reactor,
+//! `shm://` session sockets, ivshmem regions, the hub's own SocketCAN ports —
+//! attaches a client through this module and nothing else:
+//!
+//! - [`Sessions::admit`] counts a client against [`MAX_CLIENTS`] and gives it
+//!   a [`ClientSlot`]: its id, its `HELLO` check ([`ClientSlot::check_hello`]),
+//!   its `WELCOME`, its attach to the bus. Dropping the slot detaches the
+//!   client from the bus and uncounts it, so no transport adjusts a count by
+//!   hand and no ending path can forget one.
+//! - [`request_of`] is the one mapping from a decoded client message to what
+//!   the bus is asked ([`Request`]); [`FrameCursor`] forwards a `FRAMES`
+//!   batch record by record as transmit credit allows, resuming where it
+//!   stopped.
+//! - [`Violation`] is a protocol error to report (`REFUSE` during the
+//!   handshake, a fatal `ERROR` after it) with the same text everywhere.
+//!
+//! Invariants: a client's requests reach the bus in the order it sent them,
+//! and its `Detach` after all of them; a client is counted from its first
+//! byte to its slot's drop.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fieldhub_proto::limits::PROTOCOL_VERSION;
+use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, FrameBatch, Message, Welcome};
+use tracing::{debug, info, warn};
+
+use crate::credit::TxCredit;
+use crate::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
+use crate::outbox::Outbox;
+
+/// How long a new connection has to send its `HELLO`.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most clients connected at once, handshakes under way included.
+pub const MAX_CLIENTS: usize = 4096;
+
+/// What every session of one hub shares.
+pub struct Sessions {
+    pub inbox: InboxSender,
+    pub hub_name: String,
+    pub token: Option<String>,
+    next_client: AtomicU32,
+    live: AtomicUsize,
+    /// Set when the hub shuts down.
+    pub stopping: Arc<AtomicBool>,
+}
+
+/// A protocol violation: what to tell the client and the log.
+#[derive(Debug)]
+pub struct Violation {
+    pub code: ErrorCode,
+    pub text: String,
+}
+
+impl Violation {
+    pub fn new(code: ErrorCode, text: impl Into<String>) -> Self {
+        Self { code, text: text.into() }
+    }
+
+    /// `REFUSE` carrying this violation, encoded.
+    pub fn refusal(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let report = ErrorReport { code: self.code as u16, request: 0, fatal: true, text: &self.text };
+        wire::encode(&mut bytes, &Message::Refuse(report));
+        bytes
+    }
+
+    /// A fatal `ERROR` carrying this violation, encoded.
+    pub fn fatal_error(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let report = ErrorReport { code: self.code as u16, request: 0, fatal: true, text: &self.text };
+        wire::encode(&mut bytes, &Message::Error(report));
+        bytes
+    }
+}
+
+impl From<wire::DecodeError> for Violation {
+    fn from(e: wire::DecodeError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
+impl Sessions {
+    pub fn new(inbox: InboxSender, hub_name: String, token: Option<String>, stopping: Arc<AtomicBool>) -> Self {
+        Self { inbox, hub_name, token, next_client: AtomicU32::new(1), live: AtomicUsize::new(0), stopping }
+    }
+
+    /// Count a new client; refused when the hub serves [`MAX_CLIENTS`].
+    /// `via` names the transport for the log ("TCP", "shared memory").
+    pub fn admit(self: &Arc<Self>, via: &'static str, peer: impl Into<String>) -> Result<ClientSlot, Violation> {
+        if self.live.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(Violation::new(ErrorCode::HubFull, format!("the hub serves at most {MAX_CLIENTS} clients")));
+        }
+        let id = self.next_client.fetch_add(1, Ordering::Relaxed);
+        Ok(ClientSlot {
+            sessions: Arc::clone(self),
+            id,
+            via,
+            peer: peer.into(),
+            name: None,
+            attached: false,
+            detached: false,
+        })
+    }
+
+    /// Clients counted now (handshakes under way included).
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Whether the hub is shutting down.
+    pub fn stopping(&self) -> bool {
+        // SYNC POINT with Hub::shutdown's Release store.
+        self.stopping.load(Ordering::Acquire)
+    }
+}
+
+/// One counted client, from its first byte to its end. Dropping it detaches
+/// the client from the bus (if attached) and uncounts it.
+pub struct ClientSlot {
+    sessions: Arc<Sessions>,
+    id: ClientId,
+    via: &'static str,
+    peer: String,
+    name: Option<String>,
+    attached: bool,
+    detached: bool,
+}
+
+impl ClientSlot {
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// The client's name once its `HELLO` was accepted.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("?")
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Check a `HELLO` (message type, version, token, name) and remember the
+    /// client's name; a failure is what to `REFUSE` with.
+    pub fn check_hello(&mut self, body: &[u8]) -> Result<(), Violation> {
+        let hello = match wire::decode(body)? {
+            Message::Hello(hello) => hello,
+            other => {
+                return Err(Violation::new(
+                    ErrorCode::UnexpectedMessage,
+                    format!("the first message must be HELLO, got {}", other.type_name()),
+                ))
+            }
+        };
+        if hello.version != PROTOCOL_VERSION {
+            return Err(Violation::new(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}",
+                    hello.version
+                ),
+            ));
+        }
+        if let Some(token) = &self.sessions.token {
+            if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
+                let text = if hello.token.is_empty() { "this hub requires a token" } else { "wrong token" };
+                return Err(Violation::new(ErrorCode::Unauthorized, text));
+            }
+        }
+        let name = if hello.name.is_empty() { "client" } else { hello.name };
+        crate::config::check_name(name)
+            .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
+        self.name = Some(name.to_owned());
+        Ok(())
+    }
+
+    /// Name a client of the hub's own (a SocketCAN port), which sends no `HELLO`.
+    pub fn name_as(&mut self, name: String) {
+        self.name = Some(name);
+    }
+
+    /// `WELCOME` for this client, encoded.
+    pub fn welcome(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let welcome = Welcome { version: PROTOCOL_VERSION, client_id: self.id, hub_name: &self.sessions.hub_name };
+        wire::encode(&mut bytes, &Message::Welcome(welcome));
+        bytes
+    }
+
+    /// Log a refused handshake once, the same way for every transport.
+    pub fn log_refusal(&self, violation: &Violation) {
+        warn!(peer = %self.peer, "refusing connection: {}", violation.text);
+    }
+
+    /// Hand the client to the bus. Before `WELCOME` goes out, so whatever the
+    /// client sends after it finds the bus ready.
+    pub fn attach(
+        &mut self,
+        outbox: Outbox,
+        hang_up: HangUp,
+        credit: Arc<TxCredit>,
+        intake: Option<Box<dyn Intake>>,
+    ) -> Result<(), NotQueued> {
+        let name = self.name().to_owned();
+        self.sessions.inbox.send(Inbound::Attach { client: self.id, name, outbox, hang_up, credit, intake })?;
+        self.attached = true;
+        info!(client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);
+        Ok(())
+    }
+
+    /// Queue a request for the bus (without waking it: the caller wakes it
+    /// once after a batch with [`InboxSender::wake_bus`]).
+    pub fn forward(&self, request: Inbound) -> Result<(), Violation> {
+        self.sessions
+            .inbox
+            .send_quietly(request)
+            .map_err(|NotQueued| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))
+    }
+
+    /// End the client's session with the bus (once); its ports close after
+    /// everything it sent before.
+    pub fn detach(&mut self, reason: &str) {
+        if self.attached && !self.detached {
+            self.detached = true;
+            info!(client = self.id, name = %self.name(), peer = %self.peer, "client disconnected: {reason}");
+            let _ = self.sessions.inbox.send(Inbound::Detach { client: self.id, reason: reason.to_owned() });
+        }
+    }
+
+    /// The client broke the protocol: log it and detach it.
+    pub fn reject(&mut self, violation: &Violation) {
+        if self.attached && !self.detached {
+            warn!(client = self.id, name = %self.name(), peer = %self.peer, "rejecting client: {}", violation.text);
+        }
+        self.detach(&violation.text);
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.detach("session ended");
+        debug!(client = self.id, "client slot released");
+        self.sessions.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Compare secrets without an early exit that would leak their common prefix.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What a client's message asks of the bus: one mapping for every transport.
+pub enum Request<'a> {
+    /// Frame records to forward (the batch was checked whole).
+    Frames(FrameBatch<'a>),
+    /// A request for the bus.
+    Bus(Inbound),
+    /// Nothing to do.
+    Nothing,
+    /// The client said goodbye; the reason is for the log.
+    Goodbye(String),
+}
+
+/// Map one decoded message of an attached client.
+pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>, Violation> {
+    Ok(match message {
+        Message::Frames(batch) => {
+            // A batch is taken whole or refused whole, so check it first.
+            if let Some(index) = batch.iter().position(|r| r.frame.is_echo()) {
+                return Err(Violation::new(
+                    ErrorCode::InvalidFrame,
+                    format!("frame {index}: the echo flag is set by the hub only"),
+                ));
+            }
+            Request::Frames(batch)
+        }
+        Message::OpenPort(open) => Request::Bus(Inbound::OpenPort {
+            client,
+            request: open.request,
+            options: open.options,
+            channel: open.channel.to_owned(),
+            port_name: open.port_name.to_owned(),
+        }),
+        Message::ClosePort { port } => Request::Bus(Inbound::ClosePort { client, port }),
+        Message::Ping { nonce } => Request::Bus(Inbound::Ping { client, nonce }),
+        Message::StatsRequest { request } => Request::Bus(Inbound::Stats { client, request }),
+        Message::Pong { .. } => Request::Nothing,
+        Message::Goodbye(report) => Request::Goodbye(format!("client said goodbye: {}", report.text)),
+        // A stream that outlives its client — a virtio-serial port whose
+        // guest process died and was started again — carries the next
+        // client's HELLO into the old session.
+        Message::Hello(hello) => {
+            return Err(Violation::new(
+                ErrorCode::UnexpectedMessage,
+                format!(
+                    "HELLO from {:?} on a connection already in a session (a new process on the same stream, as \
+                     after a guest process died on a virtio-serial port?); this session ends, connect again",
+                    hello.name
+                ),
+            ))
+        }
+        other => {
+            return Err(Violation::new(
+                ErrorCode::UnexpectedMessage,
+                format!("{} is not allowed from a client", other.type_name()),
+            ))
+        }
+    })
+}
+
+/// Where forwarding a `FRAMES` batch stands: records already forwarded. A
+/// batch waits, partly taken, while the client has no transmit credit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameCursor {
+    taken: usize,
+}
+
+impl FrameCursor {
+    /// Forward the batch's records from where it stopped, each with one
+    /// credit from `credit`, through `push` (false: stop, nothing taken).
+    /// Returns true once the whole batch is forwarded (and resets).
+    pub fn forward(
+        &mut self,
+        client: ClientId,
+        batch: &FrameBatch<'_>,
+        mut take_credit: impl FnMut() -> bool,
+        mut push: impl FnMut(Inbound) -> bool,
+    ) -> bool {
+        for record in batch.iter().skip(self.taken) {
+            if !take_credit() {
+                return false;
+            }
+            if !push(Inbound::Frame { client, port: record.port, frame: record.frame }) {
+                return false;
+            }
+            self.taken += 1;
+        }
+        self.taken = 0;
+        true
+    }
+
+    /// Whether a batch is partly forwarded.
+    pub fn in_batch(&self) -> bool {
+        self.taken > 0
+    }
+}

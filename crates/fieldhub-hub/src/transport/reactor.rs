@@ -1,0 +1,788 @@
+//! The reactor: one thread, one epoll set, every socket session.
+//!
+//! TCP and unix-socket clients, `shm://` session sockets and the listeners
+//! they arrive on are all served here, without a thread per connection: the
+//! hub's threads and memory stay flat from one client to thousands. Per
+//! connection the reactor only moves bytes; the session layer
+//! ([`crate::session`]) does the rest — admission, `HELLO` checks, request
+//! mapping, errors, goodbyes.
+//!
+//! - **Reading.** Complete messages are decoded in the connection's buffer
+//!   and forwarded to the bus. A `FRAMES` batch is forwarded record by
+//!   record with transmit credit; when the client has none left the reactor
+//!   stops reading that socket (the kernel's small receive buffer then fills
+//!   and the client's writes block) until the bus returns credit and tells
+//!   the reactor. That is how a stream sender is held to the same bound as a
+//!   shared-memory one.
+//! - **Writing.** The bus queues a client's items in its [`QueueOutbox`] and,
+//!   once per round, posts a notice; the reactor packs what waits into as few
+//!   messages as fit and writes until the socket would block, then waits for
+//!   it to drain. A client that takes items wakes a bus waiting for its room.
+//! - **Handshakes** have [`HANDSHAKE_TIMEOUT`]; a TCP connection that opens
+//!   with an HTTP request line goes to the control server instead.
+//!
+//! Invariants: the reactor never blocks (all sockets are non-blocking; the
+//! only wait is `epoll_wait`); a client's messages reach the bus in order
+//! and its detach after them; one connection's failure closes that
+//! connection only.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
+use fieldhub_proto::wire::{self, check_length, DecodeError, ErrorCode, Packer, LENGTH_PREFIX};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use tracing::warn;
+
+use super::shm::{open_session, ShmLink};
+use crate::control::http::{looks_like_http, ControlServer};
+use crate::credit::{TxCredit, Waiter};
+use crate::outbox::{Outbox, QueueOutbox};
+use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
+use crate::slots::SlotTable;
+
+/// The waker's token; listeners take the tokens below [`CONN_BASE`].
+const WAKER: Token = Token(usize::MAX);
+const CONN_BASE: usize = 1 << 16;
+/// Bytes read from a socket per call, at most; also the buffer's base size.
+const READ_CHUNK: usize = 64 * 1024;
+/// The writer stops packing and writes once this many bytes are pending.
+const WRITE_CHUNK: usize = 64 * 1024;
+/// The kernel's receive buffer for a stream session: small, so a sender the
+/// reactor stops reading is held back after a few thousand frames.
+pub const STREAM_RECEIVE_BUFFER: usize = 32 * 1024;
+
+/// A bound listener the reactor accepts on.
+pub enum Listening {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+    /// An `shm://` session socket.
+    Shm(UnixListener, PathBuf),
+}
+
+/// Tells the reactor a connection needs service (its outbox has items, its
+/// credit came back, the bus hung it up), with one wake-up per reactor round.
+pub struct Notice {
+    queue: Sender<usize>,
+    waker: Waker,
+    /// A wake-up is on its way: later notices of this round need none.
+    pending: AtomicBool,
+}
+
+impl Notice {
+    fn post(&self, conn: usize) {
+        let _ = self.queue.send(conn);
+        // SYNC POINT with the reactor's store of false before it drains.
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// The running reactor's handle: stops it.
+pub struct ReactorHandle {
+    stop: Arc<AtomicBool>,
+    notice: Arc<Notice>,
+}
+
+impl ReactorHandle {
+    /// Stop the reactor: every connection still open is closed.
+    pub fn stop(&self) {
+        // SYNC POINT with the loop's Acquire load.
+        self.stop.store(true, Ordering::Release);
+        self.notice.pending.store(true, Ordering::Release);
+        let _ = self.notice.waker.wake();
+    }
+}
+
+enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
+        }
+    }
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Unix(s) => s.write(buf),
+        }
+    }
+}
+
+/// A stream client's session state.
+struct StreamSession {
+    outbox: Arc<QueueOutbox>,
+    credit: Arc<TxCredit>,
+    cursor: FrameCursor,
+    hung_up: Arc<AtomicBool>,
+}
+
+enum Phase {
+    /// TCP: looking at the first bytes for an HTTP request line.
+    Sniff,
+    /// Waiting for `HELLO`; `shm` for a shared-memory session socket.
+    Hello {
+        shm: bool,
+    },
+    Stream(StreamSession),
+    /// A shared-memory session: the socket only signals its end.
+    Shm(Arc<ShmLink>),
+    /// Writing a last message (a refusal, an error), then closing.
+    Closing,
+}
+
+struct Conn {
+    socket: Socket,
+    slot: ClientSlot,
+    phase: Phase,
+    /// Read bytes not yet taken: `input[start..]`.
+    input: Vec<u8>,
+    start: usize,
+    /// Bytes to write: `output.finish()[written..]`.
+    output: Packer,
+    written: usize,
+    /// The last read stopped before the socket said it would block: readiness
+    /// was not used up, so reading must resume without a new event.
+    unread: bool,
+    /// Which handshake deadline entry is this connection's.
+    serial: u64,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        match &self.phase {
+            Phase::Stream(session) => session.outbox.close(),
+            Phase::Shm(link) => link.end(),
+            _ => {}
+        }
+    }
+}
+
+/// How processing a connection went.
+enum Flow {
+    /// Go on (read more when the socket has more).
+    Continue,
+    /// Stop reading: no credit (resumed by a notice) or a partial message.
+    Paused,
+    /// Close the connection now (for the log: why).
+    Close(String),
+    /// TCP that speaks HTTP: give it to the control server.
+    HandOver,
+}
+
+/// The reactor thread's state.
+pub struct Reactor {
+    poll: Poll,
+    listeners: Vec<Listening>,
+    conns: SlotTable<Conn>,
+    notices: Receiver<usize>,
+    notice: Arc<Notice>,
+    stop: Arc<AtomicBool>,
+    sessions: Arc<Sessions>,
+    control: Option<Arc<ControlServer>>,
+    /// The hub's bell segment, passed to every shared-memory client.
+    shm_bell: Option<Arc<OwnedFd>>,
+    /// Handshake deadlines in accept order (all equal timeouts: sorted).
+    deadlines: VecDeque<(Instant, usize, u64)>,
+    next_serial: u64,
+}
+
+impl Reactor {
+    /// A reactor for `listeners`; TCP connections that speak HTTP go to
+    /// `control`, shared-memory clients get `shm_bell`.
+    pub fn new(
+        listeners: Vec<Listening>,
+        sessions: Arc<Sessions>,
+        control: Option<Arc<ControlServer>>,
+        shm_bell: Option<Arc<OwnedFd>>,
+    ) -> std::io::Result<(Self, ReactorHandle)> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let (queue, notices) = crossbeam_channel::unbounded();
+        let notice = Arc::new(Notice { queue, waker, pending: AtomicBool::new(false) });
+        for (index, listener) in listeners.iter().enumerate() {
+            let fd = match listener {
+                Listening::Tcp(l) => {
+                    l.set_nonblocking(true)?;
+                    // Inherited by accepted sockets (see STREAM_RECEIVE_BUFFER).
+                    rustix::net::sockopt::set_socket_recv_buffer_size(l, STREAM_RECEIVE_BUFFER)?;
+                    l.as_raw_fd()
+                }
+                Listening::Unix(l, _) | Listening::Shm(l, _) => {
+                    l.set_nonblocking(true)?;
+                    l.as_raw_fd()
+                }
+            };
+            poll.registry().register(&mut SourceFd(&fd), Token(index), Interest::READABLE)?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = ReactorHandle { stop: Arc::clone(&stop), notice: Arc::clone(&notice) };
+        let reactor = Self {
+            poll,
+            listeners,
+            conns: SlotTable::default(),
+            notices,
+            notice,
+            stop,
+            sessions,
+            control,
+            shm_bell,
+            deadlines: VecDeque::new(),
+            next_serial: 0,
+        };
+        Ok((reactor, handle))
+    }
+
+    /// Serve until stopped.
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.deadlines.front().map(|(at, ..)| at.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != ErrorKind::Interrupted {
+                    warn!("the reactor cannot wait for events: {e}");
+                    break;
+                }
+            }
+            // SYNC POINT with ReactorHandle::stop's Release store.
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {}
+                    Token(index) if index < CONN_BASE => self.accept(index),
+                    Token(token) => {
+                        let index = token - CONN_BASE;
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            if let Some(conn) = self.conns.get_mut(index) {
+                                conn.unread = true;
+                            }
+                            self.pump(index);
+                        }
+                        if event.is_writable() {
+                            self.drain(index);
+                        }
+                    }
+                }
+            }
+            // SYNC POINT with Notice::post: notices posted after this store
+            // wake the next round.
+            self.notice.pending.store(false, Ordering::Release);
+            while let Ok(index) = self.notices.try_recv() {
+                self.serve_notice(index);
+            }
+            self.expire_handshakes();
+            // One wake-up of the bus for everything forwarded this round.
+            self.sessions.inbox.wake_bus();
+        }
+        self.close_all();
+    }
+
+    fn close_all(&mut self) {
+        for conn in self.conns.drain() {
+            let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+        }
+        for listener in self.listeners.drain(..) {
+            if let Listening::Unix(_, path) | Listening::Shm(_, path) = listener {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// Accept every waiting connection on listener `index`.
+    fn accept(&mut self, index: usize) {
+        loop {
+            let accepted = match &self.listeners[index] {
+                Listening::Tcp(l) => l.accept().map(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    (Socket::Tcp(s), "TCP", peer.to_string(), Phase::Sniff)
+                }),
+                Listening::Unix(l, path) => l.accept().map(|(s, _)| {
+                    (Socket::Unix(s), "a unix socket", format!("unix:{}", path.display()), Phase::Hello { shm: false })
+                }),
+                Listening::Shm(l, _) => l
+                    .accept()
+                    .map(|(s, _)| (Socket::Unix(s), "shared memory", "shm".to_owned(), Phase::Hello { shm: true })),
+            };
+            match accepted {
+                Ok((socket, via, peer, phase)) => self.admit(socket, via, peer, phase),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn admit(&mut self, mut socket: Socket, via: &'static str, peer: String, phase: Phase) {
+        let nonblocking = match &socket {
+            Socket::Tcp(s) => s.set_nonblocking(true),
+            Socket::Unix(s) => s.set_nonblocking(true),
+        };
+        if nonblocking.is_err() {
+            return;
+        }
+        let slot = match self.sessions.admit(via, peer.clone()) {
+            Ok(slot) => slot,
+            Err(violation) => {
+                warn!(peer, "refusing connection: {}", violation.text);
+                // A fresh socket has room for one small message.
+                let _ = socket.write(&violation.refusal());
+                return;
+            }
+        };
+        let index = self.conns.next_index();
+        let token = Token(CONN_BASE + index);
+        let fd = socket.fd();
+        if let Err(e) =
+            self.poll.registry().register(&mut SourceFd(&fd), token, Interest::READABLE | Interest::WRITABLE)
+        {
+            warn!(peer, "cannot watch a new connection: {e}");
+            return;
+        }
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let conn = Conn {
+            socket,
+            slot,
+            phase,
+            input: Vec::new(),
+            start: 0,
+            output: Packer::new(),
+            written: 0,
+            unread: true,
+            serial,
+        };
+        let inserted = self.conns.insert(conn);
+        debug_assert_eq!(inserted, index);
+        self.deadlines.push_back((Instant::now() + HANDSHAKE_TIMEOUT, index, serial));
+        self.pump(index);
+    }
+
+    /// Refuse connections whose handshake ran out of time.
+    fn expire_handshakes(&mut self) {
+        let now = Instant::now();
+        while let Some(&(at, index, serial)) = self.deadlines.front() {
+            if at > now {
+                return;
+            }
+            self.deadlines.pop_front();
+            let Some(conn) = self.conns.get_mut(index) else { continue };
+            if conn.serial != serial || !matches!(conn.phase, Phase::Sniff | Phase::Hello { .. }) {
+                continue;
+            }
+            let violation =
+                Violation::new(ErrorCode::Malformed, format!("no HELLO within {} s", HANDSHAKE_TIMEOUT.as_secs()));
+            refuse(conn, &violation);
+            self.drain(index);
+        }
+    }
+
+    /// A notice for connection `index`: the bus queued items, returned
+    /// credit, or hung the client up.
+    fn serve_notice(&mut self, index: usize) {
+        let Some(conn) = self.conns.get(index) else { return };
+        if let Phase::Stream(session) = &conn.phase {
+            // SYNC POINT with the hang-up's Release store.
+            if session.hung_up.load(Ordering::Acquire) {
+                return self.close(index, "the hub hung up: the client does not read its replies".into());
+            }
+        }
+        self.pump(index);
+        self.drain(index);
+    }
+
+    /// Read and process input until the socket would block, the client is
+    /// paused, or the connection ends; then write what it produced.
+    fn pump(&mut self, index: usize) {
+        loop {
+            let Reactor { conns, notice, shm_bell, control, .. } = self;
+            let Some(conn) = conns.get_mut(index) else { return };
+            let flow = process(conn, index, notice, shm_bell.as_deref(), control.is_some());
+            match flow {
+                Flow::Continue => {}
+                Flow::Paused => break,
+                Flow::Close(reason) => return self.close(index, reason),
+                Flow::HandOver => return self.hand_over(index),
+            }
+            if !conn.unread {
+                break;
+            }
+            match read_some(conn) {
+                Ok(0) => {
+                    let reason = end_of_input(conn);
+                    return self.close(index, reason);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    conn.unread = false;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let reason = match conn.phase {
+                        Phase::Stream(_) | Phase::Shm(_) => format!("connection lost: {e}"),
+                        _ => String::new(),
+                    };
+                    return self.close(index, reason);
+                }
+            }
+        }
+        self.drain(index);
+    }
+
+    /// Give an HTTP connection to the control server; it is no client.
+    fn hand_over(&mut self, index: usize) {
+        let Some(conn) = self.conns.remove(index) else { return };
+        let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+        if let (Socket::Tcp(stream), Some(control)) = (&conn.socket, &self.control) {
+            // The duplicate keeps the connection open when `conn` closes its own.
+            match stream.try_clone() {
+                Ok(stream) => control.hand_over(stream),
+                Err(e) => warn!("cannot hand a connection to the control API: {e}"),
+            }
+        }
+    }
+
+    /// Write what connection `index` has pending, taking more from its
+    /// outbox, until the socket would block or nothing is left.
+    fn drain(&mut self, index: usize) {
+        let Some(conn) = self.conns.get_mut(index) else { return };
+        loop {
+            if conn.written >= conn.output.len() {
+                conn.output.clear();
+                conn.written = 0;
+                if matches!(conn.phase, Phase::Closing) {
+                    return self.close_quietly(index);
+                }
+                if !refill(conn) {
+                    return;
+                }
+            }
+            let pending = &conn.output.finish()[conn.written..];
+            match conn.socket.write(pending) {
+                Ok(n) => conn.written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return self.close(index, format!("connection lost: {e}")),
+            }
+        }
+    }
+
+    /// End connection `index`: the session layer detaches its client.
+    fn close(&mut self, index: usize, reason: String) {
+        if let Some(mut conn) = self.conns.remove(index) {
+            let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+            if !reason.is_empty() {
+                conn.slot.detach(&reason);
+            }
+        }
+    }
+
+    fn close_quietly(&mut self, index: usize) {
+        self.close(index, String::new());
+    }
+}
+
+/// Act on the input buffered for connection `index`.
+fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, bell: Option<&OwnedFd>, http: bool) -> Flow {
+    match &mut conn.phase {
+        Phase::Sniff => sniff(conn, http),
+        Phase::Hello { shm } => {
+            let shm = *shm;
+            hello(conn, shm, index, notice, bell)
+        }
+        Phase::Stream(_) => forward(conn),
+        Phase::Shm(_) => {
+            if conn.start < conn.input.len() {
+                warn!("a shared-memory client wrote to its session socket, which carries nothing after WELCOME");
+                return Flow::Close("the client broke the session protocol (bytes on the session socket)".into());
+            }
+            Flow::Continue
+        }
+        Phase::Closing => {
+            // Nothing read is acted on any more.
+            conn.input.clear();
+            conn.start = 0;
+            Flow::Continue
+        }
+    }
+}
+
+/// TCP: decide between the protocol and HTTP by the first four bytes,
+/// without taking them from the socket.
+fn sniff(conn: &mut Conn, http: bool) -> Flow {
+    let Socket::Tcp(stream) = &conn.socket else {
+        conn.phase = Phase::Hello { shm: false };
+        return Flow::Continue;
+    };
+    let mut first = [0u8; 4];
+    match stream.peek(&mut first) {
+        Ok(0) => return Flow::Close(String::new()),
+        Ok(n) if n < first.len() => {
+            conn.unread = false;
+            return Flow::Paused;
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+            conn.unread = false;
+            return Flow::Paused;
+        }
+        Err(_) => return Flow::Close(String::new()),
+    }
+    if http && looks_like_http(&first) {
+        return Flow::HandOver;
+    }
+    conn.phase = Phase::Hello { shm: false };
+    Flow::Continue
+}
+
+/// Queue a refusal and switch the connection to closing.
+fn refuse(conn: &mut Conn, violation: &Violation) {
+    conn.slot.log_refusal(violation);
+    conn.output.push_encoded(&violation.refusal());
+    conn.phase = Phase::Closing;
+}
+
+/// Queue a fatal error for a client that broke the protocol, detach it and
+/// switch the connection to closing.
+fn reject(conn: &mut Conn, violation: &Violation) {
+    // The bus hears of the detach before the client hears of its rejection:
+    // whatever the client does next reaches the bus after its ports closed.
+    conn.slot.reject(violation);
+    if let Phase::Stream(session) = &conn.phase {
+        session.outbox.close();
+    }
+    conn.output.push_encoded(&violation.fatal_error());
+    conn.phase = Phase::Closing;
+}
+
+/// Why a connection's input ended, for the log (or a violation).
+fn end_of_input(conn: &mut Conn) -> String {
+    let buffered = conn.input.len() - conn.start;
+    match &conn.phase {
+        Phase::Sniff | Phase::Closing => String::new(),
+        Phase::Hello { .. } => {
+            conn.slot.log_refusal(&Violation::new(ErrorCode::Malformed, "during handshake: connection closed"));
+            String::new()
+        }
+        Phase::Stream(_) if buffered > 0 => {
+            let need = match conn.input.get(conn.start..conn.start + LENGTH_PREFIX) {
+                Some(prefix) => {
+                    LENGTH_PREFIX + u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize
+                }
+                None => LENGTH_PREFIX,
+            };
+            let violation = Violation::new(
+                ErrorCode::Malformed,
+                format!("disconnected mid-message: got {buffered} of {need} bytes"),
+            );
+            conn.slot.reject(&violation);
+            violation.text
+        }
+        Phase::Stream(_) | Phase::Shm(_) => "connection closed".into(),
+    }
+}
+
+/// Read once into the connection's buffer.
+fn read_some(conn: &mut Conn) -> std::io::Result<usize> {
+    if conn.start > 0 && conn.start == conn.input.len() {
+        conn.input.clear();
+        conn.start = 0;
+    } else if conn.start > READ_CHUNK {
+        conn.input.drain(..conn.start);
+        conn.start = 0;
+    }
+    let filled = conn.input.len();
+    conn.input.resize(filled + READ_CHUNK, 0);
+    let result = conn.socket.read(&mut conn.input[filled..]);
+    conn.input.truncate(filled + *result.as_ref().unwrap_or(&0));
+    result
+}
+
+/// The next complete message's body range in the buffer, if one is there.
+fn next_message(conn: &Conn, max: u32) -> Result<Option<(usize, usize)>, DecodeError> {
+    let buffered = &conn.input[conn.start..];
+    let Some(prefix) = buffered.get(..LENGTH_PREFIX) else { return Ok(None) };
+    let len = check_length(u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]), max)?;
+    let body = conn.start + LENGTH_PREFIX;
+    Ok((conn.input.len() >= body + len).then_some((body, body + len)))
+}
+
+/// Handle the client's `HELLO` once it is in the buffer.
+fn hello(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, bell: Option<&OwnedFd>) -> Flow {
+    let (body, end) = match next_message(conn, MAX_HELLO_LEN) {
+        Ok(Some(range)) => range,
+        Ok(None) => return Flow::Continue,
+        Err(DecodeError::Oversize { len, .. }) => {
+            let text = format!(
+                "first message claims {len} bytes; a HELLO is at most {MAX_HELLO_LEN} (is this a fieldhub client?)"
+            );
+            refuse(conn, &Violation::new(ErrorCode::Oversize, text));
+            return Flow::Continue;
+        }
+        Err(e) => {
+            refuse(conn, &Violation::new(ErrorCode::Malformed, format!("during handshake: {e}")));
+            return Flow::Continue;
+        }
+    };
+    let checked = conn.slot.check_hello(&conn.input[body..end]);
+    conn.start = end;
+    if let Err(violation) = checked {
+        refuse(conn, &violation);
+        return Flow::Continue;
+    }
+    if shm {
+        let (Socket::Unix(socket), Some(bell)) = (&conn.socket, bell) else {
+            return Flow::Close("no shared memory served".into());
+        };
+        return match open_session(&mut conn.slot, socket, bell) {
+            Ok(link) => {
+                conn.phase = Phase::Shm(link);
+                Flow::Continue
+            }
+            Err(violation) => {
+                refuse(conn, &violation);
+                Flow::Continue
+            }
+        };
+    }
+    let session = match attach_stream(conn, index, notice) {
+        Ok(session) => session,
+        Err(violation) => {
+            refuse(conn, &violation);
+            return Flow::Continue;
+        }
+    };
+    conn.phase = Phase::Stream(session);
+    Flow::Continue
+}
+
+/// Attach a stream client to the bus and queue its `WELCOME`.
+fn attach_stream(conn: &mut Conn, index: usize, notice: &Arc<Notice>) -> Result<StreamSession, Violation> {
+    let bus = Arc::clone(conn.slot.sessions().inbox.bus_wake());
+    let for_outbox = Arc::clone(notice);
+    let outbox = QueueOutbox::new(Some(Box::new(move || for_outbox.post(index))), bus);
+    let for_credit = Arc::clone(notice);
+    let credit = Arc::new(TxCredit::new(Waiter::Notify(Box::new(move || for_credit.post(index)))));
+    let hung_up = Arc::new(AtomicBool::new(false));
+    let hang_up = {
+        let (hung_up, notice) = (Arc::clone(&hung_up), Arc::clone(notice));
+        Box::new(move || {
+            // SYNC POINT with serve_notice's Acquire load.
+            hung_up.store(true, Ordering::Release);
+            notice.post(index);
+        })
+    };
+    conn.slot
+        .attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None)
+        .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))?;
+    conn.output.push_encoded(&conn.slot.welcome());
+    Ok(StreamSession { outbox, credit, cursor: FrameCursor::default(), hung_up })
+}
+
+/// Forward a stream client's complete messages to the bus.
+fn forward(conn: &mut Conn) -> Flow {
+    loop {
+        let (body, end) = match next_message(conn, MAX_MESSAGE_LEN) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Flow::Continue,
+            Err(e) => {
+                reject(conn, &Violation::from(e));
+                return Flow::Continue;
+            }
+        };
+        let Phase::Stream(session) = &mut conn.phase else { return Flow::Continue };
+        let client = conn.slot.id();
+        let message = match wire::decode(&conn.input[body..end]) {
+            Ok(message) => message,
+            Err(e) => {
+                reject(conn, &Violation::from(e));
+                return Flow::Continue;
+            }
+        };
+        let outcome = match request_of(client, message) {
+            Err(violation) => Err(violation),
+            Ok(Request::Frames(batch)) => {
+                let (slot, credit) = (&conn.slot, &session.credit);
+                let mut refused = None;
+                let done = session.cursor.forward(
+                    client,
+                    &batch,
+                    || credit.acquire_or_wait(),
+                    |request| match slot.forward(request) {
+                        Ok(()) => true,
+                        Err(v) => {
+                            refused = Some(v);
+                            false
+                        }
+                    },
+                );
+                match refused {
+                    Some(violation) => Err(violation),
+                    // No credit: the rest of the batch waits in the buffer.
+                    None if !done => return Flow::Paused,
+                    None => Ok(None),
+                }
+            }
+            Ok(Request::Bus(request)) => conn.slot.forward(request).map(|()| None),
+            Ok(Request::Nothing) => Ok(None),
+            Ok(Request::Goodbye(reason)) => Ok(Some(reason)),
+        };
+        conn.start = end;
+        match outcome {
+            Ok(None) => {}
+            Ok(Some(goodbye)) => return Flow::Close(goodbye),
+            Err(violation) => {
+                reject(conn, &violation);
+                return Flow::Continue;
+            }
+        }
+    }
+}
+
+/// Pack what waits in a stream client's outbox into its output. Returns
+/// whether there is anything to write.
+fn refill(conn: &mut Conn) -> bool {
+    let Phase::Stream(session) = &conn.phase else { return false };
+    let outbox = &session.outbox;
+    outbox.rearm();
+    let mut ends = false;
+    while conn.output.len() < WRITE_CHUNK {
+        let Some(item) = outbox.take() else { break };
+        ends = item.ends_connection();
+        item.pack(&mut conn.output);
+        if ends {
+            break;
+        }
+    }
+    outbox.took();
+    if ends {
+        conn.phase = Phase::Closing;
+    }
+    !conn.output.is_empty()
+}
