@@ -35,6 +35,8 @@ use fieldhub_shm::AdaptiveSpin;
 use intakes::{Intakes, Taken};
 
 mod control;
+#[cfg(test)]
+mod harness;
 mod intakes;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 

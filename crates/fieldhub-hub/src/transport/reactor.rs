@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -146,8 +146,10 @@ enum Phase {
         shm: bool,
     },
     Stream(StreamSession),
-    /// A shared-memory session: the socket only signals its end.
-    Shm(Arc<ShmLink>),
+    /// A shared-memory session: the socket only signals its end. Only the
+    /// bus holds the link: when it lets go of the client, the link's drop
+    /// shuts the socket, which ends this session too.
+    Shm(Weak<ShmLink>),
     /// Writing a last message (a refusal, an error), then closing.
     Closing,
 }
@@ -173,7 +175,11 @@ impl Drop for Conn {
     fn drop(&mut self) {
         match &self.phase {
             Phase::Stream(session) => session.outbox.close(),
-            Phase::Shm(link) => link.end(),
+            Phase::Shm(link) => {
+                if let Some(link) = link.upgrade() {
+                    link.end();
+                }
+            }
             _ => {}
         }
     }
@@ -662,7 +668,7 @@ fn hello(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, bell: O
         };
         return match open_session(&mut conn.slot, socket, bell) {
             Ok(link) => {
-                conn.phase = Phase::Shm(link);
+                conn.phase = Phase::Shm(Arc::downgrade(&link));
                 Flow::Continue
             }
             Err(violation) => {
