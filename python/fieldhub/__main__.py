@@ -1,6 +1,11 @@
-"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T] [--shm NAME | --no-shm]``:
+"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T] [--shm NAME | --no-shm] [--ready-fd N]``:
 run a hub in this process until SIGINT/SIGTERM (what :class:`fieldhub.Hub`
 starts). The hub is the same Rust hub as the ``fieldhub`` command's.
+
+``--ready-fd N`` works as ``fieldhub hub --ready-fd N`` does: once the hub is
+started, one JSON line with its actual addresses goes to that inherited file
+descriptor, which is then closed. :class:`fieldhub.Hub` reads it from a pipe
+instead of parsing the log.
 
 ``--until-stdin-closes`` also stops it when its standard input reaches end of
 file: :class:`fieldhub.Hub` gives its private hub a pipe, so the hub goes away
@@ -8,10 +13,12 @@ with the Python process that started it even when that process is killed.
 """
 
 import argparse
+import json
 import os
 import signal
 import sys
 import threading
+from typing import Any, Callable, Dict
 
 from fieldhub import _native
 
@@ -28,6 +35,31 @@ def stop_when_stdin_closes() -> None:
     threading.Thread(target=watch, name="fieldhub-stdin-watch", daemon=True).start()
 
 
+def ready_writer(fd: int) -> Callable[[Dict[str, Any]], None]:
+    """The hub's ``on_ready``: write its addresses to ``fd`` as one JSON
+    line, then close it, so the reader sees end of file right behind it."""
+
+    def write(ready: Dict[str, Any]) -> None:
+        try:
+            with open(fd, "w", closefd=True) as f:
+                f.write(json.dumps(ready) + "\n")
+        except OSError as e:
+            raise OSError(f"--ready-fd {fd}: cannot write the ready line: {e.strerror}") from None
+
+    return write
+
+
+def check_ready_fd(parser: argparse.ArgumentParser, fd: int) -> None:
+    """Refuse a --ready-fd the hub cannot use before it starts, as ``fieldhub hub`` does."""
+    if 0 <= fd <= 2:
+        parser.error(f"--ready-fd {fd}: standard input, output and error cannot carry the ready line "
+                     "(the hub closes the file descriptor after writing it)")
+    try:
+        os.fstat(fd)
+    except OSError:
+        parser.error(f"--ready-fd {fd}: no such open file descriptor (pass the write end of a pipe the hub inherits)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m fieldhub")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -40,7 +72,12 @@ def main() -> int:
     shm.add_argument("--shm", metavar="NAME", help="serve local clients over shared memory as shm://NAME")
     shm.add_argument("--no-shm", action="store_true", help="serve no shared memory, whatever the configuration says")
     hub.add_argument("--until-stdin-closes", action="store_true", help="also stop when stdin reaches end of file")
+    hub.add_argument("--ready-fd", type=int, metavar="N",
+                     help="once started, write one JSON line with the hub's addresses to this inherited file "
+                          "descriptor and close it")
     args = parser.parse_args()
+    if args.ready_fd is not None:
+        check_ready_fd(hub, args.ready_fd)
     text = None
     if args.config:
         try:
@@ -53,8 +90,9 @@ def main() -> int:
     if args.until_stdin_closes:
         stop_when_stdin_closes()
     try:
-        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm)
-    except _native.Error as e:
+        on_ready = ready_writer(args.ready_fd) if args.ready_fd is not None else None
+        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm, on_ready)
+    except (_native.Error, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -21,10 +21,12 @@ import collections
 import itertools
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Deque, Dict, List, Optional
@@ -43,6 +45,22 @@ START_TIMEOUT = 30.0
 LOG_LINES = 1000
 #: How long stopping waits at each step (pipe closed, SIGTERM) before the next.
 STOP_TIMEOUT = 10.0
+
+
+def _read_to_end(fd: int, timeout: float) -> Optional[str]:
+    """Everything written to the pipe ``fd`` until its writer closes it
+    (closing ``fd``), or None if that takes longer than ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    chunks: List[bytes] = []
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                return None
+            chunk = pipe.read(4096)
+            if not chunk:
+                return b"".join(chunks).decode()
+            chunks.append(chunk)
 
 
 class Hub:
@@ -78,36 +96,44 @@ class Hub:
             command += ["--config", self._config_file, "--config-origin", "Hub(config)"]
         if self.token:
             command += ["--token", self.token]
-        # The hub holds the read end of this pipe: when this process ends, in
-        # whatever way, the pipe closes and the hub stops itself. Its own
-        # session keeps a terminal's Ctrl-C from stopping it under a program
-        # that is still cleaning up.
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
-        found = threading.Event()
-        address: List[str] = []
+        # The hub writes its addresses to this pipe once it is ready (the log
+        # is for people, and FIELDHUB_LOG may hide it). Only the hub holds
+        # the write end, so a hub that dies first ends the pipe at once.
+        ready_read, ready_write = os.pipe()
+        command += ["--ready-fd", str(ready_write)]
+        # The hub holds the read end of the stdin pipe: when this process
+        # ends, in whatever way, the pipe closes and the hub stops itself. Its
+        # own session keeps a terminal's Ctrl-C from stopping it under a
+        # program that is still cleaning up.
+        try:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                pass_fds=(ready_write,),
+            )
+        except BaseException:
+            os.close(ready_read)
+            raise
+        finally:
+            os.close(ready_write)
 
         def read_log() -> None:
             for line in self._process.stderr:
                 self._log.append(line.rstrip())
-                if "listening on tcp://" in line and not address:
-                    address.append(line[line.index("tcp://") :].strip())
-                # The hub reports shared memory after its listen addresses.
-                if "serving shared memory as shm://" in line and self.shm_url is None:
-                    self.shm_url = line[line.index("shm://") :].strip()
-                    found.set()
-            found.set()
 
-        threading.Thread(target=read_log, name="fieldhub-hub-log", daemon=True).start()
-        if not found.wait(START_TIMEOUT) or not address:
-            exited = self._process.poll() is not None
+        log_reader = threading.Thread(target=read_log, name="fieldhub-hub-log", daemon=True)
+        log_reader.start()
+        line = _read_to_end(ready_read, START_TIMEOUT)
+        if not line:
+            # Stopped, the hub has closed its stderr: the log is complete.
             self.stop()
-            said = " | ".join(line.removeprefix("error: ") for line in list(self._log)[-5:]) or "nothing"
-            if exited:
-                raise HubStartError(f"the private hub did not start: {said}")
-            raise HubStartError(f"the private hub did not report its address within {START_TIMEOUT:.0f} s: {said}")
-        return address[0]
+            log_reader.join(STOP_TIMEOUT)
+            said = " | ".join(entry.removeprefix("error: ") for entry in list(self._log)[-5:]) or "nothing"
+            if line is None:
+                raise HubStartError(f"the private hub did not report ready within {START_TIMEOUT:.0f} s: {said}")
+            raise HubStartError(f"the private hub did not start: {said}")
+        ready = json.loads(line)
+        self.shm_url = ready["shm"]
+        return f"tcp://{ready['tcp'][0]}"
 
     @property
     def pid(self) -> Optional[int]:

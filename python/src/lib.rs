@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
+use fieldhub_hub::config::ListenAddr;
 use fieldhub_hub::{Hub, HubConfig};
 use fieldhub_proto::frame::{fd_len_to_dlc, FrameKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 create_exception!(_native, Error, PyException, "A fieldhub client or hub error; `kind` says which.");
 
@@ -245,10 +246,14 @@ impl NativeClient {
 
 /// Run a hub in this process until SIGINT or SIGTERM: what `python -m
 /// fieldhub hub` does. Prints `listening on …` and `serving shared memory
-/// as shm://NAME` lines to stderr first. `shm` replaces the configured
-/// shared-memory name; `no_shm` serves none.
+/// as shm://NAME` lines to stderr first, for people. `shm` replaces the
+/// configured shared-memory name; `no_shm` serves none. Once the hub is
+/// started, `on_ready` (if given) is called with a dict of its actual
+/// addresses, the same fields as the `fieldhub hub --ready-fd` line; if it
+/// raises, the hub stops and the exception propagates.
 #[pyfunction]
-#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false))]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false, on_ready=None))]
+#[allow(clippy::too_many_arguments)]
 fn run_hub(
     py: Python<'_>,
     config_text: Option<String>,
@@ -257,6 +262,7 @@ fn run_hub(
     token: Option<String>,
     shm: Option<String>,
     no_shm: bool,
+    on_ready: Option<PyObject>,
 ) -> PyResult<()> {
     let text = config_text.unwrap_or_else(|| fieldhub_hub::config::DEFAULT_CONFIG.to_owned());
     let mut config = HubConfig::parse(&text, origin).map_err(|e| error("invalid", e.to_string()))?;
@@ -277,20 +283,47 @@ fn run_hub(
     // handler, which runs only when this call returns: honour it now instead
     // of running a hub that signal will never stop.
     py.check_signals()?;
-    let shm_name = config.hub.shm.clone();
-    py.allow_threads(|| -> Result<(), String> {
-        let mut hub = Hub::start(config).map_err(|e| e.to_string())?;
+    py.allow_threads(|| -> PyResult<()> {
+        let mut hub = Hub::start(config.clone()).map_err(|e| error("invalid", e.to_string()))?;
         for addr in hub.listen_addrs() {
             eprintln!("listening on {addr}");
         }
-        if let Some(name) = &shm_name {
+        if let Some(name) = &config.hub.shm {
             eprintln!("serving shared memory as shm://{name}");
+        }
+        if let Some(on_ready) = &on_ready {
+            if let Err(e) = Python::with_gil(|py| on_ready.call1(py, (ready_dict(py, &hub, &config)?,))) {
+                hub.shutdown();
+                return Err(e);
+            }
         }
         signals.forever().next();
         hub.shutdown();
         Ok(())
     })
-    .map_err(|e| error("invalid", e))
+}
+
+/// A started hub's addresses for `run_hub`'s `on_ready`: the fields of the
+/// `fieldhub hub --ready-fd` line (crates/fieldhub-cli/src/ready.rs), which
+/// `fieldhub.Hub` reads.
+fn ready_dict<'py>(py: Python<'py>, hub: &Hub, config: &HubConfig) -> PyResult<Bound<'py, PyDict>> {
+    let (mut tcp, mut unix) = (Vec::new(), Vec::new());
+    for addr in hub.listen_addrs() {
+        match addr {
+            ListenAddr::Tcp(addr) => tcp.push(addr.to_string()),
+            ListenAddr::Unix(path) => unix.push(path.display().to_string()),
+        }
+    }
+    let ready = PyDict::new(py);
+    ready.set_item("http", tcp.first().map(|addr| format!("http://{addr}")))?;
+    ready.set_item("tcp", tcp)?;
+    ready.set_item("unix", unix)?;
+    ready.set_item("shm", hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")))?;
+    let ivshmem: Vec<String> = config.hub.ivshmem.iter().map(|path| path.display().to_string()).collect();
+    ready.set_item("ivshmem", ivshmem)?;
+    ready.set_item("channels", config.channels.iter().map(|c| c.name.as_str()).collect::<Vec<_>>())?;
+    ready.set_item("pid", std::process::id())?;
+    Ok(ready)
 }
 
 /// The hub a bus connects to without a `hub` argument: `$FIELDHUB_HUB`,

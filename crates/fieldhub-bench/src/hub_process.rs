@@ -3,18 +3,24 @@
 //!
 //! A separate process, not a thread of the benchmark, so the hub pays for
 //! its own wake-ups and its CPU time can be read from `/proc`. It listens on
-//! a free port (`127.0.0.1:0`) and a shm name unique to this benchmark; the
-//! addresses come from its log, whose last start-up line (`channels: …`)
-//! also says it is ready. Dropping the handle stops the hub with SIGTERM
-//! (so it removes its session socket), or SIGKILL if it does not go.
+//! a free port (`127.0.0.1:0`) and a shm name unique to this benchmark; its
+//! ready line (`--ready-fd`, on a pipe) says it is ready and where. Its log
+//! is kept only to explain a hub that did not start. Dropping the handle
+//! stops the hub with SIGTERM (so it removes its session socket), or SIGKILL
+//! if it does not go.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use serde::Deserialize;
 
 use crate::{BenchError, Launcher, Transport, CHANNEL};
 
@@ -24,9 +30,17 @@ const START_STOP: Duration = Duration::from_secs(10);
 /// A running hub process; stopped on drop.
 pub struct HubProcess {
     child: Child,
-    shm_name: String,
+    /// `shm://NAME`, from the ready line.
+    shm: String,
     tcp: SocketAddr,
     config: PathBuf,
+}
+
+/// The part of the hub's ready line the benchmarks use; serde skips the rest.
+#[derive(Deserialize)]
+struct Ready {
+    tcp: Vec<SocketAddr>,
+    shm: Option<String>,
 }
 
 /// Hubs started by this process so far, to keep their shm names apart.
@@ -44,64 +58,42 @@ impl HubProcess {
                  [[channel]]\nname = \"{CHANNEL}\"\nprotocol = \"canfd\"\n"
             ),
         )?;
-        let spawned = Command::new(&launcher.exe)
+        let mut command = Command::new(&launcher.exe);
+        command
             .arg("hub")
             .arg("--config")
             .arg(&config)
             .env("FIELDHUB_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
+            .stderr(Stdio::piped());
+        let (mut child, ready) = match spawn_with_ready_pipe(&mut command) {
+            Ok(spawned) => spawned,
             Err(e) => {
                 let _ = std::fs::remove_file(&config);
                 return Err(BenchError::Hub(format!("cannot run {}: {e}", launcher.exe.display())));
             }
         };
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (lines, log) = mpsc::channel();
-        // The reader keeps draining the log for the hub's whole life, so the
-        // hub never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
-        let mut hub = Self { child, shm_name, tcp: SocketAddr::from(([127, 0, 0, 1], 0)), config };
-        let deadline = Instant::now() + START_STOP;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = log.recv_timeout(left).map_err(|_| {
-                BenchError::Hub(format!(
-                    "the hub did not report ready within {START_STOP:?}; its log:\n{}",
-                    seen.join("\n")
-                ))
-            })?;
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                if let Ok(addr) = addr.trim().trim_start_matches("tcp://").parse() {
-                    hub.tcp = addr;
-                }
-            }
-            let ready = line.contains("channels: ");
-            seen.push(line);
-            if ready {
-                break;
-            }
-        }
-        if hub.tcp.port() == 0 {
-            return Err(BenchError::Hub(format!("the hub did not log its TCP address; its log:\n{}", seen.join("\n"))));
-        }
+        let log = drain_log(child.stderr.take().expect("stderr is piped"));
+        // Whatever happens next, the hub is now the handle's to stop.
+        let mut hub = Self { child, shm: String::new(), tcp: SocketAddr::from(([127, 0, 0, 1], 0)), config };
+        let line = match ready.recv_timeout(START_STOP) {
+            Ok(line) if !line.is_empty() => line,
+            Ok(_) => return Err(hub.not_ready("exited before it was ready", log)),
+            Err(_) => return Err(hub.not_ready(&format!("did not report ready within {START_STOP:?}"), log)),
+        };
+        let ready: Ready = serde_json::from_str(&line)
+            .map_err(|e| BenchError::Hub(format!("the hub's ready line {line:?} is not what it should be: {e}")))?;
+        hub.tcp = *ready.tcp.first().ok_or_else(|| BenchError::Hub("the hub reports no TCP address".into()))?;
+        hub.shm = ready.shm.ok_or_else(|| BenchError::Hub("the hub reports no shared memory".into()))?;
         Ok(hub)
     }
 
     /// The URL a client of `transport` connects with.
     pub fn url(&self, transport: Transport, busy_poll: bool) -> String {
         match transport {
-            Transport::Shm if busy_poll => format!("shm://{}?busy_poll=1", self.shm_name),
-            Transport::Shm => format!("shm://{}", self.shm_name),
+            Transport::Shm if busy_poll => format!("{}?busy_poll=1", self.shm),
+            Transport::Shm => self.shm.clone(),
             Transport::Tcp => format!("tcp://{}", self.tcp),
         }
     }
@@ -109,6 +101,48 @@ impl HubProcess {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The error for a hub that did not get ready, with everything it logged.
+    fn not_ready(mut self, why: &str, log: JoinHandle<Vec<String>>) -> BenchError {
+        // Killed and reaped, the hub has closed its stderr: the log is complete.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let log = log.join().unwrap_or_default().join("\n");
+        BenchError::Hub(format!("the hub {why}; its log:\n{log}"))
+    }
+}
+
+/// Spawn `command` (a `fieldhub hub`) with `--ready-fd` on the write end of a
+/// pipe; the receiver gets everything read from the pipe up to end of file:
+/// the ready line, or nothing if the hub exited first — which a pipe, unlike
+/// a polled file, reports at once.
+fn spawn_with_ready_pipe(command: &mut Command) -> std::io::Result<(Child, mpsc::Receiver<String>)> {
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let fd = write_end.as_raw_fd();
+    command.arg("--ready-fd").arg(fd.to_string());
+    // SAFETY: runs in the child between fork and exec, where `fd` is still
+    // open, and only calls fcntl(2), which is async-signal-safe: the write
+    // end, close-on-exec everywhere else, survives this one exec.
+    unsafe {
+        command
+            .pre_exec(move || Ok(rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(fd), rustix::io::FdFlags::empty())?));
+    }
+    let child = command.spawn()?;
+    // Only the hub holds the write end now, so its close (or death) is our end of file.
+    drop(write_end);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::fs::File::from(read_end).read_to_string(&mut line);
+        let _ = tx.send(line);
+    });
+    Ok((child, rx))
+}
+
+/// Read the hub's log for its whole life, so it never blocks on a full
+/// pipe; the lines come back when the hub closes its stderr.
+fn drain_log(stderr: ChildStderr) -> JoinHandle<Vec<String>> {
+    std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect())
 }
 
 impl Drop for HubProcess {

@@ -1,11 +1,14 @@
 //! `fieldhub hub`: run the hub until SIGINT or SIGTERM.
 
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use tracing_subscriber::EnvFilter;
+
+use crate::ready::{Ready, ReadySignal};
 
 #[derive(clap::Args)]
 pub struct HubArgs {
@@ -32,6 +35,17 @@ pub struct HubArgs {
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
+    /// Once the hub is started (listeners bound, shared memory served, channels up), write
+    /// one JSON line with its actual addresses to this inherited file descriptor, e.g. a
+    /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"shm":…,"ivshmem":[…],
+    /// "channels":[…],"pid":…}. For programs that start a hub: no log parsing, any FIELDHUB_LOG.
+    #[arg(long, value_name = "N", conflicts_with = "ready_file")]
+    ready_fd: Option<RawFd>,
+    /// Like --ready-fd, but write the line to this file: replaced atomically (temporary file,
+    /// then rename) once the hub is ready, removed when it stops. Remove it before starting
+    /// the hub, so that a file that appears is this hub's.
+    #[arg(long, value_name = "PATH")]
+    ready_file: Option<PathBuf>,
     /// Print the built-in default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
@@ -47,6 +61,33 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let config = load_config(&args)?;
+    let ready = ready_signal(&args)?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;
+    let mut hub = Hub::start(config.clone()).context("cannot start the hub")?;
+    log_started(&hub, &config);
+    if let Some(ready) = ready {
+        // Whoever waits for the line cannot use a hub it never hears about.
+        if let Err(e) = ready.send(&Ready::of(&hub, &config)) {
+            hub.shutdown();
+            return Err(e.into());
+        }
+    }
+    if let Some(signal) = signals.forever().next() {
+        tracing::info!("signal {signal}: shutting down");
+    }
+    hub.shutdown();
+    if let Some(path) = &args.ready_file {
+        // The addresses in it are gone with the hub.
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// The configuration file (or the built-in one) with the command line's
+/// overrides applied and validated.
+fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
     let (text, origin) = match &args.config {
         Some(path) => (
             std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?,
@@ -72,10 +113,20 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         // Command-line addresses are held to the same rules as configured ones.
         config.validate(&format!("{origin} with command-line options"))?;
     }
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;
-    let mut hub = Hub::start(config.clone()).context("cannot start the hub")?;
-    let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
+    Ok(config)
+}
+
+/// `--ready-fd` or `--ready-file`, checked before the hub starts.
+fn ready_signal(args: &HubArgs) -> Result<Option<ReadySignal>, crate::ready::ReadyError> {
+    match (args.ready_fd, &args.ready_file) {
+        (Some(fd), _) => ReadySignal::fd(fd).map(Some),
+        (None, Some(path)) => Ok(Some(ReadySignal::File(path.clone()))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The start-up lines a person reads; programs read the ready line instead.
+fn log_started(hub: &Hub, config: &HubConfig) {
     for addr in hub.listen_addrs() {
         tracing::info!("listening on {addr}");
     }
@@ -85,10 +136,6 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
     for path in &config.hub.ivshmem {
         tracing::info!("serving QEMU guests through the ivshmem region {}", path.display());
     }
+    let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
     tracing::info!("channels: {}", channels.join(", "));
-    if let Some(signal) = signals.forever().next() {
-        tracing::info!("signal {signal}: shutting down");
-    }
-    hub.shutdown();
-    Ok(())
 }

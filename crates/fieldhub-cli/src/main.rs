@@ -11,6 +11,7 @@ mod dump;
 mod frame_bits;
 mod gen;
 mod hub;
+mod ready;
 mod record;
 mod replay;
 mod send;

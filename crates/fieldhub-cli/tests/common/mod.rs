@@ -30,6 +30,7 @@ impl HubProcess {
     /// Start a hub with config text (written to a temp file) and extra args.
     /// It serves no shared memory unless `extra` names it (`--shm NAME`):
     /// hubs of parallel tests must not compete for `shm://default`.
+    /// Its addresses come from its ready line (`--ready-fd`), not its log.
     pub fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
         command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
@@ -44,30 +45,34 @@ impl HubProcess {
         if let Some(path) = &config_file {
             command.arg("--config").arg(path);
         }
-        let mut child = command
-            .env("FIELDHUB_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start fieldhub hub");
+        // Tests wait for log lines (`wait_for_log`), so the hub logs at info.
+        command.env("FIELDHUB_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
+        let (mut child, ready) = spawn_with_ready_pipe(&mut command);
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (url_tx, url_rx) = std::sync::mpsc::channel();
-        {
+        let reader = {
             let log = Arc::clone(&log);
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Some(at) = line.find("listening on tcp://") {
-                        let _ = url_tx.send(line[at + "listening on ".len()..].trim().to_owned());
-                    }
                     log.lock().unwrap().push(line);
                 }
-            });
-        }
-        let url = url_rx
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|_| panic!("hub did not report its address; log: {:?}", log.lock().unwrap()));
-        Self { child, url, shm_url: None, log, config_file }
+            })
+        };
+        let ready = match ready.recv_timeout(PATIENCE) {
+            Ok(line) if !line.is_empty() => line,
+            outcome => {
+                // Killed and reaped, the hub has closed its stderr: the log is complete.
+                let _ = child.kill();
+                let status = child.wait().expect("wait for hub");
+                let _ = reader.join();
+                let why = if outcome.is_err() { "sent no ready line in time" } else { "closed its ready pipe" };
+                panic!("hub {why} ({status}); log: {:#?}", log.lock().unwrap());
+            }
+        };
+        let ready: serde_json::Value = serde_json::from_str(&ready).expect("ready line is JSON");
+        let url = format!("tcp://{}", ready["tcp"][0].as_str().expect("ready line names a TCP address"));
+        let shm_url = ready["shm"].as_str().map(str::to_owned);
+        Self { child, url, shm_url, log, config_file }
     }
 
     /// Start a hub with the built-in configuration that also serves shared
@@ -82,9 +87,7 @@ impl HubProcess {
         let name = format!("test-{}-{}", std::process::id(), unique());
         let mut args = vec!["--shm", name.as_str()];
         args.extend_from_slice(extra);
-        let mut hub = Self::start_with(config, &args);
-        hub.shm_url = Some(format!("shm://{name}"));
-        hub
+        Self::start_with(config, &args)
     }
 
     /// Connect a client named `name` over shared memory.
@@ -150,6 +153,42 @@ impl Drop for HubProcess {
             }
         }
     }
+}
+
+/// Spawn `command` (a `fieldhub hub`) with `--ready-fd` on the write end of a
+/// pipe; the receiver gets everything read from the pipe up to end of file:
+/// the ready line, or nothing if the hub exited first. A pipe, unlike a
+/// polled file, also reports a hub that died.
+fn spawn_with_ready_pipe(command: &mut Command) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two new descriptors into the array it is given.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0, "pipe2");
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let fd = write_end.as_raw_fd();
+    command.arg("--ready-fd").arg(fd.to_string());
+    // SAFETY: runs in the child between fork and exec, and only calls
+    // fcntl(2), which is async-signal-safe: the write end, close-on-exec
+    // everywhere else (other tests' children included), survives the exec.
+    unsafe {
+        command.pre_exec(move || match libc::fcntl(fd, libc::F_SETFD, 0) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+    let child = command.spawn().expect("start fieldhub hub");
+    // Only the hub holds the write end now, so its close (or death) is our end of file.
+    drop(write_end);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(read_end), &mut line);
+        let _ = tx.send(line);
+    });
+    (child, rx)
 }
 
 fn unique() -> u64 {

@@ -1,0 +1,156 @@
+//! `fieldhub hub --ready-fd N` / `--ready-file PATH`: one JSON line that says
+//! the hub is ready and where it is.
+//!
+//! Programs that start a hub (test harnesses, the benchmarks, the Python
+//! package) need the moment it accepts clients and its real addresses —
+//! `127.0.0.1:0` becomes whatever port the kernel picked. Reading them from
+//! the log broke whenever `FIELDHUB_LOG` hid those lines; the ready line is
+//! the same information as a contract. It is written once, after every
+//! listener is bound, shared memory is served and the channels exist:
+//!
+//! ```json
+//! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123",
+//!  "shm":"shm://name","ivshmem":[],"channels":["can0","can1"],"pid":1234}
+//! ```
+
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use fieldhub_hub::config::ListenAddr;
+use fieldhub_hub::{Hub, HubConfig};
+use serde::Serialize;
+
+/// What the ready line says. Field names are the contract with every
+/// program that starts a hub; add fields, never rename them.
+#[derive(Debug, Serialize)]
+pub struct Ready {
+    /// TCP listen addresses as `HOST:PORT`, port 0 resolved.
+    tcp: Vec<SocketAddr>,
+    /// Unix-socket listen paths.
+    unix: Vec<PathBuf>,
+    /// Base URL of the control API: it is served on the first TCP address.
+    http: Option<String>,
+    /// `shm://NAME` when shared memory is served.
+    shm: Option<String>,
+    /// ivshmem region files QEMU guests reach the hub through.
+    ivshmem: Vec<PathBuf>,
+    /// The configured channels, in configuration order.
+    channels: Vec<String>,
+    /// The hub's process id, for whoever has to signal it.
+    pid: u32,
+}
+
+impl Ready {
+    /// The addresses of a started hub. The hub library reports its bound
+    /// listeners; the shm name, ivshmem regions and channels are the
+    /// configuration's, which the hub serves exactly as given.
+    pub fn of(hub: &Hub, config: &HubConfig) -> Self {
+        let (mut tcp, mut unix) = (Vec::new(), Vec::new());
+        for addr in hub.listen_addrs() {
+            match addr {
+                ListenAddr::Tcp(addr) => tcp.push(*addr),
+                ListenAddr::Unix(path) => unix.push(path.clone()),
+            }
+        }
+        Self {
+            http: tcp.first().map(|addr| format!("http://{addr}")),
+            tcp,
+            unix,
+            shm: hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")),
+            ivshmem: config.hub.ivshmem.clone(),
+            channels: config.channels.iter().map(|c| c.name.clone()).collect(),
+            pid: std::process::id(),
+        }
+    }
+}
+
+/// Why the ready line cannot be delivered. Each message names the flag, so
+/// a harness author sees which argument to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadyError {
+    #[error("--ready-fd {0}: no such open file descriptor (pass the write end of a pipe the hub inherits)")]
+    NotOpen(RawFd),
+    #[error("--ready-fd {0}: the file descriptor is open read-only; the hub writes its ready line to it")]
+    ReadOnly(RawFd),
+    #[error(
+        "--ready-fd {0}: standard input, output and error cannot carry the ready line (the hub closes the file \
+         descriptor after writing it)"
+    )]
+    Stdio(RawFd),
+    #[error("{target}: cannot write the ready line: {source}")]
+    Write { target: String, source: std::io::Error },
+}
+
+/// Where the ready line goes; a file descriptor is checked before the hub
+/// starts, so a mistake costs nothing.
+#[derive(Debug)]
+pub enum ReadySignal {
+    /// An inherited file descriptor (a pipe's write end), closed after the
+    /// line so a reader sees end of file right behind it.
+    Fd { fd: RawFd, file: File },
+    /// A file, replaced whole (temporary file, then rename) so a poller
+    /// never reads half a line. Whoever polls removes it before starting
+    /// the hub: only then is a file that appears this hub's.
+    File(PathBuf),
+}
+
+impl ReadySignal {
+    /// Take ownership of the inherited `fd`.
+    pub fn fd(fd: RawFd) -> Result<Self, ReadyError> {
+        if (0..=2).contains(&fd) {
+            return Err(ReadyError::Stdio(fd));
+        }
+        // SAFETY: fcntl(2) with F_GETFL only reads the descriptor's flags
+        // and fails with EBADF for a number that is not open.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags == -1 {
+            return Err(ReadyError::NotOpen(fd));
+        }
+        if flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(ReadyError::ReadOnly(fd));
+        }
+        // SAFETY: the descriptor is open (checked above) and was handed to
+        // this process for the ready line alone, so nothing else owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self::Fd { fd, file: File::from(owned) })
+    }
+
+    /// Deliver `ready` as one JSON line.
+    pub fn send(self, ready: &Ready) -> Result<(), ReadyError> {
+        let mut line = serde_json::to_string(ready).expect("the ready line holds only strings, lists and numbers");
+        line.push('\n');
+        let target = self.to_string();
+        let written = match self {
+            Self::Fd { mut file, .. } => file.write_all(line.as_bytes()),
+            Self::File(path) => replace_file(&path, line.as_bytes()),
+        };
+        written.map_err(|source| ReadyError::Write { target, source })
+    }
+}
+
+impl fmt::Display for ReadySignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fd { fd, .. } => write!(f, "--ready-fd {fd}"),
+            Self::File(path) => write!(f, "--ready-file {}", path.display()),
+        }
+    }
+}
+
+/// Write `path` atomically: a temporary file beside it, renamed over it.
+fn replace_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let result = std::fs::write(&temporary, contents).and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
