@@ -1,0 +1,104 @@
+//! Fan-out: a frame that won goes on the channel — the next sequence
+//! number and timestamp, then a copy to every port on the sender's segment in
+//! one fixed order (receiver-position fault rules applied per port).
+
+use std::cmp::Reverse;
+
+use fieldhub_proto::bits::FrameBits;
+use fieldhub_proto::FrameMeta;
+
+use super::faults::{decide_fate, Delayed, Fate, Held};
+use super::{Channel, Transmitted, MAX_HELD};
+use crate::confinement::{state_change_frame, ErrorState};
+use crate::fault::{corruption_error_frame, Position};
+use crate::tx_queue::Pending;
+
+impl Channel {
+    /// Tell port `index` its controller changed error state, with the
+    /// SocketCAN error frame a Linux driver would send.
+    pub fn report_state_change(&mut self, index: usize, before: ErrorState, at: u64) {
+        if let Some(frame) = state_change_frame(before, &self.members[index].errors) {
+            let meta = self.next_meta(0, at);
+            self.members[index].deliver(frame, meta);
+        }
+    }
+
+    /// Put an error frame on the bus in place of a destroyed frame.
+    pub(super) fn destroyed_on_wire(&mut self, sender: u32, now_ns: u64, sent: &mut Vec<Transmitted>) {
+        let meta = self.next_meta(0, now_ns);
+        let error = corruption_error_frame();
+        let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
+        for member in self.members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
+            if member.port_id != sender {
+                member.errors.receive_error();
+            }
+            member.deliver(error, meta);
+        }
+        self.frames += 1;
+        sent.push(Transmitted { channel: self.id, frame: error, hops: 0, timestamp_ns: meta.timestamp_ns });
+    }
+
+    pub(super) fn next_meta(&mut self, sender: u32, now_ns: u64) -> FrameMeta {
+        self.last_seq += 1;
+        // Receivers rely on timestamps that never go backwards within a
+        // channel, even if the wall clock does.
+        self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
+        FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns }
+    }
+
+    /// Put a frame that won arbitration on the bus at `now_ns` and fan it
+    /// out, applying receiver-position fault rules per port.
+    pub fn transmit(&mut self, sender: u32, pending: Pending, now_ns: u64, sent: &mut Vec<Transmitted>) -> FrameMeta {
+        let meta = self.next_meta(sender, now_ns);
+        let frame = pending.frame;
+        let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
+        let Channel { members, rules, held, held_order, held_overflow, .. } = self;
+        for member in members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
+            if member.port_id == sender {
+                if member.receives_own() {
+                    member.deliver(frame.with_echo(true), meta);
+                }
+                continue;
+            }
+            if rules.is_empty() {
+                member.deliver(frame, meta);
+                member.errors.received();
+                continue;
+            }
+            match decide_fate(rules, Position::Receiver, frame, sender, Some(member.port_id), now_ns) {
+                Fate::Drop => {}
+                Fate::Delay(ns) => {
+                    if held.len() >= MAX_HELD {
+                        *held_overflow += 1;
+                    } else {
+                        *held_order += 1;
+                        let port_id = member.port_id;
+                        let delayed = Delayed {
+                            due_ns: now_ns + ns,
+                            order: *held_order,
+                            held: Held::ToPort { port_id, frame, meta },
+                        };
+                        held.push(Reverse(delayed));
+                    }
+                }
+                Fate::Corrupt => {
+                    member.errors.receive_error();
+                    member.deliver(corruption_error_frame(), meta);
+                }
+                Fate::Deliver { frame, copies } => {
+                    for _ in 0..=copies {
+                        member.deliver(frame, meta);
+                    }
+                    member.errors.received();
+                }
+            }
+        }
+        self.frames += 1;
+        self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
+        let bits = FrameBits::of(&frame);
+        let busy_ns = bits.duration_ns(self.config.bitrate, self.config.effective_data_bitrate());
+        self.load.add(meta.timestamp_ns, bits.total, busy_ns);
+        sent.push(Transmitted { channel: self.id, frame, hops: pending.hops, timestamp_ns: meta.timestamp_ns });
+        meta
+    }
+}

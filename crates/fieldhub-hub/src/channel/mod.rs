@@ -1,0 +1,168 @@
+//! One channel: its sequencer, its arbitration and the ports on it.
+//!
+//! Frames wait in their port's transmit FIFO ([`crate::tx_queue`]) until the
+//! channel decides. At each decision point the oldest frame of every port
+//! competes and the one with the lowest arbitration field wins, with ISO
+//! 11898 precedence ([`arbitration_key`]); ties between identical fields go to
+//! the frame that arrived first. In `ideal` timing a decision point is every
+//! service call, and every eligible frame goes out in arbitration order.
+//!
+//! [`Channel::transmit`] is the data path of a frame once it won: take the
+//! next sequence number and timestamp, then hand a copy to every attached port
+//! (the sender's own port only as a TX confirmation, and only if it asked for
+//! one). Members are visited in one fixed order, and every member's queue is
+//! FIFO, so all receivers see the channel's single order.
+
+//! The parts, in the order a frame meets them: [`arbitration`] picks the
+//! next frame, [`schedule`] decides when it goes and what a failed attempt
+//! costs, [`faults`] applies fault rules and holds delayed frames, [`fanout`]
+//! sequences it and hands it to every port.
+
+mod arbitration;
+mod fanout;
+mod faults;
+mod schedule;
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use fieldhub_proto::Frame;
+
+use crate::bus_load::BusLoad;
+use crate::config::{ChannelConfig, Timing};
+use crate::fault::FaultRule;
+use crate::id_counter::IdCounter;
+use crate::member::Member;
+pub use arbitration::arbitration_key;
+use faults::Delayed;
+use schedule::{OnWire, HOLD_RECHECK_MIN_NS};
+
+/// Most frames `delay` rules may hold at once on one channel.
+pub const MAX_HELD: usize = 64 * 1024;
+
+/// A frame that has been put on a channel, as gateway routes see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmitted {
+    pub channel: u16,
+    pub frame: Frame,
+    pub hops: u8,
+    pub timestamp_ns: u64,
+}
+
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One bus.
+pub struct Channel {
+    pub id: u16,
+    pub config: ChannelConfig,
+    /// Sequence number of the last frame; the first frame gets 1.
+    last_seq: u64,
+    last_timestamp_ns: u64,
+    pub members: Vec<Member>,
+    /// Frames put on the channel (error frames included).
+    pub frames: u64,
+    pub ids: IdCounter,
+    pub load: BusLoad,
+    /// Fault rules, evaluated in order.
+    pub rules: Vec<FaultRule>,
+    held: BinaryHeap<Reverse<Delayed>>,
+    held_order: u64,
+    /// Frames a `delay` rule could not hold because too many were held.
+    pub held_overflow: u64,
+    /// Stuck dominant: every transmission fails until cleared.
+    pub shorted: bool,
+    /// `timed`: the frame on the wire.
+    on_wire: Option<OnWire>,
+    /// `timed`: bus time at which the last frame (or error frame) ended.
+    bus_free_at: u64,
+    /// Removed through the control API; the slot is free for a new channel.
+    pub removed: bool,
+    /// A lossless port without room holds the channel: its hub-wide port id.
+    pub held_by: Option<u32>,
+    /// How long to wait before looking for that port's room again (grows
+    /// while the hold lasts; an outbox that can tell the bus comes sooner).
+    hold_recheck_ns: u64,
+}
+
+impl Channel {
+    pub fn new(id: u16, config: ChannelConfig) -> Self {
+        Self {
+            id,
+            config,
+            last_seq: 0,
+            last_timestamp_ns: 0,
+            members: Vec::new(),
+            frames: 0,
+            ids: IdCounter::default(),
+            load: BusLoad::default(),
+            rules: Vec::new(),
+            held: BinaryHeap::new(),
+            held_order: 0,
+            held_overflow: 0,
+            shorted: false,
+            on_wire: None,
+            bus_free_at: 0,
+            removed: false,
+            held_by: None,
+            hold_recheck_ns: HOLD_RECHECK_MIN_NS,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Decide and transmit everything that may go by bus time `now_ns`.
+    /// Transmitted frames are appended to `sent` (for gateway routes and
+    /// recordings). Returns the bus time at which the channel wants to be
+    /// served again.
+    pub fn service(&mut self, now_ns: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
+        self.release_held(now_ns, sent);
+        let wake = match self.config.timing {
+            Timing::Ideal => self.service_ideal(now_ns, sent),
+            Timing::Timed => self.service_timed(now_ns, sent),
+        };
+        earliest(wake, self.held.peek().map(|Reverse(h)| h.due_ns))
+    }
+
+    fn data_bitrate(&self) -> u32 {
+        self.config.effective_data_bitrate()
+    }
+
+    /// The member with hub-wide port id `port_id`.
+    pub fn member_mut(&mut self, port_id: u32) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.port_id == port_id)
+    }
+
+    /// Remove the member with hub-wide port id `port_id`, discarding the
+    /// frames it had not sent yet.
+    pub fn detach(&mut self, port_id: u32) -> Option<Member> {
+        let at = self.members.iter().position(|m| m.port_id == port_id)?;
+        let mut member = self.members.remove(at);
+        member.discard_pending();
+        Some(member)
+    }
+
+    /// Arrival number of the oldest frame any port of `client` still has
+    /// waiting on this channel.
+    pub fn oldest_pending_of(&self, client: u32) -> Option<u64> {
+        let queued = self
+            .members
+            .iter()
+            .filter(|m| m.is_client() && m.client == client)
+            .filter_map(|m| m.tx.oldest_arrival())
+            .min();
+        // A frame on the wire of a timed channel is not sequenced yet either.
+        let on_wire = self.on_wire.as_ref().filter(|w| {
+            self.members.iter().any(|m| m.is_client() && m.client == client && m.port_id == w.attempt.sender)
+        });
+        earliest(queued, on_wire.map(|w| w.attempt.pending.arrival))
+    }
+}
