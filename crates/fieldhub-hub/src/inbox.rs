@@ -115,11 +115,20 @@ pub struct BusWake {
     bell: Arc<BellSegment>,
     /// The bus thread is waiting (or about to): in-process senders wake it.
     waiting: AtomicBool,
+    /// Work that is in no queue (a receiver freed room): the wait ends.
+    poked: AtomicBool,
 }
 
 impl BusWake {
     pub fn new(bell: Arc<BellSegment>) -> Self {
-        Self { bell, waiting: AtomicBool::new(false) }
+        Self { bell, waiting: AtomicBool::new(false), poked: AtomicBool::new(false) }
+    }
+
+    /// Wake the bus for work it cannot see in its queue or rings (a
+    /// lossless receiver it waits for took frames).
+    pub fn poke(&self) {
+        self.poked.store(true, Ordering::Relaxed);
+        self.ring();
     }
 
     /// In-process sender: call after queueing work for the bus.
@@ -139,8 +148,10 @@ impl BusWake {
         busy_poll: bool,
         spin: &mut AdaptiveSpin,
         deadline: Option<Instant>,
-        input: impl FnMut() -> bool,
+        mut input: impl FnMut() -> bool,
     ) {
+        // A poke is taken by the wait it ends.
+        let input = || input() || self.poked.swap(false, Ordering::Relaxed);
         let cap = Instant::now() + MAX_BUS_WAIT;
         let deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
         self.waiting.store(true, Ordering::Relaxed);

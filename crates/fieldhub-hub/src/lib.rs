@@ -200,7 +200,7 @@ impl Hub {
         // Give every session the chance to write its GOODBYE before the
         // process may exit; a client that does not read cannot hold us long.
         let deadline = std::time::Instant::now() + GOODBYE_GRACE;
-        while self.sessions.live() > self.threads.len() && std::time::Instant::now() < deadline {
+        while self.sessions.live() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         if let Some((handle, thread)) = self.reactor.take() {

@@ -251,7 +251,7 @@ impl QueueOutbox {
         // SYNC POINT with `want_room`'s SeqCst store: the bus sets the flag,
         // then re-checks the room; the consumer takes, then checks the flag.
         if self.room_wanted.load(Ordering::SeqCst) && self.room_wanted.swap(false, Ordering::SeqCst) {
-            self.bus.ring();
+            self.bus.poke();
         }
     }
 

@@ -54,12 +54,12 @@ use crate::slots::SlotTable;
 const WAKER: Token = Token(usize::MAX);
 const CONN_BASE: usize = 1 << 16;
 /// Bytes read from a socket per call, at most; also the buffer's base size.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
 /// The kernel's receive buffer for a stream session: small, so a sender the
 /// reactor stops reading is held back after a few thousand frames.
-pub const STREAM_RECEIVE_BUFFER: usize = 32 * 1024;
+pub const STREAM_RECEIVE_BUFFER: usize = 16 * 1024;
 
 /// A bound listener the reactor accepts on.
 pub enum Listening {
@@ -212,6 +212,8 @@ pub struct Reactor {
     /// Handshake deadlines in accept order (all equal timeouts: sorted).
     deadlines: VecDeque<(Instant, usize, u64)>,
     next_serial: u64,
+    /// The read buffer lent to whichever connection is being read.
+    spare: Vec<u8>,
 }
 
 impl Reactor {
@@ -256,6 +258,7 @@ impl Reactor {
             shm_bell,
             deadlines: VecDeque::new(),
             next_serial: 0,
+            spare: Vec::with_capacity(READ_CHUNK),
         };
         Ok((reactor, handle))
     }
@@ -425,6 +428,27 @@ impl Reactor {
     /// Read and process input until the socket would block, the client is
     /// paused, or the connection ends; then write what it produced.
     fn pump(&mut self, index: usize) {
+        let Some(conn) = self.conns.get_mut(index) else { return };
+        // A connection with nothing buffered borrows the reactor's read
+        // buffer and gives it back when done: idle clients hold no buffer,
+        // and reading allocates nothing.
+        if conn.start == conn.input.len() && conn.input.capacity() == 0 {
+            std::mem::swap(&mut conn.input, &mut self.spare);
+            conn.input.clear();
+            conn.start = 0;
+        }
+        self.pump_buffered(index);
+        if let Some(conn) = self.conns.get_mut(index) {
+            if conn.start == conn.input.len() && self.spare.capacity() == 0 {
+                conn.input.clear();
+                conn.start = 0;
+                std::mem::swap(&mut conn.input, &mut self.spare);
+            }
+        }
+        self.drain(index);
+    }
+
+    fn pump_buffered(&mut self, index: usize) {
         loop {
             let Reactor { conns, notice, shm_bell, control, .. } = self;
             let Some(conn) = conns.get_mut(index) else { return };
@@ -458,7 +482,6 @@ impl Reactor {
                 }
             }
         }
-        self.drain(index);
     }
 
     /// Give an HTTP connection to the control server; it is no client.
