@@ -19,7 +19,6 @@ const ROUTE_CYCLES: usize = 2_000;
 /// that runs this many is ignored by default (`--ignored` runs it).
 const MANY_ROUTE_CYCLES: usize = 70_000;
 
-
 /// A control call that must succeed; `what` says which step failed.
 fn must(agent: &ureq::Agent, hub: &HubProcess, what: &str, method: &str, path: &str, body: Option<Value>) -> Value {
     let (status, answer) = api_via(agent, hub, method, path, body);

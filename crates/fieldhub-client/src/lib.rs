@@ -72,8 +72,11 @@ pub use url::{default_hub_url, HubUrl};
 
 /// Frames the receive queue holds before the client stops reading its socket.
 pub const RECEIVE_QUEUE: usize = 64 * 1024;
-/// Frames the send queue holds before `send` blocks.
-pub const SEND_QUEUE: usize = 16 * 1024;
+/// Frames the send queue of a stream connection holds before `send` blocks
+/// (or fails, with a timeout). With the kernel's send buffer
+/// (16 KiB) and the hub's transmit credit it bounds how far a
+/// sender runs ahead of a busy bus (`spec/protocol.md` 6.5a).
+pub const SEND_QUEUE: usize = 1024;
 /// Default bound for connecting and for each request to the hub.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long dropping a client waits for its pending frames and goodbye to

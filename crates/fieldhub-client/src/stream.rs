@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 
 use crate::url::HubUrl;
 
+/// The kernel send buffer of a stream connection. Set, so the kernel does not
+/// grow it to megabytes: frames waiting there are frames the sender is ahead
+/// of the bus by (`spec/protocol.md` 6.5a).
+pub const SEND_BUFFER: usize = 16 * 1024;
+
 /// A connected stream to a hub.
 pub enum Stream {
     Tcp(TcpStream),
@@ -30,6 +35,7 @@ impl Stream {
                         Ok(stream) => {
                             // Frames are packed by the writer; Nagle would only add delay.
                             stream.set_nodelay(true)?;
+                            rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER)?;
                             return Ok(Self::Tcp(stream));
                         }
                         Err(e) => last = e,
@@ -37,7 +43,11 @@ impl Stream {
                 }
                 Err(last)
             }
-            HubUrl::Unix(path) => Ok(Self::Unix(UnixStream::connect(path)?)),
+            HubUrl::Unix(path) => {
+                let stream = UnixStream::connect(path)?;
+                rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER)?;
+                Ok(Self::Unix(stream))
+            }
             HubUrl::Serial(path) => SerialStream::open(path).map(Self::Serial),
             HubUrl::Shm { .. } | HubUrl::Ivshmem(_) => {
                 Err(io::Error::new(io::ErrorKind::InvalidInput, "shared memory is not a stream transport"))

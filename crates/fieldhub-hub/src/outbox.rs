@@ -8,8 +8,9 @@
 //! `shm://` and ivshmem clients).
 //!
 //! Invariants, for every kind:
-//! - Never blocks. An outbox answers at once: taken, [`Refused::Full`] or
-//!   [`Refused::Gone`]. A client whose session has ended answers `Gone`
+//! - Never waits on the client. An outbox answers at once: taken,
+//!   [`Refused::Full`] or [`Refused::Gone`] (a queue's lock is held for one
+//!   push or pop, never across anything that waits). A client whose session has ended answers `Gone`
 //!   even when its queue is full, so the bus stops waiting for it at once.
 //! - One FIFO carries frames and replies alike, so a reply (a `PONG`) reaches
 //!   the client after every frame queued before it. Frames may fill only a
@@ -17,10 +18,10 @@
 //! - Items are plain values with frames inline: queueing a frame allocates
 //!   nothing. Only control items carry owned strings.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode, ErrorReport, Message, Packer};
 use fieldhub_proto::{Frame, FrameMeta};
 
@@ -198,10 +199,14 @@ impl Outbox {
 pub type Notify = Option<Box<dyn Fn() + Send + Sync>>;
 
 /// A bounded queue drained by the client's transport (the reactor, or a
-/// writer thread).
+/// writer thread). Its memory follows its use: an idle client's queue holds
+/// nothing, and what a burst made it grow is given back once it drains.
 pub struct QueueOutbox {
-    sender: Sender<Outbound>,
-    receiver: Receiver<Outbound>,
+    /// Taken by the bus to queue and by the consumer to take, one item at a
+    /// time: never held across anything that waits.
+    items: Mutex<VecDeque<Outbound>>,
+    /// Wakes a consumer thread waiting in [`QueueOutbox::take_timeout`].
+    arrived: Condvar,
     /// Set by the consumer when it stops taking items: the session ended.
     gone: AtomicBool,
     /// Items were queued since the consumer was last woken.
@@ -212,19 +217,22 @@ pub struct QueueOutbox {
     bus: Arc<BusWake>,
 }
 
+/// Items a drained queue keeps room for; beyond, it gives memory back.
+const KEPT_CAPACITY: usize = 256;
+
 impl std::fmt::Debug for QueueOutbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueOutbox").field("len", &self.receiver.len()).finish_non_exhaustive()
+        f.debug_struct("QueueOutbox").field("len", &self.items().len()).finish_non_exhaustive()
     }
 }
 
 impl QueueOutbox {
-    /// A fresh outbox whose consumer is woken through `notify`.
+    /// A fresh outbox whose consumer is woken through `notify` (`None`: a
+    /// consumer thread that waits in [`QueueOutbox::take_timeout`]).
     pub fn new(notify: Notify, bus: Arc<BusWake>) -> Arc<Self> {
-        let (sender, receiver) = crossbeam_channel::bounded(OUTBOX_FRAMES + OUTBOX_CONTROL_RESERVE);
         Arc::new(Self {
-            sender,
-            receiver,
+            items: Mutex::new(VecDeque::new()),
+            arrived: Condvar::new(),
             gone: AtomicBool::new(false),
             unnotified: AtomicBool::new(false),
             notify,
@@ -233,17 +241,28 @@ impl QueueOutbox {
         })
     }
 
+    fn items(&self) -> MutexGuard<'_, VecDeque<Outbound>> {
+        self.items.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Consumer: the next item, if one waits.
     pub fn take(&self) -> Option<Outbound> {
-        match self.receiver.try_recv() {
-            Ok(item) => Some(item),
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+        let mut items = self.items();
+        let item = items.pop_front();
+        if items.is_empty() && items.capacity() > KEPT_CAPACITY {
+            items.shrink_to(KEPT_CAPACITY);
         }
+        item
     }
 
     /// Consumer thread: the next item, waiting at most `timeout` for it.
     pub fn take_timeout(&self, timeout: std::time::Duration) -> Option<Outbound> {
-        self.receiver.recv_timeout(timeout).ok()
+        let items = self.items();
+        let (mut items, _) = self
+            .arrived
+            .wait_timeout_while(items, timeout, |items| items.is_empty())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        items.pop_front()
     }
 
     /// Consumer: it took items; wake the bus if it waits for room.
@@ -260,8 +279,8 @@ impl QueueOutbox {
     pub fn close(&self) {
         // SYNC POINT with `is_gone`'s Acquire load.
         self.gone.store(true, Ordering::Release);
-        while self.receiver.try_recv().is_ok() {}
-        self.bus.ring();
+        *self.items() = VecDeque::new();
+        self.bus.poke();
     }
 
     /// Consumer: it was woken; later items wake it again.
@@ -270,11 +289,29 @@ impl QueueOutbox {
         // makes the next flush notify.
         self.unnotified.store(false, Ordering::SeqCst);
     }
+
+    /// Queue `item` if fewer than `limit` items wait.
+    fn push(&self, item: Outbound, limit: usize) -> Result<(), Refused> {
+        if self.is_gone() {
+            return Err(Refused::Gone);
+        }
+        let mut items = self.items();
+        if items.len() >= limit {
+            return Err(Refused::Full);
+        }
+        items.push_back(item);
+        drop(items);
+        self.unnotified.store(true, Ordering::Relaxed);
+        if self.notify.is_none() {
+            self.arrived.notify_one();
+        }
+        Ok(())
+    }
 }
 
 impl OutboxSink for QueueOutbox {
     fn has_frame_room(&self) -> bool {
-        self.receiver.len() < OUTBOX_FRAMES
+        self.items().len() < OUTBOX_FRAMES
     }
 
     fn is_gone(&self) -> bool {
@@ -282,27 +319,11 @@ impl OutboxSink for QueueOutbox {
     }
 
     fn try_frame(&self, port: u16, frame: &Frame, meta: &FrameMeta) -> Result<(), Refused> {
-        if self.is_gone() {
-            return Err(Refused::Gone);
-        }
-        if !self.has_frame_room() {
-            return Err(Refused::Full);
-        }
-        self.try_control(Outbound::Frame { port, frame: *frame, meta: *meta })
+        self.push(Outbound::Frame { port, frame: *frame, meta: *meta }, OUTBOX_FRAMES)
     }
 
     fn try_control(&self, item: Outbound) -> Result<(), Refused> {
-        if self.is_gone() {
-            return Err(Refused::Gone);
-        }
-        match self.sender.try_send(item) {
-            Ok(()) => {
-                self.unnotified.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(TrySendError::Full(_)) => Err(Refused::Full),
-            Err(TrySendError::Disconnected(_)) => Err(Refused::Gone),
-        }
+        self.push(item, OUTBOX_FRAMES + OUTBOX_CONTROL_RESERVE)
     }
 
     fn want_room(&self) {
