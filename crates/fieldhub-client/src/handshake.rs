@@ -143,8 +143,7 @@ mod tests {
         }
         let mut stream = Stream::Unix(client);
         let mut reader = MessageReader::new(BufReader::new(stream.try_clone().unwrap()));
-        let outcome =
-            handshake(URL, &options(), deadline(), &mut StreamGreeting { stream: &mut stream, reader: &mut reader });
+        let outcome = handshake(URL, &options(), deadline(), &mut StreamGreeting::new(&mut stream, &mut reader));
         assert_hello(MessageReader::new(&hub).read(MAX_MESSAGE_LEN).unwrap());
         outcome
     }

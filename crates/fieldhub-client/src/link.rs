@@ -27,7 +27,6 @@ use crate::url::HubUrl;
 use crate::{ivshmem, shm, stream, ClientError, ClientOptions};
 
 /// Why a message could not be sent.
-#[derive(Debug)]
 pub(crate) enum SendFail {
     /// No room within the timeout.
     Timeout,

@@ -75,8 +75,7 @@ impl StreamLink {
         let mut reader =
             MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
         let deadline = Instant::now() + options.timeout;
-        let session =
-            handshake(url, options, deadline, &mut StreamGreeting { stream: &mut stream, reader: &mut reader })?;
+        let session = handshake(url, options, deadline, &mut StreamGreeting::new(&mut stream, &mut reader))?;
         stream.set_read_timeout(None).map_err(connect_error)?;
         let (to_writer, queue) = crossbeam_channel::bounded(SEND_QUEUE);
         let (done, written) = crossbeam_channel::bounded(0);
@@ -175,8 +174,14 @@ impl Writer {
 /// The handshake over a stream: `HELLO` written, the answer read through
 /// the reader the link keeps.
 pub(crate) struct StreamGreeting<'a> {
-    pub stream: &'a mut Stream,
-    pub reader: &'a mut MessageReader<BufReader<Stream>>,
+    stream: &'a mut Stream,
+    reader: &'a mut MessageReader<BufReader<Stream>>,
+}
+
+impl<'a> StreamGreeting<'a> {
+    pub fn new(stream: &'a mut Stream, reader: &'a mut MessageReader<BufReader<Stream>>) -> Self {
+        Self { stream, reader }
+    }
 }
 
 impl Greeting for StreamGreeting<'_> {
