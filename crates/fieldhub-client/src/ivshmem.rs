@@ -5,12 +5,13 @@
 //! Nothing crosses the VM border but memory, so:
 //!
 //! - connecting asks the hub's poller for a fresh session (a nonce in the
-//!   region's `connect` word, answered in `granted`), then sends `HELLO`
-//!   and reads `WELCOME` through the rings of the client segment;
+//!   region's `connect` word, answered in `granted`), then performs the
+//!   handshake through the rings of the client segment ([`RingGreeting`]);
 //! - every wait polls (spin briefly, then sleep with a growing back-off up
-//!   to 1 ms): the reader thread for the to-client ring, a sender for room
-//!   in the to-hub ring. The hub's poller notices what is published;
-//! - the watch thread bumps `client_beat` every 100 ms and ends the link
+//!   to 1 ms): the reader thread for the to-client ring ([`RingReceiver`]),
+//!   a sender for room in the to-hub ring ([`RingSender`]). The hub's poller
+//!   notices what is published;
+//! - the link's own thread bumps `client_beat` every 100 ms and ends the link
 //!   when the hub stops (`generation` changes), ends the session
 //!   (`granted` no longer holds this client's nonce) or goes silent
 //!   (`hub_beat` still for 3 s), so no call waits on a hub that is gone.
@@ -21,17 +22,18 @@
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fieldhub_proto::limits::MAX_MESSAGE_LEN;
-use fieldhub_proto::wire::{self, Message};
+use fieldhub_proto::Frame;
 use fieldhub_shm::region::{BEAT_INTERVAL, BEAT_TIMEOUT};
-use fieldhub_shm::ring::slots_for;
-use fieldhub_shm::{Backoff, ClientSegment, Consumer, OpenError, Producer, Region};
+use fieldhub_shm::{Backoff, ClientSegment, OpenError, Producer, Region};
 
-use crate::ring_sender::{RingSender, SendFail};
-use crate::shm::Flow;
-use crate::ClientError;
+use crate::handshake::{handshake, Fault, Greeting, Session};
+use crate::link::{Flow, Link, SendFail};
+use crate::ring_receiver::{RingReceiver, Stop, Taken};
+use crate::ring_sender::{one_frame, RingSender};
+use crate::{lock, ClientError, ClientOptions};
 
 /// A connected ivshmem link.
 pub(crate) struct IvshmemLink {
@@ -44,20 +46,15 @@ pub(crate) struct IvshmemLink {
     /// Ends when the session ends (hub gone, session taken) or the client
     /// closes it.
     to_hub: RingSender,
-    /// Where the reader takes up the to-client ring (after `WELCOME`).
-    to_client_start: u32,
-}
-
-/// What the handshake established.
-pub(crate) struct Welcomed {
-    pub link: IvshmemLink,
-    pub client_id: u32,
-    pub hub_name: String,
+    /// Taken by the reader thread for its whole life, after the handshake
+    /// took `WELCOME` from it.
+    to_client: Mutex<RingReceiver>,
 }
 
 impl IvshmemLink {
     /// Map the region at `path`, ask for a session and perform the handshake.
-    pub fn connect(url: &str, path: &Path, hello: &[u8], timeout: Duration) -> Result<Welcomed, ClientError> {
+    pub fn connect(url: &str, path: &Path, options: &ClientOptions) -> Result<(Self, Session), ClientError> {
+        let timeout = options.timeout;
         let deadline = Instant::now() + timeout;
         let unreachable = |why: String| ClientError::Connect { url: url.into(), source: std::io::Error::other(why) };
         let not_a_region = |e: OpenError| match e {
@@ -73,43 +70,26 @@ impl IvshmemLink {
         let nonce = fresh_nonce(region.connect().load(Ordering::Relaxed));
         // SYNC POINT with the hub poller's Acquire load: a new session, please.
         region.connect().store(nonce, Ordering::Release);
-        let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
         // SYNC POINT with the poller's Release store after it reset the
         // segment: the reset is visible once the nonce is.
-        let granted = backoff.wait(Some(deadline), || region.granted().load(Ordering::Acquire) == nonce);
+        let granted =
+            Backoff::new(Backoff::MAX_SLEEP).wait(Some(deadline), || region.granted().load(Ordering::Acquire) == nonce);
         if !granted {
             return Err(unreachable(format!("no hub answered on the region {} within {timeout:?}", path.display())));
         }
         let segment = region.open_segment().map_err(not_a_region)?;
-        let mut producer = Producer::starting_at(0);
-        match producer.try_push(&segment.to_hub(), hello) {
-            Ok(true) => {}
-            _ => return Err(ClientError::Protocol("the hub's to-hub ring has no room for HELLO".into())),
-        }
-        let ring = segment.to_client();
-        let mut consumer = Consumer::starting_at(0);
-        if !backoff.wait(Some(deadline), || consumer.has_message(&ring)) {
-            return Err(ClientError::Timeout(timeout));
-        }
-        let mut body = Vec::new();
-        consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let (client_id, hub_name, welcome_slots) =
-            match wire::decode(&body).map_err(|e| ClientError::Protocol(e.to_string()))? {
-                Message::Welcome(w) => (w.client_id, w.hub_name.to_owned(), slots_for(4 + body.len())),
-                Message::Refuse(r) => {
-                    return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
-                }
-                other => return Err(ClientError::Protocol(format!("expected WELCOME, got {}", other.type_name()))),
-            };
+        let mut greeting = RingGreeting::new(&segment);
+        let session = handshake(url, options, deadline, &mut greeting)?;
+        let RingGreeting { producer, receiver, .. } = greeting;
         let link = IvshmemLink {
             region,
             segment,
             nonce,
             generation,
             to_hub: RingSender::new(producer),
-            to_client_start: welcome_slots,
+            to_client: Mutex::new(receiver),
         };
-        Ok(Welcomed { link, client_id, hub_name })
+        Ok((link, session))
     }
 
     fn ended(&self) -> bool {
@@ -119,43 +99,10 @@ impl IvshmemLink {
     /// Write one message, built by `encode`, into the to-hub ring, polling
     /// at most `timeout` (`None`: no limit) for room. The hub's poller sees
     /// the new head; there is nothing to ring.
-    pub fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
+    fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
         self.to_hub.send(&self.segment.to_hub(), encode, deadline, |deadline, room| backoff.wait(deadline, room))
-    }
-
-    /// Reader thread: take messages from the to-client ring and hand each
-    /// to `dispatch`, as the `shm://` reader does, polling while it is empty.
-    pub fn read_loop(&self, mut dispatch: impl FnMut(Message<'_>) -> Flow) -> Option<String> {
-        let ring = self.segment.to_client();
-        let mut consumer = Consumer::starting_at(self.to_client_start);
-        let mut body = Vec::new();
-        let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
-        loop {
-            match consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut body) {
-                Ok(true) => match wire::decode(&body) {
-                    Ok(message) => match dispatch(message) {
-                        Flow::Continue => {}
-                        Flow::Close(reason) => return Some(reason),
-                        Flow::Leave => return None,
-                    },
-                    Err(e) => return Some(format!("the hub sent an invalid message: {e}")),
-                },
-                Ok(false) if self.ended() => {
-                    if !consumer.has_message(&ring) {
-                        return Some(self.end_reason());
-                    }
-                }
-                Ok(false) => {
-                    backoff.wait(None, || consumer.has_message(&ring) || self.ended());
-                }
-                // A segment reset under a session the hub ended looks like
-                // a corrupt ring: report the session's end instead.
-                Err(_) if self.session_over().is_some() => return Some(self.end_reason()),
-                Err(e) => return Some(format!("the hub corrupted the shared ring: {e}")),
-            }
-        }
     }
 
     /// Why the session is over, if the region says it is.
@@ -169,14 +116,34 @@ impl IvshmemLink {
         }
         None
     }
+}
 
-    fn end_reason(&self) -> String {
-        self.session_over().unwrap_or("the hub closed the connection").into()
+impl Link for IvshmemLink {
+    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.send(one_frame(port, frame), timeout)
     }
 
-    /// Watch thread: bump this client's beat and watch the hub's, until the
-    /// link ends.
-    pub fn watch(&self) {
+    fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.send(|out| out.extend_from_slice(&message), timeout)
+    }
+
+    /// Takes messages as the `shm://` reader does, polling while the ring
+    /// is empty.
+    fn receive(&self, deliver: &mut dyn FnMut(&[u8]) -> Flow) -> Option<String> {
+        let ring = self.segment.to_client();
+        let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
+        let stop =
+            lock(&self.to_client).run(&ring, || self.ended(), |deadline, ready| backoff.wait(deadline, ready), deliver);
+        match self.session_over() {
+            // A segment reset under a session the hub ended looks like a
+            // corrupt ring, or an empty one: report the session's end.
+            Some(over) if matches!(stop, Stop::Drained | Stop::Corrupt(_)) => Some(over.into()),
+            _ => stop.reason(),
+        }
+    }
+
+    /// Bump this client's beat and watch the hub's, until the link ends.
+    fn tend(&self) -> Option<String> {
         const STEP: Duration = Duration::from_millis(20);
         // Relaxed: a liveness counter; nothing is read through it.
         let mut hub_beat = self.region.hub_beat().load(Ordering::Relaxed);
@@ -197,12 +164,56 @@ impl IvshmemLink {
             }
             std::thread::sleep(STEP);
         }
-        self.end();
+        // The reader and senders notice on their next poll; the reader
+        // reports the end once it has taken what the hub published.
+        self.to_hub.end();
+        None
     }
 
-    /// End the link: the reader and senders notice on their next poll.
-    pub fn end(&self) {
+    /// The hub's poller sees the goodbye in the ring and lets the session
+    /// go; without one it does after the client's beat stops.
+    fn close(&self) {
         self.to_hub.end();
+    }
+}
+
+/// The handshake through the rings of a freshly granted segment: `HELLO`
+/// published in the to-hub ring, the answer polled for in the to-client
+/// ring. The link takes over both ring ends where the handshake left them.
+pub(crate) struct RingGreeting<'a> {
+    segment: &'a ClientSegment,
+    producer: Producer,
+    receiver: RingReceiver,
+}
+
+impl<'a> RingGreeting<'a> {
+    pub fn new(segment: &'a ClientSegment) -> Self {
+        Self { segment, producer: Producer::starting_at(0), receiver: RingReceiver::new() }
+    }
+}
+
+impl Greeting for RingGreeting<'_> {
+    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault> {
+        match self.producer.try_push(&self.segment.to_hub(), hello) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Fault::Corrupt("its to-hub ring has no room for HELLO".into())),
+            Err(e) => Err(Fault::Corrupt(e.to_string())),
+        }
+    }
+
+    fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault> {
+        let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
+        let taken = self.receiver.take(
+            &self.segment.to_client(),
+            Some(deadline),
+            || false,
+            |deadline, ready| backoff.wait(deadline, ready),
+        );
+        match taken.map_err(|e| Fault::Corrupt(e.to_string()))? {
+            Taken::Message(body) => Ok(body),
+            Taken::TimedOut => Err(Fault::TimedOut),
+            Taken::Ended => Err(Fault::Closed),
+        }
     }
 }
 

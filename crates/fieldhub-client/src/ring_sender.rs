@@ -14,16 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use fieldhub_proto::wire::BatchEncoder;
+use fieldhub_proto::{Frame, FrameMeta};
 use fieldhub_shm::ring::{slots_for, RingRef};
 use fieldhub_shm::Producer;
 
-/// Why a message could not be sent.
-pub(crate) enum SendFail {
-    /// No room within the timeout.
-    Timeout,
-    /// The link has ended.
-    Closed,
-}
+use crate::link::SendFail;
 
 pub(crate) struct RingSender {
     to_hub: Mutex<ToHub>,
@@ -86,5 +82,15 @@ impl RingSender {
                 return Err(SendFail::Timeout);
             }
         }
+    }
+}
+
+/// How [`RingSender::send`] encodes one frame: a `FRAMES` message of one
+/// record (every CAN and CAN FD frame then fits one slot).
+pub(crate) fn one_frame(port: u16, frame: &Frame) -> impl FnOnce(&mut Vec<u8>) + '_ {
+    move |out| {
+        let mut batch = BatchEncoder::begin(out);
+        batch.push(out, port, frame, &FrameMeta::default());
+        batch.finish(out);
     }
 }

@@ -1,16 +1,210 @@
-//! The byte stream under a client: TCP, a unix socket, or a serial device
-//! (`serial:PATH`, as a QEMU guest's virtio-serial port bound to the hub's
-//! unix socket on the host).
+//! The stream link (`Link` over a byte stream): TCP, a unix socket, or a
+//! serial device (`serial:PATH`, as a QEMU guest's virtio-serial port bound
+//! to the hub's unix socket on the host).
+//!
+//! Sending queues frames for the writer thread ([`Link::tend`]), which packs
+//! them into `FRAMES` messages — many frames per write under load, one at
+//! once when idle. The reader thread reads length-prefixed messages through
+//! the same buffered reader that took `WELCOME`, so nothing the hub sent
+//! right after it is lost.
+//!
+//! Invariant: the stream is written by one thread only (the handshake, then
+//! the writer), so messages never interleave; a queue of at most
+//! [`SEND_QUEUE`] frames bounds what waits in the client.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
+use fieldhub_proto::limits::MAX_MESSAGE_LEN;
+use fieldhub_proto::stream::{MessageReader, ReadError};
+use fieldhub_proto::wire::Packer;
+use fieldhub_proto::{Frame, FrameMeta};
+
+use crate::handshake::{handshake, Fault, Greeting, Session};
+use crate::link::{Flow, Link, SendFail};
 use crate::url::HubUrl;
+use crate::{lock, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
+
+/// The writer stops packing and writes once this many bytes are pending.
+const WRITE_CHUNK: usize = 64 * 1024;
+
+/// What waits in the send queue.
+enum WriteItem {
+    Frame {
+        port: u16,
+        frame: Frame,
+    },
+    /// An encoded message (control plane; allocation is fine).
+    Message(Vec<u8>),
+}
+
+/// A connected stream link.
+pub(crate) struct StreamLink {
+    /// For shutting the stream down; the reader and the writer have clones.
+    stream: Stream,
+    reader: Mutex<MessageReader<BufReader<Stream>>>,
+    /// The send queue; emptied by `close`, which lets the writer finish.
+    to_writer: ArcSwapOption<Sender<WriteItem>>,
+    /// Taken by the writer thread when it starts.
+    writer: Mutex<Option<Writer>>,
+    /// Disconnected once the writer has returned.
+    written: Receiver<()>,
+}
+
+/// The writer thread's own: its stream handle, the queue's receiving end
+/// (dropped on return, which fails senders at once) and `done`.
+struct Writer {
+    stream: Stream,
+    queue: Receiver<WriteItem>,
+    /// Dropped on return, which tells `close` the goodbye has been written.
+    _done: Sender<()>,
+}
+
+impl StreamLink {
+    /// Connect to `url` and perform the handshake.
+    pub fn connect(url: &str, parsed: &HubUrl, options: &ClientOptions) -> Result<(Self, Session), ClientError> {
+        let connect_error = |source| ClientError::Connect { url: url.into(), source };
+        let mut stream = Stream::connect(parsed, options.timeout).map_err(connect_error)?;
+        let mut reader =
+            MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
+        let deadline = Instant::now() + options.timeout;
+        let session = handshake(url, options, deadline, &mut StreamGreeting::new(&mut stream, &mut reader))?;
+        stream.set_read_timeout(None).map_err(connect_error)?;
+        let (to_writer, queue) = crossbeam_channel::bounded(SEND_QUEUE);
+        let (done, written) = crossbeam_channel::bounded(0);
+        let writer = Writer { stream: stream.try_clone().map_err(connect_error)?, queue, _done: done };
+        let link = Self {
+            stream,
+            reader: Mutex::new(reader),
+            to_writer: ArcSwapOption::from_pointee(to_writer),
+            writer: Mutex::new(Some(writer)),
+            written,
+        };
+        Ok((link, session))
+    }
+
+    fn queue(&self, item: WriteItem, timeout: Option<Duration>) -> Result<(), SendFail> {
+        let to_writer = self.to_writer.load();
+        let Some(to_writer) = to_writer.as_deref() else {
+            return Err(SendFail::Closed);
+        };
+        match timeout {
+            None => to_writer.send(item).map_err(|_| SendFail::Closed),
+            Some(t) => to_writer.send_timeout(item, t).map_err(|e| match e {
+                SendTimeoutError::Timeout(_) => SendFail::Timeout,
+                SendTimeoutError::Disconnected(_) => SendFail::Closed,
+            }),
+        }
+    }
+}
+
+impl Link for StreamLink {
+    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.queue(WriteItem::Frame { port, frame: *frame }, timeout)
+    }
+
+    fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.queue(WriteItem::Message(message), timeout)
+    }
+
+    fn receive(&self, deliver: &mut dyn FnMut(&[u8]) -> Flow) -> Option<String> {
+        let mut reader = lock(&self.reader);
+        loop {
+            let body = match reader.read(MAX_MESSAGE_LEN) {
+                Ok(body) => body,
+                Err(ReadError::Closed) => return Some("the hub closed the connection".into()),
+                Err(e) => return Some(format!("connection to the hub lost: {e}")),
+            };
+            match deliver(body) {
+                Flow::Continue => {}
+                Flow::Close(reason) => return Some(reason),
+                Flow::Leave => return None,
+            }
+        }
+    }
+
+    /// The writer: runs until the send queue is closed and drained, or a
+    /// write fails.
+    fn tend(&self) -> Option<String> {
+        let writer = lock(&self.writer).take()?;
+        writer.run().err().map(|e| format!("cannot write to the hub: {e}"))
+    }
+
+    fn close(&self) {
+        // The writer exits once its queue is drained and closed.
+        self.to_writer.store(None);
+        // A hub that stopped reading must not hang the close, so the wait
+        // is bounded; the shutdown then fails the writer's write.
+        let _ = self.written.recv_timeout(GOODBYE_GRACE);
+        self.stream.shutdown();
+    }
+}
+
+impl Writer {
+    fn run(mut self) -> io::Result<()> {
+        let mut packer = Packer::new();
+        let meta = FrameMeta::default();
+        while let Ok(first) = self.queue.recv() {
+            let mut item = Some(first);
+            while let Some(next) = item.take() {
+                match next {
+                    WriteItem::Frame { port, frame } => packer.push_frame(port, &frame, &meta),
+                    WriteItem::Message(bytes) => packer.push_encoded(&bytes),
+                }
+                if packer.len() < WRITE_CHUNK {
+                    item = self.queue.try_recv().ok();
+                }
+            }
+            if !packer.is_empty() {
+                self.stream.write_all(packer.finish())?;
+                packer.clear();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The handshake over a stream: `HELLO` written, the answer read through
+/// the reader the link keeps.
+pub(crate) struct StreamGreeting<'a> {
+    stream: &'a mut Stream,
+    reader: &'a mut MessageReader<BufReader<Stream>>,
+}
+
+impl<'a> StreamGreeting<'a> {
+    pub fn new(stream: &'a mut Stream, reader: &'a mut MessageReader<BufReader<Stream>>) -> Self {
+        Self { stream, reader }
+    }
+}
+
+impl Greeting for StreamGreeting<'_> {
+    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault> {
+        self.stream.write_all(hello).map_err(Fault::Io)
+    }
+
+    fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Fault::TimedOut);
+        }
+        self.stream.set_read_timeout(Some(left)).map_err(Fault::Io)?;
+        self.reader.read(MAX_MESSAGE_LEN).map_err(|e| match e {
+            ReadError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Fault::TimedOut
+            }
+            ReadError::Io(e) => Fault::Io(e),
+            ReadError::Closed => Fault::Closed,
+            other => Fault::Garbled(other.to_string()),
+        })
+    }
+}
 
 /// The kernel send buffer of a stream connection. Set, so the kernel does not
 /// grow it to megabytes: frames waiting there are frames the sender is ahead
@@ -18,7 +212,7 @@ use crate::url::HubUrl;
 pub const SEND_BUFFER: usize = 16 * 1024;
 
 /// A connected stream to a hub.
-pub enum Stream {
+pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
     Serial(SerialStream),
@@ -126,7 +320,7 @@ const NO_TIMEOUT: u64 = u64::MAX;
 /// shutdown flag (set: reads end as at end of stream) and one read timeout,
 /// as clones of a socket share the socket's.
 #[derive(Clone)]
-pub struct SerialStream {
+pub(crate) struct SerialStream {
     file: Arc<File>,
     shut: Arc<AtomicBool>,
     read_timeout_ns: Arc<AtomicU64>,

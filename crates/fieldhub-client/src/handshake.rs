@@ -1,0 +1,234 @@
+//! The handshake of `spec/protocol.md` section 5, once for every transport:
+//! send `HELLO`, read the hub's first message, and tell what it means.
+//!
+//! A transport only moves the two messages ([`Greeting`]); every outcome —
+//! `WELCOME`, `REFUSE`, an `ERROR` (a hub answers `HELLO` on a stream that
+//! is already in a session that way), any other message, a version this
+//! client does not speak, no answer in time, the hub gone — becomes the same
+//! [`ClientError`] with the same text whatever the transport.
+
+use std::time::Instant;
+
+use fieldhub_proto::limits::PROTOCOL_VERSION;
+use fieldhub_proto::wire::{self, Hello, Message};
+
+use crate::{ClientError, ClientOptions};
+
+/// What a handshake established.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub client_id: u32,
+    pub hub_name: String,
+}
+
+/// How a transport carries the handshake's two messages.
+pub(crate) trait Greeting {
+    /// Send the encoded `HELLO` (length prefix included).
+    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault>;
+    /// The body of the hub's first message, waiting at most until `deadline`.
+    fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault>;
+}
+
+/// Why a transport could not move a handshake message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Fault {
+    /// The transport itself failed (a write, a socket option).
+    #[error(transparent)]
+    Io(std::io::Error),
+    #[error("no answer to HELLO in time")]
+    TimedOut,
+    #[error("the hub closed the connection during the handshake")]
+    Closed,
+    /// What arrived cannot be a message.
+    #[error("the answer to HELLO is not a fieldhub message ({0}); is a fieldhub hub serving this address?")]
+    Garbled(String),
+    /// A shared ring breaks `spec/shm.md`'s rules.
+    #[error("the hub broke the shared ring during the handshake: {0}")]
+    Corrupt(String),
+}
+
+/// A first message that is not a `WELCOME` this client can use.
+#[derive(Debug, thiserror::Error)]
+enum Unwelcome {
+    #[error("expected WELCOME, got ERROR: {0}")]
+    Error(String),
+    #[error("expected WELCOME, got {0}")]
+    Unexpected(&'static str),
+    #[error(
+        "the hub welcomed this client with protocol version {0}, but this client speaks only version \
+         {PROTOCOL_VERSION}; use a client of the hub's release"
+    )]
+    Version(u16),
+}
+
+/// Introduce this client (`options.name`, `options.token`) to the hub at
+/// `url` over `transport`, waiting for the answer at most until `deadline`.
+pub(crate) fn handshake(
+    url: &str,
+    options: &ClientOptions,
+    deadline: Instant,
+    transport: &mut impl Greeting,
+) -> Result<Session, ClientError> {
+    let failed = |fault: Fault| match fault {
+        Fault::Io(source) => ClientError::Connect { url: url.into(), source },
+        Fault::TimedOut => ClientError::Timeout(options.timeout),
+        Fault::Closed => ClientError::Closed { reason: fault.to_string() },
+        Fault::Garbled(_) | Fault::Corrupt(_) => ClientError::Protocol(fault.to_string()),
+    };
+    let mut hello = Vec::new();
+    let token = options.token.as_deref().unwrap_or("");
+    wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
+    transport.send_hello(&hello).map_err(failed)?;
+    let body = transport.answer(deadline).map_err(failed)?;
+    let unwelcome = |why: Unwelcome| ClientError::Protocol(why.to_string());
+    match wire::decode(body).map_err(|e| failed(Fault::Garbled(e.to_string())))? {
+        Message::Welcome(w) if w.version == PROTOCOL_VERSION => {
+            Ok(Session { client_id: w.client_id, hub_name: w.hub_name.to_owned() })
+        }
+        Message::Welcome(w) => Err(unwelcome(Unwelcome::Version(w.version))),
+        Message::Refuse(r) => Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() }),
+        Message::Error(report) => Err(unwelcome(Unwelcome::Error(report.text.into()))),
+        other => Err(unwelcome(Unwelcome::Unexpected(other.type_name()))),
+    }
+}
+
+/// One test per outcome, each run over every transport's [`Greeting`] — a
+/// stream (socket pair), the shm session socket (socket pair) and the rings
+/// of an ivshmem segment (a memfd) — against a scripted hub that has its
+/// answer waiting. Every transport must give the same result.
+#[cfg(test)]
+mod tests {
+    use std::io::{BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use fieldhub_proto::limits::MAX_MESSAGE_LEN;
+    use fieldhub_proto::stream::MessageReader;
+    use fieldhub_proto::wire::{decode, encode, ErrorCode, ErrorReport, Welcome};
+    use fieldhub_shm::{ClientSegment, Consumer, Producer, SegmentHeader};
+
+    use super::*;
+    use crate::ivshmem::RingGreeting;
+    use crate::shm::SocketGreeting;
+    use crate::stream::{Stream, StreamGreeting};
+
+    const URL: &str = "unix:/run/hub.sock";
+
+    fn options() -> ClientOptions {
+        ClientOptions { name: "ecu".into(), token: Some("sesame".into()), timeout: Duration::from_millis(50) }
+    }
+
+    fn deadline() -> Instant {
+        Instant::now() + options().timeout
+    }
+
+    fn encoded(message: &Message<'_>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        encode(&mut bytes, message);
+        bytes
+    }
+
+    /// What the scripted hub received must be this client's `HELLO`.
+    fn assert_hello(body: &[u8]) {
+        match decode(body).unwrap() {
+            Message::Hello(h) => assert_eq!((h.version, h.name, h.token), (PROTOCOL_VERSION, "ecu", "sesame")),
+            other => panic!("the hub got {} instead of HELLO", other.type_name()),
+        }
+    }
+
+    fn over_stream(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+        let (client, hub) = UnixStream::pair().unwrap();
+        if let Some(answer) = answer {
+            (&hub).write_all(&encoded(answer)).unwrap();
+        }
+        let mut stream = Stream::Unix(client);
+        let mut reader = MessageReader::new(BufReader::new(stream.try_clone().unwrap()));
+        let outcome = handshake(URL, &options(), deadline(), &mut StreamGreeting::new(&mut stream, &mut reader));
+        assert_hello(MessageReader::new(&hub).read(MAX_MESSAGE_LEN).unwrap());
+        outcome
+    }
+
+    fn over_session_socket(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+        let (client, hub) = UnixStream::pair().unwrap();
+        if let Some(answer) = answer {
+            (&hub).write_all(&encoded(answer)).unwrap();
+        }
+        let outcome = handshake(URL, &options(), deadline(), &mut SocketGreeting::new(&client));
+        assert_hello(MessageReader::new(&hub).read(MAX_MESSAGE_LEN).unwrap());
+        outcome
+    }
+
+    fn over_rings(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+        let (segment, _fd) = ClientSegment::create(SegmentHeader::standard(1)).unwrap();
+        if let Some(answer) = answer {
+            assert!(Producer::starting_at(0).try_push(&segment.to_client(), &encoded(answer)).unwrap());
+        }
+        let outcome = handshake(URL, &options(), deadline(), &mut RingGreeting::new(&segment));
+        let mut hello = Vec::new();
+        assert!(Consumer::starting_at(0).pop(&segment.to_hub(), MAX_MESSAGE_LEN as usize, &mut hello).unwrap());
+        assert_hello(&hello);
+        outcome
+    }
+
+    /// The outcome of a handshake the hub answers with `answer` (`None`:
+    /// not at all), the same over every transport.
+    fn outcome(answer: Option<Message<'_>>) -> Result<Session, ClientError> {
+        let answer = answer.as_ref();
+        let [stream, socket, rings] = [over_stream(answer), over_session_socket(answer), over_rings(answer)];
+        let told = |outcome: &Result<Session, ClientError>| match outcome {
+            Ok(session) => format!("{session:?}"),
+            Err(e) => format!("{e:?}: {e}"),
+        };
+        assert_eq!(told(&stream), told(&socket), "stream and shm session socket differ");
+        assert_eq!(told(&stream), told(&rings), "stream and ivshmem rings differ");
+        stream
+    }
+
+    fn report(code: ErrorCode, text: &str) -> ErrorReport<'_> {
+        ErrorReport { code: code as u16, request: 0, fatal: true, text }
+    }
+
+    #[test]
+    fn welcome_establishes_the_session() {
+        let welcome = Welcome { version: PROTOCOL_VERSION, client_id: 7, hub_name: "bench" };
+        let session = outcome(Some(Message::Welcome(welcome))).unwrap();
+        assert_eq!((session.client_id, session.hub_name.as_str()), (7, "bench"));
+    }
+
+    #[test]
+    fn refuse_is_a_refusal_with_the_hubs_code_and_text() {
+        let err = outcome(Some(Message::Refuse(report(ErrorCode::Unauthorized, "wrong token")))).unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::Unauthorized));
+        assert_eq!(err.to_string(), format!("the hub at {URL} refused the connection (unauthorized): wrong token"));
+    }
+
+    #[test]
+    fn error_is_a_protocol_error_with_the_hubs_text() {
+        let text = "HELLO from \"ecu\" on a connection already in a session; connect again";
+        let err = outcome(Some(Message::Error(report(ErrorCode::UnexpectedMessage, text)))).unwrap_err();
+        assert!(matches!(err, ClientError::Protocol(_)), "{err:?}");
+        assert_eq!(err.to_string(), format!("protocol error talking to the hub: expected WELCOME, got ERROR: {text}"));
+    }
+
+    #[test]
+    fn another_message_is_a_protocol_error_naming_it() {
+        let err = outcome(Some(Message::Pong { nonce: 1 })).unwrap_err();
+        assert_eq!(err.to_string(), "protocol error talking to the hub: expected WELCOME, got PONG");
+    }
+
+    #[test]
+    fn a_welcome_of_another_protocol_version_is_a_protocol_error() {
+        let welcome = Welcome { version: PROTOCOL_VERSION + 1, client_id: 7, hub_name: "future" };
+        let err = outcome(Some(Message::Welcome(welcome))).unwrap_err();
+        assert!(matches!(err, ClientError::Protocol(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("protocol version {}", PROTOCOL_VERSION + 1)), "{text}");
+        assert!(text.contains(&format!("speaks only version {PROTOCOL_VERSION}")), "{text}");
+    }
+
+    #[test]
+    fn no_answer_in_time_is_a_timeout() {
+        let err = outcome(None).unwrap_err();
+        assert!(matches!(err, ClientError::Timeout(t) if t == options().timeout), "{err:?}");
+    }
+}
