@@ -258,6 +258,9 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// What a client's message asks of the bus: one mapping for every transport.
+// Lives on the stack for one message and is never stored: boxing the large
+// variant would only add an allocation per request.
+#[allow(clippy::large_enum_variant)]
 pub enum Request<'a> {
     /// Frame records to forward (the batch was checked whole).
     Frames(FrameBatch<'a>),
