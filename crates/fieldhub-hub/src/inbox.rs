@@ -9,9 +9,9 @@
 //! - [`BusWake`]: the bus thread's one wait point. Shared-memory clients ring
 //!   the hub's bell in the bell segment they map; in-process senders (the
 //!   reactor, the control plane, pollers) wake the bus through a flag in the
-//!   hub's private memory, which no client can write. The bus never waits
-//!   longer than [`MAX_BUS_WAIT`], so nothing a client writes into shared
-//!   memory (a cleared `armed` word) can stall it.
+//!   hub's private memory, which no client can write. While clients ring
+//!   from shared memory the bus never waits longer than [`MAX_BUS_WAIT`], so
+//!   nothing a client writes there (a cleared `armed` word) can stall it.
 
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,7 +36,7 @@ pub const INBOX_CAPACITY: usize = 64 * 1024;
 /// The longest the bus thread sleeps without looking at its input. Wake-ups
 /// normally come sooner; this bounds what a lost one (a client that cleared
 /// the shared `armed` word) can cost: latency, never a stall.
-pub const MAX_BUS_WAIT: Duration = Duration::from_millis(10);
+pub const MAX_BUS_WAIT: Duration = Duration::from_millis(50);
 
 /// Closes one client's connection from the bus side.
 pub type HangUp = Box<dyn Fn() + Send>;
@@ -117,11 +117,13 @@ pub struct BusWake {
     waiting: AtomicBool,
     /// Work that is in no queue (a receiver freed room): the wait ends.
     poked: AtomicBool,
+    /// The bus thread's last wait ended without input.
+    idle: AtomicBool,
 }
 
 impl BusWake {
     pub fn new(bell: Arc<BellSegment>) -> Self {
-        Self { bell, waiting: AtomicBool::new(false), poked: AtomicBool::new(false) }
+        Self { bell, waiting: AtomicBool::new(false), poked: AtomicBool::new(false), idle: AtomicBool::new(false) }
     }
 
     /// Wake the bus for work it cannot see in its queue or rings (a
@@ -141,28 +143,42 @@ impl BusWake {
         }
     }
 
-    /// Bus thread: wait until `input()` holds or `deadline` passes, but never
-    /// longer than [`MAX_BUS_WAIT`].
+    /// Bus thread: wait until `input()` holds or `deadline` passes — with
+    /// `shared` (clients ring the bell from shared memory, where one could
+    /// clear `armed`), never longer than [`MAX_BUS_WAIT`]. Without such
+    /// clients nothing can lose a wake-up, and an idle hub sleeps until woken.
     pub fn wait(
         &self,
         busy_poll: bool,
         spin: &mut AdaptiveSpin,
         deadline: Option<Instant>,
+        shared: bool,
         mut input: impl FnMut() -> bool,
     ) {
         // A poke is taken by the wait it ends.
         let input = || input() || self.poked.swap(false, Ordering::Relaxed);
-        let cap = Instant::now() + MAX_BUS_WAIT;
-        let deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+        let deadline = match shared {
+            true => {
+                let cap = Instant::now() + MAX_BUS_WAIT;
+                Some(deadline.map_or(cap, |d| d.min(cap)))
+            }
+            false => deadline,
+        };
         self.waiting.store(true, Ordering::Relaxed);
         // SYNC POINT with `ring`'s fence.
         fence(Ordering::SeqCst);
         let bell = self.bell.bell();
-        if busy_poll {
-            bell.wait(WaitPolicy::BUSY_POLL, deadline, input);
+        let came = if busy_poll {
+            bell.wait(WaitPolicy::BUSY_POLL, deadline, input)
+        } else if self.idle.load(Ordering::Relaxed) {
+            // Nothing came in the last wait: a look every MAX_BUS_WAIT costs
+            // a wake-up, not a spin as well.
+            bell.sleep_until(deadline, input)
         } else {
-            bell.wait_adaptive(spin, deadline, input);
-        }
+            bell.wait_adaptive(spin, deadline, input)
+        };
+        // Relaxed: only the bus thread reads and writes it.
+        self.idle.store(!came, Ordering::Relaxed);
         self.waiting.store(false, Ordering::Relaxed);
     }
 }

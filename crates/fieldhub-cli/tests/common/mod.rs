@@ -197,7 +197,7 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// A port config that holds the bus rather than drop when this receiver lags,
+/// A port config that holds its channel rather than drop when this receiver lags,
 /// so order tests can demand every frame.
 pub fn lossless() -> PortConfig {
     PortConfig { block_on_overflow: true, ..Default::default() }

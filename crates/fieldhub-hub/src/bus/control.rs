@@ -239,6 +239,8 @@ impl Bus {
             "cut_off_ports": cut,
             "shorted": c.shorted,
             "faults": c.rules.len(),
+            // The lossless port whose full queue holds the channel, if any.
+            "held_by": c.held_by.and_then(|id| self.port_names.get(&id)),
         })
     }
 

@@ -205,7 +205,8 @@ impl Bus {
                 deadline.map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(self.clock.now())));
             let intakes = &self.intakes;
             let input = || inbox.has_waiting() || intakes.any_ready();
-            inbox.wake().wait(self.busy_poll, &mut self.spin, wait_until, input);
+            let shared = self.intakes.count() > 0;
+            inbox.wake().wait(self.busy_poll, &mut self.spin, wait_until, shared, input);
         }
     }
 

@@ -171,16 +171,21 @@ struct Conn {
     serial: u64,
 }
 
+/// A session ends however its phase is left (closed, rejected, a last
+/// message to write): its outbox refuses from then on, so the bus never
+/// waits for it.
+impl Drop for StreamSession {
+    fn drop(&mut self) {
+        self.outbox.close();
+    }
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
-        match &self.phase {
-            Phase::Stream(session) => session.outbox.close(),
-            Phase::Shm(link) => {
-                if let Some(link) = link.upgrade() {
-                    link.end();
-                }
+        if let Phase::Shm(link) = &self.phase {
+            if let Some(link) = link.upgrade() {
+                link.end();
             }
-            _ => {}
         }
     }
 }
@@ -603,9 +608,6 @@ fn reject(conn: &mut Conn, violation: &Violation) {
     // The bus hears of the detach before the client hears of its rejection:
     // whatever the client does next reaches the bus after its ports closed.
     conn.slot.reject(violation);
-    if let Phase::Stream(session) = &conn.phase {
-        session.outbox.close();
-    }
     conn.output.push_encoded(&violation.fatal_error());
     conn.phase = Phase::Closing;
 }

@@ -221,7 +221,7 @@ impl ShmLink {
     fn corrupt(&self, why: &str) -> Refused {
         warn!(client = self.segment.header().client_id, "disconnecting client: its to-client ring is corrupt: {why}");
         // SYNC POINT with `push`'s Acquire load (same thread today; the
-        // flag is also set by the session thread).
+        // flag is also set by the reactor when the session socket ends).
         self.gone.store(true, Ordering::Release);
         if let Some(socket) = &self.socket {
             let _ = socket.shutdown(std::net::Shutdown::Both);
@@ -265,7 +265,7 @@ impl OutboxSink for ShmLink {
 impl Drop for ShmLink {
     fn drop(&mut self) {
         // The bus has let go of the client (removed, rejected, or the hub
-        // stops): its session thread and the client see the socket end.
+        // stops): the reactor and the client see the socket end.
         if let Some(socket) = &self.socket {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         }
