@@ -92,7 +92,7 @@ impl Bus {
         self.channels
             .iter()
             .enumerate()
-            .find_map(|(c, channel)| channel.members.iter().position(|m| m.port_id == port_id).map(|m| (c, m)))
+            .find_map(|(c, channel)| channel.members.find(|m| m.port_id == port_id).map(|m| (c, m)))
             .ok_or_else(|| ControlError::NotFound(format!("port '{name}' is not attached to any channel")))
     }
 
@@ -268,16 +268,19 @@ impl Bus {
         let target = self.channel_index(channel)? as usize;
         let (current, at) = self.find_port(port)?;
         if current != target {
-            let mut member = self.channels[current].members.remove(at);
+            let Some(mut member) = self.channels[current].members.remove(at) else {
+                return Err(ControlError::NotFound(format!("port '{port}' is not attached to any channel")));
+            };
             // Frames queued for the old bus never reach the new one.
             member.discard_pending();
             member.segment = 0;
             member.plugged = true;
             let (client_id, handle, port_id) = (member.client, member.port, member.port_id);
-            self.channels[target].members.push(member);
+            let slot = self.channels[target].members.push(member);
             if let Some(client) = self.clients.get_mut(&client_id) {
                 if let Some(owned) = client.ports[handle as usize].as_mut() {
                     owned.channel = target as u16;
+                    owned.member = slot;
                 }
             }
             // Request 0: not an answer but the news that the port moved.

@@ -27,6 +27,13 @@ pub struct TestClient {
     outbox: Arc<QueueOutbox>,
 }
 
+impl TestClient {
+    /// The client's session ends: its outbox refuses from now on.
+    pub fn vanish(&self) {
+        self.outbox.close();
+    }
+}
+
 /// A bus and its manual clock.
 pub struct Harness {
     pub bus: Bus,
@@ -115,6 +122,7 @@ mod tests {
     use fieldhub_proto::bits::FrameBits;
 
     use super::*;
+    use crate::channel::HOLD_RECHECK_MAX_NS;
     use crate::fault::FaultSpec;
 
     const TWO_CHANNELS: &str = r#"
@@ -195,6 +203,46 @@ mod tests {
         }
         let expected: Vec<u8> = (0..20).filter(|ms| !(10..15).contains(ms)).collect();
         assert_eq!(delivered, expected);
+    }
+
+    #[test]
+    fn a_full_lossless_port_holds_only_its_own_channel_until_it_has_room_or_goes() {
+        use crate::outbox::OUTBOX_FRAMES;
+        let mut h = Harness::new("[[channel]]\nname = \"can0\"\n[[channel]]\nname = \"can1\"\n");
+        let (tx, slow, other_tx, other_rx) = (h.connect("tx"), h.connect("slow"), h.connect("tx1"), h.connect("rx1"));
+        let port = h.open(&tx, "can0", "tx", PortOptions::empty());
+        h.open(&slow, "can0", "slow", PortOptions::BLOCK_ON_OVERFLOW);
+        let other = h.open(&other_tx, "can1", "tx1", PortOptions::empty());
+        h.open(&other_rx, "can1", "rx1", PortOptions::empty());
+        let total = OUTBOX_FRAMES as u32 + 10;
+        for n in 0..total {
+            h.send(&tx, port, can(0x100, &n.to_le_bytes()));
+        }
+        h.step();
+        assert!(h.bus.channels[0].held_by.is_some(), "can0 is held for the full lossless port");
+        // The other channel goes on meanwhile.
+        h.send(&other_tx, other, can(0x7, &[1]));
+        h.step();
+        assert_eq!(h.frames(&other_rx).len(), 1);
+        // The slow reader takes its frames: the held ones follow in order.
+        let first = h.frames(&slow);
+        assert_eq!(first.len(), OUTBOX_FRAMES);
+        h.advance(HOLD_RECHECK_MAX_NS);
+        let rest = h.frames(&slow);
+        let seqs: Vec<u64> = first.iter().chain(&rest).map(|(_, m)| m.seq).collect();
+        assert_eq!(seqs, (1..=u64::from(total)).collect::<Vec<_>>(), "nothing lost, nothing reordered");
+        assert!(h.bus.channels[0].held_by.is_none());
+
+        // Held again; this time the reader goes away: the channel resumes.
+        for n in 0..total {
+            h.send(&tx, port, can(0x100, &n.to_le_bytes()));
+        }
+        h.step();
+        assert!(h.bus.channels[0].held_by.is_some());
+        slow.vanish();
+        h.advance(HOLD_RECHECK_MAX_NS);
+        assert!(h.bus.channels[0].held_by.is_none(), "a gone reader holds nothing");
+        assert_eq!(h.bus.channels[0].frames, 2 * u64::from(total));
     }
 
     #[test]

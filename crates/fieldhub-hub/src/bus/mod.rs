@@ -53,6 +53,8 @@ pub const GATEWAY_PORT_BASE: u32 = 0xFFFF_0000;
 struct OwnedPort {
     channel: u16,
     port_id: u32,
+    /// Its slot among the channel's members: one lookup per frame.
+    member: usize,
 }
 
 struct Client {
@@ -359,7 +361,9 @@ impl Bus {
             let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
-        let Some(member) = channel.member_mut(owned.port_id) else { return client.credit.release() };
+        let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) else {
+            return client.credit.release();
+        };
         if !member.plugged {
             // Like a node whose cable is pulled: the frame goes nowhere.
             member.counters.tx_dropped += 1;
@@ -526,7 +530,7 @@ impl Bus {
             return self.reply(client_id, refused(ErrorCode::PortNameTaken, text));
         }
         self.next_port_id += 1;
-        client.ports[handle] = Some(OwnedPort { channel: channel_id, port_id });
+        let slot = handle;
         let handle = handle as u16;
         let limit = named
             .as_ref()
@@ -541,7 +545,8 @@ impl Bus {
             TxQueue::new(limit),
         );
         info!(client = client_id, port = %name, channel, "port opened");
-        self.channels[channel_id as usize].members.push(member);
+        let member = self.channels[channel_id as usize].members.push(member);
+        client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id });

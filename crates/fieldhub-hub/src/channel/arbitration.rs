@@ -33,7 +33,7 @@ impl Channel {
         let mut winner: Option<(u32, u64, usize)> = None;
         let mut wake_at: Option<u64> = None;
         let mut recovered: Vec<usize> = Vec::new();
-        for (index, member) in self.members.iter_mut().enumerate() {
+        for (index, member) in self.members.indexed_mut() {
             if !member.plugged {
                 // A node without a cable cannot send: its frames are lost.
                 member.discard_pending();

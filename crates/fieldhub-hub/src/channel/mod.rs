@@ -21,6 +21,7 @@
 mod arbitration;
 mod fanout;
 mod faults;
+mod members;
 mod schedule;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,8 @@ use crate::id_counter::IdCounter;
 use crate::member::Member;
 pub use arbitration::arbitration_key;
 use faults::Delayed;
+pub use members::Members;
+pub use schedule::HOLD_RECHECK_MAX_NS;
 use schedule::{OnWire, HOLD_RECHECK_MIN_NS};
 
 /// Most frames `delay` rules may hold at once on one channel.
@@ -65,7 +68,7 @@ pub struct Channel {
     /// Sequence number of the last frame; the first frame gets 1.
     last_seq: u64,
     last_timestamp_ns: u64,
-    pub members: Vec<Member>,
+    pub members: Members,
     /// Frames put on the channel (error frames included).
     pub frames: u64,
     pub ids: IdCounter,
@@ -98,7 +101,7 @@ impl Channel {
             config,
             last_seq: 0,
             last_timestamp_ns: 0,
-            members: Vec::new(),
+            members: Members::default(),
             frames: 0,
             ids: IdCounter::default(),
             load: BusLoad::default(),
@@ -144,8 +147,8 @@ impl Channel {
     /// Remove the member with hub-wide port id `port_id`, discarding the
     /// frames it had not sent yet.
     pub fn detach(&mut self, port_id: u32) -> Option<Member> {
-        let at = self.members.iter().position(|m| m.port_id == port_id)?;
-        let mut member = self.members.remove(at);
+        let at = self.members.find(|m| m.port_id == port_id)?;
+        let mut member = self.members.remove(at)?;
         member.discard_pending();
         Some(member)
     }

@@ -10,6 +10,7 @@ use super::faults::{decide_fate, Fate, Held};
 use super::{Channel, Transmitted};
 use crate::config::Timing;
 use crate::fault::{ack_error_frame, Position};
+use crate::member::Member;
 use crate::tx_queue::Pending;
 
 /// An error frame on the wire: 6-bit flag, 8-bit delimiter, 3-bit
@@ -53,14 +54,14 @@ pub(super) struct OnWire {
 
 /// First and last re-check interval while a lossless port holds a channel.
 pub(super) const HOLD_RECHECK_MIN_NS: u64 = 50_000;
-const HOLD_RECHECK_MAX_NS: u64 = 5_000_000;
+pub const HOLD_RECHECK_MAX_NS: u64 = 5_000_000;
 
 impl Channel {
     /// When a lossless port has no room, the bus time to look again: the
     /// channel holds its next frame until then (only this channel waits; the
     /// bus thread goes on). `None` when every lossless port has room.
     pub(super) fn hold_for_lossless(&mut self, now_ns: u64) -> Option<u64> {
-        let Some(full) = self.members.iter().position(|m| m.lacks_room()) else {
+        let Some(full) = self.members.find(Member::lacks_room) else {
             if self.held_by.take().is_some() {
                 self.hold_recheck_ns = HOLD_RECHECK_MIN_NS;
             }
@@ -183,7 +184,7 @@ impl Channel {
     /// Carry out an attempt at bus time `at`. Returns when the bus is free again.
     pub(super) fn finish(&mut self, attempt: Attempt, at: u64, occupied: Occupied, sent: &mut Vec<Transmitted>) -> u64 {
         let Attempt { sender, pending, outcome } = attempt;
-        let index = self.members.iter().position(|m| m.port_id == sender);
+        let index = self.members.find(|m| m.port_id == sender);
         let leaves = |channel: &mut Channel| {
             if let Some(i) = index {
                 let before = channel.members[i].errors.state();
@@ -239,7 +240,7 @@ impl Channel {
     /// Whether any other port on the sender's segment would acknowledge.
     pub(super) fn has_listener(&self, sender_index: usize) -> bool {
         let sender = &self.members[sender_index];
-        self.members.iter().enumerate().any(|(i, m)| {
+        self.members.indexed().any(|(i, m)| {
             i != sender_index
                 && m.plugged
                 && m.is_client()

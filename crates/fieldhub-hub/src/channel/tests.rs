@@ -43,7 +43,9 @@ fn sequence_numbers_start_at_one_and_sender_gets_echo_only_if_asked() {
     let mut channel = channel();
     let (a, rx_a) = member(1, PortOptions::RECEIVE_OWN);
     let (b, rx_b) = member(2, PortOptions::empty());
-    channel.members.extend([a, b]);
+    for m in [a, b] {
+        channel.members.push(m);
+    }
     let frame = Frame::can(0x10, false, &[1]).unwrap();
     let mut sent = Vec::new();
     let first = channel.transmit(1, Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 100, &mut sent);
@@ -83,7 +85,9 @@ fn each_port_offers_only_its_oldest_frame_so_priority_inversion_happens() {
     let (listener, rx) = member(9, PortOptions::empty());
     let (slow, _) = member(1, PortOptions::empty());
     let (fast, _) = member(2, PortOptions::empty());
-    channel.members.extend([listener, slow, fast]);
+    for m in [listener, slow, fast] {
+        channel.members.push(m);
+    }
     let low = Frame::can(0x700, false, &[]).unwrap();
     let urgent = Frame::can(0x001, false, &[]).unwrap();
     let middle = Frame::can(0x300, false, &[]).unwrap();
@@ -100,7 +104,9 @@ fn identical_arbitration_fields_go_oldest_first() {
     let (listener, rx) = member(9, PortOptions::empty());
     let (a, _) = member(1, PortOptions::empty());
     let (b, _) = member(2, PortOptions::empty());
-    channel.members.extend([listener, a, b]);
+    for m in [listener, a, b] {
+        channel.members.push(m);
+    }
     let from_b = Frame::can(0x10, false, &[2]).unwrap();
     let from_a = Frame::can(0x10, false, &[1]).unwrap();
     offer(&mut channel, 2, from_b, 0);
