@@ -13,7 +13,7 @@
 //!   from shared memory the bus never waits longer than [`MAX_BUS_WAIT`], so
 //!   nothing a client writes there (a cleared `armed` word) can stall it.
 
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,12 +109,14 @@ pub trait Intake: Send {
     fn drained(&self) -> bool;
 }
 
-/// The bus thread's wake-up: the hub's bell in shared memory, and a private
-/// flag for in-process senders.
+/// The bus thread's wake-up: the hub's bell in shared memory, announced
+/// twice — in the bell segment for shared-memory clients, and in the hub's
+/// private memory for its own threads, which no client can write
+/// ([`BellSegment::bell_announced_in`], model-checked in `fieldhub-shm`).
 pub struct BusWake {
     bell: Arc<BellSegment>,
-    /// The bus thread is waiting (or about to): in-process senders wake it.
-    waiting: AtomicBool,
+    /// The bus thread's private announcement that it is about to sleep.
+    armed: AtomicU32,
     /// Work that is in no queue (a receiver freed room): the wait ends.
     poked: AtomicBool,
     /// The bus thread's last wait ended without input.
@@ -123,7 +125,13 @@ pub struct BusWake {
 
 impl BusWake {
     pub fn new(bell: Arc<BellSegment>) -> Self {
-        Self { bell, waiting: AtomicBool::new(false), poked: AtomicBool::new(false), idle: AtomicBool::new(false) }
+        Self { bell, armed: AtomicU32::new(0), poked: AtomicBool::new(false), idle: AtomicBool::new(false) }
+    }
+
+    /// In-process sender: call after queueing work for the bus. Costs a
+    /// system call only when the bus thread announced that it sleeps.
+    pub fn ring(&self) {
+        self.bell.bell_announced_in(&self.armed).ring();
     }
 
     /// Wake the bus for work it cannot see in its queue or rings (a
@@ -131,16 +139,6 @@ impl BusWake {
     pub fn poke(&self) {
         self.poked.store(true, Ordering::Relaxed);
         self.ring();
-    }
-
-    /// In-process sender: call after queueing work for the bus.
-    pub fn ring(&self) {
-        // SYNC POINT with `wait`'s fence: queue-then-look here against
-        // announce-then-look there, so one of the two sees the other.
-        fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::Relaxed) {
-            self.bell.bell().wake();
-        }
     }
 
     /// Bus thread: wait until `input()` holds or `deadline` passes — with
@@ -164,13 +162,17 @@ impl BusWake {
             }
             false => deadline,
         };
-        self.waiting.store(true, Ordering::Relaxed);
-        // SYNC POINT with `ring`'s fence.
-        fence(Ordering::SeqCst);
+        // Announced in private for the whole wait; the shared bell below
+        // announces, re-checks and sleeps on the word both bells share.
         let bell = self.bell.bell();
-        let came = if busy_poll {
-            bell.wait(WaitPolicy::BUSY_POLL, deadline, input)
-        } else if self.idle.load(Ordering::Relaxed) {
+        if busy_poll {
+            // Never sleeps, so nobody needs to wake it.
+            bell.wait(WaitPolicy::BUSY_POLL, deadline, input);
+            return;
+        }
+        let private = self.bell.bell_announced_in(&self.armed);
+        private.arm();
+        let came = if self.idle.load(Ordering::Relaxed) {
             // Nothing came in the last wait: a look every MAX_BUS_WAIT costs
             // a wake-up, not a spin as well.
             bell.sleep_until(deadline, input)
@@ -179,7 +181,7 @@ impl BusWake {
         };
         // Relaxed: only the bus thread reads and writes it.
         self.idle.store(!came, Ordering::Relaxed);
-        self.waiting.store(false, Ordering::Relaxed);
+        private.disarm();
     }
 }
 

@@ -243,6 +243,15 @@ impl BellSegment {
             self.map.word(layout::HUB_BELL + layout::BELL_ARMED),
         )
     }
+
+    /// The hub's doorbell with its announcement in `armed`, private to the
+    /// hub process: ringers in the hub look there, where no client can
+    /// write, and wake the waiter through the shared word all the same. The
+    /// waiter arms both this bell and [`BellSegment::bell`] around one sleep
+    /// (`tests/loom.rs`: `a_waiter_announced_in_private_memory_is_woken_through_the_shared_word`).
+    pub fn bell_announced_in<'a>(&'a self, armed: &'a AtomicU32) -> Bell<'a> {
+        Bell::new(self.map.word(layout::HUB_BELL + layout::BELL_WORD), armed)
+    }
 }
 
 #[cfg(test)]

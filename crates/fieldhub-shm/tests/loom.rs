@@ -95,6 +95,34 @@ fn doorbell_never_loses_a_wake_up() {
     });
 }
 
+/// The hub's bus thread announces its sleep twice: in the bell segment (for
+/// clients) and in private memory (for the hub's own threads, so a client
+/// that clears the shared `armed` cannot hide the sleeper from them). Both
+/// bells share the futex word. A ringer that looks only at the private
+/// announcement still wakes the waiter sleeping on the shared bell.
+#[test]
+fn a_waiter_announced_in_private_memory_is_woken_through_the_shared_word() {
+    use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    model(|| {
+        // word, shared armed, private armed
+        let words = Arc::new((AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)));
+        let work = Arc::new(AtomicBool::new(false));
+        let ringer = {
+            let (words, work) = (Arc::clone(&words), Arc::clone(&work));
+            thread::spawn(move || {
+                work.store(true, Ordering::Relaxed);
+                Bell::new(&words.0, &words.2).ring();
+            })
+        };
+        let private = Bell::new(&words.0, &words.2);
+        private.arm();
+        let shared = Bell::new(&words.0, &words.1);
+        assert!(shared.sleep_until(None, || work.load(Ordering::Relaxed)));
+        private.disarm();
+        ringer.join().unwrap();
+    });
+}
+
 /// Two producers (two clients) share the hub's one doorbell, each with its
 /// own ring; the hub sleeps until both messages are in. Only the ringer that
 /// clears `armed` wakes, and still no wake-up is lost.

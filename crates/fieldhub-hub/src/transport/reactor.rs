@@ -81,7 +81,7 @@ pub struct Notice {
 impl Notice {
     fn post(&self, conn: usize) {
         let _ = self.queue.send(conn);
-        // SYNC POINT with the reactor's store of false before it drains.
+        // SYNC POINT with the reactor's swap to false before it drains.
         if !self.pending.swap(true, Ordering::AcqRel) {
             let _ = self.waker.wake();
         }
@@ -301,9 +301,10 @@ impl Reactor {
                     }
                 }
             }
-            // SYNC POINT with Notice::post: notices posted after this store
-            // wake the next round.
-            self.notice.pending.store(false, Ordering::Release);
+            // SYNC POINT with Notice::post's swap: reading its `true` makes
+            // its queued notice visible below; a post after this swap reads
+            // `false` and wakes the next round.
+            self.notice.pending.swap(false, Ordering::AcqRel);
             while let Ok(index) = self.notices.try_recv() {
                 self.serve_notice(index);
             }
