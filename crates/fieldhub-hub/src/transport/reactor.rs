@@ -57,9 +57,13 @@ const CONN_BASE: usize = 1 << 16;
 const READ_CHUNK: usize = 16 * 1024;
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
-/// The kernel's receive buffer for a stream session: small, so a sender the
-/// reactor stops reading is held back after a few thousand frames.
-pub const STREAM_RECEIVE_BUFFER: usize = 16 * 1024;
+/// The kernel's receive buffer for a stream session, set so the kernel does
+/// not grow it: a sender the reactor stops reading is held back after a few
+/// thousand frames. Not smaller: below about twice the loopback segment size
+/// Linux withholds window updates after the reactor resumes reading, and the
+/// sender falls back to zero-window probes — stalls of seconds (seen with
+/// 16 KiB in `hostile_shm.rs`).
+pub const STREAM_RECEIVE_BUFFER: usize = 64 * 1024;
 
 /// A bound listener the reactor accepts on.
 pub enum Listening {
