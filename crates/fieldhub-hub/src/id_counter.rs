@@ -1,8 +1,13 @@
 //! Per-identifier traffic counts of one channel, with the rate over the
 //! last completed second. Bounded: at most [`MAX_TRACKED_IDS`] identifiers
-//! are tracked; a map entry is allocated only the first time an id is seen.
+//! are tracked.
+//!
+//! Counting is on the path of every frame, so it hashes nothing: a base-format
+//! data frame's identifier indexes an array of the 2,048 there are, every
+//! other form (extended, remote, error) goes to an ordered map — logarithmic
+//! whatever identifiers a client sends, so none can make it slow.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use fieldhub_proto::stats::IdStats;
 
@@ -10,6 +15,8 @@ use fieldhub_proto::stats::IdStats;
 pub const MAX_TRACKED_IDS: usize = 4096;
 
 const SECOND_NS: u64 = 1_000_000_000;
+/// Base-format identifiers: SocketCAN ids below this carry no flag.
+const BASE_IDS: usize = 0x800;
 
 #[derive(Clone, Copy, Default)]
 struct Count {
@@ -20,7 +27,12 @@ struct Count {
 
 #[derive(Default)]
 pub struct IdCounter {
-    counts: HashMap<u32, Count>,
+    /// Base-format data frames by identifier; allocated at the first one.
+    base: Option<Box<[Count; BASE_IDS]>>,
+    /// Every other form, by SocketCAN id.
+    other: BTreeMap<u32, Count>,
+    /// Identifiers tracked so far, in both.
+    tracked: usize,
     /// Bus time at which the current one-second window began.
     second_start_ns: u64,
 }
@@ -29,12 +41,27 @@ impl IdCounter {
     /// Count one frame of `id` (SocketCAN form) at bus time `now_ns`.
     pub fn count(&mut self, id: u32, now_ns: u64) {
         self.roll(now_ns);
-        if let Some(count) = self.counts.get_mut(&id) {
-            count.frames += 1;
-            count.this_second += 1;
-        } else if self.counts.len() < MAX_TRACKED_IDS {
-            self.counts.insert(id, Count { frames: 1, this_second: 1, last_second: 0 });
+        let full = self.tracked >= MAX_TRACKED_IDS;
+        let count = match usize::try_from(id).ok().filter(|&i| i < BASE_IDS) {
+            Some(index) => {
+                let count = &mut self.base.get_or_insert_with(|| Box::new([Count::default(); BASE_IDS]))[index];
+                if count.frames == 0 && full {
+                    return;
+                }
+                count
+            }
+            None if full && !self.other.contains_key(&id) => return,
+            None => self.other.entry(id).or_default(),
+        };
+        if count.frames == 0 {
+            self.tracked += 1;
         }
+        count.frames += 1;
+        count.this_second += 1;
+    }
+
+    fn counts_mut(&mut self) -> impl Iterator<Item = &mut Count> {
+        self.base.iter_mut().flat_map(|base| base.iter_mut()).chain(self.other.values_mut())
     }
 
     fn roll(&mut self, now_ns: u64) {
@@ -43,7 +70,7 @@ impl IdCounter {
         }
         // More than one whole second without traffic: the last second was empty.
         let skipped = now_ns - self.second_start_ns >= 2 * SECOND_NS;
-        for count in self.counts.values_mut() {
+        for count in self.counts_mut().filter(|c| c.frames > 0) {
             count.last_second = if skipped { 0 } else { count.this_second };
             count.this_second = 0;
         }
@@ -53,10 +80,11 @@ impl IdCounter {
     /// Snapshot, most frequent first.
     pub fn snapshot(&mut self, now_ns: u64) -> Vec<IdStats> {
         self.roll(now_ns);
-        let mut ids: Vec<IdStats> = self
-            .counts
-            .iter()
-            .map(|(&id, c)| IdStats { id, frames: c.frames, rate_hz: c.last_second as f64 })
+        let base = self.base.iter().flat_map(|base| base.iter().enumerate().map(|(id, c)| (id as u32, c)));
+        let mut ids: Vec<IdStats> = base
+            .chain(self.other.iter().map(|(&id, c)| (id, c)))
+            .filter(|(_, c)| c.frames > 0)
+            .map(|(id, c)| IdStats { id, frames: c.frames, rate_hz: c.last_second as f64 })
             .collect();
         ids.sort_by(|a, b| b.frames.cmp(&a.frames).then(a.id.cmp(&b.id)));
         ids
@@ -88,5 +116,15 @@ mod tests {
             ids.count(id, 0);
         }
         assert_eq!(ids.snapshot(0).len(), MAX_TRACKED_IDS);
+    }
+
+    #[test]
+    fn base_extended_and_remote_forms_of_one_number_count_apart() {
+        let mut ids = IdCounter::default();
+        for (id, n) in [(0x123, 3), (0x8000_0123, 2), (0x4000_0123, 1)] {
+            (0..n).for_each(|_| ids.count(id, 0));
+        }
+        let snap: Vec<(u32, u64)> = ids.snapshot(0).iter().map(|s| (s.id, s.frames)).collect();
+        assert_eq!(snap, [(0x123, 3), (0x8000_0123, 2), (0x4000_0123, 1)]);
     }
 }

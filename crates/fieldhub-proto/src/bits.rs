@@ -60,69 +60,172 @@ impl FrameBits {
     }
 }
 
-/// Unstuffed bits, most significant first, with the phase each belongs to.
+/// Unstuffed bits, most significant first, packed into words: the longest
+/// stream (a 64-byte CAN FD frame with an extended id) is 552 bits. Built
+/// and read without allocating; stuffing and CRC take it a byte at a time.
 struct Stream {
-    bits: [bool; 700],
+    /// One spare word, so an 8-bit window at any position can read ahead.
+    words: [u64; 10],
     len: usize,
 }
 
 impl Stream {
     fn new() -> Self {
-        Self { bits: [false; 700], len: 0 }
+        Self { words: [0; 10], len: 0 }
     }
+
+    /// Append the low `width` bits of `value` (`width` ≤ 32).
     fn push(&mut self, value: u32, width: u32) {
-        for i in (0..width).rev() {
-            self.bits[self.len] = (value >> i) & 1 == 1;
-            self.len += 1;
+        let value = u64::from(value) & ((1u64 << width) - 1);
+        let (word, used) = (self.len / 64, (self.len % 64) as u32);
+        let free = 64 - used;
+        if width <= free {
+            self.words[word] |= value << (free - width);
+        } else {
+            let over = width - free;
+            self.words[word] |= value >> over;
+            self.words[word + 1] |= value << (64 - over);
         }
+        self.len += width as usize;
     }
+
     fn push_bytes(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.push(u32::from(b), 8);
         }
     }
-    fn bits(&self) -> &[bool] {
-        &self.bits[..self.len]
+
+    /// The 8 bits from position `at`, the first in the most significant place.
+    fn byte_at(&self, at: usize) -> u8 {
+        let (word, shift) = (at / 64, (at % 64) as u32);
+        let window = match shift {
+            0 => self.words[word],
+            _ => (self.words[word] << shift) | (self.words[word + 1] >> (64 - shift)),
+        };
+        (window >> 56) as u8
+    }
+
+    fn bit(&self, at: usize) -> bool {
+        (self.words[at / 64] >> (63 - at % 64)) & 1 == 1
     }
 }
 
-/// Dynamic stuff bits inserted into `bits`; `count_last` says whether a stuff
-/// bit due right after the last bit is part of the region (classic: yes,
-/// before the CRC delimiter; CAN FD: no, the fixed stuff bit takes its place).
-/// Returns the stuff bits that fall before index `split` and at/after it.
-fn dynamic_stuffing(bits: &[bool], split: usize, count_last: bool) -> (u32, u32) {
-    let (mut before, mut after) = (0, 0);
-    let mut last = None;
-    let mut run = 0;
-    for (i, &bit) in bits.iter().enumerate() {
-        if Some(bit) == last {
-            run += 1;
-        } else {
-            last = Some(bit);
-            run = 1;
-        }
-        if run == 5 && (i + 1 < bits.len() || count_last) {
-            if i < split {
-                before += 1;
-            } else {
-                after += 1;
+/// The stuffing state between two bits: the value of the run so far and its
+/// length (1..=4), or [`START`] before the first bit.
+type StuffState = u8;
+const START: StuffState = 8;
+
+/// One bit through the stuffing rule: the new state and whether a stuff bit
+/// follows this bit (a complement after five equal bits, which starts a new
+/// run of its own).
+const fn stuff_step(state: StuffState, bit: bool) -> (StuffState, bool) {
+    let (last, run) = if state == START { (!bit, 0) } else { (state >= 4, state % 4 + 1) };
+    let run = if bit == last { run + 1 } else { 1 };
+    if run == 5 {
+        ((!bit as u8) * 4, true)
+    } else {
+        ((bit as u8) * 4 + run - 1, false)
+    }
+}
+
+/// Eight bits at once: per state and byte, the state after it, the stuff
+/// bits it causes and whether one follows its last bit.
+const STUFF_TABLE: [[(StuffState, u8, bool); 256]; 9] = {
+    let mut table = [[(0u8, 0u8, false); 256]; 9];
+    let mut state = 0;
+    while state < 9 {
+        let mut byte = 0;
+        while byte < 256 {
+            let (mut s, mut count, mut last) = (state as u8, 0u8, false);
+            let mut i = 0;
+            while i < 8 {
+                let (next, stuffed) = stuff_step(s, (byte >> (7 - i)) & 1 == 1);
+                s = next;
+                count += stuffed as u8;
+                last = stuffed;
+                i += 1;
             }
-            // The stuff bit is the complement and starts a new run.
-            last = Some(!bit);
-            run = 1;
+            table[state][byte] = (s, count, last);
+            byte += 1;
+        }
+        state += 1;
+    }
+    table
+};
+
+/// Stuff bits caused by bits `from..to`, continuing from `state`; and
+/// whether one follows the last of them.
+fn stuff_in(stream: &Stream, from: usize, to: usize, state: &mut StuffState) -> (u32, bool) {
+    let (mut count, mut last) = (0u32, false);
+    let mut at = from;
+    while at + 8 <= to {
+        let (next, stuffed, ends) = STUFF_TABLE[*state as usize][stream.byte_at(at) as usize];
+        *state = next;
+        count += u32::from(stuffed);
+        last = ends;
+        at += 8;
+    }
+    while at < to {
+        let (next, stuffed) = stuff_step(*state, stream.bit(at));
+        *state = next;
+        count += u32::from(stuffed);
+        last = stuffed;
+        at += 1;
+    }
+    (count, last)
+}
+
+/// Dynamic stuff bits inserted into the stream; `count_last` says whether a
+/// stuff bit due right after the last bit is part of the region (classic:
+/// yes, before the CRC delimiter; CAN FD: no, the fixed stuff bit takes its
+/// place). Returns the stuff bits that fall before bit `split` and at/after it.
+fn dynamic_stuffing(stream: &Stream, split: usize, count_last: bool) -> (u32, u32) {
+    let split = split.min(stream.len);
+    let mut state = START;
+    let (mut before, ends_before) = stuff_in(stream, 0, split, &mut state);
+    let (mut after, ends_after) = stuff_in(stream, split, stream.len, &mut state);
+    if !count_last {
+        if split < stream.len {
+            after -= u32::from(ends_after);
+        } else {
+            before -= u32::from(ends_before);
         }
     }
     (before, after)
 }
 
-fn crc15(bits: &[bool]) -> u32 {
+/// CRC-15/CAN (polynomial 0x4599), a byte at a time.
+const CRC15_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u32) << 7;
+        let mut i = 0;
+        while i < 8 {
+            crc = if crc & 0x4000 != 0 { (crc << 1) ^ 0x4599 } else { crc << 1 } & 0x7FFF;
+            i += 1;
+        }
+        table[byte] = crc as u16;
+        byte += 1;
+    }
+    table
+};
+
+fn crc15(stream: &Stream) -> u32 {
     let mut crc: u32 = 0;
-    for &bit in bits {
-        let next = bit ^ ((crc >> 14) & 1 == 1);
+    let mut at = 0;
+    while at + 8 <= stream.len {
+        let index = ((crc >> 7) ^ u32::from(stream.byte_at(at))) & 0xFF;
+        crc = ((crc << 8) ^ u32::from(CRC15_TABLE[index as usize])) & 0x7FFF;
+        at += 8;
+    }
+    while at < stream.len {
+        let next = stream.bit(at) ^ ((crc >> 14) & 1 == 1);
         crc = (crc << 1) & 0x7FFF;
         if next {
             crc ^= 0x4599;
         }
+        at += 1;
     }
     crc
 }
@@ -152,9 +255,9 @@ fn classic(frame: &Frame) -> FrameBits {
     }
     s.push(u32::from(frame.dlc()), 4);
     s.push_bytes(frame.data());
-    let crc = crc15(s.bits());
+    let crc = crc15(&s);
     s.push(crc, 15);
-    let (stuff, _) = dynamic_stuffing(s.bits(), s.len, true);
+    let (stuff, _) = dynamic_stuffing(&s, s.len, true);
     let total = s.len as u32 + stuff + CRC_DELIMITER_ACK_EOF + INTERMISSION;
     FrameBits { total, stuff_bits: stuff, nominal_bits: total, data_bits: 0 }
 }
@@ -174,7 +277,7 @@ fn fd(frame: &Frame) -> FrameBits {
     s.push(u32::from(frame.flags().contains(crate::FrameFlags::ESI)), 1);
     s.push(u32::from(frame.dlc()), 4);
     s.push_bytes(frame.data());
-    let (stuff_arbitration, stuff_data) = dynamic_stuffing(s.bits(), data_phase_from, false);
+    let (stuff_arbitration, stuff_data) = dynamic_stuffing(&s, data_phase_from, false);
     let crc_len: u32 = if frame.len() <= 16 { 17 } else { 21 };
     let crc_field = 4 + crc_len;
     // A fixed stuff bit before the stuff count and after every fourth bit.
@@ -191,6 +294,47 @@ fn fd(frame: &Frame) -> FrameBits {
     }
 }
 
+/// The bit-by-bit computation the packed one replaced, kept as the oracle
+/// the fast one is checked against.
+#[cfg(test)]
+mod reference {
+    pub fn stuffing(bits: &[bool], split: usize, count_last: bool) -> (u32, u32) {
+        let (mut before, mut after) = (0, 0);
+        let mut last = None;
+        let mut run = 0;
+        for (i, &bit) in bits.iter().enumerate() {
+            if Some(bit) == last {
+                run += 1;
+            } else {
+                last = Some(bit);
+                run = 1;
+            }
+            if run == 5 && (i + 1 < bits.len() || count_last) {
+                if i < split {
+                    before += 1;
+                } else {
+                    after += 1;
+                }
+                last = Some(!bit);
+                run = 1;
+            }
+        }
+        (before, after)
+    }
+
+    pub fn crc15(bits: &[bool]) -> u32 {
+        let mut crc: u32 = 0;
+        for &bit in bits {
+            let next = bit ^ ((crc >> 14) & 1 == 1);
+            crc = (crc << 1) & 0x7FFF;
+            if next {
+                crc ^= 0x4599;
+            }
+        }
+        crc
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,17 +344,23 @@ mod tests {
         FrameBits::of(&parse_cansend(text).unwrap())
     }
 
+    fn stream(bits: &[bool]) -> Stream {
+        let mut s = Stream::new();
+        bits.iter().for_each(|&b| s.push(u32::from(b), 1));
+        s
+    }
+
     #[test]
     fn stuffing_inserts_after_five_equal_bits_and_the_stuff_bit_starts_a_new_run() {
-        let ones = [true; 5];
+        let ones = stream(&[true; 5]);
         assert_eq!(dynamic_stuffing(&ones, 5, true), (1, 0));
         assert_eq!(dynamic_stuffing(&ones, 5, false), (0, 0), "a stuff bit due after the region is not counted");
         // 5 ones, stuff 0, then 4 zeros make five zeros with the stuff bit.
-        let mixed = [true, true, true, true, true, false, false, false, false, true];
+        let mixed = stream(&[true, true, true, true, true, false, false, false, false, true]);
         assert_eq!(dynamic_stuffing(&mixed, 10, true), (2, 0));
-        assert_eq!(dynamic_stuffing(&[true; 10], 10, true), (2, 0));
-        assert_eq!(dynamic_stuffing(&[true; 9], 10, true), (1, 0));
-        assert_eq!(dynamic_stuffing(&[true; 8], 10, true), (1, 0));
+        assert_eq!(dynamic_stuffing(&stream(&[true; 10]), 10, true), (2, 0));
+        assert_eq!(dynamic_stuffing(&stream(&[true; 9]), 10, true), (1, 0));
+        assert_eq!(dynamic_stuffing(&stream(&[true; 8]), 10, true), (1, 0));
     }
 
     #[test]
@@ -222,10 +372,10 @@ mod tests {
         s.push(1, 11);
         s.push(0, 3);
         s.push(0, 4);
-        let crc = crc15(s.bits());
+        let crc = crc15(&s);
         // Appending the CRC makes the remainder of the whole sequence zero.
         s.push(crc, 15);
-        assert_eq!(crc15(s.bits()), 0);
+        assert_eq!(crc15(&s), 0);
     }
 
     #[test]
@@ -287,5 +437,38 @@ mod tests {
         assert_eq!(fast.nominal_bits + fast.data_bits, fast.total);
         assert!(fast.duration_ns(500_000, 2_000_000) < slow.duration_ns(500_000, 2_000_000));
         assert_eq!(slow.duration_ns(500_000, 2_000_000), u64::from(slow.total) * 2_000);
+    }
+
+    /// Streams of every length up to 600 bits with pseudo-random content and
+    /// long runs, and every split: the packed, table-driven stuffing and CRC
+    /// agree with the bit-by-bit oracle.
+    #[test]
+    fn packed_stuffing_and_crc_match_the_bit_by_bit_oracle() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..3000 {
+            let len = (next() % 552) as usize + 1;
+            // Runs of random length make stuffing common, as in real frames.
+            let mut bits = Vec::with_capacity(len);
+            while bits.len() < len {
+                let (value, run) = (next() & 1 == 1, (next() % 9) as usize + 1);
+                bits.extend(std::iter::repeat_n(value, run.min(len - bits.len())));
+            }
+            let packed = stream(&bits);
+            assert_eq!(crc15(&packed), reference::crc15(&bits), "round {round}");
+            let split = (next() as usize) % (len + 1);
+            for count_last in [true, false] {
+                assert_eq!(
+                    dynamic_stuffing(&packed, split, count_last),
+                    reference::stuffing(&bits, split, count_last),
+                    "round {round}, len {len}, split {split}, count_last {count_last}"
+                );
+            }
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! requests (port opening, names) may allocate; frames do not.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,28 @@ const DRAIN_BATCH: usize = 4096;
 /// Hub-wide port ids from this value up name the sending ends of gateway
 /// routes (`GATEWAY_PORT_BASE + route index`); client ports count up from 1.
 pub const GATEWAY_PORT_BASE: u32 = 0xFFFF_0000;
+
+/// Hashes the hub's own client ids, which no client chooses: a multiply,
+/// where the default hasher (resistant to chosen keys) would cost a SipHash
+/// per frame.
+#[derive(Default)]
+struct ClientIdHasher(u64);
+
+impl Hasher for ClientIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// A port as its owning client sees it.
 #[derive(Clone, Copy)]
@@ -98,7 +121,7 @@ pub struct Bus {
     channel_ids: HashMap<String, u16>,
     routes: Vec<Route>,
     named_ports: HashMap<String, PortConfig>,
-    clients: HashMap<ClientId, Client>,
+    clients: HashMap<ClientId, Client, BuildHasherDefault<ClientIdHasher>>,
     port_names: HashMap<u32, String>,
     taken_names: HashSet<String>,
     next_port_id: u32,
@@ -152,7 +175,7 @@ impl Bus {
             channel_ids,
             routes,
             named_ports: config.ports.iter().map(|p| (p.name.clone(), p.clone())).collect(),
-            clients: HashMap::new(),
+            clients: HashMap::default(),
             port_names: HashMap::new(),
             taken_names: HashSet::new(),
             next_port_id: 1,
