@@ -9,11 +9,11 @@
 //!
 //! - **Reading.** Complete messages are decoded in the connection's buffer
 //!   and forwarded to the bus. A `FRAMES` batch is forwarded record by
-//!   record with transmit credit; when the client has none left the reactor
-//!   stops reading that socket (the kernel's small receive buffer then fills
-//!   and the client's writes block) until the bus returns credit and tells
-//!   the reactor. That is how a stream sender is held to the same bound as a
-//!   shared-memory one.
+//!   record with transmit credit; when the client has none left, the reactor
+//!   reads on into its buffer up to [`INPUT_LIMIT`], then stops reading that
+//!   socket (the kernel's fixed receive buffer then fills and the client's
+//!   writes block) until the bus returns credit and tells the reactor. That
+//!   is how a stream sender is held to a bound like a shared-memory one.
 //! - **Writing.** The bus queues a client's items in its [`QueueOutbox`] and,
 //!   once per round, posts a notice; the reactor packs what waits into as few
 //!   messages as fit and writes until the socket would block, then waits for
@@ -55,15 +55,23 @@ const WAKER: Token = Token(usize::MAX);
 const CONN_BASE: usize = 1 << 16;
 /// Bytes read from a socket per call, at most; also the buffer's base size.
 const READ_CHUNK: usize = 16 * 1024;
+/// Bytes a stream client may have read but not yet forwarded (it waits for
+/// transmit credit) before the reactor stops reading it, beyond the message
+/// being forwarded.
+const INPUT_LIMIT: usize = 64 * 1024;
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
 /// The kernel's receive buffer for a stream session, set so the kernel does
-/// not grow it: a sender the reactor stops reading is held back after a few
-/// thousand frames. Not smaller: below about twice the loopback segment size
-/// Linux withholds window updates after the reactor resumes reading, and the
-/// sender falls back to zero-window probes — stalls of seconds (seen with
-/// 16 KiB in `hostile_shm.rs`).
+/// not grow it: with [`INPUT_LIMIT`], a sender the reactor stops reading is
+/// held back after a few thousand frames.
 pub const STREAM_RECEIVE_BUFFER: usize = 64 * 1024;
+/// The TCP segment size a stream client may send. Linux advertises a
+/// receive window in whole segments; on loopback (64 KiB segments) a window
+/// that a stopped reader closed would reopen only once a whole segment fits,
+/// and the sender would wait for its zero-window probes — stalls of seconds,
+/// seen under load. Small segments let the window reopen as soon as the
+/// reactor reads.
+pub const STREAM_SEGMENT: u32 = 8 * 1024;
 
 /// A bound listener the reactor accepts on.
 pub enum Listening {
@@ -171,6 +179,8 @@ struct Conn {
     /// The last read stopped before the socket said it would block: readiness
     /// was not used up, so reading must resume without a new event.
     unread: bool,
+    /// The peer closed its side; what is buffered is still handled first.
+    at_end: bool,
     /// Which handshake deadline entry is this connection's.
     serial: u64,
 }
@@ -242,8 +252,9 @@ impl Reactor {
             let fd = match listener {
                 Listening::Tcp(l) => {
                     l.set_nonblocking(true)?;
-                    // Inherited by accepted sockets (see STREAM_RECEIVE_BUFFER).
+                    // Inherited by accepted sockets; see both constants.
                     rustix::net::sockopt::set_socket_recv_buffer_size(l, STREAM_RECEIVE_BUFFER)?;
+                    socket2::SockRef::from(l).set_tcp_mss(STREAM_SEGMENT)?;
                     l.as_raw_fd()
                 }
                 Listening::Unix(l, _) | Listening::Shm(l, _) => {
@@ -394,6 +405,7 @@ impl Reactor {
             output: Packer::new(),
             written: 0,
             unread: true,
+            at_end: false,
             serial,
         };
         let inserted = self.conns.insert(conn);
@@ -462,21 +474,28 @@ impl Reactor {
         loop {
             let Reactor { conns, notice, shm_bell, control, .. } = self;
             let Some(conn) = conns.get_mut(index) else { return };
-            let flow = process(conn, index, notice, shm_bell.as_deref(), control.is_some());
-            match flow {
-                Flow::Continue => {}
-                Flow::Paused => break,
+            let paused = match process(conn, index, notice, shm_bell.as_deref(), control.is_some()) {
+                Flow::Continue => false,
+                Flow::Paused => true,
                 Flow::Close(reason) => return self.close(index, reason),
                 Flow::HandOver => return self.hand_over(index),
+            };
+            if conn.at_end {
+                // Complete messages read before the end still go first.
+                if paused {
+                    break;
+                }
+                let reason = end_of_input(conn);
+                return self.close(index, reason);
             }
-            if !conn.unread {
+            // Read on while the buffer has room, even while the client waits
+            // for credit: the kernel's buffer stays drained and the sender's
+            // window open, instead of closing and reopening only on a timer.
+            if !conn.unread || (paused && conn.input.len() - conn.start >= INPUT_LIMIT) {
                 break;
             }
             match read_some(conn) {
-                Ok(0) => {
-                    let reason = end_of_input(conn);
-                    return self.close(index, reason);
-                }
+                Ok(0) => conn.at_end = true,
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     conn.unread = false;
