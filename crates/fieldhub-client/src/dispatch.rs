@@ -95,7 +95,7 @@ impl Shared {
         // Dropping the reply senders wakes every waiter.
         lock(&self.waiters).clear();
         if let Some(ready) = self.ready.get() {
-            ready.raise();
+            ready.settle(|| true);
         }
     }
 
@@ -164,10 +164,8 @@ fn dispatch(message: Message<'_>, shared: &Shared, received: &Sender<Received>) 
                         Err(TrySendError::Disconnected(_)) => return Flow::Leave,
                     }
                 }
-                if received.len() == 1 {
-                    if let Some(ready) = shared.ready.get() {
-                        ready.raise();
-                    }
+                if let Some(ready) = shared.ready.get() {
+                    ready.settle(|| !received.is_empty() || shared.is_closed());
                 }
             }
         }

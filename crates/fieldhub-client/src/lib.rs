@@ -309,7 +309,6 @@ impl Client {
         }
         let signal = ReadySignal::new().map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
         let ready = self.shared.ready.get_or_init(|| signal);
-        ready.raise();
         self.settle_ready();
         Ok(ready.fd())
     }
@@ -317,12 +316,7 @@ impl Client {
     /// Keep the ready fd readable exactly while there is something to take.
     fn settle_ready(&self) {
         if let Some(ready) = self.shared.ready.get() {
-            if self.received.is_empty() {
-                ready.lower();
-                if !self.received.is_empty() || self.shared.is_closed() {
-                    ready.raise();
-                }
-            }
+            ready.settle(|| !self.received.is_empty() || self.shared.is_closed());
         }
     }
 

@@ -1,20 +1,27 @@
 //! A file descriptor that is readable while received frames are waiting (or
 //! the connection has ended), for `poll`/`select`/asyncio integration.
 //!
-//! A nonblocking socket pair: the reader thread *raises* it (writes a byte)
-//! when it puts a frame into an empty queue; the application *lowers* it
-//! (drains the bytes) when it takes the last frame, then re-checks the
-//! queue and raises again if a frame slipped in meanwhile. Raising on the
-//! empty-to-one transition (queue length 1 after the push) and re-checking
-//! after every lower leaves no state where frames wait with the fd quiet.
+//! A nonblocking socket pair, readable while a byte waits in it. Whether it
+//! should be readable is decided under one small lock, by whoever changed
+//! the receive queue last: the reader thread after it queued a frame
+//! ([`ReadySignal::settle`] raises if frames wait), the application after
+//! it took one (lowers if none waits). Each looks at the queue inside the
+//! lock, so the last look decides, and the fd is readable exactly while
+//! frames wait — never quiet with frames waiting, never readable with none
+//! (a reader's raise that lost the race to the application's take would
+//! otherwise leave it readable over an empty queue). An ended connection
+//! keeps it readable for good.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
 
 pub struct ReadySignal {
     readable: UnixStream,
     writable: UnixStream,
+    /// Whether a byte waits in the pair (the fd is readable).
+    raised: Mutex<bool>,
 }
 
 impl ReadySignal {
@@ -22,16 +29,28 @@ impl ReadySignal {
         let (readable, writable) = UnixStream::pair()?;
         readable.set_nonblocking(true)?;
         writable.set_nonblocking(true)?;
-        Ok(Self { readable, writable })
+        Ok(Self { readable, writable, raised: Mutex::new(false) })
     }
 
-    /// Make the fd readable. A full socket buffer means it already is.
-    pub fn raise(&self) {
-        let _ = (&self.writable).write(&[1]);
+    /// Make the fd readable exactly when `waiting()` says something waits
+    /// (frames, or the end of the connection).
+    pub fn settle(&self, waiting: impl FnOnce() -> bool) {
+        let mut raised = self.raised.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match (waiting(), *raised) {
+            (true, false) => {
+                // A full socket buffer means it is readable already.
+                let _ = (&self.writable).write(&[1]);
+                *raised = true;
+            }
+            (false, true) => {
+                self.drain();
+                *raised = false;
+            }
+            _ => {}
+        }
     }
 
-    /// Make the fd quiet.
-    pub fn lower(&self) {
+    fn drain(&self) {
         let mut sink = [0u8; 64];
         loop {
             match (&self.readable).read(&mut sink) {
