@@ -34,7 +34,9 @@ def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
-    while len(fieldhub_hub.clients()) < 1 and time.monotonic() < deadline:
+    # The logger's port, not just its connection: frames sent before the
+    # port is open are not the logger's to record.
+    while len(fieldhub_hub.ports()) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     sender = fieldhub_hub.bus("can0")
     for i in range(5):
@@ -93,7 +95,8 @@ def test_can_viewer_shows_frames_from_a_hub(fieldhub_hub):
     screen = b""
     try:
         deadline = time.monotonic() + 30
-        while len(fieldhub_hub.clients()) < 1 and time.monotonic() < deadline:
+        # The viewer's port, not just its connection (see the logger test).
+        while len(fieldhub_hub.ports()) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         with fieldhub_hub.bus("can0") as sender:
             sender.send(can.Message(arbitration_id=0x5A5, data=[0xDE, 0xAD], is_extended_id=False))
