@@ -55,34 +55,11 @@ impl TxCredit {
     /// a credit, once the bus has closed the credit or `abandon` returns true.
     pub fn acquire(&self, abandon: impl Fn() -> bool) -> bool {
         loop {
+            if self.acquire_or_wait() {
+                return true;
+            }
             // SYNC POINT with `close`'s Release store.
-            if self.closed.load(Ordering::Acquire) {
-                return false;
-            }
-            // SYNC POINT with `release`'s fetch_sub: Acquire pairs with its
-            // Release so a freed credit is seen here.
-            let current = self.in_flight.load(Ordering::Acquire);
-            if current < TX_CREDITS {
-                if self
-                    .in_flight
-                    .compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    return true;
-                }
-                continue;
-            }
-            // Announce the sleep, then re-check: a release between the check
-            // above and the store below sees `waiting` false and does not
-            // unpark, but then this re-check sees its credit.
-            // SYNC POINT with `release`'s load of `waiting` (SeqCst on both
-            // sides: store-then-load against store-then-load).
-            self.waiting.store(true, Ordering::SeqCst);
-            if self.in_flight.load(Ordering::SeqCst) < TX_CREDITS {
-                self.waiting.store(false, Ordering::Relaxed);
-                continue;
-            }
-            if abandon() {
+            if self.closed.load(Ordering::Acquire) || abandon() {
                 self.waiting.store(false, Ordering::Relaxed);
                 return false;
             }
@@ -112,12 +89,16 @@ impl TxCredit {
 
     /// Take one credit, or announce that the caller waits for one: then
     /// `false`, and the waiter's notification comes when a credit returns.
-    /// For an event loop, which cannot park.
+    /// An event loop calls it as it is; [`TxCredit::acquire`] parks on it.
     pub fn acquire_or_wait(&self) -> bool {
         if self.try_acquire() {
             return true;
         }
-        // SYNC POINT with `release`, as in `acquire`: announce, then re-check.
+        // Announce the wait, then re-check: a release between the look above
+        // and the store below sees `waiting` false and wakes nobody, but then
+        // this re-check sees its credit.
+        // SYNC POINT with `release`'s load of `waiting` (SeqCst on both
+        // sides: store-then-load against store-then-load).
         self.waiting.store(true, Ordering::SeqCst);
         if self.in_flight.load(Ordering::SeqCst) < TX_CREDITS && self.try_acquire() {
             self.waiting.store(false, Ordering::Relaxed);

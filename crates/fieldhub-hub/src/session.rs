@@ -61,17 +61,18 @@ impl Violation {
 
     /// `REFUSE` carrying this violation, encoded.
     pub fn refusal(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        let report = ErrorReport { code: self.code as u16, request: 0, fatal: true, text: &self.text };
-        wire::encode(&mut bytes, &Message::Refuse(report));
-        bytes
+        self.encode(Message::Refuse)
     }
 
     /// A fatal `ERROR` carrying this violation, encoded.
     pub fn fatal_error(&self) -> Vec<u8> {
+        self.encode(Message::Error)
+    }
+
+    fn encode<'a>(&'a self, message: fn(ErrorReport<'a>) -> Message<'a>) -> Vec<u8> {
         let mut bytes = Vec::new();
         let report = ErrorReport { code: self.code as u16, request: 0, fatal: true, text: &self.text };
-        wire::encode(&mut bytes, &Message::Error(report));
+        wire::encode(&mut bytes, &message(report));
         bytes
     }
 }

@@ -646,12 +646,7 @@ fn end_of_input(conn: &mut Conn) -> String {
             String::new()
         }
         Phase::Stream(_) if buffered > 0 => {
-            let need = match conn.input.get(conn.start..conn.start + LENGTH_PREFIX) {
-                Some(prefix) => {
-                    LENGTH_PREFIX + u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize
-                }
-                None => LENGTH_PREFIX,
-            };
+            let need = LENGTH_PREFIX + body_len(conn).map_or(0, |len| len as usize);
             let violation = Violation::new(
                 ErrorCode::Malformed,
                 format!("disconnected mid-message: got {buffered} of {need} bytes"),
@@ -679,11 +674,16 @@ fn read_some(conn: &mut Conn) -> std::io::Result<usize> {
     result
 }
 
+/// The length prefix of the next message in the buffer, once it is there.
+fn body_len(conn: &Conn) -> Option<u32> {
+    let prefix = conn.input.get(conn.start..conn.start + LENGTH_PREFIX)?;
+    Some(u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]))
+}
+
 /// The next complete message's body range in the buffer, if one is there.
 fn next_message(conn: &Conn, max: u32) -> Result<Option<(usize, usize)>, DecodeError> {
-    let buffered = &conn.input[conn.start..];
-    let Some(prefix) = buffered.get(..LENGTH_PREFIX) else { return Ok(None) };
-    let len = check_length(u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]), max)?;
+    let Some(len) = body_len(conn) else { return Ok(None) };
+    let len = check_length(len, max)?;
     let body = conn.start + LENGTH_PREFIX;
     Ok((conn.input.len() >= body + len).then_some((body, body + len)))
 }
