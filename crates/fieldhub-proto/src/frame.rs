@@ -244,6 +244,26 @@ impl Frame {
         Ok(frame)
     }
 
+    /// The frame [`Frame::from_parts`] builds from the same fields, for
+    /// fields it has already accepted: a batch's records are checked once
+    /// when the batch is decoded and assembled without a second check when
+    /// it is read. `data` holds at most [`MAX_CANFD_DATA`] bytes.
+    pub(crate) fn from_accepted_parts(
+        kind: FrameKind,
+        flags: FrameFlags,
+        id: u32,
+        len: usize,
+        len8_dlc: u8,
+        data: &[u8],
+    ) -> Self {
+        let mut frame = Self::blank(kind, id, len);
+        frame.flags = flags;
+        frame.len8_dlc = len8_dlc;
+        let n = data.len().min(MAX_CANFD_DATA);
+        frame.data[..n].copy_from_slice(&data[..n]);
+        frame
+    }
+
     fn blank(kind: FrameKind, id: u32, len: usize) -> Self {
         Self { kind, flags: FrameFlags::empty(), id, len: len as u8, len8_dlc: 0, data: [0; MAX_CANFD_DATA] }
     }
@@ -456,5 +476,46 @@ mod tests {
     #[test]
     fn fd_rejects_remote_flag() {
         assert!(Frame::can_fd(1, FrameFlags::REMOTE, &[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod accepted_parts_tests {
+    use super::*;
+
+    fn parts_of(frame: &Frame) -> Frame {
+        let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };
+        Frame::from_accepted_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data)
+    }
+
+    /// Reading an accepted batch without re-checking must give exactly the
+    /// frames the full check builds, for every kind and flag combination.
+    #[test]
+    fn accepted_parts_build_the_same_frame_as_the_checked_path() {
+        let mut frames = Vec::new();
+        for extended in [false, true] {
+            let id = if extended { 0x1ABC_DEF0 } else { 0x5A5 };
+            for len in 0..=8 {
+                frames.push(Frame::can(id, extended, &[0xA5; 8][..len]).unwrap());
+                frames.push(Frame::remote(id, extended, len).unwrap());
+            }
+            let mut dlc = Frame::can(id, extended, &[1; 8]).unwrap();
+            dlc.set_len8_dlc(12).unwrap();
+            frames.push(dlc);
+            for &len in &FD_LENGTHS {
+                for flags in [FrameFlags::empty(), FrameFlags::BRS, FrameFlags::ESI, FrameFlags::BRS | FrameFlags::ESI] {
+                    let flags = if extended { flags | FrameFlags::EXTENDED } else { flags };
+                    frames.push(Frame::can_fd(id, flags, &[0x3C; 64][..len as usize]).unwrap());
+                }
+            }
+        }
+        frames.push(Frame::error(0x4, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap());
+        let echoed: Vec<Frame> = frames.iter().map(|f| f.with_echo(true)).collect();
+        for frame in frames.iter().chain(&echoed) {
+            let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };
+            let checked =
+                Frame::from_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data).unwrap();
+            assert_eq!(parts_of(frame), checked, "{frame:?}");
+        }
     }
 }

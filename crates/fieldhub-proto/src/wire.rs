@@ -378,7 +378,7 @@ impl Iterator for FrameRecords<'_> {
         }
         // The batch was validated when it was decoded, so this cannot fail;
         // stopping on error keeps the iterator panic-free regardless.
-        let (record, used) = decode_record(self.rest, self.index).ok()?;
+        let (record, used) = decode_record(self.rest, self.index, Check::Accepted).ok()?;
         self.rest = &self.rest[used..];
         self.index += 1;
         Some(record)
@@ -566,7 +566,7 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     let records = &payload[r.pos..];
     let mut rest = records;
     for index in 0..count {
-        let (_, used) = decode_record(rest, index)?;
+        let (_, used) = decode_record(rest, index, Check::Full)?;
         rest = &rest[used..];
     }
     if !rest.is_empty() {
@@ -575,7 +575,18 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     Ok(FrameBatch { count, records })
 }
 
-fn decode_record(buf: &[u8], index: usize) -> Result<(FrameRecord, usize), DecodeError> {
+/// How much of a frame record [`decode_record`] checks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Everything: the record comes from the peer.
+    Full,
+    /// Only what keeps decoding in bounds: the batch holding the record
+    /// passed [`Check::Full`] when it was decoded, so its frame fields are
+    /// known to be valid and are not checked a second time per read.
+    Accepted,
+}
+
+fn decode_record(buf: &[u8], index: usize, check: Check) -> Result<(FrameRecord, usize), DecodeError> {
     let mut r = Reader::new(buf, "frame record");
     let port = r.u16()?;
     let kind_byte = r.u8()?;
@@ -597,8 +608,11 @@ fn decode_record(buf: &[u8], index: usize) -> Result<(FrameRecord, usize), Decod
     }
     let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
     let data = r.bytes(data_len)?;
-    let frame = Frame::from_parts(kind, flags, id, len, len8_dlc, data)
-        .map_err(|source| DecodeError::InvalidFrame { index, source })?;
+    let frame = match check {
+        Check::Full => Frame::from_parts(kind, flags, id, len, len8_dlc, data)
+            .map_err(|source| DecodeError::InvalidFrame { index, source })?,
+        Check::Accepted => Frame::from_accepted_parts(kind, flags, id, len, len8_dlc, data),
+    };
     // Frames carry no channel on the wire: the port implies it.
     let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
     Ok((FrameRecord { port, frame, meta }, r.pos))

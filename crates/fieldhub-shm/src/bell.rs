@@ -111,16 +111,21 @@ impl WaitPolicy {
 /// A spin budget that follows the peers' pace, for a waiter whose peers
 /// answer in bursts (the hub's bus thread). After each wait that ended with
 /// input, it becomes twice that wait if that fits [`AdaptiveSpin::MAX`]
-/// (never less than it was), and otherwise halves, down to
-/// [`AdaptiveSpin::MIN`]. A request/answer exchange then pays no wake-up
-/// for the answer, and a slow periodic stream costs only short spins.
+/// (never less than it was), and otherwise halves, down to none at all
+/// ([`AdaptiveSpin::MIN`]). A request/answer exchange then pays no wake-up
+/// for the answer, and a periodic stream slower than the spin limit (a
+/// 500 kbit/s bus sends a frame every ~250 µs) sleeps at once: a spin it
+/// could not win would cost a core's time for nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdaptiveSpin {
     budget: Duration,
 }
 
 impl AdaptiveSpin {
-    pub const MIN: Duration = Duration::from_micros(5);
+    pub const MIN: Duration = Duration::ZERO;
+    /// A halved budget below this is no budget: a spin that short cannot
+    /// outlast the peer's wake-up it hopes to spare.
+    const FLOOR: Duration = Duration::from_micros(2);
     pub const MAX: Duration = Duration::from_micros(200);
 
     /// The spin the next wait may use.
@@ -131,7 +136,14 @@ impl AdaptiveSpin {
     /// Input came `after` the wait began.
     fn observed(&mut self, after: Duration) {
         self.budget =
-            if after * 2 <= Self::MAX { self.budget.max(after * 2) } else { (self.budget / 2).max(Self::MIN) };
+            if after * 2 <= Self::MAX { self.budget.max(after * 2) } else { Self::halved(self.budget) };
+    }
+
+    fn halved(budget: Duration) -> Duration {
+        match budget / 2 {
+            short if short < Self::FLOOR => Self::MIN,
+            half => half,
+        }
     }
 }
 
@@ -216,6 +228,9 @@ fn spin(limit: Option<Duration>, deadline: Option<Instant>, ready: &mut impl FnM
     if ready() {
         return Spun::Ready;
     }
+    if limit.is_some_and(|l| l.is_zero()) {
+        return Spun::Out;
+    }
     let mut spins = 0u32;
     loop {
         std::hint::spin_loop();
@@ -294,7 +309,7 @@ mod tests {
         for _ in 0..10 {
             budget.observed(AdaptiveSpin::MAX);
         }
-        assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late earns the shortest spin");
+        assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late earns no spin at all");
 
         // A wait whose input comes at its deadline's end, through the bell.
         let local = LocalBell::default();

@@ -144,6 +144,10 @@ pub struct Bus {
     busy_poll: bool,
     /// How long to spin before sleeping, following the clients' pace.
     spin: AdaptiveSpin,
+    /// Bus time when the current round began: the arrival time of every
+    /// frame taken in it, so a round of frames costs one clock read, not
+    /// one each. `None` outside [`Bus::run`]'s rounds.
+    round_ns: Option<u64>,
 }
 
 impl Bus {
@@ -191,6 +195,7 @@ impl Bus {
             intakes: Intakes::default(),
             busy_poll: config.hub.busy_poll,
             spin: AdaptiveSpin::default(),
+            round_ns: None,
         }
     }
 
@@ -205,6 +210,7 @@ impl Bus {
         let mut deadline: Option<u64> = None;
         loop {
             let mut worked = false;
+            self.round_ns = Some(self.clock.now());
             for _ in 0..DRAIN_BATCH {
                 match inbox.try_recv() {
                     Ok(Inbound::Shutdown) => {
@@ -221,6 +227,7 @@ impl Bus {
                 worked = true;
             }
             worked |= self.read_intakes();
+            self.round_ns = None;
             if worked || deadline.is_some_and(|at| at <= self.clock.now()) {
                 deadline = self.step();
                 self.flush_outboxes();
@@ -364,6 +371,7 @@ impl Bus {
     }
 
     fn on_frame(&mut self, client_id: ClientId, port: u16, frame: Frame) {
+        let arrived_ns = self.round_ns.unwrap_or_else(|| self.clock.now());
         let Some(client) = self.clients.get(&client_id) else {
             // Frames still queued from a client the bus already removed.
             return;
@@ -392,7 +400,7 @@ impl Bus {
             member.counters.tx_dropped += 1;
             return client.credit.release();
         }
-        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns: self.clock.now() });
+        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns });
         self.next_arrival += 1;
         self.dirty[owned.channel as usize] = true;
     }

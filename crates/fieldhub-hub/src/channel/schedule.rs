@@ -152,6 +152,11 @@ impl Channel {
         if self.config.no_ack && !self.has_listener(index) {
             return outcome(Outcome::NoAck);
         }
+        if self.rules.is_empty() {
+            // The common case: no fault rules, so nothing can change the
+            // frame — spare it the copies through two rule passes.
+            return outcome(Outcome::Deliver { copies: 0 });
+        }
         let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, at) {
             Fate::Drop => {
                 self.members[index].sent_one();
