@@ -376,12 +376,13 @@ impl Iterator for FrameRecords<'_> {
         if self.rest.is_empty() {
             return None;
         }
-        // The batch was validated when it was decoded, so this cannot fail;
+        // The batch's records were all checked when it was decoded, so
+        // reading cannot fail and the frame is not checked a second time;
         // stopping on error keeps the iterator panic-free regardless.
-        let (record, used) = decode_record(self.rest, self.index, Check::Accepted).ok()?;
+        let (parts, used) = read_record(self.rest, self.index).ok()?;
         self.rest = &self.rest[used..];
         self.index += 1;
-        Some(record)
+        Some(parts.accepted())
     }
 }
 
@@ -566,7 +567,8 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     let records = &payload[r.pos..];
     let mut rest = records;
     for index in 0..count {
-        let (_, used) = decode_record(rest, index, Check::Full)?;
+        let (parts, used) = read_record(rest, index)?;
+        parts.check().map_err(|source| DecodeError::InvalidFrame { index, source })?;
         rest = &rest[used..];
     }
     if !rest.is_empty() {
@@ -575,18 +577,34 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     Ok(FrameBatch { count, records })
 }
 
-/// How much of a frame record [`decode_record`] checks.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Check {
-    /// Everything: the record comes from the peer.
-    Full,
-    /// Only what keeps decoding in bounds: the batch holding the record
-    /// passed [`Check::Full`] when it was decoded, so its frame fields are
-    /// known to be valid and are not checked a second time per read.
-    Accepted,
+/// A frame record's fields, read but not yet checked as a frame.
+struct RecordParts<'a> {
+    port: u16,
+    kind: FrameKind,
+    flags: FrameFlags,
+    id: u32,
+    len: usize,
+    len8_dlc: u8,
+    data: &'a [u8],
+    meta: FrameMeta,
 }
 
-fn decode_record(buf: &[u8], index: usize, check: Check) -> Result<(FrameRecord, usize), DecodeError> {
+impl RecordParts<'_> {
+    fn check(&self) -> Result<(), crate::frame::FrameError> {
+        Frame::check_parts(self.kind, self.flags, self.id, self.len, self.len8_dlc, self.data)
+    }
+
+    /// The record, for parts [`RecordParts::check`] accepted.
+    fn accepted(&self) -> FrameRecord {
+        let frame = Frame::from_accepted_parts(self.kind, self.flags, self.id, self.len, self.len8_dlc, self.data);
+        FrameRecord { port: self.port, frame, meta: self.meta }
+    }
+}
+
+/// Read one record's fields; returns them and the bytes used. Checks what
+/// keeps reading in bounds and the record's own reserved values — not yet
+/// whether the fields make a valid frame ([`RecordParts::check`]).
+fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), DecodeError> {
     let mut r = Reader::new(buf, "frame record");
     let port = r.u16()?;
     let kind_byte = r.u8()?;
@@ -608,14 +626,9 @@ fn decode_record(buf: &[u8], index: usize, check: Check) -> Result<(FrameRecord,
     }
     let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
     let data = r.bytes(data_len)?;
-    let frame = match check {
-        Check::Full => Frame::from_parts(kind, flags, id, len, len8_dlc, data)
-            .map_err(|source| DecodeError::InvalidFrame { index, source })?,
-        Check::Accepted => Frame::from_accepted_parts(kind, flags, id, len, len8_dlc, data),
-    };
     // Frames carry no channel on the wire: the port implies it.
     let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
-    Ok((FrameRecord { port, frame, meta }, r.pos))
+    Ok((RecordParts { port, kind, flags, id, len, len8_dlc, data, meta }, r.pos))
 }
 
 fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
