@@ -94,10 +94,15 @@ def silkit(directory):
 def scaling(directory):
     """The clients and channels series: p50 and p99 of each point, and their
     ratios to the series' first point (each the median of the runs')."""
-    points = scenarios(directory, "scaling")
+    # Both series start with the same point (2 clients, 1 channel), under
+    # the same scenario name: a point is its series and its name.
+    points = {}
+    for run in runs_of(directory, "scaling").values():
+        for point in run:
+            points.setdefault((point["series"], point["scenario"]), []).append(point)
     for series, heading in [("clients", "clients on one channel"),
                             ("channels", "channels on the hub (2 clients on the first, background on the others)")]:
-        rows = [runs for runs in points.values() if runs[0]["series"] == series]
+        rows = [runs for (s, _), runs in points.items() if s == series]
         if not rows:
             continue
         print(f"| {heading} | runs | p50 (µs) | p99 (µs) | ratio p50 | ratio p99 | notes |")

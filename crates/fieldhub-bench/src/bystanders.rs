@@ -35,9 +35,7 @@ pub struct Bystanders {
 }
 
 impl Bystanders {
-    /// `count` clients on `channel` of the hub at `url`. They wait
-    /// adaptively whatever the measured clients do: many spinning clients
-    /// would only measure the scheduler.
+    /// `count` clients on `channel` of the hub at `url`.
     pub fn connect(url: &str, channel: &str, count: usize, idle: bool) -> Result<Self, BenchError> {
         let clients = (0..count)
             .map(|i| {

@@ -110,6 +110,8 @@ pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Re
             alone.push(Distribution::of(&mut measure_hub(&url, size, spec.samples, &mut *progress)?));
         }
     }
+    // Bystanders wait adaptively even in a busy-poll run: 64 spinning
+    // clients would only measure the scheduler.
     let extras = Bystanders::connect(&hub.url(Transport::Shm, false), CHANNEL, spec.extra_clients, spec.extra_idle)?;
     let (mut scenarios, seen) = extras.during(|| {
         let mut scenarios = Vec::new();

@@ -167,8 +167,9 @@ fn plural(n: usize, what: &str) -> String {
 }
 
 /// Let the benchmark process hold as many descriptors as the hard limit
-/// allows: every shared-memory client keeps its segment and its session
-/// socket open, and 256 of them approach the usual soft limit of 1,024.
+/// allows, as the hub does for itself: every shared-memory client keeps its
+/// session socket open, so a series past about 1,000 clients would run into
+/// the usual soft limit of 1,024.
 fn raise_open_file_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);

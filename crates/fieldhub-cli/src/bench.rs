@@ -345,8 +345,8 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
             }
         }
         println!(
-            "  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}  {}",
-            "clients", "channels", "samples", "p50", "p99", "ratio p50", "ratio p99", "notes"
+            "  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}  notes",
+            "clients", "channels", "samples", "p50", "p99", "ratio p50", "ratio p99"
         );
         for p in rows {
             let mut notes = Vec::new();
