@@ -78,6 +78,12 @@ pub fn run(launcher: &Launcher, spec: &ScalingRun, progress: Progress<'_>) -> Re
     if spec.channels.contains(&0) {
         return Err(BenchError::Invalid("a hub needs at least one channel".into()));
     }
+    let rate = spec.background_rate;
+    if spec.channels.iter().any(|&k| k > 1) && !(rate > 0.0 && rate.is_finite()) {
+        return Err(BenchError::Invalid(format!(
+            "the background rate must be a positive number of frames/s, not {rate}"
+        )));
+    }
     if spec.clients.is_empty() && spec.channels.is_empty() {
         return Err(BenchError::Invalid("no point to measure: give client counts, channel counts or both".into()));
     }

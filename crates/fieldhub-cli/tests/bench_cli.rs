@@ -189,10 +189,16 @@ fn scaling_runs_only_the_series_asked_for_and_prints_a_table() {
 }
 
 #[test]
-fn scaling_refuses_a_point_without_the_probe_and_the_echo() {
-    let out = bench(&["scaling", "--clients", "1", "--samples", "10"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at least the probe and the echo"));
+fn scaling_refuses_a_point_without_the_probe_and_the_echo_or_a_background_without_frames() {
+    for (args, expected) in [
+        (&["--clients", "1"][..], "at least the probe and the echo"),
+        (&["--channels", "1,2", "--background-rate", "0"][..], "background rate must be a positive number"),
+    ] {
+        let out = bench(&[&["scaling", "--samples", "10"][..], args].concat());
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
 }
 
 /// The throughput shape, with the ratio = hub / baseline.
