@@ -1,5 +1,6 @@
 //! The hub under test: a `fieldhub hub` process of its own, serving the
-//! benchmark channel over shared memory and loopback TCP at once.
+//! benchmark channel (and, for the channel scaling series, more channels:
+//! [`channel_name`]) over shared memory and loopback TCP at once.
 //!
 //! A separate process, not a thread of the benchmark, so the hub pays for
 //! its own wake-ups and its CPU time can be read from `/proc`. It listens on
@@ -47,17 +48,25 @@ struct Ready {
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
 impl HubProcess {
-    /// Start a hub; with `busy_poll` its bus thread never sleeps.
+    /// Start a hub with the benchmark channel only; with `busy_poll` its
+    /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
+        Self::spawn(launcher, busy_poll, 1)
+    }
+
+    /// Start a hub with `channels` channels, named by [`channel_name`].
+    pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, channels)
+    }
+
+    fn spawn(launcher: &Launcher, busy_poll: bool, channels: usize) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "[hub]\nlisten = [\"127.0.0.1:0\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n\
-                 [[channel]]\nname = \"{CHANNEL}\"\nprotocol = \"canfd\"\n"
-            ),
-        )?;
+        let mut text = format!("[hub]\nlisten = [\"127.0.0.1:0\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n");
+        for i in 0..channels {
+            text += &format!("[[channel]]\nname = \"{}\"\nprotocol = \"canfd\"\n", channel_name(i));
+        }
+        std::fs::write(&config, text)?;
         let mut command = Command::new(&launcher.exe);
         command
             .arg("hub")
@@ -109,6 +118,15 @@ impl HubProcess {
         let _ = self.child.wait();
         let log = log.join().unwrap_or_default().join("\n");
         BenchError::Hub(format!("the hub {why}; its log:\n{log}"))
+    }
+}
+
+/// The name of the hub's channel `i`: the benchmark channel first, then
+/// `bench1`, `bench2`, ...
+pub fn channel_name(i: usize) -> String {
+    match i {
+        0 => CHANNEL.to_owned(),
+        i => format!("{CHANNEL}{i}"),
     }
 }
 

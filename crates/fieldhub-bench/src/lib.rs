@@ -6,6 +6,10 @@
 //!   same channel answers, the probe receives (four one-way hops through the
 //!   hub) — against a raw two-process ping-pong over the same primitive
 //!   (two one-way hops): futex doorbells, spinning, or TCP_NODELAY.
+//! - [`scaling`]: the round trip as clients on the channel (2 to 256) or
+//!   busy channels on the hub (1 to 100) grow, against the first point of
+//!   the series (2 clients, 1 channel), same run; [`bystanders`] are the extra clients, [`background`]
+//!   the traffic on the other channels.
 //! - [`throughput`]: one sender as fast as it can, one or more receivers —
 //!   against a raw two-process stream: an SPSC ring of `fieldhub-shm`, or
 //!   TCP with 64 records a write.
@@ -20,16 +24,20 @@
 //! - [`plot`]: the latency distributions as an SVG CDF.
 //!
 //! Invariants: every hub figure is reported next to the baseline of the same
-//! run and its ratio `hub / baseline`; the first round trips of every series
+//! run and its ratio `hub / baseline` (in a scaling series, the baseline is
+//! the series' first point); the first round trips of every series
 //! warm caches and threads up and are not counted. Benchmarks are not tests:
 //! they print figures and assert nothing about them.
 
+pub mod background;
+pub mod bystanders;
 pub mod cpu;
 pub mod hub_process;
 pub mod latency;
 pub mod plot;
 pub mod raw;
 pub mod remote;
+pub mod scaling;
 pub mod stats;
 pub mod throughput;
 
@@ -52,6 +60,8 @@ pub enum BenchError {
     Peer(String),
     #[error(transparent)]
     Client(#[from] fieldhub_client::ClientError),
+    #[error("extra client {index} of {count} cannot connect: {source}")]
+    ExtraClient { index: usize, count: usize, source: fieldhub_client::ClientError },
     #[error(transparent)]
     Ring(#[from] fieldhub_shm::RingError),
     #[error("shared segment: {0}")]

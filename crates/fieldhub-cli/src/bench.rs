@@ -1,6 +1,7 @@
 //! `fieldhub bench`: latency, throughput and CPU cost through a hub process
 //! this command starts itself, each hub figure next to a raw two-process
-//! baseline of the same run and its ratio. `echo` and `ping` measure round
+//! baseline of the same run and its ratio; `scaling`, the round trip as
+//! clients and channels grow, each point next to the series' first. `echo` and `ping` measure round
 //! trips through a hub that is already running, with the echo at the far end
 //! of the path under test (a VM guest: `bench/vm.sh`).
 //!
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
-use fieldhub_bench::{cpu, latency, plot, raw, remote, throughput, FrameSize, Launcher, Transport};
+use fieldhub_bench::{cpu, latency, plot, raw, remote, scaling, throughput, FrameSize, Launcher, Transport};
 
 use crate::HubSelect;
 
@@ -71,6 +72,32 @@ enum Kind {
         /// Write the distributions (CDF, hub and baseline) to this SVG file.
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+    },
+    /// Round trip (shm) as clients on one channel and busy channels on the hub grow; each row against its series' first.
+    ///
+    /// Clients series: the probe and the echo plus N-2 clients reading every frame, on one channel.
+    /// Channels series: the probe and the echo on the first of K channels, background traffic on each other one.
+    /// Each point runs on a fresh hub. With neither list given both series run with their defaults;
+    /// with one given, only that series runs.
+    Scaling {
+        /// Client counts on the one channel, probe and echo included (default 2,8,64,256).
+        #[arg(long, value_delimiter = ',', value_name = "N,...")]
+        clients: Option<Vec<usize>>,
+        /// Channel counts on the hub (default 1,10,100).
+        #[arg(long, value_delimiter = ',', value_name = "K,...")]
+        channels: Option<Vec<usize>>,
+        /// Round trips per point (after a warm-up that does not count).
+        #[arg(long, default_value = "1000")]
+        samples: usize,
+        /// Background frames per second on each channel but the measured one.
+        #[arg(long, default_value = "100", value_name = "FRAMES_PER_S")]
+        background_rate: f64,
+        /// 64-byte CAN FD frames instead of 8-byte CAN.
+        #[arg(long)]
+        fd: bool,
+        /// Print the points as JSON: series, clients, channels, hub and ratio for each.
+        #[arg(long)]
+        json: bool,
     },
     /// One-way frames/s and payload Mbit/s from one sender, against a raw two-process stream.
     Throughput {
@@ -206,6 +233,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 print_latency(&scenarios);
             }
         }
+        Kind::Scaling { clients, channels, samples, background_rate, fd, json } => {
+            let (clients, channels) = match (clients, channels) {
+                (None, None) => (vec![2, 8, 64, 256], vec![1, 10, 100]),
+                (clients, channels) => (clients.unwrap_or_default(), channels.unwrap_or_default()),
+            };
+            let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
+            let spec = scaling::ScalingRun { clients, channels, samples, size, background_rate };
+            let points = scaling::run(&launcher()?, &spec, &mut progress).context("scaling benchmark");
+            clear_progress();
+            let points = points?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&points)?);
+            } else {
+                print_scaling(&points);
+            }
+        }
         Kind::Throughput { transport, seconds, receivers, sizes, json } => {
             let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
             let scenarios = throughput::run(&launcher()?, &spec, &mut progress).context("throughput benchmark");
@@ -278,6 +321,51 @@ fn print_latency(scenarios: &[latency::LatencyScenario]) {
                 extra.order_kept,
                 extra.min_frames_received,
                 extra.frames_dropped
+            );
+        }
+        println!();
+    }
+}
+
+fn print_scaling(points: &[scaling::ScalingPoint]) {
+    for series in [scaling::Series::Clients, scaling::Series::Channels] {
+        let rows: Vec<_> = points.iter().filter(|p| p.series == series).collect();
+        let Some(first) = rows.first() else { continue };
+        match series {
+            scaling::Series::Clients => {
+                println!("round trip by clients on one channel, {} B (µs)", first.payload_bytes)
+            }
+            scaling::Series::Channels => {
+                let rate = rows.iter().find_map(|p| p.background.as_ref()).map(|b| b.frames_per_s_per_channel);
+                let traffic = rate.map_or_else(String::new, |r| format!("; {r} frames/s on each other channel"));
+                println!(
+                    "round trip by channels on the hub, {} B, 2 clients on the first{traffic} (µs)",
+                    first.payload_bytes
+                )
+            }
+        }
+        println!(
+            "  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}  notes",
+            "clients", "channels", "samples", "p50", "p99", "ratio p50", "ratio p99"
+        );
+        for p in rows {
+            let mut notes = Vec::new();
+            if let Some(extra) = &p.extra_clients {
+                notes.push(format!("order kept {}, {} dropped", extra.order_kept, extra.frames_dropped));
+            }
+            if let Some(b) = &p.background {
+                notes.push(format!("background {}/{} frames received", b.frames_received, b.frames_sent));
+            }
+            println!(
+                "  {:>8} {:>9} {:>9} {:>9.2} {:>9.2} {:>10.2} {:>10.2}  {}",
+                p.clients,
+                p.channels,
+                p.hub.samples,
+                p.hub.p50_us,
+                p.hub.p99_us,
+                p.ratio.p50,
+                p.ratio.p99,
+                notes.join("; ")
             );
         }
         println!();

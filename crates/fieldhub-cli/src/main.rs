@@ -46,7 +46,7 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
     FrameBits(frame_bits::FrameBitsArgs),
-    /// Benchmarks: latency, throughput and CPU of a hub (shm or tcp), with ratios to raw baselines of the same run.
+    /// Benchmarks: latency, throughput and CPU of a hub (shm or tcp), with ratios to raw baselines of the same run; round trips as clients and channels grow.
     Bench(bench::BenchArgs),
     /// Bridge a real bus into the hub: `bridge socketcan IFACE` joins a Linux SocketCAN interface to a channel.
     Bridge(bridge::BridgeArgs),

@@ -140,6 +140,67 @@ fn busy_poll_is_refused_for_tcp() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("busy-poll"));
 }
 
+#[test]
+fn scaling_measures_each_series_against_its_first_point() {
+    // 34 channels: the background needs a second pair of clients past a
+    // client's 32 ports.
+    let points = bench_json(&["scaling", "--clients", "2,4", "--channels", "1,34", "--samples", "30"]);
+    let shape: Vec<(&str, u64, u64)> = points
+        .iter()
+        .map(|p| (p["series"].as_str().unwrap(), p["clients"].as_u64().unwrap(), p["channels"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(shape, [("clients", 2, 1), ("clients", 4, 1), ("channels", 2, 1), ("channels", 2, 34)]);
+    for point in &points {
+        assert_eq!(point["hub"]["samples"], 30);
+        let (p50, p99, max) =
+            (number(point, &["hub", "p50_us"]), number(point, &["hub", "p99_us"]), number(point, &["hub", "max_us"]));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{point}");
+        let first = points.iter().find(|p| p["series"] == point["series"]).unwrap();
+        for (ratio, key) in [("p50", "p50_us"), ("p99", "p99_us")] {
+            assert_close(
+                number(point, &["ratio", ratio]),
+                number(point, &["hub", key]) / number(first, &["hub", key]),
+                ratio,
+            );
+        }
+    }
+    for first in [&points[0], &points[2]] {
+        assert!(first.get("extra_clients").is_none() && first.get("background").is_none(), "{first}");
+    }
+    let extra = &points[1]["extra_clients"];
+    assert_eq!((extra["count"].as_u64(), extra["order_kept"].as_bool()), (Some(2), Some(true)), "{extra}");
+    // Warm-up and counted round trips, a request and an answer each.
+    assert!(number(extra, &["min_frames_received"]) >= 2.0 * 30.0, "{extra}");
+    let background = &points[3]["background"];
+    assert_eq!(background["channels"], 33);
+    let (sent, received) = (number(background, &["frames_sent"]), number(background, &["frames_received"]));
+    assert!(received + number(background, &["frames_dropped"]) <= sent, "{background}");
+}
+
+#[test]
+fn scaling_runs_only_the_series_asked_for_and_prints_a_table() {
+    let out = bench(&["scaling", "--channels", "1,2", "--samples", "20"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for expected in ["round trip by channels on the hub", "p50", "p99", "ratio p50", "ratio p99", "frames received"] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(!text.contains("by clients"), "only the channels series was asked for:\n{text}");
+}
+
+#[test]
+fn scaling_refuses_a_point_without_the_probe_and_the_echo_or_a_background_without_frames() {
+    for (args, expected) in [
+        (&["--clients", "1"][..], "at least the probe and the echo"),
+        (&["--channels", "1,2", "--background-rate", "0"][..], "background rate must be a positive number"),
+    ] {
+        let out = bench(&[&["scaling", "--samples", "10"][..], args].concat());
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
 /// The throughput shape, with the ratio = hub / baseline.
 fn check_throughput(scenario: &Value) {
     let (hub, baseline) = (number(scenario, &["hub", "frames_per_s"]), number(scenario, &["baseline", "frames_per_s"]));
