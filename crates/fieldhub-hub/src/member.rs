@@ -134,6 +134,11 @@ impl Member {
         }
     }
 
+    /// Whether this is a lossless port (`BLOCK_ON_OVERFLOW`).
+    pub fn is_lossless(&self) -> bool {
+        matches!(&self.receiver, Receiver::Client { options, .. } if options.contains(PortOptions::BLOCK_ON_OVERFLOW))
+    }
+
     /// Whether this is a lossless port (`BLOCK_ON_OVERFLOW`) that cannot
     /// take a frame now: its channel holds until it can. A port whose client
     /// is gone never holds anything.

@@ -13,17 +13,28 @@ use crate::slots::SlotTable;
 #[derive(Default)]
 pub struct Members {
     slots: SlotTable<Member>,
+    /// Lossless ports among them: with none, no frame needs the per-port
+    /// look for room that a lossless hold takes.
+    lossless: usize,
 }
 
 impl Members {
     /// Put a port on the channel; returns its slot.
     pub fn push(&mut self, member: Member) -> usize {
+        self.lossless += usize::from(member.is_lossless());
         self.slots.insert(member)
     }
 
     /// Take the port in `slot` off the channel.
     pub fn remove(&mut self, slot: usize) -> Option<Member> {
-        self.slots.remove(slot)
+        let member = self.slots.remove(slot)?;
+        self.lossless -= usize::from(member.is_lossless());
+        Some(member)
+    }
+
+    /// Whether any port on the channel is lossless.
+    pub fn any_lossless(&self) -> bool {
+        self.lossless > 0
     }
 
     pub fn get(&self, slot: usize) -> Option<&Member> {

@@ -61,7 +61,11 @@ impl Channel {
     /// channel holds its next frame until then (only this channel waits; the
     /// bus thread goes on). `None` when every lossless port has room.
     pub(super) fn hold_for_lossless(&mut self, now_ns: u64) -> Option<u64> {
-        let Some(full) = self.members.find(Member::lacks_room) else {
+        let full = match self.members.any_lossless() {
+            true => self.members.find(Member::lacks_room),
+            false => None,
+        };
+        let Some(full) = full else {
             if self.held_by.take().is_some() {
                 self.hold_recheck_ns = HOLD_RECHECK_MIN_NS;
             }
