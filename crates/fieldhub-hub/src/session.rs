@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
-use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, FrameBatch, Message, Welcome};
+use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, FrameBatch, Message, RecordPosition, Welcome};
 use tracing::{debug, info, warn};
 
 use crate::credit::TxCredit;
@@ -320,11 +320,12 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
     })
 }
 
-/// Where forwarding a `FRAMES` batch stands: records already forwarded. A
-/// batch waits, partly taken, while the client has no transmit credit.
+/// Where forwarding a `FRAMES` batch stands: the records already forwarded.
+/// A batch waits, partly taken, while the client has no transmit credit;
+/// forwarding resumes at the next record without reading the ones before.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FrameCursor {
-    taken: usize,
+    at: RecordPosition,
 }
 
 impl FrameCursor {
@@ -338,21 +339,21 @@ impl FrameCursor {
         mut take_credit: impl FnMut() -> bool,
         mut push: impl FnMut(Inbound) -> bool,
     ) -> bool {
-        for record in batch.iter().skip(self.taken) {
-            if !take_credit() {
+        let mut records = batch.resume(self.at);
+        loop {
+            let here = records.record_position(batch);
+            let Some(record) = records.next() else { break };
+            if !take_credit() || !push(Inbound::Frame { client, port: record.port, frame: record.frame }) {
+                self.at = here;
                 return false;
             }
-            if !push(Inbound::Frame { client, port: record.port, frame: record.frame }) {
-                return false;
-            }
-            self.taken += 1;
         }
-        self.taken = 0;
+        self.at = RecordPosition::default();
         true
     }
 
     /// Whether a batch is partly forwarded.
     pub fn in_batch(&self) -> bool {
-        self.taken > 0
+        self.at.records_read() > 0
     }
 }

@@ -362,12 +362,42 @@ impl<'a> FrameBatch<'a> {
     pub fn iter(&self) -> FrameRecords<'a> {
         FrameRecords { rest: self.records, index: 0 }
     }
+
+    /// The records from `at` (a [`FrameRecords::record_position`] of a reader of
+    /// this batch) on: a batch read in parts costs one read per record, not
+    /// a re-read of every record before the part.
+    pub fn resume(&self, at: RecordPosition) -> FrameRecords<'a> {
+        FrameRecords { rest: self.records.get(at.offset..).unwrap_or_default(), index: at.index }
+    }
+}
+
+/// Where a [`FrameRecords`] reader stands in its batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordPosition {
+    /// Bytes of records read.
+    offset: usize,
+    /// Records read.
+    index: usize,
+}
+
+impl RecordPosition {
+    /// Records read before this position.
+    pub fn records_read(&self) -> usize {
+        self.index
+    }
 }
 
 /// Iterator over a validated [`FrameBatch`].
 pub struct FrameRecords<'a> {
     rest: &'a [u8],
     index: usize,
+}
+
+impl FrameRecords<'_> {
+    /// Where the next record starts (resume there with [`FrameBatch::resume`]).
+    pub fn record_position(&self, batch: &FrameBatch<'_>) -> RecordPosition {
+        RecordPosition { offset: batch.records.len() - self.rest.len(), index: self.index }
+    }
 }
 
 impl Iterator for FrameRecords<'_> {
@@ -951,6 +981,29 @@ mod tests {
         let decoded: Vec<Frame> = batch.iter().map(|r| r.frame).collect();
         assert_eq!(decoded, frames);
         assert_eq!(batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_batch_read_in_parts_gives_every_record_once_in_order() {
+        let mut out = Vec::new();
+        let mut encoder = BatchEncoder::begin(&mut out);
+        for i in 0..100u64 {
+            let frame = Frame::can_fd(i as u32, FrameFlags::empty(), &[i as u8; 12][..(i % 2 * 12) as usize]).unwrap();
+            encoder.push(&mut out, 1, &frame, &FrameMeta { channel: 0, sender: 1, seq: i, timestamp_ns: 0 });
+        }
+        encoder.finish(&mut out);
+        let Message::Frames(batch) = decode(&out[4..]).unwrap() else { panic!("not a batch") };
+        let mut seen = Vec::new();
+        let mut at = RecordPosition::default();
+        for part in [0, 1, 7, 30, 62, 100] {
+            let mut records = batch.resume(at);
+            while at.records_read() < part {
+                seen.push(records.next().unwrap().meta.seq);
+                at = records.record_position(&batch);
+            }
+        }
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+        assert!(batch.resume(at).next().is_none());
     }
 
     #[test]
