@@ -27,6 +27,7 @@
 //!   token) and how every other thread waits. On the shared-memory links
 //!   the application's waiting thread takes from the ring itself; on
 //!   streams, and once the ready fd exists, a reader thread does.
+//! - `spin.rs`: how long a waiting thread spins before it sleeps.
 //! - `dispatch.rs`: what the consumer does with each message from the hub,
 //!   and the state it shares with the application's threads (the receive
 //!   queue, reply slots, counters).
@@ -80,6 +81,7 @@ mod receive;
 mod ring_receiver;
 mod ring_sender;
 mod shm;
+mod spin;
 mod stream;
 pub mod url;
 

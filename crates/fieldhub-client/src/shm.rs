@@ -12,13 +12,12 @@
 //!   application thread waiting in `recv` or for a reply, or a reader
 //!   thread once the ready fd exists) takes messages from the to-client
 //!   ring ([`RingReceiver`]) and waits on the client's doorbell, which the
-//!   hub rings after publishing. Before it sleeps it spins for a time that
-//!   follows the recent gaps between arrivals ([`AdaptiveSpin`], as the
-//!   hub's bus thread does): a request/answer exchange finds its answer
-//!   while still spinning, a periodic stream (a 500 kbit/s bus: a frame
-//!   every 250 µs) costs a short spin and a sleep per frame. After a wait
-//!   that ended without a message it sleeps at once. Other waiting threads
-//!   sleep on the same doorbell; the consumer rings it for them.
+//!   hub rings after publishing. Before it sleeps it may spin for a time
+//!   that follows the recent gaps between arrivals (`spin.rs`): a
+//!   request/answer exchange finds its answer while still spinning where a
+//!   core is free for that, a periodic stream (a 500 kbit/s bus: a frame
+//!   every 250 µs) sleeps at once. Other waiting threads sleep on the same
+//!   doorbell; the consumer rings it for them.
 //! - the link's own thread blocks on the session socket: when it ends (the
 //!   hub stopped or died), it marks the link ended and wakes every waiter,
 //!   so no call hangs on a dead hub.
@@ -38,7 +37,7 @@ use crate::handshake::{handshake, Fault, Greeting, Session};
 use crate::link::{Flow, Link, SendFail, Took};
 use crate::ring_receiver::RingReceiver;
 use crate::ring_sender::{one_frame, RingSender};
-use crate::{lock, ClientError, ClientOptions};
+use crate::{lock, spin, ClientError, ClientOptions};
 
 /// A connected shared-memory link.
 pub(crate) struct ShmLink {
@@ -95,7 +94,7 @@ impl ShmLink {
             hub_bell,
             socket,
             to_hub: RingSender::new(Producer::starting_at(0)),
-            to_client: Mutex::new(ToClient { receiver: RingReceiver::new(), spin: AdaptiveSpin::default(), idle: false }),
+            to_client: Mutex::new(ToClient { receiver: RingReceiver::new(), spin: spin::consumer_spin(), idle: false }),
             policy: if busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
         };
         Ok((link, session))
@@ -154,7 +153,12 @@ impl Link for ShmLink {
             if busy_poll {
                 return bell.wait(WaitPolicy::BUSY_POLL, deadline, ready);
             }
-            let came = if *idle { bell.sleep_until(deadline, ready) } else { bell.wait_adaptive(spin, deadline, ready) };
+            let started = Instant::now();
+            let budget = if *idle { Duration::ZERO } else { spin.budget() };
+            let came = spin::wait(bell, budget, deadline, ready);
+            if came {
+                spin.observe(started.elapsed());
+            }
             *idle = !came;
             came
         };
@@ -165,7 +169,11 @@ impl Link for ShmLink {
     /// the hub's ring wakes them with the consumer, and the consumer rings
     /// it when it hands them something or lets the token go.
     fn wait(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
-        self.segment.client_bell().wait(self.policy, deadline, ready)
+        let bell = self.segment.client_bell();
+        match self.policy.busy_poll {
+            true => bell.wait(WaitPolicy::BUSY_POLL, deadline, ready),
+            false => spin::wait(bell, spin::FOLLOWER_SPIN, deadline, ready),
+        }
     }
 
     fn notify(&self) {

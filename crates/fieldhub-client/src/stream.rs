@@ -32,12 +32,11 @@ use fieldhub_proto::stream::{MessageReader, ReadError};
 use fieldhub_proto::wire::Packer;
 use fieldhub_proto::{Frame, FrameMeta};
 use fieldhub_shm::bell::LocalBell;
-use fieldhub_shm::WaitPolicy;
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
 use crate::link::{Flow, Link, SendFail, Took};
 use crate::url::HubUrl;
-use crate::{lock, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
+use crate::{lock, spin, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
 
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -182,7 +181,7 @@ impl Link for StreamLink {
     }
 
     fn wait(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
-        self.bell.bell().wait(WaitPolicy::ADAPTIVE, deadline, ready)
+        spin::wait(self.bell.bell(), spin::FOLLOWER_SPIN, deadline, ready)
     }
 
     fn notify(&self) {
