@@ -383,8 +383,8 @@ impl Client {
         let ready = match self.shared.ready.get() {
             Some(ready) => ready,
             None => {
-                let signal = ReadySignal::new()
-                    .map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
+                let signal =
+                    ReadySignal::new().map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
                 let ready = self.shared.ready.get_or_init(|| signal);
                 self.shared.settle_ready_now();
                 ready

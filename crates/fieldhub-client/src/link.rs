@@ -90,12 +90,8 @@ pub(crate) trait Link: Send + Sync {
     /// `deadline` passes with nothing to take, `deliver` holds a message, or
     /// the session ends. Only the holder of the client's consumer token
     /// calls this, so the ring (or the stream) has one consumer.
-    fn take(
-        &self,
-        deadline: Option<Instant>,
-        until: &dyn Fn() -> bool,
-        deliver: &mut dyn FnMut(&[u8]) -> Flow,
-    ) -> Took;
+    fn take(&self, deadline: Option<Instant>, until: &dyn Fn() -> bool, deliver: &mut dyn FnMut(&[u8]) -> Flow)
+        -> Took;
 
     /// Wait, taking nothing, until `ready()` holds (true) or `deadline`
     /// passes (false). Whoever changes what `ready` looks at calls

@@ -72,7 +72,13 @@ impl<'a> Token<'a> {
         // Acquire/Release: one holder at a time; what the holder consumed is
         // behind the link's own lock.
         let free = shared.consuming.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed);
-        free.is_ok().then_some(Self { link, shared })
+        // Built only on success: a token built for a failed attempt would
+        // release the holder's when dropped.
+        if free.is_ok() {
+            Some(Self { link, shared })
+        } else {
+            None
+        }
     }
 
     /// Take messages from the link and dispatch them until `until()`

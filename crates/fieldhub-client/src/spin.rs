@@ -106,10 +106,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_waiter_sees_a_condition_that_comes_after_its_spin_and_gives_up_at_its_deadline() {
+    fn a_waiter_is_woken_after_its_spin_and_gives_up_at_its_deadline() {
         let local = LocalBell::default();
-        let late = Instant::now() + Duration::from_millis(5);
-        assert!(wait(local.bell(), MAX_SPIN, None, || Instant::now() >= late));
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                flag.store(true, Ordering::Release);
+                local.bell().ring();
+            });
+            assert!(wait(local.bell(), MAX_SPIN, None, || flag.load(Ordering::Acquire)));
+        });
         let deadline = Instant::now() + Duration::from_millis(5);
         assert!(!wait(local.bell(), MAX_SPIN, Some(deadline), || false));
         assert!(Instant::now() >= deadline);

@@ -146,7 +146,11 @@ impl AdaptiveSpin {
         } else {
             let half = self.budget / 2;
             // Below a microsecond a spin is not worth the clock reads.
-            if half < Duration::from_micros(1) { self.min } else { half.max(self.min) }
+            if half < Duration::from_micros(1) {
+                self.min
+            } else {
+                half.max(self.min)
+            }
         };
     }
 }
