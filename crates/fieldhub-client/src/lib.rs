@@ -59,9 +59,9 @@
 //! - On `shm://` and `ivshmem://` nobody reads while nobody waits: frames
 //!   stay in the to-client ring (8,192 slots, 5,888 of them for frames)
 //!   until `recv`, a request (`flush`, `stats`, …), `rx_dropped` or a `send`
-//!   now and then takes them; only those carried past other frames go to
-//!   the receive queue. The ready fd ([`Client::fileno`]) starts a reader
-//!   thread that takes them as they come.
+//!   now and then takes them into the receive queue — as many as it must
+//!   to reach what it waits for. The ready fd ([`Client::fileno`]) starts a
+//!   reader thread that takes them as they come.
 //! - Every blocking call has a timeout or ends when the connection does; a
 //!   dead hub is an error, never a hang.
 //! - The same answer of a hub gives the same outcome over every transport:

@@ -5,17 +5,21 @@
 //! receive queue. Each transport implements the trait once: `stream.rs`
 //! (TCP, unix socket, serial device), `shm.rs` (`shm://`) and `ivshmem.rs`
 //! (`ivshmem://`). Every one of them greets the hub through the one
-//! [`handshake`](crate::handshake::handshake), and its reader hands raw message
-//! bodies to the one dispatcher (`dispatch.rs`).
+//! [`handshake`](crate::handshake::handshake), and hands raw message bodies
+//! to whoever consumes (`receive.rs`), which passes them to the one
+//! dispatcher (`dispatch.rs`). Who consumes, and when, is decided once for
+//! every link in `receive.rs`; a link only says whether any thread may take
+//! with a deadline ([`Link::direct`]) and brings its own way of waiting.
 //!
 //! Invariants every link keeps:
 //!
 //! - Messages leave in the order they were sent and arrive in the order the
-//!   hub sent them.
+//!   hub sent them; a message the consumer holds back ([`Flow::Hold`]) stays
+//!   the next one.
 //! - No call waits on a hub that is gone: once the link ends (the hub's end
 //!   noticed, or [`Link::close`]), sends fail with [`SendFail::Closed`] and
-//!   the reader returns after the messages published before the end.
-//! - Sending a frame allocates nothing.
+//!   [`Link::take`] reports the end after the messages published before it.
+//! - Sending a frame allocates nothing, and neither does taking one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
