@@ -124,6 +124,9 @@ fn threads_receiving_at_once_get_every_frame_exactly_once_and_each_in_order() {
     assert_nothing_pending(&receiver);
 }
 
+/// A request a client makes of the hub.
+type Request = dyn Fn(&Client);
+
 #[test]
 fn replies_that_wait_behind_unread_frames_in_the_ring_are_reached() {
     const FRAMES: u32 = 3_000;
@@ -136,7 +139,7 @@ fn replies_that_wait_behind_unread_frames_in_the_ring_are_reached() {
 
     // Each time the frames are in the receiver's ring before it asks: its
     // request's reply comes behind them.
-    let requests: [(&str, &dyn Fn(&Client)); 3] = [
+    let requests: [(&str, &Request); 3] = [
         ("flush", &|c: &Client| {
             c.flush().expect("flush behind unread frames");
         }),
