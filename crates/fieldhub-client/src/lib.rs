@@ -86,7 +86,7 @@ mod stream;
 pub mod url;
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -195,7 +195,7 @@ pub struct Client {
     /// ready fd exists, the reader thread.
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The reader thread has been started.
-    reading: std::sync::atomic::AtomicBool,
+    reading: AtomicBool,
 }
 
 impl Client {
@@ -219,7 +219,7 @@ impl Client {
             sends: AtomicU32::new(0),
             ports: Mutex::new(Vec::new()),
             threads: Mutex::new(vec![own]),
-            reading: std::sync::atomic::AtomicBool::new(false),
+            reading: AtomicBool::new(false),
         };
         // A stream is read by a reader thread from the start; dropping the
         // client on failure ends the link thread.
