@@ -58,8 +58,8 @@ fn spin_slots() -> usize {
 struct SpinSlot;
 
 impl SpinSlot {
-    fn take() -> Option<Self> {
-        let slots = spin_slots();
+    /// One of `slots` slots, if one is free.
+    fn take(slots: usize) -> Option<Self> {
         if slots == 0 {
             return None;
         }
@@ -82,9 +82,20 @@ impl Drop for SpinSlot {
 
 /// Wait on `bell` until `ready()` holds (true) or `deadline` passes
 /// (false): spin up to `spin` if a spin slot is free, then sleep.
-pub(crate) fn wait(bell: Bell<'_>, spin: Duration, deadline: Option<Instant>, mut ready: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait(bell: Bell<'_>, spin: Duration, deadline: Option<Instant>, ready: impl FnMut() -> bool) -> bool {
+    wait_with(spin_slots(), bell, spin, deadline, ready)
+}
+
+/// [`wait`] with `slots` spin slots in the process.
+fn wait_with(
+    slots: usize,
+    bell: Bell<'_>,
+    spin: Duration,
+    deadline: Option<Instant>,
+    mut ready: impl FnMut() -> bool,
+) -> bool {
     if !spin.is_zero() {
-        if let Some(_slot) = SpinSlot::take() {
+        if let Some(_slot) = SpinSlot::take(slots) {
             let spin_end = Instant::now() + spin;
             let until = deadline.map_or(spin_end, |d| d.min(spin_end));
             // Busy-polls until `until`: the spin, without sleeping.
@@ -105,8 +116,10 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_waiter_is_woken_after_its_spin_and_gives_up_at_its_deadline() {
+    /// Waits with `slots` spin slots: one woken after its spin, one whose
+    /// condition comes while it spins, one that gives up at its deadline
+    /// (during the spin and after it), one with nothing to wait for.
+    fn waits_end_as_they_should(slots: usize) {
         let local = LocalBell::default();
         let flag = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -115,12 +128,30 @@ mod tests {
                 flag.store(true, Ordering::Release);
                 local.bell().ring();
             });
-            assert!(wait(local.bell(), MAX_SPIN, None, || flag.load(Ordering::Acquire)));
+            assert!(wait_with(slots, local.bell(), MAX_SPIN, None, || flag.load(Ordering::Acquire)));
         });
-        let deadline = Instant::now() + Duration::from_millis(5);
-        assert!(!wait(local.bell(), MAX_SPIN, Some(deadline), || false));
+        if slots > 0 {
+            // Only a spin sees it: nothing rings for the clock.
+            let soon = Instant::now() + Duration::from_micros(10);
+            assert!(wait_with(slots, local.bell(), MAX_SPIN, None, || Instant::now() >= soon));
+        }
+        let deadline = Instant::now() + Duration::from_micros(20);
+        assert!(!wait_with(slots, local.bell(), MAX_SPIN, Some(deadline), || false));
         assert!(Instant::now() >= deadline);
-        assert!(!wait(local.bell(), Duration::ZERO, Some(Instant::now()), || false));
+        let deadline = Instant::now() + Duration::from_millis(5);
+        assert!(!wait_with(slots, local.bell(), MAX_SPIN, Some(deadline), || false));
+        assert!(Instant::now() >= deadline);
+        assert!(!wait_with(slots, local.bell(), Duration::ZERO, Some(Instant::now()), || false));
+    }
+
+    #[test]
+    fn waits_with_and_without_spin_slots_end_when_they_should_and_give_every_slot_back() {
+        waits_end_as_they_should(0);
+        waits_end_as_they_should(1);
         assert_eq!(SPINNING.load(Ordering::Relaxed), 0, "every spin slot was given back");
+        let held = SpinSlot::take(1).expect("a free slot");
+        assert!(SpinSlot::take(1).is_none(), "one slot, taken");
+        drop(held);
+        assert!(SpinSlot::take(1).is_some());
     }
 }
