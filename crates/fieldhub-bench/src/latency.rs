@@ -30,8 +30,9 @@ pub struct LatencyRun {
     /// Extra shared-memory clients with a port on the channel.
     pub extra_clients: usize,
     /// The extra clients' applications only read what queued up once the
-    /// measurement is over (their client threads still take every frame
-    /// from the hub); otherwise each has a thread waiting in `recv`.
+    /// measurement is over (the frames wait in their shared-memory rings:
+    /// no client thread runs for them; beyond a ring's 5,888 frames the hub
+    /// drops and counts); otherwise each has a thread waiting in `recv`.
     pub extra_idle: bool,
 }
 

@@ -63,7 +63,7 @@ enum Kind {
         /// Extra shm clients with a port on the channel, each reading it and checking its order.
         #[arg(long, default_value = "0", value_name = "K")]
         clients: usize,
-        /// The extra clients read only after the measurement (their client threads still take every frame).
+        /// The extra clients read only after the measurement (frames wait in their rings; beyond 5,888 the hub drops and counts).
         #[arg(long)]
         idle_clients: bool,
         /// Print the scenarios as JSON: hub, baseline and ratio for each.

@@ -156,6 +156,53 @@ fn an_ivshmem_client_and_a_tcp_client_exchange_100000_frames_each_way_in_order_a
     assert!(hub.log().iter().all(|l| !l.contains("panicked")), "{:#?}", hub.log());
 }
 
+/// The guest's threads take from its ring themselves, as over `shm://`:
+/// two receiving at once and one asking for flushes meanwhile get every
+/// frame once, each thread in order.
+#[test]
+fn threads_receiving_at_once_over_ivshmem_get_every_frame_exactly_once() {
+    const FRAMES: u32 = 20_000;
+    let region = RegionFile::new();
+    let hub = HubProcess::start_shm_with(None, &["--ivshmem", region.path()]);
+    let guest = ivshmem_client(&region, "guest");
+    let host = hub.client("host");
+    let host_tx = host.open_port("can0").unwrap();
+    guest.open_port_with("can0", &lossless()).unwrap();
+    let taken = std::sync::atomic::AtomicUsize::new(0);
+    let per_thread: Vec<Vec<Received>> = std::thread::scope(|s| {
+        s.spawn(|| (0..FRAMES).for_each(|n| host.send(&host_tx, &numbered(0x200, 2, n)).unwrap()));
+        let receiving: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    let started = Instant::now();
+                    while taken.load(Ordering::Relaxed) < FRAMES as usize {
+                        assert!(started.elapsed() < PATIENCE, "stalled at {}", taken.load(Ordering::Relaxed));
+                        if let Some(got) = guest.recv(Some(Duration::from_millis(20))).unwrap() {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                            mine.push(got);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        s.spawn(|| {
+            while taken.load(Ordering::Relaxed) < FRAMES as usize {
+                guest.flush().expect("a flush among receiving threads");
+            }
+        });
+        receiving.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut counters: Vec<u32> = Vec::new();
+    for frames in &per_thread {
+        assert!(frames.windows(2).all(|p| p[1].meta.seq > p[0].meta.seq), "a thread took frames out of order");
+        counters.extend(frames.iter().map(|r| number_of(&r.frame).1));
+    }
+    counters.sort_unstable();
+    assert_eq!(counters, (0..FRAMES).collect::<Vec<_>>(), "every frame taken exactly once");
+}
+
 #[test]
 fn an_ivshmem_client_killed_mid_traffic_leaves_the_hub_and_others_running_and_its_ports_are_released() {
     let region = RegionFile::new();

@@ -1,30 +1,41 @@
-//! The reader's side of a client, whatever the link: [`deliver`] acts on
-//! each message from the hub — frames into the receive queue, replies to the
-//! request waiting for them, overruns counted — and [`Shared`] is what it
-//! shares with the application's threads.
+//! What the consumer does with each message from the hub, whatever the link
+//! and whoever consumes ([`deliver`]): frames into the receive queue,
+//! replies to the request waiting for them, overruns counted — and
+//! [`Shared`], the state every thread of a client shares.
 //!
 //! Invariants: a frame for a port handle that is not open is never
-//! delivered (only this reader writes `port_channels`); a frame for a
-//! lossless port waits for room in the receive queue, any other frame that
-//! finds it full is dropped and counted, so replies never wait behind unread
-//! frames; once the connection has ended every waiting request is woken.
+//! delivered (only the consumer — one thread at a time, `receive.rs` —
+//! writes `port_channels`); a frame for a lossless port is never dropped:
+//! without room for it in the receive queue its message is held back
+//! ([`Flow::Hold`]) and stays the next one; any other frame that finds the
+//! queue full is dropped and counted, so replies never wait behind unread
+//! frames; once the connection has ended every waiting request sees it.
+//!
+//! The receive queue is a `VecDeque` behind a mutex rather than a channel:
+//! nothing blocks on it (waiting is the link's, `Link::wait`), it starts
+//! small and grows with use up to [`RECEIVE_QUEUE`] (never per frame in the
+//! steady state), and its length is mirrored in an atomic that wait
+//! conditions read without the lock.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwapOption;
-use crossbeam_channel::{Sender, TrySendError};
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
-use fieldhub_proto::wire::{self, Message, PortOpened};
+use fieldhub_proto::wire::{self, FrameBatch, Message, PortOpened};
 use fieldhub_proto::FrameMeta;
 
 use crate::link::Flow;
 use crate::ready::ReadySignal;
-use crate::{filter, lock, ClientError, Filter, Received};
+use crate::{filter, lock, ClientError, Filter, Received, RECEIVE_QUEUE};
 
 /// `Shared::port_channels` value of a handle that is not open.
 pub(crate) const CLOSED_PORT: u32 = u32::MAX;
+
+/// Room the receive queue starts with; it grows (doubling) up to
+/// [`RECEIVE_QUEUE`] as a slow reader lets frames pile up.
+const QUEUE_START: usize = 1024;
 
 /// What a request waits for.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,21 +54,49 @@ pub(crate) enum Reply {
     Failed { code: u16, text: String },
 }
 
-/// State the reader thread shares with the application's threads.
+/// Where the consumer leaves the answer to one request.
+#[derive(Default)]
+pub(crate) struct ReplySlot {
+    reply: Mutex<Option<Reply>>,
+    /// `reply` is filled; read in wait conditions without the lock.
+    done: AtomicBool,
+}
+
+impl ReplySlot {
+    pub fn is_done(&self) -> bool {
+        // SYNC POINT with `fill`'s Release store (the reply itself is
+        // behind the mutex; this only says "look").
+        self.done.load(Ordering::Acquire)
+    }
+
+    pub fn take(&self) -> Option<Reply> {
+        lock(&self.reply).take()
+    }
+
+    fn fill(&self, reply: Reply) {
+        *lock(&self.reply) = Some(reply);
+        self.done.store(true, Ordering::Release);
+    }
+}
+
+/// State the consumer shares with the application's threads.
 pub(crate) struct Shared {
     /// Why the connection ended, once it has.
     closed: Mutex<Option<String>>,
     /// `closed` is set; checked without the lock on the send path.
     is_closed: AtomicBool,
-    pub waiters: Mutex<HashMap<Waiting, Sender<Reply>>>,
+    /// The client is being dropped: consumers and waiters return.
+    leaving: AtomicBool,
+    /// Requests in flight and where their answers go.
+    pub waiters: Mutex<HashMap<Waiting, Arc<ReplySlot>>>,
     /// Non-fatal errors the hub reported outside any request.
     pub errors: Mutex<Vec<(u16, String)>>,
-    /// Per port handle: channel id, or `CLOSED_PORT`. Written by the reader
-    /// thread only, so frames for a closed handle are never delivered.
+    /// Per port handle: channel id, or `CLOSED_PORT`. Written by the
+    /// consumer only, so frames for a closed handle are never delivered.
     port_channels: [AtomicU32; MAX_PORTS_PER_CLIENT],
     pub rx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
     /// Per port handle: opened with `block_on_overflow`. Written by the
-    /// reader thread when the port opens, from `opening`.
+    /// consumer when the port opens, from `opening`.
     lossless: [AtomicBool; MAX_PORTS_PER_CLIENT],
     /// `OPEN_PORT` requests in flight: request id → `block_on_overflow`.
     pub opening: Mutex<HashMap<u32, bool>>,
@@ -65,6 +104,17 @@ pub(crate) struct Shared {
     pub filters: [ArcSwapOption<Box<[Filter]>>; MAX_PORTS_PER_CLIENT],
     /// Created on the first `Client::fileno` call; until then nobody pays for it.
     pub ready: OnceLock<ReadySignal>,
+    /// The receive queue: frames taken from the hub and not yet returned
+    /// by `recv`, oldest first. Lock order: `queue`, then the ready fd's.
+    queue: Mutex<VecDeque<Received>>,
+    /// `queue.len()`, for wait conditions.
+    queued: AtomicUsize,
+    /// Frames the message the consumer holds back needs room for (0: none
+    /// is held). A thread that takes a frame while it is set wakes the
+    /// waiters, as the room may be enough now.
+    held: AtomicUsize,
+    /// A thread is the consumer (the token of `receive.rs`).
+    pub consuming: AtomicBool,
 }
 
 impl Shared {
@@ -72,6 +122,7 @@ impl Shared {
         Self {
             closed: Mutex::new(None),
             is_closed: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
             errors: Mutex::new(Vec::new()),
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
@@ -80,11 +131,16 @@ impl Shared {
             opening: Mutex::new(HashMap::new()),
             filters: std::array::from_fn(|_| ArcSwapOption::empty()),
             ready: OnceLock::new(),
+            queue: Mutex::new(VecDeque::with_capacity(QUEUE_START)),
+            queued: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            consuming: AtomicBool::new(false),
         }
     }
 
-    /// The connection has ended for `reason` (the first reason given wins):
-    /// wake everyone who waits on it.
+    /// The connection has ended for `reason` (the first reason given wins).
+    /// Waiters see it in their conditions; the caller wakes them
+    /// (`Link::notify`).
     pub fn close(&self, reason: String) {
         let mut closed = lock(&self.closed);
         if closed.is_none() {
@@ -92,7 +148,6 @@ impl Shared {
         }
         self.is_closed.store(true, Ordering::Release);
         drop(closed);
-        // Dropping the reply senders wakes every waiter.
         lock(&self.waiters).clear();
         if let Some(ready) = self.ready.get() {
             ready.settle(|| true);
@@ -111,64 +166,128 @@ impl Shared {
         ClientError::Closed { reason }
     }
 
+    /// The client is being dropped: whoever consumes or waits returns.
+    pub fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        // SYNC POINT with `leave`'s Release store.
+        self.leaving.load(Ordering::Acquire)
+    }
+
+    /// Whether frames wait in the receive queue.
+    pub fn has_frames(&self) -> bool {
+        // Acquire: pairs with the Release stores under the queue lock; the
+        // frame itself is then taken under the lock.
+        self.queued.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether the message the consumer held back would fit now (or none
+    /// is held).
+    pub fn has_room_for_held(&self) -> bool {
+        self.queued.load(Ordering::Acquire) + self.held.load(Ordering::Acquire) <= RECEIVE_QUEUE
+    }
+
+    /// The oldest queued frame, and whether a consumer waits for the room
+    /// its taking made (then the caller wakes the waiters).
+    pub fn pop_frame(&self) -> Option<(Received, bool)> {
+        let mut queue = lock(&self.queue);
+        let frame = queue.pop_front()?;
+        self.queued.store(queue.len(), Ordering::Release);
+        self.settle_ready(&queue);
+        drop(queue);
+        Some((frame, self.held.load(Ordering::Acquire) != 0))
+    }
+
+    /// Make the ready fd (if there is one) readable exactly while frames
+    /// wait or the connection has ended.
+    pub fn settle_ready_now(&self) {
+        let queue = lock(&self.queue);
+        self.settle_ready(&queue);
+    }
+
+    /// Under the queue lock, so the last change to the queue decides
+    /// (`ready.rs`).
+    fn settle_ready(&self, queue: &VecDeque<Received>) {
+        if let Some(ready) = self.ready.get() {
+            ready.settle(|| !queue.is_empty() || self.is_closed());
+        }
+    }
+
     /// Hand `reply` to whoever waits for `key`; false when nobody does.
     fn reply(&self, key: Waiting, reply: Reply) -> bool {
-        match lock(&self.waiters).remove(&key) {
-            Some(tx) => {
-                let _ = tx.send(reply);
+        let slot = lock(&self.waiters).remove(&key);
+        match slot {
+            Some(slot) => {
+                slot.fill(reply);
                 true
             }
             None => false,
         }
     }
+
+    /// Queue the frames of `batch` for `recv`: filtered, frames for closed
+    /// ports skipped, non-lossless frames that find the queue full dropped
+    /// and counted. A batch with a frame for a lossless port that does not
+    /// fit whole is not taken at all: [`Flow::Hold`].
+    fn queue_frames(&self, batch: &FrameBatch<'_>) -> Flow {
+        let mut queue = lock(&self.queue);
+        let open_lossless = |port: u16| {
+            let port = port as usize;
+            port < MAX_PORTS_PER_CLIENT
+                && self.lossless[port].load(Ordering::Relaxed)
+                && self.port_channels[port].load(Ordering::Relaxed) != CLOSED_PORT
+        };
+        if queue.len() + batch.len() > RECEIVE_QUEUE && batch.iter().any(|r| open_lossless(r.port)) {
+            self.held.store(batch.len(), Ordering::Release);
+            return Flow::Hold;
+        }
+        if self.held.load(Ordering::Relaxed) != 0 {
+            // Only the consumer writes it, under the queue lock.
+            self.held.store(0, Ordering::Relaxed);
+        }
+        let before = queue.len();
+        for record in batch.iter() {
+            let Some(slot) = self.port_channels.get(record.port as usize) else {
+                continue;
+            };
+            let channel = slot.load(Ordering::Relaxed);
+            if channel == CLOSED_PORT {
+                continue;
+            }
+            let filters = self.filters[record.port as usize].load();
+            if !filter::passes(filters.as_deref().map(|f| &f[..]), &record.frame) {
+                continue;
+            }
+            if queue.len() >= RECEIVE_QUEUE && !self.lossless[record.port as usize].load(Ordering::Relaxed) {
+                self.rx_dropped[record.port as usize].fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let meta = FrameMeta { channel: channel as u16, ..record.meta };
+            queue.push_back(Received { port: record.port, frame: record.frame, meta });
+        }
+        if queue.len() != before {
+            self.queued.store(queue.len(), Ordering::Release);
+            self.settle_ready(&queue);
+        }
+        Flow::Continue
+    }
 }
 
 /// Decode one message body from the hub and act on it.
-pub(crate) fn deliver(body: &[u8], shared: &Shared, received: &Sender<Received>) -> Flow {
+pub(crate) fn deliver(body: &[u8], shared: &Shared) -> Flow {
     match wire::decode(body) {
-        Ok(message) => dispatch(message, shared, received),
+        Ok(message) => dispatch(message, shared),
         Err(e) => Flow::Close(format!("the hub sent an invalid message: {e}")),
     }
 }
 
 /// Act on one message from the hub: queue frames for `recv`, answer
 /// waiting requests, count overruns.
-fn dispatch(message: Message<'_>, shared: &Shared, received: &Sender<Received>) -> Flow {
+fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
     match message {
-        Message::Frames(batch) => {
-            for record in batch.iter() {
-                let Some(slot) = shared.port_channels.get(record.port as usize) else {
-                    continue;
-                };
-                let channel = slot.load(Ordering::Relaxed);
-                if channel == CLOSED_PORT {
-                    continue;
-                }
-                let filters = shared.filters[record.port as usize].load();
-                if !filter::passes(filters.as_deref().map(|f| &f[..]), &record.frame) {
-                    continue;
-                }
-                let meta = FrameMeta { channel: channel as u16, ..record.meta };
-                let item = Received { port: record.port, frame: record.frame, meta };
-                if shared.lossless[record.port as usize].load(Ordering::Relaxed) {
-                    if received.send(item).is_err() {
-                        return Flow::Leave;
-                    }
-                } else {
-                    match received.try_send(item) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(_)) => {
-                            shared.rx_dropped[record.port as usize].fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
-                        Err(TrySendError::Disconnected(_)) => return Flow::Leave,
-                    }
-                }
-                if let Some(ready) = shared.ready.get() {
-                    ready.settle(|| !received.is_empty() || shared.is_closed());
-                }
-            }
-        }
+        Message::Frames(batch) => return shared.queue_frames(&batch),
         Message::PortOpened(opened) => {
             if let Some(slot) = shared.port_channels.get(opened.port as usize) {
                 slot.store(u32::from(opened.channel_id), Ordering::Relaxed);

@@ -8,9 +8,11 @@
 //!   region's `connect` word, answered in `granted`), then performs the
 //!   handshake through the rings of the client segment ([`RingGreeting`]);
 //! - every wait polls (spin briefly, then sleep with a growing back-off up
-//!   to 1 ms): the reader thread for the to-client ring ([`RingReceiver`]),
-//!   a sender for room in the to-hub ring ([`RingSender`]). The hub's poller
-//!   notices what is published;
+//!   to 1 ms): the consumer for the to-client ring ([`RingReceiver`]; an
+//!   application thread waiting for the hub, or a reader thread once the
+//!   ready fd exists, as on `shm://`), other waiting threads for what the
+//!   consumer hands them, a sender for room in the to-hub ring
+//!   ([`RingSender`]). The hub's poller notices what is published;
 //! - the link's own thread bumps `client_beat` every 100 ms and ends the link
 //!   when the hub stops (`generation` changes), ends the session
 //!   (`granted` no longer holds this client's nonce) or goes silent
@@ -30,7 +32,7 @@ use fieldhub_shm::region::{BEAT_INTERVAL, BEAT_TIMEOUT};
 use fieldhub_shm::{Backoff, ClientSegment, OpenError, Producer, Region};
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
-use crate::link::{Flow, Link, SendFail};
+use crate::link::{Flow, Link, SendFail, Took};
 use crate::ring_receiver::{RingReceiver, Stop, Taken};
 use crate::ring_sender::{one_frame, RingSender};
 use crate::{lock, ClientError, ClientOptions};
@@ -46,8 +48,8 @@ pub(crate) struct IvshmemLink {
     /// Ends when the session ends (hub gone, session taken) or the client
     /// closes it.
     to_hub: RingSender,
-    /// Taken by the reader thread for its whole life, after the handshake
-    /// took `WELCOME` from it.
+    /// Locked by the consumer-token holder only, after the handshake took
+    /// `WELCOME` from it.
     to_client: Mutex<RingReceiver>,
 }
 
@@ -127,20 +129,40 @@ impl Link for IvshmemLink {
         self.send(|out| out.extend_from_slice(&message), timeout)
     }
 
-    /// Takes messages as the `shm://` reader does, polling while the ring
+    fn direct(&self) -> bool {
+        true
+    }
+
+    /// Takes messages as the `shm://` consumer does, polling while the ring
     /// is empty.
-    fn receive(&self, deliver: &mut dyn FnMut(&[u8]) -> Flow) -> Option<String> {
+    fn take(
+        &self,
+        deadline: Option<Instant>,
+        until: &dyn Fn() -> bool,
+        deliver: &mut dyn FnMut(&[u8]) -> Flow,
+    ) -> Took {
         let ring = self.segment.to_client();
         let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
-        let stop =
-            lock(&self.to_client).run(&ring, || self.ended(), |deadline, ready| backoff.wait(deadline, ready), deliver);
-        match self.session_over() {
+        let wait = |deadline: Option<Instant>, ready: &mut dyn FnMut() -> bool| backoff.wait(deadline, ready);
+        let stop = lock(&self.to_client).run(&ring, deadline, until, || self.ended(), wait, deliver);
+        match stop {
             // A segment reset under a session the hub ended looks like a
             // corrupt ring, or an empty one: report the session's end.
-            Some(over) if matches!(stop, Stop::Drained | Stop::Corrupt(_)) => Some(over.into()),
-            _ => stop.reason(),
+            Stop::Drained | Stop::Corrupt(_) => match self.session_over() {
+                Some(over) => Took::Ended(over.into()),
+                None => stop.took(),
+            },
+            _ => stop.took(),
         }
     }
+
+    /// Polls: nothing in the region can wake a thread across the VM border,
+    /// so the consumer's hand-overs are seen on the next look.
+    fn wait(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+        Backoff::new(Backoff::MAX_SLEEP).wait(deadline, ready)
+    }
+
+    fn notify(&self) {}
 
     /// Bump this client's beat and watch the hub's, until the link ends.
     fn tend(&self) -> Option<String> {
@@ -164,8 +186,8 @@ impl Link for IvshmemLink {
             }
             std::thread::sleep(STEP);
         }
-        // The reader and senders notice on their next poll; the reader
-        // reports the end once it has taken what the hub published.
+        // The consumer and senders notice on their next poll; the end is
+        // reported once what the hub published has been taken.
         self.to_hub.end();
         None
     }
@@ -203,7 +225,7 @@ impl Greeting for RingGreeting<'_> {
 
     fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault> {
         let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
-        let taken = self.receiver.take(
+        let taken = self.receiver.take_one(
             &self.segment.to_client(),
             Some(deadline),
             || false,

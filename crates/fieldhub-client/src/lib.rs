@@ -18,19 +18,25 @@
 //!   and never asks which transport that is; every transport gives the same
 //!   API and the same errors.
 //! - `link.rs`: the `Link` trait each transport implements — send a frame or
-//!   an encoded message within a timeout, the reader's loop, the link's own
-//!   thread, waiting for a delivery, closing — and `connect`, which picks
-//!   the transport a URL names.
+//!   an encoded message within a timeout, take the hub's messages, wait and
+//!   wake waiters, the link's own thread, closing — and `connect`, which
+//!   picks the transport a URL names.
 //! - `handshake.rs`: `HELLO` and what the hub's first message means, once
 //!   for all transports; a transport only moves the two messages.
-//! - `dispatch.rs`: what the reader thread does with each message from the
-//!   hub, and the state it shares with the application's threads.
+//! - `receive.rs`: who takes the hub's messages (one consumer at a time, a
+//!   token) and how every other thread waits. On the shared-memory links
+//!   the application's waiting thread takes from the ring itself; on
+//!   streams, and once the ready fd exists, a reader thread does.
+//! - `spin.rs`: how long a waiting thread spins before it sleeps.
+//! - `dispatch.rs`: what the consumer does with each message from the hub,
+//!   and the state it shares with the application's threads (the receive
+//!   queue, reply slots, counters).
 //! - `stream.rs`: TCP, unix socket and serial device (`serial:PATH`): a
 //!   writer thread packs queued frames into `FRAMES` messages (many frames
 //!   per write under load, one at once when idle).
 //! - `shm.rs` (`shm://NAME`) and `ivshmem.rs` (`ivshmem://PATH`): rings in
 //!   shared memory. `send` writes into the to-hub ring itself
-//!   (`ring_sender.rs`) and the reader takes from the to-client ring
+//!   (`ring_sender.rs`) and the consumer takes from the to-client ring
 //!   (`ring_receiver.rs`), both shared by the two links; they differ in how
 //!   they wait (futex doorbells or polling) and how they notice the hub's end
 //!   (the session socket or the region's beat words).
@@ -40,14 +46,22 @@
 //!
 //! # Invariants
 //!
-//! - Frames are received in the channel's order. When the application does
-//!   not read, frames are dropped and counted for this client's ports only
-//!   (see [`Client::rx_dropped`]): by the hub when the connection backs up,
-//!   and by the reader thread when the receive queue is full — like a CAN
+//! - Frames are received in the channel's order, each by exactly one
+//!   `recv`. When the application does not read, frames are dropped and
+//!   counted for this client's ports only (see [`Client::rx_dropped`]): by
+//!   the hub when the connection (or the shared-memory ring) backs up, and
+//!   by the consumer when the receive queue is full — like a CAN
 //!   controller's receive overrun — so replies (`flush`, `stats`, port
 //!   changes) never wait behind unread frames. A port opened with
-//!   `block_on_overflow` is never dropped from: the reader waits for room,
-//!   and the hub holds the channel, until the application reads.
+//!   `block_on_overflow` is never dropped from: its frames wait in the
+//!   ring or socket, and the hub holds the channel, until the application
+//!   reads.
+//! - On `shm://` and `ivshmem://` nobody reads while nobody waits: frames
+//!   stay in the to-client ring (8,192 slots, 5,888 of them for frames)
+//!   until `recv`, a request (`flush`, `stats`, …), `rx_dropped` or a `send`
+//!   now and then takes them into the receive queue — as many as it must
+//!   to reach what it waits for. The ready fd ([`Client::fileno`]) starts a
+//!   reader thread that takes them as they come.
 //! - Every blocking call has a timeout or ends when the connection does; a
 //!   dead hub is an error, never a hang.
 //! - The same answer of a hub gives the same outcome over every transport:
@@ -63,20 +77,21 @@ mod handshake;
 mod ivshmem;
 mod link;
 mod ready;
+mod receive;
 mod ring_receiver;
 mod ring_sender;
 mod shm;
+mod spin;
 mod stream;
 pub mod url;
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use dispatch::{Reply, Shared, Waiting};
+use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
 pub use fieldhub_proto::wire::ErrorCode;
@@ -85,9 +100,12 @@ pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::Filter;
 use link::{Link, SendFail};
 use ready::ReadySignal;
+use receive::Waited;
 pub use url::{default_hub_url, HubUrl};
 
-/// Frames the receive queue holds before the client stops reading its socket.
+/// Frames the receive queue holds before the client stops reading its
+/// socket (or its shared-memory ring) for lossless ports and drops frames
+/// for the others.
 pub const RECEIVE_QUEUE: usize = 64 * 1024;
 /// Frames the send queue of a stream connection holds before `send` blocks
 /// (or fails, with a timeout). With the kernel's send buffer
@@ -99,6 +117,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long dropping a client waits for its pending frames and goodbye to
 /// be written.
 const GOODBYE_GRACE: Duration = Duration::from_secs(1);
+/// On a direct link, every this many sends the sending thread takes what
+/// waits in the to-client ring if nobody else does (`receive::pump`): an
+/// application that only sends still learns of the hub's errors and
+/// overruns, and its unread replies never fill the ring's reserve.
+const PUMP_EVERY: u32 = 64;
 
 /// How to introduce this client to the hub.
 #[derive(Clone, Debug)]
@@ -161,13 +184,18 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Client {
     shared: Arc<Shared>,
     link: Arc<dyn Link>,
-    received: Receiver<Received>,
     client_id: u32,
     hub_name: String,
     timeout: Duration,
     next_request: AtomicU32,
+    /// Sends since the last `pump` (direct links).
+    sends: AtomicU32,
     ports: Mutex<Vec<Port>>,
-    threads: Vec<JoinHandle<()>>,
+    /// The link's own thread and, on a link that is not direct or once the
+    /// ready fd exists, the reader thread.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The reader thread has been started.
+    reading: AtomicBool,
 }
 
 impl Client {
@@ -180,19 +208,25 @@ impl Client {
     pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
         let (link, session) = link::connect(url, options)?;
         let shared = Arc::new(Shared::new());
-        let (received_tx, received) = crossbeam_channel::bounded(RECEIVE_QUEUE);
-        let threads = start_threads(&link, &shared, received_tx).inspect_err(|_| link.close())?;
-        Ok(Self {
+        let own = spawn("fh-client-link", link_thread(&link, &shared)).inspect_err(|_| link.close())?;
+        let client = Self {
             shared,
             link,
-            received,
             client_id: session.client_id,
             hub_name: session.hub_name,
             timeout: options.timeout,
             next_request: AtomicU32::new(1),
+            sends: AtomicU32::new(0),
             ports: Mutex::new(Vec::new()),
-            threads,
-        })
+            threads: Mutex::new(vec![own]),
+            reading: AtomicBool::new(false),
+        };
+        // A stream is read by a reader thread from the start; dropping the
+        // client on failure ends the link thread.
+        if !client.link.direct() {
+            client.start_reader()?;
+        }
+        Ok(client)
     }
 
     /// The id the hub gave this client.
@@ -271,7 +305,33 @@ impl Client {
         if self.shared.is_closed() {
             return Err(self.shared.closed_error());
         }
-        match self.link.send_frame(port.handle, &frame.with_echo(false), timeout) {
+        let frame = frame.with_echo(false);
+        let mut sent = if self.link.direct() {
+            // Relaxed: a rough count, nothing is read through it.
+            if self.sends.fetch_add(1, Ordering::Relaxed) % PUMP_EVERY == PUMP_EVERY - 1 {
+                receive::pump(&*self.link, &self.shared);
+            }
+            // No room: the hub may be holding a lossless port's channel
+            // until this client reads — perhaps its own frames, echoed. Take
+            // what waits (if nobody else does) before waiting for room, so
+            // an application that sends a burst before it reads stalls only
+            // once its receive queue is full, as over a stream.
+            match self.link.send_frame(port.handle, &frame, Some(Duration::ZERO)) {
+                Err(SendFail::Timeout) if timeout != Some(Duration::ZERO) => {
+                    receive::pump(&*self.link, &self.shared);
+                    self.link.send_frame(port.handle, &frame, timeout)
+                }
+                other => other,
+            }
+        } else {
+            self.link.send_frame(port.handle, &frame, timeout)
+        };
+        if matches!(sent, Err(SendFail::Closed)) && !self.shared.is_closed() {
+            // The link ended under the send: the reason is in the ring.
+            receive::pump(&*self.link, &self.shared);
+            sent = Err(SendFail::Closed);
+        }
+        match sent {
             Ok(()) => Ok(()),
             Err(SendFail::Timeout) => Err(ClientError::SendQueueFull(timeout.unwrap_or_default())),
             Err(SendFail::Closed) => Err(self.shared.closed_error()),
@@ -280,49 +340,77 @@ impl Client {
 
     /// Receive the next frame on any port: `None` when `timeout` passes
     /// first (`None` timeout: wait until a frame comes or the connection ends).
+    ///
+    /// On `shm://` and `ivshmem://` the calling thread takes the frame from
+    /// the hub's ring itself (unless another thread is doing so for it):
+    /// the hub's wake-up reaches this thread, and no other thread runs.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>, ClientError> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        if self.received.is_empty() {
-            self.link.wait_for_delivery(deadline, &|| !self.received.is_empty());
-        }
-        let result = match deadline {
-            None => self.received.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(at) => self.received.recv_deadline(at),
-        };
-        match result {
-            Ok(received) => {
-                self.settle_ready();
-                Ok(Some(received))
+        loop {
+            if let Some(received) = self.take_queued() {
+                return Ok(Some(received));
             }
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(self.shared.closed_error()),
+            match receive::wait_until(&*self.link, &self.shared, deadline, &|| self.shared.has_frames()) {
+                Waited::Ready => {}
+                Waited::TimedOut => return Ok(None),
+                // Frames taken before the end are still received.
+                Waited::Closed => return self.take_queued().map(Some).ok_or_else(|| self.shared.closed_error()),
+            }
         }
+    }
+
+    /// The oldest frame in the receive queue.
+    fn take_queued(&self) -> Option<Received> {
+        let (received, held) = self.shared.pop_frame()?;
+        if held {
+            // The consumer waits for room for a lossless frame.
+            self.link.notify();
+        }
+        Some(received)
     }
 
     /// A file descriptor that is readable while frames are waiting in
     /// [`Client::recv`]'s queue or the connection has ended: for `poll`,
     /// `select`, epoll or an asyncio reader. Never read it yourself; call
     /// `recv`/`try_recv` when it is readable.
+    ///
+    /// On `shm://` and `ivshmem://`, where frames otherwise wait in the
+    /// hub's ring until a thread waits for them, the first call starts a
+    /// reader thread that takes them into the receive queue as they come,
+    /// so the fd becomes readable without anyone waiting; `recv` then takes
+    /// from that queue.
     pub fn fileno(&self) -> Result<RawFd, ClientError> {
-        if let Some(ready) = self.shared.ready.get() {
-            return Ok(ready.fd());
-        }
-        let signal = ReadySignal::new().map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
-        let ready = self.shared.ready.get_or_init(|| signal);
-        self.settle_ready();
+        let ready = match self.shared.ready.get() {
+            Some(ready) => ready,
+            None => {
+                let signal =
+                    ReadySignal::new().map_err(|e| ClientError::Protocol(format!("cannot create a ready fd: {e}")))?;
+                let ready = self.shared.ready.get_or_init(|| signal);
+                self.shared.settle_ready_now();
+                ready
+            }
+        };
+        self.start_reader()?;
         Ok(ready.fd())
     }
 
-    /// Keep the ready fd readable exactly while there is something to take.
-    fn settle_ready(&self) {
-        if let Some(ready) = self.shared.ready.get() {
-            ready.settle(|| !self.received.is_empty() || self.shared.is_closed());
+    /// Start the reader thread, once.
+    fn start_reader(&self) -> Result<(), ClientError> {
+        let mut threads = lock(&self.threads);
+        if self.reading.load(Ordering::Relaxed) {
+            return Ok(());
         }
+        let (link, shared) = (Arc::clone(&self.link), Arc::clone(&self.shared));
+        threads.push(spawn("fh-client-read", Box::new(move || receive::consume(&*link, &shared)))?);
+        // Relaxed: written and read under the `threads` lock.
+        self.reading.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Set the acceptance filters of `port`: `None` receives everything,
     /// `Some(&[])` nothing but error frames. Applies to frames not yet taken
-    /// from the socket; frames already queued are not re-filtered.
+    /// from the socket or the shared-memory ring; frames already in the
+    /// receive queue are not re-filtered.
     pub fn set_filters(&self, port: &Port, filters: Option<&[Filter]>) -> Result<(), ClientError> {
         self.check_open(port)?;
         let slot = &self.shared.filters[port.handle as usize];
@@ -369,8 +457,12 @@ impl Client {
 
     /// Frames dropped for `port` because this client did not read fast
     /// enough (receive overrun, counted by the hub and by the receive
-    /// queue), since the port was opened.
+    /// queue), since the port was opened. The hub reports its drops once
+    /// there is room again for this port's frames, and before it answers a
+    /// [`Client::flush`]: after a flush the count is complete.
     pub fn rx_dropped(&self, port: &Port) -> u64 {
+        // What waits in a shared-memory ring may carry a report.
+        receive::pump(&*self.link, &self.shared);
         self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
@@ -382,9 +474,12 @@ impl Client {
         }
     }
 
+    /// Send a request and wait for its reply — on a direct link taking the
+    /// hub's messages meanwhile, frames for `recv` included, so a reply
+    /// behind unread frames is reached.
     fn request(&self, key: Waiting, bytes: Vec<u8>) -> Result<Reply, ClientError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        lock(&self.shared.waiters).insert(key, tx);
+        let slot = Arc::new(ReplySlot::default());
+        lock(&self.shared.waiters).insert(key, Arc::clone(&slot));
         if self.shared.is_closed() {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
@@ -393,13 +488,19 @@ impl Client {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
-        match rx.recv_timeout(self.timeout) {
-            Ok(reply) => Ok(reply),
-            Err(RecvTimeoutError::Timeout) => {
-                lock(&self.shared.waiters).remove(&key);
-                Err(ClientError::Timeout(self.timeout))
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(self.shared.closed_error()),
+        let deadline = Instant::now() + self.timeout;
+        let waited = receive::wait_until(&*self.link, &self.shared, Some(deadline), &|| slot.is_done());
+        if let Some(reply) = slot.take() {
+            return Ok(reply);
+        }
+        lock(&self.shared.waiters).remove(&key);
+        // A reply filled between the look and the removal still counts.
+        if let Some(reply) = slot.take() {
+            return Ok(reply);
+        }
+        match waited {
+            Waited::TimedOut => Err(ClientError::Timeout(self.timeout)),
+            Waited::Ready | Waited::Closed => Err(self.shared.closed_error()),
         }
     }
 }
@@ -416,47 +517,35 @@ impl Drop for Client {
             wire::encode(&mut goodbye, &Message::Goodbye(report));
             let _ = self.link.send_message(goodbye, Some(GOODBYE_GRACE));
         }
+        // Before the link wakes them: a consumer or a reader waiting for
+        // room returns instead of waiting for an application that is gone.
+        self.shared.leave();
         self.link.close();
-        // Replacing the receive queue drops its receiver, releasing a reader
-        // thread blocked on a full queue.
-        self.received = crossbeam_channel::never();
-        for thread in self.threads.drain(..) {
+        for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();
         }
     }
 }
 
-/// Start a link's two threads: the reader, which hands every message to the
-/// dispatcher, and the link's own.
-fn start_threads(
-    link: &Arc<dyn Link>,
-    shared: &Arc<Shared>,
-    received: Sender<Received>,
-) -> Result<Vec<JoinHandle<()>>, ClientError> {
-    let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(body)
-            .map_err(|e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") })
-    };
-    let (reader_link, reader_shared) = (Arc::clone(link), Arc::clone(shared));
-    let reader = spawn(
-        "fh-client-read",
-        Box::new(move || {
-            let mut deliver = |body: &[u8]| dispatch::deliver(body, &reader_shared, &received);
-            if let Some(reason) = reader_link.receive(&mut deliver) {
-                reader_shared.close(reason);
-            }
-        }),
-    )?;
-    let (own_link, own_shared) = (Arc::clone(link), Arc::clone(shared));
-    let own = spawn(
-        "fh-client-link",
-        Box::new(move || {
-            if let Some(reason) = own_link.tend() {
-                own_shared.close(reason);
-            }
-        }),
-    )?;
-    Ok(vec![reader, own])
+/// Start a client thread.
+fn spawn(name: &str, body: Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>, ClientError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map_err(|e| ClientError::Closed { reason: format!("cannot start a client thread: {e}") })
+}
+
+/// The link's own thread: [`Link::tend`]; then, on a direct link whose hub
+/// ended the session, take what the hub published before the end, so its
+/// reason is known and every waiter wakes even if nobody was waiting.
+fn link_thread(link: &Arc<dyn Link>, shared: &Arc<Shared>) -> Box<dyn FnOnce() + Send> {
+    let (link, shared) = (Arc::clone(link), Arc::clone(shared));
+    Box::new(move || {
+        if let Some(reason) = link.tend() {
+            receive::end(&*link, &shared, reason);
+        }
+        if link.direct() {
+            receive::consume(&*link, &shared);
+        }
+    })
 }

@@ -3,14 +3,16 @@
 //!
 //! A nonblocking socket pair, readable while a byte waits in it. Whether it
 //! should be readable is decided under one small lock, by whoever changed
-//! the receive queue last: the reader thread after it queued a frame
+//! the receive queue last: the consumer after it queued a frame
 //! ([`ReadySignal::settle`] raises if frames wait), the application after
 //! it took one (lowers if none waits). Each looks at the queue inside the
-//! lock, so the last look decides, and the fd is readable exactly while
-//! frames wait — never quiet with frames waiting, never readable with none
-//! (a reader's raise that lost the race to the application's take would
-//! otherwise leave it readable over an empty queue). An ended connection
-//! keeps it readable for good.
+//! lock, while it still holds the queue's, so the last look decides, and
+//! the fd is readable exactly while frames wait — never quiet with frames
+//! waiting, never readable with none (a consumer's raise that lost the race
+//! to the application's take would otherwise leave it readable over an
+//! empty queue). An ended connection keeps it readable for good. On the
+//! shared-memory links frames reach the queue without anyone waiting only
+//! through a reader thread, which `Client::fileno` starts.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};

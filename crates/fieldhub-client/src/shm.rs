@@ -8,10 +8,18 @@
 //!   ([`RingSender`]) and rings the hub's doorbell — a system call only if
 //!   the hub sleeps. A full ring waits on the space doorbell, which the hub
 //!   rings as it takes messages.
-//! - the reader thread takes messages from the to-client ring
-//!   ([`RingReceiver`]), waiting on the client's doorbell.
+//! - the thread holding the client's consumer token (`receive.rs`: an
+//!   application thread waiting in `recv` or for a reply, or a reader
+//!   thread once the ready fd exists) takes messages from the to-client
+//!   ring ([`RingReceiver`]) and waits on the client's doorbell, which the
+//!   hub rings after publishing. Before it sleeps it may spin for a time
+//!   that follows the recent gaps between arrivals (`spin.rs`): a
+//!   request/answer exchange finds its answer while still spinning where a
+//!   core is free for that, a periodic stream (a 500 kbit/s bus: a frame
+//!   every 250 µs) sleeps at once. Other waiting threads sleep on the same
+//!   doorbell; the consumer rings it for them.
 //! - the link's own thread blocks on the session socket: when it ends (the
-//!   hub stopped or died), it marks the link ended and wakes both waiters,
+//!   hub stopped or died), it marks the link ended and wakes every waiter,
 //!   so no call hangs on a dead hub.
 
 use std::io::{Read, Write};
@@ -23,13 +31,13 @@ use std::time::{Duration, Instant};
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::wire::check_length;
 use fieldhub_proto::Frame;
-use fieldhub_shm::{socket, BellSegment, ClientSegment, Producer, WaitPolicy};
+use fieldhub_shm::{socket, AdaptiveSpin, BellSegment, ClientSegment, Producer, WaitPolicy};
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
-use crate::link::{Flow, Link, SendFail};
+use crate::link::{Flow, Link, SendFail, Took};
 use crate::ring_receiver::RingReceiver;
 use crate::ring_sender::{one_frame, RingSender};
-use crate::{lock, ClientError, ClientOptions};
+use crate::{lock, spin, ClientError, ClientOptions};
 
 /// A connected shared-memory link.
 pub(crate) struct ShmLink {
@@ -40,9 +48,18 @@ pub(crate) struct ShmLink {
     /// Ends when the session socket ends (the hub is gone) or the client
     /// closes it.
     to_hub: RingSender,
-    /// Taken by the reader thread for its whole life.
-    to_client: Mutex<RingReceiver>,
+    /// Locked by the consumer-token holder only, so never contended.
+    to_client: Mutex<ToClient>,
     policy: WaitPolicy,
+}
+
+/// The consumer's side of the to-client ring.
+struct ToClient {
+    receiver: RingReceiver,
+    /// How long the consumer spins before it sleeps.
+    spin: AdaptiveSpin,
+    /// The last wait ended without a message: sleep without spinning.
+    idle: bool,
 }
 
 impl ShmLink {
@@ -77,7 +94,7 @@ impl ShmLink {
             hub_bell,
             socket,
             to_hub: RingSender::new(Producer::starting_at(0)),
-            to_client: Mutex::new(RingReceiver::new()),
+            to_client: Mutex::new(ToClient { receiver: RingReceiver::new(), spin: spin::consumer_spin(), idle: false }),
             policy: if busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
         };
         Ok((link, session))
@@ -98,7 +115,8 @@ impl ShmLink {
         Ok(())
     }
 
-    /// End the link: wake the reader and any sender waiting for room.
+    /// End the link: wake every thread waiting on the client's doorbell
+    /// and any sender waiting for room.
     fn end(&self) {
         // The wakes make sleeping waiters re-check the flag.
         self.to_hub.end();
@@ -116,25 +134,50 @@ impl Link for ShmLink {
         self.send(|out| out.extend_from_slice(&message), timeout)
     }
 
-    fn receive(&self, deliver: &mut dyn FnMut(&[u8]) -> Flow) -> Option<String> {
+    fn direct(&self) -> bool {
+        true
+    }
+
+    fn take(
+        &self,
+        deadline: Option<Instant>,
+        until: &dyn Fn() -> bool,
+        deliver: &mut dyn FnMut(&[u8]) -> Flow,
+    ) -> Took {
         let ring = self.segment.to_client();
         let bell = self.segment.client_bell();
-        let stop = lock(&self.to_client).run(
-            &ring,
-            || self.ended(),
-            |deadline, ready| bell.wait(self.policy, deadline, ready),
-            |body| {
-                let flow = deliver(body);
-                // A thread in `wait_for_delivery` may have seen the ring
-                // already emptied by this thread and the queue not yet
-                // filled: it sleeps on the same bell.
-                if matches!(flow, Flow::Continue) {
-                    bell.ring();
-                }
-                flow
-            },
-        );
-        stop.reason()
+        let busy_poll = self.policy.busy_poll;
+        let mut to_client = lock(&self.to_client);
+        let ToClient { receiver, spin, idle } = &mut *to_client;
+        let wait = |deadline: Option<Instant>, ready: &mut dyn FnMut() -> bool| {
+            if busy_poll {
+                return bell.wait(WaitPolicy::BUSY_POLL, deadline, ready);
+            }
+            let started = Instant::now();
+            let budget = if *idle { Duration::ZERO } else { spin.budget() };
+            let came = spin::wait(bell, budget, deadline, ready);
+            if came {
+                spin.observe(started.elapsed());
+            }
+            *idle = !came;
+            came
+        };
+        receiver.run(&ring, deadline, until, || self.ended(), wait, deliver).took()
+    }
+
+    /// Waiters other than the consumer sleep on the client's doorbell too:
+    /// the hub's ring wakes them with the consumer, and the consumer rings
+    /// it when it hands them something or lets the token go.
+    fn wait(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+        let bell = self.segment.client_bell();
+        match self.policy.busy_poll {
+            true => bell.wait(WaitPolicy::BUSY_POLL, deadline, ready),
+            false => spin::wait(bell, spin::FOLLOWER_SPIN, deadline, ready),
+        }
+    }
+
+    fn notify(&self) {
+        self.segment.client_bell().ring();
     }
 
     /// Block until the session socket ends, then end the link.
@@ -148,17 +191,9 @@ impl Link for ShmLink {
             }
         }
         self.end();
-        // The reader reports the end once it has taken what the hub
+        // The consumer reports the end once it has taken what the hub
         // published before it.
         None
-    }
-
-    /// Wait as the reader thread does — on the client's doorbell — so the
-    /// hub's wake-up reaches the waiting thread directly: one wake-up per
-    /// delivery instead of two.
-    fn wait_for_delivery(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) {
-        let ring = self.segment.to_client();
-        self.segment.client_bell().wait(self.policy, deadline, || ready() || ring.has_unread() || self.ended());
     }
 
     /// Everything sent is already in the ring; the hub takes it before it

@@ -4,9 +4,14 @@
 //!
 //! Sending queues frames for the writer thread ([`Link::tend`]), which packs
 //! them into `FRAMES` messages — many frames per write under load, one at
-//! once when idle. The reader thread reads length-prefixed messages through
-//! the same buffered reader that took `WELCOME`, so nothing the hub sent
-//! right after it is lost.
+//! once when idle. The link is not direct: the client's reader thread holds
+//! the consumer token for the link's life and reads length-prefixed
+//! messages ([`Link::take`], without a deadline) through the same buffered
+//! reader that took `WELCOME`, so nothing the hub sent right after it is
+//! lost. A message the consumer holds back (a lossless frame without room)
+//! is kept in a buffer and handed over first on the next `take`. The
+//! application's threads wait on a doorbell in private memory that the
+//! reader rings.
 //!
 //! Invariant: the stream is written by one thread only (the handshake, then
 //! the writer), so messages never interleave; a queue of at most
@@ -26,11 +31,12 @@ use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::stream::{MessageReader, ReadError};
 use fieldhub_proto::wire::Packer;
 use fieldhub_proto::{Frame, FrameMeta};
+use fieldhub_shm::bell::LocalBell;
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
-use crate::link::{Flow, Link, SendFail};
+use crate::link::{Flow, Link, SendFail, Took};
 use crate::url::HubUrl;
-use crate::{lock, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
+use crate::{lock, spin, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
 
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -49,13 +55,24 @@ enum WriteItem {
 pub(crate) struct StreamLink {
     /// For shutting the stream down; the reader and the writer have clones.
     stream: Stream,
-    reader: Mutex<MessageReader<BufReader<Stream>>>,
+    /// Locked by the consumer-token holder (the reader thread) only.
+    reader: Mutex<StreamReader>,
+    /// What the application's threads wait on; rung by the reader.
+    bell: LocalBell,
     /// The send queue; emptied by `close`, which lets the writer finish.
     to_writer: ArcSwapOption<Sender<WriteItem>>,
     /// Taken by the writer thread when it starts.
     writer: Mutex<Option<Writer>>,
     /// Disconnected once the writer has returned.
     written: Receiver<()>,
+}
+
+/// The receive side: the reader, and a message held back by the consumer.
+struct StreamReader {
+    messages: MessageReader<BufReader<Stream>>,
+    /// The body of the message held back (`holding`); reused.
+    held: Vec<u8>,
+    holding: bool,
 }
 
 /// The writer thread's own: its stream handle, the queue's receiving end
@@ -82,7 +99,8 @@ impl StreamLink {
         let writer = Writer { stream: stream.try_clone().map_err(connect_error)?, queue, _done: done };
         let link = Self {
             stream,
-            reader: Mutex::new(reader),
+            reader: Mutex::new(StreamReader { messages: reader, held: Vec::new(), holding: false }),
+            bell: LocalBell::default(),
             to_writer: ArcSwapOption::from_pointee(to_writer),
             writer: Mutex::new(Some(writer)),
             written,
@@ -114,20 +132,60 @@ impl Link for StreamLink {
         self.queue(WriteItem::Message(message), timeout)
     }
 
-    fn receive(&self, deliver: &mut dyn FnMut(&[u8]) -> Flow) -> Option<String> {
+    fn direct(&self) -> bool {
+        false
+    }
+
+    /// Reads until `until()` holds or the stream ends; the deadline is
+    /// ignored (the reader thread passes none: a blocking read cannot end
+    /// half-way through a message).
+    fn take(
+        &self,
+        _deadline: Option<Instant>,
+        until: &dyn Fn() -> bool,
+        deliver: &mut dyn FnMut(&[u8]) -> Flow,
+    ) -> Took {
         let mut reader = lock(&self.reader);
+        let StreamReader { messages, held, holding } = &mut *reader;
         loop {
-            let body = match reader.read(MAX_MESSAGE_LEN) {
-                Ok(body) => body,
-                Err(ReadError::Closed) => return Some("the hub closed the connection".into()),
-                Err(e) => return Some(format!("connection to the hub lost: {e}")),
+            if until() {
+                return Took::Until;
+            }
+            let flow = if *holding {
+                match deliver(&held[..]) {
+                    Flow::Hold => return Took::Held,
+                    flow => {
+                        *holding = false;
+                        flow
+                    }
+                }
+            } else {
+                let body = match messages.read(MAX_MESSAGE_LEN) {
+                    Ok(body) => body,
+                    Err(ReadError::Closed) => return Took::Ended("the hub closed the connection".into()),
+                    Err(e) => return Took::Ended(format!("connection to the hub lost: {e}")),
+                };
+                let flow = deliver(body);
+                if matches!(flow, Flow::Hold) {
+                    held.clear();
+                    held.extend_from_slice(body);
+                    *holding = true;
+                    return Took::Held;
+                }
+                flow
             };
-            match deliver(body) {
-                Flow::Continue => {}
-                Flow::Close(reason) => return Some(reason),
-                Flow::Leave => return None,
+            if let Flow::Close(reason) = flow {
+                return Took::Ended(reason);
             }
         }
+    }
+
+    fn wait(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+        spin::wait(self.bell.bell(), spin::FOLLOWER_SPIN, deadline, ready)
+    }
+
+    fn notify(&self) {
+        self.bell.bell().ring();
     }
 
     /// The writer: runs until the send queue is closed and drained, or a
@@ -144,6 +202,8 @@ impl Link for StreamLink {
         // is bounded; the shutdown then fails the writer's write.
         let _ = self.written.recv_timeout(GOODBYE_GRACE);
         self.stream.shutdown();
+        // A reader waiting for room for a held message looks again.
+        self.bell.bell().wake();
     }
 }
 

@@ -110,8 +110,9 @@ impl WaitPolicy {
 
 /// A spin budget that follows the peers' pace, for a waiter whose peers
 /// answer in bursts (the hub's bus thread). After each wait that ended with
-/// input, it becomes twice that wait if that fits [`AdaptiveSpin::MAX`]
-/// (never less than it was), and otherwise halves, down to none at all
+/// input, it becomes twice that wait if that fits the budget's maximum
+/// ([`AdaptiveSpin::MAX`] by default; never less than it was), and otherwise
+/// halves, down to its minimum — by default none at all
 /// ([`AdaptiveSpin::MIN`]). A request/answer exchange then pays no wake-up
 /// for the answer, and a periodic stream slower than the spin limit (a
 /// 500 kbit/s bus sends a frame every ~250 µs) sleeps at once: a spin it
@@ -119,6 +120,8 @@ impl WaitPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdaptiveSpin {
     budget: Duration,
+    min: Duration,
+    max: Duration,
 }
 
 impl AdaptiveSpin {
@@ -128,28 +131,36 @@ impl AdaptiveSpin {
     const FLOOR: Duration = Duration::from_micros(2);
     pub const MAX: Duration = Duration::from_micros(200);
 
+    /// A budget between `min` and `max` (`min` ≤ `max`), starting at the
+    /// reference spin ([`WaitPolicy::ADAPTIVE`]) if that lies between them.
+    pub fn bounded(min: Duration, max: Duration) -> Self {
+        Self { budget: WaitPolicy::ADAPTIVE.spin.clamp(min, max), min, max }
+    }
+
     /// The spin the next wait may use.
     pub fn budget(&self) -> Duration {
         self.budget
     }
 
-    /// Input came `after` the wait began.
-    fn observed(&mut self, after: Duration) {
-        self.budget =
-            if after * 2 <= Self::MAX { self.budget.max(after * 2) } else { Self::halved(self.budget) };
-    }
-
-    fn halved(budget: Duration) -> Duration {
-        match budget / 2 {
-            short if short < Self::FLOOR => Self::MIN,
-            half => half,
-        }
+    /// Input came `after` the wait began (for waiters that spin and sleep
+    /// by other means than [`Bell::wait_adaptive`]).
+    pub fn observe(&mut self, after: Duration) {
+        self.budget = if after * 2 <= self.max {
+            self.budget.max(after * 2)
+        } else {
+            let half = self.budget / 2;
+            if half < Self::FLOOR {
+                self.min
+            } else {
+                half.max(self.min)
+            }
+        };
     }
 }
 
 impl Default for AdaptiveSpin {
     fn default() -> Self {
-        Self { budget: WaitPolicy::ADAPTIVE.spin }
+        Self::bounded(Self::MIN, Self::MAX)
     }
 }
 
@@ -190,7 +201,7 @@ impl<'a> Bell<'a> {
             Spun::Out => self.sleep_until(deadline, ready),
         };
         if ready {
-            spin_budget.observed(started.elapsed());
+            spin_budget.observe(started.elapsed());
         }
         ready
     }
@@ -302,22 +313,40 @@ mod tests {
     #[test]
     fn the_adaptive_spin_grows_when_spinning_pays_and_shrinks_when_it_does_not() {
         let mut budget = AdaptiveSpin::default();
-        budget.observed(Duration::from_micros(40));
+        budget.observe(Duration::from_micros(40));
         assert_eq!(budget.budget(), Duration::from_micros(80), "input 40 µs after the wait began: spin twice that");
-        budget.observed(Duration::from_micros(10));
+        budget.observe(Duration::from_micros(10));
         assert_eq!(budget.budget(), Duration::from_micros(80), "a quicker answer does not shorten the spin");
         for _ in 0..10 {
-            budget.observed(AdaptiveSpin::MAX);
+            budget.observe(AdaptiveSpin::MAX);
         }
         assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late earns no spin at all");
 
         // A wait whose input comes at its deadline's end, through the bell.
         let local = LocalBell::default();
-        let mut budget = AdaptiveSpin { budget: Duration::from_micros(80) };
+        let mut budget = AdaptiveSpin::default();
+        budget.observe(Duration::from_micros(40));
         let late = Instant::now() + AdaptiveSpin::MAX;
         let deadline = Some(late + Duration::from_millis(1));
         assert!(local.bell().wait_adaptive(&mut budget, deadline, || Instant::now() >= late));
         assert_eq!(budget.budget(), Duration::from_micros(40));
+    }
+
+    #[test]
+    fn a_bounded_spin_stays_within_its_bounds_and_reaches_zero_for_slow_input() {
+        let mut budget = AdaptiveSpin::bounded(Duration::ZERO, Duration::from_micros(50));
+        assert_eq!(budget.budget(), Duration::from_micros(20), "starts at the reference spin");
+        budget.observe(Duration::from_micros(20));
+        assert_eq!(budget.budget(), Duration::from_micros(40));
+        budget.observe(Duration::from_micros(30));
+        assert_eq!(budget.budget(), Duration::from_micros(20), "twice 30 µs does not fit 50 µs: halve");
+        // A periodic stream: a frame every 250 µs.
+        for _ in 0..8 {
+            budget.observe(Duration::from_micros(250));
+        }
+        assert_eq!(budget.budget(), Duration::ZERO, "slow input earns no spin at all");
+        budget.observe(Duration::from_micros(10));
+        assert_eq!(budget.budget(), Duration::from_micros(20), "a quick answer brings the spin back");
     }
 
     #[test]

@@ -1,0 +1,255 @@
+//! Receiving over shared memory without a reader thread: the application's
+//! waiting thread takes from the to-client ring itself (`receive.rs` in the
+//! client). Order and loss through one `recv` loop, several threads taking
+//! at once, replies behind unread frames, the hub's end reaching a thread
+//! that waits (or nobody waiting), the ready fd, and a burst larger than the
+//! ring on a lossless port.
+//!
+//! The tests of this file run one at a time (`one_at_a_time`): one of them
+//! counts the process's client threads.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fieldhub_client::{Client, ClientError, PortConfig, Received};
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Threads of this process whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+fn readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: `pollfd` is a valid, exclusively borrowed array of one entry
+    // for the duration of the call.
+    let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
+    n == 1 && pollfd.revents & libc::POLLIN != 0
+}
+
+#[test]
+fn two_hundred_thousand_numbered_frames_arrive_in_order_through_one_recv_loop_without_a_reader_thread() {
+    const FRAMES: u32 = 200_000;
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let readers_before = threads_named("fh-client-read");
+    let sender = hub.shm_client("sender");
+    let receiver = hub.shm_client("receiver");
+    let tx = sender.open_port("can0").unwrap();
+    let rx = receiver.open_port_with("can0", &lossless()).unwrap();
+    assert_eq!(threads_named("fh-client-read"), readers_before, "an shm client starts no reader thread");
+
+    std::thread::scope(|s| {
+        s.spawn(|| (0..FRAMES).for_each(|n| sender.send(&tx, &numbered(0x100, 1, n)).unwrap()));
+        let mut last_seq = 0;
+        for n in 0..FRAMES {
+            let got = receiver.recv(Some(PATIENCE)).unwrap().unwrap_or_else(|| panic!("stalled after {n} frames"));
+            assert_eq!(number_of(&got.frame), (1, n), "frame out of order or lost");
+            assert!(got.meta.seq > last_seq, "sequence numbers only grow");
+            assert_eq!(got.port, rx.handle);
+            last_seq = got.meta.seq;
+        }
+    });
+    assert_nothing_pending(&receiver);
+    assert_eq!(receiver.rx_dropped(&rx), 0);
+    assert_eq!(threads_named("fh-client-read"), readers_before, "nor does receiving start one");
+}
+
+#[test]
+fn threads_receiving_at_once_get_every_frame_exactly_once_and_each_in_order() {
+    const FRAMES: u32 = 100_000;
+    const THREADS: usize = 3;
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let sender = hub.shm_client("sender");
+    let receiver = hub.shm_client("receiver");
+    let tx = sender.open_port("can0").unwrap();
+    receiver.open_port_with("can0", &lossless()).unwrap();
+
+    let taken = AtomicUsize::new(0);
+    let (per_thread, flushes) = std::thread::scope(|s| {
+        s.spawn(|| (0..FRAMES).for_each(|n| sender.send(&tx, &numbered(0x100, 1, n)).unwrap()));
+        let receiving: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    let started = Instant::now();
+                    while taken.load(Ordering::Relaxed) < FRAMES as usize {
+                        assert!(started.elapsed() < PATIENCE, "stalled at {} frames", taken.load(Ordering::Relaxed));
+                        if let Some(got) = receiver.recv(Some(Duration::from_millis(20))).unwrap() {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                            mine.push(got);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        // Requests wait for their replies among the receiving threads.
+        let flushing = s.spawn(|| {
+            let mut flushes = 0u32;
+            while taken.load(Ordering::Relaxed) < FRAMES as usize {
+                receiver.flush().expect("a flush among receiving threads");
+                flushes += 1;
+            }
+            flushes
+        });
+        let per_thread: Vec<Vec<Received>> = receiving.into_iter().map(|t| t.join().unwrap()).collect();
+        (per_thread, flushing.join().unwrap())
+    });
+    assert!(flushes > 0);
+    let mut seen = HashSet::new();
+    for (i, frames) in per_thread.iter().enumerate() {
+        for pair in frames.windows(2) {
+            assert!(pair[1].meta.seq > pair[0].meta.seq, "thread {i} took frames out of order");
+        }
+        for got in frames {
+            assert!(seen.insert(number_of(&got.frame).1), "frame {:?} taken twice", number_of(&got.frame));
+        }
+    }
+    assert_eq!(seen.len(), FRAMES as usize, "every frame taken once");
+    assert_nothing_pending(&receiver);
+}
+
+/// A request a client makes of the hub.
+type Request = dyn Fn(&Client);
+
+#[test]
+fn replies_that_wait_behind_unread_frames_in_the_ring_are_reached() {
+    const FRAMES: u32 = 3_000;
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let sender = hub.shm_client("sender");
+    let receiver = hub.shm_client("receiver");
+    let tx = sender.open_port("can0").unwrap();
+    let rx = receiver.open_port_with("can0", &lossless()).unwrap();
+
+    // Each time the frames are in the receiver's ring before it asks: its
+    // request's reply comes behind them.
+    let requests: [(&str, &Request); 3] = [
+        ("flush", &|c: &Client| {
+            c.flush().expect("flush behind unread frames");
+        }),
+        ("stats", &|c: &Client| {
+            c.stats().expect("stats behind unread frames");
+        }),
+        ("open_port", &|c: &Client| {
+            c.open_port("can1").expect("open_port behind unread frames");
+        }),
+    ];
+    let mut expected = 0u32;
+    for (round, (what, request)) in requests.iter().enumerate() {
+        let first = round as u32 * FRAMES;
+        (first..first + FRAMES).for_each(|n| sender.send(&tx, &numbered(0x100, 1, n)).unwrap());
+        sender.flush().unwrap();
+        request(&receiver);
+        // Everything the request carried past is in the receive queue.
+        while let Some(got) = receiver.try_recv().unwrap() {
+            assert_eq!(number_of(&got.frame), (1, expected), "after {what}");
+            expected += 1;
+        }
+        assert_eq!(expected, first + FRAMES, "after {what}: frames missing");
+    }
+    assert_eq!(receiver.rx_dropped(&rx), 0);
+}
+
+#[test]
+fn the_hubs_goodbye_reaches_a_thread_blocked_in_recv_and_a_client_nobody_waits_on() {
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let waiting = hub.shm_client("waiting");
+    let idle = hub.shm_client("idle");
+    waiting.open_port("can0").unwrap();
+    let idle_port = idle.open_port("can0").unwrap();
+    std::thread::scope(|s| {
+        let blocked = s.spawn(|| waiting.recv(None));
+        // The thread is in `recv` (no timeout) before the hub stops.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(hub.terminate().success());
+        match blocked.join().unwrap() {
+            Err(ClientError::Closed { reason }) => assert!(reason.contains("shutting down"), "{reason}"),
+            other => panic!("expected the hub's goodbye, got {other:?}"),
+        }
+    });
+    // Nobody waited on `idle`: its link's own thread took the goodbye.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match idle.send(&idle_port, &numbered(0x1, 1, 0)) {
+            Err(ClientError::Closed { reason }) => {
+                assert!(reason.contains("shutting down"), "{reason}");
+                break;
+            }
+            other => assert!(Instant::now() < deadline, "still sending into a stopped hub: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_ready_fd_of_an_shm_client_is_readable_exactly_while_frames_wait() {
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let sender = hub.shm_client("sender");
+    let receiver = hub.shm_client("receiver");
+    let tx = sender.open_port("can0").unwrap();
+    receiver.open_port("can0").unwrap();
+    let fd = receiver.fileno().unwrap();
+    assert_eq!(receiver.fileno().unwrap(), fd, "one fd for the client's life");
+    assert!(!readable(fd, 0), "nothing sent yet");
+
+    for round in 0..200u32 {
+        let burst = 1 + round % 5;
+        for i in 0..burst {
+            sender.send(&tx, &numbered(0x1, 1, i)).unwrap();
+        }
+        // Nobody waits in `recv`: the fd becomes readable all the same.
+        assert!(readable(fd, 60_000), "round {round}: frames sent, fd quiet");
+        sender.flush().unwrap();
+        receiver.flush().unwrap();
+        for i in 0..burst {
+            assert!(readable(fd, 0));
+            let got = receiver.recv(Some(PATIENCE)).unwrap().expect("a frame");
+            assert_eq!(number_of(&got.frame), (1, i));
+        }
+        assert!(!readable(fd, 0), "round {round}: queue empty, fd still readable");
+    }
+    assert!(hub.terminate().success());
+    assert!(readable(fd, 60_000), "the hub's end makes the fd readable");
+    assert!(receiver.recv(Some(PATIENCE)).is_err());
+}
+
+/// One thread sends a burst larger than the ring, the hub's transmit credit
+/// and the to-hub ring together, to a channel it also receives on through
+/// a lossless port, and reads only afterwards: its sends take what waits in
+/// its ring when they find no room, so the channel is never held for good.
+#[test]
+fn a_thread_that_sends_a_burst_to_its_own_lossless_port_before_reading_does_not_stall() {
+    const FRAMES: u32 = 30_000;
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let client = hub.shm_client("loopback");
+    let config = PortConfig { receive_own: true, ..lossless() };
+    let port = client.open_port_with("can0", &config).unwrap();
+    for n in 0..FRAMES {
+        client.send_timeout(&port, &numbered(0x100, 1, n), Some(PATIENCE)).expect("a send stalled");
+    }
+    for n in 0..FRAMES {
+        let got = client.recv(Some(PATIENCE)).unwrap().unwrap_or_else(|| panic!("stalled after {n} frames"));
+        assert_eq!(number_of(&got.frame), (1, n));
+        assert!(got.frame.is_echo());
+    }
+    assert_eq!(client.rx_dropped(&port), 0);
+}
