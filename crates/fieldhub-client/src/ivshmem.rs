@@ -102,9 +102,8 @@ impl IvshmemLink {
     /// at most `timeout` (`None`: no limit) for room. The hub's poller sees
     /// the new head; there is nothing to ring.
     fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
-        let deadline = timeout.map(|t| Instant::now() + t);
         let mut backoff = Backoff::new(Backoff::MAX_SLEEP);
-        self.to_hub.send(&self.segment.to_hub(), encode, deadline, |deadline, room| backoff.wait(deadline, room))
+        self.to_hub.send(&self.segment.to_hub(), encode, timeout, |deadline, room| backoff.wait(deadline, room))
     }
 
     /// Why the session is over, if the region says it is.

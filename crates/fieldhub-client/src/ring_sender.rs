@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fieldhub_proto::wire::BatchEncoder;
 use fieldhub_proto::{Frame, FrameMeta};
@@ -52,14 +52,16 @@ impl RingSender {
 
     /// Encode one message with `encode` and push it into `ring`. While it
     /// does not fit, `wait_for_room(deadline, room)` waits until `room()`
-    /// holds (true) or `deadline` passes (false: [`SendFail::Timeout`]). The
+    /// holds (true) or the deadline — `timeout` after the ring was first
+    /// found full, so a send that fits reads no clock — passes (false:
+    /// [`SendFail::Timeout`]). The
     /// lock is released when this returns, so a link may ring a doorbell
     /// afterwards without holding it.
     pub fn send(
         &self,
         ring: &RingRef<'_>,
         encode: impl FnOnce(&mut Vec<u8>),
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
         mut wait_for_room: impl FnMut(Option<Instant>, &mut dyn FnMut() -> bool) -> bool,
     ) -> Result<(), SendFail> {
         let mut to_hub = self.to_hub.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -67,6 +69,7 @@ impl RingSender {
         scratch.clear();
         encode(scratch);
         let needed = slots_for(scratch.len());
+        let mut deadline = None;
         loop {
             if self.ended() {
                 return Err(SendFail::Closed);
@@ -78,6 +81,7 @@ impl RingSender {
                 Err(_) => return Err(SendFail::Closed),
             }
             let mut room = || producer.free_slots(ring).map_or(true, |free| free >= needed) || self.ended();
+            let deadline = *deadline.get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
             if !wait_for_room(deadline, &mut room) {
                 return Err(SendFail::Timeout);
             }

@@ -107,10 +107,9 @@ impl ShmLink {
     /// Write one message, built by `encode`, into the to-hub ring, waiting
     /// at most `timeout` (`None`: no limit) for room.
     fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
-        let deadline = timeout.map(|t| Instant::now() + t);
         let space = self.segment.space_bell();
         self.to_hub
-            .send(&self.segment.to_hub(), encode, deadline, |deadline, room| space.wait(self.policy, deadline, room))?;
+            .send(&self.segment.to_hub(), encode, timeout, |deadline, room| space.wait(self.policy, deadline, room))?;
         self.hub_bell.bell().ring();
         Ok(())
     }
