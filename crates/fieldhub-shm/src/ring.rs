@@ -191,6 +191,22 @@ impl Producer {
         Ok(used)
     }
 
+    /// Whether `needed` more slots keep the slots in use within `limit`.
+    /// The consumer's tail (a cache line it writes) is loaded only when the
+    /// tail last seen says no: that tail is never ahead of the real one, so
+    /// a yes from it holds, and a producer well within its limit reads no
+    /// shared index per message.
+    pub fn fits_within(&mut self, ring: &RingRef<'_>, needed: u32, limit: u32) -> Result<bool, RingError> {
+        if let Some(tail) = self.seen_tail {
+            if self.head.wrapping_sub(tail) + needed <= limit {
+                return Ok(true);
+            }
+        }
+        let used = self.used_slots(ring)?;
+        self.seen_tail = Some(self.head.wrapping_sub(used));
+        Ok(used + needed <= limit)
+    }
+
     /// Slots free for new messages.
     pub fn free_slots(&self, ring: &RingRef<'_>) -> Result<u32, RingError> {
         Ok(ring.slots() - self.used_slots(ring)?)
@@ -415,6 +431,28 @@ mod tests {
         assert!(producer.try_push(&ring, &message(&[1])).unwrap());
         assert_eq!(producer.free_slots(&ring), Ok(1));
         assert!(matches!(producer.try_push(&ring, &message(&[0; 600])), Err(RingError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn a_limit_check_from_the_tail_last_seen_never_overstates_the_room() {
+        let local = LocalRing::new(8);
+        let ring = local.ring();
+        let (mut producer, mut consumer) = (Producer::starting_at(0), Consumer::starting_at(0));
+        let one_slot = message(&[3; 10]);
+        for _ in 0..4 {
+            assert!(producer.try_push(&ring, &one_slot).unwrap());
+        }
+        assert_eq!(producer.fits_within(&ring, 1, 5), Ok(true));
+        assert!(producer.try_push(&ring, &one_slot).unwrap());
+        assert_eq!(producer.fits_within(&ring, 1, 5), Ok(false), "5 in use: a sixth exceeds the limit");
+        let mut body = Vec::new();
+        assert!(consumer.pop(&ring, 4096, &mut body).unwrap());
+        assert_eq!(producer.fits_within(&ring, 1, 5), Ok(true), "a no from the old tail loads the new one");
+        assert!(producer.try_push(&ring, &one_slot).unwrap());
+        assert_eq!(producer.fits_within(&ring, 1, 5), Ok(false));
+        // A tail the consumer could not have written is caught when loaded.
+        local.tail_word().store(1000, Ordering::Release);
+        assert!(matches!(producer.fits_within(&ring, 1, 5), Err(RingError::Indices { .. })));
     }
 
     #[test]

@@ -195,8 +195,8 @@ impl ShmLink {
         let ToClient { producer, scratch, unrung } = &mut *out;
         scratch.clear();
         encode(scratch);
-        let fits = match producer.used_slots(&ring) {
-            Ok(used) => used + slots_for(scratch.len()) <= limit,
+        let fits = match producer.fits_within(&ring, slots_for(scratch.len()), limit) {
+            Ok(fits) => fits,
             Err(e) => return Err(self.corrupt(&e.to_string())),
         };
         if fits {
@@ -232,8 +232,8 @@ impl ShmLink {
 
 impl OutboxSink for ShmLink {
     fn has_frame_room(&self) -> bool {
-        let out = self.to_client();
-        out.producer.used_slots(&self.segment.to_client()).is_ok_and(|used| used < FRAME_SHARE_SLOTS)
+        let mut out = self.to_client();
+        out.producer.fits_within(&self.segment.to_client(), 1, FRAME_SHARE_SLOTS).unwrap_or(false)
     }
 
     fn is_gone(&self) -> bool {
