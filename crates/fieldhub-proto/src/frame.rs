@@ -530,7 +530,8 @@ mod accepted_parts_tests {
             dlc.set_len8_dlc(12).unwrap();
             frames.push(dlc);
             for &len in &FD_LENGTHS {
-                for flags in [FrameFlags::empty(), FrameFlags::BRS, FrameFlags::ESI, FrameFlags::BRS | FrameFlags::ESI] {
+                for flags in [FrameFlags::empty(), FrameFlags::BRS, FrameFlags::ESI, FrameFlags::BRS | FrameFlags::ESI]
+                {
                     let flags = if extended { flags | FrameFlags::EXTENDED } else { flags };
                     frames.push(Frame::can_fd(id, flags, &[0x3C; 64][..len as usize]).unwrap());
                 }
@@ -541,7 +542,8 @@ mod accepted_parts_tests {
         for frame in frames.iter().chain(&echoed) {
             let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };
             let checked =
-                Frame::from_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data).unwrap();
+                Frame::from_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data)
+                    .unwrap();
             assert_eq!(&checked, frame, "{frame:?}");
             assert_eq!(&parts_of(frame), frame, "{frame:?}");
         }
