@@ -6,14 +6,6 @@ use common::*;
 use fieldhub_client::{Filter, Frame};
 use fieldhub_proto::frame::CAN_EFF_FLAG;
 
-fn readable(fd: i32, timeout_ms: i32) -> bool {
-    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: `pollfd` is a valid, exclusively borrowed array of one entry
-    // for the duration of the call.
-    let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
-    n == 1 && pollfd.revents & libc::POLLIN != 0
-}
-
 #[test]
 fn ready_fd_is_readable_exactly_while_frames_wait() {
     let hub = HubProcess::start();
@@ -21,25 +13,7 @@ fn ready_fd_is_readable_exactly_while_frames_wait() {
     let receiver = hub.client("receiver");
     let tx = sender.open_port("can0").unwrap();
     receiver.open_port("can0").unwrap();
-    let fd = receiver.fileno().unwrap();
-    assert!(!readable(fd, 0), "nothing sent yet");
-
-    for round in 0..200u32 {
-        let burst = 1 + round % 5;
-        for i in 0..burst {
-            sender.send(&tx, &numbered(0x1, 1, i)).unwrap();
-        }
-        assert!(readable(fd, 60_000), "round {round}: frames sent, fd quiet");
-        // Once both flushes return, the whole burst is in the receive queue.
-        sender.flush().unwrap();
-        receiver.flush().unwrap();
-        for _ in 0..burst {
-            // Readable means recv will not block.
-            assert!(readable(fd, 0));
-            receiver.recv(Some(PATIENCE)).unwrap().expect("a frame");
-        }
-        assert!(!readable(fd, 0), "round {round}: queue empty, fd still readable");
-    }
+    assert_ready_fd_follows_the_receive_queue(&sender, &tx, &receiver);
 }
 
 #[test]

@@ -168,39 +168,7 @@ fn threads_receiving_at_once_over_ivshmem_get_every_frame_exactly_once() {
     let host = hub.client("host");
     let host_tx = host.open_port("can0").unwrap();
     guest.open_port_with("can0", &lossless()).unwrap();
-    let taken = std::sync::atomic::AtomicUsize::new(0);
-    let per_thread: Vec<Vec<Received>> = std::thread::scope(|s| {
-        s.spawn(|| (0..FRAMES).for_each(|n| host.send(&host_tx, &numbered(0x200, 2, n)).unwrap()));
-        let receiving: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    let started = Instant::now();
-                    while taken.load(Ordering::Relaxed) < FRAMES as usize {
-                        assert!(started.elapsed() < PATIENCE, "stalled at {}", taken.load(Ordering::Relaxed));
-                        if let Some(got) = guest.recv(Some(Duration::from_millis(20))).unwrap() {
-                            taken.fetch_add(1, Ordering::Relaxed);
-                            mine.push(got);
-                        }
-                    }
-                    mine
-                })
-            })
-            .collect();
-        s.spawn(|| {
-            while taken.load(Ordering::Relaxed) < FRAMES as usize {
-                guest.flush().expect("a flush among receiving threads");
-            }
-        });
-        receiving.into_iter().map(|t| t.join().unwrap()).collect()
-    });
-    let mut counters: Vec<u32> = Vec::new();
-    for frames in &per_thread {
-        assert!(frames.windows(2).all(|p| p[1].meta.seq > p[0].meta.seq), "a thread took frames out of order");
-        counters.extend(frames.iter().map(|r| number_of(&r.frame).1));
-    }
-    counters.sort_unstable();
-    assert_eq!(counters, (0..FRAMES).collect::<Vec<_>>(), "every frame taken exactly once");
+    receive_on_threads_at_once(&host, &host_tx, &guest, 2, FRAMES);
 }
 
 #[test]

@@ -10,13 +10,11 @@
 
 mod common;
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fieldhub_client::{Client, ClientError, PortConfig, Received};
+use fieldhub_client::{Client, ClientError, PortConfig};
 
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
@@ -30,14 +28,6 @@ fn threads_named(prefix: &str) -> usize {
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
         .filter(|name| name.starts_with(prefix))
         .count()
-}
-
-fn readable(fd: i32, timeout_ms: i32) -> bool {
-    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: `pollfd` is a valid, exclusively borrowed array of one entry
-    // for the duration of the call.
-    let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
-    n == 1 && pollfd.revents & libc::POLLIN != 0
 }
 
 #[test]
@@ -79,48 +69,9 @@ fn threads_receiving_at_once_get_every_frame_exactly_once_and_each_in_order() {
     let tx = sender.open_port("can0").unwrap();
     receiver.open_port_with("can0", &lossless()).unwrap();
 
-    let taken = AtomicUsize::new(0);
-    let (per_thread, flushes) = std::thread::scope(|s| {
-        s.spawn(|| (0..FRAMES).for_each(|n| sender.send(&tx, &numbered(0x100, 1, n)).unwrap()));
-        let receiving: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    let started = Instant::now();
-                    while taken.load(Ordering::Relaxed) < FRAMES as usize {
-                        assert!(started.elapsed() < PATIENCE, "stalled at {} frames", taken.load(Ordering::Relaxed));
-                        if let Some(got) = receiver.recv(Some(Duration::from_millis(20))).unwrap() {
-                            taken.fetch_add(1, Ordering::Relaxed);
-                            mine.push(got);
-                        }
-                    }
-                    mine
-                })
-            })
-            .collect();
-        // Requests wait for their replies among the receiving threads.
-        let flushing = s.spawn(|| {
-            let mut flushes = 0u32;
-            while taken.load(Ordering::Relaxed) < FRAMES as usize {
-                receiver.flush().expect("a flush among receiving threads");
-                flushes += 1;
-            }
-            flushes
-        });
-        let per_thread: Vec<Vec<Received>> = receiving.into_iter().map(|t| t.join().unwrap()).collect();
-        (per_thread, flushing.join().unwrap())
-    });
+    // Requests wait for their replies among the receiving threads.
+    let flushes = receive_on_threads_at_once(&sender, &tx, &receiver, THREADS, FRAMES);
     assert!(flushes > 0);
-    let mut seen = HashSet::new();
-    for (i, frames) in per_thread.iter().enumerate() {
-        for pair in frames.windows(2) {
-            assert!(pair[1].meta.seq > pair[0].meta.seq, "thread {i} took frames out of order");
-        }
-        for got in frames {
-            assert!(seen.insert(number_of(&got.frame).1), "frame {:?} taken twice", number_of(&got.frame));
-        }
-    }
-    assert_eq!(seen.len(), FRAMES as usize, "every frame taken once");
     assert_nothing_pending(&receiver);
 }
 
@@ -206,26 +157,9 @@ fn the_ready_fd_of_an_shm_client_is_readable_exactly_while_frames_wait() {
     let receiver = hub.shm_client("receiver");
     let tx = sender.open_port("can0").unwrap();
     receiver.open_port("can0").unwrap();
+    // Nobody waits in `recv`: the fd becomes readable all the same.
+    assert_ready_fd_follows_the_receive_queue(&sender, &tx, &receiver);
     let fd = receiver.fileno().unwrap();
-    assert_eq!(receiver.fileno().unwrap(), fd, "one fd for the client's life");
-    assert!(!readable(fd, 0), "nothing sent yet");
-
-    for round in 0..200u32 {
-        let burst = 1 + round % 5;
-        for i in 0..burst {
-            sender.send(&tx, &numbered(0x1, 1, i)).unwrap();
-        }
-        // Nobody waits in `recv`: the fd becomes readable all the same.
-        assert!(readable(fd, 60_000), "round {round}: frames sent, fd quiet");
-        sender.flush().unwrap();
-        receiver.flush().unwrap();
-        for i in 0..burst {
-            assert!(readable(fd, 0));
-            let got = receiver.recv(Some(PATIENCE)).unwrap().expect("a frame");
-            assert_eq!(number_of(&got.frame), (1, i));
-        }
-        assert!(!readable(fd, 0), "round {round}: queue empty, fd still readable");
-    }
     assert!(hub.terminate().success());
     assert!(readable(fd, 60_000), "the hub's end makes the fd readable");
     assert!(receiver.recv(Some(PATIENCE)).is_err());

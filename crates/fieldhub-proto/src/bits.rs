@@ -448,6 +448,16 @@ mod tests {
         FrameBits::of(&parse_cansend(text).unwrap())
     }
 
+    /// A deterministic pseudo-random sequence (xorshift64) from `seed`.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     fn stream(bits: &[bool]) -> Stream {
         let mut s = Stream::new();
         bits.iter().for_each(|&b| s.push(u32::from(b), 1));
@@ -547,13 +557,7 @@ mod tests {
     /// general passes over the same bits, for random ids, lengths and data.
     #[test]
     fn one_pass_classic_bits_match_the_general_passes() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..20_000 {
             let extended = next() & 1 == 1;
             let id = (next() as u32) & if extended { 0x1FFF_FFFF } else { 0x7FF };
@@ -584,13 +588,7 @@ mod tests {
     /// agree with the bit-by-bit oracle.
     #[test]
     fn packed_stuffing_and_crc_match_the_bit_by_bit_oracle() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
         for round in 0..3000 {
             let len = (next() % 552) as usize + 1;
             // Runs of random length make stuffing common, as in real frames.

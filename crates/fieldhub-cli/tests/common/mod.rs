@@ -1,12 +1,14 @@
 //! Test support: a real hub process and sequence-numbered traffic.
 #![allow(dead_code)]
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, Frame, PortConfig, Received};
+use fieldhub_client::{Client, ClientOptions, Frame, Port, PortConfig, Received};
 
 /// Long enough for any step on a loaded CI machine; only guards against hangs.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -244,6 +246,91 @@ pub fn drain_delivered(client: &Client) -> Vec<Received> {
         }
         got
     })
+}
+
+/// Send `frames` numbered frames from `sender` on `tx` while `threads`
+/// threads take them from `receiver` at once and one more asks `receiver`
+/// for flushes meanwhile (their replies wait among the frames). Asserts that
+/// every frame is taken exactly once and each thread took its frames in
+/// order; returns how many flushes completed.
+pub fn receive_on_threads_at_once(sender: &Client, tx: &Port, receiver: &Client, threads: usize, frames: u32) -> u32 {
+    let taken = AtomicUsize::new(0);
+    let (per_thread, flushes) = std::thread::scope(|s| {
+        s.spawn(|| (0..frames).for_each(|n| sender.send(tx, &numbered(0x100, 1, n)).unwrap()));
+        let receiving: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    let started = Instant::now();
+                    while taken.load(Ordering::Relaxed) < frames as usize {
+                        assert!(started.elapsed() < PATIENCE, "stalled at {} frames", taken.load(Ordering::Relaxed));
+                        if let Some(got) = receiver.recv(Some(Duration::from_millis(20))).unwrap() {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                            mine.push(got);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let flushing = s.spawn(|| {
+            let mut flushes = 0u32;
+            while taken.load(Ordering::Relaxed) < frames as usize {
+                receiver.flush().expect("a flush among receiving threads");
+                flushes += 1;
+            }
+            flushes
+        });
+        let per_thread: Vec<Vec<Received>> = receiving.into_iter().map(|t| t.join().unwrap()).collect();
+        (per_thread, flushing.join().unwrap())
+    });
+    let mut seen = HashSet::new();
+    for (i, mine) in per_thread.iter().enumerate() {
+        for pair in mine.windows(2) {
+            assert!(pair[1].meta.seq > pair[0].meta.seq, "thread {i} took frames out of order");
+        }
+        for got in mine {
+            assert!(seen.insert(number_of(&got.frame).1), "frame {:?} taken twice", number_of(&got.frame));
+        }
+    }
+    assert_eq!(seen.len(), frames as usize, "every frame taken once");
+    flushes
+}
+
+/// Whether `fd` is readable within `timeout_ms` (0: now).
+pub fn readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: `pollfd` is a valid, exclusively borrowed array of one entry
+    // for the duration of the call.
+    let n = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
+    n == 1 && pollfd.revents & libc::POLLIN != 0
+}
+
+/// 200 bursts of 1 to 5 numbered frames from `sender` on `tx` to
+/// `receiver`, whose ready fd must be readable exactly while frames wait:
+/// readable once a burst is sent (nobody waiting in `recv`), readable before
+/// each `recv` of it, quiet once it is all taken.
+pub fn assert_ready_fd_follows_the_receive_queue(sender: &Client, tx: &Port, receiver: &Client) {
+    let fd = receiver.fileno().unwrap();
+    assert_eq!(receiver.fileno().unwrap(), fd, "one fd for the client's life");
+    assert!(!readable(fd, 0), "nothing sent yet");
+    for round in 0..200u32 {
+        let burst = 1 + round % 5;
+        for i in 0..burst {
+            sender.send(tx, &numbered(0x1, 1, i)).unwrap();
+        }
+        assert!(readable(fd, 60_000), "round {round}: frames sent, fd quiet");
+        // Once both flushes return, the whole burst is in the receive queue.
+        sender.flush().unwrap();
+        receiver.flush().unwrap();
+        for i in 0..burst {
+            // Readable means recv will not block.
+            assert!(readable(fd, 0));
+            let got = receiver.recv(Some(PATIENCE)).unwrap().expect("a frame");
+            assert_eq!(number_of(&got.frame), (1, i));
+        }
+        assert!(!readable(fd, 0), "round {round}: queue empty, fd still readable");
+    }
 }
 
 /// Assert that no frame arrives before a flush round trip completes.
