@@ -170,6 +170,16 @@ fn progress(line: &str) {
     let _ = std::io::stderr().flush();
 }
 
+/// Print a benchmark's result: JSON for machines, else its table.
+fn report<T: serde::Serialize + ?Sized>(result: &T, json: bool, table: impl FnOnce(&T)) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else {
+        table(result);
+    }
+    Ok(())
+}
+
 fn clear_progress() {
     eprint!("\r{:72}\r", "");
 }
@@ -192,11 +202,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let result = remote::ping(&url, crate::hub_token().as_deref(), &channel, size, samples, &mut progress);
             clear_progress();
             let result = result.with_context(|| format!("bench ping on {url} {channel}"))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
-            } else {
-                print_ping(&result);
-            }
+            report(&result, json, print_ping)?;
         }
         Kind::Latency { transport, busy_poll, samples, sizes, clients, idle_clients, json, plot } => {
             let spec = latency::LatencyRun {
@@ -227,11 +233,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 std::fs::write(&path, plot::latency_cdf(&title, &series))
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&scenarios)?);
-            } else {
-                print_latency(&scenarios);
-            }
+            report(&scenarios[..], json, print_latency)?;
         }
         Kind::Scaling { clients, channels, samples, background_rate, fd, json } => {
             let (clients, channels) = match (clients, channels) {
@@ -243,33 +245,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let points = scaling::run(&launcher()?, &spec, &mut progress).context("scaling benchmark");
             clear_progress();
             let points = points?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&points)?);
-            } else {
-                print_scaling(&points);
-            }
+            report(&points[..], json, print_scaling)?;
         }
         Kind::Throughput { transport, seconds, receivers, sizes, json } => {
             let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
             let scenarios = throughput::run(&launcher()?, &spec, &mut progress).context("throughput benchmark");
             clear_progress();
             let scenarios = scenarios?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&scenarios)?);
-            } else {
-                print_throughput(&scenarios);
-            }
+            report(&scenarios[..], json, print_throughput)?;
         }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
                 cpu::run(&launcher()?, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
             clear_progress();
             let phases = phases?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&phases)?);
-            } else {
-                print_cpu(&phases);
-            }
+            report(&phases[..], json, print_cpu)?;
         }
     }
     Ok(())
