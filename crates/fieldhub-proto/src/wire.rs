@@ -825,16 +825,19 @@ impl BatchEncoder {
 
     /// Append one record.
     pub fn push(&mut self, out: &mut Vec<u8>, port: u16, frame: &Frame, meta: &FrameMeta) {
-        out.extend_from_slice(&port.to_le_bytes());
-        out.push(frame.kind() as u8);
-        out.push(frame.flags().bits());
-        out.extend_from_slice(&frame.id().to_le_bytes());
-        out.extend_from_slice(&meta.seq.to_le_bytes());
-        out.extend_from_slice(&meta.timestamp_ns.to_le_bytes());
-        out.extend_from_slice(&meta.sender.to_le_bytes());
-        out.extend_from_slice(&(frame.len() as u16).to_le_bytes());
-        out.push(frame.len8_dlc());
-        out.push(0);
+        // The header is built in a register-sized array and appended once:
+        // one capacity check per record instead of one per field.
+        let mut header = [0u8; RECORD_HEADER];
+        header[0..2].copy_from_slice(&port.to_le_bytes());
+        header[2] = frame.kind() as u8;
+        header[3] = frame.flags().bits();
+        header[4..8].copy_from_slice(&frame.id().to_le_bytes());
+        header[8..16].copy_from_slice(&meta.seq.to_le_bytes());
+        header[16..24].copy_from_slice(&meta.timestamp_ns.to_le_bytes());
+        header[24..28].copy_from_slice(&meta.sender.to_le_bytes());
+        header[28..30].copy_from_slice(&(frame.len() as u16).to_le_bytes());
+        header[30] = frame.len8_dlc();
+        out.extend_from_slice(&header);
         out.extend_from_slice(frame.data());
         self.count += 1;
     }

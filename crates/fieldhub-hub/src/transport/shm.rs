@@ -9,8 +9,8 @@
 //!   only watches the socket: its end (a client that closed, crashed or was
 //!   killed) is the client's detach, at once.
 //! - [`ShmLink`]: the bus's side of one client's segment; it is the client's
-//!   [`Outbox`] (frames and replies go into the to-client ring; the client's
-//!   doorbell rings once per bus round).
+//!   [`Outbox`] (frames and replies go into the to-client ring: a round's
+//!   frames as few `FRAMES` messages, published and rung once per bus round).
 //! - [`ShmPeer`]: the client's [`Intake`]: the bus reads the to-hub ring
 //!   through the session layer's one message mapping, taking transmit credit
 //!   per frame and leaving frames in the ring while none is left (the
@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode};
 use fieldhub_proto::{Frame, FrameMeta};
-use fieldhub_shm::layout::TO_CLIENT_SLOTS;
-use fieldhub_shm::ring::slots_for;
+use fieldhub_shm::layout::{SLOT_SIZE, TO_CLIENT_SLOTS};
+use fieldhub_shm::ring::{slots_for, RingRef};
 use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
 use tracing::warn;
 
@@ -44,8 +44,8 @@ use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
 /// for a few hundred small replies.
 pub const CONTROL_RESERVE_SLOTS: u32 = 2304;
 /// Slots of a to-client ring frames may fill: the receive buffer of a
-/// shared-memory port before its overflow policy applies (a CAN or CAN FD
-/// frame takes one slot).
+/// shared-memory port before its overflow policy applies (at most one slot
+/// a frame; batched, about three classic frames share one).
 pub const FRAME_SHARE_SLOTS: u32 = TO_CLIENT_SLOTS - CONTROL_RESERVE_SLOTS;
 /// Messages the bus takes from one client's ring per round, so one busy
 /// client cannot starve the others or postpone the channels' service.
@@ -147,10 +147,41 @@ pub(crate) struct Starts {
 
 struct ToClient {
     producer: Producer,
-    /// Encoding buffer, reused: writing a frame allocates nothing.
+    /// Encoding buffer for replies and reports, reused.
     scratch: Vec<u8>,
+    /// The frames taken since the last publish: one open `FRAMES` message,
+    /// published at the end of the bus round (or when it is full, or before
+    /// a reply, which must follow them). Reused: taking a frame allocates
+    /// nothing.
+    frames: Vec<u8>,
+    batch: Option<BatchEncoder>,
     /// Something was published since the client's doorbell last rang.
     unrung: bool,
+}
+
+/// Most slots one published `FRAMES` message of the hub's takes: about 50
+/// classic frames. Bigger batches would only delay the first of them.
+const BATCH_SLOTS: u32 = 16;
+
+impl ToClient {
+    /// Publish the open batch. It was checked to fit when its last frame
+    /// was taken, and only the client frees slots since: a ring that has no
+    /// room for it now was tampered with.
+    fn publish(&mut self, ring: &RingRef<'_>) -> Result<(), String> {
+        let Some(batch) = self.batch.take() else { return Ok(()) };
+        if batch.count() == 0 {
+            return Ok(());
+        }
+        batch.finish(&mut self.frames);
+        match self.producer.try_push(ring, &self.frames) {
+            Ok(true) => {
+                self.unrung = true;
+                Ok(())
+            }
+            Ok(false) => Err("its tail went back after the hub checked for room".to_owned()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }
 
 impl std::fmt::Debug for ShmLink {
@@ -164,6 +195,8 @@ impl ShmLink {
         let to_client = ToClient {
             producer: Producer::starting_at(starts.to_client_head),
             scratch: Vec::with_capacity(256),
+            frames: Vec::with_capacity(BATCH_SLOTS as usize * SLOT_SIZE),
+            batch: None,
             unrung: false,
         };
         let gone = AtomicBool::new(false);
@@ -185,36 +218,35 @@ impl ShmLink {
         self.to_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn push(&self, encode: impl FnOnce(&mut Vec<u8>), limit: u32) -> Result<(), Refused> {
+    /// Publish a reply or report behind the frames taken before it.
+    fn push_control(&self, item: &Outbound) -> Result<(), Refused> {
         // SYNC POINT with `end`'s Release store.
         if self.gone.load(Ordering::Acquire) {
             return Err(Refused::Gone);
         }
         let ring = self.segment.to_client();
         let mut out = self.to_client();
-        let ToClient { producer, scratch, unrung } = &mut *out;
+        if let Err(why) = out.publish(&ring) {
+            return Err(self.corrupt(&why));
+        }
+        let ToClient { producer, scratch, unrung, .. } = &mut *out;
         scratch.clear();
-        encode(scratch);
-        let fits = match producer.fits_within(&ring, slots_for(scratch.len()), limit) {
-            Ok(fits) => fits,
-            Err(e) => return Err(self.corrupt(&e.to_string())),
-        };
-        if fits {
-            match producer.try_push(&ring, scratch) {
-                Ok(true) => {
-                    *unrung = true;
-                    return Ok(());
-                }
-                Ok(false) => {}
-                Err(e) => return Err(self.corrupt(&e.to_string())),
+        item.encode(scratch);
+        match producer.try_push(&ring, scratch) {
+            Ok(true) => {
+                *unrung = true;
+                Ok(())
             }
+            Ok(false) => {
+                // Full: make sure a sleeping client hears of what is
+                // waiting, or it would never make room.
+                if std::mem::take(unrung) {
+                    self.segment.client_bell().ring();
+                }
+                Err(Refused::Full)
+            }
+            Err(e) => Err(self.corrupt(&e.to_string())),
         }
-        // Full: make sure a sleeping client hears of what is waiting, or
-        // it would never make room.
-        if std::mem::take(unrung) {
-            self.segment.client_bell().ring();
-        }
-        Err(Refused::Full)
     }
 
     /// The client broke its ring's indices: it is cut off.
@@ -233,30 +265,75 @@ impl ShmLink {
 impl OutboxSink for ShmLink {
     fn has_frame_room(&self) -> bool {
         let mut out = self.to_client();
-        out.producer.fits_within(&self.segment.to_client(), 1, FRAME_SHARE_SLOTS).unwrap_or(false)
+        // A record adds at most one slot to the open batch, and a new batch
+        // takes one.
+        let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
+        out.producer.fits_within(&self.segment.to_client(), open + 1, FRAME_SHARE_SLOTS).unwrap_or(false)
     }
 
     fn is_gone(&self) -> bool {
         self.gone.load(Ordering::Acquire)
     }
 
+    /// Add the frame to the open batch if the batch, published, would keep
+    /// the frame share.
     fn try_frame(&self, port: u16, frame: &Frame, meta: &FrameMeta) -> Result<(), Refused> {
-        let encode = |out: &mut Vec<u8>| {
-            let mut batch = BatchEncoder::begin(out);
-            batch.push(out, port, frame, meta);
-            batch.finish(out);
+        // SYNC POINT with `end`'s Release store.
+        if self.gone.load(Ordering::Acquire) {
+            return Err(Refused::Gone);
+        }
+        let ring = self.segment.to_client();
+        let mut out = self.to_client();
+        let out = &mut *out;
+        let record = wire::record_len(frame);
+        let full = |batch: &BatchEncoder, frames: &Vec<u8>| {
+            !batch.fits(frames, frame) || slots_for(frames.len() + record) > BATCH_SLOTS
         };
-        self.push(encode, FRAME_SHARE_SLOTS)
+        if out.batch.as_ref().is_some_and(|batch| full(batch, &out.frames)) {
+            if let Err(why) = out.publish(&ring) {
+                return Err(self.corrupt(&why));
+            }
+        }
+        let batch = out.batch.get_or_insert_with(|| {
+            out.frames.clear();
+            BatchEncoder::begin(&mut out.frames)
+        });
+        match out.producer.fits_within(&ring, slots_for(out.frames.len() + record), FRAME_SHARE_SLOTS) {
+            Ok(true) => {
+                batch.push(&mut out.frames, port, frame, meta);
+                Ok(())
+            }
+            Ok(false) => {
+                // Full: what was taken goes out now, and a sleeping client
+                // hears of it, or it would never make room.
+                if let Err(why) = out.publish(&ring) {
+                    return Err(self.corrupt(&why));
+                }
+                if std::mem::take(&mut out.unrung) {
+                    self.segment.client_bell().ring();
+                }
+                Err(Refused::Full)
+            }
+            Err(e) => Err(self.corrupt(&e.to_string())),
+        }
     }
 
     fn try_control(&self, item: Outbound) -> Result<(), Refused> {
-        self.push(|out| item.encode(out), TO_CLIENT_SLOTS)
+        self.push_control(&item)
     }
 
-    /// Ring the client's doorbell if anything was published since the last
-    /// ring (once per bus round, not per message).
+    /// Publish the round's frames and ring the client's doorbell if
+    /// anything was published since the last ring (once per bus round, not
+    /// per message).
     fn flush(&self) {
-        if std::mem::take(&mut self.to_client().unrung) {
+        let mut out = self.to_client();
+        let published = out.publish(&self.segment.to_client());
+        let unrung = std::mem::take(&mut out.unrung);
+        drop(out);
+        if let Err(why) = published {
+            self.corrupt(&why);
+        }
+        if unrung {
             self.segment.client_bell().ring();
         }
     }
@@ -357,5 +434,102 @@ impl Intake for ShmPeer {
             self.link.segment.space_bell().ring();
         }
         result.map(|()| took)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fieldhub_proto::wire::Message;
+
+    use super::*;
+
+    fn link() -> ShmLink {
+        let (segment, _fd) = ClientSegment::create(SegmentHeader::standard(7)).expect("segment");
+        ShmLink::new(segment, Starts::default(), None)
+    }
+
+    /// Every message the client would find in its to-client ring now.
+    fn published(link: &ShmLink, consumer: &mut Consumer) -> Vec<Vec<u8>> {
+        let ring = link.segment().to_client();
+        let mut messages = Vec::new();
+        let mut body = Vec::new();
+        while consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut body).expect("a sound ring") {
+            messages.push(body.clone());
+        }
+        messages
+    }
+
+    fn frame_seqs(body: &[u8]) -> Vec<u64> {
+        match wire::decode(body).expect("decodes") {
+            Message::Frames(batch) => batch.iter().map(|r| r.meta.seq).collect(),
+            other => panic!("expected FRAMES, got {}", other.type_name()),
+        }
+    }
+
+    fn meta(seq: u64) -> FrameMeta {
+        FrameMeta { channel: 1, sender: 2, seq, timestamp_ns: seq * 1000 }
+    }
+
+    #[test]
+    fn a_rounds_frames_go_out_as_batches_at_the_flush_in_order() {
+        let link = link();
+        let mut consumer = Consumer::starting_at(0);
+        let frame = Frame::can(0x123, false, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        for seq in 1..=200 {
+            link.try_frame(3, &frame, &meta(seq)).expect("room");
+        }
+        // Batches fill up to their size while the round goes on; the last
+        // one waits for the end of the round.
+        let early: Vec<u64> = published(&link, &mut consumer).iter().flat_map(|m| frame_seqs(m)).collect();
+        assert!(early.len() < 200);
+        link.flush();
+        let messages = published(&link, &mut consumer);
+        let all: Vec<u64> = early.into_iter().chain(messages.iter().flat_map(|m| frame_seqs(m))).collect();
+        assert_eq!(all, (1..=200).collect::<Vec<_>>());
+        assert!(messages.iter().all(|m| m.len() + 4 <= BATCH_SLOTS as usize * SLOT_SIZE));
+    }
+
+    #[test]
+    fn a_reply_follows_the_frames_taken_before_it() {
+        let link = link();
+        let mut consumer = Consumer::starting_at(0);
+        let frame = Frame::can(0x1, false, &[]).unwrap();
+        link.try_frame(1, &frame, &meta(1)).unwrap();
+        link.try_frame(1, &frame, &meta(2)).unwrap();
+        link.try_control(Outbound::Pong { nonce: 9 }).unwrap();
+        link.try_frame(1, &frame, &meta(3)).unwrap();
+        link.flush();
+        let messages = published(&link, &mut consumer);
+        assert_eq!(messages.len(), 3);
+        assert_eq!(frame_seqs(&messages[0]), [1, 2]);
+        assert!(matches!(wire::decode(&messages[1]), Ok(Message::Pong { nonce: 9 })));
+        assert_eq!(frame_seqs(&messages[2]), [3]);
+    }
+
+    #[test]
+    fn the_frame_share_bounds_batched_frames_and_room_means_a_frame_fits() {
+        let link = link();
+        let frame = Frame::can_fd(0x1, fieldhub_proto::FrameFlags::empty(), &[0xAA; 64]).unwrap();
+        let mut taken = 0u64;
+        loop {
+            let room = link.has_frame_room();
+            match link.try_frame(1, &frame, &meta(taken + 1)) {
+                Ok(()) => taken += 1,
+                Err(refused) => {
+                    assert_eq!(refused, Refused::Full);
+                    assert!(!room, "room was reported, so the frame had to fit");
+                    break;
+                }
+            }
+        }
+        // Everything taken was published on the refusal: the client can
+        // make room.
+        let mut consumer = Consumer::starting_at(0);
+        let seqs: Vec<u64> = published(&link, &mut consumer).iter().flat_map(|m| frame_seqs(m)).collect();
+        assert_eq!(seqs, (1..=taken).collect::<Vec<_>>());
+        assert!(taken >= u64::from(FRAME_SHARE_SLOTS), "batches hold at least a frame a slot: {taken}");
+        // Replies still fit in the reserve.
+        link.try_control(Outbound::Pong { nonce: 1 }).expect("the reserve has room");
+        assert!(link.has_frame_room(), "the client took the frames");
     }
 }
