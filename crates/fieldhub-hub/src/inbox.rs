@@ -61,6 +61,10 @@ pub enum Inbound {
     ClosePort { client: ClientId, port: u16 },
     /// One frame record of a `FRAMES` message.
     Frame { client: ClientId, port: u16, frame: Frame },
+    /// Consecutive frame records of one client (a stream's `FRAMES` batch,
+    /// as far as its transmit credit went): one queue item, not one per
+    /// frame. The bus hands the emptied buffer back ([`Inbox::recycle`]).
+    Frames { client: ClientId, frames: FrameRun },
     /// `PING`: answered once everything the client sent before it is on the bus.
     Ping { client: ClientId, nonce: u64 },
     /// `STATS_REQUEST`.
@@ -80,6 +84,7 @@ impl std::fmt::Debug for Inbound {
             Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
             Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
             Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::Frames { client, frames } => write!(f, "Frames({client}, {} frames)", frames.len()),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
@@ -185,10 +190,32 @@ impl BusWake {
     }
 }
 
+/// Frame records of one client with their ports, in order.
+pub type FrameRun = Vec<(u16, Frame)>;
+
+/// Emptied [`FrameRun`] buffers on their way back from the bus to the
+/// transports: after warm-up, forwarding a batch allocates nothing.
+#[derive(Clone)]
+struct RunPool {
+    back: Sender<FrameRun>,
+    free: Receiver<FrameRun>,
+}
+
+/// Buffers the pool keeps; more in flight at once are dropped when done.
+const POOLED_RUNS: usize = 256;
+
+impl RunPool {
+    fn new() -> Self {
+        let (back, free) = crossbeam_channel::bounded(POOLED_RUNS);
+        Self { back, free }
+    }
+}
+
 /// The bus thread's input queue.
 pub struct Inbox {
     queue: Receiver<Inbound>,
     wake: Arc<BusWake>,
+    runs: RunPool,
 }
 
 impl Inbox {
@@ -206,6 +233,12 @@ impl Inbox {
     pub fn wake(&self) -> &BusWake {
         &self.wake
     }
+
+    /// Give a handled [`Inbound::Frames`] buffer back for reuse.
+    pub fn recycle(&self, mut frames: FrameRun) {
+        frames.clear();
+        let _ = self.runs.back.try_send(frames);
+    }
 }
 
 /// The sending half of the inbound queue: every send wakes the bus.
@@ -213,6 +246,7 @@ impl Inbox {
 pub struct InboxSender {
     queue: Sender<Inbound>,
     wake: Arc<BusWake>,
+    runs: RunPool,
 }
 
 /// A request was not queued: the bus thread has stopped.
@@ -246,6 +280,12 @@ impl InboxSender {
         }
     }
 
+    /// An empty buffer for an [`Inbound::Frames`]: one the bus gave back,
+    /// or a new one while none has come back yet.
+    pub fn frame_run(&self) -> FrameRun {
+        self.runs.free.try_recv().unwrap_or_else(|_| Vec::with_capacity(crate::credit::TX_CREDITS as usize))
+    }
+
     /// Wake the bus for requests queued quietly.
     pub fn wake_bus(&self) {
         self.wake.ring();
@@ -260,5 +300,6 @@ impl InboxSender {
 /// A fresh inbound queue for one bus thread, woken through `wake`.
 pub fn inbox(wake: Arc<BusWake>) -> (InboxSender, Inbox) {
     let (queue, receiver) = crossbeam_channel::bounded(INBOX_CAPACITY);
-    (InboxSender { queue, wake: Arc::clone(&wake) }, Inbox { queue: receiver, wake })
+    let runs = RunPool::new();
+    (InboxSender { queue, wake: Arc::clone(&wake), runs: runs.clone() }, Inbox { queue: receiver, wake, runs })
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
 use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, FrameBatch, Message, RecordPosition, Welcome};
+use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
 use crate::credit::TxCredit;
@@ -334,16 +335,15 @@ impl FrameCursor {
     /// Returns true once the whole batch is forwarded (and resets).
     pub fn forward(
         &mut self,
-        client: ClientId,
         batch: &FrameBatch<'_>,
         mut take_credit: impl FnMut() -> bool,
-        mut push: impl FnMut(Inbound) -> bool,
+        mut push: impl FnMut(u16, Frame) -> bool,
     ) -> bool {
         let mut records = batch.resume(self.at);
         loop {
             let here = records.record_position(batch);
             let Some(record) = records.next() else { break };
-            if !take_credit() || !push(Inbound::Frame { client, port: record.port, frame: record.frame }) {
+            if !take_credit() || !push(record.port, record.frame) {
                 self.at = here;
                 return false;
             }

@@ -635,17 +635,16 @@ impl RecordParts<'_> {
 /// keeps reading in bounds and the record's own reserved values — not yet
 /// whether the fields make a valid frame ([`RecordParts::check`]).
 fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), DecodeError> {
-    let mut r = Reader::new(buf, "frame record");
-    let port = r.u16()?;
-    let kind_byte = r.u8()?;
-    let flag_bits = r.u8()?;
-    let id = r.u32()?;
-    let seq = r.u64()?;
-    let timestamp_ns = r.u64()?;
-    let sender = r.u32()?;
-    let len = r.u16()? as usize;
-    let len8_dlc = r.u8()?;
-    let reserved = r.u8()?;
+    // The fixed header is checked for length once and read as an array:
+    // this runs for every frame that enters the hub.
+    let truncated = |need| DecodeError::Truncated { what: "frame record", need, have: buf.len() };
+    let h: &[u8; RECORD_HEADER] = buf.first_chunk().ok_or(truncated(RECORD_HEADER))?;
+    let u16_at = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let u64_at = |at: usize| u64::from(u32_at(at)) | u64::from(u32_at(at + 4)) << 32;
+    let (port, kind_byte, flag_bits, id) = (u16_at(0), h[2], h[3], u32_at(4));
+    let (seq, timestamp_ns, sender) = (u64_at(8), u64_at(16), u32_at(24));
+    let (len, len8_dlc, reserved) = (usize::from(u16_at(28)), h[30], h[31]);
     if len > MAX_RECORD_DATA {
         return Err(DecodeError::RecordTooLong { index, len });
     }
@@ -655,10 +654,11 @@ fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), Dec
         return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });
     }
     let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
-    let data = r.bytes(data_len)?;
+    let used = RECORD_HEADER + data_len;
+    let data = buf.get(RECORD_HEADER..used).ok_or(truncated(used))?;
     // Frames carry no channel on the wire: the port implies it.
     let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
-    Ok((RecordParts { port, kind, flags, id, len, len8_dlc, data, meta }, r.pos))
+    Ok((RecordParts { port, kind, flags, id, len, len8_dlc, data, meta }, used))
 }
 
 fn begin(out: &mut Vec<u8>, kind: u8) -> usize {

@@ -27,7 +27,7 @@ use crate::clock::Clock;
 use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
-use crate::inbox::{ClientId, HangUp, Inbound, Inbox, IntakeEnd};
+use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::outbox::{Outbound, Outbox, Refused};
 use crate::recording::Recording;
@@ -220,6 +220,10 @@ impl Bus {
                     // A ring client's messages still in its ring go first;
                     // `read_intakes` detaches it once the ring is empty.
                     Ok(Inbound::Detach { client, reason }) if self.intakes.leave(client, &reason) => {}
+                    Ok(Inbound::Frames { client, mut frames }) => {
+                        self.on_frames(client, &mut frames);
+                        inbox.recycle(frames);
+                    }
                     Ok(request) => self.handle(request),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return,
@@ -336,6 +340,7 @@ impl Bus {
     fn handle(&mut self, request: Inbound) {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
+            Inbound::Frames { client, mut frames } => self.on_frames(client, &mut frames),
             Inbound::Attach { client, name, outbox, hang_up, credit, intake } => {
                 if let Some(intake) = intake {
                     self.intakes.add(client, intake);
@@ -367,6 +372,12 @@ impl Bus {
                 }
             }
             Inbound::Shutdown => {}
+        }
+    }
+
+    fn on_frames(&mut self, client: ClientId, frames: &mut FrameRun) {
+        for (port, frame) in frames.drain(..) {
+            self.on_frame(client, port, frame);
         }
     }
 

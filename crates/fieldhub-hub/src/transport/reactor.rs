@@ -8,8 +8,9 @@
 //! mapping, errors, goodbyes.
 //!
 //! - **Reading.** Complete messages are decoded in the connection's buffer
-//!   and forwarded to the bus. A `FRAMES` batch is forwarded record by
-//!   record with transmit credit; when the client has none left, the reactor
+//!   and forwarded to the bus. A `FRAMES` batch takes transmit credit
+//!   record by record and goes to the bus as one queue item (an
+//!   `Inbound::Frames` run, as far as credit went); when the client has none left, the reactor
 //!   reads on into its buffer up to [`INPUT_LIMIT`], then stops reading that
 //!   socket (the kernel's fixed receive buffer then fills and the client's
 //!   writes block) until the bus returns credit and tells the reactor. That
@@ -46,6 +47,7 @@ use tracing::warn;
 use super::shm::{open_session, ShmLink};
 use crate::control::http::{looks_like_http, ControlServer};
 use crate::credit::{TxCredit, Waiter};
+use crate::inbox::Inbound;
 use crate::outbox::{Outbox, QueueOutbox};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use crate::slots::SlotTable;
@@ -783,25 +785,25 @@ fn forward(conn: &mut Conn) -> Flow {
         let outcome = match request_of(client, message) {
             Err(violation) => Err(violation),
             Ok(Request::Frames(batch)) => {
-                let (slot, credit) = (&conn.slot, &session.credit);
-                let mut refused = None;
+                // The batch goes to the bus as one item, as far as credit goes.
+                let inbox = &conn.slot.sessions().inbox;
+                let credit = &session.credit;
+                let mut frames = inbox.frame_run();
                 let done = session.cursor.forward(
-                    client,
                     &batch,
                     || credit.acquire_or_wait(),
-                    |request| match slot.forward(request) {
-                        Ok(()) => true,
-                        Err(v) => {
-                            refused = Some(v);
-                            false
-                        }
+                    |port, frame| {
+                        frames.push((port, frame));
+                        true
                     },
                 );
-                match refused {
-                    Some(violation) => Err(violation),
+                let queued =
+                    if frames.is_empty() { Ok(()) } else { conn.slot.forward(Inbound::Frames { client, frames }) };
+                match queued {
+                    Err(violation) => Err(violation),
                     // No credit: the rest of the batch waits in the buffer.
-                    None if !done => return Flow::Paused,
-                    None => Ok(None),
+                    Ok(()) if !done => return Flow::Paused,
+                    Ok(()) => Ok(None),
                 }
             }
             Ok(Request::Bus(request)) => conn.slot.forward(request).map(|()| None),

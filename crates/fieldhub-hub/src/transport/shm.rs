@@ -409,8 +409,8 @@ impl Intake for ShmPeer {
                         room = room.saturating_sub(1);
                         granted
                     };
-                    let done = self.cursor.forward(client, &batch, take_credit, |request| {
-                        out.push(request);
+                    let done = self.cursor.forward(&batch, take_credit, |port, frame| {
+                        out.push(Inbound::Frame { client, port, frame });
                         true
                     });
                     took |= out.len() > before;
