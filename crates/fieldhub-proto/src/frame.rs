@@ -96,6 +96,23 @@ pub struct Frame {
     data: [u8; MAX_CANFD_DATA],
 }
 
+/// Copy a payload of up to 64 bytes to the front of `to`. The common
+/// lengths are copies of a known size (a register move or two) rather than
+/// a call to `memcpy` for a few bytes: this runs for every frame the hub
+/// reads.
+#[inline(always)]
+pub(crate) fn copy_payload(to: &mut [u8; MAX_CANFD_DATA], from: &[u8]) {
+    match from.len() {
+        0 => {}
+        8 => to[..8].copy_from_slice(&from[..8]),
+        64 => to.copy_from_slice(&from[..64]),
+        n => {
+            let n = n.min(MAX_CANFD_DATA);
+            to[..n].copy_from_slice(&from[..n]);
+        }
+    }
+}
+
 /// Valid CAN FD payload lengths, indexed by DLC.
 pub const FD_LENGTHS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64];
 
@@ -285,8 +302,7 @@ impl Frame {
         frame.len8_dlc = len8_dlc;
         // A remote frame's payload is never sent, whatever the caller passed.
         if !flags.contains(FrameFlags::REMOTE) {
-            let n = data.len().min(MAX_CANFD_DATA);
-            frame.data[..n].copy_from_slice(&data[..n]);
+            copy_payload(&mut frame.data, data);
         }
         frame
     }

@@ -838,7 +838,13 @@ impl BatchEncoder {
         header[28..30].copy_from_slice(&(frame.len() as u16).to_le_bytes());
         header[30] = frame.len8_dlc();
         out.extend_from_slice(&header);
-        out.extend_from_slice(frame.data());
+        // Known sizes for the common lengths: no `memcpy` call for 8 bytes.
+        let data = frame.data();
+        match data.len() {
+            8 => out.extend_from_slice(&data[..8]),
+            64 => out.extend_from_slice(&data[..64]),
+            _ => out.extend_from_slice(data),
+        }
         self.count += 1;
     }
 
