@@ -10,7 +10,7 @@
 //! Invariants, for every kind:
 //! - Never waits on the client. An outbox answers at once: taken,
 //!   [`Refused::Full`] or [`Refused::Gone`] (a queue's lock is held for one
-//!   push or pop, never across anything that waits). A client whose session has ended answers `Gone`
+//!   push, or one take of a few dozen items, never across anything that waits). A client whose session has ended answers `Gone`
 //!   even when its queue is full, so the bus stops waiting for it at once.
 //! - One FIFO carries frames and replies alike, so a reply (a `PONG`) reaches
 //!   the client after every frame queued before it. Frames may fill only a
@@ -253,6 +253,17 @@ impl QueueOutbox {
             items.shrink_to(KEPT_CAPACITY);
         }
         item
+    }
+
+    /// Consumer: move up to `max` waiting items to `into`, in order, under
+    /// one lock.
+    pub fn take_into(&self, into: &mut Vec<Outbound>, max: usize) {
+        let mut items = self.items();
+        let n = items.len().min(max);
+        into.extend(items.drain(..n));
+        if items.is_empty() && items.capacity() > KEPT_CAPACITY {
+            items.shrink_to(KEPT_CAPACITY);
+        }
     }
 
     /// Consumer thread: the next item, waiting at most `timeout` for it.

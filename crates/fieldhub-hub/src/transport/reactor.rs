@@ -48,7 +48,7 @@ use super::shm::{open_session, ShmLink};
 use crate::control::http::{looks_like_http, ControlServer};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::Inbound;
-use crate::outbox::{Outbox, QueueOutbox};
+use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use crate::slots::SlotTable;
 
@@ -63,6 +63,8 @@ const READ_CHUNK: usize = 16 * 1024;
 const INPUT_LIMIT: usize = 64 * 1024;
 /// The writer stops packing and writes once this many bytes are pending.
 const WRITE_CHUNK: usize = 64 * 1024;
+/// Items a stream session takes from its outbox per lock.
+const TAKE_BATCH: usize = 64;
 /// The kernel's receive buffer for a stream session, set so the kernel does
 /// not grow it: with [`INPUT_LIMIT`], a sender the reactor stops reading is
 /// held back after a few thousand frames.
@@ -147,6 +149,8 @@ impl Socket {
 /// A stream client's session state.
 struct StreamSession {
     outbox: Arc<QueueOutbox>,
+    /// Items taken from the outbox and not yet packed (reused).
+    taken: Vec<Outbound>,
     credit: Arc<TxCredit>,
     cursor: FrameCursor,
     hung_up: Arc<AtomicBool>,
@@ -759,7 +763,8 @@ fn attach_stream(conn: &mut Conn, index: usize, notice: &Arc<Notice>) -> Result<
         .attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None)
         .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))?;
     conn.output.push_encoded(&conn.slot.welcome());
-    Ok(StreamSession { outbox, credit, cursor: FrameCursor::default(), hung_up })
+    let taken = Vec::with_capacity(TAKE_BATCH);
+    Ok(StreamSession { outbox, taken, credit, cursor: FrameCursor::default(), hung_up })
 }
 
 /// Forward a stream client's complete messages to the bus.
@@ -825,16 +830,24 @@ fn forward(conn: &mut Conn) -> Flow {
 /// Pack what waits in a stream client's outbox into its output. Returns
 /// whether there is anything to write.
 fn refill(conn: &mut Conn) -> bool {
-    let Phase::Stream(session) = &conn.phase else { return false };
+    let Phase::Stream(session) = &mut conn.phase else { return false };
     let outbox = &session.outbox;
     outbox.rearm();
     let mut ends = false;
-    while conn.output.len() < WRITE_CHUNK {
-        let Some(item) = outbox.take() else { break };
-        ends = item.ends_connection();
-        item.pack(&mut conn.output);
-        if ends {
+    // A few dozen items per look at the queue: the bus, queueing, meets
+    // the lock once per batch instead of once per frame.
+    while !ends && conn.output.len() < WRITE_CHUNK {
+        outbox.take_into(&mut session.taken, TAKE_BATCH);
+        if session.taken.is_empty() {
             break;
+        }
+        for item in session.taken.drain(..) {
+            if ends {
+                // Nothing goes after a connection's last message.
+                continue;
+            }
+            ends = item.ends_connection();
+            item.pack(&mut conn.output);
         }
     }
     outbox.took();
