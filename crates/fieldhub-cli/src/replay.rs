@@ -86,8 +86,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let survey = survey(&args)?;
     let map = parse_map(&args, &survey.channels)?;
     if survey.frames == 0 {
-        println!("{}: no frames to replay", args.file.display());
-        return Ok(());
+        // An empty or unreadable trace is a mistake to report, not a
+        // replay that succeeded: a script must not go on as if it ran.
+        bail!(
+            "'{}' holds no frames to replay (expected candump log lines like \
+             `(1700000000.000000) can0 123#DEADBEEF`, or a Vector ASC trace)",
+            args.file.display()
+        );
     }
     let client = args.hub.connect("replay")?;
     let mut ports: HashMap<String, Port> = HashMap::new();

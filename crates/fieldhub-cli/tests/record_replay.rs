@@ -323,8 +323,10 @@ fn record_stops_on_sigint_with_a_complete_file() {
 fn bad_files_channels_and_options_are_reported_clearly() {
     let hub = HubProcess::start();
     let scratch = Scratch::new("errors");
-    let cases: [(&str, &str, &[&str], &str); 4] = [
+    let cases: [(&str, &str, &[&str], &str); 6] = [
         ("malformed.log", "(1.000000) can0 123#00\n(1.000001) can0 123#0\n", &[], "line 2:"),
+        ("empty.log", "", &[], "holds no frames to replay"),
+        ("notes.asc", "hello\nthis is not a trace\n", &[], "holds no frames to replay"),
         ("unknown.log", "(1.000000) nope 123#00\n", &[], "cannot replay 'nope' onto hub channel 'nope'"),
         ("mapped.log", "(1.000000) can0 123#00\n", &["--map", "can7=can1"], "has no channel 'can7'"),
         ("fd-on-classic.log", "(1.000000) can0 123##1DEADBEEF\n", &[], "classic CAN"),
