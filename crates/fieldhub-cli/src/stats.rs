@@ -1,4 +1,11 @@
 //! `fieldhub stats`: channel and port statistics of a running hub.
+//!
+//! The report is composed first and written at once; a reader that stops
+//! early (`fieldhub stats | head`) ends the command quietly, as it would
+//! end `cat`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
 
 use crate::HubSelect;
 
@@ -17,40 +24,54 @@ pub struct StatsArgs {
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("stats")?;
     let stats = client.stats()?;
+    let mut out = String::new();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
-        return Ok(());
+        writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?;
+        return print(&out);
     }
-    println!("hub {}", stats.hub);
-    println!(
+    writeln!(out, "hub {}", stats.hub)?;
+    writeln!(
+        out,
         "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>7} {:>7}",
         "CHANNEL", "PROTO", "BITRATE", "DATA", "TIMING", "FRAMES", "LOAD1s", "LOAD10s"
-    );
+    )?;
     for c in &stats.channels {
-        println!(
+        writeln!(
+            out,
             "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>6.1}% {:>6.1}%",
             c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
-        );
+        )?;
         for id in c.ids.iter().take(args.top_ids) {
-            println!("    id {:>8X} {:>12} frames {:>10.1} /s", id.id, id.frames, id.rate_hz);
+            writeln!(out, "    id {:>8X} {:>12} frames {:>10.1} /s", id.id, id.frames, id.rate_hz)?;
         }
     }
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "{:<24} {:<16} {:>12} {:>12} {:>10} {:>10} {:>8}",
         "PORT", "CHANNEL", "TX", "RX", "RX-DROP", "TX-DROP", "PENDING"
-    );
+    )?;
     for p in &stats.ports {
-        println!(
+        writeln!(
+            out,
             "{:<24} {:<16} {:>12} {:>12} {:>10} {:>10} {:>8}",
             p.name, p.channel, p.tx_frames, p.rx_frames, p.rx_dropped, p.tx_dropped, p.tx_pending
-        );
+        )?;
     }
     if !stats.routes.is_empty() {
-        println!();
+        writeln!(out)?;
         for r in &stats.routes {
-            println!("route {} -> {}: {} routed, {} dropped", r.from, r.to, r.routed, r.dropped);
+            writeln!(out, "route {} -> {}: {} routed, {} dropped", r.from, r.to, r.routed, r.dropped)?;
         }
     }
-    Ok(())
+    print(&out)
+}
+
+/// Write `text` to standard output; a closed pipe is the reader's choice,
+/// not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
+    }
 }

@@ -183,3 +183,28 @@ fn stats_count_frames_per_channel_id_port_and_route() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json prints JSON");
     assert_eq!(json["channels"][0]["frames"], 500);
 }
+
+/// `fieldhub stats | head`: a reader that closes the pipe before the
+/// report is written ends the command quietly, not with a panic.
+#[test]
+fn stats_into_a_closed_pipe_ends_quietly() {
+    let hub = HubProcess::start();
+    for json in [false, true] {
+        let mut args = vec!["stats", "--hub", &hub.url];
+        if json {
+            args.push("--json");
+        }
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before the command has even reached the hub.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "stats (json: {json}) into a closed pipe: {:?}: {stderr}", out.status);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
