@@ -74,7 +74,22 @@ impl HubSelect {
                 Ok(format!("http://[{host}]:{port}"))
             }
             Ok(fieldhub_client::HubUrl::Tcp { host, port }) => Ok(format!("http://{host}:{port}")),
-            Ok(_) => anyhow::bail!("the control API is served over TCP; give --hub tcp://HOST:PORT"),
+            Ok(fieldhub_client::HubUrl::Shm { name, .. }) => {
+                // The hub publishes its control API's address next to its
+                // session socket.
+                let path = fieldhub_shm::socket::control_path(&name).map_err(|why| anyhow::anyhow!(why))?;
+                let published = std::fs::read_to_string(&path).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the hub serving shm://{name} publishes no control address ({}: {e}); it serves the \
+                         control API only on a TCP listener: give --hub tcp://HOST:PORT",
+                        path.display()
+                    )
+                })?;
+                Self { url: Some(published.trim().to_owned()) }.http_base()
+            }
+            Ok(_) => anyhow::bail!(
+                "the control API is served over TCP (or found through shm://NAME); give --hub tcp://HOST:PORT"
+            ),
             Err(why) => anyhow::bail!("invalid hub URL '{url}': {why}"),
         }
     }

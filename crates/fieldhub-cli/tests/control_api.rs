@@ -282,3 +282,35 @@ fn recording_shorting_and_state_requests_refuse_bad_input_with_reasons() {
     assert_eq!(api(&hub, "POST", "/api/v1/channels/can0/short", None).0, 409);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README's first `ctl` command: tools that reach the hub through
+/// shared memory (the default URL) find its control API too, through the
+/// address the hub publishes next to its session socket — and say so
+/// plainly when there is none.
+#[test]
+fn ctl_reaches_the_control_api_through_an_shm_url() {
+    let hub = HubProcess::start_shm_with(None, &[]);
+    let shm_url = hub.shm_url.clone().expect("a hub serving shm");
+    let _a = node(&hub, "a", "can0");
+    let ctl = |url: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .arg("ctl")
+            .args(["--hub", url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&shm_url, &["ports"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ports: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ports.as_array().unwrap().len(), 1);
+    let name = shm_url.strip_prefix("shm://").unwrap();
+    let control = fieldhub_shm::socket::control_path(name).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&control).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the control file is the owner's only");
+    assert!(hub.terminate().success());
+    assert!(!control.exists(), "a hub that stops takes its control file away");
+    let out = ctl("shm://no-such-hub-here", &["ports"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("publishes no control address"));
+}

@@ -94,6 +94,8 @@ pub struct Hub {
     addrs: Vec<ListenAddr>,
     /// The session socket when serving shared memory.
     shm_socket: Option<PathBuf>,
+    /// Where the control API's URL is published for `shm://` tools.
+    control_file: Option<PathBuf>,
     sessions: Arc<Sessions>,
     bus_thread: Option<JoinHandle<()>>,
     reactor: Option<(ReactorHandle, JoinHandle<()>)>,
@@ -119,6 +121,10 @@ impl Hub {
 
         let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
         let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
+        let control_file = match (&config.hub.shm, control_url(&addrs)) {
+            (Some(name), Some(url)) => Some(publish_control_url(name, &url).map_err(shm_error)?),
+            _ => None,
+        };
         // The bus thread's doorbell: its descriptor goes to every
         // shared-memory client; in-process senders wake the bus privately.
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
@@ -140,6 +146,7 @@ impl Hub {
             stopping,
             addrs,
             shm_socket: shm.as_ref().map(|l| l.path().to_owned()),
+            control_file,
             sessions: Arc::clone(&sessions),
             bus_thread: Some(bus_thread),
             reactor: None,
@@ -213,7 +220,39 @@ impl Hub {
         if let Some(control) = self.control.take().and_then(|c| Arc::try_unwrap(c).ok()) {
             drop(control);
         }
+        if let Some(file) = self.control_file.take() {
+            let _ = std::fs::remove_file(file);
+        }
     }
+}
+
+/// The hub URL of the first TCP listener (which also serves the HTTP
+/// control API), as a local tool reaches it: an unspecified address
+/// (`0.0.0.0`, `::`) becomes loopback.
+fn control_url(addrs: &[ListenAddr]) -> Option<String> {
+    addrs.iter().find_map(|addr| match addr {
+        ListenAddr::Tcp(socket) => {
+            let ip = match socket.ip() {
+                ip if ip.is_unspecified() && ip.is_ipv4() => std::net::Ipv4Addr::LOCALHOST.into(),
+                ip if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+                ip => ip,
+            };
+            Some(format!("tcp://{}", std::net::SocketAddr::new(ip, socket.port())))
+        }
+        ListenAddr::Unix(_) => None,
+    })
+}
+
+/// Write `url` to the control file of `shm://name` (owner-only, in the
+/// private directory the session socket lives in).
+fn publish_control_url(name: &str, url: &str) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = fieldhub_shm::socket::control_path(name)
+        .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+    writeln!(file, "{url}")?;
+    Ok(path)
 }
 
 impl Drop for Hub {

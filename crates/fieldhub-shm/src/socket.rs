@@ -50,6 +50,15 @@ pub fn socket_path(name: &str) -> Result<PathBuf, String> {
     Ok(socket_dir().join(format!("{name}.sock")))
 }
 
+/// Where the hub named `name` publishes the URL of its control API (its
+/// TCP listener: the HTTP API is served there), next to its session socket
+/// in the same private directory, so tools given `shm://NAME` can reach the
+/// control plane too.
+pub fn control_path(name: &str) -> Result<PathBuf, String> {
+    check_name(name)?;
+    Ok(socket_dir().join(format!("{name}.control")))
+}
+
 /// Create `dir` (mode 0700) if needed and check that it is private: a real
 /// directory, owned by this user, with no access for group or others.
 pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
