@@ -186,6 +186,39 @@ fn garbage_that_is_not_a_handshake_is_refused() {
     hub.wait_for_log("is this a fieldhub client");
 }
 
+/// The handshake has one deadline from the connection's start (spec
+/// `protocol.md` 5: 5 s), not one per read: a client trickling its HELLO a
+/// byte a second is refused before it has sent it all.
+#[test]
+fn a_hello_trickled_slowly_is_refused_at_the_handshake_deadline() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        let mut hello = Vec::new();
+        wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "slow", token: "" }));
+        // Two seconds per byte: the whole HELLO would take well over the
+        // deadline; the reads themselves never wait 5 s.
+        let mut sent = 0;
+        for byte in &hello {
+            if raw.0.write_all(&[*byte]).is_err() {
+                break;
+            }
+            sent += 1;
+            raw.0.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+            let mut peek = [0u8; 1];
+            match raw.0.peek(&mut peek) {
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => break,
+            }
+        }
+        assert!(sent < hello.len(), "the whole HELLO went through: the deadline is per read");
+        raw.0.set_read_timeout(Some(PATIENCE)).unwrap();
+        let text = raw.expect_rejection(ErrorCode::Malformed);
+        assert!(text.contains("no HELLO within 5 s"), "{text}");
+    });
+    hub.wait_for_log("no HELLO within 5 s");
+}
+
 #[test]
 fn http_request_reaches_the_control_api_not_the_bus() {
     let hub = with_bystanders(|hub| {
