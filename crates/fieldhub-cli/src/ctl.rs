@@ -6,6 +6,9 @@ use serde_json::{json, Value};
 
 use crate::HubSelect;
 
+/// Every bit of a 29-bit identifier: a mask that matches one identifier.
+const ALL_ID_BITS: u32 = 0x1FFF_FFFF;
+
 #[derive(clap::Args)]
 pub struct CtlArgs {
     #[command(flatten)]
@@ -40,12 +43,14 @@ enum Operation {
     Bridge {
         from: String,
         to: String,
-        /// Identifier to match (hex) under --mask.
-        #[arg(long, value_parser = parse_hex, default_value = "0")]
-        id: u32,
-        /// Mask (hex); 0 matches every frame.
-        #[arg(long, value_parser = parse_hex, default_value = "0")]
-        mask: u32,
+        /// Identifier to match (hex): alone, exactly that identifier; with
+        /// --mask, the bits the mask selects. Neither: every frame.
+        #[arg(long, value_parser = parse_hex)]
+        id: Option<u32>,
+        /// Mask (hex): a frame matches when its identifier & mask equals
+        /// --id & mask (0 matches every frame).
+        #[arg(long, value_parser = parse_hex)]
+        mask: Option<u32>,
         /// Only 29-bit identifiers.
         #[arg(long, conflicts_with = "standard")]
         extended: bool,
@@ -179,6 +184,10 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
+            // An identifier without a mask means that identifier, as in
+            // candump's `ID:MASK` with all identifier bits.
+            let mask = mask.unwrap_or(if id.is_some() { ALL_ID_BITS } else { 0 });
+            let id = id.unwrap_or(0);
             let route = json!({ "from": from, "to": to, "id": id, "mask": mask, "extended": only,
                                 "rewrite_id": rewrite_id, "hop_limit": hop_limit });
             ("POST", "/api/v1/routes".to_owned(), Some(route))

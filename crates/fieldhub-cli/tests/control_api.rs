@@ -188,6 +188,11 @@ fn ctl_command_rewires_and_reports_errors_in_words() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("404: no open port named 'nobody'"));
     let out = ctl(&["bridge", "can0", "can1", "--id", "100", "--mask", "7FF", "--rewrite-id", "200"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // An identifier without a mask is that identifier, not every frame.
+    let out = ctl(&["bridge", "can1", "can0", "--id", "123"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let route: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((route["id_filter"].as_u64(), route["mask"].as_u64()), (Some(0x123), Some(0x1FFF_FFFF)), "{route}");
 }
 
 #[test]
