@@ -250,7 +250,15 @@ fn bad_fault_rules_are_refused_with_reasons() {
         (json!({"channel": "can0", "at": "sideways", "action": {"type": "drop"}}), 400, "sideways"),
         (json!({"channel": "can0", "at": "bus", "receiver": "listener", "action": {"type": "drop"}}), 422, "receiver"),
         (json!({"channel": "can0", "at": "bus", "sender": "ghost", "action": {"type": "drop"}}), 422, "ghost"),
-        (json!({"channel": "can0", "at": "bus", "data": "0", "action": {"type": "drop"}}), 422, "hex"),
+        (json!({"channel": "can0", "at": "bus", "data": "0", "action": {"type": "drop"}}), 400, "hex"),
+        (json!({"channel": "can0", "at": "bus", "data": "0é0", "action": {"type": "drop"}}), 400, "data: 'é'"),
+        (
+            json!({"channel": "can0", "at": "bus", "data": "00", "data_mask": "0é0", "action": {"type": "drop"}}),
+            400,
+            "data_mask",
+        ),
+        (json!({"channel": "can0", "at": "bus", "after_ms": 1e308, "action": {"type": "drop"}}), 422, "after_ms"),
+        (json!({"channel": "can0", "at": "bus", "for_ms": 1e308, "action": {"type": "drop"}}), 422, "for_ms"),
         (json!({"channel": "can0", "at": "bus", "action": {"type": "delay", "ms": -1.0}}), 422, "delay"),
         (json!({"channel": "can0", "at": "bus", "action": {"type": "duplicate", "copies": 0}}), 422, "copies"),
     ];

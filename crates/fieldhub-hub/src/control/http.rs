@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
-use crate::fault::FaultSpec;
+use crate::fault::{FaultSpec, FaultSpecError};
 use crate::inbox::{Inbound, InboxSender};
 
 /// The OpenAPI document of this API, kept in the repository.
@@ -325,7 +325,12 @@ async fn force_state(
 
 async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, JsonRejection>) -> Response {
     match body(b) {
-        Ok(spec) => ask(s, ControlRequest::AddFault(spec)).await,
+        // Checked here so a malformed rule never reaches the bus thread.
+        Ok(spec) => match spec.check() {
+            Ok(()) => ask(s, ControlRequest::AddFault(spec)).await,
+            Err(e @ FaultSpecError::Malformed { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            Err(e @ FaultSpecError::OutOfRange { .. }) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        },
         Err(response) => *response,
     }
 }
