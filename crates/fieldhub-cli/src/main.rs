@@ -8,6 +8,7 @@ mod bench;
 mod bridge;
 mod ctl;
 mod dump;
+mod fatal;
 mod frame_bits;
 mod gen;
 mod hub;
