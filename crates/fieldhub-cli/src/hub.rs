@@ -32,6 +32,10 @@ pub struct HubArgs {
     /// replaces the configured ones. Comma-separated or repeated.
     #[arg(long, value_name = "PATH[,PATH…]", value_delimiter = ',')]
     ivshmem: Vec<PathBuf>,
+    /// The only directory recordings started through the control API are written in;
+    /// replaces `[hub] recordings_dir` (default: `recordings` in the working directory).
+    #[arg(long, value_name = "DIR")]
+    recordings_dir: Option<PathBuf>,
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
@@ -102,6 +106,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         config.hub.shm = args.shm.clone();
     }
     config.hub.busy_poll |= args.busy_poll;
+    if let Some(dir) = &args.recordings_dir {
+        config.hub.recordings_dir = dir.clone();
+    }
     if !args.ivshmem.is_empty() {
         config.hub.ivshmem = args.ivshmem.clone();
     }

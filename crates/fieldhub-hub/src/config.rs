@@ -104,6 +104,11 @@ pub struct HubSection {
     /// e.g. `/dev/shm/fieldhub-vm0`); the hub creates them.
     #[serde(default)]
     pub ivshmem: Vec<PathBuf>,
+    /// The only directory hub-side recordings (`POST /api/v1/recordings`)
+    /// are written in; their paths are relative to it. Relative to the hub's
+    /// working directory; default `recordings`, created on first use.
+    #[serde(default = "default_recordings_dir")]
+    pub recordings_dir: PathBuf,
 }
 
 impl Default for HubSection {
@@ -115,8 +120,13 @@ impl Default for HubSection {
             shm: None,
             busy_poll: false,
             ivshmem: Vec::new(),
+            recordings_dir: default_recordings_dir(),
         }
     }
+}
+
+fn default_recordings_dir() -> PathBuf {
+    PathBuf::from(crate::recording_path::DEFAULT_RECORDINGS_DIR)
 }
 
 fn default_hub_name() -> String {
