@@ -8,16 +8,24 @@
 //! [`PANIC_EXIT_CODE`]. Only the hub installs it: the tools keep Rust's
 //! default behaviour.
 
+use std::io::Write;
+use std::path::PathBuf;
+
 /// Exit code after a panic: `EX_SOFTWARE` from sysexits.h, "internal
 /// software error" — distinct from the 1 of a refused configuration.
 pub const PANIC_EXIT_CODE: i32 = 70;
 
 /// Install the hook. Rust's default hook runs first, so
-/// `RUST_BACKTRACE=1` still prints a backtrace.
-pub fn exit_on_panic() {
+/// `RUST_BACKTRACE=1` still prints a backtrace. `ready_file` (`--ready-file`)
+/// is removed before the exit, as on a clean stop: its addresses die with
+/// the hub.
+pub fn exit_on_panic(ready_file: Option<PathBuf>) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default(info);
+        if let Some(path) = &ready_file {
+            let _ = std::fs::remove_file(path);
+        }
         let thread = std::thread::current();
         let message = info
             .payload()
@@ -25,7 +33,8 @@ pub fn exit_on_panic() {
             .copied()
             .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str));
         let location = info.location().map(|l| (l.file(), l.line(), l.column()));
-        eprintln!("{}", fatal_line(thread.name(), message, location));
+        // Not eprintln!: a closed stderr must not turn this into a second panic.
+        let _ = writeln!(std::io::stderr(), "{}", fatal_line(thread.name(), message, location));
         std::process::exit(PANIC_EXIT_CODE);
     }));
 }
