@@ -25,6 +25,8 @@ pub enum RecordingPathError {
         "path '{0}' names no file; give a file name such as \"session.log\", relative to the recordings directory"
     )]
     NoFile(String),
+    #[error("path {0:?} contains a NUL character, which no file name can hold")]
+    Nul(String),
     #[error("path '{0}' is absolute; give a path relative to the hub's recordings directory ([hub] recordings_dir)")]
     Absolute(String),
     #[error("path '{0}' contains '..'; give a path inside the hub's recordings directory ([hub] recordings_dir)")]
@@ -44,6 +46,9 @@ pub enum RecordingPathError {
 /// The file `requested` names inside `dir` (created if missing), checked as
 /// the module doc says.
 pub fn resolve(dir: &Path, requested: &str) -> Result<PathBuf, RecordingPathError> {
+    if requested.contains('\0') {
+        return Err(RecordingPathError::Nul(requested.into()));
+    }
     let relative = Path::new(requested);
     if relative.is_absolute() {
         return Err(RecordingPathError::Absolute(requested.into()));
@@ -157,6 +162,7 @@ mod tests {
         assert!(matches!(resolve(&rec, "sub/../../x.log"), Err(RecordingPathError::ParentDir(_))));
         assert!(matches!(resolve(&rec, ""), Err(RecordingPathError::NoFile(_))));
         assert!(matches!(resolve(&rec, "."), Err(RecordingPathError::NoFile(_))));
+        assert!(matches!(resolve(&rec, "a\0b.log"), Err(RecordingPathError::Nul(_))));
         assert!(matches!(resolve(&rec, "nowhere/x.log"), Err(RecordingPathError::NoDirectory { .. })));
         std::fs::remove_dir_all(dir).unwrap();
     }
