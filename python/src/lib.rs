@@ -281,6 +281,9 @@ fn run_hub(
         config.hub.recordings_dir = dir;
     }
     config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
+    // This process exists to run the hub: a panic on one of its threads ends
+    // it loudly (exit 70) instead of leaving a hub that no longer answers.
+    fieldhub_hub::fatal::exit_on_panic(None);
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| error("invalid", format!("cannot watch for SIGINT/SIGTERM: {e}")))?;

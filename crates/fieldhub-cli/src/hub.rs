@@ -66,7 +66,7 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // Before any hub thread exists: a panic anywhere ends the process loudly.
-    crate::fatal::exit_on_panic(args.ready_file.clone());
+    fieldhub_hub::fatal::exit_on_panic(args.ready_file.clone());
     let config = load_config(&args)?;
     let ready = ready_signal(&args)?;
     let mut signals =

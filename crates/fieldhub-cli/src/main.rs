@@ -8,7 +8,6 @@ mod bench;
 mod bridge;
 mod ctl;
 mod dump;
-mod fatal;
 mod frame_bits;
 mod gen;
 mod hub;

@@ -38,6 +38,7 @@ pub mod config;
 pub mod confinement;
 pub mod control;
 pub mod credit;
+pub mod fatal;
 pub mod fault;
 pub mod id_counter;
 pub mod inbox;

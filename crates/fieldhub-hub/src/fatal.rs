@@ -2,11 +2,12 @@
 //!
 //! The hub's threads (bus, reactor, control server, recorders) depend on one
 //! another; one that died would leave a hub that accepts connections but
-//! never answers (503s, a frozen bus) and then exits 0. So the hook installed
-//! by `fieldhub hub` writes one line naming the thread, the message and the
-//! location to stderr (whatever `FIELDHUB_LOG` says) and exits with
-//! [`PANIC_EXIT_CODE`]. Only the hub installs it: the tools keep Rust's
-//! default behaviour.
+//! never answers (503s, a frozen bus) and then exits 0. So the hook that a
+//! process running a hub installs ([`exit_on_panic`]: `fieldhub hub`,
+//! `python -m fieldhub hub`) writes one line naming the thread, the message
+//! and the location to stderr (whatever `FIELDHUB_LOG` says) and exits with
+//! [`PANIC_EXIT_CODE`]. [`crate::Hub::start`] does not install it: a process
+//! that embeds a hub among other work chooses its own policy.
 
 use std::io::Write;
 use std::path::PathBuf;
