@@ -68,6 +68,8 @@ def main() -> int:
     hub.add_argument("--config-origin", help="how errors name the configuration (default: the file name)")
     hub.add_argument("--listen", action="append", default=[], help="HOST:PORT or unix:PATH; repeatable")
     hub.add_argument("--token", help="token clients must present")
+    hub.add_argument("--recordings-dir", metavar="DIR",
+                     help="the only directory control-API recordings are written in (default: ./recordings)")
     shm = hub.add_mutually_exclusive_group()
     shm.add_argument("--shm", metavar="NAME", help="serve local clients over shared memory as shm://NAME")
     shm.add_argument("--no-shm", action="store_true", help="serve no shared memory, whatever the configuration says")
@@ -91,7 +93,8 @@ def main() -> int:
         stop_when_stdin_closes()
     try:
         on_ready = ready_writer(args.ready_fd) if args.ready_fd is not None else None
-        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm, on_ready)
+        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm, on_ready,
+                        recordings_dir=args.recordings_dir)
     except (_native.Error, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -66,10 +66,15 @@ def _read_to_end(fd: int, timeout: float) -> Optional[str]:
 class Hub:
     """A fieldhub hub and its control API."""
 
-    def __init__(self, config: Optional[str] = None, *, url: Optional[str] = None, token: Optional[str] = None):
+    def __init__(self, config: Optional[str] = None, *, url: Optional[str] = None, token: Optional[str] = None,
+                 recordings_dir: Optional[str] = None):
         """Start a private hub (optionally with TOML ``config`` text), or
-        attach to the running hub at ``url`` when one is given."""
+        attach to the running hub at ``url`` when one is given. A private
+        hub writes recordings (:meth:`start_recording`) only inside
+        ``recordings_dir`` (default: ``recordings`` in the working directory)."""
         self.token = token
+        #: Where a private hub writes recordings; None: the hub's default.
+        self.recordings_dir: Optional[str] = os.path.abspath(recordings_dir) if recordings_dir else None
         self._process: Optional[subprocess.Popen] = None
         self._config_file: Optional[str] = None
         self._log: Deque[str] = collections.deque(maxlen=LOG_LINES)
@@ -96,6 +101,8 @@ class Hub:
             command += ["--config", self._config_file, "--config-origin", "Hub(config)"]
         if self.token:
             command += ["--token", self.token]
+        if self.recordings_dir:
+            command += ["--recordings-dir", self.recordings_dir]
         # The hub writes its addresses to this pipe once it is ready (the log
         # is for people, and FIELDHUB_LOG may hide it). Only the hub holds
         # the write end, so a hub that dies first ends the pipe at once.
@@ -274,7 +281,9 @@ class Hub:
         return self.request("DELETE", f"/api/v1/faults/{rule_id}")
 
     def start_recording(self, path: str, channels: Optional[List[str]] = None) -> Dict[str, Any]:
-        return self.request("POST", "/api/v1/recordings", {"path": os.path.abspath(path), "channels": channels or []})
+        """Have the hub record ``channels`` (all when none) to ``path``,
+        relative to its recordings directory (see docs/recording.md)."""
+        return self.request("POST", "/api/v1/recordings", {"path": path, "channels": channels or []})
 
     def stop_recording(self, recording_id: int) -> Dict[str, Any]:
         return self.request("DELETE", f"/api/v1/recordings/{recording_id}")

@@ -7,11 +7,14 @@
         ...
 
 ``fieldhub_hub`` is a :class:`fieldhub.Hub` with the built-in configuration
-(channels ``can0`` and ``can1``), stopped after the test even when it fails;
+(channels ``can0`` and ``can1``) that records into a private temporary
+``recordings_dir``, stopped after the test even when it fails;
 buses opened with ``fieldhub_hub.bus()`` are shut down too. Mark a test with
 ``@pytest.mark.fieldhub_config("…toml…")`` to give its hub a configuration.
 """
 
+import shutil
+import tempfile
 from typing import Iterator, List
 
 import pytest
@@ -28,7 +31,8 @@ class _TestHub(Hub):
 
     def __init__(self, config):
         self._buses: List = []
-        super().__init__(config)
+        self._recordings = tempfile.mkdtemp(prefix="fieldhub-recordings-")
+        super().__init__(config, recordings_dir=self._recordings)
 
     def bus(self, channel: str = "can0", **kwargs):
         bus = super().bus(channel, **kwargs)
@@ -40,6 +44,7 @@ class _TestHub(Hub):
             bus.shutdown()
         self._buses = []
         super().stop()
+        shutil.rmtree(self._recordings, ignore_errors=True)
 
 
 @pytest.fixture

@@ -250,9 +250,10 @@ impl NativeClient {
 /// configured shared-memory name; `no_shm` serves none. Once the hub is
 /// started, `on_ready` (if given) is called with a dict of its actual
 /// addresses, the same fields as the `fieldhub hub --ready-fd` line; if it
-/// raises, the hub stops and the exception propagates.
+/// raises, the hub stops and the exception propagates. `recordings_dir`
+/// replaces `[hub] recordings_dir`, where control-API recordings are written.
 #[pyfunction]
-#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false, on_ready=None))]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false, on_ready=None, recordings_dir=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_hub(
     py: Python<'_>,
@@ -263,6 +264,7 @@ fn run_hub(
     shm: Option<String>,
     no_shm: bool,
     on_ready: Option<PyObject>,
+    recordings_dir: Option<std::path::PathBuf>,
 ) -> PyResult<()> {
     let text = config_text.unwrap_or_else(|| fieldhub_hub::config::DEFAULT_CONFIG.to_owned());
     let mut config = HubConfig::parse(&text, origin).map_err(|e| error("invalid", e.to_string()))?;
@@ -275,7 +277,13 @@ fn run_hub(
     if shm.is_some() || no_shm {
         config.hub.shm = shm;
     }
+    if let Some(dir) = recordings_dir {
+        config.hub.recordings_dir = dir;
+    }
     config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
+    // This process exists to run the hub: a panic on one of its threads ends
+    // it loudly (exit 70) instead of leaving a hub that no longer answers.
+    fieldhub_hub::fatal::exit_on_panic(None);
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| error("invalid", format!("cannot watch for SIGINT/SIGTERM: {e}")))?;

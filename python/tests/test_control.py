@@ -1,5 +1,7 @@
 """Driving the hub from Python: faults, wiring, recording, statistics."""
 
+import os
+
 import can
 
 import fieldhub
@@ -41,16 +43,16 @@ def test_wiring_from_python(fieldhub_hub):
     assert [c["name"] for c in fieldhub_hub.channels()] == ["can0", "can1"]
 
 
-def test_recording_and_stats_from_python(fieldhub_hub, tmp_path):
+def test_recording_and_stats_from_python(fieldhub_hub):
     a, b = fieldhub_hub.bus("can0"), fieldhub_hub.bus("can0")
-    recording = fieldhub_hub.start_recording(str(tmp_path / "session.asc"), ["can0"])
+    recording = fieldhub_hub.start_recording("session.asc", ["can0"])
     for i in range(10):
         a.send(can.Message(arbitration_id=0x300, data=[i], is_extended_id=False))
     for _ in range(10):
         b.recv(5)
     done = fieldhub_hub.stop_recording(recording["id"])
     assert done["frames"] == 10
-    assert len(list(can.LogReader(str(tmp_path / "session.asc")))) == 10
+    assert len(list(can.LogReader(os.path.join(fieldhub_hub.recordings_dir, "session.asc")))) == 10
     stats = fieldhub_hub.stats()
     assert stats["channels"][0]["frames"] == 10
 

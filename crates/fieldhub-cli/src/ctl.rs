@@ -139,7 +139,8 @@ impl ChannelSettings {
 
 #[derive(clap::Subcommand)]
 enum RecordOperation {
-    /// Start recording CHANNELS (all when none) to PATH, written by the hub (.log: candump, .asc: Vector ASC).
+    /// Start recording CHANNELS (all when none) to PATH, written by the hub inside its recordings directory
+    /// (`[hub] recordings_dir`, `hub --recordings-dir`; PATH is relative to it) (.log: candump, .asc: Vector ASC).
     Start { path: String, channels: Vec<String> },
     /// Stop a recording and finish its file.
     Stop { id: u32 },
@@ -205,8 +206,6 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Fault(FaultOperation::List) => ("GET", "/api/v1/faults".to_owned(), None),
         Operation::Fault(FaultOperation::Remove { id }) => ("DELETE", format!("/api/v1/faults/{id}"), None),
         Operation::Record(RecordOperation::Start { path, channels }) => {
-            // The hub resolves relative paths against its own directory; send an absolute one.
-            let path = std::path::absolute(&path).map_or(path, |p| p.display().to_string());
             ("POST", "/api/v1/recordings".to_owned(), Some(json!({ "path": path, "channels": channels })))
         }
         Operation::Record(RecordOperation::Stop { id }) => ("DELETE", format!("/api/v1/recordings/{id}"), None),

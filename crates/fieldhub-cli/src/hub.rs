@@ -32,6 +32,10 @@ pub struct HubArgs {
     /// replaces the configured ones. Comma-separated or repeated.
     #[arg(long, value_name = "PATH[,PATH…]", value_delimiter = ',')]
     ivshmem: Vec<PathBuf>,
+    /// The only directory recordings started through the control API are written in;
+    /// replaces `[hub] recordings_dir` (default: `recordings` in the working directory).
+    #[arg(long, value_name = "DIR")]
+    recordings_dir: Option<PathBuf>,
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
@@ -61,6 +65,8 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // Before any hub thread exists: a panic anywhere ends the process loudly.
+    fieldhub_hub::fatal::exit_on_panic(args.ready_file.clone());
     let config = load_config(&args)?;
     let ready = ready_signal(&args)?;
     let mut signals =
@@ -100,6 +106,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         config.hub.shm = args.shm.clone();
     }
     config.hub.busy_poll |= args.busy_poll;
+    if let Some(dir) = &args.recordings_dir {
+        config.hub.recordings_dir = dir.clone();
+    }
     if !args.ivshmem.is_empty() {
         config.hub.ivshmem = args.ivshmem.clone();
     }

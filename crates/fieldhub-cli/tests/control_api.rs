@@ -250,13 +250,13 @@ fn channels_are_created_changed_and_removed_while_the_bus_runs() {
 
 #[test]
 fn recording_shorting_and_state_requests_refuse_bad_input_with_reasons() {
-    let hub = HubProcess::start();
-    let _a = node(&hub, "a", "can0");
     let dir = std::env::temp_dir().join(format!("fieldhub-api-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("x.log").display().to_string();
+    let hub = HubProcess::start_with(None, &["--recordings-dir", dir.to_str().unwrap()]);
+    let _a = node(&hub, "a", "can0");
+    let log = "x.log";
     let cases: Vec<(&str, String, Option<Value>, u16, &str)> = vec![
-        ("POST", "/api/v1/recordings".into(), Some(json!({"path": dir.join("x.txt")})), 422, "cannot tell the format"),
+        ("POST", "/api/v1/recordings".into(), Some(json!({"path": "x.txt"})), 422, "cannot tell the format"),
         (
             "POST",
             "/api/v1/recordings".into(),
@@ -265,7 +265,7 @@ fn recording_shorting_and_state_requests_refuse_bad_input_with_reasons() {
             "neither candump nor asc",
         ),
         ("POST", "/api/v1/recordings".into(), Some(json!({"path": log, "channels": ["nope"]})), 404, "nope"),
-        ("POST", "/api/v1/recordings".into(), Some(json!({"path": "/nonexistent-dir/x.log"})), 422, "cannot write"),
+        ("POST", "/api/v1/recordings".into(), Some(json!({"path": "nonexistent-dir/x.log"})), 400, "create it first"),
         ("POST", "/api/v1/recordings".into(), Some(json!({"file": log})), 400, "file"),
         ("DELETE", "/api/v1/recordings/5".into(), None, 404, "no recording with id 5"),
         ("DELETE", "/api/v1/recordings/five".into(), None, 400, "not a number"),
@@ -318,4 +318,39 @@ fn ctl_reaches_the_control_api_through_an_shm_url() {
     let out = ctl("shm://no-such-hub-here", &["ports"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("publishes no control address"));
+}
+
+#[test]
+fn recordings_are_written_only_to_regular_files_inside_the_recordings_directory() {
+    let dir = std::env::temp_dir().join(format!("fieldhub-recdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("rec/sub")).unwrap();
+    let outside = dir.join("outside.log");
+    std::os::unix::fs::symlink(&dir, dir.join("rec/out")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("rec/link.log")).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("rec/pipe.log").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let hub = HubProcess::start_with(None, &["--recordings-dir", dir.join("rec").to_str().unwrap()]);
+    let refusals = [
+        (outside.display().to_string(), "is absolute"),
+        ("/proc/self/mem".to_owned(), "is absolute"),
+        ("../outside.log".to_owned(), "contains '..'"),
+        ("sub/../../outside.log".to_owned(), "contains '..'"),
+        ("out/outside.log".to_owned(), "leads outside"),
+        ("link.log".to_owned(), "is a symbolic link"),
+        ("pipe.log".to_owned(), "is a FIFO, not a regular file"),
+        ("sub".to_owned(), "is a directory"),
+        (String::new(), "names no file"),
+    ];
+    for (path, reason) in refusals {
+        let (status, answer) = api(&hub, "POST", "/api/v1/recordings", Some(json!({ "path": path })));
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(reason), "{path}: {answer}");
+    }
+    assert!(!outside.exists(), "nothing was written outside the directory");
+    let started = ok(&hub, "POST", "/api/v1/recordings", Some(json!({"path": "sub/good.log"})));
+    ok(&hub, "DELETE", &format!("/api/v1/recordings/{}", started["id"]), None);
+    assert!(dir.join("rec/sub/good.log").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

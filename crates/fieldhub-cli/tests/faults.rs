@@ -17,7 +17,11 @@ struct Bench {
 
 /// A hub with a sender "ecu" and two receivers "listener" and "witness" on can0.
 fn bench(config: Option<&str>) -> Bench {
-    let hub = HubProcess::start_with(config, &[]);
+    bench_with(config, &[])
+}
+
+fn bench_with(config: Option<&str>, extra: &[&str]) -> Bench {
+    let hub = HubProcess::start_with(config, extra);
     let sender = hub.client("ecu");
     let tx = sender.open_port_with("can0", &PortConfig { name: Some("ecu".into()), ..lossless() }).unwrap();
     let listener = hub.client("listener");
@@ -250,7 +254,15 @@ fn bad_fault_rules_are_refused_with_reasons() {
         (json!({"channel": "can0", "at": "sideways", "action": {"type": "drop"}}), 400, "sideways"),
         (json!({"channel": "can0", "at": "bus", "receiver": "listener", "action": {"type": "drop"}}), 422, "receiver"),
         (json!({"channel": "can0", "at": "bus", "sender": "ghost", "action": {"type": "drop"}}), 422, "ghost"),
-        (json!({"channel": "can0", "at": "bus", "data": "0", "action": {"type": "drop"}}), 422, "hex"),
+        (json!({"channel": "can0", "at": "bus", "data": "0", "action": {"type": "drop"}}), 400, "hex"),
+        (json!({"channel": "can0", "at": "bus", "data": "0é0", "action": {"type": "drop"}}), 400, "data: 'é'"),
+        (
+            json!({"channel": "can0", "at": "bus", "data": "00", "data_mask": "0é0", "action": {"type": "drop"}}),
+            400,
+            "data_mask",
+        ),
+        (json!({"channel": "can0", "at": "bus", "after_ms": 1e308, "action": {"type": "drop"}}), 422, "after_ms"),
+        (json!({"channel": "can0", "at": "bus", "for_ms": 1e308, "action": {"type": "drop"}}), 422, "for_ms"),
         (json!({"channel": "can0", "at": "bus", "action": {"type": "delay", "ms": -1.0}}), 422, "delay"),
         (json!({"channel": "can0", "at": "bus", "action": {"type": "duplicate", "copies": 0}}), 422, "copies"),
     ];
@@ -269,11 +281,11 @@ fn bad_fault_rules_are_refused_with_reasons() {
 
 #[test]
 fn hub_side_recording_captures_faults_and_replays_identically() {
-    let b = bench(None);
     let dir = std::env::temp_dir().join(format!("fieldhub-rec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let b = bench_with(None, &["--recordings-dir", dir.to_str().unwrap()]);
     let path = dir.join("session.log");
-    let started = ok(&b.hub, "POST", "/api/v1/recordings", Some(json!({"path": path, "channels": ["can0"]})));
+    let started = ok(&b.hub, "POST", "/api/v1/recordings", Some(json!({"path": "session.log", "channels": ["can0"]})));
     b.rule(
         json!({"channel": "can0", "at": "bus", "id": 0x200, "mask": 0x7FF, "count": 2, "action": {"type": "corrupt"}}),
     );

@@ -104,6 +104,11 @@ pub struct HubSection {
     /// e.g. `/dev/shm/fieldhub-vm0`); the hub creates them.
     #[serde(default)]
     pub ivshmem: Vec<PathBuf>,
+    /// The only directory hub-side recordings (`POST /api/v1/recordings`)
+    /// are written in; their paths are relative to it. Relative to the hub's
+    /// working directory; default `recordings`, created on first use.
+    #[serde(default = "default_recordings_dir")]
+    pub recordings_dir: PathBuf,
 }
 
 impl Default for HubSection {
@@ -115,8 +120,13 @@ impl Default for HubSection {
             shm: None,
             busy_poll: false,
             ivshmem: Vec::new(),
+            recordings_dir: default_recordings_dir(),
         }
     }
+}
+
+fn default_recordings_dir() -> PathBuf {
+    PathBuf::from(crate::recording_path::DEFAULT_RECORDINGS_DIR)
 }
 
 fn default_hub_name() -> String {
@@ -188,6 +198,11 @@ pub enum Timing {
     /// on-wire duration; frames are delivered at their end-of-frame time.
     Timed,
 }
+
+/// The smallest `[[port]] rate` accepted (frames per second): one frame
+/// every 1,000 s. A smaller rate is a mistake (a typo'd exponent), and its
+/// token period would not fit bus time.
+pub const MIN_PORT_RATE: f64 = 0.001;
 
 /// Default nominal bitrate (bit/s).
 pub const DEFAULT_BITRATE: u32 = 500_000;
@@ -460,10 +475,10 @@ impl HubConfig {
                 self.check_channel_ref(channel).map_err(|m| invalid(field("channel"), m))?;
             }
             if let Some(rate) = p.rate {
-                if !(rate.is_finite() && rate > 0.0) {
+                if !(rate.is_finite() && rate >= MIN_PORT_RATE) {
                     return Err(invalid(
                         field("rate"),
-                        format!("{rate} is not a positive number of frames per second"),
+                        format!("{rate:?} is not a number of frames per second of at least {MIN_PORT_RATE} (one frame every 1,000 s)"),
                     ));
                 }
             }
@@ -667,6 +682,7 @@ mod tests {
             ("[[channel]]\nname = \"bad name\"\n".to_owned(), "channel[0].name"),
             (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 3: port[0].channel: no channel named 'zz'"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
+            (format!("{ch}[[port]]\nname = \"p\"\nrate = 1e-300\n"), "port[0].rate: 1e-300 is not a number of frames per second of at least 0.001"),
             (format!("{ch}[[port]]\nname = \"p\"\nburst = 3\n"), "port[0].burst"),
             (format!("{ch}[[port]]\nname = \"p\"\n[[port]]\nname = \"p\"\n"), "port[1].name"),
             (format!("{ch}[[port]]\nname = \"p\"\nsocketcan = \"can0\"\n"), "port[0].socketcan: a SocketCAN port needs a `channel`"),

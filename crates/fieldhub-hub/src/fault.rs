@@ -209,30 +209,130 @@ pub struct FaultRule {
     pub spec: serde_json::Value,
 }
 
-fn hex_bytes(text: &str, what: &str) -> Result<Vec<u8>, String> {
-    let digits: String = text.chars().filter(|c| !c.is_whitespace() && *c != '.').collect();
-    if digits.len() % 2 != 0 || digits.len() > 128 {
-        return Err(format!("{what} must be up to 64 bytes of hex digit pairs"));
+/// The longest time a rule may wait to start (`after_ms`) or stay active
+/// (`for_ms`): one year. Longer values are almost certainly mistakes, and the
+/// limit keeps every sum of bus time and a rule's times far from overflow.
+pub const MAX_FAULT_TIME_MS: f64 = 365.0 * 24.0 * 3600.0 * 1000.0;
+
+/// Why a fault rule was refused; the message names the field and says what
+/// the API takes instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FaultSpecError {
+    /// A field is not in the form the API takes (HTTP 400).
+    #[error("{field}: {problem}")]
+    Malformed { field: &'static str, problem: String },
+    /// A field is well formed but out of range (HTTP 422).
+    #[error("{field}: {problem}")]
+    OutOfRange { field: &'static str, problem: String },
+}
+
+fn out_of_range(field: &'static str, problem: String) -> FaultSpecError {
+    FaultSpecError::OutOfRange { field, problem }
+}
+
+/// Bytes from hex digit pairs; spaces and dots between digits are ignored.
+/// Works on characters, never byte offsets, so any Unicode input is refused
+/// cleanly instead of splitting a character.
+fn hex_bytes(text: &str, field: &'static str) -> Result<Vec<u8>, FaultSpecError> {
+    let malformed = |problem: String| FaultSpecError::Malformed { field, problem };
+    let mut digits = text.chars().filter(|c| !c.is_whitespace() && *c != '.');
+    let mut bytes = Vec::new();
+    while let Some(high) = digits.next() {
+        let low = digits.next().ok_or_else(|| {
+            malformed(format!("'{text}' has an odd number of hex digits; give whole bytes as digit pairs"))
+        })?;
+        let value = |c: char| {
+            c.to_digit(16).ok_or_else(|| malformed(format!("'{c}' in '{text}' is not a hex digit (0-9, a-f, A-F)")))
+        };
+        // Two hex digits are at most 0xFF.
+        bytes.push((value(high)? * 16 + value(low)?) as u8);
+        if bytes.len() > 64 {
+            return Err(out_of_range(field, format!("'{text}' is longer than 64 bytes, the largest payload")));
+        }
     }
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| format!("{what}: '{}' is not hex", &digits[i..i + 2]))
+    Ok(bytes)
+}
+
+/// A rule's time in milliseconds as nanoseconds, within [`MAX_FAULT_TIME_MS`].
+fn time_ns(value: Option<f64>, field: &'static str) -> Result<Option<u64>, FaultSpecError> {
+    value
+        .map(|ms| {
+            if ms.is_finite() && (0.0..=MAX_FAULT_TIME_MS).contains(&ms) {
+                // At most ~3.2e16 ns: exact enough and far below u64::MAX.
+                Ok((ms * 1e6) as u64)
+            } else {
+                Err(out_of_range(
+                    field,
+                    format!("{ms:?} is not a number of milliseconds within 0..={MAX_FAULT_TIME_MS} (one year)"),
+                ))
+            }
         })
-        .collect()
+        .transpose()
+}
+
+/// A spec's payload pattern and mask, of equal length.
+type Pattern = (Vec<u8>, Vec<u8>);
+
+impl FaultSpec {
+    /// Check every value that does not depend on the bus's state (ports and
+    /// channels are resolved by the bus thread), so a malformed rule is
+    /// refused before it is queued.
+    pub fn check(&self) -> Result<(), FaultSpecError> {
+        self.pattern().map(|_| ())?;
+        self.check_values()
+    }
+
+    fn pattern(&self) -> Result<Pattern, FaultSpecError> {
+        let pattern = self.data.as_deref().map(|d| hex_bytes(d, "data")).transpose()?.unwrap_or_default();
+        let mask = match &self.data_mask {
+            Some(m) => hex_bytes(m, "data_mask")?,
+            None => vec![0xFF; pattern.len()],
+        };
+        if mask.len() != pattern.len() {
+            return Err(out_of_range(
+                "data_mask",
+                format!("has {} bytes but data has {}; give one mask byte per data byte", mask.len(), pattern.len()),
+            ));
+        }
+        Ok((pattern, mask))
+    }
+
+    fn check_values(&self) -> Result<(), FaultSpecError> {
+        if !(0.0..=1.0).contains(&self.probability) {
+            return Err(out_of_range("probability", format!("{} is not within 0..=1", self.probability)));
+        }
+        for (key, value) in [("id", self.id), ("mask", self.mask)] {
+            if value > MAX_EXTENDED_ID {
+                return Err(out_of_range(key, format!("0x{value:X} exceeds the 29-bit identifier range")));
+            }
+        }
+        let problem = match self.action {
+            Action::Delay { ms } if !(0.0..=60_000.0).contains(&ms) => {
+                Some(format!("delay {ms:?} ms is not within 0..=60000"))
+            }
+            Action::Flip { byte, .. } if byte >= 64 => Some(format!("flip byte {byte} is beyond 64 bytes")),
+            Action::Duplicate { copies } if copies == 0 || copies > 16 => {
+                Some(format!("duplicate copies {copies} is not within 1..=16"))
+            }
+            Action::Modify { checksum: Some(Checksum { byte, .. }), .. } if byte >= 64 => {
+                Some(format!("checksum byte {byte} is beyond 64 bytes"))
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            return Err(out_of_range("action", problem));
+        }
+        time_ns(self.after_ms, "after_ms")?;
+        time_ns(self.for_ms, "for_ms")?;
+        Ok(())
+    }
 }
 
 impl FaultRule {
     /// Check a spec and compile it; `ports` resolves port names to ids.
     pub fn compile(id: u32, spec: &FaultSpec, now_ns: u64, port: impl Fn(&str) -> Option<u32>) -> Result<Self, String> {
-        if !(0.0..=1.0).contains(&spec.probability) {
-            return Err(format!("probability {} is not within 0..=1", spec.probability));
-        }
-        for (key, value) in [("id", spec.id), ("mask", spec.mask)] {
-            if value > MAX_EXTENDED_ID {
-                return Err(format!("{key} 0x{value:X} exceeds the 29-bit identifier range"));
-            }
-        }
+        spec.check_values().map_err(|e| e.to_string())?;
+        let (pattern_bytes, mask_bytes) = spec.pattern().map_err(|e| e.to_string())?;
         let resolve = |name: &Option<String>, what: &str| -> Result<Option<u32>, String> {
             name.as_deref().map(|n| port(n).ok_or_else(|| format!("{what}: no open port named '{n}'"))).transpose()
         };
@@ -241,43 +341,15 @@ impl FaultRule {
         if receiver.is_some() && spec.at != Position::Receiver {
             return Err("a receiver port can only be matched with \"at\": \"receiver\"".into());
         }
-        let pattern_bytes = spec.data.as_deref().map(|d| hex_bytes(d, "data")).transpose()?.unwrap_or_default();
-        let mask_bytes = match &spec.data_mask {
-            Some(m) => hex_bytes(m, "data_mask")?,
-            None => vec![0xFF; pattern_bytes.len()],
-        };
-        if mask_bytes.len() != pattern_bytes.len() {
-            return Err(format!("data_mask has {} bytes but data has {}", mask_bytes.len(), pattern_bytes.len()));
-        }
         let mut pattern = [0u8; 64];
         let mut pattern_mask = [0u8; 64];
         pattern[..pattern_bytes.len()].copy_from_slice(&pattern_bytes);
         pattern_mask[..mask_bytes.len()].copy_from_slice(&mask_bytes);
-        match spec.action {
-            Action::Delay { ms } if !(0.0..=60_000.0).contains(&ms) => {
-                return Err(format!("delay {ms} ms is not within 0..=60000"));
-            }
-            Action::Flip { byte, .. } if byte >= 64 => return Err(format!("flip byte {byte} is beyond 64 bytes")),
-            Action::Duplicate { copies } if copies == 0 || copies > 16 => {
-                return Err(format!("duplicate copies {copies} is not within 1..=16"));
-            }
-            Action::Modify { checksum: Some(Checksum { byte, .. }), .. } if byte >= 64 => {
-                return Err(format!("checksum byte {byte} is beyond 64 bytes"));
-            }
-            _ => {}
-        }
-        let ms = |v: Option<f64>, what: &str| -> Result<Option<u64>, String> {
-            v.map(|ms| {
-                if ms.is_finite() && ms >= 0.0 {
-                    Ok((ms * 1e6) as u64)
-                } else {
-                    Err(format!("{what} {ms} is not a non-negative number of milliseconds"))
-                }
-            })
-            .transpose()
-        };
-        let from_ns = now_ns + ms(spec.after_ms, "after_ms")?.unwrap_or(0);
-        let until_ns = ms(spec.for_ms, "for_ms")?.map(|d| from_ns + d);
+        // Saturating: bus time is far below u64::MAX and the times are at
+        // most a year, but a sum must never wrap into "active at once".
+        let from_ns =
+            now_ns.saturating_add(time_ns(spec.after_ms, "after_ms").map_err(|e| e.to_string())?.unwrap_or(0));
+        let until_ns = time_ns(spec.for_ms, "for_ms").map_err(|e| e.to_string())?.map(|d| from_ns.saturating_add(d));
         Ok(Self {
             id,
             at: spec.at,
@@ -375,5 +447,68 @@ pub fn transform(action: &Action, frame: &Frame) -> Option<Frame> {
             Some(out)
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: serde_json::Value) -> FaultSpec {
+        let mut rule = serde_json::json!({"channel": "can0", "at": "bus", "action": {"type": "drop"}});
+        rule.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(rule).unwrap()
+    }
+
+    fn field_of(error: FaultSpecError) -> &'static str {
+        match error {
+            FaultSpecError::Malformed { field, .. } | FaultSpecError::OutOfRange { field, .. } => field,
+        }
+    }
+
+    #[test]
+    fn non_ascii_data_patterns_are_refused_as_malformed_naming_the_field() {
+        for (key, text) in [("data", "0é0"), ("data_mask", "0é0"), ("data", "é"), ("data", "00€1")] {
+            let mut rule = serde_json::json!({"data": "00"});
+            rule[key] = text.into();
+            let error = spec(rule).check().unwrap_err();
+            assert!(matches!(error, FaultSpecError::Malformed { .. }), "{key}={text}: {error}");
+            assert_eq!(field_of(error), key);
+        }
+        let compiled = FaultRule::compile(1, &spec(serde_json::json!({"data": "0é0"})), 0, |_| None);
+        assert!(compiled.unwrap_err().contains("not a hex digit"));
+    }
+
+    #[test]
+    fn hex_patterns_take_digit_pairs_with_spaces_and_dots() {
+        assert_eq!(hex_bytes("DE ad.0f", "data").unwrap(), [0xDE, 0xAD, 0x0F]);
+        assert!(matches!(hex_bytes("ABC", "data"), Err(FaultSpecError::Malformed { .. })));
+        assert!(matches!(hex_bytes("0x12", "data"), Err(FaultSpecError::Malformed { .. })));
+        assert!(matches!(hex_bytes(&"00".repeat(65), "data"), Err(FaultSpecError::OutOfRange { .. })));
+        assert_eq!(hex_bytes(&"ff".repeat(64), "data").unwrap().len(), 64);
+    }
+
+    #[test]
+    fn rule_times_beyond_a_year_are_refused() {
+        for key in ["after_ms", "for_ms"] {
+            let error = spec(serde_json::json!({ key: 1e308 })).check().unwrap_err();
+            assert_eq!(field_of(error.clone()), key, "{error}");
+            assert_eq!(
+                error.to_string(),
+                format!("{key}: 1e308 is not a number of milliseconds within 0..=31536000000 (one year)")
+            );
+            assert!(spec(serde_json::json!({ key: MAX_FAULT_TIME_MS })).check().is_ok());
+        }
+    }
+
+    #[test]
+    fn a_rule_added_late_in_bus_time_with_the_longest_window_never_wraps() {
+        let rule = spec(serde_json::json!({"after_ms": MAX_FAULT_TIME_MS, "for_ms": MAX_FAULT_TIME_MS}));
+        let now = u64::MAX - 10;
+        let compiled = FaultRule::compile(1, &rule, now, |_| None).unwrap();
+        assert_eq!(compiled.from_ns, u64::MAX);
+        let frame = Frame::can(1, false, &[]).unwrap();
+        let mut compiled = compiled;
+        assert_eq!(compiled.decide(&frame, 0, None, now), None, "not active before its start");
     }
 }

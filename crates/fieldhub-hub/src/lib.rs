@@ -38,12 +38,14 @@ pub mod config;
 pub mod confinement;
 pub mod control;
 pub mod credit;
+pub mod fatal;
 pub mod fault;
 pub mod id_counter;
 pub mod inbox;
 pub mod member;
 pub mod outbox;
 pub mod recording;
+pub mod recording_path;
 pub mod session;
 pub mod slots;
 pub mod transport;
@@ -153,8 +155,9 @@ impl Hub {
             threads: Vec::new(),
             control: None,
         };
-        let control = ControlServer::start(hub.inbox.clone(), config.hub.token.clone())
-            .map_err(|source| StartError::Thread { what: "control", source })?;
+        let control =
+            ControlServer::start(hub.inbox.clone(), config.hub.token.clone(), config.hub.recordings_dir.clone())
+                .map_err(|source| StartError::Thread { what: "control", source })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
         let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();

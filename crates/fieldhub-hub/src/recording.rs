@@ -43,7 +43,7 @@ impl Recording {
         channels: Vec<(u16, String)>,
         start_ns: u64,
     ) -> std::io::Result<Self> {
-        let file = File::create(&path)?;
+        let file = crate::recording_path::create(&path)?;
         let options = RecorderOptions {
             channels: channels.iter().map(|(_, name)| name.clone()).collect(),
             start_ns,

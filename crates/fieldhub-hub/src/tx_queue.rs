@@ -32,20 +32,25 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
+    /// A bucket that starts full. The configuration keeps `rate` within
+    /// [`crate::config::MIN_PORT_RATE`]..; below it (or for a rate that is
+    /// not a positive number) the period saturates at "never", so a tiny rate
+    /// sends its burst and then nothing, instead of wrapping bus time.
     pub fn new(rate: f64, burst: u32, now_ns: u64) -> Self {
-        let ns_per_token = (1e9 / rate).round().max(1.0) as u64;
-        Self { ns_per_token, burst, tokens: burst, next_token_ns: now_ns + ns_per_token }
+        // `as` saturates: an infinite period (a denormal rate) becomes u64::MAX.
+        let ns_per_token = if rate > 0.0 { (1e9 / rate).round().max(1.0) as u64 } else { u64::MAX };
+        Self { ns_per_token, burst, tokens: burst, next_token_ns: now_ns.saturating_add(ns_per_token) }
     }
 
     fn refill(&mut self, now_ns: u64) {
         if self.tokens >= self.burst {
-            self.next_token_ns = now_ns + self.ns_per_token;
+            self.next_token_ns = now_ns.saturating_add(self.ns_per_token);
             return;
         }
         if now_ns >= self.next_token_ns {
             let earned = 1 + (now_ns - self.next_token_ns) / self.ns_per_token;
-            self.tokens = (u64::from(self.tokens) + earned).min(u64::from(self.burst)) as u32;
-            self.next_token_ns += earned * self.ns_per_token;
+            self.tokens = (u64::from(self.tokens).saturating_add(earned)).min(u64::from(self.burst)) as u32;
+            self.next_token_ns = self.next_token_ns.saturating_add(earned.saturating_mul(self.ns_per_token));
         }
     }
 
@@ -161,5 +166,20 @@ mod tests {
             }
         }
         assert_eq!(sent_at, [0, 0, 1_000_000, 2_000_000, 3_000_000]);
+    }
+
+    #[test]
+    fn a_rate_too_small_to_represent_sends_its_burst_and_then_nothing() {
+        for rate in [1e-300, f64::MIN_POSITIVE, 0.0, f64::NAN] {
+            let mut q = TxQueue::new(Some(RateLimit::new(rate, 1, 5)));
+            for a in 0..3 {
+                q.push(pending(a));
+            }
+            assert!(matches!(q.offer(5), Ok(Some(_))), "rate {rate}: the burst goes at once");
+            q.take(5);
+            for now in [6, 1_000_000_000, u64::MAX / 2, u64::MAX - 1] {
+                assert!(q.offer(now).is_err(), "rate {rate}: no token by {now} ns");
+            }
+        }
     }
 }

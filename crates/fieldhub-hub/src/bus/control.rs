@@ -68,7 +68,7 @@ impl Bus {
             ControlRequest::RemoveChannel { channel } => self.remove_channel(&channel),
             ControlRequest::UpdateChannel { channel, update } => self.update_channel(&channel, update),
             ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),
-            ControlRequest::StartRecording(spec) => self.start_recording(spec),
+            ControlRequest::StartRecording { spec, file } => self.start_recording(spec, file),
             ControlRequest::StopRecording { id } => self.stop_recording(id),
         }
     }
@@ -425,8 +425,7 @@ impl Bus {
         Ok(self.channel_json(index))
     }
 
-    fn start_recording(&mut self, spec: RecordingSpec) -> ControlResult {
-        let path = PathBuf::from(&spec.path);
+    fn start_recording(&mut self, spec: RecordingSpec, path: PathBuf) -> ControlResult {
         let format = match spec.format.as_deref() {
             Some("candump") => Format::Candump,
             Some("asc") => Format::Asc,

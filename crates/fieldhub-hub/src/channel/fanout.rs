@@ -74,7 +74,7 @@ impl Channel {
                         *held_order += 1;
                         let port_id = member.port_id;
                         let delayed = Delayed {
-                            due_ns: now_ns + ns,
+                            due_ns: now_ns.saturating_add(ns),
                             order: *held_order,
                             held: Held::ToPort { port_id, frame, meta },
                         };

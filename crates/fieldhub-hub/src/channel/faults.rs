@@ -95,7 +95,7 @@ impl Channel {
     ) {
         match fate {
             Fate::Drop => {}
-            Fate::Delay(ns) => self.hold(now_ns + ns, Held::ToBus { sender, pending, bus_rules: false }),
+            Fate::Delay(ns) => self.hold(now_ns.saturating_add(ns), Held::ToBus { sender, pending, bus_rules: false }),
             Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, sent),
             Fate::Deliver { frame, copies } => {
                 for _ in 0..=copies {

@@ -9,6 +9,7 @@
 //! `Authorization: Bearer <token>`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
-use crate::fault::FaultSpec;
+use crate::fault::{FaultSpec, FaultSpecError};
 use crate::inbox::{Inbound, InboxSender};
 
 /// The OpenAPI document of this API, kept in the repository.
@@ -66,6 +67,9 @@ const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 struct ApiState {
     inbox: InboxSender,
     token: Option<String>,
+    /// `[hub] recordings_dir`: recording paths are resolved in it here,
+    /// before a request reaches the bus.
+    recordings_dir: PathBuf,
 }
 
 /// The running control server; dropping it stops the server.
@@ -77,11 +81,11 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Start the server thread.
-    pub fn start(inbox: InboxSender, token: Option<String>) -> std::io::Result<Self> {
+    pub fn start(inbox: InboxSender, token: Option<String>, recordings_dir: PathBuf) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, token });
+        let state = Arc::new(ApiState { inbox, token, recordings_dir });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(async move {
                 let app = router(state);
@@ -325,7 +329,12 @@ async fn force_state(
 
 async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, JsonRejection>) -> Response {
     match body(b) {
-        Ok(spec) => ask(s, ControlRequest::AddFault(spec)).await,
+        // Checked here so a malformed rule never reaches the bus thread.
+        Ok(spec) => match spec.check() {
+            Ok(()) => ask(s, ControlRequest::AddFault(spec)).await,
+            Err(e @ FaultSpecError::Malformed { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            Err(e @ FaultSpecError::OutOfRange { .. }) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        },
         Err(response) => *response,
     }
 }
@@ -339,7 +348,10 @@ async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) ->
 
 async fn start_recording(State(s): State<Arc<ApiState>>, b: Result<Json<RecordingSpec>, JsonRejection>) -> Response {
     match body(b) {
-        Ok(spec) => ask(s, ControlRequest::StartRecording(spec)).await,
+        Ok(spec) => match crate::recording_path::resolve(&s.recordings_dir, &spec.path) {
+            Ok(file) => ask(s, ControlRequest::StartRecording { spec, file }).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        },
         Err(response) => *response,
     }
 }

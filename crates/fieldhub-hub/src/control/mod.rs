@@ -9,6 +9,8 @@
 
 pub mod http;
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
 use crate::config::{ChannelConfig, RouteConfig, Timing};
@@ -77,7 +79,12 @@ pub enum ControlRequest {
     },
     Recordings,
     /// Record channels to a file.
-    StartRecording(RecordingSpec),
+    StartRecording {
+        spec: RecordingSpec,
+        /// `spec.path` resolved inside the recordings directory
+        /// ([`crate::recording_path::resolve`]).
+        file: PathBuf,
+    },
     /// Finish a recording's file.
     StopRecording {
         id: u32,
@@ -100,7 +107,8 @@ pub struct ChannelUpdate {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordingSpec {
-    /// File to write (created or truncated) by the hub process.
+    /// File to write (created or truncated) by the hub process, relative
+    /// to `[hub] recordings_dir`.
     pub path: String,
     /// Channels to record; all when empty.
     #[serde(default)]
