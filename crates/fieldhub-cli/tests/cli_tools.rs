@@ -82,6 +82,10 @@ fn send_reports_bad_frames_and_unknown_channels_clearly() {
     let out = fieldhub(&hub, &["send", "can0", "123#123"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pairs of hex digits"));
+    // Said once, not once more as the error's cause.
+    let out = fieldhub(&hub, &["send", "can0", "123#112233445566778899"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("at most 8 data bytes").count(), 1, "{stderr}");
     let out = fieldhub(&hub, &["send", "nope", "123#12"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown channel 'nope'; this hub has: can0, can1"));
     let out = fieldhub(&hub, &["send", "can0", "123##1DEAD"]);

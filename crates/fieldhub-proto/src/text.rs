@@ -23,16 +23,25 @@ pub enum TextError {
     BadId(String),
     #[error("'{0}': data must be pairs of hex digits, optionally separated by '.'")]
     BadData(String),
-    #[error("'{text}': {source}")]
-    Invalid { text: String, source: crate::frame::FrameError },
+    #[error("'{text}': {bytes} data bytes; a frame carries at most 64 (CAN FD)")]
+    TooMuchData { text: String, bytes: usize },
+    #[error("'{0}': an identifier with the error flag (0x20000000) makes an error frame, which carries exactly 8 data bytes")]
+    ErrorFrameData(String),
+    // The reason is part of this message, not a `source`: a report that
+    // prints an error's causes would otherwise say it twice.
+    #[error("'{text}': {reason}")]
+    Invalid { text: String, reason: crate::frame::FrameError },
     #[error("'{0}': expected a log line '(SECONDS.MICROS) CHANNEL FRAME'")]
     BadLogLine(String),
 }
 
 fn parse_hex_bytes(text: &str, whole: &str, out: &mut [u8; 64]) -> Result<usize, TextError> {
     let digits: Vec<u8> = text.bytes().filter(|&b| b != b'.').collect();
-    if digits.len() % 2 != 0 || digits.len() / 2 > out.len() {
+    if digits.len() % 2 != 0 {
         return Err(TextError::BadData(whole.to_owned()));
+    }
+    if digits.len() / 2 > out.len() {
+        return Err(TextError::TooMuchData { text: whole.to_owned(), bytes: digits.len() / 2 });
     }
     for (i, pair) in digits.chunks(2).enumerate() {
         let s = std::str::from_utf8(pair).map_err(|_| TextError::BadData(whole.to_owned()))?;
@@ -56,7 +65,7 @@ fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
 
 /// Parse cansend syntax.
 pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
-    let invalid = |source| TextError::Invalid { text: text.to_owned(), source };
+    let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
     let (id_text, rest) = text.split_once('#').ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
     let (id, extended) = parse_id(id_text, text)?;
     let mut data = [0u8; 64];
@@ -80,7 +89,7 @@ pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
     if extended && id & CAN_ERR_FLAG != 0 {
         let len = parse_hex_bytes(rest, text, &mut data)?;
         if len != 8 {
-            return Err(TextError::BadData(text.to_owned()));
+            return Err(TextError::ErrorFrameData(text.to_owned()));
         }
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(&data[..8]);
@@ -238,6 +247,14 @@ mod tests {
         assert!(matches!(parse_cansend("800#00"), Err(TextError::Invalid { .. })));
         assert!(matches!(parse_cansend("123#0"), Err(TextError::BadData(_))));
         assert!(matches!(parse_cansend("123#112233445566778899"), Err(TextError::Invalid { .. })));
+        let too_long = parse_cansend(&format!("123##0{}", "00".repeat(65))).unwrap_err();
+        assert_eq!(too_long, TextError::TooMuchData { text: format!("123##0{}", "00".repeat(65)), bytes: 65 });
+        let error_frame = parse_cansend("20000000#00").unwrap_err().to_string();
+        assert!(error_frame.contains("error flag (0x20000000)"), "{error_frame}");
+        // The reason is said once, also where causes are printed.
+        let nine = parse_cansend("123#112233445566778899").unwrap_err();
+        assert!(std::error::Error::source(&nine).is_none());
+        assert_eq!(nine.to_string().matches("at most 8").count(), 1, "{nine}");
         assert!(matches!(parse_cansend("123##1001122334455667788"), Err(TextError::Invalid { .. })));
     }
 
