@@ -178,3 +178,18 @@ fn idle_hub_with_connected_clients_sleeps() {
     // 2 s are 200 clock ticks; a sleeping hub uses next to none of them.
     assert!(used <= 4, "an idle hub used {used} ticks of CPU in 2 s");
 }
+
+/// A second hub on a taken address stops at once and says why, once.
+#[test]
+fn a_hub_on_a_taken_address_says_so_once() {
+    let hub = HubProcess::start();
+    let addr = hub.url.strip_prefix("tcp://").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["hub", "--no-shm", "--listen", addr])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("cannot listen on tcp://{addr}")), "{stderr}");
+    assert_eq!(stderr.matches("Address already in use").count(), 1, "{stderr}");
+}

@@ -75,12 +75,12 @@ const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: ListenAddr, source: std::io::Error },
-    #[error("cannot start the {what} thread: {source}")]
-    Thread { what: &'static str, source: std::io::Error },
     // `error`, not `source`: the text already carries it, and an error
     // chain printed by the caller would repeat it.
+    #[error("cannot listen on {addr}: {error}")]
+    Listen { addr: ListenAddr, error: std::io::Error },
+    #[error("cannot start the {what} thread: {error}")]
+    Thread { what: &'static str, error: std::io::Error },
     #[error("cannot serve shared memory as shm://{name}: {error}")]
     Shm { name: String, error: std::io::Error },
     #[error(transparent)]
@@ -112,14 +112,14 @@ impl Hub {
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {
-            let listener = Bound::bind(&addr).map_err(|source| StartError::Listen { addr: addr.clone(), source })?;
+            let listener = Bound::bind(&addr).map_err(|error| StartError::Listen { addr: addr.clone(), error })?;
             bound.push(listener);
         }
         let addrs = bound
             .iter()
             .map(|b| b.local_addr())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| StartError::Listen { addr: ListenAddr::Unix("?".into()), source })?;
+            .map_err(|error| StartError::Listen { addr: ListenAddr::Unix("?".into()), error })?;
 
         let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
         let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
@@ -157,7 +157,7 @@ impl Hub {
         };
         let control =
             ControlServer::start(hub.inbox.clone(), config.hub.token.clone(), config.hub.recordings_dir.clone())
-                .map_err(|source| StartError::Thread { what: "control", source })?;
+                .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
         let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();
@@ -167,7 +167,7 @@ impl Hub {
             Arc::new(bell_fd)
         });
         let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_bell)
-            .map_err(|source| StartError::Thread { what: "reactor", source })?;
+            .map_err(|error| StartError::Thread { what: "reactor", error })?;
         hub.reactor = Some((handle, spawn("fh-reactor", "reactor", move || reactor.run())?));
         if !ivshmem.is_empty() {
             let sessions = Arc::clone(&sessions);
@@ -176,7 +176,7 @@ impl Hub {
         for port in socketcan_ports {
             let thread = port
                 .start(Arc::clone(&sessions))
-                .map_err(|source| StartError::Thread { what: "SocketCAN port", source })?;
+                .map_err(|error| StartError::Thread { what: "SocketCAN port", error })?;
             hub.threads.push(thread);
         }
         Ok(hub)
@@ -265,7 +265,7 @@ impl Drop for Hub {
 }
 
 fn spawn(name: &str, what: &'static str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StartError> {
-    std::thread::Builder::new().name(name.into()).spawn(body).map_err(|source| StartError::Thread { what, source })
+    std::thread::Builder::new().name(name.into()).spawn(body).map_err(|error| StartError::Thread { what, error })
 }
 
 /// Serve as many clients as the hard limit on open files allows: each
