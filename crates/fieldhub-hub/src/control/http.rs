@@ -187,6 +187,10 @@ fn router(state: Arc<ApiState>) -> Router {
         )
         .route("/api/v1/recordings/{id}", delete(stop_recording))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
+        .method_not_allowed_fallback(|| async {
+            let text = "this endpoint does not take that method; the Allow header and GET /openapi.yaml list the ones it takes";
+            error(StatusCode::METHOD_NOT_ALLOWED, text.into())
+        })
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), authorize))
         .with_state(state)
 }
