@@ -139,7 +139,9 @@ impl From<ClientError> for Failure {
                 _ => FH_ERR_REJECTED,
             },
             ClientError::Closed { .. } => FH_ERR_CLOSED,
-            ClientError::Timeout(_) | ClientError::SendQueueFull(_) => FH_ERR_TIMEOUT,
+            ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => {
+                FH_ERR_TIMEOUT
+            }
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
         };
@@ -165,6 +167,13 @@ mod tests {
         }
         assert_eq!(fh_status::from_int(1), None);
         assert_eq!(fh_status::from_int(-16), None);
+    }
+
+    #[test]
+    fn a_request_that_cannot_be_queued_is_a_timeout_not_a_closed_connection() {
+        let failure = Failure::from(ClientError::RequestQueueFull(std::time::Duration::from_secs(5)));
+        assert_eq!(failure.status, FH_ERR_TIMEOUT);
+        assert!(failure.detail.unwrap().contains("timed out"));
     }
 
     #[test]
