@@ -62,8 +62,11 @@
 //!   now and then takes them into the receive queue — as many as it must
 //!   to reach what it waits for. The ready fd ([`Client::fileno`]) starts a
 //!   reader thread that takes them as they come.
-//! - Every blocking call has a timeout or ends when the connection does; a
-//!   dead hub is an error, never a hang.
+//! - Every blocking call has a timeout or ends when the connection does —
+//!   also when another thread closes it ([`Client::close`]); a dead hub is
+//!   an error, never a hang. A timeout is reported as one
+//!   ([`ClientError::SendQueueFull`], [`ClientError::RequestQueueFull`],
+//!   [`ClientError::Timeout`]), never as the connection's end.
 //! - The same answer of a hub gives the same outcome over every transport:
 //!   one handshake, one dispatcher.
 //! - Once the session has ended (the hub said `GOODBYE`, reported a fatal
