@@ -128,7 +128,8 @@ typedef enum fh_status {
    */
   FH_ERR_INVALID_ARGUMENT = -1,
   /**
-   * The hub URL is not `tcp://HOST:PORT` or `unix:PATH`.
+   * The hub URL is none of `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`,
+   * `ivshmem://PATH` and `serial:PATH`.
    */
   FH_ERR_INVALID_URL = -2,
   /**
@@ -144,7 +145,8 @@ typedef enum fh_status {
    */
   FH_ERR_CLOSED = -5,
   /**
-   * The timeout passed: nothing to receive, no room to send, or no answer.
+   * The timeout passed: nothing to receive, no room to send or to queue a
+   * request, or no answer. The connection is still open.
    */
   FH_ERR_TIMEOUT = -6,
   /**
@@ -182,7 +184,7 @@ typedef enum fh_status {
   /**
    * A bug inside libfieldhub was caught before it could crash the program.
    */
-  FH_ERR_INTERNAL = -15,
+  FH_ERR_INTERNAL = -15
 } fh_status;
 
 /**
@@ -307,7 +309,7 @@ typedef struct fh_port_status {
 
 #ifdef __cplusplus
 extern "C" {
-#endif // __cplusplus
+#endif /* __cplusplus */
 
 /**
  * The static message for a status code (any `int`; unknown values get a
@@ -332,10 +334,10 @@ struct fh_client *fh_client_new(void);
 void fh_client_free(struct fh_client *client);
 
 /**
- * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH` or
- * `shm://NAME`; NULL: the default hub — `$FIELDHUB_HUB`, else `shm://default`
- * when the local hub serves it, else `tcp://127.0.0.1:29536`) and introduce
- * it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+ * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH`,
+ * `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
+ * `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
+ * `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
  * none). Waits at most 5 seconds. A handle connects once; for a new
  * connection use a new handle.
  *
@@ -345,7 +347,10 @@ void fh_client_free(struct fh_client *client);
  * # Safety
  * `client` is a live handle; `url`, `name`, `token` are NULL or NUL-terminated.
  */
-int fh_connect(struct fh_client *client, const char *url, const char *name, const char *token);
+int fh_connect(struct fh_client *client,
+               const char *url,
+               const char *name,
+               const char *token);
 
 /**
  * Copy the details of the most recent failure on `client` (from any thread)
@@ -483,7 +488,7 @@ int fh_test_inject_panic(struct fh_client *client);
 #endif
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}  /* extern "C" */
+#endif  /* __cplusplus */
 
 #endif  /* FIELDHUB_H */

@@ -1,6 +1,7 @@
 # libfieldhub, the C library (crates/fieldhub-ffi, include/, c/, examples/c/).
 #
-#   make test-c   check the header is up to date, build the hub, build and
+#   make test-c   check the header is up to date and compiles as C89, C99,
+#                 C11 and C++98 onwards, build the hub, build and
 #                 install libfieldhub into a scratch prefix, build the C
 #                 tests and examples against that installation, run them.
 
@@ -10,7 +11,7 @@ C_PREFIX := $(C_BUILD)/prefix
 
 .PHONY: test-c
 test-c:
-	$(CARGO) test --locked -p fieldhub-ffi --test header
+	$(CARGO) test --locked -p fieldhub-ffi --test header --test header_standards
 	$(CARGO) build --locked -p fieldhub-cli
 	@command -v pkg-config >/dev/null 2>&1 || { \
 	  echo "test-c: installing pkg-config (Debian package pkgconf)"; \

@@ -14,7 +14,10 @@ dropping frames when this reader lags), ``token``, ``timeout`` (seconds for
 connecting and requests).
 
 Filters are applied in the client before Python sees a frame; ``fileno()``
-works with ``select``/asyncio; every wait releases the GIL.
+works with ``select``/asyncio; every wait releases the GIL, and Ctrl-C
+interrupts it (``KeyboardInterrupt``). ``shutdown()`` is safe from any
+thread at any time: a ``recv()`` or ``send()`` blocked in another thread (a
+``can.Notifier``, a periodic task) returns with ``can.CanOperationError``.
 """
 
 import os
@@ -176,7 +179,7 @@ class FieldhubBus(BusABC):
                 raise ValueError(str(e)) from None
             if kind == "timeout":
                 raise can.CanOperationError(
-                    f"the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
+                    f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
                     " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
                 ) from None
             raise translate(e, opening=False) from None
@@ -210,6 +213,8 @@ class FieldhubBus(BusABC):
         return {"active": can.BusState.ACTIVE, "passive": can.BusState.PASSIVE}.get(state, can.BusState.ERROR)
 
     def shutdown(self) -> None:
+        # Periodic tasks stop first, so they do not meet the closed client;
+        # one blocked mid-send gets can.CanOperationError.
         super().shutdown()
         if self._native is not None:
             self._native.close()

@@ -2,12 +2,16 @@
 //!
 //! Python code never speaks the wire protocol itself: it calls the same
 //! client crate as every other binding. Every blocking call releases the GIL
-//! while it waits. Errors become `fieldhub._native.Error` with a `kind`
+//! while it waits, and waits in slices of [`SIGNAL_SLICE`] with Python's
+//! signal handlers run between them, so Ctrl-C interrupts a `recv` or `send`
+//! that would wait forever. A client may be closed from any thread while
+//! others are blocked in it: they return with a `closed` error. Errors become `fieldhub._native.Error` with a `kind`
 //! (`connect`, `refused`, `rejected`, `closed`, `timeout`, `invalid`) and the
 //! client's full message; the Python layer maps them to python-can's errors.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
 use fieldhub_hub::config::ListenAddr;
@@ -35,7 +39,7 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::Refused { .. } => "refused",
         ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
-        ClientError::Timeout(_) | ClientError::SendQueueFull(_) => "timeout",
+        ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
     };
     // The chain (e.g. "connection refused") belongs in the message.
     let mut message = e.to_string();
@@ -46,6 +50,37 @@ fn client_error(e: ClientError) -> PyErr {
         source = cause.source();
     }
     error(kind, message)
+}
+
+/// Longest a blocking call waits without looking at Python's signal
+/// handlers: Ctrl-C takes effect within about this long.
+const SIGNAL_SLICE: Duration = Duration::from_millis(50);
+
+/// Wait up to `timeout` (`None`: no limit) for `attempt` to give a value,
+/// without the GIL, calling it with slices of at most [`SIGNAL_SLICE`] and
+/// running Python's signal handlers between them (a `KeyboardInterrupt`
+/// they raise ends the wait). `Ok(None)` when the timeout passes.
+fn wait_in_slices<T: Send>(
+    py: Python<'_>,
+    timeout: Option<Duration>,
+    attempt: impl Fn(Duration) -> Result<Option<T>, ClientError> + Sync,
+) -> PyResult<Option<T>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let slice = deadline.map_or(SIGNAL_SLICE, |d| d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE));
+        if let Some(value) = py.allow_threads(|| attempt(slice)).map_err(client_error)? {
+            return Ok(Some(value));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        py.check_signals()?;
+    }
+}
+
+/// A lock whose holder panicked leaves plain data behind; keep going.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
@@ -62,19 +97,25 @@ fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16);
 
 /// One connection to a hub.
-#[pyclass(module = "fieldhub._native")]
+///
+/// Frozen, so every method borrows it shared: one thread may close it while
+/// others are blocked in `recv` or `send` (a `&mut self` method would fail
+/// there with "Already borrowed"). Each call takes its own reference to the
+/// client and waits without holding any lock of this object.
+#[pyclass(module = "fieldhub._native", frozen)]
 struct NativeClient {
-    client: Option<Client>,
-    ports: HashMap<u16, Port>,
+    /// `None` once closed.
+    client: Mutex<Option<Arc<Client>>>,
+    ports: Mutex<HashMap<u16, Port>>,
 }
 
 impl NativeClient {
-    fn client(&self) -> PyResult<&Client> {
-        self.client.as_ref().ok_or_else(|| error("closed", "the bus has been shut down".into()))
+    fn client(&self) -> PyResult<Arc<Client>> {
+        lock(&self.client).clone().ok_or_else(|| error("closed", "the bus has been shut down".into()))
     }
 
-    fn port(&self, handle: u16) -> PyResult<&Port> {
-        self.ports.get(&handle).ok_or_else(|| error("rejected", format!("port {handle} is not open")))
+    fn port(&self, handle: u16) -> PyResult<Port> {
+        lock(&self.ports).get(&handle).cloned().ok_or_else(|| error("rejected", format!("port {handle} is not open")))
     }
 }
 
@@ -86,13 +127,13 @@ impl NativeClient {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
         let options = ClientOptions { name, token, timeout };
         let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
-        Ok(Self { client: Some(client), ports: HashMap::new() })
+        Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
     }
 
     /// Open a port; returns (handle, channel_id, port_id).
     #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false))]
     fn open_port(
-        &mut self,
+        &self,
         py: Python<'_>,
         channel: String,
         name: Option<String>,
@@ -103,15 +144,15 @@ impl NativeClient {
         let client = self.client()?;
         let port = py.allow_threads(|| client.open_port_with(&channel, &config)).map_err(client_error)?;
         let answer = (port.handle, port.channel_id, port.port_id);
-        self.ports.insert(port.handle, port);
+        lock(&self.ports).insert(port.handle, port);
         Ok(answer)
     }
 
-    fn close_port(&mut self, py: Python<'_>, handle: u16) -> PyResult<()> {
-        let port = self.port(handle)?.clone();
+    fn close_port(&self, py: Python<'_>, handle: u16) -> PyResult<()> {
+        let port = self.port(handle)?;
         let client = self.client()?;
         py.allow_threads(|| client.close_port(&port)).map_err(client_error)?;
-        self.ports.remove(&handle);
+        lock(&self.ports).remove(&handle);
         Ok(())
     }
 
@@ -167,7 +208,12 @@ impl NativeClient {
         let port = self.port(handle)?;
         let client = self.client()?;
         let timeout = seconds(timeout)?;
-        py.allow_threads(|| client.send_timeout(port, &frame, timeout)).map_err(client_error)
+        let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, &frame, Some(slice)) {
+            Ok(()) => Ok(Some(())),
+            Err(ClientError::SendQueueFull(_)) => Ok(None),
+            Err(e) => Err(e),
+        })?;
+        sent.ok_or_else(|| client_error(ClientError::SendQueueFull(timeout.unwrap_or_default())))
     }
 
     /// The next frame, or None when `timeout` (seconds; None: forever) passes.
@@ -175,7 +221,7 @@ impl NativeClient {
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Received<'py>>> {
         let client = self.client()?;
         let timeout = seconds(timeout)?;
-        let Some(r) = py.allow_threads(|| client.recv(timeout)).map_err(client_error)? else {
+        let Some(r) = wait_in_slices(py, timeout, |slice| client.recv(Some(slice)))? else {
             return Ok(None);
         };
         let f = r.frame;
@@ -208,7 +254,7 @@ impl NativeClient {
     fn set_filters(&self, handle: u16, filters: Option<Vec<(u32, u32)>>) -> PyResult<()> {
         let filters: Option<Vec<Filter>> =
             filters.map(|list| list.into_iter().map(|(can_id, can_mask)| Filter { can_id, can_mask }).collect());
-        self.client()?.set_filters(self.port(handle)?, filters.as_deref()).map_err(client_error)
+        self.client()?.set_filters(&self.port(handle)?, filters.as_deref()).map_err(client_error)
     }
 
     /// Wait until everything sent so far is on the bus; returns the round trip in seconds.
@@ -232,15 +278,21 @@ impl NativeClient {
 
     /// Frames the hub dropped for this port because it was not read fast enough.
     fn rx_dropped(&self, handle: u16) -> PyResult<u64> {
-        Ok(self.client()?.rx_dropped(self.port(handle)?))
+        Ok(self.client()?.rx_dropped(&self.port(handle)?))
     }
 
-    /// Disconnect; further calls raise.
-    fn close(&mut self, py: Python<'_>) {
-        if let Some(client) = self.client.take() {
-            py.allow_threads(|| drop(client));
+    /// Disconnect, from any thread: calls blocked in other threads return
+    /// with a `closed` error, and further calls raise one.
+    fn close(&self, py: Python<'_>) {
+        let client = lock(&self.client).take();
+        if let Some(client) = client {
+            // Whichever thread lets go of the client last joins its threads.
+            py.allow_threads(|| {
+                client.close();
+                drop(client);
+            });
         }
-        self.ports.clear();
+        lock(&self.ports).clear();
     }
 }
 

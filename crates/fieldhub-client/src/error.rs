@@ -24,6 +24,14 @@ pub enum ClientError {
          (a timed or rate-limited channel, or a lossless receiver that does not read)"
     )]
     SendQueueFull(Duration),
+    /// A request (`flush`, `stats`, opening or closing a port) found the
+    /// send queue full for the whole timeout. The connection is still
+    /// open: the request was not sent, and can be tried again.
+    #[error(
+        "timed out after {0:?} queueing a request: the send queue stayed full, as the bus takes frames \
+         slower than they are sent (the connection is still open; try again, or send less)"
+    )]
+    RequestQueueFull(Duration),
     #[error("port {0} is not open on this client")]
     PortNotOpen(u16),
     #[error("protocol error talking to the hub: {0}")]

@@ -62,8 +62,11 @@
 //!   now and then takes them into the receive queue — as many as it must
 //!   to reach what it waits for. The ready fd ([`Client::fileno`]) starts a
 //!   reader thread that takes them as they come.
-//! - Every blocking call has a timeout or ends when the connection does; a
-//!   dead hub is an error, never a hang.
+//! - Every blocking call has a timeout or ends when the connection does —
+//!   also when another thread closes it ([`Client::close`]); a dead hub is
+//!   an error, never a hang. A timeout is reported as one
+//!   ([`ClientError::SendQueueFull`], [`ClientError::RequestQueueFull`],
+//!   [`ClientError::Timeout`]), never as the connection's end.
 //! - The same answer of a hub gives the same outcome over every transport:
 //!   one handshake, one dispatcher.
 //! - Once the session has ended (the hub said `GOODBYE`, reported a fatal
@@ -196,6 +199,8 @@ pub struct Client {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The reader thread has been started.
     reading: AtomicBool,
+    /// [`Client::close`] has begun: it runs once.
+    closing: AtomicBool,
 }
 
 impl Client {
@@ -220,6 +225,7 @@ impl Client {
             ports: Mutex::new(Vec::new()),
             threads: Mutex::new(vec![own]),
             reading: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         };
         // A stream is read by a reader thread from the start; dropping the
         // client on failure ends the link thread.
@@ -470,6 +476,36 @@ impl Client {
         self.shared.rx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// End the session, from any thread and at any time — also while other
+    /// threads are blocked in [`Client::recv`], [`Client::send`] or a
+    /// request: what is queued reaches the hub (bounded by a grace period of
+    /// a second), then every blocked call returns [`ClientError::Closed`]
+    /// and every later call fails with it. Closing twice does nothing more;
+    /// dropping the client closes it too.
+    pub fn close(&self) {
+        if self.closing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ended = self.shared.is_closed();
+        // First, so a concurrent send fails instead of queueing behind the
+        // goodbye, and blocked calls wake with this reason, not a vaguer one.
+        receive::end(&*self.link, &self.shared, "the client closed the connection".into());
+        // Once the session has ended a goodbye reaches nobody — or worse, on
+        // a serial port whose host end reconnects, the next hub, as the first
+        // message of a stranger's session; on an ivshmem region, a session
+        // the hub has since given to another client.
+        if !ended {
+            let mut goodbye = Vec::new();
+            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
+            wire::encode(&mut goodbye, &Message::Goodbye(report));
+            let _ = self.link.send_message(goodbye, Some(GOODBYE_GRACE));
+        }
+        // Before the link wakes them: a consumer or a reader waiting for
+        // room returns instead of waiting for an application that is gone.
+        self.shared.leave();
+        self.link.close();
+    }
+
     fn check_open(&self, port: &Port) -> Result<(), ClientError> {
         if lock(&self.ports).iter().any(|p| p.handle == port.handle) {
             Ok(())
@@ -488,9 +524,14 @@ impl Client {
             lock(&self.shared.waiters).remove(&key);
             return Err(self.shared.closed_error());
         }
-        if self.link.send_message(bytes, Some(self.timeout)).is_err() {
+        if let Err(fail) = self.link.send_message(bytes, Some(self.timeout)) {
             lock(&self.shared.waiters).remove(&key);
-            return Err(self.shared.closed_error());
+            // A full send queue is a timeout, not an end: the connection
+            // stays open and the next send may well find room.
+            return Err(match fail {
+                SendFail::Timeout => ClientError::RequestQueueFull(self.timeout),
+                SendFail::Closed => self.shared.closed_error(),
+            });
         }
         let deadline = Instant::now() + self.timeout;
         let waited = receive::wait_until(&*self.link, &self.shared, Some(deadline), &|| slot.is_done());
@@ -511,20 +552,7 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        // Once the session has ended a goodbye reaches nobody — or worse, on
-        // a serial port whose host end reconnects, the next hub, as the first
-        // message of a stranger's session; on an ivshmem region, a session
-        // the hub has since given to another client.
-        if !self.shared.is_closed() {
-            let mut goodbye = Vec::new();
-            let report = ErrorReport { code: 0, request: 0, fatal: true, text: "client closed" };
-            wire::encode(&mut goodbye, &Message::Goodbye(report));
-            let _ = self.link.send_message(goodbye, Some(GOODBYE_GRACE));
-        }
-        // Before the link wakes them: a consumer or a reader waiting for
-        // room returns instead of waiting for an application that is gone.
-        self.shared.leave();
-        self.link.close();
+        self.close();
         for thread in lock(&self.threads).drain(..) {
             let _ = thread.join();
         }

@@ -1,8 +1,13 @@
-//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME` and `serial:PATH`.
+//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`, `ivshmem://PATH`
+//! and `serial:PATH`. Every message about a URL that is none of them lists
+//! them all ([`SCHEMES`]).
 
 use std::path::PathBuf;
 
 use fieldhub_proto::limits::DEFAULT_TCP_PORT;
+
+/// Every form of hub URL, as error messages list them.
+pub const SCHEMES: &str = "tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH";
 
 /// Environment variable that overrides the default hub URL.
 pub const HUB_ENV: &str = "FIELDHUB_HUB";
@@ -76,10 +81,8 @@ impl HubUrl {
         }
         let Some(rest) = url.strip_prefix("tcp://") else {
             return Err(match url.split_once("://") {
-                Some((scheme, _)) => {
-                    format!("unsupported scheme '{scheme}'; use tcp://HOST:PORT, unix:PATH, shm://NAME or serial:PATH")
-                }
-                None => "expected tcp://HOST:PORT, unix:PATH, shm://NAME or serial:PATH".into(),
+                Some((scheme, _)) => format!("unsupported scheme '{scheme}'; use {SCHEMES}"),
+                None => format!("expected {SCHEMES}"),
             });
         };
         let (host, port) = rest.rsplit_once(':').ok_or("missing port; expected tcp://HOST:PORT")?;
@@ -110,6 +113,16 @@ fn parse_shm(rest: &str) -> Result<HubUrl, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_no_known_form_is_told_every_form() {
+        for url in ["http://hub:80", "hub:29536"] {
+            let why = HubUrl::parse(url).unwrap_err();
+            for form in ["tcp://", "unix:", "shm://", "ivshmem://", "serial:"] {
+                assert!(why.contains(form), "{url}: '{why}' does not mention {form}");
+            }
+        }
+    }
 
     #[test]
     fn parses_tcp_and_unix() {

@@ -201,10 +201,10 @@ pub unsafe extern "C" fn fh_client_free(client: *mut fh_client) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(client)));
 }
 
-/// Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH` or
-/// `shm://NAME`; NULL: the default hub — `$FIELDHUB_HUB`, else `shm://default`
-/// when the local hub serves it, else `tcp://127.0.0.1:29536`) and introduce
-/// it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+/// Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH`,
+/// `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
+/// `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
+/// `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
 /// none). Waits at most 5 seconds. A handle connects once; for a new
 /// connection use a new handle.
 ///

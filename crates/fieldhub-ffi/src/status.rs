@@ -16,7 +16,8 @@ pub enum fh_status {
     FH_OK = 0,
     /// A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small.
     FH_ERR_INVALID_ARGUMENT = -1,
-    /// The hub URL is not `tcp://HOST:PORT` or `unix:PATH`.
+    /// The hub URL is none of `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`,
+    /// `ivshmem://PATH` and `serial:PATH`.
     FH_ERR_INVALID_URL = -2,
     /// Nothing answered at the hub's address (is `fieldhub hub` running?).
     FH_ERR_CONNECT = -3,
@@ -24,7 +25,8 @@ pub enum fh_status {
     FH_ERR_REFUSED = -4,
     /// The connection to the hub has ended; close the client and connect again.
     FH_ERR_CLOSED = -5,
-    /// The timeout passed: nothing to receive, no room to send, or no answer.
+    /// The timeout passed: nothing to receive, no room to send or to queue a
+    /// request, or no answer. The connection is still open.
     FH_ERR_TIMEOUT = -6,
     /// The client handle has not been connected (`fh_connect`).
     FH_ERR_NOT_CONNECTED = -7,
@@ -74,11 +76,13 @@ impl fh_status {
         match self {
             FH_OK => c"success",
             FH_ERR_INVALID_ARGUMENT => c"invalid argument",
-            FH_ERR_INVALID_URL => c"invalid hub URL (expected tcp://HOST:PORT or unix:PATH)",
+            FH_ERR_INVALID_URL => {
+                c"invalid hub URL (expected tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH)"
+            }
             FH_ERR_CONNECT => c"cannot reach the hub (is `fieldhub hub` running at that address?)",
             FH_ERR_REFUSED => c"the hub refused the connection",
             FH_ERR_CLOSED => c"the connection to the hub is closed",
-            FH_ERR_TIMEOUT => c"timed out",
+            FH_ERR_TIMEOUT => c"timed out (nothing received, no room to send, or no answer in time); still connected",
             FH_ERR_NOT_CONNECTED => c"the client is not connected (call fh_connect first)",
             FH_ERR_UNKNOWN_CHANNEL => c"the hub has no channel of that name",
             FH_ERR_TOO_MANY_PORTS => c"too many ports open on this client",
@@ -139,7 +143,9 @@ impl From<ClientError> for Failure {
                 _ => FH_ERR_REJECTED,
             },
             ClientError::Closed { .. } => FH_ERR_CLOSED,
-            ClientError::Timeout(_) | ClientError::SendQueueFull(_) => FH_ERR_TIMEOUT,
+            ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => {
+                FH_ERR_TIMEOUT
+            }
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
         };
@@ -165,6 +171,19 @@ mod tests {
         }
         assert_eq!(fh_status::from_int(1), None);
         assert_eq!(fh_status::from_int(-16), None);
+    }
+
+    #[test]
+    fn the_invalid_url_text_lists_every_form_of_url() {
+        let text = FH_ERR_INVALID_URL.message().to_str().unwrap();
+        assert!(text.contains(fieldhub_client::url::SCHEMES), "'{text}' should list {}", fieldhub_client::url::SCHEMES);
+    }
+
+    #[test]
+    fn a_request_that_cannot_be_queued_is_a_timeout_not_a_closed_connection() {
+        let failure = Failure::from(ClientError::RequestQueueFull(std::time::Duration::from_secs(5)));
+        assert_eq!(failure.status, FH_ERR_TIMEOUT);
+        assert!(failure.detail.unwrap().contains("timed out"));
     }
 
     #[test]

@@ -1,0 +1,153 @@
+"""What programs with threads and a Ctrl-C meet: shutdown from another
+thread while calls are blocked, KeyboardInterrupt during a blocking wait,
+and a request timing out behind a full send queue."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import can
+import pytest
+
+# A channel so slow (50 bit/s, about 2 s a frame) that a sender fills every
+# buffer between it and the bus within a few thousand frames.
+SLOW = """
+[[channel]]
+name = "slow"
+bitrate = 50
+timing = "timed"
+"""
+
+# How long a test waits for something that should happen at once: a hang
+# guard, not a measurement.
+PATIENCE = 60
+
+
+def _frame(n=0):
+    return can.Message(arbitration_id=0x10, data=[n & 0xFF], is_extended_id=False)
+
+
+def _fill(bus):
+    """Send until the bus holds this sender back (a send finds no room)."""
+    while True:
+        try:
+            bus.send(_frame(), timeout=0.25)
+        except can.CanOperationError:
+            return
+
+
+def _in_thread(call):
+    """Run `call` in a thread; return it and a list that gets its outcome."""
+    outcome = []
+    started = threading.Event()
+
+    def run():
+        started.set()
+        try:
+            outcome.append(call())
+        except Exception as e:  # the outcome under test
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    started.wait(PATIENCE)
+    # Give the thread time to block inside the call; the outcome must be
+    # the same if it has not yet.
+    time.sleep(0.2)
+    return thread, outcome
+
+
+def test_shutdown_from_another_thread_ends_a_blocked_recv_with_an_operation_error(fieldhub_hub):
+    bus = fieldhub_hub.bus("can0")
+    thread, outcome = _in_thread(bus.recv)
+    bus.shutdown()
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "recv() still blocked after shutdown()"
+    assert isinstance(outcome[0], can.CanOperationError), outcome
+    with pytest.raises(can.CanOperationError):
+        bus.recv(0)
+
+
+def test_shutdown_while_a_notifier_runs_reports_to_its_listener(fieldhub_hub):
+    bus = fieldhub_hub.bus("can0")
+    errors = []
+
+    class Recorder(can.Listener):
+        def on_message_received(self, msg):
+            pass
+
+        def on_error(self, exc):
+            errors.append(exc)
+
+    notifier = can.Notifier(bus, [Recorder()], timeout=30)
+    time.sleep(0.2)  # the notifier's thread is inside recv(30)
+    bus.shutdown()
+    notifier.stop(PATIENCE)
+    assert all(isinstance(e, can.CanOperationError) for e in errors), errors
+
+
+@pytest.mark.fieldhub_config(SLOW)
+def test_shutdown_from_another_thread_ends_a_send_blocked_on_a_held_bus(fieldhub_hub):
+    bus = fieldhub_hub.bus("slow")
+    _fill(bus)
+    thread, outcome = _in_thread(lambda: bus.send(_frame()))
+    bus.shutdown()
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "send() still blocked after shutdown()"
+    assert isinstance(outcome[0], can.CanOperationError), outcome
+
+
+@pytest.mark.fieldhub_config(SLOW)
+def test_flush_behind_a_full_tcp_send_queue_times_out_and_the_bus_stays_usable(fieldhub_hub):
+    bus = can.Bus(interface="fieldhub", channel="slow", hub=fieldhub_hub.url, timeout=0.25)
+    try:
+        _fill(bus)
+        with pytest.raises(can.CanOperationError, match="timed out") as info:
+            bus.flush_tx_buffer()
+        assert "closed" not in str(info.value)
+        # Still connected: a send finds the queue full, not the connection closed.
+        try:
+            bus.send(_frame(), timeout=0)
+        except can.CanOperationError as e:
+            assert "could not be queued" in str(e), e
+    finally:
+        bus.shutdown()
+
+
+BLOCKING_CALLS = {
+    "recv()": "bus.recv()",
+    "recv(60)": "bus.recv(60)",
+    "send()": textwrap.dedent(
+        """
+        holder = hub.bus("can0", block_on_overflow=True)
+        try:
+            while True:
+                bus.send(can.Message(arbitration_id=1), timeout=0.25)
+        except can.CanOperationError:
+            pass
+        """
+    ) + "\nprint('ready', flush=True)\nbus.send(can.Message(arbitration_id=1))",
+}
+
+
+@pytest.mark.parametrize("call", BLOCKING_CALLS)
+def test_ctrl_c_interrupts_a_blocking_call(call):
+    code = BLOCKING_CALLS[call]
+    if "ready" not in code:
+        code = "print('ready', flush=True)\n" + code
+    script = "import can, fieldhub\nhub = fieldhub.Hub()\nbus = hub.bus('can0')\n" + code
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # let it block; a signal before then proves nothing
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=PATIENCE)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode != 0
+    assert "KeyboardInterrupt" in stderr, stderr
