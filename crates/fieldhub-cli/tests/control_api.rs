@@ -354,3 +354,13 @@ fn recordings_are_written_only_to_regular_files_inside_the_recordings_directory(
     assert!(dir.join("rec/sub/good.log").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every mistake is answered in JSON, a method an endpoint does not take
+/// (405) included.
+#[test]
+fn a_method_an_endpoint_does_not_take_is_a_json_error() {
+    let hub = HubProcess::start();
+    let (status, answer) = api(&hub, "PUT", "/api/v1/channels", None);
+    assert_eq!(status, 405);
+    assert!(answer["error"].as_str().unwrap().contains("does not take that method"), "{answer}");
+}
