@@ -87,7 +87,9 @@ class Hub:
 
     @classmethod
     def attach(cls, url: str, token: Optional[str] = None) -> "Hub":
-        """A running hub at ``url`` (``tcp://HOST:PORT``)."""
+        """A running hub at ``url``: ``tcp://HOST:PORT``, or ``shm://NAME``
+        for a local hub (its control API is found through the address it
+        publishes next to its session socket)."""
         return cls(url=url, token=token)
 
     def _start(self, config: Optional[str]) -> str:
@@ -202,7 +204,7 @@ class Hub:
 
     def request(self, method: str, path: str, body: Optional[Any] = None) -> Any:
         """One control API call; returns the decoded JSON answer."""
-        address = self.url.replace("tcp://", "http://", 1)
+        address = self._control_address()
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(address + path, data=data, method=method)
         if data is not None:
@@ -220,6 +222,24 @@ class Hub:
             raise HubError(e.code, message) from None
         except OSError as e:
             raise HubUnreachable(f"cannot reach the control API at {address}: {e}") from None
+
+    def _control_address(self) -> str:
+        """The control API's base URL: the hub's TCP address (the API is
+        served on it), read from the hub's published file for ``shm://``."""
+        url = self.url
+        if url.startswith("shm://"):
+            path = _native.shm_control_path(url[len("shm://"):].split("?", 1)[0])
+            try:
+                with open(path) as f:
+                    url = f.read().strip()
+            except OSError as e:
+                raise HubUnreachable(
+                    f"the hub serving {self.url} publishes no control address ({e}); "
+                    "it serves the control API only on a TCP listener: attach to tcp://HOST:PORT"
+                ) from None
+        if not url.startswith("tcp://"):
+            raise HubUnreachable(f"the control API is reached through tcp://HOST:PORT or shm://NAME, not {url}")
+        return url.replace("tcp://", "http://", 1)
 
     def stats(self) -> Dict[str, Any]:
         return self.request("GET", "/api/v1/stats")

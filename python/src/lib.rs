@@ -401,6 +401,12 @@ fn shm_socket_path(name: &str) -> PyResult<String> {
     fieldhub_shm::socket::socket_path(name).map(|path| path.display().to_string()).map_err(|why| error("invalid", why))
 }
 
+/// Where the hub serving `shm://NAME` publishes its control API's URL.
+#[pyfunction]
+fn shm_control_path(name: &str) -> PyResult<String> {
+    fieldhub_shm::socket::control_path(name).map(|path| path.display().to_string()).map_err(|why| error("invalid", why))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
@@ -408,5 +414,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", m.py().get_type::<Error>())?;
     m.add_function(wrap_pyfunction!(default_hub_url, m)?)?;
     m.add_function(wrap_pyfunction!(shm_socket_path, m)?)?;
+    m.add_function(wrap_pyfunction!(shm_control_path, m)?)?;
     Ok(())
 }

@@ -64,3 +64,19 @@ def test_bus_state_follows_the_ports_controller(fieldhub_hub):
     assert bus.state == can.BusState.PASSIVE
     fieldhub_hub.force_state("ecu", "error_active")
     assert bus.state == can.BusState.ACTIVE
+
+
+def test_a_hub_attached_through_shm_reaches_its_control_api(fieldhub_hub):
+    attached = fieldhub.Hub.attach(fieldhub_hub.shm_url)
+    bus = fieldhub_hub.bus("can0", port_name="via-shm")
+    assert [p["name"] for p in attached.ports()] == ["via-shm"]
+    bus.shutdown()
+
+
+def test_a_hub_attached_through_shm_without_a_published_address_says_so():
+    try:
+        fieldhub.Hub.attach("shm://no-such-hub-here").channels()
+    except fieldhub.HubUnreachable as e:
+        assert "publishes no control address" in str(e)
+    else:
+        raise AssertionError("a hub that publishes nothing was reached")
