@@ -42,7 +42,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
         )?;
         for id in c.ids.iter().take(args.top_ids) {
-            writeln!(out, "    id {:>8X} {:>12} frames {:>10.1} /s", id.id, id.frames, id.rate_hz)?;
+            writeln!(out, "    id {:>10} {:>12} frames {:>10.1} /s", identifier(id.id), id.frames, id.rate_hz)?;
         }
     }
     writeln!(out)?;
@@ -67,11 +67,41 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     print(&out)
 }
 
+/// A statistics identifier (SocketCAN form) as cansend writes it: 3 hex
+/// digits for an 11-bit id, 8 for a 29-bit one, `R` after a remote
+/// frame's, `ERR` and the error class bits for error frames.
+fn identifier(socketcan_id: u32) -> String {
+    use fieldhub_proto::frame::{CAN_EFF_FLAG, CAN_ERR_FLAG, CAN_RTR_FLAG};
+    if socketcan_id & CAN_ERR_FLAG != 0 {
+        return format!("ERR {:X}", socketcan_id & 0x1FFF_FFFF);
+    }
+    let remote = if socketcan_id & CAN_RTR_FLAG != 0 { "R" } else { "" };
+    if socketcan_id & CAN_EFF_FLAG != 0 {
+        format!("{:08X}{remote}", socketcan_id & 0x1FFF_FFFF)
+    } else {
+        format!("{:03X}{remote}", socketcan_id & 0x7FF)
+    }
+}
+
 /// Write `text` to standard output; a closed pipe is the reader's choice,
 /// not an error.
 fn print(text: &str) -> anyhow::Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         written => Ok(written?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identifier;
+
+    #[test]
+    fn identifiers_read_as_cansend_writes_them_not_with_socketcan_flag_bits() {
+        assert_eq!(identifier(0x123), "123");
+        assert_eq!(identifier(0x8000_0000 | 0x1ABC_DEF0), "1ABCDEF0");
+        assert_eq!(identifier(0x4000_0000 | 0x123), "123R");
+        assert_eq!(identifier(0x8000_0000 | 0x4000_0000 | 0x42), "00000042R");
+        assert_eq!(identifier(0x2000_0000 | 0x4), "ERR 4");
     }
 }
