@@ -104,6 +104,27 @@
 #define FH_PORT_BLOCK_ON_OVERFLOW 2
 
 /**
+ * `fh_port_open` flag: take CAN FD frames (SocketCAN `CAN_RAW_FD_FRAMES`).
+ * Without it the port receives no CAN FD frame, and `fh_send` refuses one
+ * with `FH_ERR_INVALID_FRAME`; with it, CAN FD frames may be sent while
+ * the channel carries them (`FH_STATUS_CHANNEL_FD` in `fh_port_status.flags`).
+ */
+#define FH_PORT_FD 4
+
+/**
+ * `fh_port_open` flag: listen-only, like a controller in listen-only mode
+ * (`ip link set can0 type can listen-only on`): the port receives but never
+ * transmits or acknowledges; `fh_send` on it fails with
+ * `FH_ERR_INVALID_FRAME`.
+ */
+#define FH_PORT_LISTEN_ONLY 8
+
+/**
+ * `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
+ */
+#define FH_STATUS_CHANNEL_FD 1
+
+/**
  * Most filters one port takes (SocketCAN's `CAN_RAW_FILTER_MAX`).
  */
 #define FH_MAX_FILTERS 512
@@ -263,7 +284,8 @@ typedef struct fh_meta {
 /**
  * One acceptance filter, binary-compatible with SocketCAN `struct
  * can_filter`: a frame passes when `frame.can_id & can_mask == can_id &
- * can_mask`, comparing the id together with its EFF and RTR flag bits.
+ * can_mask`, comparing the id together with its EFF and RTR flag bits —
+ * or, with `CAN_INV_FILTER` (0x20000000) set in `can_id`, when it does not.
  */
 typedef struct fh_filter {
   uint32_t can_id;
@@ -297,9 +319,10 @@ typedef struct fh_port_status {
    */
   uint16_t port;
   /**
-   * Always 0 in this version.
+   * `FH_STATUS_CHANNEL_FD` when the port's channel carries CAN FD
+   * frames; other bits are 0 in this version.
    */
-  uint32_t reserved;
+  uint32_t flags;
   /**
    * Frames the hub dropped for this port because the program did not
    * receive fast enough (receive overrun), since the port was opened.
@@ -367,8 +390,9 @@ size_t fh_last_error(const struct fh_client *client, char *buffer, size_t size);
  * Open a port on `channel` and store its handle in `*port`. `name` is the
  * port's hub-wide name (NULL: the hub names it `<client>.<n>`); with a name
  * the hub's configuration wires, `channel` may be "". `flags`:
- * `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`. A new port receives
- * every frame (no filters).
+ * `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`, `FH_PORT_FD`,
+ * `FH_PORT_LISTEN_ONLY`. A new port receives every frame it takes (no
+ * filters; CAN FD frames only with `FH_PORT_FD`).
  *
  * Errors: `FH_ERR_UNKNOWN_CHANNEL`, `FH_ERR_TOO_MANY_PORTS`,
  * `FH_ERR_PORT_NAME_TAKEN`, `FH_ERR_NOT_CONNECTED`, `FH_ERR_CLOSED`,
@@ -439,11 +463,12 @@ int fh_flush(struct fh_client *client);
  * SocketCAN's `CAN_RAW_FILTER` semantics: a frame is received when any
  * filter passes it; `count` 0 receives nothing but error frames; the
  * single filter `{0, 0}` receives everything (the state of a new port).
- * Inverted filters (`CAN_INV_FILTER` in `can_id`) are not supported. Frames
- * already received into the client's queue are not filtered again.
+ * A filter with `CAN_INV_FILTER` in `can_id` is inverted: it passes the
+ * frames it does not match. Frames already received into the client's
+ * queue are not filtered again.
  *
  * Errors: `FH_ERR_INVALID_ARGUMENT` (NULL with `count` > 0, more than
- * `FH_MAX_FILTERS`, an inverted filter), `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_NOT_CONNECTED`.
+ * `FH_MAX_FILTERS`), `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_NOT_CONNECTED`.
  *
  * # Safety
  * `client` is a live handle; `filters` points to `count` filters (may be

@@ -315,9 +315,20 @@ static void test_filters_select_frames_like_socketcan(void) {
     n = collect(rx, filtered, ids, &unfiltered);
     CHECK(n == FILTER_CASE_COUNT, "filter {0,0} passed %zu of %zu", n, FILTER_CASE_COUNT);
 
+    /* CAN_INV_FILTER: every frame whose 11 low id bits are not 0x100. */
     const fh_filter inverted = {0x100 | CAN_INV_FILTER, 0x7FF};
-    EXPECT(rx, fh_set_filters(rx, filtered, &inverted, 1), FH_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(last_error(rx), "CAN_INV_FILTER"), "message: %s", last_error(rx));
+    OK(rx, fh_set_filters(rx, filtered, &inverted, 1));
+    send_filter_cases(tx, tx_port);
+    n = collect(rx, filtered, ids, &unfiltered);
+    k = 0;
+    for (size_t i = 0; i < FILTER_CASE_COUNT; i++) {
+        if ((FILTER_CASES[i].can_id & 0x7FFu) == 0x100u) continue;
+        CHECK(k < n && ids[k] == FILTER_CASES[i].can_id, "inverted filter: expected 0x%08X as frame %zu",
+              FILTER_CASES[i].can_id, k);
+        k++;
+    }
+    CHECK(k == n && n < FILTER_CASE_COUNT, "inverted filter passed %zu frames, expected %zu", n, k);
+
     EXPECT(rx, fh_set_filters(rx, filtered, NULL, 2), FH_ERR_INVALID_ARGUMENT);
     static fh_filter many[FH_MAX_FILTERS + 1];
     EXPECT(rx, fh_set_filters(rx, filtered, many, FH_MAX_FILTERS + 1), FH_ERR_INVALID_ARGUMENT);
@@ -420,8 +431,8 @@ static void test_fd_frames_carry_every_length_and_flag(void) {
     hub_start(&h, FD_CONFIG, 0, NULL);
     fh_client *tx = connect_client(h.url, "tx");
     fh_client *rx = connect_client(h.url, "rx");
-    fh_port tx_port = open_port(tx, "fd0", 0);
-    open_port(rx, "fd0", FH_PORT_BLOCK_ON_OVERFLOW);
+    fh_port tx_port = open_port(tx, "fd0", FH_PORT_FD);
+    open_port(rx, "fd0", FH_PORT_BLOCK_ON_OVERFLOW | FH_PORT_FD);
     fh_frame sent[2 * sizeof lengths * sizeof flag_sets + 1];
     size_t count = 0;
     for (int ext = 0; ext < 2; ext++) {
@@ -471,12 +482,12 @@ static void test_fd_frames_carry_every_length_and_flag(void) {
     EXPECT(tx, fh_send(tx, tx_port, &bad, -1), FH_ERR_INVALID_FRAME);
     CHECK(strstr(last_error(tx), "FH_CAN_EFF_FLAG"), "message: %s", last_error(tx));
 
-    /* An FD frame on a classic channel: the hub refuses it, fh_flush says so,
-     * and the connection carries on. */
-    fh_port classic_port = open_port(tx, "can0", 0);
+    /* An FD frame on a classic channel is refused when it is sent, as
+     * write() refuses it on a classic SocketCAN interface, and the
+     * connection carries on. */
+    fh_port classic_port = open_port(tx, "can0", FH_PORT_FD);
     fh_frame fd = sent[20];
-    OK(tx, fh_send(tx, classic_port, &fd, -1));
-    EXPECT(tx, fh_flush(tx), FH_ERR_INVALID_FRAME);
+    EXPECT(tx, fh_send(tx, classic_port, &fd, -1), FH_ERR_INVALID_FRAME);
     CHECK(strstr(last_error(tx), "classic CAN"), "message: %s", last_error(tx));
     OK(tx, fh_send(tx, classic_port, &classic, -1));
     OK(tx, fh_flush(tx));
@@ -729,7 +740,7 @@ static void test_port_status_counts_overruns_and_respects_struct_size(void) {
     CHECK(st.rx_dropped > 0, "the sleeper should have overrun");
     CHECK(got + st.rx_dropped == OVERRUN_FRAMES, "got %llu + dropped %llu != sent %u", (unsigned long long)got,
           (unsigned long long)st.rx_dropped, OVERRUN_FRAMES);
-    CHECK(st.port == sleepy && st.port_id != 0 && st.reserved == 0, "identity fields");
+    CHECK(st.port == sleepy && st.port_id != 0 && st.flags == 0, "identity fields (can0 is classic)");
 
     /* A caller built against an older, shorter struct gets only its part. */
     fh_port_status old;
@@ -756,13 +767,95 @@ static void test_port_status_counts_overruns_and_respects_struct_size(void) {
     hub_stop(&h);
 }
 
+/* ---- CAN FD and listen-only ports, as SocketCAN sockets ---- */
+
+static void test_fd_and_listen_only_ports_follow_socketcan(void) {
+    hub h;
+    hub_start(&h, FD_CONFIG, 0, NULL);
+    fh_client *tx = connect_client(h.url, "tx");
+    fh_client *rx = connect_client(h.url, "rx");
+    fh_port fd_tx = open_port(tx, "fd0", FH_PORT_FD);
+    fh_port classic_tx = open_port(tx, "fd0", 0);
+    fh_client *listener = connect_client(h.url, "listener");
+    fh_port quiet = open_port(listener, "fd0", FH_PORT_LISTEN_ONLY | FH_PORT_FD | FH_PORT_BLOCK_ON_OVERFLOW);
+    fh_port fd_on_can0 = open_port(tx, "can0", FH_PORT_FD);
+    fh_port fd_rx = open_port(rx, "fd0", FH_PORT_FD | FH_PORT_BLOCK_ON_OVERFLOW);
+    fh_port classic_rx = open_port(rx, "fd0", FH_PORT_BLOCK_ON_OVERFLOW);
+
+    CHECK(port_status(tx, fd_tx).flags == FH_STATUS_CHANNEL_FD, "fd0 carries CAN FD");
+    CHECK(port_status(tx, fd_on_can0).flags == 0, "can0 is classic");
+
+    /* Refused at once, nothing sent: as write() on a can_raw socket. */
+    fh_frame fd;
+    memset(&fd, 0, sizeof fd);
+    fd.can_id = 0x321;
+    fd.len = 12;
+    fd.flags = FH_CANFD_FDF;
+    EXPECT(tx, fh_send(tx, classic_tx, &fd, -1), FH_ERR_INVALID_FRAME);
+    CHECK(strstr(last_error(tx), "opened without FD"), "message: %s", last_error(tx));
+    EXPECT(tx, fh_send(tx, fd_on_can0, &fd, -1), FH_ERR_INVALID_FRAME);
+    CHECK(strstr(last_error(tx), "classic CAN"), "message: %s", last_error(tx));
+    fh_frame classic = numbered(0);
+    EXPECT(listener, fh_send(listener, quiet, &classic, -1), FH_ERR_INVALID_FRAME);
+    CHECK(strstr(last_error(listener), "listen-only"), "message: %s", last_error(listener));
+
+    /* Sequence-numbered traffic, every other frame FD: the FD port gets all
+     * of it in order, the classic port only the classic half, and the
+     * listen-only port hears it all. */
+    enum { FRAMES = 2000 };
+    for (uint32_t n = 0; n < FRAMES; n++) {
+        fh_frame f = numbered(n);
+        if (n % 2 == 0) {
+            memset(&f, 0, sizeof f);
+            f.can_id = 0x400;
+            f.len = 16;
+            f.flags = FH_CANFD_FDF;
+            memcpy(f.data, &n, sizeof n);
+        }
+        OK(tx, fh_send(tx, fd_tx, &f, -1));
+    }
+    OK(tx, fh_flush(tx));
+    uint32_t on_fd = 0, on_classic = 0, heard = 0;
+    fh_frame f;
+    fh_meta m;
+    while (on_fd + on_classic < FRAMES + FRAMES / 2) {
+        recv_one(rx, &f, &m);
+        int is_fd = (f.flags & FH_CANFD_FDF) != 0;
+        if (m.port == fd_rx) {
+            CHECK(is_fd == (on_fd % 2 == 0), "FD port: frame %u has the wrong kind", on_fd);
+            if (is_fd) {
+                CHECK(memcmp(f.data, &on_fd, sizeof on_fd) == 0, "FD port: CAN FD frame %u out of order", on_fd);
+            } else {
+                check_numbered(&f, on_fd);
+            }
+            on_fd++;
+        } else {
+            CHECK(m.port == classic_rx && !is_fd, "a CAN FD frame reached the classic port");
+            check_numbered(&f, 2 * on_classic + 1);
+            on_classic++;
+        }
+    }
+    while (heard < FRAMES) {
+        recv_one(listener, &f, &m);
+        CHECK(m.port == quiet, "listener: a frame for port %u", m.port);
+        heard++;
+    }
+    CHECK(on_fd == FRAMES && on_classic == FRAMES / 2, "fd %u classic %u", on_fd, on_classic);
+    CHECK(port_status(rx, classic_rx).rx_dropped == 0, "skipped frames are not drops");
+    CHECK(port_status(listener, quiet).rx_dropped == 0, "the listen-only port lost nothing");
+    fh_client_free(listener);
+    fh_client_free(tx);
+    fh_client_free(rx);
+    hub_stop(&h);
+}
+
 /* ---- SocketCAN code keeps its frames ---- */
 
 static void test_socketcan_frames_pass_unchanged(void) {
     hub h;
     hub_start(&h, FD_CONFIG, 0, NULL);
     fh_client *c = connect_client(h.url, "socketcan");
-    fh_port port = open_port(c, "fd0", FH_PORT_RECEIVE_OWN);
+    fh_port port = open_port(c, "fd0", FH_PORT_RECEIVE_OWN | FH_PORT_FD);
 
     /* struct can_frame as SocketCAN code fills it, copied into an fh_frame
      * (a can_frame is shorter, so it is copied, not cast). */
@@ -894,7 +987,7 @@ static void test_example_candump_prints_frames_like_candump(void) {
     pid_t dump = spawn(dump_argv, "candump.out", "candump.err");
     wait_for_text("candump.err", "listening on fd0");
     fh_client *tx = connect_client(h.url, "tx");
-    fh_port port = open_port(tx, "fd0", 0);
+    fh_port port = open_port(tx, "fd0", FH_PORT_FD);
     fh_frame frames[6];
     memset(frames, 0, sizeof frames);
     frames[0].can_id = 0x123;
@@ -945,6 +1038,7 @@ static const struct test TESTS[] = {
     {"panic_inside_the_library_becomes_an_error_code", test_panic_inside_the_library_becomes_an_error_code},
     {"port_status_counts_overruns_and_respects_struct_size", test_port_status_counts_overruns_and_respects_struct_size},
     {"socketcan_frames_pass_unchanged", test_socketcan_frames_pass_unchanged},
+    {"fd_and_listen_only_ports_follow_socketcan", test_fd_and_listen_only_ports_follow_socketcan},
     {"example_ecu_answers_c_and_rust_peers_through_the_hub", test_example_ecu_answers_c_and_rust_peers_through_the_hub},
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
 };

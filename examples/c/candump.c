@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
     fh_port port;
     int rc = fh_connect(client, url, "candump", NULL);
     if (rc != FH_OK) return fail(client, "cannot connect", rc);
-    rc = fh_port_open(client, channel, NULL, 0, &port);
+    /* As candump: CAN FD frames too (CAN_RAW_FD_FRAMES). */
+    rc = fh_port_open(client, channel, NULL, FH_PORT_FD, &port);
     if (rc != FH_OK) return fail(client, "cannot listen", rc);
     if (filter_count > 0) {
         rc = fh_set_filters(client, port, filters, filter_count);

@@ -10,8 +10,16 @@ environment): ``hub`` (URL, default ``$FIELDHUB_HUB`` or the local hub),
 ``port_name`` (a port name, e.g. one the hub's configuration wires;
 python-can reserves ``port`` for numbers), ``fd``,
 ``receive_own_messages``, ``block_on_overflow`` (hold the bus instead of
-dropping frames when this reader lags), ``token``, ``timeout`` (seconds for
-connecting and requests).
+dropping frames when this reader lags), ``state`` (``can.BusState.PASSIVE``:
+listen-only), ``token``, ``timeout`` (seconds for connecting and requests).
+
+As on a SocketCAN bus: ``fd=True`` needs a CAN FD channel (refused at open on
+a classic one); a bus opened without it neither receives nor sends CAN FD
+frames (``send`` raises ``can.CanOperationError``). A listen-only bus
+(``state=can.BusState.PASSIVE``, or ``bus.state = ...`` as ``python -m
+can.logger --passive`` does) receives everything but never transmits or
+acknowledges; changing the state reopens the port, as a SocketCAN interface
+must be taken down to change its mode.
 
 Filters are applied in the client before Python sees a frame; ``fileno()``
 works with ``select``/asyncio; every wait releases the GIL, and Ctrl-C
@@ -64,6 +72,17 @@ def _seconds(name: str, value: Any) -> float:
     return seconds
 
 
+def _listen_only(state: Any) -> bool:
+    # python-can's config file and CAN_CONFIG give strings.
+    if isinstance(state, str):
+        state = {"active": can.BusState.ACTIVE, "passive": can.BusState.PASSIVE}.get(state.strip().lower(), state)
+    if state == can.BusState.PASSIVE:
+        return True
+    if state == can.BusState.ACTIVE:
+        return False
+    raise ValueError(f"state = {state!r}: a fieldhub bus is can.BusState.ACTIVE or can.BusState.PASSIVE (listen-only)")
+
+
 def socketcan_filters(filters: Optional[can.typechecking.CanFilters]) -> Optional[List[Tuple[int, int]]]:
     """python-can filters as SocketCAN (can_id, can_mask) pairs."""
     if filters is None:
@@ -92,6 +111,7 @@ class FieldhubBus(BusABC):
         fd: bool = False,
         receive_own_messages: bool = False,
         block_on_overflow: bool = False,
+        state: can.BusState = can.BusState.ACTIVE,
         token: Optional[str] = None,
         timeout: float = 5.0,
         **kwargs: Any,
@@ -108,18 +128,32 @@ class FieldhubBus(BusABC):
         self.channel_info = f"fieldhub {self.hub} {channel}"
         self._channel_name = str(channel) if channel is not None else ""
         self._can_protocol = CanProtocol.CAN_FD if fd else CanProtocol.CAN_20
+        self._port_options = (port_name, receive_own_messages, block_on_overflow, fd)
+        self._listen_only = _listen_only(state)
         try:
             self._native = _native.NativeClient(
                 self.hub, f"python-can.{self._channel_name or port_name}", token or os.environ.get("FIELDHUB_TOKEN"), timeout
             )
-            self._port, _, _ = self._native.open_port(
-                self._channel_name, port_name, receive_own_messages, block_on_overflow
-            )
+            self._open_port()
         except _native.Error as e:
             if self._native is not None:
                 self._native.close()
             raise translate(e, opening=True) from None
+        except can.CanInitializationError:
+            self._native.close()
+            raise
         super().__init__(channel=channel, can_filters=can_filters, **kwargs)
+
+    def _open_port(self) -> None:
+        port_name, receive_own, block_on_overflow, fd = self._port_options
+        self._port, _, _, channel_fd = self._native.open_port(
+            self._channel_name, port_name, receive_own, block_on_overflow, fd, self._listen_only
+        )
+        if fd and not channel_fd:
+            raise can.CanInitializationError(
+                f"fd=True, but channel {self._channel_name!r} is classic CAN; open it without fd, or configure the"
+                ' channel with protocol = "canfd"'
+            )
 
     def _apply_filters(self, filters: Optional[can.typechecking.CanFilters]) -> None:
         try:
@@ -175,6 +209,8 @@ class FieldhubBus(BusABC):
             )
         except _native.Error as e:
             kind = getattr(e, "kind", "")
+            if kind == "not_allowed":
+                raise can.CanOperationError(str(e)) from None
             if kind == "invalid":
                 raise ValueError(str(e)) from None
             if kind == "timeout":
@@ -204,13 +240,33 @@ class FieldhubBus(BusABC):
 
     @property
     def state(self) -> can.BusState:
-        """The port's controller state as the hub keeps it (error-active,
-        error-passive, bus-off)."""
+        """``PASSIVE`` for a listen-only bus; otherwise the port's controller
+        state as the hub keeps it (error-active: ``ACTIVE``, error-passive:
+        ``PASSIVE``, bus-off: ``ERROR``)."""
+        if self._listen_only:
+            return can.BusState.PASSIVE
         try:
             state = self._native.port_state(self._port)
         except _native.Error as e:
             raise translate(e, opening=False) from None
         return {"active": can.BusState.ACTIVE, "passive": can.BusState.PASSIVE}.get(state, can.BusState.ERROR)
+
+    @state.setter
+    def state(self, new_state: can.BusState) -> None:
+        """``PASSIVE``: listen-only; ``ACTIVE``: transmit and acknowledge.
+        A change reopens the port (same name, options and filters): frames
+        sent on the channel in that instant are not received, as when a
+        SocketCAN interface is taken down to change its mode."""
+        listen_only = _listen_only(new_state)
+        if listen_only == self._listen_only:
+            return
+        try:
+            self._native.close_port(self._port)
+            self._listen_only = listen_only
+            self._open_port()
+            self._native.set_filters(self._port, socketcan_filters(self.filters))
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
 
     def shutdown(self) -> None:
         # Periodic tasks stop first, so they do not meet the closed client;
@@ -221,4 +277,31 @@ class FieldhubBus(BusABC):
 
     @staticmethod
     def _detect_available_configs() -> List[can.typechecking.AutoDetectedConfig]:
-        return []
+        """The channels of the hub at ``$FIELDHUB_HUB`` and of the local hub
+        (over shared memory when it serves it, else on the default TCP
+        port); nothing when no hub answers."""
+        from fieldhub.errors import FieldhubError
+        from fieldhub.hub import Hub
+
+        urls = []
+        for url in (os.environ.get("FIELDHUB_HUB"), default_hub(), "tcp://127.0.0.1:29536"):
+            if url and url not in urls:
+                urls.append(url)
+        configs: List[can.typechecking.AutoDetectedConfig] = []
+        seen = set()
+        for url in urls:
+            try:
+                hub = Hub.attach(url, token=os.environ.get("FIELDHUB_TOKEN"))
+                channels = hub.channels()
+                address = hub._control_address()
+            except (FieldhubError, OSError):
+                continue
+            # The local hub may answer under two URLs (shm and tcp): list it once.
+            if address in seen:
+                continue
+            seen.add(address)
+            for channel in channels:
+                configs.append(
+                    {"interface": "fieldhub", "channel": channel["name"], "hub": url, "fd": channel["protocol"] == "canfd"}
+                )
+        return configs

@@ -35,6 +35,7 @@ fn error(kind: &str, message: String) -> PyErr {
 fn client_error(e: ClientError) -> PyErr {
     let kind = match &e {
         ClientError::InvalidUrl { .. } => "invalid",
+        ClientError::FrameNotAllowed { .. } => "not_allowed",
         ClientError::Connect { .. } => "connect",
         ClientError::Refused { .. } => "refused",
         ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
@@ -131,7 +132,9 @@ impl NativeClient {
     }
 
     /// Open a port; returns (handle, channel_id, port_id).
-    #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false))]
+    /// `fd`: take CAN FD frames; `listen_only`: never transmit or acknowledge.
+    #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false, fd=false, listen_only=false))]
+    #[allow(clippy::too_many_arguments)]
     fn open_port(
         &self,
         py: Python<'_>,
@@ -139,11 +142,13 @@ impl NativeClient {
         name: Option<String>,
         receive_own: bool,
         block_on_overflow: bool,
-    ) -> PyResult<(u16, u16, u32)> {
-        let config = PortConfig { name, receive_own, block_on_overflow };
+        fd: bool,
+        listen_only: bool,
+    ) -> PyResult<(u16, u16, u32, bool)> {
+        let config = PortConfig { name, receive_own, block_on_overflow, fd, listen_only };
         let client = self.client()?;
         let port = py.allow_threads(|| client.open_port_with(&channel, &config)).map_err(client_error)?;
-        let answer = (port.handle, port.channel_id, port.port_id);
+        let answer = (port.handle, port.channel_id, port.port_id, port.channel_fd);
         lock(&self.ports).insert(port.handle, port);
         Ok(answer)
     }

@@ -58,6 +58,30 @@ def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
     assert [m.arbitration_id for m in replayed] == [0x700 + i for i in range(5)]
 
 
+def test_can_logger_passive_records_as_a_listen_only_node(fieldhub_hub, tmp_path):
+    log = tmp_path / "passive.log"
+    logger = subprocess.Popen(
+        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", "--passive", "-f", str(log),
+         "--bus-kwargs", f"hub={fieldhub_hub.url}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    # --passive sets the state after opening: wait for the listen-only port.
+    while not any(p["listen_only"] for p in fieldhub_hub.ports()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sender = fieldhub_hub.bus("can0")
+    for i in range(50):
+        sender.send(can.Message(arbitration_id=0x600, data=i.to_bytes(2, "little"), is_extended_id=False))
+    sender.flush_tx_buffer()
+    time.sleep(0.5)
+    (port,) = [p for p in fieldhub_hub.ports() if p["listen_only"]]
+    assert port["tx_frames"] == 0
+    logger.send_signal(signal.SIGINT)
+    assert logger.wait(30) == 0, logger.stderr.read()
+    recorded = list(can.LogReader(str(log)))
+    assert [int.from_bytes(m.data, "little") for m in recorded] == list(range(50))
+
+
 def test_canopen_sdo_upload_and_download_of_a_segmented_value(fieldhub_hub):
     server_bus, client_bus = fieldhub_hub.bus("can0"), fieldhub_hub.bus("can0")
     server_net, client_net = canopen.Network(server_bus), canopen.Network(client_bus)

@@ -61,8 +61,8 @@ impl Background {
                 (connect(format!("bench-background-tx{i}"))?, connect(format!("bench-background-rx{i}"))?);
             let mut ports = Vec::with_capacity(channels.len());
             for channel in channels {
-                ports.push(sender.open_port(channel)?);
-                receiver.open_port(channel)?;
+                ports.push(sender.open_port_with(channel, &crate::fd_port())?);
+                receiver.open_port_with(channel, &crate::fd_port())?;
             }
             groups.push(Group { sender, ports, receiver });
         }

@@ -45,7 +45,7 @@ impl Bystanders {
                     count,
                     source,
                 })?;
-                client.open_port(channel)?;
+                client.open_port_with(channel, &crate::fd_port())?;
                 Ok(client)
             })
             .collect::<Result<Vec<_>, BenchError>>()?;

@@ -109,7 +109,7 @@ fn measure(
         .map(|i| {
             let client =
                 Client::connect_with(url, &ClientOptions { name: format!("bench-cpu{i}"), ..Default::default() })?;
-            let port = client.open_port(CHANNEL)?;
+            let port = client.open_port_with(CHANNEL, &crate::fd_port())?;
             Ok((client, port))
         })
         .collect::<Result<Vec<_>, BenchError>>()?;

@@ -44,6 +44,14 @@ pub mod throughput;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fieldhub_client::PortConfig;
+
+/// How the benchmarks open ports: taking CAN FD frames, as the 64-byte runs
+/// send them.
+pub fn fd_port() -> PortConfig {
+    PortConfig { fd: true, ..PortConfig::default() }
+}
+
 /// The benchmark channel every hub under test carries (CAN FD, ideal timing).
 pub const CHANNEL: &str = "bench";
 /// Round trips (or frames) at the start of a series that are not counted.

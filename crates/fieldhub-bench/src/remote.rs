@@ -38,7 +38,7 @@ pub struct PingResult {
 pub fn join(url: &str, name: &str, token: Option<&str>, channel: &str, id: u32) -> Result<(Client, Port), BenchError> {
     let options = ClientOptions { name: name.into(), token: token.map(str::to_owned), ..Default::default() };
     let client = Client::connect_with(url, &options)?;
-    let port = client.open_port(channel)?;
+    let port = client.open_port_with(channel, &crate::fd_port())?;
     client.set_filters(&port, Some(&[Filter { can_id: id, can_mask: 0x7FF }]))?;
     Ok((client, port))
 }

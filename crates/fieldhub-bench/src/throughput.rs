@@ -130,8 +130,8 @@ fn measure_hub(
 ) -> Result<HubRate, BenchError> {
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
     let sender = Client::connect_with(url, &options("bench-sender"))?;
-    let port = sender.open_port(CHANNEL)?;
-    let lossless = PortConfig { block_on_overflow: true, ..Default::default() };
+    let port = sender.open_port_with(CHANNEL, &crate::fd_port())?;
+    let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
     let receivers: Vec<Client> = (0..receivers)
         .map(|i| {
             let client = Client::connect_with(url, &options(&format!("bench-rx{i}")))?;

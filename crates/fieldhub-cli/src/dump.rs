@@ -70,7 +70,8 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("dump")?;
     let mut by_port = HashMap::new();
     for (channel, filters) in specs {
-        let config = PortConfig { block_on_overflow: args.lossless, ..PortConfig::default() };
+        // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
+        let config = PortConfig { block_on_overflow: args.lossless, fd: true, ..PortConfig::default() };
         let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
         by_port.insert(port.handle, (channel, filters));
     }

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{ClientError, Frame, FrameFlags};
+use fieldhub_client::{ClientError, Frame, FrameFlags, PortConfig};
 use fieldhub_proto::frame::{fd_round_up_len, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::text::format_cansend;
 use rand::{Rng, SeedableRng};
@@ -92,7 +92,9 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let gap = Duration::from_secs_f64(args.gap_ms / 1000.0);
 
     let client = args.hub.connect("gen")?;
-    let port = client.open_port(&args.channel).with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+    let port = client
+        .open_port_with(&args.channel, &PortConfig { fd: true, ..PortConfig::default() })
+        .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     let mut rng = match args.seed {
         Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
         None => rand::rngs::StdRng::from_entropy(),

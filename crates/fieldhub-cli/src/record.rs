@@ -64,7 +64,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("record")?;
     // Holding the bus rather than dropping keeps the recording complete
     // when the file is slower than the traffic.
-    let config = PortConfig { block_on_overflow: true, ..Default::default() };
+    let config = PortConfig { block_on_overflow: true, fd: true, ..Default::default() };
     let mut channels = HashMap::new();
     for channel in &args.channels {
         let port = client.open_port_with(channel, &config).with_context(|| format!("cannot record '{channel}'"))?;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fieldhub_client::Port;
+use fieldhub_client::{Port, PortConfig};
 use fieldhub_log::{open, Format, LogReader, ReadOptions};
 
 use crate::HubSelect;
@@ -102,7 +102,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let port = match ports.get(target) {
             Some(port) => port.clone(),
             None => {
-                let port = client.open_port(target).with_context(|| {
+                let config = PortConfig { fd: true, ..PortConfig::default() };
+                let port = client.open_port_with(target, &config).with_context(|| {
                     format!("cannot replay '{channel}' onto hub channel '{target}' (use --map {channel}=OTHER)")
                 })?;
                 ports.insert(target.clone(), port.clone());

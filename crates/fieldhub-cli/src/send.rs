@@ -1,6 +1,7 @@
 //! `fieldhub send`: one frame, like cansend.
 
 use anyhow::Context;
+use fieldhub_client::PortConfig;
 use fieldhub_proto::text::parse_cansend;
 
 use crate::HubSelect;
@@ -18,7 +19,9 @@ pub struct SendArgs {
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let frame = parse_cansend(&args.frame)?;
     let client = args.hub.connect("send")?;
-    let port = client.open_port(&args.channel).with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+    let port = client
+        .open_port_with(&args.channel, &PortConfig { fd: true, ..PortConfig::default() })
+        .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     client.send(&port, &frame)?;
     // Wait until the hub has put the frame on the bus, and report if it refused it.
     client.flush().with_context(|| format!("sending {} on '{}'", args.frame, args.channel))?;

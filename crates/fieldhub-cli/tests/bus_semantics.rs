@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use fieldhub_client::{ErrorCode, Frame, PortConfig};
+use fieldhub_client::{ClientError, ErrorCode, Frame, PortConfig};
+use fieldhub_proto::wire::{self, Message, PortOptions};
 
 const GATEWAY: &str = r#"
 [[channel]]
@@ -24,6 +25,14 @@ rewrite_id = 0x500
 [[route]]                     # back again: only frames sent on can1 itself
 from = "can1"
 to = "can0"
+"#;
+
+const FD_AND_CLASSIC: &str = r#"
+[[channel]]
+name = "can0"
+[[channel]]
+name = "fd0"
+protocol = "canfd"
 "#;
 
 #[test]
@@ -136,16 +145,49 @@ fn flush_waits_until_rate_limited_frames_are_on_the_bus() {
 }
 
 #[test]
-fn classic_channel_refuses_fd_frames_without_disconnecting() {
-    let hub = HubProcess::start();
+fn a_can_fd_frame_the_port_or_channel_cannot_carry_is_refused_when_sent() {
+    let hub = HubProcess::start_with(Some(FD_AND_CLASSIC), &[]);
     let ecu = hub.client("ecu");
-    let port = ecu.open_port("can0").unwrap();
     let fd = Frame::can_fd(0x10, Default::default(), &[0; 12]).unwrap();
-    ecu.send(&port, &fd).unwrap();
-    let err = ecu.flush().unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::InvalidFrame));
-    ecu.send(&port, &numbered(0x10, 0, 0)).unwrap();
-    ecu.flush().expect("still connected");
+    let on_classic = ecu.open_port_with("can0", &PortConfig { fd: true, ..Default::default() }).unwrap();
+    assert!(!on_classic.channel_fd && !ecu.channel_fd(&on_classic));
+    let err = ecu.send(&on_classic, &fd).unwrap_err();
+    assert!(matches!(err, ClientError::FrameNotAllowed { .. }), "{err}");
+    assert!(err.to_string().contains("channel 'can0'") && err.to_string().contains("classic CAN"), "{err}");
+    let without_fd = ecu.open_port("fd0").unwrap();
+    assert!(without_fd.channel_fd);
+    let err = ecu.send(&without_fd, &fd).unwrap_err();
+    assert!(err.to_string().contains("opened without FD"), "{err}");
+    // Nothing was sent, and the client carries on.
+    ecu.send(&on_classic, &numbered(0x10, 0, 0)).unwrap();
+    ecu.flush().expect("still connected, no error pending");
+}
+
+#[test]
+fn the_hub_refuses_what_a_port_cannot_send_without_disconnecting() {
+    // A client that does not check for itself: the hub refuses each frame
+    // with a non-fatal error naming the port and the reason.
+    let hub = HubProcess::start_with(Some(FD_AND_CLASSIC), &[]);
+    let mut raw = RawStream::connect(&hub);
+    raw.hello("raw");
+    let fd = Frame::can_fd(0x10, Default::default(), &[0; 12]).unwrap();
+    let cases = [
+        ("can0", PortOptions::FD, fd, "is classic CAN and cannot carry the CAN FD frame"),
+        ("fd0", PortOptions::empty(), fd, "was opened without FD"),
+        ("fd0", PortOptions::LISTEN_ONLY, numbered(0x10, 0, 0), "is listen-only"),
+    ];
+    for (channel, options, frame, reason) in cases {
+        let port = raw.open_port(channel, options).port;
+        raw.send_frames(port, &[frame]);
+        let body = raw.read_message().expect("still connected");
+        match wire::decode(&body) {
+            Ok(Message::Error(e)) => {
+                assert_eq!((e.code, e.fatal), (ErrorCode::InvalidFrame as u16, false));
+                assert!(e.text.contains(reason), "{}", e.text);
+            }
+            other => panic!("expected a non-fatal ERROR, got {other:?}"),
+        }
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::*;
+use fieldhub_client::PortConfig;
 use fieldhub_proto::text::{parse_cansend, parse_log_line};
 
 fn fieldhub(hub: &HubProcess, args: &[&str]) -> std::process::Output {
@@ -89,14 +90,18 @@ fn send_reports_bad_frames_and_unknown_channels_clearly() {
     let out = fieldhub(&hub, &["send", "nope", "123#12"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown channel 'nope'; this hub has: can0, can1"));
     let out = fieldhub(&hub, &["send", "can0", "123##1DEAD"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("classic CAN and cannot carry the CAN FD frame"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("channel 'can0'") && stderr.contains("classic CAN and cannot carry CAN FD frames"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn fd_frames_travel_on_an_fd_channel() {
     let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
     let watcher = hub.client("watcher");
-    watcher.open_port("fd0").unwrap();
+    watcher.open_port_with("fd0", &PortConfig { fd: true, ..Default::default() }).unwrap();
     let frame = "1ABCDEF0##3000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F";
     assert!(fieldhub(&hub, &["send", "fd0", frame]).status.success());
     let got = recv_n(&watcher, 1);

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fieldhub_client::{Client, Frame, FrameFlags};
+use fieldhub_client::{Client, Frame, FrameFlags, PortConfig};
 use fieldhub_log::{open, Direction, Format, ReadOptions, Record, Recorder, RecorderOptions};
 use fieldhub_proto::frame::FD_LENGTHS;
 
@@ -173,7 +173,8 @@ fn recorded_traffic_replays_identically_from_candump_and_asc() {
     ];
 
     let sender = hub.client("sender");
-    let (can0, fd0) = (sender.open_port("can0").unwrap(), sender.open_port("fd0").unwrap());
+    let fd_port = PortConfig { fd: true, ..Default::default() };
+    let (can0, fd0) = (sender.open_port("can0").unwrap(), sender.open_port_with("fd0", &fd_port).unwrap());
     let sent_classic: Vec<Frame> = (0..CLASSIC).map(classic).collect();
     let sent_fd: Vec<Frame> = (0..FD).map(fd).collect();
     for i in 0..CLASSIC as usize {

@@ -187,3 +187,50 @@ fn a_thread_that_sends_a_burst_to_its_own_lossless_port_before_reading_does_not_
     }
     assert_eq!(client.rx_dropped(&port), 0);
 }
+
+/// Send `frames` numbered frames from a TCP client while `receiver` reads
+/// nothing, until every one is on the bus; then read what the receiver got.
+/// Returns the numbers received, in order, and the receiver's drop count.
+fn burst_while_not_reading(hub: &HubProcess, receiver: &Client, frames: u32) -> (Vec<u32>, u64) {
+    let rx = receiver.open_port("can0").unwrap();
+    let sender = hub.client("burst");
+    let tx = sender.open_port("can0").unwrap();
+    for n in 0..frames {
+        sender.send(&tx, &numbered(0x100, 1, n)).unwrap();
+    }
+    // Every frame has been fanned out once the barrier returns.
+    sender.flush().unwrap();
+    let mut got = Vec::new();
+    while let Some(received) = receiver.recv(Some(Duration::from_millis(500))).unwrap() {
+        got.push(number_of(&received.frame).1);
+    }
+    // A flush brings the report of every overrun so far.
+    receiver.flush().unwrap();
+    (got, receiver.rx_dropped(&rx))
+}
+
+#[test]
+fn a_shm_receiver_that_reads_nothing_during_a_twenty_thousand_frame_burst_loses_none() {
+    // Over TCP such a receiver keeps the burst in its receive queue; over
+    // shared memory the default ring must hold as much.
+    let _serial = one_at_a_time();
+    let hub = HubProcess::start_shm();
+    let receiver = hub.shm_client("sleeper");
+    let (got, dropped) = burst_while_not_reading(&hub, &receiver, 20_000);
+    assert_eq!(dropped, 0);
+    assert_eq!(got, (0..20_000).collect::<Vec<_>>(), "every frame, in order");
+}
+
+#[test]
+fn the_shm_ring_size_is_the_hubs_to_configure() {
+    let _serial = one_at_a_time();
+    let small = "[hub]\nshm_ring_slots = 4096\n[[channel]]\nname = \"can0\"\n";
+    let hub = HubProcess::start_shm_with(Some(small), &[]);
+    let receiver = hub.shm_client("sleeper");
+    let (got, dropped) = burst_while_not_reading(&hub, &receiver, 20_000);
+    // A quarter of the default ring, less the reply reserve, holds a few
+    // thousand classic frames; the rest are dropped and counted, and what
+    // arrives is the burst's beginning, in order.
+    assert!(dropped > 0 && got.len() as u64 + dropped == 20_000, "got {} dropped {dropped}", got.len());
+    assert_eq!(got, (0..got.len() as u32).collect::<Vec<_>>());
+}

@@ -114,7 +114,7 @@ fn brs_frames_spend_their_data_phase_at_the_data_bitrate() {
     let hub = HubProcess::start_with(Some(TIMED), &[]);
     let sender = hub.client("sender");
     let listener = hub.client("listener");
-    let tx = sender.open_port("fd0").unwrap();
+    let tx = sender.open_port_with("fd0", &PortConfig { fd: true, ..Default::default() }).unwrap();
     listener.open_port_with("fd0", &lossless()).unwrap();
     let flags = [fieldhub_client::FrameFlags::empty(), fieldhub_client::FrameFlags::BRS];
     let frames: Vec<Frame> = (0..400).map(|i| Frame::can_fd(0x123, flags[i % 2], &[i as u8; 64]).unwrap()).collect();

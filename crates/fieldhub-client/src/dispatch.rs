@@ -18,13 +18,13 @@
 //! conditions read without the lock.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
-use fieldhub_proto::wire::{self, FrameBatch, Message, PortOpened};
-use fieldhub_proto::FrameMeta;
+use fieldhub_proto::wire::{self, ChannelFlags, FrameBatch, Message, PortOpened, PortOptions};
+use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
 use crate::link::Flow;
 use crate::ready::ReadySignal;
@@ -98,8 +98,11 @@ pub(crate) struct Shared {
     /// Per port handle: opened with `block_on_overflow`. Written by the
     /// consumer when the port opens, from `opening`.
     lossless: [AtomicBool; MAX_PORTS_PER_CLIENT],
-    /// `OPEN_PORT` requests in flight: request id → `block_on_overflow`.
-    pub opening: Mutex<HashMap<u32, bool>>,
+    /// Per port handle: what it may send ([`SendRules`]). Written by the
+    /// consumer when the port opens or moves.
+    send_rules: [AtomicU8; MAX_PORTS_PER_CLIENT],
+    /// `OPEN_PORT` requests in flight: request id → the port's options.
+    pub opening: Mutex<HashMap<u32, PortOptions>>,
     /// Per port handle: acceptance filters (`None`: accept everything).
     pub filters: [ArcSwapOption<Box<[Filter]>>; MAX_PORTS_PER_CLIENT],
     /// Created on the first `Client::fileno` call; until then nobody pays for it.
@@ -117,7 +120,81 @@ pub(crate) struct Shared {
     pub consuming: AtomicBool,
 }
 
+/// What a port may send, packed in one byte so `send` checks it with one
+/// relaxed load: the port's `FD` and `LISTEN_ONLY` options and whether its
+/// channel carries CAN FD (`spec/protocol.md` 6.7). The hub refuses the
+/// same frames; checking here reports them to the sender at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendRules(u8);
+
+impl SendRules {
+    const FD: u8 = 0x1;
+    const LISTEN_ONLY: u8 = 0x2;
+    const CHANNEL_FD: u8 = 0x4;
+
+    fn new(options: PortOptions, channel: ChannelFlags) -> Self {
+        let mut bits = 0;
+        if options.contains(PortOptions::FD) {
+            bits |= Self::FD;
+        }
+        if options.contains(PortOptions::LISTEN_ONLY) {
+            bits |= Self::LISTEN_ONLY;
+        }
+        if channel.contains(ChannelFlags::CANFD) {
+            bits |= Self::CHANNEL_FD;
+        }
+        Self(bits)
+    }
+
+    fn from_bits(bits: u8) -> Self {
+        Self(bits)
+    }
+
+    fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The port options these rules came from.
+    fn options(self) -> PortOptions {
+        let mut options = PortOptions::empty();
+        if self.0 & Self::FD != 0 {
+            options |= PortOptions::FD;
+        }
+        if self.0 & Self::LISTEN_ONLY != 0 {
+            options |= PortOptions::LISTEN_ONLY;
+        }
+        options
+    }
+
+    /// Whether the port's channel carries CAN FD frames.
+    pub fn channel_fd(self) -> bool {
+        self.0 & Self::CHANNEL_FD != 0
+    }
+
+    /// Why `frame` may not be sent, if it may not.
+    pub fn refusal(self, frame: &Frame) -> Option<&'static str> {
+        if self.0 & Self::LISTEN_ONLY != 0 {
+            return Some("the port is listen-only and never transmits");
+        }
+        if frame.kind() != FrameKind::CanFd {
+            return None;
+        }
+        if self.0 & Self::FD == 0 {
+            Some("the port was opened without FD, so it cannot send CAN FD frames (open it with FD, as CAN_RAW_FD_FRAMES)")
+        } else if self.0 & Self::CHANNEL_FD == 0 {
+            Some("its channel is classic CAN and cannot carry CAN FD frames (configure the channel with protocol = \"canfd\")")
+        } else {
+            None
+        }
+    }
+}
+
 impl Shared {
+    /// What port `handle` may send.
+    pub fn send_rules(&self, handle: u16) -> SendRules {
+        self.send_rules.get(handle as usize).map_or(SendRules(0), |r| SendRules(r.load(Ordering::Relaxed)))
+    }
+
     pub fn new() -> Self {
         Self {
             closed: Mutex::new(None),
@@ -128,6 +205,7 @@ impl Shared {
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
             rx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
             lossless: std::array::from_fn(|_| AtomicBool::new(false)),
+            send_rules: std::array::from_fn(|_| AtomicU8::new(0)),
             opening: Mutex::new(HashMap::new()),
             filters: std::array::from_fn(|_| ArcSwapOption::empty()),
             ready: OnceLock::new(),
@@ -291,14 +369,21 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
         Message::PortOpened(opened) => {
             if let Some(slot) = shared.port_channels.get(opened.port as usize) {
                 slot.store(u32::from(opened.channel_id), Ordering::Relaxed);
+                let handle = opened.port as usize;
                 // Request 0 is the hub's news that an open port moved to
-                // another channel; the port keeps its counters and filters.
-                if opened.request != 0 {
-                    let lossless = lock(&shared.opening).get(&opened.request).copied().unwrap_or(false);
-                    shared.lossless[opened.port as usize].store(lossless, Ordering::Relaxed);
-                    shared.rx_dropped[opened.port as usize].store(0, Ordering::Relaxed);
-                    shared.filters[opened.port as usize].store(None);
-                }
+                // another channel; the port keeps its options, counters and
+                // filters, and learns what the new channel carries.
+                let options = if opened.request != 0 {
+                    let options = lock(&shared.opening).get(&opened.request).copied().unwrap_or_default();
+                    shared.lossless[handle].store(options.contains(PortOptions::BLOCK_ON_OVERFLOW), Ordering::Relaxed);
+                    shared.rx_dropped[handle].store(0, Ordering::Relaxed);
+                    shared.filters[handle].store(None);
+                    options
+                } else {
+                    SendRules::from_bits(shared.send_rules[handle].load(Ordering::Relaxed)).options()
+                };
+                let rules = SendRules::new(options, opened.channel_flags);
+                shared.send_rules[handle].store(rules.bits(), Ordering::Relaxed);
             }
             shared.reply(Waiting::Request(opened.request), Reply::Opened(opened));
         }

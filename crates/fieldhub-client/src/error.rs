@@ -34,6 +34,11 @@ pub enum ClientError {
     RequestQueueFull(Duration),
     #[error("port {0} is not open on this client")]
     PortNotOpen(u16),
+    /// The frame is one the port or its channel cannot carry (a CAN FD
+    /// frame on a classic port or channel, any frame on a listen-only
+    /// port); nothing was sent.
+    #[error("cannot send on port {port} of channel '{channel}': {why}")]
+    FrameNotAllowed { port: u16, channel: String, why: &'static str },
     #[error("protocol error talking to the hub: {0}")]
     Protocol(String),
 }

@@ -98,9 +98,9 @@ use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
 pub use fieldhub_proto::wire::ErrorCode;
-use fieldhub_proto::wire::{self, ErrorReport, Message, OpenPort, PortOptions};
+use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
-pub use filter::Filter;
+pub use filter::{Filter, CAN_INV_FILTER};
 use link::{Link, SendFail};
 use ready::ReadySignal;
 use receive::Waited;
@@ -154,6 +154,11 @@ pub struct PortConfig {
     /// When this port's receive queue in the hub is full, hold the channel
     /// instead of dropping frames for this port.
     pub block_on_overflow: bool,
+    /// Take CAN FD frames (SocketCAN `CAN_RAW_FD_FRAMES`): without it the
+    /// port receives no CAN FD frame and may send none.
+    pub fd: bool,
+    /// Listen-only: the port receives but never transmits or acknowledges.
+    pub listen_only: bool,
 }
 
 /// An open port. Frames received on it carry its [`Port::handle`].
@@ -167,6 +172,8 @@ pub struct Port {
     pub channel_id: u16,
     /// Hub-wide port id (as in [`FrameMeta::sender`]).
     pub port_id: u32,
+    /// Whether the channel carried CAN FD when the port opened.
+    pub channel_fd: bool,
 }
 
 /// A frame received on one of the client's ports.
@@ -260,10 +267,16 @@ impl Client {
         if config.block_on_overflow {
             options = options.union(PortOptions::BLOCK_ON_OVERFLOW);
         }
+        if config.fd {
+            options = options.union(PortOptions::FD);
+        }
+        if config.listen_only {
+            options = options.union(PortOptions::LISTEN_ONLY);
+        }
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");
         wire::encode(&mut bytes, &Message::OpenPort(OpenPort { request, options, channel, port_name }));
-        lock(&self.shared.opening).insert(request, config.block_on_overflow);
+        lock(&self.shared.opening).insert(request, options);
         let reply = self.request(Waiting::Request(request), bytes);
         lock(&self.shared.opening).remove(&request);
         match reply? {
@@ -273,6 +286,7 @@ impl Client {
                     channel: channel.to_owned(),
                     channel_id: opened.channel_id,
                     port_id: opened.port_id,
+                    channel_fd: opened.channel_flags.contains(ChannelFlags::CANFD),
                 };
                 lock(&self.ports).push(port.clone());
                 Ok(port)
@@ -310,6 +324,9 @@ impl Client {
         self.check_open(port)?;
         if self.shared.is_closed() {
             return Err(self.shared.closed_error());
+        }
+        if let Some(why) = self.shared.send_rules(port.handle).refusal(frame) {
+            return Err(ClientError::FrameNotAllowed { port: port.handle, channel: port.channel.clone(), why });
         }
         let frame = frame.with_echo(false);
         let mut sent = if self.link.direct() {
@@ -504,6 +521,12 @@ impl Client {
         // room returns instead of waiting for an application that is gone.
         self.shared.leave();
         self.link.close();
+    }
+
+    /// Whether `port`'s channel carries CAN FD frames now (the port may have
+    /// been moved to another channel since it opened).
+    pub fn channel_fd(&self, port: &Port) -> bool {
+        self.shared.send_rules(port.handle).channel_fd()
     }
 
     fn check_open(&self, port: &Port) -> Result<(), ClientError> {

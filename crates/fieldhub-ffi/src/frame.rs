@@ -96,7 +96,8 @@ pub struct fh_meta {
 
 /// One acceptance filter, binary-compatible with SocketCAN `struct
 /// can_filter`: a frame passes when `frame.can_id & can_mask == can_id &
-/// can_mask`, comparing the id together with its EFF and RTR flag bits.
+/// can_mask`, comparing the id together with its EFF and RTR flag bits —
+/// or, with `CAN_INV_FILTER` (0x20000000) set in `can_id`, when it does not.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

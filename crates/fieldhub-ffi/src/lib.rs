@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Port, PortConfig};
+use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Port, PortConfig, CAN_INV_FILTER};
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 
 pub use frame::*;
@@ -43,6 +43,18 @@ pub const FH_PORT_RECEIVE_OWN: u32 = 0x1;
 /// `fh_port_open` flag: when this port's receive queue in the hub is full,
 /// hold the channel instead of dropping frames for this port.
 pub const FH_PORT_BLOCK_ON_OVERFLOW: u32 = 0x2;
+/// `fh_port_open` flag: take CAN FD frames (SocketCAN `CAN_RAW_FD_FRAMES`).
+/// Without it the port receives no CAN FD frame, and `fh_send` refuses one
+/// with `FH_ERR_INVALID_FRAME`; with it, CAN FD frames may be sent while
+/// the channel carries them (`FH_STATUS_CHANNEL_FD` in `fh_port_status.flags`).
+pub const FH_PORT_FD: u32 = 0x4;
+/// `fh_port_open` flag: listen-only, like a controller in listen-only mode
+/// (`ip link set can0 type can listen-only on`): the port receives but never
+/// transmits or acknowledges; `fh_send` on it fails with
+/// `FH_ERR_INVALID_FRAME`.
+pub const FH_PORT_LISTEN_ONLY: u32 = 0x8;
+/// `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
+pub const FH_STATUS_CHANNEL_FD: u32 = 0x1;
 /// Most filters one port takes (SocketCAN's `CAN_RAW_FILTER_MAX`).
 pub const FH_MAX_FILTERS: usize = 512;
 
@@ -65,8 +77,9 @@ pub struct fh_port_status {
     pub channel_id: u16,
     /// The port handle asked about.
     pub port: u16,
-    /// Always 0 in this version.
-    pub reserved: u32,
+    /// `FH_STATUS_CHANNEL_FD` when the port's channel carries CAN FD
+    /// frames; other bits are 0 in this version.
+    pub flags: u32,
     /// Frames the hub dropped for this port because the program did not
     /// receive fast enough (receive overrun), since the port was opened.
     pub rx_dropped: u64,
@@ -272,8 +285,9 @@ pub unsafe extern "C" fn fh_last_error(client: *const fh_client, buffer: *mut c_
 /// Open a port on `channel` and store its handle in `*port`. `name` is the
 /// port's hub-wide name (NULL: the hub names it `<client>.<n>`); with a name
 /// the hub's configuration wires, `channel` may be "". `flags`:
-/// `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`. A new port receives
-/// every frame (no filters).
+/// `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`, `FH_PORT_FD`,
+/// `FH_PORT_LISTEN_ONLY`. A new port receives every frame it takes (no
+/// filters; CAN FD frames only with `FH_PORT_FD`).
 ///
 /// Errors: `FH_ERR_UNKNOWN_CHANNEL`, `FH_ERR_TOO_MANY_PORTS`,
 /// `FH_ERR_PORT_NAME_TAKEN`, `FH_ERR_NOT_CONNECTED`, `FH_ERR_CLOSED`,
@@ -298,10 +312,11 @@ pub unsafe extern "C" fn fh_port_open(
             if port.is_null() {
                 return Err(Failure::invalid_argument("port (the output) is NULL"));
             }
-            let known = FH_PORT_RECEIVE_OWN | FH_PORT_BLOCK_ON_OVERFLOW;
+            let known = FH_PORT_RECEIVE_OWN | FH_PORT_BLOCK_ON_OVERFLOW | FH_PORT_FD | FH_PORT_LISTEN_ONLY;
             if flags & !known != 0 {
                 return Err(Failure::invalid_argument(format!(
-                    "unknown port flags 0x{:X} (known: FH_PORT_RECEIVE_OWN, FH_PORT_BLOCK_ON_OVERFLOW)",
+                    "unknown port flags 0x{:X} (known: FH_PORT_RECEIVE_OWN, FH_PORT_BLOCK_ON_OVERFLOW, FH_PORT_FD, \
+                     FH_PORT_LISTEN_ONLY)",
                     flags & !known
                 )));
             }
@@ -309,6 +324,8 @@ pub unsafe extern "C" fn fh_port_open(
                 name: name.map(str::to_owned),
                 receive_own: flags & FH_PORT_RECEIVE_OWN != 0,
                 block_on_overflow: flags & FH_PORT_BLOCK_ON_OVERFLOW != 0,
+                fd: flags & FH_PORT_FD != 0,
+                listen_only: flags & FH_PORT_LISTEN_ONLY != 0,
             };
             let opened = c.connected()?.open_port_with(channel, &config)?;
             let handle = opened.handle;
@@ -428,11 +445,12 @@ pub unsafe extern "C" fn fh_flush(client: *mut fh_client) -> c_int {
 /// SocketCAN's `CAN_RAW_FILTER` semantics: a frame is received when any
 /// filter passes it; `count` 0 receives nothing but error frames; the
 /// single filter `{0, 0}` receives everything (the state of a new port).
-/// Inverted filters (`CAN_INV_FILTER` in `can_id`) are not supported. Frames
-/// already received into the client's queue are not filtered again.
+/// A filter with `CAN_INV_FILTER` in `can_id` is inverted: it passes the
+/// frames it does not match. Frames already received into the client's
+/// queue are not filtered again.
 ///
 /// Errors: `FH_ERR_INVALID_ARGUMENT` (NULL with `count` > 0, more than
-/// `FH_MAX_FILTERS`, an inverted filter), `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_NOT_CONNECTED`.
+/// `FH_MAX_FILTERS`), `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_NOT_CONNECTED`.
 ///
 /// # Safety
 /// `client` is a live handle; `filters` points to `count` filters (may be
@@ -458,20 +476,14 @@ pub unsafe extern "C" fn fh_set_filters(
                 // SAFETY: non-NULL, and `count` elements by the caller's contract.
                 _ => std::slice::from_raw_parts(filters, count),
             };
-            if let Some(inverted) = given.iter().find(|f| f.can_id & FH_CAN_ERR_FLAG != 0) {
-                return Err(Failure::invalid_argument(format!(
-                    "filter can_id 0x{:08X} has CAN_INV_FILTER set; inverted filters are not supported",
-                    inverted.can_id
-                )));
-            }
             let client = c.connected()?;
             let open = c.port(port)?;
-            // A filter with mask 0 passes every frame, so the set is no filter at all.
-            if given.iter().any(|f| f.can_mask == 0) {
+            let set: Vec<Filter> = given.iter().map(|f| Filter { can_id: f.can_id, can_mask: f.can_mask }).collect();
+            // A plain filter comparing no bit passes every frame, so the set
+            // is no filter at all.
+            if set.iter().any(|f| !f.is_inverted() && f.can_mask & !CAN_INV_FILTER == 0) {
                 client.set_filters(&open, None)?;
             } else {
-                let set: Vec<Filter> =
-                    given.iter().map(|f| Filter { can_id: f.can_id, can_mask: f.can_mask }).collect();
                 client.set_filters(&open, Some(&set))?;
             }
             Ok(())
@@ -529,7 +541,7 @@ pub unsafe extern "C" fn fh_port_get_status(
                 port_id: open.port_id,
                 channel_id: open.channel_id,
                 port,
-                reserved: 0,
+                flags: if client.channel_fd(&open) { FH_STATUS_CHANNEL_FD } else { 0 },
                 rx_dropped: client.rx_dropped(&open),
             };
             // SAFETY: `filled` is at most the caller's declared size and at

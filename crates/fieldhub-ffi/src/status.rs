@@ -147,6 +147,7 @@ impl From<ClientError> for Failure {
                 FH_ERR_TIMEOUT
             }
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
+            ClientError::FrameNotAllowed { .. } => FH_ERR_INVALID_FRAME,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
         };
         Self::new(status, error.to_string())

@@ -109,6 +109,12 @@ pub struct HubSection {
     /// working directory; default `recordings`, created on first use.
     #[serde(default = "default_recordings_dir")]
     pub recordings_dir: PathBuf,
+    /// Slots of each shared-memory client's receive ring (128 bytes each,
+    /// about three classic frames or one 64-byte CAN FD frame a slot): how
+    /// large a burst a client that is not reading survives before its ports'
+    /// overflow policy applies. A power of two from 4096 to 1048576.
+    #[serde(default = "default_shm_ring_slots")]
+    pub shm_ring_slots: u32,
 }
 
 impl Default for HubSection {
@@ -121,8 +127,13 @@ impl Default for HubSection {
             busy_poll: false,
             ivshmem: Vec::new(),
             recordings_dir: default_recordings_dir(),
+            shm_ring_slots: default_shm_ring_slots(),
         }
     }
+}
+
+fn default_shm_ring_slots() -> u32 {
+    fieldhub_shm::layout::TO_CLIENT_SLOTS
 }
 
 fn default_recordings_dir() -> PathBuf {
@@ -426,6 +437,8 @@ impl HubConfig {
         if let Some(name) = &self.hub.shm {
             fieldhub_shm::socket::check_name(name).map_err(|m| invalid("hub.shm".into(), m))?;
         }
+        fieldhub_shm::layout::check_ring_slots(self.hub.shm_ring_slots)
+            .map_err(|m| invalid("hub.shm_ring_slots".into(), m))?;
         for path in &self.hub.ivshmem {
             check_region_path(path).map_err(|m| invalid("hub.ivshmem".into(), format!("{}: {m}", path.display())))?;
         }
@@ -616,6 +629,17 @@ mod tests {
         }
         let config = HubConfig::parse("[hub]\nivshmem = [\"/dev/shm/fieldhub-vm0\"]\n[[channel]]\nname = \"a\"\n", "t");
         assert_eq!(config.unwrap().hub.ivshmem, [PathBuf::from("/dev/shm/fieldhub-vm0")]);
+    }
+
+    #[test]
+    fn an_shm_ring_size_that_is_no_power_of_two_in_range_is_refused() {
+        for slots in [0, 2048, 5000, 1 << 21] {
+            let text = format!("[hub]\nshm_ring_slots = {slots}\n[[channel]]\nname = \"a\"\n");
+            let err = HubConfig::parse(&text, "t").unwrap_err().to_string();
+            assert!(err.contains("hub.shm_ring_slots") && err.contains("power of two from 4096 to 1048576"), "{err}");
+        }
+        let config = HubConfig::parse("[hub]\nshm_ring_slots = 65536\n[[channel]]\nname = \"a\"\n", "t");
+        assert_eq!(config.unwrap().hub.shm_ring_slots, 65536);
     }
 
     #[test]

@@ -51,7 +51,6 @@ pub mod slots;
 pub mod transport;
 pub mod tx_queue;
 
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -64,7 +63,7 @@ use session::Sessions;
 use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
 use transport::reactor::{Listening, Reactor, ReactorHandle};
-use transport::shm::ShmListener;
+use transport::shm::{ShmListener, ShmService};
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
@@ -161,12 +160,12 @@ impl Hub {
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
         let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();
-        let shm_bell: Option<Arc<OwnedFd>> = shm.map(|listener| {
+        let shm_service = shm.map(|listener| {
             let (listener, path) = listener.into_parts();
             listening.push(Listening::Shm(listener, path));
-            Arc::new(bell_fd)
+            Arc::new(ShmService { bell: bell_fd, ring_slots: config.hub.shm_ring_slots })
         });
-        let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_bell)
+        let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_service)
             .map_err(|error| StartError::Thread { what: "reactor", error })?;
         hub.reactor = Some((handle, spawn("fh-reactor", "reactor", move || reactor.run())?));
         if !ivshmem.is_empty() {

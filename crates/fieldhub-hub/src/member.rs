@@ -5,11 +5,15 @@
 //! client as `RX_OVERFLOW`). A port opened with `BLOCK_ON_OVERFLOW` is kept
 //! from overflowing by its channel instead, which holds its next frame while
 //! such a port has no room ([`Member::lacks_room`]).
+//!
+//! A port is a SocketCAN socket in what it takes: CAN FD frames only when
+//! opened with `FD`, nothing from a `LISTEN_ONLY` port (`spec/protocol.md`
+//! 6.7). Frames a port never asked for are skipped, not counted as drops.
 
 use std::sync::Arc;
 
 use fieldhub_proto::wire::PortOptions;
-use fieldhub_proto::{Frame, FrameMeta};
+use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
 use crate::confinement::ErrorCounters;
 use crate::credit::TxCredit;
@@ -63,6 +67,10 @@ pub struct Member {
     /// Bus time before which a controller whose last attempt failed does not
     /// try again (the failed frame and the error frame occupy the bus).
     pub retry_at: u64,
+    /// Whether CAN FD frames are delivered to this port (its `FD` option).
+    takes_fd: bool,
+    /// A listen-only controller: never transmits, never acknowledges.
+    pub listen_only: bool,
 }
 
 impl Member {
@@ -79,6 +87,8 @@ impl Member {
         Self {
             receiver: Receiver::Client { outbox, options },
             credit: Some(credit),
+            takes_fd: options.contains(PortOptions::FD),
+            listen_only: options.contains(PortOptions::LISTEN_ONLY),
             ..Self::base(client, port, port_id, tx)
         }
     }
@@ -104,6 +114,24 @@ impl Member {
             segment: 0,
             errors: ErrorCounters::default(),
             retry_at: 0,
+            takes_fd: true,
+            listen_only: false,
+        }
+    }
+
+    /// Whether CAN FD frames are delivered to this port.
+    pub fn takes_fd(&self) -> bool {
+        self.takes_fd
+    }
+
+    /// Why this port may not send `frame`, if it may not.
+    pub fn refuses_to_send(&self, frame: &Frame) -> Option<&'static str> {
+        if self.listen_only {
+            Some("is listen-only and never transmits")
+        } else if !self.takes_fd && frame.kind() == FrameKind::CanFd {
+            Some("was opened without FD and cannot send CAN FD frames (open it with the FD option)")
+        } else {
+            None
         }
     }
 
@@ -165,6 +193,9 @@ impl Member {
     /// rule's duplicates, an error frame). Returns false if it was dropped.
     pub fn deliver(&mut self, frame: Frame, meta: FrameMeta) -> bool {
         let Receiver::Client { outbox, .. } = &self.receiver else { return false };
+        if !self.takes_fd && frame.kind() == FrameKind::CanFd {
+            return false;
+        }
         // Report drops only when the frame will fit behind the report: a
         // report per refused frame would fill the reply reserve.
         if self.unreported_drops > 0 && outbox.has_frame_room() {

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode, ErrorReport, Message, Packer};
+use fieldhub_proto::wire::{self, BatchEncoder, ChannelFlags, ErrorCode, ErrorReport, Message, Packer};
 use fieldhub_proto::{Frame, FrameMeta};
 
 use crate::inbox::BusWake;
@@ -52,6 +52,7 @@ pub enum Outbound {
         port: u16,
         channel_id: u16,
         port_id: u32,
+        channel_flags: ChannelFlags,
     },
     PortClosed {
         port: u16,
@@ -91,8 +92,8 @@ impl Outbound {
         Wire::Message(match self {
             Outbound::Frame { port, frame, meta } => return Wire::Frame(*port, frame, meta),
             &Outbound::RxOverflow { port, dropped } => Message::RxOverflow(wire::RxOverflow { port, dropped }),
-            &Outbound::PortOpened { request, port, channel_id, port_id } => {
-                Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id })
+            &Outbound::PortOpened { request, port, channel_id, port_id, channel_flags } => {
+                Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id, channel_flags })
             }
             &Outbound::PortClosed { port } => Message::PortClosed { port },
             &Outbound::Pong { nonce } => Message::Pong { nonce },

@@ -49,6 +49,23 @@ bitflags::bitflags! {
         /// When this port's receive queue is full, hold the channel until it
         /// has room instead of dropping (and counting) frames for this port.
         const BLOCK_ON_OVERFLOW = 0x2;
+        /// The port takes CAN FD frames (SocketCAN `CAN_RAW_FD_FRAMES`):
+        /// without it the hub delivers no CAN FD frame to the port and
+        /// refuses CAN FD frames from it.
+        const FD = 0x4;
+        /// A controller in listen-only mode: the port receives but never
+        /// transmits or acknowledges; frames sent from it are refused.
+        const LISTEN_ONLY = 0x8;
+    }
+}
+
+bitflags::bitflags! {
+    /// What the port's channel is (`PORT_OPENED.channel_flags`). Bits a
+    /// client does not know are ignored, so a hub may add capabilities.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ChannelFlags: u8 {
+        /// The channel carries CAN FD frames (`protocol = "canfd"`).
+        const CANFD = 0x1;
     }
 }
 
@@ -265,6 +282,9 @@ pub struct PortOpened {
     pub channel_id: u16,
     /// Hub-wide port id (as in [`FrameMeta::sender`]).
     pub port_id: u32,
+    /// What the channel carries, so a client refuses a frame the channel
+    /// cannot take when it is sent, not later.
+    pub channel_flags: ChannelFlags,
 }
 
 /// `RX_OVERFLOW`: frames for `port` were dropped because its receive queue
@@ -520,7 +540,14 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
         }
         msg::PORT_OPENED => {
             let mut r = Reader::new(payload, "PORT_OPENED");
-            let opened = PortOpened { request: r.u32()?, port: r.u16()?, channel_id: r.u16()?, port_id: r.u32()? };
+            let opened = PortOpened {
+                request: r.u32()?,
+                port: r.u16()?,
+                channel_id: r.u16()?,
+                port_id: r.u32()?,
+                // Kept as sent, unknown bits too: a client ignores them.
+                channel_flags: ChannelFlags::from_bits_retain(r.u8()?),
+            };
             r.finish()?;
             Message::PortOpened(opened)
         }
@@ -731,6 +758,7 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             out.extend_from_slice(&p.port.to_le_bytes());
             out.extend_from_slice(&p.channel_id.to_le_bytes());
             out.extend_from_slice(&p.port_id.to_le_bytes());
+            out.push(p.channel_flags.bits());
             end(out, s);
         }
         Message::ClosePort { port } | Message::PortClosed { port } => {
@@ -957,7 +985,13 @@ mod tests {
             channel: "can0",
             port_name: "ecu.a",
         }));
-        roundtrip(Message::PortOpened(PortOpened { request: 3, port: 1, channel_id: 0, port_id: 9 }));
+        roundtrip(Message::PortOpened(PortOpened {
+            request: 3,
+            port: 1,
+            channel_id: 0,
+            port_id: 9,
+            channel_flags: ChannelFlags::CANFD,
+        }));
         roundtrip(Message::ClosePort { port: 1 });
         roundtrip(Message::PortClosed { port: 1 });
         roundtrip(Message::RxOverflow(RxOverflow { port: 1, dropped: 12 }));

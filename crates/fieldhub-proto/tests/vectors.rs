@@ -131,6 +131,8 @@ fn to_json(message: &Message<'_>) -> Value {
             let options: Vec<&str> = [
                 (wire::PortOptions::RECEIVE_OWN, "receive_own"),
                 (wire::PortOptions::BLOCK_ON_OVERFLOW, "block_on_overflow"),
+                (wire::PortOptions::FD, "fd"),
+                (wire::PortOptions::LISTEN_ONLY, "listen_only"),
             ]
             .into_iter()
             .filter(|&(bit, _)| o.options.contains(bit))
@@ -138,9 +140,17 @@ fn to_json(message: &Message<'_>) -> Value {
             .collect();
             json!({"type": "open_port", "request": o.request, "options": options, "channel": o.channel, "port_name": o.port_name})
         }
-        Message::PortOpened(p) => json!({
-            "type": "port_opened", "request": p.request, "port": p.port, "channel_id": p.channel_id, "port_id": p.port_id,
-        }),
+        Message::PortOpened(p) => {
+            let channel_flags: Vec<&str> = [(wire::ChannelFlags::CANFD, "canfd")]
+                .into_iter()
+                .filter(|&(bit, _)| p.channel_flags.contains(bit))
+                .map(|(_, name)| name)
+                .collect();
+            json!({
+                "type": "port_opened", "request": p.request, "port": p.port, "channel_id": p.channel_id,
+                "port_id": p.port_id, "channel_flags": channel_flags,
+            })
+        }
         Message::ClosePort { port } => json!({"type": "close_port", "port": port}),
         Message::PortClosed { port } => json!({"type": "port_closed", "port": port}),
         Message::Frames(batch) => {

@@ -48,8 +48,12 @@ pub const BELL_ARMED: usize = 4;
 
 /// Slots of the client-to-hub ring in segments this hub creates.
 pub const TO_HUB_SLOTS: u32 = 4096;
-/// Slots of the hub-to-client ring in segments this hub creates.
-pub const TO_CLIENT_SLOTS: u32 = 8192;
+/// Slots of the hub-to-client ring in segments this hub creates unless
+/// configured otherwise (4 MiB): the receive buffer of a shared-memory
+/// client, about 90,000 classic frames (batched, three to a slot) — more
+/// than a stream client's receive queue holds, so a receiver that keeps up
+/// on average survives the same bursts over either.
+pub const TO_CLIENT_SLOTS: u32 = 32768;
 /// Fewest slots a ring may have: it must hold the largest message
 /// (`MAX_MESSAGE_LEN` plus its length prefix), rounded up to a power of two.
 pub const MIN_SLOTS: u32 = ((MAX_MESSAGE_LEN as usize + 4).div_ceil(SLOT_SIZE)).next_power_of_two() as u32;
@@ -62,6 +66,16 @@ pub const MAX_SLOTS: u32 = 1 << 20;
 const _: () = assert!(4 + 4 + 32 + 64 <= SLOT_SIZE);
 const _: () = assert!((MAX_MESSAGE_LEN as usize + 4).div_ceil(SLOT_SIZE) <= MIN_SLOTS as usize);
 const _: () = assert!(MIN_SLOTS <= TO_HUB_SLOTS && MIN_SLOTS <= TO_CLIENT_SLOTS);
+
+/// Whether `slots` may size a ring: a power of two from [`MIN_SLOTS`] to
+/// [`MAX_SLOTS`] (section 2.1 of `spec/shm.md`).
+pub fn check_ring_slots(slots: u32) -> Result<(), String> {
+    if slots.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots) {
+        Ok(())
+    } else {
+        Err(format!("{slots} slots: a ring has a power of two from {MIN_SLOTS} to {MAX_SLOTS} slots"))
+    }
+}
 
 /// The fields of a client segment's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,16 +175,23 @@ fn check_common(bytes: &[u8], magic: [u8; 4], reserved_from: usize) -> Result<()
 }
 
 impl SegmentHeader {
-    /// The layout this hub creates for `client_id`.
+    /// The layout this hub creates for `client_id` by default.
     pub fn standard(client_id: u32) -> Self {
+        Self::with_to_client_slots(client_id, TO_CLIENT_SLOTS)
+    }
+
+    /// The layout this hub creates for `client_id` with a to-client ring of
+    /// `to_client_slots` (a power of two in `MIN_SLOTS..=MAX_SLOTS`, as
+    /// [`check_ring_slots`] tells).
+    pub fn with_to_client_slots(client_id: u32, to_client_slots: u32) -> Self {
         let to_hub_offset = PAGE as u32;
         let to_client_offset = to_hub_offset + TO_HUB_SLOTS * SLOT_SIZE as u32;
         Self {
-            segment_len: to_client_offset + TO_CLIENT_SLOTS * SLOT_SIZE as u32,
+            segment_len: to_client_offset + to_client_slots * SLOT_SIZE as u32,
             to_hub_offset,
             to_hub_slots: TO_HUB_SLOTS,
             to_client_offset,
-            to_client_slots: TO_CLIENT_SLOTS,
+            to_client_slots,
             client_id,
         }
     }
@@ -261,12 +282,18 @@ pub const REGION_CLIENT_BEAT: usize = 0x140;
 /// the region page.
 pub const REGION_SEGMENT_OFFSET: u32 = PAGE as u32;
 /// Bytes of the regions this hub creates (QEMU wants a power of two): the
-/// region page and a standard client segment fit in half of it.
+/// region page and a region's client segment fit in half of it.
 pub const REGION_LEN: u32 = 4 << 20;
+/// Slots of the to-client ring of a region's client segment (one guest's
+/// receive buffer; a region is sized for it).
+pub const REGION_TO_CLIENT_SLOTS: u32 = 8192;
 /// Fewest bytes a region may have: the region page and one page.
 pub const MIN_REGION_LEN: u32 = 2 * PAGE as u32;
 
-const _: () = assert!(REGION_SEGMENT_OFFSET as usize + 1576960 <= REGION_LEN as usize);
+const _: () = assert!(
+    REGION_SEGMENT_OFFSET as usize + PAGE + (TO_HUB_SLOTS + REGION_TO_CLIENT_SLOTS) as usize * SLOT_SIZE
+        <= REGION_LEN as usize / 2
+);
 
 /// The fields of an ivshmem region's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,10 +363,10 @@ mod tests {
     }
 
     #[test]
-    fn standard_region_passes_its_own_checks_and_holds_a_standard_segment() {
+    fn standard_region_passes_its_own_checks_and_holds_a_region_segment() {
         let header = RegionHeader::standard(REGION_LEN);
         assert_eq!(RegionHeader::parse(&header.encode()), Ok(header));
-        let segment = SegmentHeader::standard(1);
+        let segment = SegmentHeader::with_to_client_slots(1, REGION_TO_CLIENT_SLOTS);
         assert!(u64::from(header.segment_offset) + u64::from(segment.segment_len) <= u64::from(REGION_LEN));
     }
 

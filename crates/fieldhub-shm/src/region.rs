@@ -252,7 +252,8 @@ mod tests {
         let path = temp_path("roundtrip");
         let _ = std::fs::remove_file(&path);
         let hub = Region::create(&path).unwrap();
-        let segment = hub.reset_segment(SegmentHeader::standard(5)).unwrap();
+        let segment =
+            hub.reset_segment(SegmentHeader::with_to_client_slots(5, layout::REGION_TO_CLIENT_SLOTS)).unwrap();
         hub.generation().store(42, Ordering::Release);
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), u64::from(REGION_LEN));

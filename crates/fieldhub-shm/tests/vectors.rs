@@ -97,3 +97,16 @@ fn the_standard_region_is_the_first_region_vector() {
     assert_eq!(standard["name"], "standard_region");
     assert_eq!(hex::encode(RegionHeader::standard(REGION_LEN).encode()), standard["hex"].as_str().unwrap());
 }
+
+#[test]
+fn the_layouts_this_hub_creates_are_the_ones_the_vectors_pin() {
+    let file = vector_files().into_iter().find(|f| f.ends_with("header.json")).expect("header.json");
+    let root: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let hex_of = |name: &str| {
+        let vector = root["vectors"].as_array().unwrap().iter().find(|v| v["name"] == name);
+        hex::decode(vector.unwrap_or_else(|| panic!("no vector {name}"))["hex"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(SegmentHeader::standard(7).encode().as_slice(), hex_of("standard_layout"));
+    let region = SegmentHeader::with_to_client_slots(7, fieldhub_shm::layout::REGION_TO_CLIENT_SLOTS);
+    assert_eq!(region.encode().as_slice(), hex_of("region_layout"));
+}

@@ -102,7 +102,9 @@ impl Bridge {
         let name = format!("bridge-{}", self.config.interface);
         let options = ClientOptions { name, token: self.config.token.clone(), ..ClientOptions::default() };
         let client = Client::connect_with(&self.config.hub, &options)?;
-        let port_config = PortConfig { name: self.config.port.clone(), receive_own: false, block_on_overflow: false };
+        // The interface decides what it carries: take CAN FD frames whenever the
+        // channel has them, as candump does.
+        let port_config = PortConfig { name: self.config.port.clone(), fd: true, ..PortConfig::default() };
         let port = client.open_port_with(&self.config.channel, &port_config)?;
         Ok((client, port))
     }

@@ -200,9 +200,9 @@ fn unique() -> u64 {
 }
 
 /// A port config that holds its channel rather than drop when this receiver lags,
-/// so order tests can demand every frame.
+/// so order tests can demand every frame — CAN FD frames included.
 pub fn lossless() -> PortConfig {
-    PortConfig { block_on_overflow: true, ..Default::default() }
+    PortConfig { block_on_overflow: true, fd: true, ..Default::default() }
 }
 
 /// A classic frame carrying `(sender, counter)` as its payload.
@@ -514,6 +514,19 @@ impl RawStream {
                 other => panic!("expected PORT_OPENED, got {other:?}"),
             }
         }
+    }
+
+    /// One `FRAMES` message of `frames` from port `port`, as a client that
+    /// checks nothing itself would send it.
+    pub fn send_frames(&mut self, port: u16, frames: &[Frame]) {
+        use std::io::Write;
+        let mut bytes = Vec::new();
+        let mut batch = fieldhub_proto::wire::BatchEncoder::begin(&mut bytes);
+        for frame in frames {
+            batch.push(&mut bytes, port, frame, &fieldhub_proto::FrameMeta::default());
+        }
+        batch.finish(&mut bytes);
+        self.stream.write_all(&bytes).expect("write to the hub");
     }
 
     /// The next message body, or `None` once the hub has closed the stream.

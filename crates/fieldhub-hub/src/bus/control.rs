@@ -104,6 +104,8 @@ impl Bus {
             "channel": self.channels[channel].name(),
             "plugged": member.plugged,
             "segment": member.segment,
+            "fd": member.takes_fd(),
+            "listen_only": member.listen_only,
             "tx_frames": member.counters.tx_frames,
             "rx_frames": member.counters.rx_frames,
             "rx_dropped": member.counters.rx_dropped,
@@ -284,7 +286,9 @@ impl Bus {
                 }
             }
             // Request 0: not an answer but the news that the port moved.
-            let moved = Outbound::PortOpened { request: 0, port: handle, channel_id: target as u16, port_id };
+            let channel_flags = self.channels[target].flags();
+            let moved =
+                Outbound::PortOpened { request: 0, port: handle, channel_id: target as u16, port_id, channel_flags };
             self.reply(client_id, moved);
         } else {
             self.channels[current].members[at].plugged = true;

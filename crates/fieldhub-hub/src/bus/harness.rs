@@ -103,6 +103,11 @@ impl Harness {
         self.bus.apply(request)
     }
 
+    /// Everything queued for `client` so far: frames, replies, errors.
+    pub fn items(&self, client: &TestClient) -> Vec<Outbound> {
+        client.outbox.drain()
+    }
+
     /// Every frame delivered to `client` so far, with its metadata.
     pub fn frames(&self, client: &TestClient) -> Vec<(Frame, FrameMeta)> {
         client

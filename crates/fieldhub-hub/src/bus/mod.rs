@@ -39,6 +39,8 @@ mod control;
 #[cfg(test)]
 mod harness;
 mod intakes;
+#[cfg(test)]
+mod port_modes_tests;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 
 /// Requests handled per wake-up before the channels are served, so a flood
@@ -406,6 +408,13 @@ impl Bus {
         let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) else {
             return client.credit.release();
         };
+        if let Some(why) = member.refuses_to_send(&frame) {
+            client.credit.release();
+            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+            let text = format!("port '{name}' {why}; the frame {frame:?} was not sent");
+            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
+            return self.reply(client_id, error);
+        }
         if !member.plugged {
             // Like a node whose cable is pulled: the frame goes nowhere.
             member.counters.tx_dropped += 1;
@@ -591,7 +600,8 @@ impl Bus {
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
-        self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id });
+        let channel_flags = self.channels[channel_id as usize].flags();
+        self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id, channel_flags });
     }
 
     fn on_close_port(&mut self, client_id: ClientId, port: u16) {

@@ -29,10 +29,11 @@ mod tests;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use fieldhub_proto::wire::ChannelFlags;
 use fieldhub_proto::Frame;
 
 use crate::bus_load::BusLoad;
-use crate::config::{ChannelConfig, Timing};
+use crate::config::{ChannelConfig, Protocol, Timing};
 use crate::fault::FaultRule;
 use crate::id_counter::IdCounter;
 use crate::member::Member;
@@ -120,6 +121,14 @@ impl Channel {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// What the channel carries, as `PORT_OPENED` tells a client.
+    pub fn flags(&self) -> ChannelFlags {
+        match self.config.protocol {
+            Protocol::Canfd => ChannelFlags::CANFD,
+            Protocol::Can => ChannelFlags::empty(),
+        }
     }
 
     /// Decide and transmit everything that may go by bus time `now_ns`.

@@ -253,6 +253,7 @@ impl Channel {
             i != sender_index
                 && m.plugged
                 && m.is_client()
+                && !m.listen_only
                 && m.segment == sender.segment
                 && m.errors.bus_off_until.is_none()
         })

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::MAX_HELLO_LEN;
 use fieldhub_proto::wire::ErrorCode;
+use fieldhub_shm::layout::REGION_TO_CLIENT_SLOTS;
 use fieldhub_shm::region::{CreateError, BEAT_INTERVAL, BEAT_TIMEOUT};
 use fieldhub_shm::ring::slots_for;
 use fieldhub_shm::{Backoff, ClientSegment, Consumer, Producer, Region, SegmentHeader};
@@ -220,7 +221,7 @@ impl Served {
     fn grant(&self, sessions: &Arc<Sessions>, nonce: u32) -> State {
         let slot = sessions.admit("ivshmem", format!("ivshmem:{}", self.path.display()));
         let client = slot.as_ref().map_or(0, ClientSlot::id);
-        match self.region.reset_segment(SegmentHeader::standard(client)) {
+        match self.region.reset_segment(SegmentHeader::with_to_client_slots(client, REGION_TO_CLIENT_SLOTS)) {
             Ok(segment) => {
                 // SYNC POINT with the client's Acquire load of `granted`: the
                 // reset segment (header, zeroed indices) is visible to it.

@@ -30,7 +30,7 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +44,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::warn;
 
-use super::shm::{open_session, ShmLink};
+use super::shm::{open_session, ShmLink, ShmService};
 use crate::control::http::{looks_like_http, ControlServer};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::Inbound;
@@ -232,8 +232,8 @@ pub struct Reactor {
     stop: Arc<AtomicBool>,
     sessions: Arc<Sessions>,
     control: Option<Arc<ControlServer>>,
-    /// The hub's bell segment, passed to every shared-memory client.
-    shm_bell: Option<Arc<OwnedFd>>,
+    /// What every shared-memory session gets: the bell, the ring size.
+    shm: Option<Arc<ShmService>>,
     /// Handshake deadlines in accept order (all equal timeouts: sorted).
     deadlines: VecDeque<(Instant, usize, u64)>,
     next_serial: u64,
@@ -243,12 +243,12 @@ pub struct Reactor {
 
 impl Reactor {
     /// A reactor for `listeners`; TCP connections that speak HTTP go to
-    /// `control`, shared-memory clients get `shm_bell`.
+    /// `control`, shared-memory sessions are opened with `shm`.
     pub fn new(
         listeners: Vec<Listening>,
         sessions: Arc<Sessions>,
         control: Option<Arc<ControlServer>>,
-        shm_bell: Option<Arc<OwnedFd>>,
+        shm: Option<Arc<ShmService>>,
     ) -> std::io::Result<(Self, ReactorHandle)> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
@@ -281,7 +281,7 @@ impl Reactor {
             stop,
             sessions,
             control,
-            shm_bell,
+            shm,
             deadlines: VecDeque::new(),
             next_serial: 0,
             spare: Vec::with_capacity(READ_CHUNK),
@@ -478,9 +478,9 @@ impl Reactor {
 
     fn pump_buffered(&mut self, index: usize) {
         loop {
-            let Reactor { conns, notice, shm_bell, control, .. } = self;
+            let Reactor { conns, notice, shm, control, .. } = self;
             let Some(conn) = conns.get_mut(index) else { return };
-            let paused = match process(conn, index, notice, shm_bell.as_deref(), control.is_some()) {
+            let paused = match process(conn, index, notice, shm.as_deref(), control.is_some()) {
                 Flow::Continue => false,
                 Flow::Paused => true,
                 Flow::Close(reason) => return self.close(index, reason),
@@ -573,12 +573,12 @@ impl Reactor {
 }
 
 /// Act on the input buffered for connection `index`.
-fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, bell: Option<&OwnedFd>, http: bool) -> Flow {
+fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, service: Option<&ShmService>, http: bool) -> Flow {
     match &mut conn.phase {
         Phase::Sniff => sniff(conn, http),
         Phase::Hello { shm } => {
             let shm = *shm;
-            hello(conn, shm, index, notice, bell)
+            hello(conn, shm, index, notice, service)
         }
         Phase::Stream(_) => forward(conn),
         Phase::Shm(_) => {
@@ -695,7 +695,7 @@ fn next_message(conn: &Conn, max: u32) -> Result<Option<(usize, usize)>, DecodeE
 }
 
 /// Handle the client's `HELLO` once it is in the buffer.
-fn hello(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, bell: Option<&OwnedFd>) -> Flow {
+fn hello(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, service: Option<&ShmService>) -> Flow {
     let (body, end) = match next_message(conn, MAX_HELLO_LEN) {
         Ok(Some(range)) => range,
         Ok(None) => return Flow::Continue,
@@ -718,10 +718,10 @@ fn hello(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, bell: O
         return Flow::Continue;
     }
     if shm {
-        let (Socket::Unix(socket), Some(bell)) = (&conn.socket, bell) else {
+        let (Socket::Unix(socket), Some(service)) = (&conn.socket, service) else {
             return Flow::Close("no shared memory served".into());
         };
-        return match open_session(&mut conn.slot, socket, bell) {
+        return match open_session(&mut conn.slot, socket, service) {
             Ok(link) => {
                 conn.phase = Phase::Shm(Arc::downgrade(&link));
                 Flow::Continue

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode};
 use fieldhub_proto::{Frame, FrameMeta};
-use fieldhub_shm::layout::{SLOT_SIZE, TO_CLIENT_SLOTS};
+use fieldhub_shm::layout::SLOT_SIZE;
 use fieldhub_shm::ring::{slots_for, RingRef};
 use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
 use tracing::warn;
@@ -43,10 +43,13 @@ use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
 /// message (a `STATS` document of `MAX_MESSAGE_LEN`, 2049 slots) plus room
 /// for a few hundred small replies.
 pub const CONTROL_RESERVE_SLOTS: u32 = 2304;
-/// Slots of a to-client ring frames may fill: the receive buffer of a
-/// shared-memory port before its overflow policy applies (at most one slot
-/// a frame; batched, about three classic frames share one).
-pub const FRAME_SHARE_SLOTS: u32 = TO_CLIENT_SLOTS - CONTROL_RESERVE_SLOTS;
+/// The hub's shared-memory service: what every session it opens gets.
+pub struct ShmService {
+    /// The hub's bell segment, passed to every client.
+    pub bell: OwnedFd,
+    /// Slots of each client's to-client ring (`[hub] shm_ring_slots`).
+    pub ring_slots: u32,
+}
 /// Messages the bus takes from one client's ring per round, so one busy
 /// client cannot starve the others or postpone the channels' service.
 pub const PEER_BUDGET: usize = 256;
@@ -96,8 +99,14 @@ impl ShmListener {
 /// and send `WELCOME` with the segment and the hub's bell segment
 /// (`SCM_RIGHTS`). Returns the link, which the caller ends when the session
 /// socket ends.
-pub fn open_session(slot: &mut ClientSlot, socket: &UnixStream, bell: &OwnedFd) -> Result<Arc<ShmLink>, Violation> {
-    let (segment, segment_fd) = ClientSegment::create(SegmentHeader::standard(slot.id())).map_err(|e| {
+pub fn open_session(
+    slot: &mut ClientSlot,
+    socket: &UnixStream,
+    service: &ShmService,
+) -> Result<Arc<ShmLink>, Violation> {
+    let bell = &service.bell;
+    let header = SegmentHeader::with_to_client_slots(slot.id(), service.ring_slots);
+    let (segment, segment_fd) = ClientSegment::create(header).map_err(|e| {
         Violation::new(ErrorCode::Internal, format!("the hub cannot create a shared-memory segment: {e}"))
     })?;
     let socket_handle =
@@ -130,6 +139,11 @@ pub struct ShmLink {
     /// Taken only by the bus thread (the ring's single producer); it exists
     /// so `Outbox` stays `Clone + Sync`, and is never contended.
     to_client: Mutex<ToClient>,
+    /// Slots of the to-client ring frames may fill: the client's receive
+    /// buffer before its ports' overflow policy applies (at most one slot a
+    /// frame; batched, about three classic frames share one). The rest is
+    /// kept for replies.
+    frame_share: u32,
     /// Set when the session socket ended: the client is going.
     gone: AtomicBool,
     /// The session socket, shut down when the bus lets go of the client
@@ -200,7 +214,8 @@ impl ShmLink {
             unrung: false,
         };
         let gone = AtomicBool::new(false);
-        Self { segment, to_hub_start: starts.to_hub_tail, to_client: Mutex::new(to_client), gone, socket }
+        let frame_share = segment.header().to_client_slots.saturating_sub(CONTROL_RESERVE_SLOTS);
+        Self { segment, to_hub_start: starts.to_hub_tail, to_client: Mutex::new(to_client), frame_share, gone, socket }
     }
 
     /// The client's segment.
@@ -268,7 +283,7 @@ impl OutboxSink for ShmLink {
         // A record adds at most one slot to the open batch, and a new batch
         // takes one.
         let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
-        out.producer.fits_within(&self.segment.to_client(), open + 1, FRAME_SHARE_SLOTS).unwrap_or(false)
+        out.producer.fits_within(&self.segment.to_client(), open + 1, self.frame_share).unwrap_or(false)
     }
 
     fn is_gone(&self) -> bool {
@@ -298,7 +313,7 @@ impl OutboxSink for ShmLink {
             out.frames.clear();
             BatchEncoder::begin(&mut out.frames)
         });
-        match out.producer.fits_within(&ring, slots_for(out.frames.len() + record), FRAME_SHARE_SLOTS) {
+        match out.producer.fits_within(&ring, slots_for(out.frames.len() + record), self.frame_share) {
             Ok(true) => {
                 batch.push(&mut out.frames, port, frame, meta);
                 Ok(())
@@ -527,7 +542,7 @@ mod tests {
         let mut consumer = Consumer::starting_at(0);
         let seqs: Vec<u64> = published(&link, &mut consumer).iter().flat_map(|m| frame_seqs(m)).collect();
         assert_eq!(seqs, (1..=taken).collect::<Vec<_>>());
-        assert!(taken >= u64::from(FRAME_SHARE_SLOTS), "batches hold at least a frame a slot: {taken}");
+        assert!(taken >= u64::from(link.frame_share), "batches hold at least a frame a slot: {taken}");
         // Replies still fit in the reserve.
         link.try_control(Outbound::Pong { nonce: 1 }).expect("the reserve has room");
         assert!(link.has_frame_room(), "the client took the frames");

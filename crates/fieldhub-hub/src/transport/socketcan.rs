@@ -107,7 +107,9 @@ impl SocketCanPort {
         let open = Inbound::OpenPort {
             client: slot.id(),
             request: 1,
-            options: PortOptions::empty(),
+            // The interface decides what it carries; the channel refuses
+            // CAN FD frames itself when it is classic.
+            options: PortOptions::FD,
             channel: self.channel.clone(),
             port_name: self.port.clone(),
         };
