@@ -1,19 +1,26 @@
 # The Python package (python/): python-can interface, hub control, pytest plugin.
 #
-#   make test-python   create .venv if needed, install the test tools and
-#                      `pip install ./python` into it, run the Python tests.
+#   make wheel         build the package's wheel (abi3: one wheel for CPython
+#                      >= 3.9; manylinux) into target/wheels/
+#   make test-python   build the wheel, install it into a fresh venv with the
+#                      test tools, and run the Python tests there: what a
+#                      user who runs `pip install fieldhub-*.whl` gets.
 #
-# Re-runs are quick: the venv stays, pip skips tools already installed, and
-# the package is built with the venv's maturin (no isolated build
-# environment to set up) into cargo's incremental target directory.
+# .venv holds maturin and the test tools, and the wheel too (for the other
+# parts' tests and for people); it stays between runs, as does pip's cache,
+# so re-runs are quick. The wheel is built by the venv's maturin (no
+# isolated build environment to set up) into cargo's incremental target
+# directory.
 
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
 VENV_PIP := $(VENV)/bin/pip
+WHEEL_DIR := $(CURDIR)/target/wheels
+WHEEL_VENV := $(CURDIR)/target/wheel-venv
 PYTHON_TEST_TOOLS := "maturin>=1.5,<2" "python-can>=4.2" canopen pytest
 
-.PHONY: test-python python-env
+.PHONY: test-python python-env wheel
 
 # Debian's python3 creates venvs only with python3-venv (ensurepip); a
 # failed attempt leaves a venv without pip, hence pip as the target.
@@ -25,12 +32,20 @@ $(VENV_PIP):
 	  echo "test-python: cannot create a venv with $(PYTHON) -m venv; install python3-venv"; exit 1; }
 	$(VENV_PY) -m pip install -q --upgrade pip
 
-python-env: $(VENV_PIP)
+wheel: $(VENV_PIP)
+	$(VENV_PY) -m pip install -q "maturin>=1.5,<2"
+	rm -rf $(WHEEL_DIR)
+	$(VENV)/bin/maturin build --quiet --release --locked -m python/Cargo.toml -o $(WHEEL_DIR)
+
+python-env: wheel
 	$(VENV_PY) -m pip install -q $(PYTHON_TEST_TOOLS)
-	PATH="$(VENV)/bin:$$PATH" $(VENV_PY) -m pip install -q --no-build-isolation ./python
+	$(VENV_PY) -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/fieldhub-*.whl
 
 test-python: python-env
+	rm -rf $(WHEEL_VENV)
+	$(VENV_PY) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q $(WHEEL_DIR)/fieldhub-*.whl canopen pytest
 	# From tests/, so the source tree does not shadow the installed package.
-	cd python/tests && $(VENV)/bin/pytest -q -p no:cacheprovider .
+	cd python/tests && $(WHEEL_VENV)/bin/pytest -q -p no:cacheprovider .
 
 TEST_PARTS += test-python

@@ -66,12 +66,13 @@ fn closing_from_another_thread_wakes_a_send_blocked_on_a_full_queue() {
 #[test]
 fn a_request_that_cannot_be_queued_times_out_and_the_connection_stays_open() {
     let hub = HubProcess::start_with(Some(SLOW), &[]);
-    let options = ClientOptions { name: "sender".into(), timeout: Duration::from_millis(250), ..Default::default() };
+    // Long enough that opening the port never times out on a busy machine.
+    let options = ClientOptions { name: "sender".into(), timeout: Duration::from_secs(2), ..Default::default() };
     let client = Client::connect_with(&hub.url, &options).unwrap();
     let port = client.open_port("slow").unwrap();
     let frame = Frame::can(0x10, false, &[1]).unwrap();
-    // Fill the send queue until a sender is held back for the client's timeout.
-    while client.send_timeout(&port, &frame, Some(options.timeout)).is_ok() {}
+    // Fill the send queue until a sender is held back for a while.
+    while client.send_timeout(&port, &frame, Some(Duration::from_millis(250))).is_ok() {}
     match client.flush() {
         Err(ClientError::RequestQueueFull(t)) => assert_eq!(t, options.timeout),
         other => panic!("a flush behind a full send queue should time out, got {other:?}"),
