@@ -18,7 +18,9 @@ VENV_PY := $(VENV)/bin/python
 VENV_PIP := $(VENV)/bin/pip
 WHEEL_DIR := $(CURDIR)/target/wheels
 WHEEL_VENV := $(CURDIR)/target/wheel-venv
-PYTHON_TEST_TOOLS := "maturin>=1.5,<2" "python-can>=4.2" canopen pytest
+# Real third-party programs the tests run against a hub.
+PYTHON_TEST_PROGRAMS := canopen can-isotp udsoncan cantools
+PYTHON_TEST_TOOLS := "maturin>=1.5,<2" "python-can>=4.2" $(PYTHON_TEST_PROGRAMS) pytest
 
 .PHONY: test-python python-env wheel
 
@@ -44,8 +46,9 @@ python-env: wheel
 test-python: python-env
 	rm -rf $(WHEEL_VENV)
 	$(VENV_PY) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install -q $(WHEEL_DIR)/fieldhub-*.whl canopen pytest
+	$(WHEEL_VENV)/bin/python -m pip install -q $(WHEEL_DIR)/fieldhub-*.whl $(PYTHON_TEST_PROGRAMS) pytest
 	# From tests/, so the source tree does not shadow the installed package.
-	cd python/tests && $(WHEEL_VENV)/bin/pytest -q -p no:cacheprovider .
+	# The C library `make test-c` installed serves the C-beside-Python test.
+	cd python/tests && FIELDHUB_C_PREFIX=$(C_PREFIX) $(WHEEL_VENV)/bin/pytest -q -p no:cacheprovider .
 
 TEST_PARTS += test-python
