@@ -347,6 +347,22 @@ const char *fh_strerror(int status);
 struct fh_client *fh_client_new(void);
 
 /**
+ * End the connection from any thread, also while other threads are blocked
+ * in `fh_recv`, `fh_send`, `fh_flush` or `fh_port_open` on this handle:
+ * frames already queued by `fh_send` are written first (for at most one
+ * second), then every blocked call returns `FH_ERR_CLOSED`, and so does
+ * every later call. The handle stays valid until `fh_client_free`, which
+ * the program calls once no other thread uses it. Closing twice, or a
+ * handle never connected, does nothing more.
+ *
+ * Errors: `FH_ERR_INVALID_ARGUMENT` (NULL).
+ *
+ * # Safety
+ * `client` is NULL or a live handle from `fh_client_new`.
+ */
+int fh_close(struct fh_client *client);
+
+/**
  * Close the connection (frames queued by `fh_send` are written first, for
  * at most one second) and free the handle. NULL is ignored.
  *

@@ -767,6 +767,53 @@ static void test_port_status_counts_overruns_and_respects_struct_size(void) {
     hub_stop(&h);
 }
 
+/* ---- fh_close from another thread ---- */
+
+struct blocked_call {
+    fh_client *client;
+    fh_port port;
+    int rc;
+    uint64_t returned_ms;
+};
+
+static void *receive_forever(void *arg) {
+    struct blocked_call *call = arg;
+    fh_frame f;
+    call->rc = fh_recv(call->client, &f, NULL, -1);
+    call->returned_ms = now_ms();
+    return NULL;
+}
+
+static void test_close_from_another_thread_wakes_a_blocked_receive(void) {
+    hub h;
+    hub_start(&h, NULL, 0, NULL);
+    fh_client *c = connect_client(h.url, "closer");
+    fh_port port = open_port(c, "can0", 0);
+    struct blocked_call call = {c, port, 1, 0};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, receive_forever, &call) == 0, "pthread_create");
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    CHECK(call.rc == 1, "fh_recv returned %d before the close", call.rc);
+    uint64_t closed_at = now_ms();
+    OK(c, fh_close(c));
+    pthread_join(thread, NULL);
+    CHECK(call.rc == FH_ERR_CLOSED, "the blocked fh_recv returned %d, not FH_ERR_CLOSED", call.rc);
+    CHECK(call.returned_ms >= closed_at, "fh_recv returned before the close");
+    /* Every later call says closed; closing again is harmless. */
+    fh_frame f = numbered(1);
+    EXPECT(c, fh_send(c, port, &f, -1), FH_ERR_CLOSED);
+    EXPECT(c, fh_recv(c, &f, NULL, 0), FH_ERR_CLOSED);
+    OK(c, fh_close(c));
+    EXPECT(NULL, fh_close(NULL), FH_ERR_INVALID_ARGUMENT);
+    fh_client_free(c);
+    /* A handle never connected closes too. */
+    fh_client *idle = fh_client_new();
+    OK(idle, fh_close(idle));
+    fh_client_free(idle);
+    hub_stop(&h);
+}
+
 /* ---- CAN FD and listen-only ports, as SocketCAN sockets ---- */
 
 static void test_fd_and_listen_only_ports_follow_socketcan(void) {
@@ -1039,6 +1086,7 @@ static const struct test TESTS[] = {
     {"port_status_counts_overruns_and_respects_struct_size", test_port_status_counts_overruns_and_respects_struct_size},
     {"socketcan_frames_pass_unchanged", test_socketcan_frames_pass_unchanged},
     {"fd_and_listen_only_ports_follow_socketcan", test_fd_and_listen_only_ports_follow_socketcan},
+    {"close_from_another_thread_wakes_a_blocked_receive", test_close_from_another_thread_wakes_a_blocked_receive},
     {"example_ecu_answers_c_and_rust_peers_through_the_hub", test_example_ecu_answers_c_and_rust_peers_through_the_hub},
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
 };

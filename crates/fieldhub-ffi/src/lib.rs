@@ -195,6 +195,31 @@ pub extern "C" fn fh_client_new() -> *mut fh_client {
     catch_unwind(|| Box::into_raw(Box::new(fh_client::new()))).unwrap_or(std::ptr::null_mut())
 }
 
+/// End the connection from any thread, also while other threads are blocked
+/// in `fh_recv`, `fh_send`, `fh_flush` or `fh_port_open` on this handle:
+/// frames already queued by `fh_send` are written first (for at most one
+/// second), then every blocked call returns `FH_ERR_CLOSED`, and so does
+/// every later call. The handle stays valid until `fh_client_free`, which
+/// the program calls once no other thread uses it. Closing twice, or a
+/// handle never connected, does nothing more.
+///
+/// Errors: `FH_ERR_INVALID_ARGUMENT` (NULL).
+///
+/// # Safety
+/// `client` is NULL or a live handle from `fh_client_new`.
+#[no_mangle]
+pub unsafe extern "C" fn fh_close(client: *mut fh_client) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_client(client, |c| {
+            if let Some(connected) = c.client.get() {
+                connected.close();
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Close the connection (frames queued by `fh_send` are written first, for
 /// at most one second) and free the handle. NULL is ignored.
 ///
