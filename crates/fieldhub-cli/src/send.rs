@@ -1,7 +1,9 @@
-//! `fieldhub send`: one frame, like cansend.
+//! `fieldhub send`: one frame, like cansend — but it waits until the frame is
+//! on the bus (or the hub refused it), for at most the client's timeout, and
+//! says why when the frame is still waiting.
 
-use anyhow::Context;
-use fieldhub_client::PortConfig;
+use anyhow::{bail, Context};
+use fieldhub_client::{Client, ClientError, Port, PortConfig};
 use fieldhub_proto::text::parse_cansend;
 
 use crate::HubSelect;
@@ -24,6 +26,41 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     client.send(&port, &frame)?;
     // Wait until the hub has put the frame on the bus, and report if it refused it.
-    client.flush().with_context(|| format!("sending {} on '{}'", args.frame, args.channel))?;
-    Ok(())
+    match client.flush() {
+        Ok(_) => Ok(()),
+        Err(ClientError::Timeout(waited)) => bail!(
+            "{} is queued on '{}' but not on the bus after {} s: {}",
+            args.frame,
+            args.channel,
+            waited.as_secs_f64(),
+            why_waiting(&client, &port)
+        ),
+        Err(e) => Err(e).with_context(|| format!("sending {} on '{}'", args.frame, args.channel)),
+    }
+}
+
+/// What the hub's statistics say about a frame that does not leave `port`.
+fn why_waiting(client: &Client, port: &Port) -> String {
+    let Ok(stats) = client.stats() else {
+        return "the hub does not answer".into();
+    };
+    let Some(me) = stats.ports.iter().find(|p| p.port_id == port.port_id) else {
+        return "the port is gone".into();
+    };
+    let listeners = stats.ports.iter().filter(|p| p.channel == me.channel && p.port_id != me.port_id).count();
+    let controller = match me.error_state.as_str() {
+        "bus_off" => "bus-off".to_owned(),
+        state => format!("error-{state}"),
+    };
+    let state = format!("port '{}' is {controller} (TEC {}) with {} frame(s) waiting", me.name, me.tec, me.tx_pending);
+    if listeners == 0 && me.tec > 0 {
+        format!(
+            "{state}, and no other port is on '{}' to acknowledge it: the channel emulates missing ACKs \
+             (no_ack = true), so a lone sender retransmits, as on a real bus. Start a receiver first \
+             (fieldhub dump {})",
+            me.channel, me.channel
+        )
+    } else {
+        format!("{state}; {listeners} other port(s) on '{}' (a busy timed channel, a rate limit or a lossless receiver that does not read holds it)", me.channel)
+    }
 }

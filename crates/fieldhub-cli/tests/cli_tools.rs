@@ -98,6 +98,19 @@ fn send_reports_bad_frames_and_unknown_channels_clearly() {
 }
 
 #[test]
+fn send_on_a_channel_where_nobody_acknowledges_stops_and_says_why() {
+    let hub = HubProcess::start_with(Some("[[channel]]\nname = \"body\"\nno_ack = true\n"), &[]);
+    let out = fieldhub(&hub, &["send", "body", "123#00"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in
+        ["123#00 is queued on 'body' but not on the bus", "error-passive", "no other port is on 'body'", "no_ack"]
+    {
+        assert!(stderr.contains(needle), "{needle:?} missing from: {stderr}");
+    }
+}
+
+#[test]
 fn fd_frames_travel_on_an_fd_channel() {
     let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
     let watcher = hub.client("watcher");
