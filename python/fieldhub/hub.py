@@ -287,8 +287,9 @@ class Hub:
         ``rewrite_id``, ``hop_limit``."""
         return self.request("POST", "/api/v1/routes", {"from": from_channel, "to": to_channel, **route})
 
-    def unbridge(self, route_id: int) -> Dict[str, Any]:
-        return self.request("DELETE", f"/api/v1/routes/{route_id}")
+    def unbridge(self, route: int) -> Dict[str, Any]:
+        """Remove the route numbered ``route`` (the ``route`` of ``bridge``'s answer)."""
+        return self.request("DELETE", f"/api/v1/routes/{route}")
 
     def add_fault(self, **rule: Any) -> Dict[str, Any]:
         """A fault rule (see docs/control.md): ``channel``, ``at``, ``action``, …"""

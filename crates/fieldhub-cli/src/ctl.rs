@@ -64,8 +64,11 @@ enum Operation {
         #[arg(long, default_value = "1")]
         hop_limit: u8,
     },
-    /// Remove a gateway route by id.
-    Unbridge { id: u32 },
+    /// Remove a gateway route by its number.
+    Unbridge {
+        /// The route's number (`route` in `ctl routes`).
+        route: u32,
+    },
     /// Short a channel: the bus is stuck dominant until `unshort`.
     Short { channel: String },
     /// Clear a short.
@@ -193,7 +196,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                                 "rewrite_id": rewrite_id, "hop_limit": hop_limit });
             ("POST", "/api/v1/routes".to_owned(), Some(route))
         }
-        Operation::Unbridge { id } => ("DELETE", format!("/api/v1/routes/{id}"), None),
+        Operation::Unbridge { route } => ("DELETE", format!("/api/v1/routes/{route}"), None),
         Operation::Short { channel } => ("POST", format!("/api/v1/channels/{channel}/short"), None),
         Operation::Unshort { channel } => ("POST", format!("/api/v1/channels/{channel}/unshort"), None),
         Operation::Force { port, state } => {

@@ -98,7 +98,7 @@ fn bridge_and_unbridge_through_the_api() {
     a.send(0, 20); // id 0x100: routed
     a.send(1, 20); // id 0x101: filtered out
     assert_eq!(tags(&far.heard()), [0]);
-    let id = route["id"].as_u64().unwrap();
+    let id = route["route"].as_u64().unwrap();
     assert_eq!(ok(&hub, "GET", "/api/v1/routes", None)[0]["routed"], 20);
     ok(&hub, "DELETE", &format!("/api/v1/routes/{id}"), None);
     a.send(0, 20);
@@ -192,7 +192,7 @@ fn ctl_command_rewires_and_reports_errors_in_words() {
     let out = ctl(&["bridge", "can1", "can0", "--id", "123"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let route: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((route["id_filter"].as_u64(), route["mask"].as_u64()), (Some(0x123), Some(0x1FFF_FFFF)), "{route}");
+    assert_eq!((route["id"].as_u64(), route["mask"].as_u64()), (Some(0x123), Some(0x1FFF_FFFF)), "{route}");
 }
 
 #[test]

@@ -83,7 +83,7 @@ fn route_cycles_leave_room(cycles: usize) {
     for cycle in 0..cycles {
         let what = format!("cycle {cycle}");
         let added = must(&agent, &hub, &what, "POST", "/api/v1/routes", Some(route.clone()));
-        let id = added["id"].as_u64().unwrap_or_else(|| panic!("{what}: no route id in {added}"));
+        let id = added["route"].as_u64().unwrap_or_else(|| panic!("{what}: no route number in {added}"));
         must(&agent, &hub, &what, "DELETE", &format!("/api/v1/routes/{id}"), None);
     }
     assert_eq!(must(&agent, &hub, "afterwards", "GET", "/api/v1/routes", None), json!([]));
@@ -96,7 +96,7 @@ fn route_cycles_leave_room(cycles: usize) {
     exchange_numbered(&sender, &tx, &receiver, 0x42, 1, 10_000);
     assert_nothing_pending(&receiver);
     let routes = must(&agent, &hub, "afterwards", "GET", "/api/v1/routes", None);
-    assert_eq!(routes[0]["id"], added["id"]);
+    assert_eq!(routes[0]["route"], added["route"]);
     assert_eq!(routes[0]["routed"], 10_000);
 
     // The port id the route sends with (a routed frame's sender) is its

@@ -252,11 +252,14 @@ impl Bus {
             .iter()
             .find(|m| m.port_id == r.port_id)
             .map_or(0, |m| m.counters.tx_dropped);
+        // The fields of the route as it was added (`id` and `mask` select
+        // the identifiers routed, as in the configuration), and `route`: the
+        // number that names it.
         json!({
-            "id": r.id,
+            "route": r.id,
             "from": r.config.from,
             "to": r.config.to,
-            "id_filter": r.config.id,
+            "id": r.config.id,
             "mask": r.config.mask,
             "extended": r.config.extended,
             "rewrite_id": r.config.rewrite_id,
