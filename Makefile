@@ -20,7 +20,7 @@ build:
 	$(CARGO) build --release --locked --workspace
 
 install:
-	$(CARGO) install --locked --path crates/fieldhub-cli
+	$(CARGO) install --locked --profile dist --path crates/fieldhub-cli
 
 test: test-rust $(TEST_PARTS)
 

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use fieldhub_client::{Frame, PortConfig};
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
 
-use crate::HubSelect;
+use crate::{HubSelect, PortSelect};
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
@@ -26,6 +26,8 @@ pub struct DumpArgs {
     /// for it (block_on_overflow) instead of dropping and counting.
     #[arg(long)]
     lossless: bool,
+    #[command(flatten)]
+    port: PortSelect,
     /// Channels, each optionally with acceptance filters as in candump: can0,123:7FF,200:700
     #[arg(required = true, value_name = "CHANNEL[,ID:MASK]...")]
     channels: Vec<String>,
@@ -71,7 +73,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let mut by_port = HashMap::new();
     for (channel, filters) in specs {
         // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
-        let config = PortConfig { block_on_overflow: args.lossless, fd: true, ..PortConfig::default() };
+        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(args.channels.len())? };
         let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
         by_port.insert(port.handle, (channel, filters));
     }

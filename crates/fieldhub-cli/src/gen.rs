@@ -3,12 +3,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{ClientError, Frame, FrameFlags, PortConfig};
+use fieldhub_client::{ClientError, Frame, FrameFlags};
 use fieldhub_proto::frame::{fd_round_up_len, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::text::format_cansend;
 use rand::{Rng, SeedableRng};
 
-use crate::HubSelect;
+use crate::{HubSelect, PortSelect};
 
 #[derive(clap::Args)]
 pub struct GenArgs {
@@ -47,6 +47,8 @@ pub struct GenArgs {
     /// Seed for the random modes, for reproducible traffic.
     #[arg(long)]
     seed: Option<u64>,
+    #[command(flatten)]
+    port: PortSelect,
     /// Channel to send on.
     channel: String,
 }
@@ -93,7 +95,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
 
     let client = args.hub.connect("gen")?;
     let port = client
-        .open_port_with(&args.channel, &PortConfig { fd: true, ..PortConfig::default() })
+        .open_port_with(&args.channel, &args.port.config(1)?)
         .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     let mut rng = match args.seed {
         Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),

@@ -18,7 +18,7 @@ pub struct HubArgs {
     /// Listen address, HOST:PORT or unix:PATH; replaces the configured ones. Repeatable.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
-    /// Token clients must present (required to listen beyond loopback) [env: FIELDHUB_TOKEN].
+    /// Token clients must present (required to listen beyond loopback).
     #[arg(long, env = "FIELDHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Serve local clients over shared memory as shm://NAME (the built-in configuration serves shm://default).

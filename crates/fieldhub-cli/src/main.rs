@@ -52,10 +52,31 @@ enum Command {
     Bridge(bridge::BridgeArgs),
 }
 
+/// `--port NAME`, shared by the tools that open one port.
+#[derive(clap::Args, Clone)]
+pub struct PortSelect {
+    /// Open the port under this name: one the hub's [[port]] tables wire (its rate limit applies), and
+    /// the name `ctl unplug`, `ctl cut` and fault rules use. Default: the hub names it TOOL.N.
+    #[arg(long = "port", value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+impl PortSelect {
+    /// A port of this name on one channel, taking CAN FD frames too (as
+    /// can-utils do); `channels` is how many the tool opens, as a named
+    /// port is one port.
+    pub fn config(&self, channels: usize) -> anyhow::Result<fieldhub_client::PortConfig> {
+        if self.name.is_some() && channels > 1 {
+            anyhow::bail!("--port names one port, but {channels} channels were given; name one channel");
+        }
+        Ok(fieldhub_client::PortConfig { name: self.name.clone(), fd: true, ..Default::default() })
+    }
+}
+
 /// `--hub URL`, shared by every tool that connects to a hub.
 #[derive(clap::Args, Clone)]
 pub struct HubSelect {
-    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]
+    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN.
     #[arg(long = "hub", value_name = "URL")]
     url: Option<String>,
 }

@@ -13,7 +13,7 @@ use fieldhub_client::PortConfig;
 use fieldhub_log::{Direction, Format, Recorder, RecorderOptions};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use crate::HubSelect;
+use crate::{HubSelect, PortSelect};
 
 /// How often an idle recorder looks for a stop signal.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -34,6 +34,8 @@ pub struct RecordArgs {
     /// candump format: append R (received) to each line, as newer candump and python-can do.
     #[arg(long = "direction")]
     mark_direction: bool,
+    #[command(flatten)]
+    port: PortSelect,
     /// Channels to record; in ASC they become channels 1, 2, … in this order.
     #[arg(required = true, value_name = "CHANNEL")]
     channels: Vec<String>,
@@ -64,7 +66,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("record")?;
     // Holding the bus rather than dropping keeps the recording complete
     // when the file is slower than the traffic.
-    let config = PortConfig { block_on_overflow: true, fd: true, ..Default::default() };
+    let config = PortConfig { block_on_overflow: true, ..args.port.config(args.channels.len())? };
     let mut channels = HashMap::new();
     for channel in &args.channels {
         let port = client.open_port_with(channel, &config).with_context(|| format!("cannot record '{channel}'"))?;

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{Port, PortConfig};
+use fieldhub_client::Port;
 use fieldhub_log::{open, Format, LogReader, ReadOptions};
 
-use crate::HubSelect;
+use crate::{HubSelect, PortSelect};
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
@@ -34,6 +34,8 @@ pub struct ReplayArgs {
     /// File format [default: from the extension (.log, .asc), else from the first line].
     #[arg(short = 'f', long = "format", value_name = "candump|asc")]
     format: Option<Format>,
+    #[command(flatten)]
+    port: PortSelect,
     /// The log to play. ASC channels without a `// fieldhub channel` comment are named can0, can1, … (ASC channel 1, 2, …).
     file: PathBuf,
 }
@@ -102,7 +104,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let port = match ports.get(target) {
             Some(port) => port.clone(),
             None => {
-                let config = PortConfig { fd: true, ..PortConfig::default() };
+                let config = args.port.config(ports.len() + 1)?;
                 let port = client.open_port_with(target, &config).with_context(|| {
                     format!("cannot replay '{channel}' onto hub channel '{target}' (use --map {channel}=OTHER)")
                 })?;

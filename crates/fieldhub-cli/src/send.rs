@@ -3,15 +3,17 @@
 //! says why when the frame is still waiting.
 
 use anyhow::{bail, Context};
-use fieldhub_client::{Client, ClientError, Port, PortConfig};
+use fieldhub_client::{Client, ClientError, Port};
 use fieldhub_proto::text::parse_cansend;
 
-use crate::HubSelect;
+use crate::{HubSelect, PortSelect};
 
 #[derive(clap::Args)]
 pub struct SendArgs {
     #[command(flatten)]
     hub: HubSelect,
+    #[command(flatten)]
+    port: PortSelect,
     /// Channel to send on.
     channel: String,
     /// Frame: 123#DEADBEEF, 12345678#00 (29-bit), 123#R / 123#R4 (remote), 123##1DEADBEEF (CAN FD, flags nibble 1=BRS 2=ESI), 123#1122334455667788_F (raw DLC).
@@ -22,7 +24,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let frame = parse_cansend(&args.frame)?;
     let client = args.hub.connect("send")?;
     let port = client
-        .open_port_with(&args.channel, &PortConfig { fd: true, ..PortConfig::default() })
+        .open_port_with(&args.channel, &args.port.config(1)?)
         .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
     client.send(&port, &frame)?;
     // Wait until the hub has put the frame on the bus, and report if it refused it.

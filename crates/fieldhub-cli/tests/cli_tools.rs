@@ -4,6 +4,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 use fieldhub_client::PortConfig;
@@ -191,7 +192,7 @@ fn idle_hub_with_connected_clients_sleeps() {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     };
     let before = cpu_ticks();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2));
     let used = cpu_ticks() - before;
     // 2 s are 200 clock ticks; a sleeping hub uses next to none of them.
     assert!(used <= 4, "an idle hub used {used} ticks of CPU in 2 s");
@@ -210,4 +211,48 @@ fn a_hub_on_a_taken_address_says_so_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("cannot listen on tcp://{addr}")), "{stderr}");
     assert_eq!(stderr.matches("Address already in use").count(), 1, "{stderr}");
+}
+
+#[test]
+fn tools_open_named_ports_that_the_control_api_and_the_configuration_know() {
+    // `abs` is a configured port with a rate limit; `logger` is named by
+    // the tool alone.
+    let config = "[[channel]]\nname = \"can0\"\n[[port]]\nname = \"abs\"\nchannel = \"can0\"\nrate = 1000\n";
+    let hub = HubProcess::start_with(Some(config), &[]);
+    let spawn = |args: &[&str]| {
+        let (tool, rest) = args.split_first().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .arg(tool)
+            .args(["--hub", &hub.url])
+            .args(rest)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let names = || -> Vec<String> {
+        let ports = ok(&hub, "GET", "/api/v1/ports", None);
+        ports.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let wait_for = |name: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !names().iter().any(|n| n == name) {
+            assert!(std::time::Instant::now() < deadline, "no port '{name}' among {:?}", names());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let logger = spawn(&["dump", "--port", "logger", "-n", "20", "can0"]);
+    wait_for("logger");
+    let mut abs = spawn(&["gen", "--port", "abs", "-g", "50", "-I", "123", "-n", "20", "can0"]);
+    wait_for("abs");
+    assert!(abs.wait().unwrap().success());
+    let out = logger.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 20);
+
+    // A named port is one port: one channel only, and a wired port's channel.
+    let out = fieldhub(&hub, &["dump", "--port", "two", "can0", "can1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--port names one port"), "{out:?}");
+    let out = fieldhub(&hub, &["send", "--port", "abs", "can1", "123#00"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("port 'abs' is wired to channel 'can0'"), "{out:?}");
 }

@@ -334,7 +334,7 @@ fn wrong_token_is_refused() {
     let hub = HubProcess::start_with(None, &["--token", "sesame"]);
     let mut raw = Raw::connect(&hub);
     raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "guess", token: "open" }));
-    assert_eq!(raw.expect_rejection(ErrorCode::Unauthorized), "wrong token");
+    assert!(raw.expect_rejection(ErrorCode::Unauthorized).starts_with("wrong token"));
     let options = fieldhub_client::ClientOptions { token: Some("sesame".into()), ..Default::default() };
     let client = Client::connect_with(&hub.url, &options).expect("the right token is accepted");
     client.open_port("can0").unwrap();

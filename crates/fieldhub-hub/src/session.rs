@@ -173,7 +173,12 @@ impl ClientSlot {
         }
         if let Some(token) = &self.sessions.token {
             if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
-                let text = if hello.token.is_empty() { "this hub requires a token" } else { "wrong token" };
+                // The tools and libraries read the token from FIELDHUB_TOKEN.
+                let text = if hello.token.is_empty() {
+                    "this hub requires a token (set FIELDHUB_TOKEN, or pass it as the client's token)"
+                } else {
+                    "wrong token (FIELDHUB_TOKEN, or the token the client was given, differs from the hub's)"
+                };
                 return Err(Violation::new(ErrorCode::Unauthorized, text));
             }
         }
