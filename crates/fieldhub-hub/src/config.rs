@@ -15,6 +15,8 @@ use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
+use crate::config_source::ConfigSource;
+
 /// The configuration used when none is given: two ideal classic CAN
 /// channels, `can0` and `can1`, listening on loopback only and serving
 /// local clients over shared memory as `shm://default`.
@@ -55,16 +57,6 @@ pub struct HubConfig {
     pub channels: Vec<ChannelConfig>,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
-    /// Source line of each `[[channel]]`, `[[port]]` and `[[route]]` table,
-    /// for error messages (empty when built in code).
-    lines: Lines,
-}
-
-#[derive(Clone, Debug, Default)]
-struct Lines {
-    channels: Vec<usize>,
-    ports: Vec<usize>,
-    routes: Vec<usize>,
 }
 
 /// The file as written, with the position of each table.
@@ -74,11 +66,11 @@ struct ConfigFile {
     #[serde(default)]
     hub: HubSection,
     #[serde(default)]
-    channel: Vec<toml::Spanned<ChannelConfig>>,
+    channel: Vec<ChannelConfig>,
     #[serde(default)]
-    port: Vec<toml::Spanned<PortConfig>>,
+    port: Vec<PortConfig>,
     #[serde(default)]
-    route: Vec<toml::Spanned<RouteConfig>>,
+    route: Vec<RouteConfig>,
 }
 
 /// `[hub]`: identity, listeners and access.
@@ -390,13 +382,8 @@ impl HubConfig {
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: describe_toml_error(text, &e) })?;
-        let line_of = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
-        let mut lines = Lines::default();
-        let channels = unspan(file.channel, &mut lines.channels, line_of);
-        let ports = unspan(file.port, &mut lines.ports, line_of);
-        let routes = unspan(file.route, &mut lines.routes, line_of);
-        let config = HubConfig { hub: file.hub, channels, ports, routes, lines };
-        config.validate(origin)?;
+        let config = HubConfig { hub: file.hub, channels: file.channel, ports: file.port, routes: file.route };
+        config.check(origin, &ConfigSource::parse(text))?;
         Ok(config)
     }
 
@@ -407,7 +394,7 @@ impl HubConfig {
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes, lines: Lines::default() }
+        Self { hub, channels, ports, routes }
     }
 
     /// Listen addresses, parsed.
@@ -428,19 +415,25 @@ impl HubConfig {
 
     /// Check every rule; `origin` names the configuration in errors.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        self.check(origin, &ConfigSource::none())
+    }
+
+    /// Check every rule; errors name the field, with its line in `source`.
+    fn check(&self, origin: &str, source: &ConfigSource<'_>) -> Result<(), ConfigError> {
         let invalid =
             |field: String, message: String| ConfigError::Invalid { origin: origin.to_owned(), field, message };
-        check_name(&self.hub.name).map_err(|m| invalid("hub.name".into(), m))?;
+        let hub = |key: &str| source.hub_field(key);
+        check_name(&self.hub.name).map_err(|m| invalid(hub("name"), m))?;
         if self.hub.listen.is_empty() {
-            return Err(invalid("hub.listen".into(), "at least one listen address is needed".into()));
+            return Err(invalid(hub("listen"), "at least one listen address is needed".into()));
         }
         if let Some(name) = &self.hub.shm {
-            fieldhub_shm::socket::check_name(name).map_err(|m| invalid("hub.shm".into(), m))?;
+            fieldhub_shm::socket::check_name(name).map_err(|m| invalid(hub("shm"), m))?;
         }
         fieldhub_shm::layout::check_ring_slots(self.hub.shm_ring_slots)
-            .map_err(|m| invalid("hub.shm_ring_slots".into(), m))?;
+            .map_err(|m| invalid(hub("shm_ring_slots"), m))?;
         for path in &self.hub.ivshmem {
-            check_region_path(path).map_err(|m| invalid("hub.ivshmem".into(), format!("{}: {m}", path.display())))?;
+            check_region_path(path).map_err(|m| invalid(hub("ivshmem"), format!("{}: {m}", path.display())))?;
         }
         let addrs = self.listen_addrs().map_err(|e| match e {
             ConfigError::Invalid { field, message, .. } => invalid(field, message),
@@ -448,12 +441,12 @@ impl HubConfig {
         })?;
         match &self.hub.token {
             Some(token) if token.is_empty() || token.len() > MAX_TOKEN_LEN => {
-                return Err(invalid("hub.token".into(), format!("must be 1 to {MAX_TOKEN_LEN} bytes")));
+                return Err(invalid(hub("token"), format!("must be 1 to {MAX_TOKEN_LEN} bytes")));
             }
             None => {
                 if let Some(addr) = addrs.iter().find(|a| !a.is_local()) {
                     return Err(invalid(
-                        "hub.listen".into(),
+                        hub("listen"),
                         format!("{addr} is reachable from other machines; set hub.token (remote access requires a token) or listen on 127.0.0.1"),
                     ));
                 }
@@ -466,12 +459,8 @@ impl HubConfig {
         if self.channels.len() > MAX_CHANNELS {
             return Err(invalid("channel".into(), format!("at most {MAX_CHANNELS} channels")));
         }
-        let at = |kind: &str, lines: &[usize], i: usize, key: &str| match lines.get(i) {
-            Some(line) => format!("line {line}: {kind}[{i}].{key}"),
-            None => format!("{kind}[{i}].{key}"),
-        };
         for (i, c) in self.channels.iter().enumerate() {
-            let field = |key: &str| at("channel", &self.lines.channels, i, key);
+            let field = |key: &str| source.table_field("channel", i, key);
             check_name(&c.name).map_err(|m| invalid(field("name"), m))?;
             if self.channels[..i].iter().any(|other| other.name == c.name) {
                 return Err(invalid(field("name"), format!("channel '{}' is defined twice", c.name)));
@@ -479,7 +468,7 @@ impl HubConfig {
             c.check_rates().map_err(|(key, message)| invalid(field(key), message))?;
         }
         for (i, p) in self.ports.iter().enumerate() {
-            let field = |key: &str| at("port", &self.lines.ports, i, key);
+            let field = |key: &str| source.table_field("port", i, key);
             check_name(&p.name).map_err(|m| invalid(field("name"), m))?;
             if self.ports[..i].iter().any(|other| other.name == p.name) {
                 return Err(invalid(field("name"), format!("port '{}' is defined twice", p.name)));
@@ -516,7 +505,7 @@ impl HubConfig {
             }
         }
         for (i, r) in self.routes.iter().enumerate() {
-            let field = |key: &str| at("route", &self.lines.routes, i, key);
+            let field = |key: &str| source.table_field("route", i, key);
             self.check_channel_ref(&r.from).map_err(|m| invalid(field("from"), m))?;
             self.check_channel_ref(&r.to).map_err(|m| invalid(field("to"), m))?;
             if r.from == r.to {
@@ -535,20 +524,6 @@ impl HubConfig {
             Err(format!("no channel named '{name}' (channels: {})", known.join(", ")))
         }
     }
-}
-
-fn unspan<T>(
-    entries: Vec<toml::Spanned<T>>,
-    lines: &mut Vec<usize>,
-    line_of: impl Fn(std::ops::Range<usize>) -> usize,
-) -> Vec<T> {
-    entries
-        .into_iter()
-        .map(|entry| {
-            lines.push(line_of(entry.span()));
-            entry.into_inner()
-        })
-        .collect()
 }
 
 /// Names appear in logs and candump lines, so they are restricted to a safe
@@ -643,9 +618,17 @@ mod tests {
     }
 
     #[test]
+    fn a_semantic_mistake_names_the_line_of_its_field_not_of_its_table() {
+        let text =
+            "[[channel]]\nname = \"a\"\n\n[[channel]]\nname = \"b\"\nbitrate = 500000\n\ndata_bitrate = 2000000\n";
+        let err = HubConfig::parse(text, "bench.toml").unwrap_err().to_string();
+        assert!(err.contains("bench.toml: line 8: channel[1].data_bitrate: only"), "{err}");
+    }
+
+    #[test]
     fn duplicate_channel_is_rejected() {
         let err = HubConfig::parse("[[channel]]\nname = \"a\"\n[[channel]]\nname = \"a\"\n", "t").unwrap_err();
-        assert!(err.to_string().contains("line 3: channel[1].name"), "{err}");
+        assert!(err.to_string().contains("line 4: channel[1].name"), "{err}");
     }
 
     #[test]
@@ -698,13 +681,13 @@ mod tests {
     fn each_kind_of_invalid_value_is_named() {
         let ch = "[[channel]]\nname = \"a\"\n";
         let cases = [
-            (format!("{ch}bitrate = 0\n"), "line 1: channel[0].bitrate"),
+            (format!("{ch}bitrate = 0\n"), "line 3: channel[0].bitrate"),
             (format!("{ch}bitrate = 2000000\n"), "channel[0].bitrate"),
             (format!("{ch}data_bitrate = 2000000\n"), "channel[0].data_bitrate: only"),
             (format!("{ch}protocol = \"canfd\"\ndata_bitrate = 1000\n"), "channel[0].data_bitrate"),
             (format!("{ch}timing = \"fast\"\n"), "line 3"),
             ("[[channel]]\nname = \"bad name\"\n".to_owned(), "channel[0].name"),
-            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 3: port[0].channel: no channel named 'zz'"),
+            (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 5: port[0].channel: no channel named 'zz'"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = 1e-300\n"), "port[0].rate: 1e-300 is not a number of frames per second of at least 0.001"),
             (format!("{ch}[[port]]\nname = \"p\"\nburst = 3\n"), "port[0].burst"),
@@ -718,7 +701,7 @@ mod tests {
             (format!("{ch}[[channel]]\nname = \"b\"\n[[route]]\nfrom = \"a\"\nto = \"b\"\nextended = false\nrewrite_id = 0x800\n"), "route[0].rewrite_id"),
             (format!("{ch}[[channel]]\nname = \"b\"\n[[route]]\nfrom = \"a\"\nto = \"b\"\nhop_limit = 0\n"), "route[0].hop_limit"),
             (format!("{ch}[[route]]\nfrom = \"a\"\n"), "missing field `to`"),
-            ("[hub]\nlisten = []\n[[channel]]\nname = \"a\"\n".to_owned(), "hub.listen"),
+            ("[hub]\nlisten = []\n[[channel]]\nname = \"a\"\n".to_owned(), "line 2: hub.listen"),
             ("[hub]\nlisten = [\"nowhere\"]\n[[channel]]\nname = \"a\"\n".to_owned(), "hub.listen[0]"),
             ("[hub]\n".to_owned(), "at least one [[channel]]"),
         ];

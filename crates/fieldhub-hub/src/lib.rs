@@ -35,6 +35,7 @@ pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;
+mod config_source;
 pub mod confinement;
 pub mod control;
 pub mod credit;
