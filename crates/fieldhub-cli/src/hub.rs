@@ -53,11 +53,20 @@ pub struct HubArgs {
     /// Print the built-in default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
+    /// Check the configuration (with the command line's options) and exit: 0 and "ok" when the
+    /// hub would start with it, 1 and the mistake's file, line and field when not. Binds nothing.
+    #[arg(long)]
+    check_config: bool,
 }
 
 pub fn run(args: HubArgs) -> anyhow::Result<()> {
     if args.print_default_config {
         print!("{DEFAULT_CONFIG}");
+        return Ok(());
+    }
+    if args.check_config {
+        load_config(&args)?;
+        println!("ok");
         return Ok(());
     }
     tracing_subscriber::fmt()
