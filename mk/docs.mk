@@ -1,0 +1,17 @@
+# Docs as tests (tests/docs/run_docs.py): every code block of README.md,
+# docs/*.md and python/README.md runs as written, against a hub started as
+# `make run` starts it; the blocks that need hardware, root or QEMU say so and
+# are listed.
+#
+#   make test-docs   build the fieldhub command and the Python wheel, then run
+#                    the documents in order (needs 127.0.0.1:29536 free).
+
+.PHONY: test-docs
+test-docs: python-env
+	$(CARGO) build --locked -p fieldhub-cli
+	@command -v curl >/dev/null 2>&1 || { \
+	  echo "test-docs: installing curl (Debian), which the docs' HTTP examples use"; \
+	  apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
+	$(PYTHON) tests/docs/run_docs.py --fieldhub $(C_TARGET_DIR)/debug/fieldhub --python $(VENV_PY)
+
+TEST_PARTS += test-docs
