@@ -43,6 +43,7 @@ pub mod fault;
 pub mod id_counter;
 pub mod inbox;
 pub mod member;
+pub mod monitor;
 pub mod outbox;
 pub mod recording;
 pub mod recording_path;

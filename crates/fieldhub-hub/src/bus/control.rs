@@ -42,6 +42,8 @@ fn fault_json(channel: &str, rule: &FaultRule) -> Value {
 impl Bus {
     /// Apply one control request.
     pub(crate) fn apply(&mut self, request: ControlRequest) -> ControlResult {
+        // The page polls while it is open, so closed monitors go soon.
+        self.close_monitors();
         match request {
             ControlRequest::Stats => {
                 serde_json::to_value(self.stats()).map_err(|e| ControlError::Invalid(e.to_string()))
@@ -70,10 +72,12 @@ impl Bus {
             ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),
             ControlRequest::StartRecording { spec, file } => self.start_recording(spec, file),
             ControlRequest::StopRecording { id } => self.stop_recording(id),
+            ControlRequest::Monitor { channels, tap } => self.open_monitor(&channels, tap),
+            ControlRequest::Send { channel, frame } => self.send_frame(&channel, frame),
         }
     }
 
-    fn channel_index(&self, name: &str) -> Result<u16, ControlError> {
+    pub(super) fn channel_index(&self, name: &str) -> Result<u16, ControlError> {
         self.channel_ids.get(name).copied().ok_or_else(|| {
             let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
             known.sort_unstable();

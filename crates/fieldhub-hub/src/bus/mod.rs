@@ -29,6 +29,7 @@ use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
+use crate::monitor::MonitorTap;
 use crate::outbox::{Outbound, Outbox, Refused};
 use crate::recording::Recording;
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
@@ -39,6 +40,7 @@ mod control;
 #[cfg(test)]
 mod harness;
 mod intakes;
+mod monitor;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 
 /// Requests handled per wake-up before the channels are served, so a flood
@@ -138,6 +140,8 @@ pub struct Bus {
     next_fault_id: u32,
     recordings: Vec<Recording>,
     next_recording_id: u32,
+    /// Web monitors' taps, offered every transmitted frame like recordings.
+    monitors: Vec<MonitorTap>,
     /// Clients whose rings this thread reads.
     intakes: Intakes,
     /// Busy-poll instead of sleeping when idle.
@@ -192,6 +196,7 @@ impl Bus {
             next_fault_id: 1,
             recordings: Vec::new(),
             next_recording_id: 1,
+            monitors: Vec::new(),
             intakes: Intakes::default(),
             busy_poll: config.hub.busy_poll,
             spin: AdaptiveSpin::default(),
@@ -311,6 +316,9 @@ impl Bus {
         for sent in self.sent.drain(..) {
             for recording in &mut self.recordings {
                 recording.offer(sent.timestamp_ns, sent.channel, &sent.frame);
+            }
+            for monitor in &self.monitors {
+                monitor.offer(sent.timestamp_ns, sent.channel, &sent.frame);
             }
             for route in self.routes.iter_mut().filter(|r| r.matches(&sent)) {
                 let destination = &mut self.channels[route.to as usize];

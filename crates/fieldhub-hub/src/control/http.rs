@@ -6,15 +6,20 @@
 //! Runs on its own thread with a single-threaded tokio runtime; every request
 //! becomes one [`Inbound::Control`] for the bus thread and waits for its
 //! answer. When the hub has a token, every request must carry it as
-//! `Authorization: Bearer <token>`.
+//! `Authorization: Bearer <token>` — except the web monitor's page and
+//! scripts under `/ui` (constant files with no bus data, [`super::ui`]),
+//! and its WebSocket, which may carry it as `?token=` because browsers
+//! cannot set a WebSocket's headers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Request, State};
+use std::collections::HashMap;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -59,12 +64,15 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/recordings"),
     ("post", "/api/v1/recordings"),
     ("delete", "/api/v1/recordings/{id}"),
+    ("get", "/api/v1/recording-file"),
+    ("post", "/api/v1/channels/{channel}/send"),
+    ("get", "/api/v1/monitor"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
 const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 
-struct ApiState {
+pub(super) struct ApiState {
     inbox: InboxSender,
     token: Option<String>,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
@@ -186,6 +194,10 @@ fn router(state: Arc<ApiState>) -> Router {
             get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Recordings)).post(start_recording),
         )
         .route("/api/v1/recordings/{id}", delete(stop_recording))
+        .route("/api/v1/recording-file", get(recording_file))
+        .route("/api/v1/channels/{channel}/send", post(send_frame))
+        .route("/api/v1/monitor", get(super::monitor_ws::open))
+        .merge(super::ui::routes())
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .method_not_allowed_fallback(|| async {
             let text = "this endpoint does not take that method; the Allow header and GET /openapi.yaml list the ones it takes";
@@ -196,12 +208,20 @@ fn router(state: Arc<ApiState>) -> Router {
 }
 
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        let presented = request
+    let path = request.uri().path();
+    let public = path == "/ui" || path.starts_with("/ui/");
+    if let Some(token) = state.token.as_ref().filter(|_| !public) {
+        let header = request
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_owned);
+        let query = || {
+            let query = Query::<HashMap<String, String>>::try_from_uri(request.uri()).ok()?;
+            query.0.get("token").cloned()
+        };
+        let presented = header.or_else(|| if path == "/api/v1/monitor" { query() } else { None });
         let ok = presented.is_some_and(|p| crate::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
         if !ok {
             return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into());
@@ -216,6 +236,14 @@ fn error(status: StatusCode, message: String) -> Response {
 
 /// Hand a request to the bus thread and turn its answer into a response.
 async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
+    match ask_value(&state, request).await {
+        Ok(body) => Json(body).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// Hand a request to the bus thread: its answer, or the error response.
+pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Result<serde_json::Value, Response> {
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
     let queued = tokio::task::spawn_blocking(move || {
@@ -224,14 +252,14 @@ async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
     .await
     .unwrap_or(false);
     if !queued {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into());
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into()));
     }
     match tokio::time::timeout(BUS_TIMEOUT, answer).await {
-        Ok(Ok(Ok(body))) => Json(body).into_response(),
-        Ok(Ok(Err(ControlError::NotFound(m)))) => error(StatusCode::NOT_FOUND, m),
-        Ok(Ok(Err(ControlError::Conflict(m)))) => error(StatusCode::CONFLICT, m),
-        Ok(Ok(Err(ControlError::Invalid(m)))) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        _ => error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into()),
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Ok(Err(ControlError::NotFound(m)))) => Err(error(StatusCode::NOT_FOUND, m)),
+        Ok(Ok(Err(ControlError::Conflict(m)))) => Err(error(StatusCode::CONFLICT, m)),
+        Ok(Ok(Err(ControlError::Invalid(m)))) => Err(error(StatusCode::UNPROCESSABLE_ENTITY, m)),
+        _ => Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into())),
     }
 }
 
@@ -364,6 +392,56 @@ async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) 
     match id.parse::<u32>() {
         Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
         Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendBody {
+    /// The frame in cansend syntax (`123#DEADBEEF`, `1ABCDEF0#`, `123##1AA`, `123#R`).
+    frame: String,
+}
+
+async fn send_frame(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<SendBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(SendBody { frame }) => match fieldhub_proto::text::parse_cansend(frame.trim()) {
+            Ok(frame) => ask(s, ControlRequest::Send { channel, frame }).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, format!("'{frame}' is not a frame in cansend syntax: {e}")),
+        },
+        Err(response) => *response,
+    }
+}
+
+#[derive(Deserialize)]
+struct FileQuery {
+    path: String,
+}
+
+/// Largest recording file the API hands out; bigger ones are read on the
+/// hub's machine.
+const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
+
+/// A recording's file, from the recordings directory only.
+async fn recording_file(State(s): State<Arc<ApiState>>, query: Result<Query<FileQuery>, QueryRejection>) -> Response {
+    let Ok(Query(FileQuery { path })) = query else {
+        return error(StatusCode::BAD_REQUEST, "give the recording's path as ?path=NAME".into());
+    };
+    let file = match crate::recording_path::resolve(&s.recordings_dir, &path) {
+        Ok(file) => file,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let read = tokio::task::spawn_blocking(move || crate::recording_path::read(&file, MAX_DOWNLOAD)).await;
+    match read {
+        Ok(Ok(bytes)) => ([("content-type", "text/plain; charset=utf-8")], bytes).into_response(),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            error(StatusCode::NOT_FOUND, format!("no recording file '{path}'"))
+        }
+        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("cannot read '{path}': {e}")),
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the read did not finish".into()),
     }
 }
 

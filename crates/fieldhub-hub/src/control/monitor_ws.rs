@@ -1,0 +1,87 @@
+//! `GET /api/v1/monitor`: the web monitor's live trace over a WebSocket.
+//!
+//! The handler opens a monitor on the requested channels (a tap the bus
+//! offers every frame, [`crate::monitor`]) and then, on the control
+//! server's thread, drains its feed every [`TICK`] into a
+//! [`TraceBatcher`] and sends the batch: at most 25 messages a second
+//! however busy the bus is. The first message names the channels.
+//!
+//! Invariants: the bus never waits for the page (the feed is a bounded,
+//! lossy queue; a tick takes at most [`MONITOR_QUEUE`] frames); the
+//! WebSocket's end (closed by the page, or a failed send) drops the feed,
+//! which closes the tap.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::http::{ask_value, ApiState};
+use super::trace::TraceBatcher;
+use super::ControlRequest;
+use crate::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
+
+/// How often a batch goes to the page.
+pub const TICK: Duration = Duration::from_millis(40);
+
+/// The query of `GET /api/v1/monitor`.
+#[derive(Deserialize)]
+pub struct MonitorQuery {
+    /// Comma-separated channel names; all channels when absent or empty.
+    #[serde(default)]
+    channels: String,
+    /// The hub's token, for browsers, which cannot set a WebSocket's
+    /// headers (checked by the API's authorization layer).
+    #[serde(default, rename = "token")]
+    _token: Option<String>,
+}
+
+pub async fn open(
+    State(state): State<Arc<ApiState>>,
+    Query(query): Query<MonitorQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let channels: Vec<String> =
+        query.channels.split(',').map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect();
+    let (tap, feed) = monitor();
+    let opened = match ask_value(&state, ControlRequest::Monitor { channels, tap }).await {
+        Ok(opened) => opened,
+        Err(response) => return response,
+    };
+    ws.on_upgrade(move |socket| stream(socket, feed, opened))
+}
+
+/// Send batches until the page goes away.
+async fn stream(mut socket: WebSocket, feed: MonitorFeed, opened: Value) {
+    let hello = json!({ "channels": opened["channels"], "tick_ms": TICK.as_millis() as u64 });
+    if socket.send(Message::text(hello.to_string())).await.is_err() {
+        return;
+    }
+    let mut batcher = TraceBatcher::default();
+    let mut ticker = tokio::time::interval(TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                for _ in 0..MONITOR_QUEUE {
+                    let Some(tapped) = feed.try_take() else { break };
+                    batcher.take(tapped);
+                }
+                if let Some(batch) = batcher.batch(feed.dropped()) {
+                    if socket.send(Message::text(batch.to_string())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            incoming = socket.recv() => match incoming {
+                // The page sends nothing but pings and its close.
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
