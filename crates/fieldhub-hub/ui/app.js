@@ -1,1 +1,107 @@
+// The web monitor's entry: tabs, the live trace stream from the hub's
+// monitor WebSocket, and a once-a-second poll of the control API for the
+// wiring, faults, recordings and bus load. Nothing here waits on the
+// stream: batches arrive at most 25 times a second, each drawn once.
 
+import { api, act, el, monitorUrl, say } from './api.js';
+import { Load } from './load.js';
+import { Overwrite } from './overwrite.js';
+import { Send } from './send.js';
+import { Trace } from './trace.js';
+import { Wiring } from './wiring.js';
+
+const names = new Map();
+const channelName = (id) => names.get(id) ?? String(id);
+
+const trace = new Trace(document.getElementById('trace'), channelName);
+const overwrite = new Overwrite(document.getElementById('overwrite'), channelName);
+const wiring = new Wiring(document.getElementById('wiring'));
+const load = new Load(document.getElementById('load'));
+new Send(document.getElementById('send'));
+
+let socket = null;
+let lastTaken = 0;
+let lastTakenAt = performance.now();
+
+function showTab(name) {
+  for (const button of document.querySelectorAll('nav button[data-tab]')) {
+    button.classList.toggle('active', button.dataset.tab === name);
+  }
+  for (const section of document.querySelectorAll('main > section')) {
+    section.hidden = section.id !== name;
+  }
+  if (name === 'load') load.draw();
+}
+
+function connect() {
+  const chosen = document.getElementById('monitor-channel').value;
+  const status = document.getElementById('status');
+  socket = new WebSocket(monitorUrl(chosen ? [chosen] : []));
+  const mine = socket;
+  mine.onopen = () => {
+    status.textContent = 'live';
+    status.className = 'live';
+  };
+  mine.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.channels) {
+      for (const c of message.channels) names.set(c.id, c.name);
+      return;
+    }
+    trace.add(message, message.skipped + message.dropped);
+    overwrite.add(message);
+    const now = performance.now();
+    if (now - lastTakenAt >= 1000) {
+      const rate = ((message.taken - lastTaken) * 1000) / (now - lastTakenAt);
+      document.getElementById('rate').textContent = Math.round(Math.max(0, rate)).toLocaleString('en');
+      lastTaken = message.taken;
+      lastTakenAt = now;
+    }
+  };
+  mine.onclose = () => {
+    if (socket !== mine) return;
+    status.textContent = 'disconnected; retrying';
+    status.className = 'down';
+    setTimeout(() => socket === mine && connect(), 1000);
+  };
+}
+
+function reconnect() {
+  const old = socket;
+  socket = null;
+  if (old) old.close();
+  lastTaken = 0;
+  connect();
+}
+
+async function poll() {
+  try {
+    const stats = await api('GET', '/api/v1/stats');
+    document.getElementById('hub-name').textContent = stats.hub;
+    load.add(stats);
+    await wiring.refresh();
+  } catch (e) {
+    say(`the hub does not answer: ${e.message}`, true);
+  }
+}
+
+async function start() {
+  for (const button of document.querySelectorAll('nav button[data-tab]')) {
+    button.addEventListener('click', () => showTab(button.dataset.tab));
+  }
+  const channels = (await act('load channels', () => api('GET', '/api/v1/channels'))) || [];
+  const monitorChoice = document.getElementById('monitor-channel');
+  monitorChoice.append(...channels.map((c) => el('option', { value: c.name }, c.name)));
+  monitorChoice.addEventListener('change', reconnect);
+  for (const select of document.querySelectorAll('select.channel-choice')) {
+    select.replaceChildren(...channels.map((c) => el('option', { value: c.name }, c.name)));
+  }
+  showTab('trace');
+  connect();
+  await poll();
+  setInterval(poll, 1000);
+  document.body.dataset.ready = 'true';
+  say('ready');
+}
+
+start();

@@ -23,6 +23,7 @@ fn recording_json(r: &Recording) -> Value {
     json!({
         "id": r.id,
         "path": r.path,
+        "name": r.name,
         "format": r.format.name(),
         "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
         "dropped": r.dropped,
@@ -453,7 +454,7 @@ impl Bus {
             return Err(ControlError::Conflict(format!("'{}' is being recorded already", spec.path)));
         }
         let id = self.next_recording_id;
-        let recording = Recording::start(id, path, format, channels, self.clock.now())
+        let recording = Recording::start(id, path, spec.path.clone(), format, channels, self.clock.now())
             .map_err(|e| ControlError::Invalid(format!("cannot write '{}': {e}", spec.path)))?;
         self.next_recording_id += 1;
         let answer = recording_json(&recording);
