@@ -70,6 +70,7 @@ export class Wiring {
     const width = Math.max(640, 140 + Math.max(1, ...channels.map((c) => c.ports.length)) * 130);
     this.picture.replaceChildren();
     this.picture.setAttribute('viewBox', `0 0 ${width} ${Math.max(1, channels.length) * laneH + 10}`);
+    this.picture.setAttribute('width', String(width));
     this.picture.setAttribute('height', String(Math.max(1, channels.length) * laneH + 10));
     channels.forEach((channel, i) => {
       const y = i * laneH + 80;
