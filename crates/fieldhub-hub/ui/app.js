@@ -3,7 +3,7 @@
 // wiring, faults, recordings and bus load. Nothing here waits on the
 // stream: batches arrive at most 25 times a second, each drawn once.
 
-import { api, act, el, monitorUrl, say } from './api.js';
+import { act, api, el, monitorUrl, say } from './api.js';
 import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Send } from './send.js';
@@ -85,6 +85,27 @@ async function poll() {
   }
 }
 
+/// Show which channels decode with a DBC file.
+async function showDbcs() {
+  const files = await api('GET', '/api/v1/dbc');
+  document.getElementById('dbc-status').textContent = files.length
+    ? `decoding ${files.map((f) => `${f.channel} (${f.messages} messages)`).join(', ')}`
+    : 'no DBC loaded';
+}
+
+/// Upload the chosen DBC file for the chosen channel; the hub decodes with
+/// it from the next batch on.
+async function uploadDbc(input) {
+  const file = input.files[0];
+  if (!file) return;
+  const channel = document.getElementById('dbc-channel').value;
+  const text = await file.text();
+  await act(`load ${file.name} for ${channel}`, () =>
+    api('PUT', `/api/v1/channels/${encodeURIComponent(channel)}/dbc`, { text }));
+  input.value = '';
+  await showDbcs().catch(() => {});
+}
+
 async function start() {
   for (const button of document.querySelectorAll('nav button[data-tab]')) {
     button.addEventListener('click', () => showTab(button.dataset.tab));
@@ -96,6 +117,8 @@ async function start() {
   for (const select of document.querySelectorAll('select.channel-choice')) {
     select.replaceChildren(...channels.map((c) => el('option', { value: c.name }, c.name)));
   }
+  document.getElementById('dbc-file').addEventListener('change', (e) => uploadDbc(e.target));
+  await showDbcs().catch(() => {});
   showTab('trace');
   connect();
   await poll();

@@ -153,6 +153,12 @@ impl Bus {
 
     fn create_channel(&mut self, config: ChannelConfig) -> ControlResult {
         check_name(&config.name).map_err(|m| ControlError::Invalid(format!("name: {m}")))?;
+        if config.dbc.is_some() {
+            return Err(ControlError::Invalid(format!(
+                "dbc: the API takes a DBC file's text, not a path: PUT /api/v1/channels/{}/dbc",
+                config.name
+            )));
+        }
         config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
         if self.channel_ids.contains_key(&config.name) {
             return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));

@@ -19,16 +19,18 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::dbc::{self, DbcStore};
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::{FaultSpec, FaultSpecError};
@@ -67,6 +69,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/recording-file"),
     ("post", "/api/v1/channels/{channel}/send"),
     ("get", "/api/v1/monitor"),
+    ("get", "/api/v1/dbc"),
+    ("put", "/api/v1/channels/{channel}/dbc"),
+    ("delete", "/api/v1/channels/{channel}/dbc"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
@@ -75,6 +80,8 @@ const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) struct ApiState {
     inbox: InboxSender,
     token: Option<String>,
+    /// The DBC files the monitor decodes with.
+    pub(super) dbc: DbcStore,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
     /// before a request reaches the bus.
     recordings_dir: PathBuf,
@@ -89,11 +96,16 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Start the server thread.
-    pub fn start(inbox: InboxSender, token: Option<String>, recordings_dir: PathBuf) -> std::io::Result<Self> {
+    pub fn start(
+        inbox: InboxSender,
+        token: Option<String>,
+        recordings_dir: PathBuf,
+        dbc: DbcStore,
+    ) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, token, recordings_dir });
+        let state = Arc::new(ApiState { inbox, token, recordings_dir, dbc });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(async move {
                 let app = router(state);
@@ -197,6 +209,11 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/recording-file", get(recording_file))
         .route("/api/v1/channels/{channel}/send", post(send_frame))
         .route("/api/v1/monitor", get(super::monitor_ws::open))
+        .route("/api/v1/dbc", get(dbc::list))
+        .route(
+            "/api/v1/channels/{channel}/dbc",
+            put(dbc::put).delete(dbc::delete).layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)),
+        )
         .merge(super::ui::routes())
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .method_not_allowed_fallback(|| async {
@@ -230,7 +247,7 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
     next.run(request).await
 }
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(super) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 

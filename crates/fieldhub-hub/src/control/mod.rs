@@ -7,6 +7,7 @@
 //! the bus thread applies them between two frames, so every change is atomic
 //! with respect to traffic and the data path never takes a lock for them.
 
+pub mod dbc;
 pub mod http;
 mod monitor_ws;
 pub mod trace;

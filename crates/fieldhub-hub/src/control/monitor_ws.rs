@@ -4,19 +4,22 @@
 //! offers every frame, [`crate::monitor`]) and then, on the control
 //! server's thread, drains its feed every [`TICK`] into a
 //! [`TraceBatcher`] and sends the batch: at most 25 messages a second
-//! however busy the bus is. The first message names the channels.
+//! however busy the bus is, its frames decoded with the channels' DBC files
+//! ([`super::dbc`]). The first message names the channels.
 //!
 //! Invariants: the bus never waits for the page (the feed is a bounded,
 //! lossy queue; a tick takes at most [`MONITOR_QUEUE`] frames); the
 //! WebSocket's end (closed by the page, or a failed send) drops the feed,
 //! which closes the tap.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::response::Response;
+use fieldhub_dbc::Database;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -52,11 +55,17 @@ pub async fn open(
         Ok(opened) => opened,
         Err(response) => return response,
     };
-    ws.on_upgrade(move |socket| stream(socket, feed, opened))
+    ws.on_upgrade(move |socket| stream(socket, state, feed, opened))
+}
+
+/// The DBC of each monitored channel that has one, by channel id.
+fn decoders(state: &ApiState, opened: &Value) -> HashMap<u16, Arc<Database>> {
+    let channels = opened["channels"].as_array().map(Vec::as_slice).unwrap_or_default();
+    channels.iter().filter_map(|c| Some((c["id"].as_u64()? as u16, state.dbc.get(c["name"].as_str()?)?))).collect()
 }
 
 /// Send batches until the page goes away.
-async fn stream(mut socket: WebSocket, feed: MonitorFeed, opened: Value) {
+async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, opened: Value) {
     let hello = json!({ "channels": opened["channels"], "tick_ms": TICK.as_millis() as u64 });
     if socket.send(Message::text(hello.to_string())).await.is_err() {
         return;
@@ -71,7 +80,7 @@ async fn stream(mut socket: WebSocket, feed: MonitorFeed, opened: Value) {
                     let Some(tapped) = feed.try_take() else { break };
                     batcher.take(tapped);
                 }
-                if let Some(batch) = batcher.batch(feed.dropped()) {
+                if let Some(batch) = batcher.batch(feed.dropped(), &decoders(&state, &opened)) {
                     if socket.send(Message::text(batch.to_string())).await.is_err() {
                         return;
                     }

@@ -16,7 +16,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
+use std::sync::Arc;
 
+use fieldhub_dbc::Database;
 use fieldhub_proto::{text, Frame, FrameFlags, FrameKind};
 use serde_json::{json, Value};
 
@@ -123,8 +125,16 @@ impl TraceBatcher {
     }
 
     /// The batch of this tick, or `None` when nothing changed; `dropped` is
-    /// the bus's count of frames lost for this monitor.
-    pub fn batch(&mut self, dropped: u64) -> Option<Value> {
+    /// the bus's count of frames lost for this monitor. Frames and rows of
+    /// channels in `dbc` carry their decoding.
+    pub fn batch(&mut self, dropped: u64, dbc: &HashMap<u16, Arc<Database>>) -> Option<Value> {
+        let decode = |channel: u16, frame: &Frame| -> Option<String> {
+            if frame.is_error() || frame.is_remote() {
+                return None;
+            }
+            let decoded = dbc.get(&channel)?.decode(frame.id(), frame.is_extended(), frame.data())?;
+            Some(fieldhub_dbc::describe(&decoded))
+        };
         let rows: Vec<Value> = self
             .rows
             .iter_mut()
@@ -143,6 +153,7 @@ impl TraceBatcher {
                     row.last_us,
                     hex(row.frame.data()),
                     row.frame.len(),
+                    decode(channel, &row.frame),
                 ])
             })
             .collect();
@@ -161,6 +172,7 @@ impl TraceBatcher {
                     hex(t.frame.data()),
                     t.frame.len(),
                     text::format_cansend(&t.frame),
+                    decode(t.channel, &t.frame),
                 ])
             })
             .collect();
@@ -189,7 +201,7 @@ mod tests {
         for i in 0..1_000u64 {
             batcher.take(tapped(0x123, i * 10, &[i as u8]));
         }
-        let batch = batcher.batch(7).unwrap();
+        let batch = batcher.batch(7, &HashMap::new()).unwrap();
         let frames = batch["frames"].as_array().unwrap();
         assert_eq!(frames.len(), FRAMES_PER_BATCH);
         assert_eq!(frames.last().unwrap()[1], 9_990, "the newest frame is drawn");
@@ -205,13 +217,13 @@ mod tests {
     #[test]
     fn an_idle_tick_sends_nothing_and_rows_are_sent_when_they_change() {
         let mut batcher = TraceBatcher::default();
-        assert!(batcher.batch(0).is_none());
+        assert!(batcher.batch(0, &HashMap::new()).is_none());
         batcher.take(tapped(0x1, 5, &[]));
         batcher.take(tapped(0x2, 6, &[]));
-        assert_eq!(batcher.batch(0).unwrap()["rows"].as_array().unwrap().len(), 2);
-        assert!(batcher.batch(0).is_none());
+        assert_eq!(batcher.batch(0, &HashMap::new()).unwrap()["rows"].as_array().unwrap().len(), 2);
+        assert!(batcher.batch(0, &HashMap::new()).is_none());
         batcher.take(tapped(0x2, 9, &[1]));
-        let batch = batcher.batch(0).unwrap();
+        let batch = batcher.batch(0, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), 1);
         assert_eq!(batch["rows"][0][5], 3, "delta to the previous frame of the id");
         assert_eq!(batch["frames"][0][6], "002#01", "cansend text");
@@ -223,7 +235,7 @@ mod tests {
         for id in 0..(MAX_IDS as u32 + 5) {
             batcher.take(Tapped { channel: 0, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
         }
-        let batch = batcher.batch(0).unwrap();
+        let batch = batcher.batch(0, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);
         assert_eq!(batch["untracked"], 5);
     }
