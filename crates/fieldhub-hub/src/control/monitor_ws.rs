@@ -7,7 +7,8 @@
 //! however busy the bus is, its frames decoded with the channels' DBC files
 //! ([`super::dbc`]). The first message names the channels.
 //!
-//! Invariants: the bus never waits for the page (the feed is a bounded,
+//! Invariants: only this hub's own pages (or non-browser clients) may open
+//! it ([`same_origin`]); the bus never waits for the page (the feed is a bounded,
 //! lossy queue; a tick takes at most [`MONITOR_QUEUE`] frames); the
 //! WebSocket's end (closed by the page, or a failed send) drops the feed,
 //! which closes the tap.
@@ -18,12 +19,13 @@ use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use fieldhub_dbc::Database;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::http::{ask_value, ApiState};
+use super::http::{ask_value, error, ApiState};
 use super::trace::TraceBatcher;
 use super::ControlRequest;
 use crate::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
@@ -56,6 +58,17 @@ pub async fn open(
         Err(response) => return response,
     };
     ws.on_upgrade(move |socket| stream(socket, state, feed, opened))
+}
+
+/// Whether a browser opened the WebSocket from a page of this hub: no
+/// `Origin` (not a browser), or one naming the host the request went to.
+/// WebSockets are not held to the same-origin policy, so without this any
+/// web site the user visits could read the bus through a loopback hub.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else { return true };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = origin.to_str().ok().and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")));
+    matches!((origin, host), (Some(origin), Some(host)) if origin == host)
 }
 
 /// The DBC of each monitored channel that has one, by channel id.
@@ -92,5 +105,28 @@ async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, 
                 Some(Ok(_)) => {}
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, host.parse().unwrap());
+        if let Some(origin) = origin {
+            headers.insert(header::ORIGIN, origin.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn only_the_hubs_own_pages_may_open_the_monitor() {
+        assert!(same_origin(&headers(Some("http://127.0.0.1:29536"), "127.0.0.1:29536")));
+        assert!(same_origin(&headers(None, "127.0.0.1:29536")), "a tool, not a browser");
+        assert!(!same_origin(&headers(Some("https://evil.example"), "127.0.0.1:29536")));
+        assert!(!same_origin(&headers(Some("http://127.0.0.1:8080"), "127.0.0.1:29536")));
+        assert!(!same_origin(&headers(Some("null"), "127.0.0.1:29536")));
     }
 }
