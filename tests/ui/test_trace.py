@@ -119,3 +119,13 @@ def test_with_a_token_the_page_works_when_opened_with_it_and_the_api_refuses_wit
             opened.close()
     finally:
         hub.stop()
+
+
+def test_another_sites_page_cannot_open_the_monitor(hub):
+    # WebSockets are not held to the same-origin policy; the hub checks Origin.
+    request = urllib.request.Request(hub.http + "/api/v1/monitor", headers={
+        "Origin": "https://evil.example", "Connection": "Upgrade", "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 403

@@ -48,8 +48,13 @@ pub struct MonitorQuery {
 pub async fn open(
     State(state): State<Arc<ApiState>>,
     Query(query): Query<MonitorQuery>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    if !same_origin(&headers) {
+        let text = "the monitor's WebSocket is open only to pages the hub serves (the Origin is another site)";
+        return error(StatusCode::FORBIDDEN, text.into());
+    }
     let channels: Vec<String> =
         query.channels.split(',').map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect();
     let (tap, feed) = monitor();
