@@ -38,7 +38,7 @@ def test_under_heavy_traffic_clicks_stay_fast_and_lossless_clients_get_every_fra
                                     stdout=out, stderr=subprocess.PIPE)
             time.sleep(0.5)
             started = time.monotonic()
-            gen = subprocess.Popen([FIELDHUB, "gen", "--hub", hub.url, "-g", "0", "-I", "123", "-L", "8", "-D", "i",
+            gen = subprocess.Popen([FIELDHUB, "gen", "--hub", hub.url, "-g", "0", "-I", "r", "-L", "8", "-D", "i",
                                     "-n", str(frames), "can0"], stderr=subprocess.PIPE)
             # Click while the bus is busy: each click's wait for the page is
             # measured inside the page (event time to handler).

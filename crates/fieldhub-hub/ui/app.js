@@ -31,6 +31,8 @@ function showTab(name) {
     section.hidden = section.id !== name;
   }
   if (name === 'load') load.draw();
+  if (name === 'overwrite') overwrite.render();
+  if (name === 'wiring') wiring.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
 }
 
 function connect() {
@@ -79,7 +81,7 @@ async function poll() {
     const stats = await api('GET', '/api/v1/stats');
     document.getElementById('hub-name').textContent = stats.hub;
     load.add(stats);
-    await wiring.refresh();
+    if (!document.getElementById('wiring').hidden) await wiring.refresh();
   } catch (e) {
     say(`the hub does not answer: ${e.message}`, true);
   }

@@ -1,27 +1,38 @@
 // The overwrite view (like python -m can.viewer): one row per identifier
 // with its count, mean period, time since the previous frame and last data;
-// bytes that changed with the last update are highlighted. The hub counts
-// every frame the monitor took, drawn in the trace or not.
+// bytes that changed since the row was last drawn are highlighted. The hub
+// counts every frame the monitor took, drawn in the trace or not, and sends
+// changed rows four times a second; they are drawn only while the view is
+// shown.
 
 import { el, flagText, idText } from './api.js';
 
 export class Overwrite {
   constructor(root, channelName) {
+    this.root = root;
     this.channelName = channelName;
     this.rows = new Map();
+    /// Rows the hub sent that are not drawn yet (the view is hidden).
+    this.pending = new Map();
     this.body = root.querySelector('#overwrite-rows');
     root.querySelector('#overwrite-clear').addEventListener('click', () => {
       this.rows.clear();
+      this.pending.clear();
       this.body.replaceChildren();
     });
   }
 
   /// Take a batch's changed rows: [channel, id, flags, count, period_us,
-  /// delta_us, last_us, data_hex, len, decoded].
+  /// delta_us, last_us, data_hex, len, decoded]. They are drawn at once when
+  /// the view is shown, else when it is shown next.
   add(batch) {
+    for (const r of batch.rows) this.pending.set(`${r[0]}:${r[1]}:${r[2] & 35}`, r);
+    if (!this.root.hidden) this.render();
+  }
+
+  render() {
     let added = false;
-    for (const r of batch.rows) {
-      const key = `${r[0]}:${r[1]}:${r[2] & 35}`;
+    for (const [key, r] of this.pending) {
       let row = this.rows.get(key);
       if (!row) {
         row = this.create(r);
@@ -30,6 +41,7 @@ export class Overwrite {
       }
       this.update(row, r);
     }
+    this.pending.clear();
     if (added) {
       const sorted = [...this.rows.values()].sort((a, b) => a.ch - b.ch || a.id - b.id);
       this.body.replaceChildren(...sorted.map((row) => row.tr));

@@ -32,6 +32,8 @@ use crate::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
 
 /// How often a batch goes to the page.
 pub const TICK: Duration = Duration::from_millis(40);
+/// Every how many ticks a batch carries the overwrite rows (4 a second).
+const ROW_TICKS: u32 = 6;
 
 /// The query of `GET /api/v1/monitor`.
 #[derive(Deserialize)]
@@ -90,6 +92,7 @@ async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, 
     }
     let mut batcher = TraceBatcher::default();
     let mut ticker = tokio::time::interval(TICK);
+    let mut ticks: u32 = 0;
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -98,7 +101,9 @@ async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, 
                     let Some(tapped) = feed.try_take() else { break };
                     batcher.take(tapped);
                 }
-                if let Some(batch) = batcher.batch(feed.dropped(), &decoders(&state, &opened)) {
+                ticks = ticks.wrapping_add(1);
+                let rows = ticks % ROW_TICKS == 1;
+                if let Some(batch) = batcher.batch(feed.dropped(), rows, &decoders(&state, &opened)) {
                     if socket.send(Message::text(batch.to_string())).await.is_err() {
                         return;
                     }

@@ -125,9 +125,12 @@ impl TraceBatcher {
     }
 
     /// The batch of this tick, or `None` when nothing changed; `dropped` is
-    /// the bus's count of frames lost for this monitor. Frames and rows of
-    /// channels in `dbc` carry their decoding.
-    pub fn batch(&mut self, dropped: u64, dbc: &HashMap<u16, Arc<Database>>) -> Option<Value> {
+    /// the bus's count of frames lost for this monitor. With `rows`, it
+    /// carries every overwrite row that changed since the last batch with
+    /// rows (a busy bus with thousands of identifiers changes them all every
+    /// tick, so the caller asks for them less often than for frames). Frames
+    /// and rows of channels in `dbc` carry their decoding.
+    pub fn batch(&mut self, dropped: u64, rows: bool, dbc: &HashMap<u16, Arc<Database>>) -> Option<Value> {
         let decode = |channel: u16, frame: &Frame| -> Option<String> {
             if frame.is_error() || frame.is_remote() {
                 return None;
@@ -138,7 +141,7 @@ impl TraceBatcher {
         let rows: Vec<Value> = self
             .rows
             .iter_mut()
-            .filter(|(_, row)| row.fresh)
+            .filter(|(_, row)| rows && row.fresh)
             .map(|(&(channel, _), row)| {
                 row.fresh = false;
                 let period = (row.count > 1).then(|| (row.last_us - row.first_us) / (row.count - 1));
@@ -201,7 +204,7 @@ mod tests {
         for i in 0..1_000u64 {
             batcher.take(tapped(0x123, i * 10, &[i as u8]));
         }
-        let batch = batcher.batch(7, &HashMap::new()).unwrap();
+        let batch = batcher.batch(7, true, &HashMap::new()).unwrap();
         let frames = batch["frames"].as_array().unwrap();
         assert_eq!(frames.len(), FRAMES_PER_BATCH);
         assert_eq!(frames.last().unwrap()[1], 9_990, "the newest frame is drawn");
@@ -217,16 +220,31 @@ mod tests {
     #[test]
     fn an_idle_tick_sends_nothing_and_rows_are_sent_when_they_change() {
         let mut batcher = TraceBatcher::default();
-        assert!(batcher.batch(0, &HashMap::new()).is_none());
+        assert!(batcher.batch(0, true, &HashMap::new()).is_none());
         batcher.take(tapped(0x1, 5, &[]));
         batcher.take(tapped(0x2, 6, &[]));
-        assert_eq!(batcher.batch(0, &HashMap::new()).unwrap()["rows"].as_array().unwrap().len(), 2);
-        assert!(batcher.batch(0, &HashMap::new()).is_none());
+        assert_eq!(batcher.batch(0, true, &HashMap::new()).unwrap()["rows"].as_array().unwrap().len(), 2);
+        assert!(batcher.batch(0, true, &HashMap::new()).is_none());
         batcher.take(tapped(0x2, 9, &[1]));
-        let batch = batcher.batch(0, &HashMap::new()).unwrap();
+        let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), 1);
         assert_eq!(batch["rows"][0][5], 3, "delta to the previous frame of the id");
         assert_eq!(batch["frames"][0][6], "002#01", "cansend text");
+    }
+
+    #[test]
+    fn rows_wait_for_a_batch_that_asks_for_them() {
+        let mut batcher = TraceBatcher::default();
+        batcher.take(tapped(0x1, 5, &[1]));
+        let frames_only = batcher.batch(0, false, &HashMap::new()).unwrap();
+        assert_eq!(frames_only["frames"].as_array().unwrap().len(), 1);
+        assert!(frames_only["rows"].as_array().unwrap().is_empty());
+        assert!(batcher.batch(0, false, &HashMap::new()).is_none(), "nothing new to draw");
+        batcher.take(tapped(0x1, 9, &[2]));
+        batcher.batch(0, false, &HashMap::new()).unwrap();
+        let rows = batcher.batch(0, true, &HashMap::new()).unwrap();
+        assert_eq!(rows["rows"][0][3], 2, "both frames counted");
+        assert!(rows["frames"].as_array().unwrap().is_empty());
     }
 
     #[test]
@@ -235,7 +253,7 @@ mod tests {
         for id in 0..(MAX_IDS as u32 + 5) {
             batcher.take(Tapped { channel: 0, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
         }
-        let batch = batcher.batch(0, &HashMap::new()).unwrap();
+        let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);
         assert_eq!(batch["untracked"], 5);
     }
