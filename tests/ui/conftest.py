@@ -32,6 +32,8 @@ name = "can0"
 
 [[channel]]
 name = "can1"
+protocol = "canfd"
+data_bitrate = 2000000
 """
 
 

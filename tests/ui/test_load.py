@@ -8,7 +8,7 @@ from pathlib import Path
 
 import can
 
-from conftest import FIELDHUB, screenshot
+from conftest import FIELDHUB
 
 
 def test_bus_load_and_controller_states_are_shown_as_the_hub_reports_them(hub, page):
@@ -26,7 +26,7 @@ def test_bus_load_and_controller_states_are_shown_as_the_hub_reports_them(hub, p
         reported = next(c for c in hub.api("GET", "/api/v1/stats")["channels"] if c["name"] == "can0")["load_10s"]
         assert shown > 0
         assert abs(shown - reported) < 0.2, "the page shows the hub's own figure"
-        screenshot(page, "load")
+
 
 
 def test_under_heavy_traffic_clicks_stay_fast_and_lossless_clients_get_every_frame_in_order(hub, page):

@@ -5,7 +5,7 @@ import time
 
 import can
 
-from conftest import screenshot
+
 
 
 def frames_within(bus, seconds):
@@ -34,7 +34,7 @@ def test_unplugging_a_port_from_the_page_stops_its_frames_reaching_others(hub, p
         sender.send(can.Message(arbitration_id=0x10, data=[1], is_extended_id=False))
         assert frames_within(receiver, 0.5) == [], "an unplugged port's frame reached another port"
         page.wait_for_selector('#wiring-picture g.port-box.unplugged[data-port="sender"]')
-        screenshot(page, "wiring")
+
         page.click('#port-rows tr[data-port="sender"] button[data-action=plug]')
         wait_for(lambda: next(p for p in hub.api("GET", "/api/v1/ports") if p["name"] == "sender")["plugged"],
                  "the hub to plug the port in")

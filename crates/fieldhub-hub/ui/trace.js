@@ -138,7 +138,11 @@ export class Trace {
       : `${Math.floor(frame.us / 1e6)}.${String(frame.us % 1e6).padStart(6, '0')}`;
     return el(
       'div',
-      { class: `trace-row${frame.flags & 32 ? ' error-frame' : ''}`, 'data-id': idText(frame.id, frame.flags) },
+      {
+        class: `trace-row${frame.flags & 32 ? ' error-frame' : ''}`,
+        'data-id': idText(frame.id, frame.flags),
+        'data-channel': this.channelName(frame.ch),
+      },
       el('span', { class: 'c-time' }, time),
       el('span', { class: 'c-ch' }, this.channelName(frame.ch)),
       el('span', { class: 'c-id' }, idText(frame.id, frame.flags)),
