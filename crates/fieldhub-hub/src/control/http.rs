@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::JsonRejection;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -31,6 +31,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::dbc::{self, DbcStore};
+use super::workbench;
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::{FaultSpec, FaultSpecError};
@@ -84,7 +85,7 @@ pub(super) struct ApiState {
     pub(super) dbc: DbcStore,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
     /// before a request reaches the bus.
-    recordings_dir: PathBuf,
+    pub(super) recordings_dir: PathBuf,
 }
 
 /// The running control server; dropping it stops the server.
@@ -206,8 +207,8 @@ fn router(state: Arc<ApiState>) -> Router {
             get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Recordings)).post(start_recording),
         )
         .route("/api/v1/recordings/{id}", delete(stop_recording))
-        .route("/api/v1/recording-file", get(recording_file))
-        .route("/api/v1/channels/{channel}/send", post(send_frame))
+        .route("/api/v1/recording-file", get(workbench::recording_file))
+        .route("/api/v1/channels/{channel}/send", post(workbench::send_frame))
         .route("/api/v1/monitor", get(super::monitor_ws::open))
         .route("/api/v1/dbc", get(dbc::list))
         .route(
@@ -252,7 +253,7 @@ pub(super) fn error(status: StatusCode, message: String) -> Response {
 }
 
 /// Hand a request to the bus thread and turn its answer into a response.
-async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
+pub(super) async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
     match ask_value(&state, request).await {
         Ok(body) => Json(body).into_response(),
         Err(response) => response,
@@ -281,7 +282,7 @@ pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Resu
 }
 
 /// The request body, or the response explaining why it is unusable.
-fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
+pub(super) fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
     parsed
         .map(|Json(v)| v)
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text()))))
@@ -409,56 +410,6 @@ async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) 
     match id.parse::<u32>() {
         Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
         Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendBody {
-    /// The frame in cansend syntax (`123#DEADBEEF`, `1ABCDEF0#`, `123##1AA`, `123#R`).
-    frame: String,
-}
-
-async fn send_frame(
-    State(s): State<Arc<ApiState>>,
-    Path(channel): Path<String>,
-    b: Result<Json<SendBody>, JsonRejection>,
-) -> Response {
-    match body(b) {
-        Ok(SendBody { frame }) => match fieldhub_proto::text::parse_cansend(frame.trim()) {
-            Ok(frame) => ask(s, ControlRequest::Send { channel, frame }).await,
-            Err(e) => error(StatusCode::BAD_REQUEST, format!("'{frame}' is not a frame in cansend syntax: {e}")),
-        },
-        Err(response) => *response,
-    }
-}
-
-#[derive(Deserialize)]
-struct FileQuery {
-    path: String,
-}
-
-/// Largest recording file the API hands out; bigger ones are read on the
-/// hub's machine.
-const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
-
-/// A recording's file, from the recordings directory only.
-async fn recording_file(State(s): State<Arc<ApiState>>, query: Result<Query<FileQuery>, QueryRejection>) -> Response {
-    let Ok(Query(FileQuery { path })) = query else {
-        return error(StatusCode::BAD_REQUEST, "give the recording's path as ?path=NAME".into());
-    };
-    let file = match crate::recording_path::resolve(&s.recordings_dir, &path) {
-        Ok(file) => file,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
-    };
-    let read = tokio::task::spawn_blocking(move || crate::recording_path::read(&file, MAX_DOWNLOAD)).await;
-    match read {
-        Ok(Ok(bytes)) => ([("content-type", "text/plain; charset=utf-8")], bytes).into_response(),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            error(StatusCode::NOT_FOUND, format!("no recording file '{path}'"))
-        }
-        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("cannot read '{path}': {e}")),
-        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the read did not finish".into()),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod http;
 mod monitor_ws;
 pub mod trace;
 mod ui;
+mod workbench;
 
 use std::path::PathBuf;
 

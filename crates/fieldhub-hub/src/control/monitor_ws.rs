@@ -39,12 +39,10 @@ const ROW_TICKS: u32 = 6;
 #[derive(Deserialize)]
 pub struct MonitorQuery {
     /// Comma-separated channel names; all channels when absent or empty.
+    /// (`?token=`, for browsers, which cannot set a WebSocket's headers, is
+    /// checked by the API's authorization layer.)
     #[serde(default)]
     channels: String,
-    /// The hub's token, for browsers, which cannot set a WebSocket's
-    /// headers (checked by the API's authorization layer).
-    #[serde(default, rename = "token")]
-    _token: Option<String>,
 }
 
 pub async fn open(
