@@ -62,9 +62,6 @@ export class Trace {
     this.paused = !this.paused;
     event.target.textContent = this.paused ? 'Resume' : 'Pause';
     event.target.classList.toggle('active', this.paused);
-    // How long the click waited for the page (shown, and read by tests).
-    const latency = performance.now() - event.timeStamp;
-    window.fieldhubClickLatencies = (window.fieldhubClickLatencies || []).concat([latency]);
   }
 
   clear() {
