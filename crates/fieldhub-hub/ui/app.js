@@ -22,6 +22,8 @@ new Send(document.getElementById('send'));
 let socket = null;
 let lastTaken = 0;
 let lastTakenAt = performance.now();
+/// When the last batch came: a quiet bus sends none, and its rate is 0.
+let lastBatchAt = 0;
 
 function showTab(name) {
   for (const button of document.querySelectorAll('nav button[data-tab]')) {
@@ -53,6 +55,7 @@ function connect() {
     trace.add(message, message.skipped + message.dropped);
     overwrite.add(message);
     const now = performance.now();
+    lastBatchAt = now;
     if (now - lastTakenAt >= 1000) {
       const rate = ((message.taken - lastTaken) * 1000) / (now - lastTakenAt);
       document.getElementById('rate').textContent = Math.round(Math.max(0, rate)).toLocaleString('en');
@@ -78,6 +81,7 @@ function reconnect() {
 
 async function poll() {
   try {
+    if (performance.now() - lastBatchAt > 1500) document.getElementById('rate').textContent = '0';
     const stats = await api('GET', '/api/v1/stats');
     document.getElementById('hub-name').textContent = stats.hub;
     load.add(stats);
