@@ -60,6 +60,19 @@ def test_an_uploaded_dbc_decodes_the_trace_and_the_overwrite_view(hub, page, tmp
         assert cell.inner_text() == want
 
 
+def test_a_windows_1252_dbc_keeps_its_units(hub, page, tmp_path):
+    # Vector's tools write Windows-1252: the degree sign is one byte, 0xB0.
+    dbc_file = tmp_path / "vector.dbc"
+    dbc_file.write_bytes(DBC.replace('"degC"', '"\u00b0C"').encode("cp1252"))
+    page.select_option("#dbc-channel", "can0")
+    page.set_input_files("#dbc-file", str(dbc_file))
+    page.wait_for_function("document.getElementById('dbc-status').textContent.includes('can0 (1 messages)')")
+    with hub.bus("can0", "ecu") as bus:
+        bus.send(can.Message(arbitration_id=0x100, data=FRAME, is_extended_id=False))
+        row = page.wait_for_selector('.trace-row[data-id="100"]', timeout=1000)
+        assert row.query_selector(".c-decoded").inner_text() == expected_text().replace("degC", "\u00b0C")
+
+
 def test_a_dbc_named_in_the_configuration_decodes_from_the_start(browser, tmp_path):
     (tmp_path / "engine.dbc").write_text(DBC)
     config = CONFIG.replace('name = "can0"\n', f'name = "can0"\ndbc = "{tmp_path / "engine.dbc"}"\n')

@@ -29,6 +29,8 @@ pub use format::describe;
 pub enum DbcLoadError {
     #[error("the DBC file does not parse: {0}")]
     Parse(String),
+    #[error("the DBC file is neither UTF-8 nor Windows-1252 text")]
+    Encoding,
     #[error("signal {message}.{signal}: {why}")]
     Signal { message: String, signal: String, why: String },
 }
@@ -110,6 +112,15 @@ impl Database {
             messages.insert(key, message_def(&dbc, message)?);
         }
         Ok(Self { messages })
+    }
+
+    /// Parse a DBC file's bytes: UTF-8, or Windows-1252 (what Vector's
+    /// tools write) when they are not UTF-8.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DbcLoadError> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Self::parse(text),
+            Err(_) => Self::parse(&can_dbc::decode_cp1252(bytes).ok_or(DbcLoadError::Encoding)?),
+        }
     }
 
     /// How many messages the file defines.
@@ -300,6 +311,16 @@ VAL_ 256 Gear 0 "Neutral" 1 "First" 2 "Second" ;
         let db = Database::parse(DBC).unwrap();
         let decoded = db.decode(256, false, &[0xD2, 0x04]).unwrap();
         assert_eq!(decoded.signals.iter().map(|s| s.name).collect::<Vec<_>>(), ["Speed"]);
+    }
+
+    #[test]
+    fn a_windows_1252_file_is_read() {
+        let text = DBC.replace("\"degC\"", "\"\u{B0}C\"");
+        let bytes: Vec<u8> = text.chars().map(|c| u8::try_from(u32::from(c)).unwrap()).collect();
+        assert!(std::str::from_utf8(&bytes).is_err(), "0xB0 alone is not UTF-8");
+        let db = Database::from_bytes(&bytes).unwrap();
+        let decoded = db.decode(256, false, &[0, 0, 0xF6, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(decoded.signals.iter().find(|s| s.name == "Temp").unwrap().unit, "\u{B0}C");
     }
 
     #[test]

@@ -105,7 +105,14 @@ async function uploadDbc(input) {
   const file = input.files[0];
   if (!file) return;
   const channel = document.getElementById('dbc-channel').value;
-  const text = await file.text();
+  // Vector's tools write Windows-1252; anything that is not UTF-8 is read so.
+  const bytes = await file.arrayBuffer();
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    text = new TextDecoder('windows-1252').decode(bytes);
+  }
   await act(`load ${file.name} for ${channel}`, () =>
     api('PUT', `/api/v1/channels/${encodeURIComponent(channel)}/dbc`, { text }));
   input.value = '';

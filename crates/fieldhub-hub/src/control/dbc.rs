@@ -49,13 +49,16 @@ impl DbcStore {
         for channel in &config.channels {
             let Some(path) = &channel.dbc else { continue };
             let (name, path) = (channel.name.clone(), path.clone());
-            let text = std::fs::read_to_string(&path).map_err(|source| DbcFileError::Read {
+            let bytes = std::fs::read(&path).map_err(|source| DbcFileError::Read {
                 channel: name.clone(),
                 path: path.clone(),
                 source,
             })?;
-            let db =
-                Database::parse(&text).map_err(|source| DbcFileError::Load { channel: name.clone(), path, source })?;
+            let db = Database::from_bytes(&bytes).map_err(|source| DbcFileError::Load {
+                channel: name.clone(),
+                path,
+                source,
+            })?;
             files.insert(name, Arc::new(db));
         }
         Ok(Self { files: RwLock::new(files) })
