@@ -342,6 +342,10 @@ impl Bus {
                 routed = true;
             }
         }
+        // A page closed while the bus was quiet: its tap goes with the next frames.
+        if !self.monitors.is_empty() {
+            self.close_monitors();
+        }
         routed
     }
 

@@ -141,14 +141,22 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_monitor_is_forgotten() {
+    fn a_closed_monitor_is_forgotten_at_the_next_request_or_frame() {
         let mut h = Harness::new(CONFIG);
         let (tap, feed) = monitor();
         h.control(ControlRequest::Monitor { channels: vec![], tap }).unwrap();
         assert_eq!(h.bus.monitors.len(), 1);
         drop(feed);
         h.control(ControlRequest::Channels).unwrap();
-        assert!(h.bus.monitors.is_empty());
+        assert!(h.bus.monitors.is_empty(), "at a control request");
+        let (tap, feed) = monitor();
+        h.control(ControlRequest::Monitor { channels: vec![], tap }).unwrap();
+        drop(feed);
+        let tx = h.connect("tx");
+        let port = h.open(&tx, "can0", "tx", PortOptions::empty());
+        h.send(&tx, port, can(0x1, &[]));
+        h.step();
+        assert!(h.bus.monitors.is_empty(), "at the next frame");
     }
 
     #[test]
