@@ -95,7 +95,7 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-export const FLAGS = { EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32 };
+const FLAGS = { EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32 };
 
 /// An identifier as candump writes it: 3 hex digits, or 8 when extended.
 export function idText(id, flags) {
