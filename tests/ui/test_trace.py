@@ -118,6 +118,11 @@ def test_with_a_token_the_page_works_when_opened_with_it_and_the_api_refuses_wit
             with hub.bus("can0", "ecu") as bus:
                 bus.send(can.Message(arbitration_id=0x7E0, data=[2, 1, 0], is_extended_id=False))
                 opened.page.wait_for_selector('.trace-row[data-id="7E0"]', timeout=1000)
+                # The control API's requests carry the token too.
+                opened.page.click("nav button[data-tab=wiring]")
+                opened.page.click('#port-rows tr[data-port="ecu"] button[data-action=unplug]')
+                opened.page.wait_for_selector('#port-rows tr[data-port="ecu"] button[data-action=plug]')
+                assert hub.api("GET", "/api/v1/ports")[0]["plugged"] is False
             assert opened.errors == []
         finally:
             opened.close()
