@@ -59,6 +59,8 @@ def test_a_bench_session_on_the_page(hub, page, tmp_path):
         row = page.locator('.trace-row[data-id="100"][data-channel="can0"]').last
         assert row.locator(".c-decoded").inner_text() == want
         assert row.locator(".c-data").inner_text().replace(" ", "") == last.hex().upper()
+        assert row.locator(".c-sender").inner_text() == "engine"
+        assert page.locator('.trace-row[data-id="3C0"] .c-sender').last.inner_text() == "send port"
         screenshot(page, "trace")
         page.click("nav button[data-tab=overwrite]")
         page.wait_for_selector('#overwrite-rows tr[data-id="18FF0010"]')

@@ -25,6 +25,8 @@ def test_frames_sent_by_a_client_appear_in_the_trace_within_a_second(hub, page):
         row = page.wait_for_selector('.trace-row[data-id="123"]', timeout=1000)
         assert time.monotonic() - sent_at < 1.0
         assert "DE AD BE EF" in row.inner_text()
+        page.wait_for_function(
+            "document.querySelector('.trace-row[data-id=\"123\"] .c-sender').textContent === 'ecu'", timeout=3000)
         bus.send(can.Message(arbitration_id=0x1ABCDEF0, data=[1], is_extended_id=True))
         row = page.wait_for_selector('.trace-row[data-id="1ABCDEF0"]', timeout=1000)
         assert "EXT" in row.inner_text()
@@ -54,7 +56,7 @@ def test_the_trace_filters_pauses_clears_and_exports_a_candump_log(hub, page):
         assert all(line.startswith("(") and ")" in line for line in log)
         page.fill("#filter-id", "")
         page.fill("#filter-mask", "")
-        page.fill("#filter-text", "can0 200")
+        page.fill("#filter-text", "200#00")
         page.wait_for_function("document.querySelectorAll('#trace-rows .trace-row').length === 1")
         page.fill("#filter-text", "")
         page.click("#pause")

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use fieldhub_proto::Frame;
 
+use crate::channel::Transmitted;
+
 /// Frames one monitor's queue holds before the bus drops for it: a few
 /// batches' worth at 200,000 frames/s, well under a megabyte and a half.
 pub const MONITOR_QUEUE: usize = 16 * 1024;
@@ -30,6 +32,8 @@ pub const MONITOR_QUEUE: usize = 16 * 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct Tapped {
     pub channel: u16,
+    /// Hub-wide port id of the sender; 0 for the bus's own error frames.
+    pub sender: u32,
     pub timestamp_ns: u64,
     pub frame: Frame,
 }
@@ -77,13 +81,15 @@ impl MonitorTap {
         self.shared.closed.load(Ordering::Acquire)
     }
 
-    /// Hand over a frame put on `channel`, if this tap covers it; a full
+    /// Hand over a frame put on a channel, if this tap covers it; a full
     /// queue drops and counts it.
-    pub fn offer(&self, timestamp_ns: u64, channel: u16, frame: &Frame) {
-        if !self.channels.contains(&channel) {
+    pub fn offer(&self, sent: &Transmitted) {
+        if !self.channels.contains(&sent.channel) {
             return;
         }
-        if let Err(TrySendError::Full(_)) = self.queue.try_send(Tapped { channel, timestamp_ns, frame: *frame }) {
+        let tapped =
+            Tapped { channel: sent.channel, sender: sent.sender, timestamp_ns: sent.timestamp_ns, frame: sent.frame };
+        if let Err(TrySendError::Full(_)) = self.queue.try_send(tapped) {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -112,13 +118,17 @@ impl Drop for MonitorFeed {
 mod tests {
     use super::*;
 
+    fn sent(channel: u16, timestamp_ns: u64, frame: Frame) -> Transmitted {
+        Transmitted { channel, sender: 7, frame, hops: 0, timestamp_ns }
+    }
+
     #[test]
     fn a_full_queue_drops_and_counts_without_waiting() {
         let (mut tap, feed) = monitor();
         tap.set_channels(vec![0]);
         let frame = Frame::can(0x123, false, &[1, 2]).unwrap();
         for i in 0..MONITOR_QUEUE + 10 {
-            tap.offer(i as u64, 0, &frame);
+            tap.offer(&sent(0, i as u64, frame));
         }
         assert_eq!(feed.dropped(), 10);
         assert_eq!(feed.try_take().map(|t| t.timestamp_ns), Some(0), "the oldest frames are kept, in order");
@@ -129,10 +139,10 @@ mod tests {
         let (mut tap, feed) = monitor();
         tap.set_channels(vec![1]);
         let frame = Frame::can(0x1, false, &[]).unwrap();
-        tap.offer(5, 0, &frame);
-        tap.offer(6, 1, &frame);
+        tap.offer(&sent(0, 5, frame));
+        tap.offer(&sent(1, 6, frame));
         let got = feed.try_take().unwrap();
-        assert_eq!((got.channel, got.timestamp_ns), (1, 6));
+        assert_eq!((got.channel, got.timestamp_ns, got.sender), (1, 6, 7));
         assert!(feed.try_take().is_none());
     }
 

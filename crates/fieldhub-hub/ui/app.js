@@ -12,8 +12,18 @@ import { Wiring } from './wiring.js';
 
 const names = new Map();
 const channelName = (id) => names.get(id) ?? String(id);
+/// Port names by hub-wide port id, from the statistics polled each second.
+const ports = new Map();
+/// Who put a frame on the bus: a port, the page's send port, a bridge, or
+/// the bus itself (error frames).
+function senderName(id) {
+  if (id === 0) return 'bus';
+  if (id >= 0xffff0000) return 'bridge';
+  if (id >= 0xfffe0000) return 'send port';
+  return ports.get(id) ?? `port ${id}`;
+}
 
-const trace = new Trace(document.getElementById('trace'), channelName);
+const trace = new Trace(document.getElementById('trace'), channelName, senderName);
 const overwrite = new Overwrite(document.getElementById('overwrite'), channelName);
 const wiring = new Wiring(document.getElementById('wiring'));
 const load = new Load(document.getElementById('load'));
@@ -85,6 +95,9 @@ async function poll() {
     const stats = await api('GET', '/api/v1/stats');
     document.getElementById('hub-name').textContent = stats.hub;
     load.add(stats);
+    const known = ports.size;
+    for (const port of stats.ports) ports.set(port.port_id, port.name);
+    if (ports.size !== known) trace.schedule();
     if (!document.getElementById('wiring').hidden) await wiring.refresh();
   } catch (e) {
     say(`the hub does not answer: ${e.message}`, true);

@@ -11,8 +11,9 @@ const KEEP = 20000;
 const ROW_PX = 20;
 
 export class Trace {
-  constructor(root, channelName) {
+  constructor(root, channelName, senderName) {
     this.channelName = channelName;
+    this.senderName = senderName;
     this.frames = [];
     this.visible = [];
     this.paused = false;
@@ -45,7 +46,7 @@ export class Trace {
       this.pausedDrops += batch.frames.length;
     } else {
       for (const f of batch.frames) {
-        const frame = { ch: f[0], us: f[1], id: f[2], flags: f[3], hex: f[4], len: f[5], text: f[6], decoded: f[7] };
+        const frame = { ch: f[0], us: f[1], id: f[2], flags: f[3], hex: f[4], len: f[5], text: f[6], decoded: f[7], sender: f[8] };
         this.frames.push(frame);
         if (this.matches(frame)) this.visible.push(frame);
       }
@@ -99,7 +100,8 @@ export class Trace {
 
   /// The searchable text of a frame: what its row shows.
   line(frame) {
-    return `${this.channelName(frame.ch)} ${idText(frame.id, frame.flags)} ${flagText(frame.flags)} ${frame.text} ${frame.decoded || ''}`;
+    const where = `${this.channelName(frame.ch)} ${this.senderName(frame.sender)}`;
+    return `${where} ${idText(frame.id, frame.flags)} ${flagText(frame.flags)} ${frame.text} ${frame.decoded || ''}`;
   }
 
   schedule() {
@@ -142,6 +144,7 @@ export class Trace {
       },
       el('span', { class: 'c-time' }, time),
       el('span', { class: 'c-ch' }, this.channelName(frame.ch)),
+      el('span', { class: 'c-sender' }, this.senderName(frame.sender)),
       el('span', { class: 'c-id' }, idText(frame.id, frame.flags)),
       el('span', { class: 'c-flags' }, flagText(frame.flags)),
       el('span', { class: 'c-len' }, String(frame.len)),

@@ -318,7 +318,7 @@ impl Bus {
                 recording.offer(sent.timestamp_ns, sent.channel, &sent.frame);
             }
             for monitor in &self.monitors {
-                monitor.offer(sent.timestamp_ns, sent.channel, &sent.frame);
+                monitor.offer(&sent);
             }
             for route in self.routes.iter_mut().filter(|r| r.matches(&sent)) {
                 let destination = &mut self.channels[route.to as usize];

@@ -176,6 +176,7 @@ impl TraceBatcher {
                     t.frame.len(),
                     text::format_cansend(&t.frame),
                     decode(t.channel, &t.frame),
+                    t.sender,
                 ])
             })
             .collect();
@@ -195,7 +196,7 @@ mod tests {
     use super::*;
 
     fn tapped(id: u32, us: u64, data: &[u8]) -> Tapped {
-        Tapped { channel: 0, timestamp_ns: us * 1_000, frame: Frame::can(id, false, data).unwrap() }
+        Tapped { channel: 0, sender: 1, timestamp_ns: us * 1_000, frame: Frame::can(id, false, data).unwrap() }
     }
 
     #[test]
@@ -251,7 +252,7 @@ mod tests {
     fn identifiers_beyond_the_cap_are_counted_not_tracked() {
         let mut batcher = TraceBatcher::default();
         for id in 0..(MAX_IDS as u32 + 5) {
-            batcher.take(Tapped { channel: 0, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
+            batcher.take(Tapped { channel: 0, sender: 1, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
         }
         let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);
