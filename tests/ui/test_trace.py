@@ -137,10 +137,13 @@ def test_another_sites_page_cannot_open_the_monitor(hub):
     upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
     host = hub.http.removeprefix("http://")
+    port = host.rsplit(":", 1)[1]
     statuses = {}
-    for origin in ("https://evil.example", f"http://{host}"):
+    # Another site; this hub's page; a site whose name was rebound to 127.0.0.1.
+    for origin, named in (("https://evil.example", host), (f"http://{host}", host),
+                          (f"http://rebound.example:{port}", f"rebound.example:{port}")):
         connection = http.client.HTTPConnection(host, timeout=5)
-        connection.request("GET", "/api/v1/monitor", headers={**upgrade, "Origin": origin})
+        connection.request("GET", "/api/v1/monitor", headers={**upgrade, "Origin": origin, "Host": named})
         statuses[origin] = connection.getresponse().status
         connection.close()
-    assert statuses == {"https://evil.example": 403, f"http://{host}": 101}
+    assert statuses == {"https://evil.example": 403, f"http://{host}": 101, f"http://rebound.example:{port}": 403}

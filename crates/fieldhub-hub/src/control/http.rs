@@ -80,7 +80,7 @@ const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) struct ApiState {
     inbox: InboxSender,
-    token: Option<String>,
+    pub(super) token: Option<String>,
     /// The DBC files the monitor decodes with.
     pub(super) dbc: DbcStore,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
