@@ -268,7 +268,11 @@ fn check_config_says_ok_or_names_the_mistake_without_starting_a_hub() {
     std::fs::write(&good, format!("[hub]\nlisten = [\"{addr}\"]\n[[channel]]\nname = \"a\"\n")).unwrap();
     std::fs::write(&bad, "[[channel]]\nname = \"a\"\n\ndata_bitrate = 2000000\n").unwrap();
     let check = |path: &std::path::Path| {
-        Command::new(env!("CARGO_BIN_EXE_fieldhub")).args(["hub", "--check-config", "--config"]).arg(path).output().unwrap()
+        Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .args(["hub", "--check-config", "--config"])
+            .arg(path)
+            .output()
+            .unwrap()
     };
     let out = check(&good);
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok", "{out:?}");

@@ -238,6 +238,11 @@ pub struct ChannelConfig {
     /// Leave bus-off automatically after 128 × 11 recessive bits.
     #[serde(default = "default_true")]
     pub auto_bus_off_recovery: bool,
+    /// A DBC file the web monitor decodes this channel's frames with;
+    /// relative to the configuration file's directory. Configuration only:
+    /// the control API takes a DBC's text (`PUT .../dbc`), never a path.
+    #[serde(default)]
+    pub dbc: Option<PathBuf>,
 }
 
 impl ChannelConfig {
@@ -251,6 +256,7 @@ impl ChannelConfig {
             timing: Timing::Ideal,
             no_ack: false,
             auto_bus_off_recovery: true,
+            dbc: None,
         }
     }
 
@@ -375,7 +381,15 @@ impl HubConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&text, &path.display().to_string())
+        let mut config = Self::parse(&text, &path.display().to_string())?;
+        // A DBC file named in the configuration is found next to it.
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for channel in &mut config.channels {
+            if let Some(dbc) = channel.dbc.take() {
+                channel.dbc = Some(dir.join(dbc));
+            }
+        }
+        Ok(config)
     }
 
     /// Parse and validate TOML text; `origin` names it in error messages.

@@ -44,6 +44,7 @@ pub mod fault;
 pub mod id_counter;
 pub mod inbox;
 pub mod member;
+pub mod monitor;
 pub mod outbox;
 pub mod recording;
 pub mod recording_path;
@@ -58,6 +59,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use config::{ConfigError, HubConfig, ListenAddr};
+use control::dbc::{DbcFileError, DbcStore};
 use control::http::ControlServer;
 use inbox::{BusWake, Inbound, InboxSender};
 use session::Sessions;
@@ -87,6 +89,8 @@ pub enum StartError {
     Ivshmem(#[from] RegionError),
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
+    #[error(transparent)]
+    Dbc(#[from] DbcFileError),
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -132,6 +136,7 @@ impl Hub {
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+        let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
         let (inbox, inbox_rx) = inbox::inbox(wake);
         let bus = bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start()));
@@ -156,7 +161,7 @@ impl Hub {
             control: None,
         };
         let control =
-            ControlServer::start(hub.inbox.clone(), config.hub.token.clone(), config.hub.recordings_dir.clone())
+            ControlServer::start(hub.inbox.clone(), config.hub.token.clone(), config.hub.recordings_dir.clone(), dbc)
                 .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));

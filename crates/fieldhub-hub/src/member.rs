@@ -29,7 +29,8 @@ pub const GATEWAY_QUEUE: usize = 1024;
 pub enum Receiver {
     /// A client's port.
     Client { outbox: Outbox, options: PortOptions },
-    /// The sending end of a gateway route: it receives nothing.
+    /// A hub-owned sending port (gateway route, send port): it receives
+    /// nothing.
     Gateway,
 }
 
@@ -93,7 +94,8 @@ impl Member {
         }
     }
 
-    /// The sending end of a gateway route.
+    /// A port of the hub's own that only sends: a gateway route's sending
+    /// end, or a channel's send port (`bus::monitor`).
     pub fn gateway(port_id: u32) -> Self {
         Self::base(0, 0, port_id, TxQueue::new(None))
     }

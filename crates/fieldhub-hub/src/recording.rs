@@ -25,6 +25,9 @@ const FLUSH_EVERY: Duration = Duration::from_millis(200);
 pub struct Recording {
     pub id: u32,
     pub path: PathBuf,
+    /// The path as the API was given it, relative to the recordings
+    /// directory: how the file is downloaded again.
+    pub name: String,
     pub format: Format,
     /// Channel ids and names recorded.
     pub channels: Vec<(u16, String)>,
@@ -39,6 +42,7 @@ impl Recording {
     pub fn start(
         id: u32,
         path: PathBuf,
+        name: String,
         format: Format,
         channels: Vec<(u16, String)>,
         start_ns: u64,
@@ -55,7 +59,7 @@ impl Recording {
         let writer = std::thread::Builder::new()
             .name(format!("fh-record-{id}"))
             .spawn(move || write_loop(recorder, &incoming, &names))?;
-        Ok(Self { id, path, format, channels, queue: Some(queue), writer: Some(writer), dropped: 0 })
+        Ok(Self { id, path, name, format, channels, queue: Some(queue), writer: Some(writer), dropped: 0 })
     }
 
     /// Hand over a frame put on `channel`, if this recording covers it.

@@ -114,6 +114,27 @@ pub fn create(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
+/// Read the regular file at `path` (from [`resolve`]), at most `limit`
+/// bytes: opened like [`create`] opens, without following a symbolic link
+/// and without blocking, so a download is held to the same rules as a
+/// recording.
+pub fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = OpenOptions::new().read(true).custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::other(format!(
+            "the file is larger than {limit} bytes; read it on the hub's machine"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The open(2) flags [`create`] adds, from rustix so the hub needs no libc.
 mod libc_flags {
     pub const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
@@ -129,6 +150,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("rec/sub")).unwrap();
         dir
+    }
+
+    #[test]
+    fn read_gives_a_regular_file_and_refuses_a_symbolic_link_or_a_big_file() {
+        let dir = scratch("read");
+        let file = resolve(&dir.join("rec"), "r.log").unwrap();
+        std::fs::write(&file, "(1.000000) can0 123#11\n").unwrap();
+        assert_eq!(read(&file, 1024).unwrap(), b"(1.000000) can0 123#11\n");
+        assert!(read(&file, 4).is_err(), "larger than the limit");
+        std::os::unix::fs::symlink(&file, dir.join("rec/link.log")).unwrap();
+        assert!(read(&dir.join("rec/link.log"), 1024).is_err(), "a symbolic link is not followed");
     }
 
     #[test]

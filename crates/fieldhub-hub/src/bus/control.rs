@@ -23,6 +23,7 @@ fn recording_json(r: &Recording) -> Value {
     json!({
         "id": r.id,
         "path": r.path,
+        "name": r.name,
         "format": r.format.name(),
         "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
         "dropped": r.dropped,
@@ -42,6 +43,8 @@ fn fault_json(channel: &str, rule: &FaultRule) -> Value {
 impl Bus {
     /// Apply one control request.
     pub(crate) fn apply(&mut self, request: ControlRequest) -> ControlResult {
+        // The page polls while it is open, so closed monitors go soon.
+        self.close_monitors();
         match request {
             ControlRequest::Stats => {
                 serde_json::to_value(self.stats()).map_err(|e| ControlError::Invalid(e.to_string()))
@@ -70,10 +73,12 @@ impl Bus {
             ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),
             ControlRequest::StartRecording { spec, file } => self.start_recording(spec, file),
             ControlRequest::StopRecording { id } => self.stop_recording(id),
+            ControlRequest::Monitor { channels, tap } => self.open_monitor(&channels, tap),
+            ControlRequest::Send { channel, frame } => self.send_frame(&channel, frame),
         }
     }
 
-    fn channel_index(&self, name: &str) -> Result<u16, ControlError> {
+    pub(super) fn channel_index(&self, name: &str) -> Result<u16, ControlError> {
         self.channel_ids.get(name).copied().ok_or_else(|| {
             let mut known: Vec<&str> = self.channel_ids.keys().map(String::as_str).collect();
             known.sort_unstable();
@@ -150,6 +155,12 @@ impl Bus {
 
     fn create_channel(&mut self, config: ChannelConfig) -> ControlResult {
         check_name(&config.name).map_err(|m| ControlError::Invalid(format!("name: {m}")))?;
+        if config.dbc.is_some() {
+            return Err(ControlError::Invalid(format!(
+                "dbc: the API takes a DBC file's text, not a path: PUT /api/v1/channels/{}/dbc",
+                config.name
+            )));
+        }
         config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
         if self.channel_ids.contains_key(&config.name) {
             return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));
@@ -456,7 +467,7 @@ impl Bus {
             return Err(ControlError::Conflict(format!("'{}' is being recorded already", spec.path)));
         }
         let id = self.next_recording_id;
-        let recording = Recording::start(id, path, format, channels, self.clock.now())
+        let recording = Recording::start(id, path, spec.path.clone(), format, channels, self.clock.now())
             .map_err(|e| ControlError::Invalid(format!("cannot write '{}': {e}", spec.path)))?;
         self.next_recording_id += 1;
         let answer = recording_json(&recording);

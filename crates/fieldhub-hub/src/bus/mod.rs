@@ -29,6 +29,7 @@ use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
+use crate::monitor::MonitorTap;
 use crate::outbox::{Outbound, Outbox, Refused};
 use crate::recording::Recording;
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
@@ -39,6 +40,7 @@ mod control;
 #[cfg(test)]
 mod harness;
 mod intakes;
+mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
@@ -140,6 +142,8 @@ pub struct Bus {
     next_fault_id: u32,
     recordings: Vec<Recording>,
     next_recording_id: u32,
+    /// Web monitors' taps, offered every transmitted frame like recordings.
+    monitors: Vec<MonitorTap>,
     /// Clients whose rings this thread reads.
     intakes: Intakes,
     /// Busy-poll instead of sleeping when idle.
@@ -194,6 +198,7 @@ impl Bus {
             next_fault_id: 1,
             recordings: Vec::new(),
             next_recording_id: 1,
+            monitors: Vec::new(),
             intakes: Intakes::default(),
             busy_poll: config.hub.busy_poll,
             spin: AdaptiveSpin::default(),
@@ -314,6 +319,9 @@ impl Bus {
             for recording in &mut self.recordings {
                 recording.offer(sent.timestamp_ns, sent.channel, &sent.frame);
             }
+            for monitor in &self.monitors {
+                monitor.offer(&sent);
+            }
             for route in self.routes.iter_mut().filter(|r| r.matches(&sent)) {
                 let destination = &mut self.channels[route.to as usize];
                 let Some(gateway) = destination.members.iter_mut().find(|m| m.port_id == route.port_id) else {
@@ -335,6 +343,10 @@ impl Bus {
                 self.dirty[route.to as usize] = true;
                 routed = true;
             }
+        }
+        // A page closed while the bus was quiet: its tap goes with the next frames.
+        if !self.monitors.is_empty() {
+            self.close_monitors();
         }
         routed
     }

@@ -35,7 +35,13 @@ impl Channel {
             member.deliver(error, meta);
         }
         self.frames += 1;
-        sent.push(Transmitted { channel: self.id, frame: error, hops: 0, timestamp_ns: meta.timestamp_ns });
+        sent.push(Transmitted {
+            channel: self.id,
+            sender: meta.sender,
+            frame: error,
+            hops: 0,
+            timestamp_ns: meta.timestamp_ns,
+        });
     }
 
     pub(super) fn next_meta(&mut self, sender: u32, now_ns: u64) -> FrameMeta {
@@ -98,7 +104,13 @@ impl Channel {
         let bits = FrameBits::of(&frame);
         let busy_ns = bits.duration_ns(self.config.bitrate, self.config.effective_data_bitrate());
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
-        sent.push(Transmitted { channel: self.id, frame, hops: pending.hops, timestamp_ns: meta.timestamp_ns });
+        sent.push(Transmitted {
+            channel: self.id,
+            sender: meta.sender,
+            frame,
+            hops: pending.hops,
+            timestamp_ns: meta.timestamp_ns,
+        });
         meta
     }
 }

@@ -50,6 +50,8 @@ pub const MAX_HELD: usize = 64 * 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct Transmitted {
     pub channel: u16,
+    /// Hub-wide port id of the sender; 0 for the bus's own error frames.
+    pub sender: u32,
     pub frame: Frame,
     pub hops: u8,
     pub timestamp_ns: u64,

@@ -279,6 +279,7 @@ impl Channel {
             self.members[index].deliver(ack_error_frame(), meta);
             sent.push(Transmitted {
                 channel: self.id,
+                sender: meta.sender,
                 frame: ack_error_frame(),
                 hops: 0,
                 timestamp_ns: meta.timestamp_ns,

@@ -6,24 +6,32 @@
 //! Runs on its own thread with a single-threaded tokio runtime; every request
 //! becomes one [`Inbound::Control`] for the bus thread and waits for its
 //! answer. When the hub has a token, every request must carry it as
-//! `Authorization: Bearer <token>`.
+//! `Authorization: Bearer <token>` — except the web monitor's page and
+//! scripts under `/ui` (constant files with no bus data, [`super::ui`]),
+//! and its WebSocket, which may carry it as `?token=` because browsers
+//! cannot set a WebSocket's headers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::DefaultBodyLimit;
+use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::dbc::{self, DbcStore};
+use super::workbench;
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::{FaultSpec, FaultSpecError};
@@ -59,17 +67,25 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/recordings"),
     ("post", "/api/v1/recordings"),
     ("delete", "/api/v1/recordings/{id}"),
+    ("get", "/api/v1/recording-file"),
+    ("post", "/api/v1/channels/{channel}/send"),
+    ("get", "/api/v1/monitor"),
+    ("get", "/api/v1/dbc"),
+    ("put", "/api/v1/channels/{channel}/dbc"),
+    ("delete", "/api/v1/channels/{channel}/dbc"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
 const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 
-struct ApiState {
+pub(super) struct ApiState {
     inbox: InboxSender,
-    token: Option<String>,
+    pub(super) token: Option<String>,
+    /// The DBC files the monitor decodes with.
+    pub(super) dbc: DbcStore,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
     /// before a request reaches the bus.
-    recordings_dir: PathBuf,
+    pub(super) recordings_dir: PathBuf,
 }
 
 /// The running control server; dropping it stops the server.
@@ -81,11 +97,16 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Start the server thread.
-    pub fn start(inbox: InboxSender, token: Option<String>, recordings_dir: PathBuf) -> std::io::Result<Self> {
+    pub fn start(
+        inbox: InboxSender,
+        token: Option<String>,
+        recordings_dir: PathBuf,
+        dbc: DbcStore,
+    ) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, token, recordings_dir });
+        let state = Arc::new(ApiState { inbox, token, recordings_dir, dbc });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(async move {
                 let app = router(state);
@@ -186,6 +207,15 @@ fn router(state: Arc<ApiState>) -> Router {
             get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Recordings)).post(start_recording),
         )
         .route("/api/v1/recordings/{id}", delete(stop_recording))
+        .route("/api/v1/recording-file", get(workbench::recording_file))
+        .route("/api/v1/channels/{channel}/send", post(workbench::send_frame))
+        .route("/api/v1/monitor", get(super::monitor_ws::open))
+        .route("/api/v1/dbc", get(dbc::list))
+        .route(
+            "/api/v1/channels/{channel}/dbc",
+            put(dbc::put).delete(dbc::delete).layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)),
+        )
+        .merge(super::ui::routes())
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .method_not_allowed_fallback(|| async {
             let text = "this endpoint does not take that method; the Allow header and GET /openapi.yaml list the ones it takes";
@@ -196,12 +226,20 @@ fn router(state: Arc<ApiState>) -> Router {
 }
 
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        let presented = request
+    let path = request.uri().path();
+    let public = path == "/ui" || path.starts_with("/ui/");
+    if let Some(token) = state.token.as_ref().filter(|_| !public) {
+        let header = request
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_owned);
+        let query = || {
+            let query = Query::<HashMap<String, String>>::try_from_uri(request.uri()).ok()?;
+            query.0.get("token").cloned()
+        };
+        let presented = header.or_else(|| if path == "/api/v1/monitor" { query() } else { None });
         let ok = presented.is_some_and(|p| crate::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
         if !ok {
             return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into());
@@ -210,12 +248,20 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
     next.run(request).await
 }
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(super) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
 /// Hand a request to the bus thread and turn its answer into a response.
-async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
+pub(super) async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
+    match ask_value(&state, request).await {
+        Ok(body) => Json(body).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// Hand a request to the bus thread: its answer, or the error response.
+pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Result<serde_json::Value, Response> {
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
     let queued = tokio::task::spawn_blocking(move || {
@@ -224,19 +270,19 @@ async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
     .await
     .unwrap_or(false);
     if !queued {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into());
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into()));
     }
     match tokio::time::timeout(BUS_TIMEOUT, answer).await {
-        Ok(Ok(Ok(body))) => Json(body).into_response(),
-        Ok(Ok(Err(ControlError::NotFound(m)))) => error(StatusCode::NOT_FOUND, m),
-        Ok(Ok(Err(ControlError::Conflict(m)))) => error(StatusCode::CONFLICT, m),
-        Ok(Ok(Err(ControlError::Invalid(m)))) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        _ => error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into()),
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Ok(Err(ControlError::NotFound(m)))) => Err(error(StatusCode::NOT_FOUND, m)),
+        Ok(Ok(Err(ControlError::Conflict(m)))) => Err(error(StatusCode::CONFLICT, m)),
+        Ok(Ok(Err(ControlError::Invalid(m)))) => Err(error(StatusCode::UNPROCESSABLE_ENTITY, m)),
+        _ => Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into())),
     }
 }
 
 /// The request body, or the response explaining why it is unusable.
-fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
+pub(super) fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
     parsed
         .map(|Json(v)| v)
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text()))))

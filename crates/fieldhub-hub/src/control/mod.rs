@@ -7,14 +7,21 @@
 //! the bus thread applies them between two frames, so every change is atomic
 //! with respect to traffic and the data path never takes a lock for them.
 
+pub mod dbc;
 pub mod http;
+mod monitor_ws;
+pub mod trace;
+mod ui;
+mod workbench;
 
 use std::path::PathBuf;
 
+use fieldhub_proto::Frame;
 use serde::Deserialize;
 
 use crate::config::{ChannelConfig, RouteConfig, Timing};
 use crate::fault::FaultSpec;
+use crate::monitor::MonitorTap;
 
 /// An operation on the bus.
 #[derive(Debug, Clone)]
@@ -88,6 +95,16 @@ pub enum ControlRequest {
     /// Finish a recording's file.
     StopRecording {
         id: u32,
+    },
+    /// Offer every frame of `channels` (all when empty) to a web monitor.
+    Monitor {
+        channels: Vec<String>,
+        tap: MonitorTap,
+    },
+    /// Put a frame on a channel from the channel's send port.
+    Send {
+        channel: String,
+        frame: Frame,
     },
 }
 

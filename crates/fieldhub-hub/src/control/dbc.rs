@@ -1,0 +1,180 @@
+//! DBC files the web monitor decodes with, one per channel: from the
+//! configuration (`[[channel]] dbc = "file.dbc"`, loaded when the hub
+//! starts) or uploaded through `PUT /api/v1/channels/{channel}/dbc`.
+//!
+//! Decoding is a view of the traffic, not bus state: the files live in the
+//! control server, never on the bus thread, and are read by the monitor's
+//! WebSocket tasks for the frames they draw (a few hundred a tick at most).
+//! The store's lock is held only to swap or clone an `Arc`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use fieldhub_dbc::{Database, DbcLoadError};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::http::{ask_value, error, ApiState};
+use super::ControlRequest;
+use crate::config::HubConfig;
+
+/// Largest DBC file the API takes.
+pub const MAX_DBC_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why a configured DBC file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbcFileError {
+    #[error("channel '{channel}': cannot read DBC file {path}: {source}")]
+    Read { channel: String, path: PathBuf, source: std::io::Error },
+    #[error("channel '{channel}': DBC file {path}: {source}")]
+    Load { channel: String, path: PathBuf, source: DbcLoadError },
+}
+
+/// The DBC of each channel that has one, by channel name.
+#[derive(Default)]
+pub struct DbcStore {
+    files: RwLock<HashMap<String, Arc<Database>>>,
+}
+
+impl DbcStore {
+    /// The DBC files `config` names, loaded.
+    pub fn load(config: &HubConfig) -> Result<Self, DbcFileError> {
+        let mut files = HashMap::new();
+        for channel in &config.channels {
+            let Some(path) = &channel.dbc else { continue };
+            let (name, path) = (channel.name.clone(), path.clone());
+            let bytes = std::fs::read(&path).map_err(|source| DbcFileError::Read {
+                channel: name.clone(),
+                path: path.clone(),
+                source,
+            })?;
+            let db = Database::from_bytes(&bytes).map_err(|source| DbcFileError::Load {
+                channel: name.clone(),
+                path,
+                source,
+            })?;
+            files.insert(name, Arc::new(db));
+        }
+        Ok(Self { files: RwLock::new(files) })
+    }
+
+    /// The DBC of `channel`, if it has one.
+    pub fn get(&self, channel: &str) -> Option<Arc<Database>> {
+        self.files.read().unwrap_or_else(|p| p.into_inner()).get(channel).cloned()
+    }
+
+    fn set(&self, channel: String, db: Option<Database>) {
+        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        match db {
+            Some(db) => files.insert(channel, Arc::new(db)),
+            None => files.remove(&channel),
+        };
+    }
+
+    fn list(&self) -> serde_json::Value {
+        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<_> = files.iter().map(|(c, db)| json!({ "channel": c, "messages": db.len() })).collect();
+        list.sort_by(|a, b| a["channel"].as_str().cmp(&b["channel"].as_str()));
+        serde_json::Value::Array(list)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DbcBody {
+    /// The DBC file's text.
+    text: String,
+}
+
+/// `PUT /api/v1/channels/{channel}/dbc`: decode the channel with this file.
+pub(super) async fn put(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    body: Result<Json<DbcBody>, JsonRejection>,
+) -> Response {
+    let text = match body {
+        Ok(Json(DbcBody { text })) => text,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text())),
+    };
+    if let Err(response) = known_channel(&s, &channel).await {
+        return response;
+    }
+    match Database::parse(&text) {
+        Ok(db) => {
+            let messages = db.len();
+            s.dbc.set(channel.clone(), Some(db));
+            Json(json!({ "channel": channel, "messages": messages })).into_response()
+        }
+        Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+    }
+}
+
+/// `DELETE /api/v1/channels/{channel}/dbc`: stop decoding the channel.
+pub(super) async fn delete(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    if s.dbc.get(&channel).is_none() {
+        return error(StatusCode::NOT_FOUND, format!("channel '{channel}' has no DBC file"));
+    }
+    s.dbc.set(channel.clone(), None);
+    Json(json!({ "channel": channel })).into_response()
+}
+
+/// `GET /api/v1/dbc`: the channels that have a DBC file.
+pub(super) async fn list(State(s): State<Arc<ApiState>>) -> Response {
+    Json(s.dbc.list()).into_response()
+}
+
+/// The bus's 404 for a channel it does not have.
+async fn known_channel(s: &ApiState, channel: &str) -> Result<(), Response> {
+    let channels = ask_value(s, ControlRequest::Channels).await?;
+    let known = channels.as_array().is_some_and(|list| list.iter().any(|c| c["name"] == channel));
+    if known {
+        Ok(())
+    } else {
+        Err(error(StatusCode::NOT_FOUND, format!("no channel named '{channel}'")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DBC: &str = "BO_ 256 Engine: 8 ECU\n SG_ Speed : 0|16@1+ (0.1,0) [0|6553.5] \"km/h\" Vector__XXX\n";
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("fieldhub-dbc-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_configured_dbc_is_found_next_to_the_configuration() {
+        let dir = scratch("config");
+        std::fs::write(dir.join("car.dbc"), DBC).unwrap();
+        std::fs::write(dir.join("hub.toml"), "[[channel]]\nname = \"can0\"\ndbc = \"car.dbc\"\n").unwrap();
+        let config = HubConfig::load(&dir.join("hub.toml")).unwrap();
+        let store = DbcStore::load(&config).unwrap();
+        let db = store.get("can0").expect("can0 decodes with car.dbc");
+        assert_eq!(db.decode(256, false, &[0xD2, 0x04, 0, 0, 0, 0, 0, 0]).unwrap().signals[0].value, 123.4);
+        assert!(store.get("can1").is_none());
+    }
+
+    #[test]
+    fn a_missing_or_broken_dbc_names_its_channel() {
+        let dir = scratch("broken");
+        std::fs::write(dir.join("bad.dbc"), "not a dbc").unwrap();
+        let toml = "[[channel]]\nname = \"can0\"\ndbc = \"bad.dbc\"\n[[channel]]\nname = \"can1\"\n";
+        std::fs::write(dir.join("hub.toml"), toml).unwrap();
+        let error = DbcStore::load(&HubConfig::load(&dir.join("hub.toml")).unwrap()).err().unwrap();
+        assert!(matches!(error, DbcFileError::Load { ref channel, .. } if channel == "can0"), "{error}");
+        std::fs::write(dir.join("hub.toml"), "[[channel]]\nname = \"can0\"\ndbc = \"missing.dbc\"\n").unwrap();
+        let error = DbcStore::load(&HubConfig::load(&dir.join("hub.toml")).unwrap()).err().unwrap();
+        assert!(error.to_string().contains("missing.dbc"), "{error}");
+    }
+}

@@ -1,0 +1,268 @@
+//! The web monitor's trace stream, coalesced for a browser: frames taken
+//! from a monitor's feed become one JSON batch per tick.
+//!
+//! A bus can carry far more frames than a page can draw. Each batch carries
+//! at most [`FRAMES_PER_BATCH`] frames — the newest of the tick — and says
+//! how many were left out (`skipped`) and how many the bus dropped for the
+//! monitor (`dropped`); together they are the page's "not drawn". Every
+//! frame taken, drawn or not, updates the per-identifier overwrite rows
+//! (count, first/previous/last time, last data), so the overwrite view
+//! counts every frame the monitor saw.
+//!
+//! Invariants: memory is bounded (at most [`FRAMES_PER_BATCH`] frames and
+//! [`MAX_IDS`] rows per monitor; identifiers beyond that are counted, not
+//! tracked); timestamps go to the page in microseconds, exact in a
+//! JavaScript number.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write;
+use std::sync::Arc;
+
+use fieldhub_dbc::Database;
+use fieldhub_proto::{text, Frame, FrameFlags, FrameKind};
+use serde_json::{json, Value};
+
+use crate::monitor::Tapped;
+
+/// Most frames one batch carries.
+pub const FRAMES_PER_BATCH: usize = 250;
+/// Most identifiers one monitor's overwrite rows track.
+pub const MAX_IDS: usize = 8192;
+
+/// Flag bits of a frame as the page reads them.
+pub mod flags {
+    pub const EXTENDED: u32 = 1;
+    pub const REMOTE: u32 = 2;
+    pub const BRS: u32 = 4;
+    pub const ESI: u32 = 8;
+    pub const FD: u32 = 16;
+    pub const ERROR: u32 = 32;
+}
+
+fn page_flags(frame: &Frame) -> u32 {
+    let f = frame.flags();
+    let mut bits = 0;
+    for (flag, bit) in [
+        (FrameFlags::EXTENDED, flags::EXTENDED),
+        (FrameFlags::REMOTE, flags::REMOTE),
+        (FrameFlags::BRS, flags::BRS),
+        (FrameFlags::ESI, flags::ESI),
+    ] {
+        if f.contains(flag) {
+            bits |= bit;
+        }
+    }
+    match frame.kind() {
+        FrameKind::CanFd => bits | flags::FD,
+        FrameKind::Error => bits | flags::ERROR,
+        FrameKind::Can => bits,
+    }
+}
+
+fn hex(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len() * 2);
+    for b in data {
+        let _ = write!(out, "{b:02X}");
+    }
+    out
+}
+
+/// One identifier's overwrite row.
+struct Row {
+    frame: Frame,
+    count: u64,
+    first_us: u64,
+    previous_us: Option<u64>,
+    last_us: u64,
+    /// Changed since the last batch.
+    fresh: bool,
+}
+
+/// Turns a monitor's frames into batches for the page.
+#[derive(Default)]
+pub struct TraceBatcher {
+    frames: VecDeque<Tapped>,
+    rows: HashMap<(u16, u32), Row>,
+    /// Frames taken but not drawn, since the monitor opened.
+    skipped: u64,
+    /// Frames of identifiers beyond [`MAX_IDS`], since the monitor opened.
+    untracked: u64,
+    /// Frames taken since the monitor opened.
+    taken: u64,
+}
+
+impl TraceBatcher {
+    /// Take one frame from the feed.
+    pub fn take(&mut self, tapped: Tapped) {
+        self.taken += 1;
+        let us = tapped.timestamp_ns / 1_000;
+        let key = (tapped.channel, tapped.frame.socketcan_id());
+        let tracked = self.rows.len() < MAX_IDS || self.rows.contains_key(&key);
+        if tracked {
+            let row = self.rows.entry(key).or_insert(Row {
+                frame: tapped.frame,
+                count: 0,
+                first_us: us,
+                previous_us: None,
+                last_us: us,
+                fresh: true,
+            });
+            if row.count > 0 {
+                row.previous_us = Some(row.last_us);
+            }
+            row.count += 1;
+            row.last_us = us;
+            row.frame = tapped.frame;
+            row.fresh = true;
+        } else {
+            self.untracked += 1;
+        }
+        if self.frames.len() == FRAMES_PER_BATCH {
+            self.frames.pop_front();
+            self.skipped += 1;
+        }
+        self.frames.push_back(tapped);
+    }
+
+    /// The batch of this tick, or `None` when nothing changed; `dropped` is
+    /// the bus's count of frames lost for this monitor. With `rows`, it
+    /// carries every overwrite row that changed since the last batch with
+    /// rows (a busy bus with thousands of identifiers changes them all every
+    /// tick, so the caller asks for them less often than for frames). Frames
+    /// and rows of channels in `dbc` carry their decoding.
+    pub fn batch(&mut self, dropped: u64, rows: bool, dbc: &HashMap<u16, Arc<Database>>) -> Option<Value> {
+        let decode = |channel: u16, frame: &Frame| -> Option<String> {
+            if frame.is_error() || frame.is_remote() {
+                return None;
+            }
+            let decoded = dbc.get(&channel)?.decode(frame.id(), frame.is_extended(), frame.data())?;
+            Some(fieldhub_dbc::describe(&decoded))
+        };
+        let rows: Vec<Value> = self
+            .rows
+            .iter_mut()
+            .filter(|(_, row)| rows && row.fresh)
+            .map(|(&(channel, _), row)| {
+                row.fresh = false;
+                let period = (row.count > 1).then(|| (row.last_us - row.first_us) / (row.count - 1));
+                let delta = row.previous_us.map(|p| row.last_us - p);
+                json!([
+                    channel,
+                    row.frame.id(),
+                    page_flags(&row.frame),
+                    row.count,
+                    period,
+                    delta,
+                    row.last_us,
+                    hex(row.frame.data()),
+                    row.frame.len(),
+                    decode(channel, &row.frame),
+                ])
+            })
+            .collect();
+        if rows.is_empty() && self.frames.is_empty() {
+            return None;
+        }
+        let frames: Vec<Value> = self
+            .frames
+            .drain(..)
+            .map(|t| {
+                json!([
+                    t.channel,
+                    t.timestamp_ns / 1_000,
+                    t.frame.id(),
+                    page_flags(&t.frame),
+                    hex(t.frame.data()),
+                    t.frame.len(),
+                    text::format_cansend(&t.frame),
+                    decode(t.channel, &t.frame),
+                    t.sender,
+                ])
+            })
+            .collect();
+        Some(json!({
+            "frames": frames,
+            "rows": rows,
+            "taken": self.taken,
+            "skipped": self.skipped,
+            "dropped": dropped,
+            "untracked": self.untracked,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tapped(id: u32, us: u64, data: &[u8]) -> Tapped {
+        Tapped { channel: 0, sender: 1, timestamp_ns: us * 1_000, frame: Frame::can(id, false, data).unwrap() }
+    }
+
+    #[test]
+    fn every_frame_is_counted_though_only_the_newest_are_drawn() {
+        let mut batcher = TraceBatcher::default();
+        for i in 0..1_000u64 {
+            batcher.take(tapped(0x123, i * 10, &[i as u8]));
+        }
+        let batch = batcher.batch(7, true, &HashMap::new()).unwrap();
+        let frames = batch["frames"].as_array().unwrap();
+        assert_eq!(frames.len(), FRAMES_PER_BATCH);
+        assert_eq!(frames.last().unwrap()[1], 9_990, "the newest frame is drawn");
+        assert_eq!(batch["skipped"], 1_000 - FRAMES_PER_BATCH as u64);
+        assert_eq!(batch["dropped"], 7);
+        let row = &batch["rows"][0];
+        assert_eq!(row[3], 1_000, "count");
+        assert_eq!(row[4], 10, "period");
+        assert_eq!(row[5], 10, "delta");
+        assert_eq!(row[7], "E7", "last data");
+    }
+
+    #[test]
+    fn an_idle_tick_sends_nothing_and_rows_are_sent_when_they_change() {
+        let mut batcher = TraceBatcher::default();
+        assert!(batcher.batch(0, true, &HashMap::new()).is_none());
+        batcher.take(tapped(0x1, 5, &[]));
+        batcher.take(tapped(0x2, 6, &[]));
+        assert_eq!(batcher.batch(0, true, &HashMap::new()).unwrap()["rows"].as_array().unwrap().len(), 2);
+        assert!(batcher.batch(0, true, &HashMap::new()).is_none());
+        batcher.take(tapped(0x2, 9, &[1]));
+        let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
+        assert_eq!(batch["rows"].as_array().unwrap().len(), 1);
+        assert_eq!(batch["rows"][0][5], 3, "delta to the previous frame of the id");
+        assert_eq!(batch["frames"][0][6], "002#01", "cansend text");
+    }
+
+    #[test]
+    fn rows_wait_for_a_batch_that_asks_for_them() {
+        let mut batcher = TraceBatcher::default();
+        batcher.take(tapped(0x1, 5, &[1]));
+        let frames_only = batcher.batch(0, false, &HashMap::new()).unwrap();
+        assert_eq!(frames_only["frames"].as_array().unwrap().len(), 1);
+        assert!(frames_only["rows"].as_array().unwrap().is_empty());
+        assert!(batcher.batch(0, false, &HashMap::new()).is_none(), "nothing new to draw");
+        batcher.take(tapped(0x1, 9, &[2]));
+        batcher.batch(0, false, &HashMap::new()).unwrap();
+        let rows = batcher.batch(0, true, &HashMap::new()).unwrap();
+        assert_eq!(rows["rows"][0][3], 2, "both frames counted");
+        assert!(rows["frames"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn identifiers_beyond_the_cap_are_counted_not_tracked() {
+        let mut batcher = TraceBatcher::default();
+        for id in 0..(MAX_IDS as u32 + 5) {
+            batcher.take(Tapped { channel: 0, sender: 1, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
+        }
+        let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
+        assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);
+        assert_eq!(batch["untracked"], 5);
+    }
+
+    #[test]
+    fn flags_reach_the_page() {
+        let fd = Frame::can_fd(0x10, FrameFlags::BRS | FrameFlags::EXTENDED, &[0; 12]).unwrap();
+        assert_eq!(page_flags(&fd), flags::FD | flags::BRS | flags::EXTENDED);
+        assert_eq!(page_flags(&Frame::remote(0x10, false, 2).unwrap()), flags::REMOTE);
+    }
+}

@@ -1,0 +1,71 @@
+//! Endpoints the web monitor's workbench needs beyond the wiring and fault
+//! operations: putting a frame on a channel (`POST
+//! /api/v1/channels/{channel}/send`, from the channel's send port, see
+//! `bus::monitor`) and downloading a recording's file (`GET
+//! /api/v1/recording-file?path=NAME`, read only inside the recordings
+//! directory, under the same rules as writing one).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+
+use super::http::{ask, body, error, ApiState};
+use super::ControlRequest;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SendBody {
+    /// The frame in cansend syntax (`123#DEADBEEF`, `1ABCDEF0#`, `123##1AA`, `123#R`).
+    frame: String,
+}
+
+pub(super) async fn send_frame(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<SendBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(SendBody { frame }) => match fieldhub_proto::text::parse_cansend(frame.trim()) {
+            Ok(frame) => ask(s, ControlRequest::Send { channel, frame }).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, format!("'{frame}' is not a frame in cansend syntax: {e}")),
+        },
+        Err(response) => *response,
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct FileQuery {
+    path: String,
+}
+
+/// Largest recording file the API hands out; bigger ones are read on the
+/// hub's machine.
+const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
+
+/// A recording's file, from the recordings directory only.
+pub(super) async fn recording_file(
+    State(s): State<Arc<ApiState>>,
+    query: Result<Query<FileQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(FileQuery { path })) = query else {
+        return error(StatusCode::BAD_REQUEST, "give the recording's path as ?path=NAME".into());
+    };
+    let file = match crate::recording_path::resolve(&s.recordings_dir, &path) {
+        Ok(file) => file,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let read = tokio::task::spawn_blocking(move || crate::recording_path::read(&file, MAX_DOWNLOAD)).await;
+    match read {
+        Ok(Ok(bytes)) => ([("content-type", "text/plain; charset=utf-8")], bytes).into_response(),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            error(StatusCode::NOT_FOUND, format!("no recording file '{path}'"))
+        }
+        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("cannot read '{path}': {e}")),
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the read did not finish".into()),
+    }
+}

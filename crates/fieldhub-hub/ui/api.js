@@ -1,0 +1,120 @@
+// The control API as the page uses it: every request carries the hub's
+// token when the page was opened as /ui?token=…; the token stays in this
+// module (never in storage) and is sent as the header the API checks.
+
+const token = new URLSearchParams(location.search).get('token');
+
+/// Call the control API; resolves to the JSON answer, rejects with the
+/// API's own error text.
+export async function api(method, path, body) {
+  const headers = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let answer;
+  try {
+    answer = text ? JSON.parse(text) : null;
+  } catch {
+    answer = text;
+  }
+  if (!response.ok) {
+    throw new Error((answer && answer.error) || `${method} ${path}: HTTP ${response.status}`);
+  }
+  return answer;
+}
+
+/// The same request's raw text (downloads).
+export async function apiText(path) {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  const response = await fetch(path, { headers });
+  if (!response.ok) {
+    let message = `GET ${path}: HTTP ${response.status}`;
+    try {
+      message = (await response.json()).error || message;
+    } catch {
+      // not JSON: keep the status line
+    }
+    throw new Error(message);
+  }
+  return response.text();
+}
+
+/// The monitor's WebSocket URL; browsers cannot set its headers, so the
+/// token goes in the query, which the API accepts for this endpoint only.
+export function monitorUrl(channels) {
+  const url = new URL('/api/v1/monitor', location.href);
+  url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  if (channels.length) url.searchParams.set('channels', channels.join(','));
+  if (token) url.searchParams.set('token', token);
+  return url.href;
+}
+
+/// Save `text` as a file named `name`.
+export function download(name, text) {
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([text], { type: 'text/plain' }));
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+/// Show a message (an action's result or error) in the status line.
+export function say(text, isError = false) {
+  const line = document.getElementById('message');
+  line.textContent = text;
+  line.className = isError ? 'error' : '';
+}
+
+/// Run an action, reporting its error in the status line.
+export async function act(what, action) {
+  try {
+    const result = await action();
+    say(`${what}: done`);
+    return result;
+  } catch (e) {
+    say(`${what}: ${e.message}`, true);
+    return undefined;
+  }
+}
+
+/// Element helper: el('td', {class: 'x'}, 'text', child…).
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === 'onclick') node.addEventListener('click', value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== undefined && c !== null));
+  return node;
+}
+
+const FLAGS = { EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32 };
+
+/// An identifier as candump writes it: 3 hex digits, or 8 when extended.
+export function idText(id, flags) {
+  return id.toString(16).toUpperCase().padStart(flags & (FLAGS.EXT | FLAGS.ERR) ? 8 : 3, '0');
+}
+
+/// The flags as short letters.
+export function flagText(flags) {
+  const names = [];
+  if (flags & FLAGS.ERR) names.push('ERR');
+  if (flags & FLAGS.EXT) names.push('EXT');
+  if (flags & FLAGS.RTR) names.push('RTR');
+  if (flags & FLAGS.FD) names.push('FD');
+  if (flags & FLAGS.BRS) names.push('BRS');
+  if (flags & FLAGS.ESI) names.push('ESI');
+  return names.join(' ');
+}
+
+/// "DEADBEEF" as "DE AD BE EF".
+export function spacedHex(hex) {
+  return hex.replace(/(..)(?!$)/g, '$1 ');
+}

@@ -1,0 +1,156 @@
+// The web monitor's entry: tabs, the live trace stream from the hub's
+// monitor WebSocket, and a once-a-second poll of the control API for the
+// wiring, faults, recordings and bus load. Nothing here waits on the
+// stream: batches arrive at most 25 times a second, each drawn once.
+
+import { act, api, el, monitorUrl, say } from './api.js';
+import { Load } from './load.js';
+import { Overwrite } from './overwrite.js';
+import { Send } from './send.js';
+import { Trace } from './trace.js';
+import { Wiring } from './wiring.js';
+
+const names = new Map();
+const channelName = (id) => names.get(id) ?? String(id);
+/// Port names by hub-wide port id, from the statistics polled each second.
+const ports = new Map();
+/// Who put a frame on the bus: a port, the page's send port, a bridge, or
+/// the bus itself (error frames).
+function senderName(id) {
+  if (id === 0) return 'bus';
+  if (id >= 0xffff0000) return 'bridge';
+  if (id >= 0xfffe0000) return 'send port';
+  return ports.get(id) ?? `port ${id}`;
+}
+
+const trace = new Trace(document.getElementById('trace'), channelName, senderName);
+const overwrite = new Overwrite(document.getElementById('overwrite'), channelName);
+const wiring = new Wiring(document.getElementById('wiring'));
+const load = new Load(document.getElementById('load'));
+new Send(document.getElementById('send'));
+
+let socket = null;
+let lastTaken = 0;
+let lastTakenAt = performance.now();
+/// When the last batch came: a quiet bus sends none, and its rate is 0.
+let lastBatchAt = 0;
+
+function showTab(name) {
+  for (const button of document.querySelectorAll('nav button[data-tab]')) {
+    button.classList.toggle('active', button.dataset.tab === name);
+  }
+  for (const section of document.querySelectorAll('main > section')) {
+    section.hidden = section.id !== name;
+  }
+  if (name === 'load') load.draw();
+  if (name === 'overwrite') overwrite.render();
+  if (name === 'wiring') wiring.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
+}
+
+function connect() {
+  const chosen = document.getElementById('monitor-channel').value;
+  const status = document.getElementById('status');
+  socket = new WebSocket(monitorUrl(chosen ? [chosen] : []));
+  const mine = socket;
+  mine.onopen = () => {
+    status.textContent = 'live';
+    status.className = 'live';
+  };
+  mine.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.channels) {
+      for (const c of message.channels) names.set(c.id, c.name);
+      return;
+    }
+    trace.add(message, message.skipped + message.dropped);
+    overwrite.add(message);
+    const now = performance.now();
+    lastBatchAt = now;
+    if (now - lastTakenAt >= 1000) {
+      const rate = ((message.taken - lastTaken) * 1000) / (now - lastTakenAt);
+      document.getElementById('rate').textContent = Math.round(Math.max(0, rate)).toLocaleString('en');
+      lastTaken = message.taken;
+      lastTakenAt = now;
+    }
+  };
+  mine.onclose = () => {
+    if (socket !== mine) return;
+    status.textContent = 'disconnected; retrying';
+    status.className = 'down';
+    setTimeout(() => socket === mine && connect(), 1000);
+  };
+}
+
+function reconnect() {
+  const old = socket;
+  socket = null;
+  if (old) old.close();
+  lastTaken = 0;
+  connect();
+}
+
+async function poll() {
+  try {
+    if (performance.now() - lastBatchAt > 1500) document.getElementById('rate').textContent = '0';
+    const stats = await api('GET', '/api/v1/stats');
+    document.getElementById('hub-name').textContent = stats.hub;
+    load.add(stats);
+    const known = ports.size;
+    for (const port of stats.ports) ports.set(port.port_id, port.name);
+    if (ports.size !== known) trace.schedule();
+    if (!document.getElementById('wiring').hidden) await wiring.refresh();
+  } catch (e) {
+    say(`the hub does not answer: ${e.message}`, true);
+  }
+}
+
+/// Show which channels decode with a DBC file.
+async function showDbcs() {
+  const files = await api('GET', '/api/v1/dbc');
+  document.getElementById('dbc-status').textContent = files.length
+    ? `decoding ${files.map((f) => `${f.channel} (${f.messages} messages)`).join(', ')}`
+    : 'no DBC loaded';
+}
+
+/// Upload the chosen DBC file for the chosen channel; the hub decodes with
+/// it from the next batch on.
+async function uploadDbc(input) {
+  const file = input.files[0];
+  if (!file) return;
+  const channel = document.getElementById('dbc-channel').value;
+  // Vector's tools write Windows-1252; anything that is not UTF-8 is read so.
+  const bytes = await file.arrayBuffer();
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    text = new TextDecoder('windows-1252').decode(bytes);
+  }
+  await act(`load ${file.name} for ${channel}`, () =>
+    api('PUT', `/api/v1/channels/${encodeURIComponent(channel)}/dbc`, { text }));
+  input.value = '';
+  await showDbcs().catch(() => {});
+}
+
+async function start() {
+  for (const button of document.querySelectorAll('nav button[data-tab]')) {
+    button.addEventListener('click', () => showTab(button.dataset.tab));
+  }
+  const channels = (await act('load channels', () => api('GET', '/api/v1/channels'))) || [];
+  const monitorChoice = document.getElementById('monitor-channel');
+  monitorChoice.append(...channels.map((c) => el('option', { value: c.name }, c.name)));
+  monitorChoice.addEventListener('change', reconnect);
+  for (const select of document.querySelectorAll('select.channel-choice')) {
+    select.replaceChildren(...channels.map((c) => el('option', { value: c.name }, c.name)));
+  }
+  document.getElementById('dbc-file').addEventListener('change', (e) => uploadDbc(e.target));
+  await showDbcs().catch(() => {});
+  showTab('trace');
+  connect();
+  await poll();
+  setInterval(poll, 1000);
+  document.body.dataset.ready = 'true';
+  say('ready');
+}
+
+start();

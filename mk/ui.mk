@@ -1,0 +1,28 @@
+# The web monitor (/ui): browser tests in headless Chromium.
+#
+#   make test-ui   install Debian's chromium if /usr/bin/chromium is missing,
+#                  pip-install Playwright (and cantools, the DBC reference)
+#                  into the Python venv (python-env), build the hub, and run
+#                  tests/ui against real hub processes and real clients.
+#
+# Playwright drives Debian's chromium through its executable path: its own
+# browser download is never used. Screenshots land in docs/monitor/.
+
+UI_TEST_TOOLS := "playwright>=1.40" "cantools>=39"
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: test-ui ui-env
+
+$(CHROMIUM):
+	@echo "test-ui: installing Debian's chromium"
+	apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+
+ui-env: python-env $(CHROMIUM)
+	$(VENV_PY) -m pip install -q $(UI_TEST_TOOLS)
+
+test-ui: ui-env
+	$(CARGO) build --locked -p fieldhub-cli --bin fieldhub
+	cd tests/ui && FIELDHUB_BIN="$$($(CARGO) metadata --format-version 1 --no-deps | $(VENV_PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/fieldhub" \
+	  CHROMIUM="$(CHROMIUM)" $(VENV)/bin/pytest -q -p no:cacheprovider .
+
+TEST_PARTS += test-ui

@@ -1,0 +1,149 @@
+"""The trace, overwrite and send views against a real hub and real clients."""
+
+import http.client
+import time
+import urllib.error
+import urllib.request
+
+import can
+import pytest
+
+from conftest import CONFIG, Page, RunningHub
+
+
+def test_the_page_loads_with_the_hubs_channels_and_no_console_errors(page):
+    # The `page` fixture fails the test on any console error or uncaught exception.
+    options = page.locator("#monitor-channel option").all_inner_texts()
+    assert options == ["all channels", "can0", "can1"]
+    assert page.inner_text("#hub-name") == "ui-test"
+
+
+def test_frames_sent_by_a_client_appear_in_the_trace_within_a_second(hub, page):
+    with hub.bus("can0", "ecu") as bus:
+        sent_at = time.monotonic()
+        bus.send(can.Message(arbitration_id=0x123, data=[0xDE, 0xAD, 0xBE, 0xEF], is_extended_id=False))
+        row = page.wait_for_selector('.trace-row[data-id="123"]', timeout=1000)
+        assert time.monotonic() - sent_at < 1.0
+        assert "DE AD BE EF" in row.inner_text()
+        page.wait_for_function(
+            "document.querySelector('.trace-row[data-id=\"123\"] .c-sender').textContent === 'ecu'", timeout=3000)
+        bus.send(can.Message(arbitration_id=0x1ABCDEF0, data=[1], is_extended_id=True))
+        row = page.wait_for_selector('.trace-row[data-id="1ABCDEF0"]', timeout=1000)
+        assert "EXT" in row.inner_text()
+    with hub.bus("can1", "fd-ecu", fd=True) as fd:
+        fd.send(can.Message(arbitration_id=0x7A, data=bytes(range(12)), is_fd=True, bitrate_switch=True,
+                            is_extended_id=False))
+        row = page.wait_for_selector('.trace-row[data-id="07A"]', timeout=1000)
+        assert row.query_selector(".c-flags").inner_text() == "FD BRS"
+        assert row.query_selector(".c-len").inner_text() == "12"
+        assert row.query_selector(".c-ch").inner_text() == "can1"
+
+
+def test_the_trace_filters_pauses_clears_and_exports_a_candump_log(hub, page):
+    with hub.bus("can0", "ecu") as bus:
+        for ident in (0x100, 0x101, 0x200):
+            bus.send(can.Message(arbitration_id=ident, data=[ident & 0xFF], is_extended_id=False))
+        page.wait_for_selector('.trace-row[data-id="200"]', timeout=1000)
+        page.fill("#filter-id", "100")
+        page.fill("#filter-mask", "7FE")
+        page.wait_for_function("document.querySelectorAll('#trace-rows .trace-row').length === 2")
+        assert page.locator("#trace-rows .trace-row").evaluate_all("rows => rows.map(r => r.dataset.id)") == [
+            "100", "101"]
+        with page.expect_download() as download:
+            page.click("#export")
+        log = open(download.value.path()).read().splitlines()
+        assert [line.split(" ", 1)[1] for line in log] == ["can0 100#00", "can0 101#01"]
+        assert all(line.startswith("(") and ")" in line for line in log)
+        page.fill("#filter-id", "")
+        page.fill("#filter-mask", "")
+        page.fill("#filter-text", "200#00")
+        page.wait_for_function("document.querySelectorAll('#trace-rows .trace-row').length === 1")
+        page.fill("#filter-text", "")
+        page.click("#pause")
+        bus.send(can.Message(arbitration_id=0x555, data=[], is_extended_id=False))
+        page.wait_for_function("Number(document.getElementById('not-drawn').textContent) >= 1")
+        assert page.locator('.trace-row[data-id="555"]').count() == 0, "a paused trace draws nothing new"
+        page.click("#pause")
+        page.click("#clear")
+        page.wait_for_function("document.querySelectorAll('#trace-rows .trace-row').length === 0")
+
+
+def test_the_overwrite_view_counts_100_frames_of_one_id_as_100(hub, page):
+    page.click("nav button[data-tab=overwrite]")
+    with hub.bus("can0", "ecu") as bus:
+        for i in range(100):
+            bus.send(can.Message(arbitration_id=0x2A0, data=[0x11, i, 0x33], is_extended_id=False))
+            time.sleep(0.002)
+        bus.send(can.Message(arbitration_id=0x2A1, data=[7], is_extended_id=False))
+        page.wait_for_selector('#overwrite-rows tr[data-id="2A1"]', timeout=2000)
+        page.wait_for_function(
+            "document.querySelector('#overwrite-rows tr[data-id=\"2A0\"] .o-count').textContent === '100'",
+            timeout=2000)
+        row = page.locator('#overwrite-rows tr[data-id="2A0"]')
+        assert row.locator(".o-data .byte").all_inner_texts() == ["11", "63", "33"]
+        changed = row.locator(".byte.changed").all_inner_texts()
+        assert changed == ["63"], "only the byte that changed with the last frame is highlighted"
+        assert float(row.locator(".o-period").inner_text()) > 0
+        assert page.locator('#overwrite-rows tr[data-id="2A1"] .o-count').inner_text() == "1"
+
+
+
+def test_a_frame_sent_from_the_page_reaches_a_client_once_and_periodically(hub, page):
+    with hub.bus("can1", "listener") as bus:
+        page.select_option("#send-form select[name=channel]", "can1")
+        page.fill("#send-form input[name=frame]", "321#CAFE")
+        page.click("#send-form button[type=submit]")
+        got = bus.recv(timeout=2)
+        assert got is not None and got.arbitration_id == 0x321 and bytes(got.data) == b"\xca\xfe"
+        page.fill("#send-form input[name=frame]", "18DAF110#0102")
+        page.fill("#send-form input[name=period]", "20")
+        page.click("#send-periodic")
+        frames = [bus.recv(timeout=2) for _ in range(5)]
+        page.click("#send-periodic")
+        assert all(f is not None and f.arbitration_id == 0x18DAF110 and f.is_extended_id for f in frames)
+        page.fill("#send-form input[name=frame]", "not a frame")
+        page.click("#send-form button[type=submit]")
+        page.wait_for_selector("#message.error")
+        assert "cansend" in page.inner_text("#message")
+        # The browser logs the refused request itself; that one is expected.
+        page.expected_errors.append("400 (Bad Request)")
+
+
+def test_with_a_token_the_page_works_when_opened_with_it_and_the_api_refuses_without(browser):
+    hub = RunningHub(CONFIG, token="s3cret/+token")
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(hub.http + "/api/v1/monitor", timeout=5)
+        assert refused.value.code == 401
+        opened = Page(browser, hub, "?token=s3cret%2F%2Btoken")
+        try:
+            with hub.bus("can0", "ecu") as bus:
+                bus.send(can.Message(arbitration_id=0x7E0, data=[2, 1, 0], is_extended_id=False))
+                opened.page.wait_for_selector('.trace-row[data-id="7E0"]', timeout=1000)
+                # The control API's requests carry the token too.
+                opened.page.click("nav button[data-tab=wiring]")
+                opened.page.click('#port-rows tr[data-port="ecu"] button[data-action=unplug]')
+                opened.page.wait_for_selector('#port-rows tr[data-port="ecu"] button[data-action=plug]')
+                assert hub.api("GET", "/api/v1/ports")[0]["plugged"] is False
+            assert opened.errors == []
+        finally:
+            opened.close()
+    finally:
+        hub.stop()
+
+
+def test_another_sites_page_cannot_open_the_monitor(hub):
+    # WebSockets are not held to the same-origin policy; the hub checks Origin.
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    host = hub.http.removeprefix("http://")
+    port = host.rsplit(":", 1)[1]
+    statuses = {}
+    # Another site; this hub's page; a site whose name was rebound to 127.0.0.1.
+    for origin, named in (("https://evil.example", host), (f"http://{host}", host),
+                          (f"http://rebound.example:{port}", f"rebound.example:{port}")):
+        connection = http.client.HTTPConnection(host, timeout=5)
+        connection.request("GET", "/api/v1/monitor", headers={**upgrade, "Origin": origin, "Host": named})
+        statuses[origin] = connection.getresponse().status
+        connection.close()
+    assert statuses == {"https://evil.example": 403, f"http://{host}": 101, f"http://rebound.example:{port}": 403}
