@@ -364,3 +364,35 @@ fn a_method_an_endpoint_does_not_take_is_a_json_error() {
     assert_eq!(status, 405);
     assert!(answer["error"].as_str().unwrap().contains("does not take that method"), "{answer}");
 }
+
+/// One raw HTTP request with the headers a browser would send: the status.
+fn browser_request(hub: &HubProcess, method: &str, path: &str, host: &str, origin: Option<&str>) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(hub.url.trim_start_matches("tcp://")).unwrap();
+    let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn another_sites_page_and_a_rebound_host_name_cannot_use_the_api() {
+    let hub = HubProcess::start();
+    let _ecu = node(&hub, "ecu", "can0");
+    let host = hub.url.trim_start_matches("tcp://").to_owned();
+    let unplug = "/api/v1/ports/ecu/unplug";
+    // A cross-site form post: refused, and the port stays plugged.
+    assert_eq!(browser_request(&hub, "POST", unplug, &host, Some("https://evil.example")), 403);
+    // DNS rebinding: the attacker's name resolves to the hub, same-origin.
+    let rebound = "rebind.attacker.test:29536";
+    assert_eq!(browser_request(&hub, "POST", unplug, rebound, Some(&format!("http://{rebound}"))), 403);
+    assert_eq!(browser_request(&hub, "GET", "/api/v1/stats", rebound, None), 403);
+    assert_eq!(ok(&hub, "GET", "/api/v1/ports", None)[0]["plugged"], true);
+    // The hub's own page (same origin, by address) and tools are served.
+    assert_eq!(browser_request(&hub, "POST", unplug, &host, Some(&format!("http://{host}"))), 200);
+    assert_eq!(ok(&hub, "GET", "/api/v1/ports", None)[0]["plugged"], false);
+}

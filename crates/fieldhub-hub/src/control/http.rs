@@ -226,6 +226,11 @@ fn router(state: Arc<ApiState>) -> Router {
 }
 
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+    // Browsers first: another site's page, or a rebound host name, is
+    // refused whatever it asks for (`origin.rs`).
+    if let Some(why) = super::origin::refusal(request.headers(), state.token.is_some()) {
+        return error(StatusCode::FORBIDDEN, why.into());
+    }
     let path = request.uri().path();
     let public = path == "/ui" || path.starts_with("/ui/");
     if let Some(token) = state.token.as_ref().filter(|_| !public) {

@@ -10,6 +10,7 @@
 pub mod dbc;
 pub mod http;
 mod monitor_ws;
+mod origin;
 pub mod trace;
 mod ui;
 mod workbench;
