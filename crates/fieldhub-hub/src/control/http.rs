@@ -53,7 +53,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/ports"),
     ("get", "/api/v1/routes"),
     ("post", "/api/v1/routes"),
-    ("delete", "/api/v1/routes/{id}"),
+    ("delete", "/api/v1/routes/{route}"),
     ("post", "/api/v1/ports/{port}/plug"),
     ("post", "/api/v1/ports/{port}/unplug"),
     ("post", "/api/v1/channels/{channel}/cut"),
@@ -192,7 +192,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/clients", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Clients)))
         .route("/api/v1/ports", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Ports)))
         .route("/api/v1/routes", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Routes)).post(add_route))
-        .route("/api/v1/routes/{id}", delete(remove_route))
+        .route("/api/v1/routes/{route}", delete(remove_route))
         .route("/api/v1/ports/{port}/plug", post(plug))
         .route("/api/v1/ports/{port}/unplug", post(unplug))
         .route("/api/v1/channels/{channel}/cut", post(cut))
@@ -425,10 +425,10 @@ async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, 
     }
 }
 
-async fn remove_route(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
-    match id.parse::<u32>() {
+async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Path<String>) -> Response {
+    match route.parse::<u32>() {
         Ok(id) => ask(s, ControlRequest::RemoveRoute { id }).await,
-        Err(_) => error(StatusCode::BAD_REQUEST, format!("route id '{id}' is not a number")),
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("route '{route}' is not a number (a route's `route` field)")),
     }
 }
 
