@@ -1,6 +1,6 @@
 // The overwrite view (like python -m can.viewer): one row per identifier
 // with its count, mean period, time since the previous frame and last data;
-// bytes that changed since the row was last drawn are highlighted. The hub
+// bytes that differ from the identifier's previous frame are highlighted. The hub
 // counts every frame the monitor took, drawn in the trace or not, and sends
 // changed rows four times a second; they are drawn only while the view is
 // shown.
@@ -23,7 +23,7 @@ export class Overwrite {
   }
 
   /// Take a batch's changed rows: [channel, id, flags, count, period_us,
-  /// delta_us, last_us, data_hex, len, decoded]. They are drawn at once when
+  /// delta_us, last_us, data_hex, len, decoded, previous_data_hex]. They are drawn at once when
   /// the view is shown, else when it is shown next.
   add(batch) {
     for (const r of batch.rows) this.pending.set(`${r[0]}:${r[1]}:${r[2] & 35}`, r);
@@ -56,7 +56,7 @@ export class Overwrite {
     cells.ch.textContent = this.channelName(r[0]);
     cells.id.textContent = idText(r[1], r[2]);
     const tr = el('tr', { 'data-id': idText(r[1], r[2]), 'data-channel': this.channelName(r[0]) }, ...Object.values(cells));
-    return { ch: r[0], id: r[1], tr, cells, hex: '' };
+    return { ch: r[0], id: r[1], tr, cells };
   }
 
   update(row, r) {
@@ -67,14 +67,16 @@ export class Overwrite {
     row.cells.delta.textContent = ms(r[5]);
     row.cells.len.textContent = String(r[8]);
     row.cells.decoded.textContent = r[9] || '';
+    // Highlighted: the bytes that differ from the identifier's previous
+    // frame (the hub sends it along, as one update may cover many frames).
     const hex = r[7];
+    const previous = r[10];
     const bytes = [];
     for (let i = 0; i < hex.length; i += 2) {
       const byte = hex.slice(i, i + 2);
-      const changed = row.hex !== '' && row.hex.slice(i, i + 2) !== byte;
+      const changed = previous !== null && previous !== undefined && previous.slice(i, i + 2) !== byte;
       bytes.push(el('span', { class: changed ? 'byte changed' : 'byte' }, byte));
     }
     row.cells.data.replaceChildren(...bytes);
-    row.hex = hex;
   }
 }

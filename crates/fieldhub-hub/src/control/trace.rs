@@ -70,6 +70,9 @@ fn hex(data: &[u8]) -> String {
 /// One identifier's overwrite row.
 struct Row {
     frame: Frame,
+    /// The identifier's frame before `frame`: the page highlights the bytes
+    /// that differ, however many frames one batch covers.
+    previous: Option<Frame>,
     count: u64,
     first_us: u64,
     previous_us: Option<u64>,
@@ -101,6 +104,7 @@ impl TraceBatcher {
         if tracked {
             let row = self.rows.entry(key).or_insert(Row {
                 frame: tapped.frame,
+                previous: None,
                 count: 0,
                 first_us: us,
                 previous_us: None,
@@ -109,6 +113,7 @@ impl TraceBatcher {
             });
             if row.count > 0 {
                 row.previous_us = Some(row.last_us);
+                row.previous = Some(row.frame);
             }
             row.count += 1;
             row.last_us = us;
@@ -157,6 +162,7 @@ impl TraceBatcher {
                     hex(row.frame.data()),
                     row.frame.len(),
                     decode(channel, &row.frame),
+                    row.previous.map(|p| hex(p.data())),
                 ])
             })
             .collect();
@@ -216,6 +222,7 @@ mod tests {
         assert_eq!(row[4], 10, "period");
         assert_eq!(row[5], 10, "delta");
         assert_eq!(row[7], "E7", "last data");
+        assert_eq!(row[10], "E6", "the frame before it, whose bytes the page compares");
     }
 
     #[test]
