@@ -28,37 +28,60 @@ pub struct DumpArgs {
     lossless: bool,
     #[command(flatten)]
     port: PortSelect,
-    /// Channels, each optionally with acceptance filters as in candump: can0,123:7FF,200:700
-    #[arg(required = true, value_name = "CHANNEL[,ID:MASK]...")]
+    /// Channels (`any`: every channel of the hub), each optionally with filters as in candump:
+    /// can0,123:7FF,200:700 (ID:MASK passes matching ids, ID~MASK the others, #MASK error frames
+    /// of those classes only; without #MASK every error frame is printed)
+    #[arg(required = true, value_name = "CHANNEL[,ID:MASK|,ID~MASK|,#ERRMASK]...")]
     channels: Vec<String>,
 }
 
-/// candump's `<id>:<mask>` acceptance filter.
+/// What one channel's filters pass: candump's `<id>:<mask>` and inverted
+/// `<id>~<mask>` acceptance filters, and its `#<error mask>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Filters {
+    acceptance: Vec<Filter>,
+    /// Error classes (`CAN_ERR_*` bits) to print; `None`: all.
+    error_mask: Option<u32>,
+}
+
+/// candump's filter: a frame passes when `id & mask` equals (or, inverted,
+/// differs from) the frame's `id & mask`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Filter {
     id: u32,
     mask: u32,
+    inverted: bool,
 }
 
-impl Filter {
-    fn accepts(&self, frame: &Frame) -> bool {
-        frame.id() & self.mask == self.id & self.mask
+impl Filters {
+    fn accept(&self, frame: &Frame) -> bool {
+        if frame.is_error() {
+            return self.error_mask.is_none_or(|mask| frame.id() & mask != 0);
+        }
+        self.acceptance.is_empty()
+            || self.acceptance.iter().any(|f| (frame.id() & f.mask == f.id & f.mask) != f.inverted)
     }
 }
 
-fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Vec<Filter>)> {
+fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Filters)> {
     let mut parts = spec.split(',');
     let channel = parts.next().unwrap_or_default().to_owned();
     if channel.is_empty() {
         bail!("'{spec}': missing channel name");
     }
-    let filters = parts
-        .map(|f| {
-            let (id, mask) = f.split_once(':').with_context(|| format!("filter '{f}' is not ID:MASK (hex)"))?;
-            let parse = |s: &str| u32::from_str_radix(s, 16).with_context(|| format!("filter '{f}': '{s}' is not hex"));
-            Ok(Filter { id: parse(id)?, mask: parse(mask)? })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut filters = Filters::default();
+    for f in parts {
+        let parse = |s: &str| u32::from_str_radix(s, 16).with_context(|| format!("filter '{f}': '{s}' is not hex"));
+        if let Some(mask) = f.strip_prefix('#') {
+            filters.error_mask = Some(parse(mask)?);
+        } else if let Some((id, mask)) = f.split_once(':') {
+            filters.acceptance.push(Filter { id: parse(id)?, mask: parse(mask)?, inverted: false });
+        } else if let Some((id, mask)) = f.split_once('~') {
+            filters.acceptance.push(Filter { id: parse(id)?, mask: parse(mask)?, inverted: true });
+        } else {
+            bail!("filter '{f}' is not ID:MASK, ID~MASK or #ERRMASK (hex)");
+        }
+    }
     Ok((channel, filters))
 }
 
@@ -68,12 +91,23 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
             bail!("-t {mode}: use a (absolute), d (delta) or z (zero-based)");
         }
     }
-    let specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
     let client = args.hub.connect("dump")?;
+    if let Some(at) = specs.iter().position(|(channel, _)| channel == "any") {
+        // As candump's `any`: every channel, with the filters given for it.
+        let (_, filters) = specs.remove(at);
+        let stats = client.stats().context("cannot list the hub's channels for 'any'")?;
+        for channel in stats.channels {
+            if !specs.iter().any(|(c, _)| *c == channel.name) {
+                specs.push((channel.name, filters.clone()));
+            }
+        }
+    }
     let mut by_port = HashMap::new();
+    let specs_len = specs.len();
     for (channel, filters) in specs {
         // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
-        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(args.channels.len())? };
+        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(specs_len)? };
         let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
         by_port.insert(port.handle, (channel, filters));
     }
@@ -96,7 +130,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         let Some((channel, filters)) = by_port.get(&received.port) else {
             continue;
         };
-        if !filters.is_empty() && !filters.iter().any(|f| f.accepts(&received.frame)) {
+        if !filters.accept(&received.frame) {
             continue;
         }
         let line = if args.log {
@@ -168,7 +202,22 @@ mod tests {
     fn channel_spec_parses_filters() {
         let (channel, filters) = parse_channel_spec("can0,123:7FF,200:700").unwrap();
         assert_eq!(channel, "can0");
-        assert_eq!(filters, [Filter { id: 0x123, mask: 0x7FF }, Filter { id: 0x200, mask: 0x700 }]);
+        let plain = |id, mask| Filter { id, mask, inverted: false };
+        assert_eq!(filters.acceptance, [plain(0x123, 0x7FF), plain(0x200, 0x700)]);
+        assert_eq!(filters.error_mask, None);
         assert!(parse_channel_spec("can0,12").is_err());
+    }
+
+    #[test]
+    fn inverted_filters_and_error_masks_work_as_in_candump() {
+        let (_, filters) = parse_channel_spec("can0,123~7FF,#4").unwrap();
+        let frame = |text: &str| parse_cansend(text).unwrap();
+        assert!(!filters.accept(&frame("123#00")), "the inverted filter's own id");
+        assert!(filters.accept(&frame("124#00")));
+        // Error class 0x4 (lost arbitration) passes #4, class 0x40 (bus off) does not.
+        assert!(filters.accept(&Frame::error(0x4, [0; 8]).unwrap()));
+        assert!(!filters.accept(&Frame::error(0x40, [0; 8]).unwrap()));
+        let (_, everything) = parse_channel_spec("can0").unwrap();
+        assert!(everything.accept(&Frame::error(0x40, [0; 8]).unwrap()), "without #MASK every error frame");
     }
 }

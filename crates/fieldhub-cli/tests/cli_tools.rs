@@ -282,3 +282,23 @@ fn check_config_says_ok_or_names_the_mistake_without_starting_a_hub() {
     assert!(stderr.contains("bad.toml: line 4: channel[0].data_bitrate"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn dump_any_listens_on_every_channel() {
+    let hub = HubProcess::start();
+    let dump = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["dump", "--hub", &hub.url, "-n", "2", "any"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while ok(&hub, "GET", "/api/v1/ports", None).as_array().unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "dump did not open a port on each channel");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(fieldhub(&hub, &["send", "can0", "100#01"]).status.success());
+    assert!(fieldhub(&hub, &["send", "can1", "101#02"]).status.success());
+    let out = dump.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("can0  100   [1]  01") && text.contains("can1  101   [1]  02"), "{text}");
+}
