@@ -29,6 +29,7 @@ thread at any time: a ``recv()`` or ``send()`` blocked in another thread (a
 """
 
 import os
+import warnings
 from typing import Any, List, Optional, Tuple
 
 import can
@@ -70,6 +71,11 @@ def _seconds(name: str, value: Any) -> float:
     if not seconds >= 0:
         raise can.CanInitializationError(f"{name} = {value!r}: expected a number of seconds")
     return seconds
+
+
+# Keywords python-can itself hands every interface (its config sources and
+# Bus()); the fieldhub bus reads none of them but has nothing to warn about.
+_PYTHON_CAN_KEYWORDS = {"interface", "bustype", "context", "auto_reset", "ignore_config"}
 
 
 def _listen_only(state: Any) -> bool:
@@ -142,7 +148,34 @@ class FieldhubBus(BusABC):
         except can.CanInitializationError:
             self._native.close()
             raise
+        self._check_bitrates(kwargs.pop("bitrate", None), kwargs.pop("data_bitrate", None))
+        unknown = sorted(set(kwargs) - _PYTHON_CAN_KEYWORDS)
+        if unknown:
+            warnings.warn(
+                f"the fieldhub interface ignores {', '.join(unknown)}; it takes hub, port_name, fd, state,"
+                " receive_own_messages, block_on_overflow, token, timeout and can_filters",
+                stacklevel=3,
+            )
         super().__init__(channel=channel, can_filters=can_filters, **kwargs)
+
+    def _check_bitrates(self, bitrate: Any, data_bitrate: Any) -> None:
+        """A bus's bitrates are the hub's channel's, set in its configuration:
+        a requested one that differs is refused, as a bus opened on a running
+        SocketCAN interface at another bitrate would not work."""
+        if bitrate is None and data_bitrate is None:
+            return
+        try:
+            actual = self._native.channel_bitrates(self._port)
+        except _native.Error as e:
+            self._native.close()
+            raise translate(e, opening=True) from None
+        for name, asked, have in (("bitrate", bitrate, actual[0]), ("data_bitrate", data_bitrate, actual[1])):
+            if asked is not None and int(asked) != have:
+                self._native.close()
+                raise can.CanInitializationError(
+                    f"{name}={asked}, but channel {self._channel_name!r} runs at {have} bit/s; the hub's"
+                    " configuration sets a channel's bitrates (leave them out, or ask for these)"
+                )
 
     def _open_port(self) -> None:
         port_name, receive_own, block_on_overflow, fd = self._port_options

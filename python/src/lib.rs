@@ -281,6 +281,21 @@ impl NativeClient {
             .ok_or_else(|| error("closed", format!("the hub no longer lists port {port_id}")))
     }
 
+    /// The bitrates of the port's channel: (nominal, data phase), in bit/s.
+    fn channel_bitrates(&self, py: Python<'_>, handle: u16) -> PyResult<(u32, u32)> {
+        let port = self.port(handle)?;
+        let client = self.client()?;
+        let stats = py.allow_threads(|| client.stats()).map_err(client_error)?;
+        let channel_id = stats.ports.iter().find(|p| p.port_id == port.port_id).map(|p| p.channel.clone());
+        let channel = channel_id.unwrap_or_else(|| port.channel.clone());
+        stats
+            .channels
+            .into_iter()
+            .find(|c| c.name == channel)
+            .map(|c| (c.bitrate, c.data_bitrate))
+            .ok_or_else(|| error("closed", format!("the hub no longer lists channel '{channel}'")))
+    }
+
     /// Frames the hub dropped for this port because it was not read fast enough.
     fn rx_dropped(&self, handle: u16) -> PyResult<u64> {
         Ok(self.client()?.rx_dropped(&self.port(handle)?))

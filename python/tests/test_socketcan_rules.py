@@ -3,6 +3,7 @@ CAN FD only where asked for, inverted filters, listen-only (``--passive``),
 and ``can.detect_available_configs``."""
 
 import socket
+import warnings
 
 import can
 import pytest
@@ -141,3 +142,15 @@ def test_detect_available_configs_is_empty_without_a_hub(monkeypatch):
     except OSError:
         pass
     assert can.detect_available_configs(["fieldhub"]) == []
+
+
+def test_bitrates_are_the_hubs_and_unknown_keywords_are_named(fieldhub_hub):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # The channel's own bitrate is accepted, and python-can's defaults
+        # bring no warning.
+        fieldhub_hub.bus("can0", bitrate=500000).shutdown()
+    with pytest.raises(can.CanInitializationError, match="bitrate=250000, but channel 'can0' runs at 500000"):
+        fieldhub_hub.bus("can0", bitrate=250000)
+    with pytest.warns(UserWarning, match="ignores sjw, tseg1"):
+        fieldhub_hub.bus("can0", tseg1=13, sjw=1).shutdown()
