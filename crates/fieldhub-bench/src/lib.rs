@@ -22,6 +22,8 @@
 //! - [`hub_process`]: the hub under test is always a separate `fieldhub hub`
 //!   process, as in real use, never a thread of the benchmark.
 //! - [`plot`]: the latency distributions as an SVG CDF.
+//! - [`report`]: the whole methodology in one run (`fieldhub bench report`),
+//!   written as HTML with inline plots, JSON and Markdown.
 //!
 //! Invariants: every hub figure is reported next to the baseline of the same
 //! run and its ratio `hub / baseline` (in a scaling series, the baseline is
@@ -37,6 +39,7 @@ pub mod latency;
 pub mod plot;
 pub mod raw;
 pub mod remote;
+pub mod report;
 pub mod scaling;
 pub mod stats;
 pub mod throughput;
@@ -72,6 +75,8 @@ pub enum BenchError {
     Stalled(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("cannot read {path}: {source}")]
+    Proc { path: String, source: std::io::Error },
 }
 
 /// The `fieldhub` binary the benchmark starts its hub and its baseline
@@ -141,6 +146,7 @@ impl FrameSize {
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     Shm,
+    Unix,
     Tcp,
 }
 
@@ -148,6 +154,7 @@ impl Transport {
     pub fn name(self) -> &'static str {
         match self {
             Transport::Shm => "shm",
+            Transport::Unix => "unix",
             Transport::Tcp => "tcp",
         }
     }
@@ -159,8 +166,9 @@ impl std::str::FromStr for Transport {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "shm" => Ok(Transport::Shm),
+            "unix" => Ok(Transport::Unix),
             "tcp" => Ok(Transport::Tcp),
-            _ => Err(format!("unknown transport '{s}': shm or tcp")),
+            _ => Err(format!("unknown transport '{s}': shm, unix or tcp")),
         }
     }
 }

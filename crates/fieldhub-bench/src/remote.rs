@@ -74,19 +74,47 @@ pub fn probe(
     samples: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<u64>, BenchError> {
+    Ok(probe_calls(client, port, size, samples, progress)?.into_iter().map(CallTime::round_trip_ns).collect())
+}
+
+/// The time one round trip spent inside each call of the probe: `send`
+/// (handing the request over) and `recv` (waiting for the answer and
+/// taking it). Together they are the round trip.
+#[derive(Clone, Copy, Debug)]
+pub struct CallTime {
+    pub send_ns: u64,
+    pub recv_ns: u64,
+}
+
+impl CallTime {
+    pub fn round_trip_ns(self) -> u64 {
+        self.send_ns + self.recv_ns
+    }
+}
+
+/// [`probe`], with the time inside each call.
+pub fn probe_calls(
+    client: &Client,
+    port: &Port,
+    size: FrameSize,
+    samples: usize,
+    progress: Progress<'_>,
+) -> Result<Vec<CallTime>, BenchError> {
     let mut times = Vec::with_capacity(samples);
     for i in 0..WARM_UP + samples {
         let started = Instant::now();
         client.send(port, &size.frame(REQUEST_ID, i as u32))?;
+        let sent = Instant::now();
         let Some(answer) = client.recv(Some(PATIENCE))? else {
             return Err(BenchError::Stalled(format!("no answer to round trip {i}; is an echo on the channel?")));
         };
-        let elapsed = started.elapsed().as_nanos() as u64;
+        let answered = Instant::now();
         if answer.frame.data().get(..4) != Some(&(i as u32).to_le_bytes()[..]) {
             return Err(BenchError::Stalled(format!("round trip {i} was answered out of order")));
         }
         if i >= WARM_UP {
-            times.push(elapsed);
+            let ns = |d: std::time::Duration| d.as_nanos() as u64;
+            times.push(CallTime { send_ns: ns(sent - started), recv_ns: ns(answered - sent) });
             if times.len() % 1000 == 0 {
                 progress(&format!("{}: {}/{samples}", size.label(), times.len()));
             }

@@ -35,7 +35,7 @@ pub struct ThroughputRun {
 }
 
 /// What went through the hub.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct HubRate {
     pub frames_per_s: f64,
     pub payload_mbit_per_s: f64,
@@ -46,7 +46,7 @@ pub struct HubRate {
 }
 
 /// What the raw stream moved.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct BaselineRate {
     pub kind: &'static str,
     pub frames_per_s: f64,
@@ -55,7 +55,7 @@ pub struct BaselineRate {
     pub seconds: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct ThroughputScenario {
     pub scenario: String,
     pub transport: Transport,
@@ -84,6 +84,7 @@ pub fn run(
     let url = hub.url(spec.transport, false);
     let mode = match spec.transport {
         Transport::Shm => PeerMode::RingStream,
+        Transport::Unix => PeerMode::UnixStream,
         Transport::Tcp => PeerMode::TcpStream,
     };
     let mut scenarios = Vec::new();
