@@ -125,14 +125,18 @@ pub struct Mode {
 
 /// Bins per decade of [`modes`]' log-spaced histogram.
 const BINS_PER_DECADE: f64 = 20.0;
+/// Bins on each side a histogram count is averaged over.
+const SMOOTHING: usize = 2;
 /// A hill smaller than this share of the samples is noise, not a mode.
 const MIN_MODE_SHARE: f64 = 0.05;
 
-/// The modes of ascending `sorted_ns` on a log time axis: maxima of a
-/// log-spaced histogram (20 bins a decade, smoothed over three bins) whose
-/// hill — down to the lowest bin on either side before a higher peak —
-/// holds at least 5 % of the samples and whose valley to a higher
-/// neighbouring peak is below half of this peak. Biggest share first.
+/// The modes of ascending `sorted_ns` on a log time axis: the peaks of a
+/// log-spaced histogram (20 bins a decade, averaged over five bins) that
+/// stand out — their prominence (height above the higher of the two
+/// lowest points between them and a higher peak, or the end) is at least
+/// half their height — and whose hill (between those two lowest points)
+/// holds at least 5 % of the samples; each placed at its hill's fullest
+/// bin. Biggest share first.
 pub fn modes(sorted_ns: &[u64]) -> Vec<Mode> {
     let Some((&lo, &hi)) = sorted_ns.first().zip(sorted_ns.last()) else { return Vec::new() };
     let lo = (lo.max(1) as f64).log10();
@@ -141,29 +145,45 @@ pub fn modes(sorted_ns: &[u64]) -> Vec<Mode> {
     for &s in sorted_ns {
         counts[(((s.max(1) as f64).log10() - lo) * BINS_PER_DECADE) as usize] += 1.0;
     }
-    let smooth: Vec<f64> =
-        (0..bins).map(|i| (i.saturating_sub(1)..(i + 2).min(bins)).map(|j| counts[j]).sum::<f64>() / 3.0).collect();
+    let smooth: Vec<f64> = (0..bins)
+        .map(|i| {
+            let window = i.saturating_sub(SMOOTHING)..(i + SMOOTHING + 1).min(bins);
+            counts[window].iter().sum::<f64>() / (2 * SMOOTHING + 1) as f64
+        })
+        .collect();
+    // Walking from `peak` along `path` until a higher bin: the lowest bin on
+    // the way, the farthest of equal ones (where the hill ends), and the
+    // height of the col there — zero if the walk runs off the histogram,
+    // which is empty beyond its ends.
+    let valley = |peak: usize, path: &mut dyn Iterator<Item = usize>, higher: &dyn Fn(f64) -> bool| {
+        let (mut lowest, mut depth) = (peak, f64::INFINITY);
+        for j in path {
+            if higher(smooth[j]) {
+                return (lowest, depth);
+            }
+            if smooth[j] <= depth {
+                (lowest, depth) = (j, smooth[j]);
+            }
+        }
+        (lowest, 0.0)
+    };
     let total = sorted_ns.len() as f64;
     let mut found = Vec::new();
     for i in 0..bins {
-        let left = i.checked_sub(1).map_or(0.0, |j| smooth[j]);
-        let right = smooth.get(i + 1).copied().unwrap_or(0.0);
-        if smooth[i] == 0.0 || smooth[i] < left || smooth[i] <= right {
+        let height = smooth[i];
+        let rising = i == 0 || smooth[i - 1] < height;
+        if height == 0.0 || !rising || smooth.get(i + 1).is_some_and(|&r| r > height) {
             continue;
         }
-        // Walk down each side to the valley: where the curve turns up again.
-        let mut a = i;
-        while a > 0 && smooth[a - 1] <= smooth[a] {
-            a -= 1;
-        }
-        let mut b = i;
-        while b + 1 < bins && smooth[b + 1] <= smooth[b] {
-            b += 1;
-        }
-        let share = counts[a..=b].iter().sum::<f64>() / total;
-        let valley = smooth[a].max(smooth[b]);
-        if share >= MIN_MODE_SHARE && (found.is_empty() || valley < smooth[i] / 2.0 || a == 0 || b + 1 == bins) {
-            let at_us = 10f64.powf(lo + (i as f64 + 0.5) / BINS_PER_DECADE) / 1e3;
+        // Ties go to the leftmost of equal peaks.
+        let (left, left_depth) = valley(i, &mut (0..i).rev(), &|h| h >= height);
+        let (right, right_depth) = valley(i, &mut (i + 1..bins), &|h| h > height);
+        let prominence = height - left_depth.max(right_depth);
+        let share = counts[left..=right].iter().sum::<f64>() / total;
+        if prominence >= height / 2.0 && share >= MIN_MODE_SHARE {
+            // The fullest bin of the hill, before smoothing.
+            let top = (left..=right).max_by(|&a, &b| counts[a].total_cmp(&counts[b])).unwrap_or(i);
+            let at_us = 10f64.powf(lo + (top as f64 + 0.5) / BINS_PER_DECADE) / 1e3;
             found.push(Mode { at_us, share });
         }
     }

@@ -62,9 +62,9 @@ impl PeriodicSeries {
         self.at_receiver.period_us * TOLERANCE
     }
 
-    /// Share of the tolerance left (negative: exceeded), percent.
-    pub fn margin_percent(&self) -> f64 {
-        (1.0 - self.at_receiver.p999_abs_us / self.budget_us()) * 100.0
+    /// Tolerance left over the p99.9 deviation (negative: exceeded by), µs.
+    pub fn margin_us(&self) -> f64 {
+        self.budget_us() - self.at_receiver.p999_abs_us
     }
 }
 
@@ -155,7 +155,7 @@ pub fn section(all: &[PeriodicSeries]) -> Result<Section, ReportError> {
     );
     let mut classes = Table::new(
         "Which control-loop classes this machine and transport can serve (no loss, p99.9 |deviation| ≤ 10 % of the cycle)",
-        &["class", "cycle", "transport", "served", "tolerance", "p99.9 |deviation|", "margin"],
+        &["class", "cycle", "transport", "served", "tolerance", "p99.9 |deviation|", "margin (tolerance − p99.9)"],
     );
     for s in all {
         let (r, us) = (&s.at_receiver, |v: f64| Cell::of(v, "µs"));
@@ -179,7 +179,7 @@ pub fn section(all: &[PeriodicSeries]) -> Result<Section, ReportError> {
             Cell::text(if s.serves() { "yes" } else { "no" }),
             us(s.budget_us()),
             us(r.p999_abs_us),
-            Cell::of(s.margin_percent(), "%"),
+            us(s.margin_us()),
         ]);
     }
     let curves: Vec<Curve> = all
@@ -213,8 +213,8 @@ pub fn section(all: &[PeriodicSeries]) -> Result<Section, ReportError> {
                  (fast I/O 100 µs, motion 1 ms, process 10 ms) and its applicability table."
             .into(),
         notes: vec![format!(
-            "Served means: no frame lost and 99.9 % of receive intervals within ±{:.0} % of the cycle; margin is the share of \
-             that tolerance left. The sender's sleep is part of what an application on this machine gets, so its release \
+            "Served means: no frame lost and 99.9 % of receive intervals within ±{:.0} % of the cycle; margin is the part of \
+             that tolerance left over (negative: the tolerance was exceeded by that much). The sender's sleep is part of what an application on this machine gets, so its release \
              jitter (std at sender) is shown next to the receiver's.",
             TOLERANCE * 100.0
         )],

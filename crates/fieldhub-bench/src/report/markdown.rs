@@ -21,15 +21,21 @@ fn render_section(doc: &mut String, section: &Section) {
         let _ = write!(doc, "\n{note}\n");
     }
     for table in &section.tables {
-        let _ = write!(doc, "\n**{}**\n\n| {} |\n|", table.caption, table.columns.join(" | "));
+        let columns: Vec<String> = table.columns.iter().map(|c| escape(c)).collect();
+        let _ = write!(doc, "\n**{}**\n\n| {} |\n|", escape(&table.caption), columns.join(" | "));
         doc.push_str(&"---|".repeat(table.columns.len()));
         doc.push('\n');
         for row in &table.rows {
-            let cells: Vec<String> = row.iter().map(|c| c.display().replace('|', "\\|")).collect();
+            let cells: Vec<String> = row.iter().map(|c| escape(&c.display())).collect();
             let _ = writeln!(doc, "| {} |", cells.join(" | "));
         }
     }
     for figure in &section.figures {
         let _ = write!(doc, "\n![{}]({})\n", figure.caption, figure.file);
     }
+}
+
+/// `text` safe inside a table row: pipes escaped.
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|")
 }

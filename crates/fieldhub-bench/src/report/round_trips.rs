@@ -84,6 +84,30 @@ pub fn measure(
     Ok(series)
 }
 
+/// What the shape of `s` says, when it is more than one plain hill.
+fn shape_note(s: &PathSeries) -> Option<String> {
+    let d = &s.round_trip;
+    match s.modes.as_slice() {
+        [first, second, ..] => Some(format!(
+            "{}: two populations — {:.0} % of round trips near {:.1} µs, {:.0} % near {:.1} µs (bimodality coefficient \
+             {:.2}); the mean of {:.1} µs lies between them and describes neither.",
+            s.path,
+            first.share * 100.0,
+            first.at_us,
+            second.share * 100.0,
+            second.at_us,
+            s.bimodality_coefficient,
+            d.mean_us
+        )),
+        _ if s.bimodality_coefficient > BIMODAL_ABOVE => Some(format!(
+            "{}: one mode, but a bimodality coefficient of {:.2}: a long tail (p99.9 {:.1} µs against p50 {:.1} µs) \
+             rather than a second population of 5 % or more.",
+            s.path, s.bimodality_coefficient, d.p999_us, d.p50_us
+        )),
+        _ => None,
+    }
+}
+
 /// Percentiles, shape and ratios; CDF and log histograms.
 pub fn section(series: &[PathSeries]) -> Result<Section, ReportError> {
     let mut table = Table::new(
@@ -126,15 +150,7 @@ pub fn section(series: &[PathSeries]) -> Result<Section, ReportError> {
             second,
             second_share,
         ]);
-        if s.modes.len() > 1 || s.bimodality_coefficient > BIMODAL_ABOVE {
-            notes.push(format!(
-                "{}: {} mode(s), bimodality coefficient {:.2} — the mean ({:.1} µs) lies between populations; read the modes and percentiles, not the mean.",
-                s.path,
-                s.modes.len(),
-                s.bimodality_coefficient,
-                d.mean_us
-            ));
-        }
+        notes.extend(shape_note(s));
     }
     let mut ratios =
         Table::new("Hub against the raw primitive of the same run", &["transport", "p50 ratio", "p99 ratio"]);
