@@ -63,8 +63,10 @@ pub fn number(value: f64) -> String {
         format!("{value:.0}")
     } else if magnitude >= 10.0 {
         format!("{value:.1}")
-    } else if magnitude >= 0.1 {
+    } else if magnitude >= 1.0 {
         format!("{value:.2}")
+    } else if magnitude >= 0.1 {
+        format!("{value:.3}")
     } else {
         format!("{value:.4}")
     }
@@ -94,7 +96,8 @@ mod tests {
     fn quantities_show_three_significant_digits_and_their_unit() {
         assert_eq!(Cell::of(12.345, "µs").display(), "12.3\u{202f}µs");
         assert_eq!(Cell::of(1234.6, "frames/s").display(), "1235\u{202f}frames/s");
-        assert_eq!(Cell::of(0.5, "%").display(), "0.50\u{202f}%");
+        assert_eq!(Cell::of(0.5, "%").display(), "0.500\u{202f}%");
+        assert_eq!(Cell::of(2.345, "µs").display(), "2.35\u{202f}µs");
         assert_eq!(Cell::of(3.0, "clients").display(), "3\u{202f}clients");
         assert_eq!(Cell::of(0.01234, "MiB").display(), "0.0123\u{202f}MiB");
         assert_eq!(serde_json::to_string(&Cell::of(2.0, "µs")).unwrap(), r#"{"value":2.0,"unit":"µs"}"#);
