@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::bystanders::{Bystanders, ExtraClients};
 use crate::hub_process::HubProcess;
 use crate::raw::{self, PeerMode};
-use crate::remote::{self, CallTime};
+use crate::remote::{self, CallTime, HubChannel};
 use crate::stats::{Distribution, Ratios};
 use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
@@ -159,34 +159,20 @@ pub(crate) fn measure_hub(
     samples: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<u64>, BenchError> {
-    measure_on(url, None, CHANNEL, size, samples, progress)
+    let at = HubChannel { url, token: None, channel: CHANNEL };
+    Ok(CallTime::round_trips(&measure_calls_on(at, size, samples, progress)?))
 }
 
-/// Round trips between a probe and an echo on `channel` of the hub at
-/// `url` (presenting `token` if it needs one), in ns.
-pub fn measure_on(
-    url: &str,
-    token: Option<&str>,
-    channel: &str,
-    size: FrameSize,
-    samples: usize,
-    progress: Progress<'_>,
-) -> Result<Vec<u64>, BenchError> {
-    let calls = measure_calls_on(url, token, channel, size, samples, progress)?;
-    Ok(calls.into_iter().map(CallTime::round_trip_ns).collect())
-}
-
-/// [`measure_on`], with the time the probe spent inside `send` and `recv`.
+/// Round trips between a probe and an echo on the channel `at`, each as the
+/// time the probe spent inside `send` and `recv`.
 pub fn measure_calls_on(
-    url: &str,
-    token: Option<&str>,
-    channel: &str,
+    at: HubChannel<'_>,
     size: FrameSize,
     samples: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<CallTime>, BenchError> {
-    let (echo, echo_port) = remote::join(url, "bench-echo", token, channel, remote::REQUEST_ID)?;
-    let (probe, probe_port) = remote::join(url, "bench-probe", token, channel, remote::ANSWER_ID)?;
+    let (echo, echo_port) = remote::join(at.url, "bench-echo", at.token, at.channel, remote::REQUEST_ID)?;
+    let (probe, probe_port) = remote::join(at.url, "bench-probe", at.token, at.channel, remote::ANSWER_ID)?;
     std::thread::scope(|s| {
         let echoing = s.spawn(|| remote::answer(&echo, &echo_port, Some(WARM_UP + samples)));
         let measured = remote::probe_calls(&probe, &probe_port, size, samples, progress);

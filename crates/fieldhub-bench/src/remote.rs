@@ -33,6 +33,14 @@ pub struct PingResult {
     pub round_trip: Distribution,
 }
 
+/// A channel of a hub to measure on, with the token the hub needs if any.
+#[derive(Clone, Copy, Debug)]
+pub struct HubChannel<'a> {
+    pub url: &'a str,
+    pub token: Option<&'a str>,
+    pub channel: &'a str,
+}
+
 /// A client with one port on `channel` that hears only frames of `id`,
 /// presenting `token` if the hub needs one.
 pub fn join(url: &str, name: &str, token: Option<&str>, channel: &str, id: u32) -> Result<(Client, Port), BenchError> {
@@ -65,18 +73,6 @@ pub fn answer(client: &Client, port: &Port, rounds: Option<usize>) -> Result<u64
     Ok(answered)
 }
 
-/// Send `samples` (plus the warm-up) requests of `size` one at a time and
-/// time each answer; round trips in ns.
-pub fn probe(
-    client: &Client,
-    port: &Port,
-    size: FrameSize,
-    samples: usize,
-    progress: Progress<'_>,
-) -> Result<Vec<u64>, BenchError> {
-    Ok(probe_calls(client, port, size, samples, progress)?.into_iter().map(CallTime::round_trip_ns).collect())
-}
-
 /// The time one round trip spent inside each call of the probe: `send`
 /// (handing the request over) and `recv` (waiting for the answer and
 /// taking it). Together they are the round trip.
@@ -90,9 +86,15 @@ impl CallTime {
     pub fn round_trip_ns(self) -> u64 {
         self.send_ns + self.recv_ns
     }
+
+    /// The round trips of `calls`, in ns.
+    pub fn round_trips(calls: &[CallTime]) -> Vec<u64> {
+        calls.iter().map(|c| c.round_trip_ns()).collect()
+    }
 }
 
-/// [`probe`], with the time inside each call.
+/// Send `samples` (plus the warm-up) requests of `size` one at a time and
+/// time each answer, and the calls that make up each round trip.
 pub fn probe_calls(
     client: &Client,
     port: &Port,
@@ -143,7 +145,7 @@ pub fn ping(
         return Err(BenchError::Invalid("at least one sample is needed".into()));
     }
     let (client, port) = join(url, "bench-probe", token, channel, ANSWER_ID)?;
-    let mut times = probe(&client, &port, size, samples, progress)?;
+    let mut times = CallTime::round_trips(&probe_calls(&client, &port, size, samples, progress)?);
     Ok(PingResult {
         url: url.to_owned(),
         channel: channel.to_owned(),

@@ -21,7 +21,8 @@ use super::model::{self, BusWait, TwoWaits};
 use super::progress::Stages;
 use super::{Plan, ReportError};
 use crate::hub_process::{HubProcess, TIMED_BITRATE, TIMED_CHANNEL, TIMED_DATA_BITRATE};
-use crate::latency::{measure_hub, measure_on};
+use crate::latency::{measure_calls_on, measure_hub};
+use crate::remote::{CallTime, HubChannel};
 use crate::stats::Distribution;
 use crate::{BenchError, FrameSize, Launcher, Transport};
 
@@ -69,14 +70,17 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
     let samples = plan.timed_samples;
     let mut report = |line: &str| stages.report(line);
     let mut overhead = measure_hub(&url, FrameSize::Can8, samples, &mut report)?;
-    let mut idle = measure_on(&url, None, TIMED_CHANNEL, FrameSize::Can8, samples, &mut report)?;
+    let on_timed_channel = |report: &mut dyn FnMut(&str)| {
+        let at = HubChannel { url: &url, token: None, channel: TIMED_CHANNEL };
+        let calls = measure_calls_on(at, FrameSize::Can8, samples, report)?;
+        Ok::<_, BenchError>(CallTime::round_trips(&calls))
+    };
+    let mut idle = on_timed_channel(&mut report)?;
     let request = FrameSize::Can8.frame(crate::remote::REQUEST_ID, 0);
     let frame_us = model::frame_time_us(&request, TIMED_BITRATE, TIMED_DATA_BITRATE);
     let background = FrameSize::Can8.frame(BACKGROUND_ID, 0);
     let background_us = model::frame_time_us(&background, TIMED_BITRATE, TIMED_DATA_BITRATE);
-    let mut loaded = with_background(&url, background_us, || {
-        measure_on(&url, None, TIMED_CHANNEL, FrameSize::Can8, samples, &mut report)
-    })?;
+    let mut loaded = with_background(&url, background_us, || on_timed_channel(&mut report))?;
     overhead.sort_unstable();
     idle.sort_unstable();
     loaded.sort_unstable();

@@ -7,12 +7,13 @@
 
 use serde::Serialize;
 
-use super::document::{Cell, Figure, Section, Table};
+use super::document::{row, Cell, Figure, Section, Table};
 use super::figure::{self, Chart, Curve};
 use super::progress::Stages;
 use super::{Plan, ReportError};
 use crate::hub_process::HubProcess;
 use crate::latency::measure_calls_on;
+use crate::remote::{CallTime, HubChannel};
 use crate::stats::{mean_std, percentile};
 use crate::{FrameSize, Launcher, Transport, CHANNEL};
 
@@ -60,9 +61,10 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
     for transport in [Transport::Shm, Transport::Unix, Transport::Tcp] {
         for size in [FrameSize::Can8, FrameSize::Fd64] {
             let mut report = |line: &str| stages.report(&format!("{}: {line}", transport.name()));
-            let calls =
-                measure_calls_on(&hub.url(transport, false), None, CHANNEL, size, plan.call_samples, &mut report)?;
-            let sorted = |f: fn(&crate::remote::CallTime) -> u64| {
+            let url = hub.url(transport, false);
+            let at = HubChannel { url: &url, token: None, channel: CHANNEL };
+            let calls = measure_calls_on(at, size, plan.call_samples, &mut report)?;
+            let sorted = |f: fn(&CallTime) -> u64| {
                 let mut v: Vec<u64> = calls.iter().map(f).collect();
                 v.sort_unstable();
                 v
@@ -101,19 +103,13 @@ pub fn section(all: &[CallTimes]) -> Result<Section, ReportError> {
         ],
     );
     for c in all {
-        let us = |v: f64| Cell::of(v, "µs");
-        table.rows.push(vec![
-            Cell::text(c.transport.name()),
-            Cell::of(c.payload_bytes as f64, "bytes"),
-            us(c.send.mean_us),
-            us(c.send.std_us),
-            us(c.send.p99_us),
-            us(c.recv.mean_us),
-            us(c.recv.std_us),
-            us(c.recv.p99_us),
-            us(c.round_trip.mean_us),
-            us(c.round_trip.std_us),
-        ]);
+        table.rows.push(row(
+            [Cell::text(c.transport.name()), Cell::of(c.payload_bytes as f64, "bytes")],
+            [&c.send, &c.recv]
+                .iter()
+                .flat_map(|call| [call.mean_us, call.std_us, call.p99_us])
+                .chain([c.round_trip.mean_us, c.round_trip.std_us]),
+        ));
     }
     let curves: Vec<Curve> = all
         .iter()

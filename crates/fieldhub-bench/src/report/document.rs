@@ -56,6 +56,11 @@ impl Cell {
     }
 }
 
+/// A row: the leading cells, then `micros` as times in µs.
+pub fn row(lead: impl IntoIterator<Item = Cell>, micros: impl IntoIterator<Item = f64>) -> Vec<Cell> {
+    lead.into_iter().chain(micros.into_iter().map(|v| Cell::of(v, "µs"))).collect()
+}
+
 /// `value` with about three significant digits.
 pub fn number(value: f64) -> String {
     let magnitude = value.abs();

@@ -13,7 +13,7 @@
 use fieldhub_shm::layout::{SLOT_SIZE, TO_CLIENT_SLOTS, TO_HUB_SLOTS};
 use serde::Serialize;
 
-use super::document::{Cell, Figure, Section, Table};
+use super::document::{row, Cell, Figure, Section, Table};
 use super::figure::{self, Chart, Curve};
 use super::progress::Stages;
 use super::{Plan, ReportError};
@@ -110,16 +110,10 @@ pub fn section(points: &[Point]) -> Result<Section, ReportError> {
     );
     let mib = |kib: u64| Cell::of(kib as f64 / 1024.0, "MiB");
     for p in points {
-        let us = |v: f64| Cell::of(v, "µs");
-        latency.rows.push(vec![
-            Cell::of(p.idle_clients as f64, "clients"),
-            us(p.small.min_us),
-            us(p.small.mean_us),
-            us(p.small.max_us),
-            us(p.large.min_us),
-            us(p.large.mean_us),
-            us(p.large.max_us),
-        ]);
+        latency.rows.push(row(
+            [Cell::of(p.idle_clients as f64, "clients")],
+            [&p.small, &p.large].iter().flat_map(|d| [d.min_us, d.mean_us, d.max_us]),
+        ));
         memory.rows.push(vec![
             Cell::of(p.idle_clients as f64, "clients"),
             Cell::of(p.ring_slots as f64, "slots"),

@@ -8,11 +8,12 @@
 
 use serde::Serialize;
 
-use super::document::{Cell, Figure, Section, Table};
+use super::document::{row, Cell, Figure, Section, Table};
 use super::figure::{self, Chart, Curve};
 use super::progress::Stages;
 use super::{Plan, RemotePath, ReportError};
 use crate::latency::{self, LatencyRun};
+use crate::remote::{CallTime, HubChannel};
 use crate::stats::{bimodality_coefficient, modes, Distribution, Mode, BIMODAL_ABOVE};
 use crate::{FrameSize, Launcher, Transport, CHANNEL};
 
@@ -70,15 +71,10 @@ pub fn measure(
     }
     if let Some(remote) = remote {
         let mut report = |line: &str| stages.report(&format!("{}: {line}", remote.url));
-        let samples = latency::measure_on(
-            &remote.url,
-            remote.token.as_deref(),
-            &remote.channel,
-            FrameSize::Can8,
-            plan.round_trip_samples,
-            &mut report,
-        )
-        .map_err(|source| ReportError::Remote { url: remote.url.clone(), source })?;
+        let at = HubChannel { url: &remote.url, token: remote.token.as_deref(), channel: &remote.channel };
+        let calls = latency::measure_calls_on(at, FrameSize::Can8, plan.round_trip_samples, &mut report)
+            .map_err(|source| ReportError::Remote { url: remote.url.clone(), source })?;
+        let samples = CallTime::round_trips(&calls);
         series.push(PathSeries::of(format!("remote {} {}", remote.url, remote.channel), "hub", samples));
     }
     Ok(series)
@@ -122,19 +118,10 @@ pub fn section(series: &[PathSeries]) -> Result<Section, ReportError> {
     for s in series {
         let d = &s.round_trip;
         let us = |v: f64| Cell::of(v, "µs");
-        table.rows.push(vec![
-            Cell::text(&s.path),
-            Cell::of(d.samples as f64, "samples"),
-            us(d.min_us),
-            us(d.p50_us),
-            us(d.p80_us),
-            us(d.p95_us),
-            us(d.p99_us),
-            us(d.p999_us),
-            us(d.max_us),
-            us(d.mean_us),
-            us(d.std_us),
-        ]);
+        table.rows.push(row(
+            [Cell::text(&s.path), Cell::of(d.samples as f64, "samples")],
+            [d.min_us, d.p50_us, d.p80_us, d.p95_us, d.p99_us, d.p999_us, d.max_us, d.mean_us, d.std_us],
+        ));
         let mode = |i: usize| match s.modes.get(i) {
             Some(m) => [us(m.at_us), Cell::of(m.share * 100.0, "%")],
             None => [Cell::text("—"), Cell::text("—")],
