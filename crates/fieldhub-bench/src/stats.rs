@@ -286,6 +286,23 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!((15.0..25.0).contains(&found[0].at_us) && (found[0].share - 0.7).abs() < 0.05, "{found:?}");
         assert!((150.0..250.0).contains(&found[1].at_us) && (found[1].share - 0.3).abs() < 0.05, "{found:?}");
+        // 90 % in one hill near 15 µs, 10 % spread thinly and unevenly over
+        // 80..300 µs: the thin tail is one second mode, its bumps no more.
+        let mut uniform = {
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 53) as f64
+            }
+        };
+        let mut ns: Vec<u64> = (0..9000).map(|_| (14_000.0 + 2_000.0 * uniform()) as u64).collect();
+        ns.extend((0..1000).map(|_| (80_000.0 * (300.0f64 / 80.0).powf(uniform())) as u64));
+        ns.sort_unstable();
+        let found = modes(&ns);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!((found[1].share - 0.1).abs() < 0.02 && (80.0..300.0).contains(&found[1].at_us), "{found:?}");
         let one: Vec<u64> = (0..1000).map(|i| 50_000 + i).collect();
         assert_eq!(modes(&one).len(), 1);
         assert!(modes(&[]).is_empty());
