@@ -79,7 +79,11 @@ impl HubProcess {
     fn spawn(launcher: &Launcher, busy_poll: bool, channels: usize, timed: bool) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
-        let unix = std::env::temp_dir().join(format!("fieldhub-{shm_name}.sock"));
+        // Next to the hub's session socket: a private directory with a short
+        // path (a unix socket path must fit 108 bytes; $TMPDIR need not).
+        let socket_dir = fieldhub_shm::socket::socket_dir();
+        fieldhub_shm::socket::ensure_private_dir(&socket_dir)?;
+        let unix = socket_dir.join(format!("{shm_name}.unix.sock"));
         let mut text = format!(
             "[hub]\nlisten = [\"127.0.0.1:0\", \"unix:{}\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n",
             unix.display()
