@@ -3,7 +3,8 @@
 //! one and with three clients, over shared memory and over TCP
 //! ([`crate::cpu`]).
 
-use super::document::{Cell, Section, Table};
+use super::document::{Cell, Figure, Section, Table};
+use super::figure::{self, Chart, Curve};
 use super::progress::Stages;
 use super::{Plan, ReportError};
 use crate::cpu::{self, CpuPhase, CpuRun, CpuShare};
@@ -53,6 +54,33 @@ pub fn section(phases: &[CpuPhase]) -> Result<Section, ReportError> {
         )],
         _ => Vec::new(),
     };
+    let curve = |transport: Transport, process: &str, share: fn(&CpuPhase) -> &CpuShare| Curve {
+        label: format!("{process}, {}", transport.name()),
+        points: phases
+            .iter()
+            .filter(|p| p.transport == transport && p.target_frames_per_s > 0.0)
+            .map(|p| (p.clients as f64, percent(share(p))))
+            .collect(),
+        model: transport != Transport::Shm,
+    };
+    let figure = Figure {
+        caption: "CPU at 500 kbit/s against the clients on the channel (thin: tcp)".into(),
+        file: "cpu-500kbit.svg".into(),
+        svg: figure::line_chart(
+            &Chart {
+                title: "CPU at 500 kbit/s",
+                x_desc: "clients on the channel",
+                y_desc: "% of one core",
+                log_x: false,
+            },
+            &[
+                curve(Transport::Shm, "hub", |p| &p.hub),
+                curve(Transport::Shm, "clients", |p| &p.client_process),
+                curve(Transport::Tcp, "hub", |p| &p.hub),
+                curve(Transport::Tcp, "clients", |p| &p.client_process),
+            ],
+        )?,
+    };
     Ok(Section {
         id: "cpu",
         title: "3. CPU load".into(),
@@ -64,7 +92,7 @@ pub fn section(phases: &[CpuPhase]) -> Result<Section, ReportError> {
             .into(),
         notes,
         tables: vec![table],
-        figures: Vec::new(),
+        figures: vec![figure],
         data: serde_json::to_value(phases)?,
     })
 }

@@ -140,7 +140,7 @@ pub fn run(launcher: &Launcher, spec: &ReportRun, progress: Progress<'_>) -> Res
     let plan = Plan::of(spec.quick);
     let started = std::time::Instant::now();
     let mut stages = progress::Stages::new(progress, SECTIONS);
-    stages.begin("watching the machine");
+    stages.report("watching the machine");
     let watch = machine::LoadWatch::start(plan.quiet_window);
     stages.begin("round trips");
     let round_trips = round_trips::measure(launcher, &plan, spec.remote.as_ref(), &mut stages)?;
