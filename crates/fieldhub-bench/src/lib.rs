@@ -5,14 +5,15 @@
 //! - [`latency`]: round trips — a probe client sends, an echo client on the
 //!   same channel answers, the probe receives (four one-way hops through the
 //!   hub) — against a raw two-process ping-pong over the same primitive
-//!   (two one-way hops): futex doorbells, spinning, or TCP_NODELAY.
+//!   (two one-way hops): futex doorbells, spinning, a unix socket or
+//!   TCP_NODELAY.
 //! - [`scaling`]: the round trip as clients on the channel (2 to 256) or
 //!   busy channels on the hub (1 to 100) grow, against the first point of
 //!   the series (2 clients, 1 channel), same run; [`bystanders`] are the extra clients, [`background`]
 //!   the traffic on the other channels.
 //! - [`throughput`]: one sender as fast as it can, one or more receivers —
 //!   against a raw two-process stream: an SPSC ring of `fieldhub-shm`, or
-//!   TCP with 64 records a write.
+//!   a unix socket or TCP with 64 records a write.
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which

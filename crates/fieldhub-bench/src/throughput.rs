@@ -35,7 +35,7 @@ pub struct ThroughputRun {
 }
 
 /// What went through the hub.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct HubRate {
     pub frames_per_s: f64,
     pub payload_mbit_per_s: f64,
@@ -46,7 +46,7 @@ pub struct HubRate {
 }
 
 /// What the raw stream moved.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct BaselineRate {
     pub kind: &'static str,
     pub frames_per_s: f64,
@@ -55,7 +55,7 @@ pub struct BaselineRate {
     pub seconds: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct ThroughputScenario {
     pub scenario: String,
     pub transport: Transport,
