@@ -132,11 +132,11 @@ const MIN_MODE_SHARE: f64 = 0.05;
 
 /// The modes of ascending `sorted_ns` on a log time axis: the peaks of a
 /// log-spaced histogram (20 bins a decade, averaged over five bins) that
-/// stand out — their prominence (height above the higher of the two
-/// lowest points between them and a higher peak, or the end) is at least
-/// half their height — and whose hill (between those two lowest points)
-/// holds at least 5 % of the samples; each placed at its hill's fullest
-/// bin. Biggest share first.
+/// stand out — their prominence (height above the higher of the two cols
+/// between them and a higher peak, or the end) is at least half their
+/// height — and whose hill (the bins out to the lowest ones between it and
+/// the neighbouring peaks) holds at least 5 % of the samples; each placed
+/// at its hill's fullest bin, the shares adding up to 1. Biggest first.
 pub fn modes(sorted_ns: &[u64]) -> Vec<Mode> {
     let Some((&lo, &hi)) = sorted_ns.first().zip(sorted_ns.last()) else { return Vec::new() };
     let lo = (lo.max(1) as f64).log10();
@@ -151,42 +151,66 @@ pub fn modes(sorted_ns: &[u64]) -> Vec<Mode> {
             counts[window].iter().sum::<f64>() / (2 * SMOOTHING + 1) as f64
         })
         .collect();
-    // Walking from `peak` along `path` until a higher bin: the lowest bin on
-    // the way, the farthest of equal ones (where the hill ends), and the
-    // height of the col there — zero if the walk runs off the histogram,
-    // which is empty beyond its ends.
-    let valley = |peak: usize, path: &mut dyn Iterator<Item = usize>, higher: &dyn Fn(f64) -> bool| {
-        let (mut lowest, mut depth) = (peak, f64::INFINITY);
+    // The height of the col on the way from `peak` along `path` to a higher
+    // bin — zero if the walk runs off the histogram, empty beyond its ends.
+    let col = |path: &mut dyn Iterator<Item = usize>, higher: &dyn Fn(f64) -> bool| {
+        let mut depth = f64::INFINITY;
         for j in path {
             if higher(smooth[j]) {
-                return (lowest, depth);
+                return depth;
             }
-            if smooth[j] <= depth {
-                (lowest, depth) = (j, smooth[j]);
-            }
+            depth = depth.min(smooth[j]);
         }
-        (lowest, 0.0)
+        0.0
     };
+    let mut peaks: Vec<usize> = (0..bins)
+        .filter(|&i| {
+            let height = smooth[i];
+            let rising = i == 0 || smooth[i - 1] < height;
+            if height == 0.0 || !rising || smooth.get(i + 1).is_some_and(|&r| r > height) {
+                return false;
+            }
+            // Ties go to the leftmost of equal peaks.
+            let cols = col(&mut (0..i).rev(), &|h| h >= height).max(col(&mut (i + 1..bins), &|h| h > height));
+            height - cols >= height / 2.0
+        })
+        .collect();
+    // Each peak's hill reaches to the lowest bins between it and its
+    // neighbours; a hill with too small a share is dropped, and its samples
+    // go to the hills around it.
     let total = sorted_ns.len() as f64;
-    let mut found = Vec::new();
-    for i in 0..bins {
-        let height = smooth[i];
-        let rising = i == 0 || smooth[i - 1] < height;
-        if height == 0.0 || !rising || smooth.get(i + 1).is_some_and(|&r| r > height) {
-            continue;
+    let mut found: Vec<Mode> = loop {
+        let mut cuts = vec![0];
+        for pair in peaks.windows(2) {
+            let lowest = (pair[0]..=pair[1]).min_by(|&a, &b| smooth[a].total_cmp(&smooth[b])).unwrap_or(pair[0]);
+            cuts.push(lowest);
         }
-        // Ties go to the leftmost of equal peaks.
-        let (left, left_depth) = valley(i, &mut (0..i).rev(), &|h| h >= height);
-        let (right, right_depth) = valley(i, &mut (i + 1..bins), &|h| h > height);
-        let prominence = height - left_depth.max(right_depth);
-        let share = counts[left..=right].iter().sum::<f64>() / total;
-        if prominence >= height / 2.0 && share >= MIN_MODE_SHARE {
-            // The fullest bin of the hill, before smoothing.
-            let top = (left..=right).max_by(|&a, &b| counts[a].total_cmp(&counts[b])).unwrap_or(i);
-            let at_us = 10f64.powf(lo + (top as f64 + 0.5) / BINS_PER_DECADE) / 1e3;
-            found.push(Mode { at_us, share });
+        cuts.push(bins);
+        let hills: Vec<(f64, usize)> = cuts
+            .windows(2)
+            .map(|w| {
+                let share = counts[w[0]..w[1]].iter().sum::<f64>() / total;
+                // The fullest bin of the hill, before smoothing.
+                let top = (w[0]..w[1]).max_by(|&a, &b| counts[a].total_cmp(&counts[b])).unwrap_or(w[0]);
+                (share, top)
+            })
+            .collect();
+        match hills.iter().position(|&(share, _)| share < MIN_MODE_SHARE) {
+            Some(small) if peaks.len() > 1 => {
+                peaks.remove(small);
+            }
+            _ => {
+                break hills
+                    .into_iter()
+                    .filter(|&(share, _)| share >= MIN_MODE_SHARE)
+                    .map(|(share, top)| Mode {
+                        at_us: 10f64.powf(lo + (top as f64 + 0.5) / BINS_PER_DECADE) / 1e3,
+                        share,
+                    })
+                    .collect();
+            }
         }
-    }
+    };
     found.sort_by(|x, y| y.share.total_cmp(&x.share));
     found
 }
@@ -286,6 +310,7 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!((15.0..25.0).contains(&found[0].at_us) && (found[0].share - 0.7).abs() < 0.05, "{found:?}");
         assert!((150.0..250.0).contains(&found[1].at_us) && (found[1].share - 0.3).abs() < 0.05, "{found:?}");
+        assert!((found.iter().map(|m| m.share).sum::<f64>() - 1.0).abs() < 1e-9, "every sample in one hill");
         // 90 % in one hill near 15 µs, 10 % spread thinly and unevenly over
         // 80..300 µs: the thin tail is one second mode, its bumps no more.
         let mut uniform = {
@@ -302,6 +327,7 @@ mod tests {
         ns.sort_unstable();
         let found = modes(&ns);
         assert_eq!(found.len(), 2, "{found:?}");
+        assert!((found[0].share - 0.9).abs() < 0.02 && (14.0..16.5).contains(&found[0].at_us), "{found:?}");
         assert!((found[1].share - 0.1).abs() < 0.02 && (80.0..300.0).contains(&found[1].at_us), "{found:?}");
         let one: Vec<u64> = (0..1000).map(|i| 50_000 + i).collect();
         assert_eq!(modes(&one).len(), 1);

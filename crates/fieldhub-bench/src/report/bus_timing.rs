@@ -23,14 +23,17 @@ use super::{Plan, ReportError};
 use crate::hub_process::{HubProcess, TIMED_BITRATE, TIMED_CHANNEL, TIMED_DATA_BITRATE};
 use crate::latency::{measure_calls_on, measure_hub};
 use crate::remote::{CallTime, HubChannel};
-use crate::stats::Distribution;
+use crate::stats::{percentile, Distribution};
 use crate::{BenchError, FrameSize, Launcher, Transport};
 
 /// Bus load of the loaded measurement and of the models.
 pub const LOAD: f64 = 0.5;
 /// Nodes of the TDMA model: probe, echo and the background sender.
 const TDMA_NODES: f64 = 3.0;
-/// Names of the distributions the section's note compares.
+/// Points of each model's distribution (its quantiles are read from them).
+const MODEL_POINTS: u32 = 1000;
+/// Names of the distributions the section compares.
+const MEASURED_OVERHEAD: &str = "measured: ideal channel (overhead)";
 const MEASURED_IDLE: &str = "measured: timed, idle";
 const MEASURED_LOADED: &str = "measured: timed, loaded";
 const MODEL_IDLE: &str = "model: idle bus (overhead + 2 frames)";
@@ -110,40 +113,43 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
         ("model: FIFO M/D/1 at load", BusWait::Fifo { load: LOAD, service_us: background_us }),
         ("model: TDMA, 3 slots", BusWait::Tdma { cycle_us: TDMA_NODES * background_us }),
     ];
-    let hi = loaded.last().copied().unwrap_or(1).max(idle.last().copied().unwrap_or(1)) as f64 / 1e3;
+    // The plot and the models' grid reach 1.5 times the measured p99.9: the
+    // rare stalls beyond it would squeeze every distribution into a corner.
+    let top = 1.5 * [&idle, &loaded].iter().map(|s| percentile(s, 0.999)).fold(0.0, f64::max) / 1e3;
     let lo = overhead.first().copied().unwrap_or(0) as f64 / 1e3 + 2.0 * frame_us;
     // The models' overhead: a subsample of the measured software round trips.
     let step = overhead.len().div_ceil(2000).max(1);
     let overhead_sub: Vec<u64> = overhead.iter().step_by(step).copied().collect();
     let mut rows = Vec::new();
     let mut curves = Vec::new();
-    for (name, sorted) in [
-        ("measured: ideal channel (overhead)", &overhead),
-        ("measured: timed, idle", &idle),
-        ("measured: timed, loaded", &loaded),
-    ] {
+    for (name, sorted) in [(MEASURED_OVERHEAD, &overhead), (MEASURED_IDLE, &idle), (MEASURED_LOADED, &loaded)] {
         let d = Distribution::of(&mut sorted.clone());
         rows.push(Compared { name: name.into(), p50_us: d.p50_us, p99_us: d.p99_us, mean_us: d.mean_us });
-        curves.push(Curve { label: name.into(), points: figure::cdf_points(sorted), model: false });
+        let points = figure::cdf_points(sorted).into_iter().filter(|p| p.0 <= top).collect();
+        curves.push(Curve { label: name.into(), points, model: false });
     }
     let overhead_mean = Distribution::of(&mut overhead.clone()).mean_us;
     for (name, wait) in models {
         let waits = TwoWaits::of(wait);
-        let top = hi.max(lo + 2.0 * wait.mean_us() * 4.0);
-        let points: Vec<(f64, f64)> = (0..=400)
+        let end = top.max(lo + 8.0 * wait.mean_us());
+        let points: Vec<(f64, f64)> = (0..=MODEL_POINTS)
             .map(|i| {
-                let t = lo * 0.9 + (top - lo * 0.9) * f64::from(i) / 400.0;
+                let t = lo * 0.9 + (end - lo * 0.9) * f64::from(i) / f64::from(MODEL_POINTS);
                 (t, model::round_trip_cdf(&overhead_sub, frame_us, &waits, t))
             })
             .collect();
-        let quantile = |q: f64| points.iter().find(|p| p.1 >= q).map_or(top, |p| p.0);
+        let quantile = |q: f64| points.iter().find(|p| p.1 >= q).map_or(end, |p| p.0);
         rows.push(Compared {
             name: name.into(),
             p50_us: quantile(0.5),
             p99_us: quantile(0.99),
             mean_us: overhead_mean + 2.0 * frame_us + 2.0 * wait.mean_us(),
         });
-        curves.push(Curve { label: name.into(), points, model: true });
+        curves.push(Curve {
+            label: name.into(),
+            points: points.into_iter().filter(|p| p.0 <= top).collect(),
+            model: true,
+        });
     }
     Ok(BusTiming {
         nominal_bit_per_s: TIMED_BITRATE,
@@ -245,7 +251,10 @@ pub fn section(timing: &BusTiming) -> Result<Section, ReportError> {
         ]);
     }
     let figure = Figure {
-        caption: "Measured round trips on the timed channel (thick) against the closed-form models (thin)".into(),
+        caption:
+            "Measured round trips on the timed channel (thick) against the closed-form models (thin); the time axis \
+                  ends at 1.5 times the measured p99.9"
+                .into(),
         file: "models-cdf.svg".into(),
         svg: figure::line_chart(
             &Chart {
