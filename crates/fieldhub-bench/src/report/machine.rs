@@ -1,8 +1,10 @@
 //! Section 8: the machine the report ran on — CPU model, cores, kernel,
 //! virtualisation — and how quiet it was: the share of CPU time the machine
-//! spent busy while the report watched it before starting, and the load
-//! average before, during and after. A machine that was not quiet gets a
-//! warning: its figures measure the neighbours too.
+//! spent busy while the report watched it before starting, the share other
+//! work took while it ran (the machine's busy time less the report's own and
+//! its reaped children's: hubs and raw peers), and the load average before,
+//! during and after. A machine that was not quiet gets a warning: its
+//! figures measure the neighbours too.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -12,8 +14,8 @@ use serde::Serialize;
 use super::document::{Cell, Section, Table};
 use super::ReportError;
 
-/// A machine counts as quiet when, before the run, less than this share of
-/// its CPU time was busy...
+/// A machine counts as quiet when, before the run and (other work) during
+/// it, less than this share of its CPU time was busy...
 const QUIET_BUSY: f64 = 0.15;
 /// ... and its one-minute load average was below this per logical CPU.
 const QUIET_LOAD_PER_CPU: f64 = 0.5;
@@ -27,6 +29,8 @@ pub struct Machine {
     pub kernel: String,
     pub virtualisation: String,
     pub busy_before_percent: f64,
+    /// CPU time other processes took during the run, percent of the machine.
+    pub others_busy_during_percent: f64,
     pub load_before: f64,
     pub load_max_during: f64,
     pub load_after: f64,
@@ -38,6 +42,8 @@ pub struct LoadWatch {
     busy_before: f64,
     load_before: f64,
     load_max: RefCell<f64>,
+    /// Machine busy and total jiffies and the report's own CPU ticks when the run began.
+    at_start: Option<(u64, u64, u64)>,
 }
 
 impl LoadWatch {
@@ -52,7 +58,8 @@ impl LoadWatch {
             _ => 0.0,
         };
         let load_before = load_average();
-        Self { busy_before, load_before, load_max: RefCell::new(load_before) }
+        let at_start = cpu_times().zip(own_ticks()).map(|((busy, total), own)| (busy, total, own));
+        Self { busy_before, load_before, load_max: RefCell::new(load_before), at_start }
     }
 
     /// Note the load average between two sections.
@@ -73,6 +80,13 @@ impl LoadWatch {
         };
         let logical_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let load_before = self.load_before;
+        let others_busy_during = match (self.at_start, cpu_times(), own_ticks()) {
+            (Some((busy0, total0, own0)), Some((busy1, total1)), Some(own1)) if total1 > total0 => {
+                let others = (busy1 - busy0).saturating_sub(own1.saturating_sub(own0));
+                others as f64 / (total1 - total0) as f64
+            }
+            _ => 0.0,
+        };
         Machine {
             cpu_model: field("model name").unwrap_or_else(|| "unknown CPU".into()),
             logical_cpus,
@@ -80,10 +94,13 @@ impl LoadWatch {
             kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into()),
             virtualisation: virtualisation(&cpuinfo),
             busy_before_percent: self.busy_before * 100.0,
+            others_busy_during_percent: others_busy_during * 100.0,
             load_before,
             load_max_during: *self.load_max.borrow(),
             load_after: load_average(),
-            quiet: self.busy_before < QUIET_BUSY && load_before < QUIET_LOAD_PER_CPU * logical_cpus as f64,
+            quiet: self.busy_before < QUIET_BUSY
+                && others_busy_during < QUIET_BUSY
+                && load_before < QUIET_LOAD_PER_CPU * logical_cpus as f64,
         }
     }
 }
@@ -126,6 +143,15 @@ fn cpu_times() -> Option<(u64, u64)> {
     Some((total.saturating_sub(idle), total))
 }
 
+/// CPU ticks of this process and its reaped children (utime, stime,
+/// cutime, cstime of /proc/self/stat), in the jiffies /proc/stat counts.
+fn own_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<u64> =
+        stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(4).filter_map(|f| f.parse().ok()).collect();
+    (fields.len() == 4).then(|| fields.iter().sum())
+}
+
 fn load_average() -> f64 {
     read_trimmed("/proc/loadavg").and_then(|l| l.split_whitespace().next()?.parse().ok()).unwrap_or(0.0)
 }
@@ -141,6 +167,10 @@ pub fn section(machine: &Machine) -> Result<Section, ReportError> {
     table.rows.push(text("kernel", &machine.kernel));
     table.rows.push(text("virtualisation", &machine.virtualisation));
     table.rows.push(vec![Cell::text("CPU busy before the run"), Cell::of(machine.busy_before_percent, "%")]);
+    table.rows.push(vec![
+        Cell::text("CPU taken by other work during the run"),
+        Cell::of(machine.others_busy_during_percent, "%"),
+    ]);
     for (name, value) in [
         ("load average (1 min) before", machine.load_before),
         ("load average (1 min), highest during", machine.load_max_during),
@@ -149,16 +179,20 @@ pub fn section(machine: &Machine) -> Result<Section, ReportError> {
         table.rows.push(vec![Cell::text(name), Cell::of(value, "runnable tasks")]);
     }
     let mut notes = vec![
-        "The benchmark itself keeps cores busy, so the load during the run is high by design; what was running before \
-         it tells whether the machine was quiet."
+        "The benchmark itself keeps cores busy, so the load average during the run is high by design; the CPU time \
+         other processes took before and during the run tells whether the machine was quiet."
             .to_owned(),
     ];
     if !machine.quiet {
         notes.push(format!(
-            "Warning: the machine was not quiet — {:.0} % of its CPU time was busy before the run and the load average \
-             was {:.2} on {} logical CPUs. Other work competed for the cores: the tails (p99, p99.9, max) and the jitter \
-             measure that competition too. Repeat the report on a quiet machine before quoting figures.",
-            machine.busy_before_percent, machine.load_before, machine.logical_cpus
+            "Warning: the machine was not quiet — {:.0} % of its CPU time was busy before the run, other work took {:.0} % \
+             of it during the run, and the load average was {:.2} on {} logical CPUs before it. Other work competed for \
+             the cores: the tails (p99, p99.9, max) and the jitter measure that competition too. Repeat the report on a \
+             quiet machine before quoting figures.",
+            machine.busy_before_percent,
+            machine.others_busy_during_percent,
+            machine.load_before,
+            machine.logical_cpus
         ));
     }
     Ok(Section {
