@@ -66,10 +66,15 @@ impl Bystanders {
                 count: self.clients.len(),
                 idle: self.idle,
                 min_frames_received: seen.iter().map(|&(n, _)| n).min().unwrap_or(0),
+                // The hub reports its drops before it answers a flush: only
+                // then is the count complete.
                 frames_dropped: self
                     .clients
                     .iter()
-                    .map(|c| c.ports().iter().map(|p| c.rx_dropped(p)).sum::<u64>())
+                    .map(|c| {
+                        let _ = c.flush();
+                        c.ports().iter().map(|p| c.rx_dropped(p)).sum::<u64>()
+                    })
                     .sum(),
                 order_kept: seen.iter().all(|&(_, ordered)| ordered),
             };

@@ -1,6 +1,7 @@
 //! The hub under test: a `fieldhub hub` process of its own, serving the
 //! benchmark channel (and, for the channel scaling series, more channels:
-//! [`channel_name`]) over shared memory and loopback TCP at once.
+//! [`channel_name`]; for the report, a [`TIMED_CHANNEL`] with bit timing)
+//! over shared memory, a unix socket and loopback TCP at once.
 //!
 //! A separate process, not a thread of the benchmark, so the hub pays for
 //! its own wake-ups and its CPU time can be read from `/proc`. It listens on
@@ -28,12 +29,22 @@ use crate::{BenchError, Launcher, Transport, CHANNEL};
 /// How long a hub may take to start, or to stop before it is killed.
 const START_STOP: Duration = Duration::from_secs(10);
 
+/// The channel with real bit timing (`timing = "timed"`) that
+/// [`HubProcess::start_with_timed_channel`] adds: each frame occupies it
+/// for its exact on-wire time at these rates.
+pub const TIMED_CHANNEL: &str = "bench-timed";
+/// Nominal bitrate of [`TIMED_CHANNEL`] (bit/s).
+pub const TIMED_BITRATE: u32 = 500_000;
+/// CAN FD data-phase bitrate of [`TIMED_CHANNEL`] (bit/s).
+pub const TIMED_DATA_BITRATE: u32 = 2_000_000;
+
 /// A running hub process; stopped on drop.
 pub struct HubProcess {
     child: Child,
     /// `shm://NAME`, from the ready line.
     shm: String,
     tcp: SocketAddr,
+    unix: PathBuf,
     config: PathBuf,
 }
 
@@ -41,6 +52,7 @@ pub struct HubProcess {
 #[derive(Deserialize)]
 struct Ready {
     tcp: Vec<SocketAddr>,
+    unix: Vec<PathBuf>,
     shm: Option<String>,
 }
 
@@ -51,20 +63,39 @@ impl HubProcess {
     /// Start a hub with the benchmark channel only; with `busy_poll` its
     /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
-        Self::spawn(launcher, busy_poll, 1)
+        Self::spawn(launcher, busy_poll, 1, false)
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
     pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, channels)
+        Self::spawn(launcher, false, channels, false)
     }
 
-    fn spawn(launcher: &Launcher, busy_poll: bool, channels: usize) -> Result<Self, BenchError> {
+    /// Start a hub with the benchmark channel and [`TIMED_CHANNEL`].
+    pub fn start_with_timed_channel(launcher: &Launcher) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, true)
+    }
+
+    fn spawn(launcher: &Launcher, busy_poll: bool, channels: usize, timed: bool) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
-        let mut text = format!("[hub]\nlisten = [\"127.0.0.1:0\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n");
+        // Next to the hub's session socket: a private directory with a short
+        // path (a unix socket path must fit 108 bytes; $TMPDIR need not).
+        let socket_dir = fieldhub_shm::socket::socket_dir();
+        fieldhub_shm::socket::ensure_private_dir(&socket_dir)?;
+        let unix = socket_dir.join(format!("{shm_name}.unix.sock"));
+        let mut text = format!(
+            "[hub]\nlisten = [\"127.0.0.1:0\", \"unix:{}\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n",
+            unix.display()
+        );
         for i in 0..channels {
             text += &format!("[[channel]]\nname = \"{}\"\nprotocol = \"canfd\"\n", channel_name(i));
+        }
+        if timed {
+            text += &format!(
+                "[[channel]]\nname = \"{TIMED_CHANNEL}\"\nprotocol = \"canfd\"\ntiming = \"timed\"\n\
+                 bitrate = {TIMED_BITRATE}\ndata_bitrate = {TIMED_DATA_BITRATE}\n"
+            );
         }
         std::fs::write(&config, text)?;
         let mut command = Command::new(&launcher.exe);
@@ -85,7 +116,13 @@ impl HubProcess {
         };
         let log = drain_log(child.stderr.take().expect("stderr is piped"));
         // Whatever happens next, the hub is now the handle's to stop.
-        let mut hub = Self { child, shm: String::new(), tcp: SocketAddr::from(([127, 0, 0, 1], 0)), config };
+        let mut hub = Self {
+            child,
+            shm: String::new(),
+            tcp: SocketAddr::from(([127, 0, 0, 1], 0)),
+            unix: PathBuf::new(),
+            config,
+        };
         let line = match ready.recv_timeout(START_STOP) {
             Ok(line) if !line.is_empty() => line,
             Ok(_) => return Err(hub.not_ready("exited before it was ready", log)),
@@ -95,6 +132,8 @@ impl HubProcess {
             .map_err(|e| BenchError::Hub(format!("the hub's ready line {line:?} is not what it should be: {e}")))?;
         hub.tcp = *ready.tcp.first().ok_or_else(|| BenchError::Hub("the hub reports no TCP address".into()))?;
         hub.shm = ready.shm.ok_or_else(|| BenchError::Hub("the hub reports no shared memory".into()))?;
+        hub.unix =
+            ready.unix.into_iter().next().ok_or_else(|| BenchError::Hub("the hub reports no unix socket".into()))?;
         Ok(hub)
     }
 
@@ -103,6 +142,7 @@ impl HubProcess {
         match transport {
             Transport::Shm if busy_poll => format!("{}?busy_poll=1", self.shm),
             Transport::Shm => self.shm.clone(),
+            Transport::Unix => format!("unix:{}", self.unix.display()),
             Transport::Tcp => format!("tcp://{}", self.tcp),
         }
     }
@@ -177,5 +217,6 @@ impl Drop for HubProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.config);
+        let _ = std::fs::remove_file(&self.unix);
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::bystanders::{Bystanders, ExtraClients};
 use crate::hub_process::HubProcess;
 use crate::raw::{self, PeerMode};
-use crate::remote;
+use crate::remote::{self, CallTime, HubChannel};
 use crate::stats::{Distribution, Ratios};
 use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
@@ -73,6 +73,7 @@ impl LatencyRun {
     fn baseline_mode(&self) -> PeerMode {
         match (self.transport, self.busy_poll) {
             (Transport::Tcp, _) => PeerMode::Tcp,
+            (Transport::Unix, _) => PeerMode::Unix,
             (Transport::Shm, false) => PeerMode::Futex,
             (Transport::Shm, true) => PeerMode::Spin,
         }
@@ -80,7 +81,7 @@ impl LatencyRun {
 
     fn name(&self, size: FrameSize) -> String {
         let waiting = match (self.transport, self.busy_poll) {
-            (Transport::Tcp, _) => "",
+            (Transport::Tcp | Transport::Unix, _) => "",
             (Transport::Shm, false) => " adaptive",
             (Transport::Shm, true) => " busy-poll",
         };
@@ -95,7 +96,7 @@ impl LatencyRun {
 
 /// Measure every size in `spec`, each against its baseline.
 pub fn run(launcher: &Launcher, spec: &LatencyRun, progress: Progress<'_>) -> Result<Vec<LatencyScenario>, BenchError> {
-    if spec.busy_poll && spec.transport == Transport::Tcp {
+    if spec.busy_poll && spec.transport != Transport::Shm {
         return Err(BenchError::Invalid("--busy-poll applies to the shm transport".into()));
     }
     if spec.samples == 0 {
@@ -158,11 +159,23 @@ pub(crate) fn measure_hub(
     samples: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<u64>, BenchError> {
-    let (echo, echo_port) = remote::join(url, "bench-echo", None, CHANNEL, remote::REQUEST_ID)?;
-    let (probe, probe_port) = remote::join(url, "bench-probe", None, CHANNEL, remote::ANSWER_ID)?;
+    let at = HubChannel { url, token: None, channel: CHANNEL };
+    Ok(CallTime::round_trips(&measure_calls_on(at, size, samples, progress)?))
+}
+
+/// Round trips between a probe and an echo on the channel `at`, each as the
+/// time the probe spent inside `send` and `recv`.
+pub fn measure_calls_on(
+    at: HubChannel<'_>,
+    size: FrameSize,
+    samples: usize,
+    progress: Progress<'_>,
+) -> Result<Vec<CallTime>, BenchError> {
+    let (echo, echo_port) = remote::join(at.url, "bench-echo", at.token, at.channel, remote::REQUEST_ID)?;
+    let (probe, probe_port) = remote::join(at.url, "bench-probe", at.token, at.channel, remote::ANSWER_ID)?;
     std::thread::scope(|s| {
         let echoing = s.spawn(|| remote::answer(&echo, &echo_port, Some(WARM_UP + samples)));
-        let measured = remote::probe(&probe, &probe_port, size, samples, progress);
+        let measured = remote::probe_calls(&probe, &probe_port, size, samples, progress);
         // After a failed probe the echo thread gives up within PATIENCE.
         let echoed = echoing.join().map_err(|_| BenchError::Stalled("the echo client panicked".into()))?;
         let times = measured?;

@@ -5,14 +5,15 @@
 //! - [`latency`]: round trips — a probe client sends, an echo client on the
 //!   same channel answers, the probe receives (four one-way hops through the
 //!   hub) — against a raw two-process ping-pong over the same primitive
-//!   (two one-way hops): futex doorbells, spinning, or TCP_NODELAY.
+//!   (two one-way hops): futex doorbells, spinning, a unix socket or
+//!   TCP_NODELAY.
 //! - [`scaling`]: the round trip as clients on the channel (2 to 256) or
 //!   busy channels on the hub (1 to 100) grow, against the first point of
 //!   the series (2 clients, 1 channel), same run; [`bystanders`] are the extra clients, [`background`]
 //!   the traffic on the other channels.
 //! - [`throughput`]: one sender as fast as it can, one or more receivers —
 //!   against a raw two-process stream: an SPSC ring of `fieldhub-shm`, or
-//!   TCP with 64 records a write.
+//!   a unix socket or TCP with 64 records a write.
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
@@ -22,6 +23,8 @@
 //! - [`hub_process`]: the hub under test is always a separate `fieldhub hub`
 //!   process, as in real use, never a thread of the benchmark.
 //! - [`plot`]: the latency distributions as an SVG CDF.
+//! - [`report`]: the whole methodology in one run (`fieldhub bench report`),
+//!   written as HTML with inline plots, JSON and Markdown.
 //!
 //! Invariants: every hub figure is reported next to the baseline of the same
 //! run and its ratio `hub / baseline` (in a scaling series, the baseline is
@@ -37,6 +40,7 @@ pub mod latency;
 pub mod plot;
 pub mod raw;
 pub mod remote;
+pub mod report;
 pub mod scaling;
 pub mod stats;
 pub mod throughput;
@@ -80,6 +84,8 @@ pub enum BenchError {
     Stalled(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("cannot read {path}: {source}")]
+    Proc { path: String, source: std::io::Error },
 }
 
 /// The `fieldhub` binary the benchmark starts its hub and its baseline
@@ -149,6 +155,7 @@ impl FrameSize {
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     Shm,
+    Unix,
     Tcp,
 }
 
@@ -156,6 +163,7 @@ impl Transport {
     pub fn name(self) -> &'static str {
         match self {
             Transport::Shm => "shm",
+            Transport::Unix => "unix",
             Transport::Tcp => "tcp",
         }
     }
@@ -167,8 +175,9 @@ impl std::str::FromStr for Transport {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "shm" => Ok(Transport::Shm),
+            "unix" => Ok(Transport::Unix),
             "tcp" => Ok(Transport::Tcp),
-            _ => Err(format!("unknown transport '{s}': shm or tcp")),
+            _ => Err(format!("unknown transport '{s}': shm, unix or tcp")),
         }
     }
 }

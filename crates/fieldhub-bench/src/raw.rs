@@ -7,11 +7,12 @@
 //! - Ping-pong ([`ping_pong`]): one message out, the same message back. Over
 //!   shared memory the message travels a `fieldhub-shm` ring and the other
 //!   side waits on a `fieldhub-shm` [`Bell`] — sleeping at once (`futex`) or
-//!   never sleeping (`spin`); over TCP both sides use TCP_NODELAY.
+//!   never sleeping (`spin`); over TCP both sides use TCP_NODELAY; over a
+//!   unix stream socket both sides block in read.
 //! - Stream ([`stream`]): one side sends as fast as it can, the other counts.
 //!   Over shared memory an SPSC ring with the hub's notification suppression
-//!   and adaptive waits, ringing once per 64 messages; over TCP 64 records
-//!   a write.
+//!   and adaptive waits, ringing once per 64 messages; over TCP or a unix
+//!   socket 64 records a write.
 //!
 //! Every message is the `FRAMES` wire message of one frame of the measured
 //! size ([`FrameSize::wire_message`]): the bytes the hub's transports move.
@@ -64,6 +65,10 @@ pub enum PeerMode {
     Tcp,
     /// Consume a TCP stream.
     TcpStream,
+    /// Ping-pong over a unix stream socket.
+    Unix,
+    /// Consume a unix-socket stream.
+    UnixStream,
 }
 
 impl PeerMode {
@@ -74,6 +79,8 @@ impl PeerMode {
             PeerMode::RingStream => "ring-stream",
             PeerMode::Tcp => "tcp",
             PeerMode::TcpStream => "tcp-stream",
+            PeerMode::Unix => "unix",
+            PeerMode::UnixStream => "unix-stream",
         }
     }
 
@@ -85,6 +92,8 @@ impl PeerMode {
             PeerMode::RingStream => "SPSC ring stream (two processes)",
             PeerMode::Tcp => "TCP_NODELAY ping-pong (two processes)",
             PeerMode::TcpStream => "TCP stream, 64 frames a write (two processes)",
+            PeerMode::Unix => "unix socket ping-pong (two processes)",
+            PeerMode::UnixStream => "unix socket stream, 64 frames a write (two processes)",
         }
     }
 
@@ -101,10 +110,18 @@ impl std::str::FromStr for PeerMode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        [PeerMode::Futex, PeerMode::Spin, PeerMode::RingStream, PeerMode::Tcp, PeerMode::TcpStream]
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown raw peer mode '{s}'"))
+        [
+            PeerMode::Futex,
+            PeerMode::Spin,
+            PeerMode::RingStream,
+            PeerMode::Tcp,
+            PeerMode::TcpStream,
+            PeerMode::Unix,
+            PeerMode::UnixStream,
+        ]
+        .into_iter()
+        .find(|m| m.name() == s)
+        .ok_or_else(|| format!("unknown raw peer mode '{s}'"))
     }
 }
 
@@ -179,31 +196,115 @@ struct ShmPeer {
     bell: BellSegment,
 }
 
-/// A peer connected over loopback TCP, Nagle off, reads and writes bounded
-/// by [`PATIENCE`] so a dead peer fails the run instead of hanging it.
-fn spawn_tcp_peer(launcher: &Launcher, mode: PeerMode, message_len: usize) -> Result<(Peer, TcpStream), BenchError> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message_len)?;
-    let stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
-    stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(PATIENCE))?;
-    stream.set_write_timeout(Some(PATIENCE))?;
-    Ok((peer, stream))
+/// The socket of a stream baseline: loopback TCP (Nagle off) or a unix
+/// stream socket.
+enum StreamSocket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl StreamSocket {
+    /// The peer's end: connect to `connect` (HOST:PORT, or a socket path).
+    fn connect(mode: PeerMode, connect: &str) -> std::io::Result<Self> {
+        if matches!(mode, PeerMode::Unix | PeerMode::UnixStream) {
+            return Ok(Self::Unix(UnixStream::connect(connect)?));
+        }
+        let stream = TcpStream::connect(connect)?;
+        stream.set_nodelay(true)?;
+        Ok(Self::Tcp(stream))
+    }
+
+    /// Reads and writes bounded by `patience`, blocking otherwise.
+    fn bound(&self, patience: Duration) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(patience))?;
+                s.set_write_timeout(Some(patience))
+            }
+            Self::Unix(s) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(patience))?;
+                s.set_write_timeout(Some(patience))
+            }
+        }
+    }
+
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.shutdown(Shutdown::Write),
+            Self::Unix(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+}
+
+impl Read for StreamSocket {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.read(buf),
+            Self::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for StreamSocket {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write(buf),
+            Self::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A peer connected over loopback TCP (Nagle off) or a unix socket, reads
+/// and writes bounded by [`PATIENCE`] so a dead peer fails the run instead
+/// of hanging it.
+fn spawn_stream_peer(
+    launcher: &Launcher,
+    mode: PeerMode,
+    message_len: usize,
+) -> Result<(Peer, StreamSocket), BenchError> {
+    let (peer, socket) = if matches!(mode, PeerMode::Unix | PeerMode::UnixStream) {
+        let path = socket_path("stream")?;
+        let listener = UnixListener::bind(&path)?;
+        listener.set_nonblocking(true)?;
+        let spawned = Peer::spawn(launcher, mode, &path.to_string_lossy(), message_len);
+        let accepted = spawned.and_then(|mut peer| Ok((peer.accept(|| listener.accept().map(|(s, _)| s))?, peer)));
+        let _ = std::fs::remove_file(&path);
+        let (stream, peer) = accepted?;
+        (peer, StreamSocket::Unix(stream))
+    } else {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message_len)?;
+        let stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
+        stream.set_nodelay(true)?;
+        (peer, StreamSocket::Tcp(stream))
+    };
+    socket.bound(PATIENCE)?;
+    Ok((peer, socket))
 }
 
 /// Unix sockets made by this process so far, to keep their paths apart.
 static SOCKETS: AtomicU32 = AtomicU32::new(0);
 
+/// A fresh socket path in the private session directory, nothing there yet.
+fn socket_path(kind: &str) -> Result<PathBuf, BenchError> {
+    let dir = socket::socket_dir();
+    socket::ensure_private_dir(&dir)?;
+    let path = dir.join(format!("raw-{kind}-{}-{}.sock", std::process::id(), SOCKETS.fetch_add(1, Ordering::Relaxed)));
+    let _ = std::fs::remove_file(&path);
+    Ok(path)
+}
+
 fn spawn_shm_peer(launcher: &Launcher, mode: PeerMode) -> Result<ShmPeer, BenchError> {
     let (segment, segment_fd) = ClientSegment::create(SegmentHeader::standard(0))?;
     let (bell, bell_fd) = BellSegment::create()?;
-    let dir = socket::socket_dir();
-    socket::ensure_private_dir(&dir)?;
-    let path: PathBuf =
-        dir.join(format!("raw-{}-{}.sock", std::process::id(), SOCKETS.fetch_add(1, Ordering::Relaxed)));
-    let _ = std::fs::remove_file(&path);
+    let path = socket_path("shm")?;
     let listener = UnixListener::bind(&path)?;
     listener.set_nonblocking(true)?;
     let spawned = Peer::spawn(launcher, mode, &path.to_string_lossy(), 0);
@@ -294,8 +395,8 @@ pub fn ping_pong(
             segment.client_bell().ring();
             peer.finish()?;
         }
-        PeerMode::Tcp => {
-            let (peer, mut stream) = spawn_tcp_peer(launcher, mode, message.len())?;
+        PeerMode::Tcp | PeerMode::Unix => {
+            let (peer, mut stream) = spawn_stream_peer(launcher, mode, message.len())?;
             let mut buf = message.clone();
             for i in 0..WARM_UP + samples {
                 let started = Instant::now();
@@ -309,7 +410,7 @@ pub fn ping_pong(
             drop(stream);
             peer.finish()?;
         }
-        PeerMode::RingStream | PeerMode::TcpStream => {
+        PeerMode::RingStream | PeerMode::TcpStream | PeerMode::UnixStream => {
             return Err(BenchError::Invalid(format!("{} is a stream, not a ping-pong", mode.name())))
         }
     }
@@ -350,14 +451,14 @@ pub fn stream(
             let count = body.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
             Ok((count.ok_or_else(|| BenchError::Peer("the peer's count is malformed".into()))?, elapsed))
         }
-        PeerMode::TcpStream => {
-            let (peer, mut stream) = spawn_tcp_peer(launcher, mode, message.len())?;
+        PeerMode::TcpStream | PeerMode::UnixStream => {
+            let (peer, mut stream) = spawn_stream_peer(launcher, mode, message.len())?;
             let chunk = message.repeat(RECORDS_PER_WRITE);
             let started = Instant::now();
             while started.elapsed() < run_for {
                 stream.write_all(&chunk)?;
             }
-            stream.shutdown(Shutdown::Write)?;
+            stream.shutdown_write()?;
             let mut count = [0u8; 8];
             stream.read_exact(&mut count)?;
             let elapsed = started.elapsed();
@@ -369,7 +470,7 @@ pub fn stream(
 }
 
 /// The peer process: connect to `connect` (a unix socket path for shared
-/// memory, HOST:PORT for TCP) and serve `mode` until the measuring side
+/// memory and unix-socket baselines, HOST:PORT for TCP) and serve `mode` until the measuring side
 /// ends the exchange. `bytes` is the TCP record length.
 pub fn run_peer(mode: PeerMode, connect: &str, bytes: usize) -> Result<(), BenchError> {
     match mode {
@@ -422,10 +523,9 @@ pub fn run_peer(mode: PeerMode, connect: &str, bytes: usize) -> Result<(), Bench
             }
             Ok(())
         }
-        PeerMode::Tcp => {
-            let mut stream = TcpStream::connect(connect)?;
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(PEER_PATIENCE))?;
+        PeerMode::Tcp | PeerMode::Unix => {
+            let mut stream = StreamSocket::connect(mode, connect)?;
+            stream.bound(PEER_PATIENCE)?;
             let mut buf = vec![0u8; bytes.max(1)];
             // The measuring side closes the connection when it is done.
             while stream.read_exact(&mut buf).is_ok() {
@@ -433,9 +533,9 @@ pub fn run_peer(mode: PeerMode, connect: &str, bytes: usize) -> Result<(), Bench
             }
             Ok(())
         }
-        PeerMode::TcpStream => {
-            let mut stream = TcpStream::connect(connect)?;
-            stream.set_read_timeout(Some(PEER_PATIENCE))?;
+        PeerMode::TcpStream | PeerMode::UnixStream => {
+            let mut stream = StreamSocket::connect(mode, connect)?;
+            stream.bound(PEER_PATIENCE)?;
             let mut buf = vec![0u8; bytes.max(1) * RECORDS_PER_WRITE];
             let mut received = 0u64;
             loop {

@@ -33,6 +33,14 @@ pub struct PingResult {
     pub round_trip: Distribution,
 }
 
+/// A channel of a hub to measure on, with the token the hub needs if any.
+#[derive(Clone, Copy, Debug)]
+pub struct HubChannel<'a> {
+    pub url: &'a str,
+    pub token: Option<&'a str>,
+    pub channel: &'a str,
+}
+
 /// A client with one port on `channel` that hears only frames of `id`,
 /// presenting `token` if the hub needs one.
 pub fn join(url: &str, name: &str, token: Option<&str>, channel: &str, id: u32) -> Result<(Client, Port), BenchError> {
@@ -65,28 +73,50 @@ pub fn answer(client: &Client, port: &Port, rounds: Option<usize>) -> Result<u64
     Ok(answered)
 }
 
+/// The time one round trip spent inside each call of the probe: `send`
+/// (handing the request over) and `recv` (waiting for the answer and
+/// taking it). Together they are the round trip.
+#[derive(Clone, Copy, Debug)]
+pub struct CallTime {
+    pub send_ns: u64,
+    pub recv_ns: u64,
+}
+
+impl CallTime {
+    pub fn round_trip_ns(self) -> u64 {
+        self.send_ns + self.recv_ns
+    }
+
+    /// The round trips of `calls`, in ns.
+    pub fn round_trips(calls: &[CallTime]) -> Vec<u64> {
+        calls.iter().map(|c| c.round_trip_ns()).collect()
+    }
+}
+
 /// Send `samples` (plus the warm-up) requests of `size` one at a time and
-/// time each answer; round trips in ns.
-pub fn probe(
+/// time each answer, and the calls that make up each round trip.
+pub fn probe_calls(
     client: &Client,
     port: &Port,
     size: FrameSize,
     samples: usize,
     progress: Progress<'_>,
-) -> Result<Vec<u64>, BenchError> {
+) -> Result<Vec<CallTime>, BenchError> {
     let mut times = Vec::with_capacity(samples);
     for i in 0..WARM_UP + samples {
         let started = Instant::now();
         client.send(port, &size.frame(REQUEST_ID, i as u32))?;
+        let sent = Instant::now();
         let Some(answer) = client.recv(Some(PATIENCE))? else {
             return Err(BenchError::Stalled(format!("no answer to round trip {i}; is an echo on the channel?")));
         };
-        let elapsed = started.elapsed().as_nanos() as u64;
+        let answered = Instant::now();
         if answer.frame.data().get(..4) != Some(&(i as u32).to_le_bytes()[..]) {
             return Err(BenchError::Stalled(format!("round trip {i} was answered out of order")));
         }
         if i >= WARM_UP {
-            times.push(elapsed);
+            let ns = |d: std::time::Duration| d.as_nanos() as u64;
+            times.push(CallTime { send_ns: ns(sent - started), recv_ns: ns(answered - sent) });
             if times.len() % 1000 == 0 {
                 progress(&format!("{}: {}/{samples}", size.label(), times.len()));
             }
@@ -115,7 +145,7 @@ pub fn ping(
         return Err(BenchError::Invalid("at least one sample is needed".into()));
     }
     let (client, port) = join(url, "bench-probe", token, channel, ANSWER_ID)?;
-    let mut times = probe(&client, &port, size, samples, progress)?;
+    let mut times = CallTime::round_trips(&probe_calls(&client, &port, size, samples, progress)?);
     Ok(PingResult {
         url: url.to_owned(),
         channel: channel.to_owned(),

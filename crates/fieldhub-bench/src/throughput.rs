@@ -84,6 +84,7 @@ pub fn run(
     let url = hub.url(spec.transport, false);
     let mode = match spec.transport {
         Transport::Shm => PeerMode::RingStream,
+        Transport::Unix => PeerMode::UnixStream,
         Transport::Tcp => PeerMode::TcpStream,
     };
     let mut scenarios = Vec::new();

@@ -3,7 +3,8 @@
 //! baseline of the same run and its ratio; `scaling`, the round trip as
 //! clients and channels grow, each point next to the series' first. `echo` and `ping` measure round
 //! trips through a hub that is already running, with the echo at the far end
-//! of the path under test (a VM guest: `bench/vm.sh`).
+//! of the path under test (a VM guest: `bench/vm.sh`). `report` runs the
+//! whole methodology and writes it as HTML, JSON and Markdown.
 //!
 //! Results go to stdout (a table, or JSON with `--json`); progress goes to
 //! stderr as one updating line. `raw-peer` is the hidden second process of
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
-use fieldhub_bench::{cpu, latency, plot, raw, remote, scaling, throughput, FrameSize, Launcher, Transport};
+use fieldhub_bench::{cpu, latency, plot, raw, remote, report, scaling, throughput, FrameSize, Launcher, Transport};
 
 use crate::HubSelect;
 
@@ -49,7 +50,7 @@ impl Sizes {
 enum Kind {
     /// Round-trip percentiles (p50/p80/p95/p99/p99.9/max, mean, std) against a raw two-process ping-pong.
     Latency {
-        /// shm (against a futex or, with --busy-poll, a spin ping-pong) or tcp (against TCP_NODELAY).
+        /// shm (against a futex or, with --busy-poll, a spin ping-pong), unix (against a unix-socket ping-pong) or tcp (against TCP_NODELAY).
         #[arg(long, default_value = "shm")]
         transport: Transport,
         /// Hub and clients spin instead of sleeping (shm only).
@@ -101,7 +102,7 @@ enum Kind {
     },
     /// One-way frames/s and payload Mbit/s from one sender, against a raw two-process stream.
     Throughput {
-        /// shm (against an SPSC ring stream) or tcp (against a TCP stream, 64 frames a write).
+        /// shm (against an SPSC ring stream), unix or tcp (against a unix-socket or TCP stream, 64 frames a write).
         #[arg(long, default_value = "shm")]
         transport: Transport,
         /// Length of each hub run (the baseline runs at most 2 s).
@@ -152,6 +153,24 @@ enum Kind {
         #[arg(long)]
         json: bool,
     },
+    /// The whole methodology in one run: round trips, throughput, CPU, call times, footprint, jitter, models, machine.
+    ///
+    /// Writes report.html (plots inline), report.json and report.md (the same figures) and the plots as SVG files
+    /// into --out. A full run takes about ten minutes; --quick under a minute (for checking, not for figures).
+    Report {
+        /// Small samples and short windows.
+        #[arg(long)]
+        quick: bool,
+        /// Directory to write the report into (created if missing).
+        #[arg(long, value_name = "DIR", default_value = "fieldhub-report")]
+        out: PathBuf,
+        /// Also measure round trips through this running hub (probe and echo both connect to it).
+        #[arg(long = "hub", value_name = "URL")]
+        hub: Option<String>,
+        /// The channel of --hub to measure on.
+        #[arg(long, value_name = "NAME", default_value = "can0", requires = "hub")]
+        hub_channel: String,
+    },
     /// The peer process of a raw baseline (started by the benchmarks themselves).
     #[command(hide = true)]
     RawPeer {
@@ -166,7 +185,7 @@ enum Kind {
 
 /// One updating line on stderr.
 fn progress(line: &str) {
-    eprint!("\r{line:<72.72}");
+    eprint!("\r{line:<100.100}");
     let _ = std::io::stderr().flush();
 }
 
@@ -181,7 +200,7 @@ fn report<T: serde::Serialize + ?Sized>(result: &T, json: bool, table: impl FnOn
 }
 
 fn clear_progress() {
-    eprint!("\r{:72}\r", "");
+    eprint!("\r{:100}\r", "");
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -253,6 +272,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             clear_progress();
             let scenarios = scenarios?;
             report(&scenarios[..], json, print_throughput)?;
+        }
+        Kind::Report { quick, out, hub, hub_channel } => {
+            let remote = hub.map(|url| report::RemotePath { url, channel: hub_channel, token: crate::hub_token() });
+            let made = report::run(&launcher()?, &report::ReportRun { quick, remote }, &mut progress);
+            clear_progress();
+            let written = report::write(&made.context("measurement report")?, &out)?;
+            for path in written.iter().take(3) {
+                println!("{}", path.display());
+            }
         }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
