@@ -63,20 +63,32 @@ impl HubProcess {
     /// Start a hub with the benchmark channel only; with `busy_poll` its
     /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
-        Self::spawn(launcher, busy_poll, 1, false)
+        Self::spawn(launcher, busy_poll, 1, false, None)
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
     pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, channels, false)
+        Self::spawn(launcher, false, channels, false, None)
     }
 
     /// Start a hub with the benchmark channel and [`TIMED_CHANNEL`].
     pub fn start_with_timed_channel(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true)
+        Self::spawn(launcher, false, 1, true, None)
     }
 
-    fn spawn(launcher: &Launcher, busy_poll: bool, channels: usize, timed: bool) -> Result<Self, BenchError> {
+    /// Start a hub whose shm clients get to-client rings of `slots` slots
+    /// (`[hub] shm_ring_slots`).
+    pub fn start_with_ring_slots(launcher: &Launcher, slots: u32) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, false, Some(slots))
+    }
+
+    fn spawn(
+        launcher: &Launcher,
+        busy_poll: bool,
+        channels: usize,
+        timed: bool,
+        ring_slots: Option<u32>,
+    ) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
         // Next to the hub's session socket: a private directory with a short
@@ -88,6 +100,9 @@ impl HubProcess {
             "[hub]\nlisten = [\"127.0.0.1:0\", \"unix:{}\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n",
             unix.display()
         );
+        if let Some(slots) = ring_slots {
+            text += &format!("shm_ring_slots = {slots}\n");
+        }
         for i in 0..channels {
             text += &format!("[[channel]]\nname = \"{}\"\nprotocol = \"canfd\"\n", channel_name(i));
         }

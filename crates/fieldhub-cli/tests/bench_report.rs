@@ -115,10 +115,12 @@ fn check_json(report: &Value) {
         assert!((mean("send") + mean("recv") - mean("round_trip")).abs() < 1e-6 * mean("round_trip").max(1.0), "{c}");
         assert!(c["send"]["std_us"].as_f64().unwrap() >= 0.0);
     }
-    // 5: a point per idle-client count, ring slots growing, memory of both processes.
+    // 5: a point per to-client ring size, ring slots growing, memory of both processes.
     let points = data("footprint").as_array().unwrap();
     let slots: Vec<u64> = points.iter().map(|p| p["ring_slots"].as_u64().unwrap()).collect();
     assert!(slots.len() >= 2 && slots.windows(2).all(|w| w[0] < w[1]), "{slots:?}");
+    let rings: Vec<u64> = points.iter().map(|p| p["to_client_slots"].as_u64().unwrap()).collect();
+    assert!(rings.windows(2).all(|w| w[0] < w[1]), "{rings:?}");
     for p in points {
         assert!(p["hub"]["rss_kib"].as_u64().unwrap() > 0 && p["client_process"]["rss_kib"].as_u64().unwrap() > 0);
         for size in ["small", "large"] {

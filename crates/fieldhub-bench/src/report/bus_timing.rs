@@ -169,7 +169,7 @@ fn with_background<T>(
     measure: impl FnOnce() -> Result<T, BenchError>,
 ) -> Result<T, BenchError> {
     let client = Client::connect_with(url, &ClientOptions { name: "bench-background".into(), ..Default::default() })?;
-    let port = client.open_port(TIMED_CHANNEL)?;
+    let port = client.open_port_with(TIMED_CHANNEL, &crate::fd_port())?;
     let frame = FrameSize::Can8.frame(BACKGROUND_ID, 0);
     let mean_gap_us = frame_us / LOAD;
     let stop = AtomicBool::new(false);

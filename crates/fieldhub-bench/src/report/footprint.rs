@@ -3,14 +3,14 @@
 //! reports min/avg/max for small and large messages against the memory
 //! footprint of its buffers.
 //!
-//! The ring sizes are fixed by the shared-memory layout (`spec/shm.md`: a
-//! to-hub ring of 4,096 and a to-client ring of 8,192 slots of 128 bytes per
-//! client; no hub setting changes them), so the slots grow with idle shm
-//! clients on the channel: each brings its segment, and the frames of the
-//! measurement queue up in its to-client ring (up to its frame share, then
-//! the hub drops and counts), so its pages are touched, as a slow reader's are.
+//! Each point is a fresh hub whose shm clients get to-client rings of a
+//! given size (`[hub] shm_ring_slots`; the to-hub ring is always 4,096
+//! slots), with the same number of idle shm clients on the channel: the
+//! frames of the measurement queue up in their to-client rings (up to the
+//! frame share, then the hub drops and counts), so the pages are touched,
+//! as a slow reader's are.
 
-use fieldhub_shm::layout::{SLOT_SIZE, TO_CLIENT_SLOTS, TO_HUB_SLOTS};
+use fieldhub_shm::layout::{SLOT_SIZE, TO_HUB_SLOTS};
 use serde::Serialize;
 
 use super::document::{row, Cell, Figure, Section, Table};
@@ -50,6 +50,8 @@ impl Memory {
 #[derive(Debug, Serialize)]
 pub struct Point {
     pub idle_clients: usize,
+    /// Slots of each client's to-client ring.
+    pub to_client_slots: u32,
     /// Ring slots the hub maps for them (to-hub and to-client rings).
     pub ring_slots: u64,
     pub ring_mib: f64,
@@ -63,21 +65,23 @@ pub struct Point {
 
 pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Result<Vec<Point>, ReportError> {
     let mut points = Vec::new();
-    for &idle_clients in &plan.footprint_clients {
+    let idle_clients = plan.footprint_clients;
+    for &to_client_slots in &plan.footprint_rings {
         // A fresh hub per point, so one point's memory does not carry over.
-        let hub = HubProcess::start(launcher, false)?;
+        let hub = HubProcess::start_with_ring_slots(launcher, to_client_slots)?;
         let url = hub.url(Transport::Shm, false);
         let bystanders = Bystanders::connect(&url, CHANNEL, idle_clients, true)?;
         let ((small, large, hub_memory, client_memory), seen) = bystanders.during(|| {
-            let mut report = |line: &str| stages.report(&format!("{idle_clients} idle clients: {line}"));
+            let mut report = |line: &str| stages.report(&format!("rings of {to_client_slots} slots: {line}"));
             let mut small = measure_hub(&url, FrameSize::Can8, plan.footprint_samples, &mut report)?;
             let mut large = measure_hub(&url, FrameSize::Fd64, plan.footprint_samples, &mut report)?;
             let memory = (Memory::of(hub.pid())?, Memory::of(std::process::id())?);
             Ok((Distribution::of(&mut small), Distribution::of(&mut large), memory.0, memory.1))
         })?;
-        let ring_slots = idle_clients as u64 * u64::from(TO_HUB_SLOTS + TO_CLIENT_SLOTS);
+        let ring_slots = idle_clients as u64 * u64::from(TO_HUB_SLOTS + to_client_slots);
         points.push(Point {
             idle_clients,
+            to_client_slots,
             ring_slots,
             ring_mib: (ring_slots * SLOT_SIZE as u64) as f64 / 1_048_576.0,
             small,
@@ -92,12 +96,13 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
 
 pub fn section(points: &[Point]) -> Result<Section, ReportError> {
     let mut latency = Table::new(
-        "Round trips, min/avg/max, as idle clients (and their rings) are added",
-        &["idle clients", "small min", "small avg", "small max", "large min", "large avg", "large max"],
+        "Round trips, min/avg/max, as the clients' rings grow",
+        &["to-client ring", "small min", "small avg", "small max", "large min", "large avg", "large max"],
     );
     let mut memory = Table::new(
         "Memory against ring slots on the hub",
         &[
+            "to-client ring",
             "idle clients",
             "ring slots",
             "ring memory",
@@ -111,10 +116,11 @@ pub fn section(points: &[Point]) -> Result<Section, ReportError> {
     let mib = |kib: u64| Cell::of(kib as f64 / 1024.0, "MiB");
     for p in points {
         latency.rows.push(row(
-            [Cell::of(p.idle_clients as f64, "clients")],
+            [Cell::of(f64::from(p.to_client_slots), "slots")],
             [&p.small, &p.large].iter().flat_map(|d| [d.min_us, d.mean_us, d.max_us]),
         ));
         memory.rows.push(vec![
+            Cell::of(f64::from(p.to_client_slots), "slots"),
             Cell::of(p.idle_clients as f64, "clients"),
             Cell::of(p.ring_slots as f64, "slots"),
             Cell::of(p.ring_mib, "MiB"),
@@ -147,12 +153,12 @@ pub fn section(points: &[Point]) -> Result<Section, ReportError> {
         id: "footprint",
         title: "5. Small and large frames, memory against ring size".into(),
         method: format!(
-            "Round trips of 8-byte (small) and 64-byte (large) frames on a fresh hub with 0 or more idle shm clients on the \
-             channel, then the resident memory (VmRSS, and its shared part RssShmem) of the hub and of the benchmark process \
-             holding every client. Each shm client brings a to-hub ring of {TO_HUB_SLOTS} and a to-client ring of \
-             {TO_CLIENT_SLOTS} slots of {SLOT_SIZE} bytes (fixed by spec/shm.md; no setting changes them), so the slots grow \
-             with the clients, and the idle clients' rings fill with the measured frames. Reproduces seed 002's min/avg/max \
-             for small and large messages against the memory footprint of the buffers."
+            "Round trips of 8-byte (small) and 64-byte (large) frames on a fresh hub per ring size ([hub] shm_ring_slots), \
+             with idle shm clients on the channel, then the resident memory (VmRSS, and its shared part RssShmem) of the hub \
+             and of the benchmark process holding every client. Each shm client brings a to-hub ring of {TO_HUB_SLOTS} slots \
+             and a to-client ring of the point's size, slots of {SLOT_SIZE} bytes; the idle clients' to-client rings fill \
+             with the measured frames. Reproduces seed 002's min/avg/max for small and large messages against the memory \
+             footprint of the buffers."
         ),
         notes: Vec::new(),
         tables: vec![latency, memory],

@@ -90,7 +90,7 @@ fn periodic(
 ) -> Result<PeriodicSeries, BenchError> {
     let connect = |name: &str| -> Result<_, BenchError> {
         let client = Client::connect_with(url, &ClientOptions { name: name.into(), ..Default::default() })?;
-        let port = client.open_port(CHANNEL)?;
+        let port = client.open_port_with(CHANNEL, &crate::fd_port())?;
         Ok((client, port))
     };
     let (sender, port) = connect("bench-periodic")?;
