@@ -16,7 +16,7 @@ pub struct SendArgs {
     port: PortSelect,
     /// Channel to send on.
     channel: String,
-    /// Frame: 123#DEADBEEF, 12345678#00 (29-bit), 123#R / 123#R4 (remote), 123##1DEADBEEF (CAN FD, flags nibble 1=BRS 2=ESI), 123#1122334455667788_F (raw DLC).
+    /// Frame: 123#DEADBEEF, 12345678#00 (29-bit), 123#R / 123#R4 (remote), 123##1DEADBEEF (CAN FD, flags nibble 1=BRS 2=ESI 4=FDF, implied), 123#1122334455667788_F (raw DLC).
     frame: String,
 }
 

@@ -3,7 +3,9 @@
 //! - `123#DEADBEEF`: standard id, data; `12345678#...`: 8 hex digits make an
 //!   extended id; `123#R` / `123#R4`: remote frame (optionally with a DLC);
 //!   `123##1DEADBEEF`: CAN FD, the hex digit after `##` holds the flags
-//!   (1 = BRS, 2 = ESI); `123#1122334455667788_E`: classic 8-byte frame with
+//!   (1 = BRS, 2 = ESI, 4 = FDF: every CAN FD frame has it, so it is accepted
+//!   and implied, as newer can-utils write it); `123#1122334455667788_E`:
+//!   classic 8-byte frame with
 //!   raw DLC 0xE. Data bytes may be separated by `.`.
 //! - Error frames print as `20000004#0000000000000000` (candump prints the
 //!   id with `CAN_ERR_FLAG`, 8 hex digits).
@@ -233,6 +235,14 @@ mod tests {
             let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(format_cansend(&frame), text);
         }
+    }
+
+    #[test]
+    fn the_fdf_bit_of_the_flags_nibble_is_accepted_and_implied() {
+        let plain = parse_cansend("123##4DEAD").unwrap();
+        assert!(plain.is_fd() && plain.flags() == parse_cansend("123##0DEAD").unwrap().flags());
+        let brs = parse_cansend("123##5DEAD").unwrap();
+        assert_eq!(brs, parse_cansend("123##1DEAD").unwrap());
     }
 
     #[test]
