@@ -163,7 +163,9 @@ class Document:
                 (self.cwd / entry.name).symlink_to(entry)
         # `../fieldhub/...` in a reader's Cargo.toml: the checkout beside
         # the reader's project.
-        (self.cwd.parent / "fieldhub").exists() or (self.cwd.parent / "fieldhub").symlink_to(runner.root)
+        checkout = self.cwd.parent / "fieldhub"
+        if not checkout.exists():
+            checkout.symlink_to(runner.root)
         self.env = dict(runner.env)
         self.env["HOME"] = str(self.cwd / "home")
         os.makedirs(self.env["HOME"])
