@@ -19,7 +19,7 @@ import udsoncan
 from udsoncan.client import Client
 from udsoncan.connections import PythonIsoTpConnection
 
-from test_tools import LOGGER_WITH_SIGINT
+from test_tools import start_can_logger
 
 CHANNELS = """
 [[channel]]
@@ -218,14 +218,7 @@ def test_cantools_decodes_frames_received_from_the_hub(fieldhub_hub):
 @pytest.mark.parametrize("suffix", ["blf", "asc"])
 def test_can_logger_and_player_round_trip_through_blf_and_asc(fieldhub_hub, tmp_path, suffix):
     log = tmp_path / f"session.{suffix}"
-    logger = subprocess.Popen(
-        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", "-f", str(log),
-         "--bus-kwargs", f"hub={fieldhub_hub.url}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while len(fieldhub_hub.ports()) < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    logger = start_can_logger(fieldhub_hub, log)
     sender = fieldhub_hub.bus("can0")
     sent = [
         can.Message(arbitration_id=0x100 + n % 7 if n % 3 else 0x18DA00F1 + n, is_extended_id=n % 3 == 0,

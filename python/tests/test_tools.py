@@ -24,20 +24,26 @@ LOGGER_WITH_SIGINT = (
 )
 
 
-def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
-    log = tmp_path / "out.log"
-    # can.logger stops on Ctrl-C (SIGINT). A test run started in the
-    # background inherits SIGINT ignored, so give the logger Python's handler.
+def start_can_logger(hub, log, *options, ready=lambda ports: len(ports) >= 1):
+    """`python -m can.logger` on can0 of `hub`, writing `log`; returns once
+    `ready` holds for the hub's ports (by default: its port is open), as
+    frames sent before that are not the logger's to record. It stops on
+    SIGINT: a test run started in the background inherits SIGINT ignored, so
+    the logger gets Python's handler."""
     logger = subprocess.Popen(
-        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", "-f", str(log),
-         "--bus-kwargs", f"hub={fieldhub_hub.url}"],
+        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", *options, "-f", str(log),
+         "--bus-kwargs", f"hub={hub.url}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
-    # The logger's port, not just its connection: frames sent before the
-    # port is open are not the logger's to record.
-    while len(fieldhub_hub.ports()) < 1 and time.monotonic() < deadline:
+    while not ready(hub.ports()) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return logger
+
+
+def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
+    log = tmp_path / "out.log"
+    logger = start_can_logger(fieldhub_hub, log)
     sender = fieldhub_hub.bus("can0")
     for i in range(5):
         sender.send(can.Message(arbitration_id=0x700 + i, data=[i], is_extended_id=False))
@@ -60,15 +66,8 @@ def test_can_logger_and_player_work_against_a_hub(fieldhub_hub, tmp_path):
 
 def test_can_logger_passive_records_as_a_listen_only_node(fieldhub_hub, tmp_path):
     log = tmp_path / "passive.log"
-    logger = subprocess.Popen(
-        [sys.executable, "-c", LOGGER_WITH_SIGINT, "-i", "fieldhub", "-c", "can0", "--passive", "-f", str(log),
-         "--bus-kwargs", f"hub={fieldhub_hub.url}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
     # --passive sets the state after opening: wait for the listen-only port.
-    while not any(p["listen_only"] for p in fieldhub_hub.ports()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    logger = start_can_logger(fieldhub_hub, log, "--passive", ready=lambda ports: any(p["listen_only"] for p in ports))
     sender = fieldhub_hub.bus("can0")
     for i in range(50):
         sender.send(can.Message(arbitration_id=0x600, data=i.to_bytes(2, "little"), is_extended_id=False))
