@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{Frame, PortConfig};
+use fieldhub_client::{Filter, Frame, PortConfig, CAN_INV_FILTER};
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
 
 use crate::{HubSelect, PortSelect};
@@ -36,7 +36,8 @@ pub struct DumpArgs {
 }
 
 /// What one channel's filters pass: candump's `<id>:<mask>` and inverted
-/// `<id>~<mask>` acceptance filters, and its `#<error mask>`.
+/// `<id>~<mask>` acceptance filters (the client's SocketCAN filters, as
+/// candump hands them to the kernel), and its `#<error mask>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Filters {
     acceptance: Vec<Filter>,
@@ -44,22 +45,12 @@ struct Filters {
     error_mask: Option<u32>,
 }
 
-/// candump's filter: a frame passes when `id & mask` equals (or, inverted,
-/// differs from) the frame's `id & mask`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Filter {
-    id: u32,
-    mask: u32,
-    inverted: bool,
-}
-
 impl Filters {
     fn accept(&self, frame: &Frame) -> bool {
         if frame.is_error() {
             return self.error_mask.is_none_or(|mask| frame.id() & mask != 0);
         }
-        self.acceptance.is_empty()
-            || self.acceptance.iter().any(|f| (frame.id() & f.mask == f.id & f.mask) != f.inverted)
+        self.acceptance.is_empty() || self.acceptance.iter().any(|f| f.accepts(frame))
     }
 }
 
@@ -75,9 +66,9 @@ fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Filters)> {
         if let Some(mask) = f.strip_prefix('#') {
             filters.error_mask = Some(parse(mask)?);
         } else if let Some((id, mask)) = f.split_once(':') {
-            filters.acceptance.push(Filter { id: parse(id)?, mask: parse(mask)?, inverted: false });
+            filters.acceptance.push(Filter { can_id: parse(id)?, can_mask: parse(mask)? });
         } else if let Some((id, mask)) = f.split_once('~') {
-            filters.acceptance.push(Filter { id: parse(id)?, mask: parse(mask)?, inverted: true });
+            filters.acceptance.push(Filter { can_id: parse(id)? | CAN_INV_FILTER, can_mask: parse(mask)? });
         } else {
             bail!("filter '{f}' is not ID:MASK, ID~MASK or #ERRMASK (hex)");
         }
@@ -202,7 +193,7 @@ mod tests {
     fn channel_spec_parses_filters() {
         let (channel, filters) = parse_channel_spec("can0,123:7FF,200:700").unwrap();
         assert_eq!(channel, "can0");
-        let plain = |id, mask| Filter { id, mask, inverted: false };
+        let plain = |can_id, can_mask| Filter { can_id, can_mask };
         assert_eq!(filters.acceptance, [plain(0x123, 0x7FF), plain(0x200, 0x700)]);
         assert_eq!(filters.error_mask, None);
         assert!(parse_channel_spec("can0,12").is_err());
