@@ -40,11 +40,25 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-/// Open descriptors and mapped client segments of a process.
-fn resources(pid: u32) -> (usize, usize) {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+/// What a process's open descriptors name (sorted), and how many client
+/// segments it maps.
+fn resources(pid: u32) -> (Vec<String>, usize) {
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .collect();
+    fds.sort();
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     (fds, maps.lines().filter(|l| l.contains("memfd:fieldhub-client")).count())
+}
+
+/// Descriptors of client segments a process holds open. The hub holds one
+/// only while a handshake is in flight: it closes it just after `WELCOME`
+/// went out, so a client may already be connected while the hub's
+/// descriptor still exists for a moment.
+fn segment_descriptors(pid: u32) -> usize {
+    resources(pid).0.iter().filter(|target| target.contains("memfd:fieldhub-client")).count()
 }
 
 /// Wait until `probe` returns `want`, failing with the last value on a stall.
@@ -229,6 +243,7 @@ fn shm_clients_killed_mid_traffic_never_stall_the_bus_nor_leak_segments() {
     let sender = hub.shm_client("numbered");
     let tx = sender.open_port("can0").unwrap();
     sender.flush().unwrap();
+    wait_until("segment descriptors of finished handshakes", 0, || segment_descriptors(hub.pid()));
     let baseline = resources(hub.pid());
     assert_eq!(baseline.1, 2, "one mapped segment per connected shm client");
 
