@@ -5,7 +5,9 @@ use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context};
 use fieldhub_client::{Filter, Frame, PortConfig, CAN_INV_FILTER};
+use fieldhub_proto::error_text::describe_error_frame;
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
+use fieldhub_proto::FrameFlags;
 
 use crate::{HubSelect, PortSelect};
 
@@ -22,6 +24,14 @@ pub struct DumpArgs {
     /// Exit after this many frames.
     #[arg(short = 'n', value_name = "COUNT")]
     count: Option<u64>,
+    /// Extra details after the channel, as candump -x: RX or TX (TX: this client's own
+    /// frame), then B (bit rate switch) and E (error state indicator) of CAN FD frames or '-'.
+    #[arg(short = 'x')]
+    extra: bool,
+    /// Explain error frames in words below their line, as candump -e:
+    /// controller-problem{tx-error-passive}, error-counter-tx-rx{{136}{0}}, ...
+    #[arg(short = 'e')]
+    explain_errors: bool,
     /// Never lose a frame: when this reader falls behind, the channel waits
     /// for it (block_on_overflow) instead of dropping and counting.
     #[arg(long)]
@@ -138,7 +148,16 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
                 let ns = now - base;
                 format!("({}.{:06}) ", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
             });
-            format!("{}{}", stamp.unwrap_or_default(), candump_line(channel, &received.frame))
+            let extra = args.extra.then(|| extra_info(received.frame.flags()));
+            let mut line =
+                format!("{}{}", stamp.unwrap_or_default(), candump_line(channel, extra.as_deref(), &received.frame));
+            if args.explain_errors {
+                if let Some(words) = describe_error_frame(&received.frame, "\n\t") {
+                    line.push_str("\n\t");
+                    line.push_str(&words);
+                }
+            }
+            line
         };
         if writeln!(out, "{line}").is_err() {
             // The reader went away (`| head`): not an error for a dump tool.
@@ -150,8 +169,17 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// candump's default line: `  can0  123   [4]  DE AD BE EF`.
-fn candump_line(channel: &str, frame: &Frame) -> String {
+/// candump -x's details: direction, then bit rate switch and error state indicator.
+fn extra_info(flags: FrameFlags) -> String {
+    let direction = if flags.contains(FrameFlags::ECHO) { "TX" } else { "RX" };
+    let brs = if flags.contains(FrameFlags::BRS) { 'B' } else { '-' };
+    let esi = if flags.contains(FrameFlags::ESI) { 'E' } else { '-' };
+    format!("{direction} {brs} {esi}")
+}
+
+/// candump's default line: `  can0  123   [4]  DE AD BE EF`, with `extra`
+/// (candump -x) after the channel: `  can0  RX B -  123  [12]  ...`.
+fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String {
     let id = if frame.is_error() {
         format!("{:08X}", frame.id() | CAN_ERR_FLAG)
     } else if frame.is_extended() {
@@ -160,7 +188,10 @@ fn candump_line(channel: &str, frame: &Frame) -> String {
         format!("{:03X}", frame.id())
     };
     let len = if frame.is_fd() { format!("[{:02}]", frame.len()) } else { format!(" [{}]", frame.len()) };
-    let mut line = format!("  {channel}  {id}  {len} ");
+    let mut line = match extra {
+        Some(extra) => format!("  {channel}  {extra}  {id}  {len} "),
+        None => format!("  {channel}  {id}  {len} "),
+    };
     if frame.is_remote() {
         line.push_str(" remote request");
     } else {
@@ -182,11 +213,21 @@ mod tests {
     #[test]
     fn candump_line_matches_can_utils_layout() {
         let frame = parse_cansend("123#DEADBEEF").unwrap();
-        assert_eq!(candump_line("can0", &frame), "  can0  123   [4]  DE AD BE EF");
+        assert_eq!(candump_line("can0", None, &frame), "  can0  123   [4]  DE AD BE EF");
         let fd = parse_cansend("123##1112233445566778899AABBCC").unwrap();
-        assert_eq!(candump_line("can0", &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
+        assert_eq!(candump_line("can0", None, &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
         let remote = parse_cansend("12345678#R").unwrap();
-        assert_eq!(candump_line("can1", &remote), "  can1  12345678   [0]  remote request");
+        assert_eq!(candump_line("can1", None, &remote), "  can1  12345678   [0]  remote request");
+    }
+
+    #[test]
+    fn extra_details_follow_the_channel_as_candump_x_prints_them() {
+        let fd = parse_cansend("123##3DEAD").unwrap();
+        let extra = extra_info(fd.flags());
+        assert_eq!(candump_line("can0", Some(&extra), &fd), "  can0  RX B E  123  [02]  DE AD");
+        let classic = parse_cansend("123#01").unwrap();
+        let extra = extra_info(classic.flags() | FrameFlags::ECHO);
+        assert_eq!(candump_line("can0", Some(&extra), &classic), "  can0  TX - -  123   [1]  01");
     }
 
     #[test]

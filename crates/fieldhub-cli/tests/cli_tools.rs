@@ -112,6 +112,30 @@ fn send_on_a_channel_where_nobody_acknowledges_stops_and_says_why() {
 }
 
 #[test]
+fn dump_shows_fd_details_and_explains_error_frames_like_candump_x_and_e() {
+    let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
+    let dump = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["dump", "--hub", &hub.url, "-x", "-e", "-n", "2", "fd0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dump");
+    hub.wait_for_log("port opened");
+    // A CAN FD frame with BRS, then the controller report of an error-passive transmitter.
+    for frame in ["123##1DEAD", "20000204#0020000000008800"] {
+        let out = fieldhub(&hub, &["send", "fd0", frame]);
+        assert!(out.status.success(), "send {frame}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = dump.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "  fd0  RX B -  123  [02]  DE AD\n\
+         \x20 fd0  RX - -  20000204   [8]  00 20 00 00 00 00 88 00   ERRORFRAME\n\
+         \tcontroller-problem{tx-error-passive}\n\
+         \terror-counter-tx-rx{{136}{0}}\n"
+    );
+}
+
+#[test]
 fn fd_frames_travel_on_an_fd_channel() {
     let hub = HubProcess::start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
     let watcher = hub.client("watcher");

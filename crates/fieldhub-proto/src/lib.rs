@@ -14,7 +14,8 @@
 //! - [`stats`]: the statistics document of `STATS`.
 //! - [`stream`]: message framing over any `std::io::Read` the caller owns.
 //! - [`text`]: the can-utils text forms: cansend's `123#DEADBEEF` and
-//!   candump's log line `(1700000000.123456) can0 123#DEADBEEF`.
+//!   candump's log line `(1700000000.123456) can0 123#DEADBEEF`;
+//!   [`error_text`]: an error frame in words, as `candump -e` prints it.
 //!
 //! # Invariants
 //!
@@ -29,6 +30,7 @@
 //!   `spec/vectors/` pin this for every message type).
 
 pub mod bits;
+pub mod error_text;
 pub mod frame;
 pub mod limits;
 pub mod stats;
