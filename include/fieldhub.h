@@ -145,7 +145,8 @@ typedef enum fh_status {
    */
   FH_OK = 0,
   /**
-   * A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small.
+   * A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small, or the
+   * token file `FIELDHUB_TOKEN_FILE` names cannot be used (missing, empty, readable by others).
    */
   FH_ERR_INVALID_ARGUMENT = -1,
   /**
@@ -377,7 +378,7 @@ void fh_client_free(struct fh_client *client);
  * `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
  * `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
  * `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
- * none). Waits at most 5 seconds. A handle connects once; for a new
+ * `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names, else none). Waits at most 5 seconds. A handle connects once; for a new
  * connection use a new handle.
  *
  * Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there),

@@ -28,7 +28,7 @@ typedef struct hub {
 
 /* Start a hub; `config` is TOML text or NULL for the built-in default;
  * `with_unix` adds a unix-socket listener; `extra` (NULL-terminated, may be
- * NULL) are more arguments, e.g. {"--token", "t", NULL}. */
+ * NULL) are more arguments, e.g. {"--token-file", path, NULL}. */
 void hub_start(hub *h, const char *config, int with_unix, const char *const *extra);
 /* SIGTERM, wait; returns the exit status as waitpid reports it. */
 int hub_stop(hub *h);

@@ -585,8 +585,13 @@ static void test_errors_name_the_problem(void) {
     EXPECT(c, fh_port_open(c, "can0", NULL, 0, &port), FH_ERR_CLOSED);
     fh_client_free(c);
 
-    /* A hub with a token refuses clients without it. */
-    const char *const token_args[] = {"--token", "sesame", NULL};
+    /* A hub with a token (from a private file) refuses clients without it;
+     * a NULL token is the one $FIELDHUB_TOKEN_FILE's file holds. */
+    char token_path[] = "/tmp/fieldhub-c-token-XXXXXX";
+    int token_fd = mkstemp(token_path); /* mode 0600 */
+    CHECK(token_fd >= 0 && write(token_fd, "sesame\n", 7) == 7, "write the token file");
+    close(token_fd);
+    const char *const token_args[] = {"--token-file", token_path, NULL};
     hub_start(&h, NULL, 0, token_args);
     c = fh_client_new();
     EXPECT(c, fh_connect(c, h.url, "guest", "wrong"), FH_ERR_REFUSED);
@@ -594,7 +599,13 @@ static void test_errors_name_the_problem(void) {
     c = fh_client_new();
     OK(c, fh_connect(c, h.url, "guest", "sesame"));
     fh_client_free(c);
+    setenv("FIELDHUB_TOKEN_FILE", token_path, 1);
+    c = fh_client_new();
+    OK(c, fh_connect(c, h.url, "guest", NULL));
+    fh_client_free(c);
+    unsetenv("FIELDHUB_TOKEN_FILE");
     hub_stop(&h);
+    unlink(token_path);
 }
 
 /* ---- the pollable fd ---- */

@@ -1,4 +1,4 @@
-"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token T] [--shm NAME | --no-shm] [--ready-fd N]``:
+"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token-file PATH] [--shm NAME | --no-shm] [--ready-fd N]``:
 run a hub in this process until SIGINT/SIGTERM (what :class:`fieldhub.Hub`
 starts). The hub is the same Rust hub as the ``fieldhub`` command's.
 
@@ -67,7 +67,9 @@ def main() -> int:
     hub.add_argument("--config", help="TOML configuration file (default: the built-in one)")
     hub.add_argument("--config-origin", help="how errors name the configuration (default: the file name)")
     hub.add_argument("--listen", action="append", default=[], help="HOST:PORT or unix:PATH; repeatable")
-    hub.add_argument("--token", help="token clients must present")
+    hub.add_argument("--token-file", metavar="PATH",
+                     help="file holding the token clients must present, readable only by its owner (default: "
+                          "$FIELDHUB_TOKEN, else the file $FIELDHUB_TOKEN_FILE names, else the configuration's)")
     hub.add_argument("--recordings-dir", metavar="DIR",
                      help="the only directory control-API recordings are written in (default: ./recordings)")
     shm = hub.add_mutually_exclusive_group()
@@ -93,7 +95,7 @@ def main() -> int:
         stop_when_stdin_closes()
     try:
         on_ready = ready_writer(args.ready_fd) if args.ready_fd is not None else None
-        _native.run_hub(text, origin, args.listen, args.token, args.shm, args.no_shm, on_ready,
+        _native.run_hub(text, origin, args.listen, args.token_file, args.shm, args.no_shm, on_ready,
                         recordings_dir=args.recordings_dir)
     except (_native.Error, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -101,8 +101,6 @@ class Hub:
             with os.fdopen(handle, "w") as f:
                 f.write(config)
             command += ["--config", self._config_file, "--config-origin", "Hub(config)"]
-        if self.token:
-            command += ["--token", self.token]
         if self.recordings_dir:
             command += ["--recordings-dir", self.recordings_dir]
         # The hub writes its addresses to this pipe once it is ready (the log
@@ -114,10 +112,16 @@ class Hub:
         # ends, in whatever way, the pipe closes and the hub stops itself. Its
         # own session keeps a terminal's Ctrl-C from stopping it under a
         # program that is still cleaning up.
+        # The token travels in the environment, where other users cannot read
+        # it (they can read a command line); this hub requires exactly the
+        # token it was given, whatever this process's environment says.
+        env = {k: v for k, v in os.environ.items() if k not in ("FIELDHUB_TOKEN", "FIELDHUB_TOKEN_FILE")}
+        if self.token:
+            env["FIELDHUB_TOKEN"] = self.token
         try:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                pass_fds=(ready_write,),
+                pass_fds=(ready_write,), env=env,
             )
         except BaseException:
             os.close(ready_read)

@@ -34,7 +34,7 @@ fn error(kind: &str, message: String) -> PyErr {
 
 fn client_error(e: ClientError) -> PyErr {
     let kind = match &e {
-        ClientError::InvalidUrl { .. } => "invalid",
+        ClientError::InvalidUrl { .. } | ClientError::TokenFile(_) => "invalid",
         ClientError::FrameNotAllowed { .. } => "not_allowed",
         ClientError::Connect { .. } => "connect",
         ClientError::Refused { .. } => "refused",
@@ -325,14 +325,14 @@ impl NativeClient {
 /// raises, the hub stops and the exception propagates. `recordings_dir`
 /// replaces `[hub] recordings_dir`, where control-API recordings are written.
 #[pyfunction]
-#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token=None, shm=None, no_shm=false, on_ready=None, recordings_dir=None))]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token_file=None, shm=None, no_shm=false, on_ready=None, recordings_dir=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_hub(
     py: Python<'_>,
     config_text: Option<String>,
     origin: &str,
     listen: Vec<String>,
-    token: Option<String>,
+    token_file: Option<std::path::PathBuf>,
     shm: Option<String>,
     no_shm: bool,
     on_ready: Option<PyObject>,
@@ -343,6 +343,13 @@ fn run_hub(
     if !listen.is_empty() {
         config.hub.listen = listen;
     }
+    // As `fieldhub hub`: the token file, else the environment, else the configuration's.
+    let token = match token_file {
+        Some(path) => {
+            Some(fieldhub_client::token::read_token_file(&path).map_err(|e| error("invalid", e.to_string()))?)
+        }
+        None => fieldhub_client::token::token_from_environment().map_err(|e| error("invalid", e.to_string()))?,
+    };
     if token.is_some() {
         config.hub.token = token;
     }

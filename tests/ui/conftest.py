@@ -49,11 +49,12 @@ class RunningHub:
         ready = root / "ready.json"
         command = [FIELDHUB, "hub", "--config", str(root / "hub.toml"), "--listen", "127.0.0.1:0", "--no-shm",
                    "--recordings-dir", str(self.recordings), "--ready-file", str(ready)]
+        env = {k: v for k, v in os.environ.items() if k not in ("FIELDHUB_TOKEN", "FIELDHUB_TOKEN_FILE")}
         if token:
-            command += ["--token", token]
+            env["FIELDHUB_TOKEN"] = token
         self.token = token
         self.log = open(root / "hub.log", "w")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 30
         while not ready.exists():
             if self.process.poll() is not None or time.monotonic() > deadline:

@@ -211,14 +211,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         Kind::Echo { hub, channel } => {
             let url = hub.url();
-            let answered = remote::echo(&url, crate::hub_token().as_deref(), &channel)
+            let answered = remote::echo(&url, crate::hub_token()?.as_deref(), &channel)
                 .with_context(|| format!("bench echo on {url} {channel}"))?;
             eprintln!("bench echo: answered {answered} round trips");
         }
         Kind::Ping { hub, channel, samples, fd, json } => {
             let url = hub.url();
             let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
-            let result = remote::ping(&url, crate::hub_token().as_deref(), &channel, size, samples, &mut progress);
+            let result = remote::ping(&url, crate::hub_token()?.as_deref(), &channel, size, samples, &mut progress);
             clear_progress();
             let result = result.with_context(|| format!("bench ping on {url} {channel}"))?;
             report(&result, json, print_ping)?;
@@ -274,7 +274,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             report(&scenarios[..], json, print_throughput)?;
         }
         Kind::Report { quick, out, hub, hub_channel } => {
-            let remote = hub.map(|url| report::RemotePath { url, channel: hub_channel, token: crate::hub_token() });
+            let token = crate::hub_token()?;
+            let remote = hub.map(|url| report::RemotePath { url, channel: hub_channel, token });
             let made = report::run(&launcher()?, &report::ReportRun { quick, remote }, &mut progress);
             clear_progress();
             let written = report::write(&made.context("measurement report")?, &out)?;

@@ -53,7 +53,7 @@ pub fn run(args: BridgeArgs) -> anyhow::Result<()> {
         hub,
         channel: args.channel,
         port: args.port,
-        token: crate::hub_token(),
+        token: crate::hub_token()?,
     };
     let bridge = Bridge::open(config).with_context(|| format!("fieldhub bridge socketcan {}", args.interface))?;
     let stop = Arc::new(AtomicBool::new(false));

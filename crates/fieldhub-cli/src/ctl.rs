@@ -233,7 +233,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
 /// One API call; a 4xx answer becomes an error carrying the hub's message.
 pub fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
     let mut request = ureq::request(method, &format!("{base}{path}"));
-    if let Some(token) = crate::hub_token() {
+    if let Some(token) = crate::hub_token()? {
         request = request.set("Authorization", &format!("Bearer {token}"));
     }
     let result = match body {

@@ -18,9 +18,12 @@ pub struct HubArgs {
     /// Listen address, HOST:PORT or unix:PATH; replaces the configured ones. Repeatable.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
-    /// Token clients must present (required to listen beyond loopback).
-    #[arg(long, env = "FIELDHUB_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    /// File holding the token clients must present (required to listen beyond loopback):
+    /// one line, readable only by its owner. Without it the hub takes $FIELDHUB_TOKEN, else
+    /// the file $FIELDHUB_TOKEN_FILE names, else `[hub] token`. Never on the command line,
+    /// where every local user reads it.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// Serve local clients over shared memory as shm://NAME (the built-in configuration serves shm://default).
     #[arg(long, value_name = "NAME")]
     shm: Option<String>,
@@ -50,6 +53,11 @@ pub struct HubArgs {
     /// the hub, so that a file that appears is this hub's.
     #[arg(long, value_name = "PATH")]
     ready_file: Option<PathBuf>,
+    /// Leave out the per-client log lines (client connected, port opened, client
+    /// disconnected); warnings about clients still show. Same as adding
+    /// `fieldhub::clients=warn` to FIELDHUB_LOG (default: info).
+    #[arg(short, long)]
+    quiet: bool,
     /// Print the built-in default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
@@ -69,8 +77,13 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         println!("ok");
         return Ok(());
     }
+    let mut filter = EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if args.quiet {
+        let clients = format!("{}=warn", fieldhub_hub::session::CLIENT_LOG);
+        filter = filter.add_directive(clients.parse().expect("a valid log directive"));
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -121,12 +134,16 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
     if !args.ivshmem.is_empty() {
         config.hub.ivshmem = args.ivshmem.clone();
     }
-    if !args.listen.is_empty() || args.token.is_some() || args.shm.is_some() || !args.ivshmem.is_empty() {
+    let token = match &args.token_file {
+        Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
+        None => fieldhub_client::token::token_from_environment()?,
+    };
+    if !args.listen.is_empty() || token.is_some() || args.shm.is_some() || !args.ivshmem.is_empty() {
         if !args.listen.is_empty() {
             config.hub.listen = args.listen.clone();
         }
-        if args.token.is_some() {
-            config.hub.token = args.token.clone();
+        if token.is_some() {
+            config.hub.token = token;
         }
         // Command-line addresses are held to the same rules as configured ones.
         config.validate(&format!("{origin} with command-line options"))?;

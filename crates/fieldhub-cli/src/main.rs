@@ -76,7 +76,7 @@ impl PortSelect {
 /// `--hub URL`, shared by every tool that connects to a hub.
 #[derive(clap::Args, Clone)]
 pub struct HubSelect {
-    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN.
+    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN, else the content of the file $FIELDHUB_TOKEN_FILE names.
     #[arg(long = "hub", value_name = "URL")]
     url: Option<String>,
 }
@@ -119,15 +119,16 @@ impl HubSelect {
     pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
         let url = self.url();
-        let options =
-            fieldhub_client::ClientOptions { name: tool.to_owned(), token: hub_token(), ..Default::default() };
+        // The token comes from the environment (`ClientOptions::token`).
+        let options = fieldhub_client::ClientOptions { name: tool.to_owned(), ..Default::default() };
         fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
     }
 }
 
-/// The token every tool presents to a hub that requires one.
-pub fn hub_token() -> Option<String> {
-    std::env::var("FIELDHUB_TOKEN").ok()
+/// The token every tool presents to a hub that requires one:
+/// `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names.
+pub fn hub_token() -> anyhow::Result<Option<String>> {
+    Ok(fieldhub_client::token::token_from_environment()?)
 }
 
 fn main() -> std::process::ExitCode {

@@ -288,7 +288,7 @@ fn ping_times_round_trips_to_an_echo_on_a_running_hub_and_reports_ordered_percen
 
 #[test]
 fn echo_and_ping_present_the_token_from_the_environment() {
-    let hub = common::HubProcess::start_with(None, &["--token", "sesame"]);
+    let hub = common::HubProcess::start_with_token("sesame");
     let fieldhub = || {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
         command.arg("bench").env("FIELDHUB_TOKEN", "sesame");

@@ -326,3 +326,64 @@ fn dump_any_listens_on_every_channel() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("can0  100   [1]  01") && text.contains("can1  101   [1]  02"), "{text}");
 }
+
+#[test]
+fn a_quiet_hub_leaves_out_per_client_lines_but_keeps_warnings() {
+    use std::io::Write;
+    let hub = HubProcess::start_with(None, &["--quiet"]);
+    let out = fieldhub(&hub, &["send", "can0", "123#00"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A client that is not one: its warning is logged after where the
+    // sender's lines would be, so waiting for it proves they were left out.
+    let mut stranger = std::net::TcpStream::connect(hub.url.trim_start_matches("tcp://")).unwrap();
+    stranger.write_all(b"CAN!\x01\x00\x00\x00").unwrap();
+    hub.wait_for_log("(is this a fieldhub client?)");
+    let per_client = ["client connected", "port opened", "client disconnected"];
+    let log = hub.log();
+    assert!(!log.iter().any(|line| per_client.iter().any(|p| line.contains(p))), "{log:#?}");
+}
+
+/// A private file holding `token`, named for the test.
+fn token_file(test: &str, token: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::temp_dir().join(format!("fieldhub-{test}-{}.token", std::process::id()));
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn hub_and_tools_take_the_token_from_a_private_file() {
+    let path = token_file("token-file", "sesame", 0o600);
+    let hub = HubProcess::start_with(None, &["--token-file", path.to_str().unwrap()]);
+    let send = |env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .args(["send", "--hub", &hub.url, "can0", "123#00"])
+            .env_remove("FIELDHUB_TOKEN")
+            .env_remove("FIELDHUB_TOKEN_FILE")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let refused = send(&[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("FIELDHUB_TOKEN_FILE"), "{refused:?}");
+    let out = send(&[("FIELDHUB_TOKEN_FILE", path.to_str().unwrap())]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = send(&[("FIELDHUB_TOKEN", "sesame")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_token_file_other_users_can_read_is_refused_before_the_hub_starts() {
+    let path = token_file("exposed-token", "sesame", 0o644);
+    let out = Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["hub", "--listen", "127.0.0.1:0", "--no-shm", "--token-file", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("chmod 600 {}", path.display())), "{stderr}");
+}

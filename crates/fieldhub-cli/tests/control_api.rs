@@ -148,7 +148,7 @@ fn every_bad_request_gets_a_4xx_with_a_reason_and_the_bus_goes_on() {
 
 #[test]
 fn control_api_requires_the_token_when_the_hub_has_one() {
-    let hub = HubProcess::start_with(None, &["--token", "sesame"]);
+    let hub = HubProcess::start_with_token("sesame");
     let (status, answer) = api(&hub, "GET", "/api/v1/ports", None);
     assert_eq!(status, 401);
     assert!(answer["error"].as_str().unwrap().contains("Bearer"));

@@ -331,7 +331,7 @@ fn client_killed_mid_stream_does_not_disturb_others() {
 
 #[test]
 fn wrong_token_is_refused() {
-    let hub = HubProcess::start_with(None, &["--token", "sesame"]);
+    let hub = HubProcess::start_with_token("sesame");
     let mut raw = Raw::connect(&hub);
     raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "guess", token: "open" }));
     assert!(raw.expect_rejection(ErrorCode::Unauthorized).starts_with("wrong token"));

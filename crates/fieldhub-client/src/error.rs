@@ -41,6 +41,8 @@ pub enum ClientError {
     FrameNotAllowed { port: u16, channel: String, why: &'static str },
     #[error("protocol error talking to the hub: {0}")]
     Protocol(String),
+    #[error(transparent)]
+    TokenFile(#[from] crate::token::TokenFileError),
 }
 
 impl ClientError {

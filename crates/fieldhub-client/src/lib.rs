@@ -86,6 +86,7 @@ mod ring_sender;
 mod shm;
 mod spin;
 mod stream;
+pub mod token;
 pub mod url;
 
 use std::os::fd::RawFd;
@@ -131,7 +132,8 @@ const PUMP_EVERY: u32 = 64;
 pub struct ClientOptions {
     /// Name shown in the hub's logs and used for unnamed ports.
     pub name: String,
-    /// Token, if the hub requires one.
+    /// Token, if the hub requires one; `None`: the environment's
+    /// (`FIELDHUB_TOKEN`, else the file `FIELDHUB_TOKEN_FILE` names; see [`token`]).
     pub token: Option<String>,
     /// Bound for connecting and for each request.
     pub timeout: Duration,
@@ -218,6 +220,14 @@ impl Client {
 
     /// Connect and perform the handshake.
     pub fn connect_with(url: &str, options: &ClientOptions) -> Result<Self, ClientError> {
+        let from_environment;
+        let options = match &options.token {
+            None => {
+                from_environment = ClientOptions { token: token::token_from_environment()?, ..options.clone() };
+                &from_environment
+            }
+            Some(_) => options,
+        };
         let (link, session) = link::connect(url, options)?;
         let shared = Arc::new(Shared::new());
         let own = spawn("fh-client-link", link_thread(&link, &shared)).inspect_err(|_| link.close())?;

@@ -243,7 +243,7 @@ pub unsafe extern "C" fn fh_client_free(client: *mut fh_client) {
 /// `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
 /// `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
 /// `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
-/// none). Waits at most 5 seconds. A handle connects once; for a new
+/// `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names, else none). Waits at most 5 seconds. A handle connects once; for a new
 /// connection use a new handle.
 ///
 /// Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there),

@@ -14,7 +14,8 @@ use fieldhub_client::{ClientError, ErrorCode};
 pub enum fh_status {
     /// Success.
     FH_OK = 0,
-    /// A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small.
+    /// A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small, or the
+    /// token file `FIELDHUB_TOKEN_FILE` names cannot be used (missing, empty, readable by others).
     FH_ERR_INVALID_ARGUMENT = -1,
     /// The hub URL is none of `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`,
     /// `ivshmem://PATH` and `serial:PATH`.
@@ -149,6 +150,8 @@ impl From<ClientError> for Failure {
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
             ClientError::FrameNotAllowed { .. } => FH_ERR_INVALID_FRAME,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
+            // The environment's token file (FIELDHUB_TOKEN_FILE) is the caller's setup.
+            ClientError::TokenFile(_) => FH_ERR_INVALID_ARGUMENT,
         };
         Self::new(status, error.to_string())
     }

@@ -32,6 +32,11 @@ use crate::credit::TxCredit;
 use crate::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
 use crate::outbox::Outbox;
 
+/// The log target of the per-client lines (connected, port opened,
+/// disconnected): `fieldhub hub --quiet` or `FIELDHUB_LOG=info,fieldhub::clients=warn`
+/// hides them on a hub with many short-lived clients.
+pub const CLIENT_LOG: &str = "fieldhub::clients";
+
 /// How long a new connection has to send its `HELLO`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most clients connected at once, handshakes under way included.
@@ -173,11 +178,13 @@ impl ClientSlot {
         }
         if let Some(token) = &self.sessions.token {
             if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
-                // The tools and libraries read the token from FIELDHUB_TOKEN.
+                // The tools and libraries read the token from the environment.
                 let text = if hello.token.is_empty() {
-                    "this hub requires a token (set FIELDHUB_TOKEN, or pass it as the client's token)"
+                    "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding \
+                     it, or pass it as the client's token)"
                 } else {
-                    "wrong token (FIELDHUB_TOKEN, or the token the client was given, differs from the hub's)"
+                    "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the client was given, \
+                     differs from the hub's)"
                 };
                 return Err(Violation::new(ErrorCode::Unauthorized, text));
             }
@@ -219,7 +226,7 @@ impl ClientSlot {
         let name = self.name().to_owned();
         self.sessions.inbox.send(Inbound::Attach { client: self.id, name, outbox, hang_up, credit, intake })?;
         self.attached = true;
-        info!(client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);
+        info!(target: CLIENT_LOG, client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);
         Ok(())
     }
 
@@ -237,7 +244,7 @@ impl ClientSlot {
     pub fn detach(&mut self, reason: &str) {
         if self.attached && !self.detached {
             self.detached = true;
-            info!(client = self.id, name = %self.name(), peer = %self.peer, "client disconnected: {reason}");
+            info!(target: CLIENT_LOG, client = self.id, name = %self.name(), peer = %self.peer, "client disconnected: {reason}");
             let _ = self.sessions.inbox.send(Inbound::Detach { client: self.id, reason: reason.to_owned() });
         }
     }

@@ -34,8 +34,19 @@ impl HubProcess {
     /// hubs of parallel tests must not compete for `shm://default`.
     /// Its addresses come from its ready line (`--ready-fd`), not its log.
     pub fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
+        Self::start_with_env(config, extra, &[])
+    }
+
+    /// A hub that requires `token`, given as operators should: in the
+    /// environment, not on the command line.
+    pub fn start_with_token(token: &str) -> Self {
+        Self::start_with_env(None, &[], &[("FIELDHUB_TOKEN", token)])
+    }
+
+    /// [`HubProcess::start_with`], with variables set in the hub's environment.
+    pub fn start_with_env(config: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
-        command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
+        command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra).envs(env.iter().copied());
         if !extra.contains(&"--shm") {
             command.arg("--no-shm");
         }

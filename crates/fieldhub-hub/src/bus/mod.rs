@@ -607,7 +607,7 @@ impl Bus {
             client.credit.clone(),
             TxQueue::new(limit),
         );
-        info!(client = client_id, port = %name, channel, "port opened");
+        info!(target: crate::session::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());

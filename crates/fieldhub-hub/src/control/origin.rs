@@ -25,7 +25,7 @@ pub fn refusal(headers: &HeaderMap, has_token: bool) -> Option<&'static str> {
     if !has_token && !addressed_by_ip(headers) {
         return Some(
             "a hub without a token answers only requests that name it by IP address or as localhost \
-             (http://127.0.0.1:PORT/); start the hub with --token to reach it under a host name",
+             (http://127.0.0.1:PORT/); give the hub a token (FIELDHUB_TOKEN, --token-file) to reach it under a host name",
         );
     }
     None
