@@ -434,10 +434,24 @@ fn shm_control_path(name: &str) -> PyResult<String> {
     fieldhub_shm::socket::control_path(name).map(|path| path.display().to_string()).map_err(|why| error("invalid", why))
 }
 
+/// Run the `fieldhub` command (hub, dump, send, gen, stats, record,
+/// replay, ctl, frame-bits, bench, bridge) with `argv` (the first is the
+/// program's name), in this process, as the `fieldhub` binary would; the
+/// `fieldhub` script the package installs. `this_command` starts the same
+/// command again (the benchmarks start hubs and peers with it). Returns the
+/// exit status; help and usage errors exit the process, as the binary does.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>, this_command: Vec<String>) -> PyResult<u8> {
+    let (exe, prefix) = this_command.split_first().ok_or_else(|| error("invalid", "this_command is empty".into()))?;
+    let launcher = fieldhub_bench::Launcher { exe: exe.into(), prefix: prefix.iter().map(Into::into).collect() };
+    Ok(py.allow_threads(|| fieldhub_cli::run(argv, launcher)))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
     m.add_function(wrap_pyfunction!(run_hub, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add_function(wrap_pyfunction!(default_hub_url, m)?)?;
     m.add_function(wrap_pyfunction!(shm_socket_path, m)?)?;

@@ -113,7 +113,7 @@ impl HubProcess {
             );
         }
         std::fs::write(&config, text)?;
-        let mut command = Command::new(&launcher.exe);
+        let mut command = launcher.command();
         command
             .arg("hub")
             .arg("--config")

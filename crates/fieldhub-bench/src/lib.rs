@@ -88,17 +88,27 @@ pub enum BenchError {
     Proc { path: String, source: std::io::Error },
 }
 
-/// The `fieldhub` binary the benchmark starts its hub and its baseline
-/// peers from (normally the running executable).
+/// How the benchmark starts the `fieldhub` command for its hub and its
+/// baseline peers: normally the running executable; the `fieldhub` script
+/// of the Python package is the interpreter and its arguments.
 #[derive(Clone, Debug)]
 pub struct Launcher {
     pub exe: PathBuf,
+    /// Arguments before the command's own (`-m fieldhub.cli`).
+    pub prefix: Vec<std::ffi::OsString>,
 }
 
 impl Launcher {
     /// The running executable.
     pub fn current() -> Result<Self, BenchError> {
-        Ok(Self { exe: std::env::current_exe()? })
+        Ok(Self { exe: std::env::current_exe()?, prefix: Vec::new() })
+    }
+
+    /// A `fieldhub` command, to which the caller adds its arguments.
+    pub fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.exe);
+        command.args(&self.prefix);
+        command
     }
 }
 

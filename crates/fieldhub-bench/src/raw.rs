@@ -29,7 +29,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -132,7 +132,8 @@ struct Peer {
 
 impl Peer {
     fn spawn(launcher: &Launcher, mode: PeerMode, connect: &str, bytes: usize) -> Result<Self, BenchError> {
-        let child = Command::new(&launcher.exe)
+        let child = launcher
+            .command()
             .args(["bench", "raw-peer", "--mode", mode.name(), "--connect", connect, "--bytes"])
             .arg(bytes.to_string())
             .stdin(Stdio::null())

@@ -203,8 +203,7 @@ fn clear_progress() {
     eprint!("\r{:100}\r", "");
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let launcher = || Launcher::current().context("cannot find the fieldhub executable");
+pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
     match args.kind {
         Kind::RawPeer { mode, connect, bytes } => {
             raw::run_peer(mode, &connect, bytes).context("raw baseline peer")?;
@@ -232,7 +231,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 extra_clients: clients,
                 extra_idle: idle_clients,
             };
-            let scenarios = latency::run(&launcher()?, &spec, &mut progress).context("latency benchmark");
+            let scenarios = latency::run(this_command, &spec, &mut progress).context("latency benchmark");
             clear_progress();
             let scenarios = scenarios?;
             if let Some(path) = plot {
@@ -261,14 +260,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             };
             let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
             let spec = scaling::ScalingRun { clients, channels, samples, size, background_rate };
-            let points = scaling::run(&launcher()?, &spec, &mut progress).context("scaling benchmark");
+            let points = scaling::run(this_command, &spec, &mut progress).context("scaling benchmark");
             clear_progress();
             let points = points?;
             report(&points[..], json, print_scaling)?;
         }
         Kind::Throughput { transport, seconds, receivers, sizes, json } => {
             let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
-            let scenarios = throughput::run(&launcher()?, &spec, &mut progress).context("throughput benchmark");
+            let scenarios = throughput::run(this_command, &spec, &mut progress).context("throughput benchmark");
             clear_progress();
             let scenarios = scenarios?;
             report(&scenarios[..], json, print_throughput)?;
@@ -276,7 +275,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Kind::Report { quick, out, hub, hub_channel } => {
             let token = crate::hub_token()?;
             let remote = hub.map(|url| report::RemotePath { url, channel: hub_channel, token });
-            let made = report::run(&launcher()?, &report::ReportRun { quick, remote }, &mut progress);
+            let made = report::run(this_command, &report::ReportRun { quick, remote }, &mut progress);
             clear_progress();
             let written = report::write(&made.context("measurement report")?, &out)?;
             for path in written.iter().take(3) {
@@ -285,7 +284,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
-                cpu::run(&launcher()?, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
+                cpu::run(this_command, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
             clear_progress();
             let phases = phases?;
             report(&phases[..], json, print_cpu)?;

@@ -1,0 +1,168 @@
+//! `fieldhub`: the hub and its can-utils-style tools in one command.
+//!
+//! This crate only parses arguments and wires the library crates together;
+//! every behaviour lives in `fieldhub-hub`, `fieldhub-client` and
+//! `fieldhub-proto`. Errors are reported with context here, at the edge.
+//! [`run`] is the whole command, for the `fieldhub` binary (`main.rs`) and
+//! for the `fieldhub` script the Python package installs, which runs it
+//! inside the extension module.
+
+mod bench;
+mod bridge;
+mod ctl;
+mod dump;
+mod frame_bits;
+mod gen;
+mod hub;
+mod ready;
+mod record;
+mod replay;
+mod send;
+mod stats;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "fieldhub", version, about = "A virtual CAN / CAN FD bus: the hub and its tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the hub (the bus). Without --config: two classic CAN channels, can0 and can1.
+    Hub(hub::HubArgs),
+    /// Print frames from channels, like candump.
+    Dump(dump::DumpArgs),
+    /// Send one frame in cansend syntax (123#DEADBEEF, 1ABCDEF0#00, 123#R, 123##1DEADBEEF).
+    Send(send::SendArgs),
+    /// Generate frames, like cangen.
+    Gen(gen::GenArgs),
+    /// Show channel, port and route statistics of a running hub.
+    Stats(stats::StatsArgs),
+    /// Record channels to a candump log (.log) or Vector ASC (.asc) file.
+    Record(record::RecordArgs),
+    /// Play a candump log or Vector ASC file back onto the hub, with its timing or --fast.
+    Replay(replay::ReplayArgs),
+    /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
+    Ctl(ctl::CtlArgs),
+    /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
+    FrameBits(frame_bits::FrameBitsArgs),
+    /// Benchmarks: latency, throughput and CPU of a hub (shm or tcp), with ratios to raw baselines of the same run; round trips as clients and channels grow.
+    Bench(bench::BenchArgs),
+    /// Bridge a real bus into the hub: `bridge socketcan IFACE` joins a Linux SocketCAN interface to a channel.
+    Bridge(bridge::BridgeArgs),
+}
+
+/// `--port NAME`, shared by the tools that open one port.
+#[derive(clap::Args, Clone)]
+pub struct PortSelect {
+    /// Open the port under this name: one the hub's [[port]] tables wire (its rate limit applies), and
+    /// the name `ctl unplug`, `ctl cut` and fault rules use. Default: the hub names it TOOL.N.
+    #[arg(long = "port", value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+impl PortSelect {
+    /// A port of this name on one channel, taking CAN FD frames too (as
+    /// can-utils do); `channels` is how many the tool opens, as a named
+    /// port is one port.
+    pub fn config(&self, channels: usize) -> anyhow::Result<fieldhub_client::PortConfig> {
+        if self.name.is_some() && channels > 1 {
+            anyhow::bail!("--port names one port, but {channels} channels were given; name one channel");
+        }
+        Ok(fieldhub_client::PortConfig { name: self.name.clone(), fd: true, ..Default::default() })
+    }
+}
+
+/// `--hub URL`, shared by every tool that connects to a hub.
+#[derive(clap::Args, Clone)]
+pub struct HubSelect {
+    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN, else the content of the file $FIELDHUB_TOKEN_FILE names.
+    #[arg(long = "hub", value_name = "URL")]
+    url: Option<String>,
+}
+
+impl HubSelect {
+    /// The hub's URL: `--hub`, else `$FIELDHUB_HUB`, else the local default.
+    pub fn url(&self) -> String {
+        self.url.clone().unwrap_or_else(fieldhub_client::default_hub_url)
+    }
+
+    /// The base URL of the hub's HTTP control API (same host and port).
+    pub fn http_base(&self) -> anyhow::Result<String> {
+        let url = self.url();
+        match fieldhub_client::HubUrl::parse(&url) {
+            Ok(fieldhub_client::HubUrl::Tcp { host, port }) if host.contains(':') => {
+                Ok(format!("http://[{host}]:{port}"))
+            }
+            Ok(fieldhub_client::HubUrl::Tcp { host, port }) => Ok(format!("http://{host}:{port}")),
+            Ok(fieldhub_client::HubUrl::Shm { name, .. }) => {
+                // The hub publishes its control API's address next to its
+                // session socket.
+                let path = fieldhub_shm::socket::control_path(&name).map_err(|why| anyhow::anyhow!(why))?;
+                let published = std::fs::read_to_string(&path).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the hub serving shm://{name} publishes no control address ({}: {e}); it serves the \
+                         control API only on a TCP listener: give --hub tcp://HOST:PORT",
+                        path.display()
+                    )
+                })?;
+                Self { url: Some(published.trim().to_owned()) }.http_base()
+            }
+            Ok(_) => anyhow::bail!(
+                "the control API is served over TCP (or found through shm://NAME); give --hub tcp://HOST:PORT"
+            ),
+            Err(why) => anyhow::bail!("invalid hub URL '{url}': {why}"),
+        }
+    }
+
+    /// Connect, naming the client after the tool.
+    pub fn connect(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
+        use anyhow::Context;
+        let url = self.url();
+        // The token comes from the environment (`ClientOptions::token`).
+        let options = fieldhub_client::ClientOptions { name: tool.to_owned(), ..Default::default() };
+        fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
+    }
+}
+
+/// The token every tool presents to a hub that requires one:
+/// `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names.
+pub fn hub_token() -> anyhow::Result<Option<String>> {
+    Ok(fieldhub_client::token::token_from_environment()?)
+}
+
+/// Run the `fieldhub` command with `args` (the first is the program's
+/// name), as a process would: clap prints help and usage errors and exits.
+/// `this_command` starts the same command again, for the benchmarks'
+/// hubs and peers. Returns the exit status: 0, or 1 after an error
+/// printed to stderr.
+pub fn run<I, T>(args: I, this_command: fieldhub_bench::Launcher) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::parse_from(args);
+    let result = match cli.command {
+        Command::Hub(args) => hub::run(args),
+        Command::Dump(args) => dump::run(args),
+        Command::Send(args) => send::run(args),
+        Command::Gen(args) => gen::run(args),
+        Command::Stats(args) => stats::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Ctl(args) => ctl::run(args),
+        Command::FrameBits(args) => frame_bits::run(args),
+        Command::Bench(args) => bench::run(args, &this_command),
+        Command::Bridge(args) => bridge::run(args),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
