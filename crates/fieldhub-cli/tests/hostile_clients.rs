@@ -232,6 +232,129 @@ fn http_request_reaches_the_control_api_not_the_bus() {
 }
 
 #[test]
+fn silent_connections_cannot_take_the_places_of_clients() {
+    // The hub lets 128 connections be in their handshake at once (`MAX_HANDSHAKES`).
+    const HANDSHAKES: usize = 128;
+    let hub = with_bystanders(|hub| {
+        let silent: Vec<Raw> = (0..HANDSHAKES).map(|_| Raw::connect(hub)).collect();
+        // The reactor admits connections in order: once one is refused
+        // for this reason, all 128 are held.
+        let text = loop {
+            let mut one_more = Raw::connect(hub);
+            one_more.0.write_all(&handshake_bytes(b"FHUB", PROTOCOL_VERSION)).unwrap();
+            let body = one_more.read_message().expect("a WELCOME or a REFUSE");
+            if let Message::Refuse(r) = wire::decode(&body).unwrap() {
+                assert_eq!(ErrorCode::from_wire(r.code), Some(ErrorCode::HubFull), "{}", r.text);
+                break r.text.to_owned();
+            }
+        };
+        assert!(text.contains("128 connections are in their handshake"), "{text}");
+        drop(silent);
+        // Their places come back as the hub notices them closed.
+        let options = fieldhub_client::ClientOptions { name: "late".into(), ..Default::default() };
+        let late = loop {
+            match Client::connect_with(&hub.url, &options) {
+                Ok(client) => break client,
+                Err(e) if e.code() == Some(ErrorCode::HubFull) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        late.open_port("can0").unwrap();
+    });
+    drop(hub);
+}
+
+#[test]
+fn a_hub_out_of_descriptors_says_so_once_and_accepts_again_when_some_are_free() {
+    let mut hub = with_bystanders(|_| {});
+    let pid = hub.pid();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count() as u64;
+    let limit = libc::rlimit { rlim_cur: open + 4, rlim_max: open + 4 };
+    // SAFETY: prlimit(2) reads `limit` and writes nothing (NULL old limit).
+    assert_eq!(unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) }, 0);
+    // Connect until the hub has no descriptor left for one more: from then
+    // on connections wait in the listener's backlog, unanswered.
+    let mut connections = Vec::new();
+    while !hub.log().iter().any(|l| l.contains("cannot accept connections")) {
+        assert!(connections.len() < 100, "the descriptor limit did not hold");
+        let mut raw = Raw::connect(&hub);
+        raw.send(&Message::Hello(Hello { version: PROTOCOL_VERSION, name: "many", token: "" }));
+        connections.push(raw);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut waiting = connections.pop().unwrap();
+    drop(connections);
+    // Freed descriptors let the waiting connection in without any new event.
+    waiting.0.set_read_timeout(Some(PATIENCE)).unwrap();
+    let reply = waiting.read_message().expect("the waiting connection is served");
+    assert_eq!(reply[0], wire::msg::WELCOME);
+    hub.wait_for_log("accepting connections again");
+    let said = hub.log().iter().filter(|l| l.contains("cannot accept connections")).count();
+    assert_eq!(said, 1, "{:#?}", hub.log());
+    assert!(hub.is_running());
+}
+
+/// The start of a request whose head never ends.
+const HALF_A_REQUEST: &[u8] = b"GET /api/v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+
+#[test]
+fn http_connections_beyond_the_limit_get_503_while_frames_and_the_api_go_on() {
+    // The hub serves 64 HTTP connections at once (`control/serve.rs`).
+    const LIMIT: usize = 64;
+    let hub = with_bystanders(|hub| {
+        let held: Vec<Raw> = (0..LIMIT)
+            .map(|_| {
+                let mut raw = Raw::connect(hub);
+                raw.0.write_all(HALF_A_REQUEST).unwrap();
+                raw
+            })
+            .collect();
+        // The reactor hands connections over in order: once one more is
+        // refused, all 64 are held.
+        let answer = loop {
+            let mut extra = Raw::connect(hub);
+            extra.0.write_all(b"GET /api/v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+            let mut answer = String::new();
+            let _ = extra.0.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 503") {
+                break answer;
+            }
+        };
+        assert!(answer.contains("64 HTTP connections at once"), "{answer}");
+        hub.wait_for_log("refusing an HTTP connection: 64 are open");
+        drop(held);
+        // Their slots come back as the hub notices them closed.
+        let agent = ureq::AgentBuilder::new().build();
+        loop {
+            match agent.get(&format!("{}/api/v1/stats", base(hub))).call() {
+                Ok(r) => break assert_eq!(r.status(), 200),
+                Err(ureq::Error::Status(503, _)) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    drop(hub);
+}
+
+#[test]
+fn an_http_request_head_that_never_ends_is_cut_off() {
+    let hub = with_bystanders(|hub| {
+        let mut raw = Raw::connect(hub);
+        raw.0.write_all(HALF_A_REQUEST).unwrap();
+        raw.0.set_read_timeout(Some(PATIENCE)).unwrap();
+        // The hub closes it after its header timeout (10 s), with or
+        // without an answer; it never waits for the rest.
+        let mut answer = Vec::new();
+        raw.0.read_to_end(&mut answer).expect("the hub closes the connection");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
+    });
+    drop(hub);
+}
+
+#[test]
 fn oversize_length_prefix_disconnects_only_that_client() {
     let hub = with_bystanders(|hub| {
         let mut raw = Raw::handshake(hub);

@@ -41,6 +41,11 @@ pub const CLIENT_LOG: &str = "fieldhub::clients";
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most clients connected at once, handshakes under way included.
 pub const MAX_CLIENTS: usize = 4096;
+/// Most connections in their handshake at once (accepted, no `HELLO`
+/// accepted yet): strangers that connect and say nothing cannot take the
+/// places of clients that present a token; one more is refused at once and
+/// may try again.
+pub const MAX_HANDSHAKES: usize = 128;
 
 /// What every session of one hub shares.
 pub struct Sessions {
@@ -49,6 +54,8 @@ pub struct Sessions {
     pub token: Option<String>,
     next_client: AtomicU32,
     live: AtomicUsize,
+    /// Slots whose client has no name yet: handshakes under way.
+    handshaking: AtomicUsize,
     /// Set when the hub shuts down.
     pub stopping: Arc<AtomicBool>,
 }
@@ -91,7 +98,15 @@ impl From<wire::DecodeError> for Violation {
 
 impl Sessions {
     pub fn new(inbox: InboxSender, hub_name: String, token: Option<String>, stopping: Arc<AtomicBool>) -> Self {
-        Self { inbox, hub_name, token, next_client: AtomicU32::new(1), live: AtomicUsize::new(0), stopping }
+        Self {
+            inbox,
+            hub_name,
+            token,
+            next_client: AtomicU32::new(1),
+            live: AtomicUsize::new(0),
+            handshaking: AtomicUsize::new(0),
+            stopping,
+        }
     }
 
     /// Count a new client; refused when the hub serves [`MAX_CLIENTS`].
@@ -100,6 +115,14 @@ impl Sessions {
         if self.live.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
             self.live.fetch_sub(1, Ordering::AcqRel);
             return Err(Violation::new(ErrorCode::HubFull, format!("the hub serves at most {MAX_CLIENTS} clients")));
+        }
+        if self.handshaking.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
+            self.handshaking.fetch_sub(1, Ordering::AcqRel);
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return Err(Violation::new(
+                ErrorCode::HubFull,
+                format!("{MAX_HANDSHAKES} connections are in their handshake already; try again in a moment"),
+            ));
         }
         let id = self.next_client.fetch_add(1, Ordering::Relaxed);
         Ok(ClientSlot {
@@ -192,13 +215,20 @@ impl ClientSlot {
         let name = if hello.name.is_empty() { "client" } else { hello.name };
         crate::config::check_name(name)
             .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
-        self.name = Some(name.to_owned());
+        self.greet(name.to_owned());
         Ok(())
     }
 
     /// Name a client of the hub's own (a SocketCAN port), which sends no `HELLO`.
     pub fn name_as(&mut self, name: String) {
-        self.name = Some(name);
+        self.greet(name);
+    }
+
+    /// Name the client: its handshake is over.
+    fn greet(&mut self, name: String) {
+        if self.name.replace(name).is_none() {
+            self.sessions.handshaking.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// `WELCOME` for this client, encoded.
@@ -262,6 +292,9 @@ impl Drop for ClientSlot {
     fn drop(&mut self) {
         self.detach("session ended");
         debug!(client = self.id, "client slot released");
+        if self.name.is_none() {
+            self.sessions.handshaking.fetch_sub(1, Ordering::AcqRel);
+        }
         self.sessions.live.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -11,7 +11,6 @@
 //! and its WebSocket, which may carry it as `?token=` because browsers
 //! cannot set a WebSocket's headers.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,15 +107,7 @@ impl ControlServer {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let state = Arc::new(ApiState { inbox, token, recordings_dir, dbc });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
-            runtime.block_on(async move {
-                let app = router(state);
-                let listener = HandedOver { incoming };
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
+            runtime.block_on(super::serve::serve(router(state), incoming, stopped));
         })?;
         Ok(Self { connections, stop: Some(stop), thread: Some(thread) })
     }
@@ -147,37 +138,6 @@ impl Drop for ControlServer {
 pub fn looks_like_http(first: &[u8]) -> bool {
     const METHODS: [&[u8]; 9] = [b"GET ", b"POST", b"PUT ", b"DELE", b"HEAD", b"PATC", b"OPTI", b"CONN", b"TRAC"];
     METHODS.iter().any(|m| first.starts_with(m))
-}
-
-/// Connections accepted by the hub's listeners and found to speak HTTP.
-struct HandedOver {
-    incoming: mpsc::UnboundedReceiver<std::net::TcpStream>,
-}
-
-impl axum::serve::Listener for HandedOver {
-    type Io = tokio::net::TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Some(stream) = self.incoming.recv().await else {
-                // The hub is stopping; graceful shutdown ends the server.
-                std::future::pending::<()>().await;
-                continue;
-            };
-            let Ok(peer) = stream.peer_addr() else { continue };
-            if stream.set_nonblocking(true).is_err() {
-                continue;
-            }
-            if let Ok(io) = tokio::net::TcpStream::from_std(stream) {
-                return (io, peer);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(SocketAddr::from(([127, 0, 0, 1], 0)))
-    }
 }
 
 fn router(state: Arc<ApiState>) -> Router {
@@ -222,7 +182,21 @@ fn router(state: Arc<ApiState>) -> Router {
             error(StatusCode::METHOD_NOT_ALLOWED, text.into())
         })
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), authorize))
+        .layer(axum::middleware::from_fn(request_deadline))
         .with_state(state)
+}
+
+/// A request is read and answered within [`super::serve::REQUEST_TIMEOUT`];
+/// what streams after the answer (a download, a WebSocket) is not timed.
+async fn request_deadline(request: Request, next: Next) -> Response {
+    let limit = super::serve::REQUEST_TIMEOUT;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request was not complete within {} s (a body sent too slowly?)", limit.as_secs()),
+        ),
+    }
 }
 
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
@@ -435,6 +409,33 @@ async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Path<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body that never arrives.
+    struct Silent;
+
+    impl http_body::Body for Silent {
+        type Data = axum::body::Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_whose_body_never_comes_is_answered_408_after_the_deadline() {
+        use tower::ServiceExt;
+        let app = Router::new()
+            .route("/echo", post(|body: String| async move { body }))
+            .layer(axum::middleware::from_fn(request_deadline));
+        let request = axum::http::Request::post("/echo").body(axum::body::Body::new(Silent)).unwrap();
+        let started = tokio::time::Instant::now();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(started.elapsed(), super::super::serve::REQUEST_TIMEOUT);
+    }
 
     #[test]
     fn openapi_document_lists_every_route() {

@@ -11,6 +11,7 @@ pub mod dbc;
 pub mod http;
 mod monitor_ws;
 mod origin;
+mod serve;
 pub mod trace;
 mod ui;
 mod workbench;

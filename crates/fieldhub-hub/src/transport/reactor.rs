@@ -35,14 +35,14 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
 use fieldhub_proto::wire::{self, check_length, DecodeError, ErrorCode, Packer, LENGTH_PREFIX};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::shm::{open_session, ShmLink, ShmService};
 use crate::control::http::{looks_like_http, ControlServer};
@@ -52,6 +52,9 @@ use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use crate::slots::SlotTable;
 
+/// How long the reactor waits before it accepts again after an accept
+/// failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`).
+const ACCEPT_BACK_OFF: Duration = Duration::from_millis(100);
 /// The waker's token; listeners take the tokens below [`CONN_BASE`].
 const WAKER: Token = Token(usize::MAX);
 const CONN_BASE: usize = 1 << 16;
@@ -236,6 +239,11 @@ pub struct Reactor {
     shm: Option<Arc<ShmService>>,
     /// Handshake deadlines in accept order (all equal timeouts: sorted).
     deadlines: VecDeque<(Instant, usize, u64)>,
+    /// When to try accepting again on listeners that ran out of
+    /// descriptors or memory (see [`ACCEPT_BACK_OFF`]).
+    accept_retry: Option<Instant>,
+    /// Accepting has failed since the last success: said once in the log.
+    accept_failing: bool,
     next_serial: u64,
     /// The read buffer lent to whichever connection is being read.
     spare: Vec<u8>,
@@ -283,6 +291,8 @@ impl Reactor {
             control,
             shm,
             deadlines: VecDeque::new(),
+            accept_retry: None,
+            accept_failing: false,
             next_serial: 0,
             spare: Vec::with_capacity(READ_CHUNK),
         };
@@ -293,7 +303,8 @@ impl Reactor {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         loop {
-            let timeout = self.deadlines.front().map(|(at, ..)| at.saturating_duration_since(Instant::now()));
+            let next = self.deadlines.front().map(|(at, ..)| *at).into_iter().chain(self.accept_retry).min();
+            let timeout = next.map(|at| at.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != ErrorKind::Interrupted {
                     warn!("the reactor cannot wait for events: {e}");
@@ -330,6 +341,7 @@ impl Reactor {
                 self.serve_notice(index);
             }
             self.expire_handshakes();
+            self.retry_accepts();
             // One wake-up of the bus for everything forwarded this round.
             self.sessions.inbox.wake_bus();
         }
@@ -367,10 +379,36 @@ impl Reactor {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
-                    warn!("accept failed: {e}");
+                    // Out of descriptors or memory: the connection waits in
+                    // the backlog, and the listener (edge-triggered) says
+                    // nothing more about it; try again a little later, and
+                    // say so once, not once per attempt.
+                    if !std::mem::replace(&mut self.accept_failing, true) {
+                        warn!(
+                            "cannot accept connections: {e}; trying again every {} ms (too many clients, or raise \
+                             the hub's descriptor limit: ulimit -n)",
+                            ACCEPT_BACK_OFF.as_millis()
+                        );
+                    }
+                    self.accept_retry = Some(Instant::now() + ACCEPT_BACK_OFF);
                     return;
                 }
             }
+        }
+    }
+
+    /// Accept again on every listener once the back-off after a failed
+    /// accept is over.
+    fn retry_accepts(&mut self) {
+        if self.accept_retry.is_none_or(|at| at > Instant::now()) {
+            return;
+        }
+        self.accept_retry = None;
+        for index in 0..self.listeners.len() {
+            self.accept(index);
+        }
+        if self.accept_retry.is_none() && std::mem::take(&mut self.accept_failing) {
+            info!("accepting connections again");
         }
     }
 
