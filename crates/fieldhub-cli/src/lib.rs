@@ -161,8 +161,42 @@ where
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             1
         }
+    }
+}
+
+/// An error and its causes on one line, `context: cause: cause`, leaving out
+/// a cause its parent's message already quotes (many library errors put
+/// their source in their own message as well).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut said = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if said.contains(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+        said = message;
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_text_names_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let quoting = anyhow::anyhow!("cannot read /x: {io}").context("fieldhub send");
+        assert_eq!(error_text(&quoting), "fieldhub send: cannot read /x: No such file or directory");
+        let chained = anyhow::Error::new(io).context("cannot read /x").context("fieldhub send");
+        assert_eq!(error_text(&chained), "fieldhub send: cannot read /x: No such file or directory");
     }
 }

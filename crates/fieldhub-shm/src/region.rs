@@ -41,6 +41,11 @@ pub enum CreateError {
     NotOwned,
     #[error("it is {0} bytes, which is not a power of two (QEMU's ivshmem needs one) or too large")]
     BadSize(u64),
+    #[error(
+        "it holds data that is no ivshmem region (neither a region header nor the zeros of a fresh QEMU \
+         memory-backend file); the hub overwrites nothing else: remove it or give another path"
+    )]
+    NotARegion,
 }
 
 /// A mapped region page, and the file to map the client segment from.
@@ -70,6 +75,9 @@ impl Region {
         }
         if stat.st_uid != rustix::process::geteuid().as_raw() {
             return Err(CreateError::NotOwned);
+        }
+        if stat.st_size > 0 && !holds_a_region_or_nothing(&file)? {
+            return Err(CreateError::NotARegion);
         }
         rustix::fs::fchmod(&file, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
         let mut len = stat.st_size.max(0) as u64;
@@ -239,6 +247,25 @@ impl Backoff {
     }
 }
 
+/// Whether an existing file's first page is a region header (a region a
+/// hub served before) or all zeros (a memory-backend file QEMU created
+/// first): only such a file may become a region. Anything else is someone's
+/// data, which `--ivshmem` must not overwrite.
+fn holds_a_region_or_nothing(file: &OwnedFd) -> Result<bool, CreateError> {
+    let mut first = vec![0u8; PAGE];
+    let mut read = 0;
+    while read < first.len() {
+        match rustix::io::pread(file, &mut first[read..], read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(CreateError::Io(e.into())),
+        }
+    }
+    let first = &first[..read];
+    Ok(first.starts_with(&layout::REGION_MAGIC) || first.iter().all(|&b| b == 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +303,22 @@ mod tests {
         std::fs::write(&path, b"tiny").unwrap();
         let err = Region::open(&path).unwrap_err();
         assert!(matches!(err, OpenError::Header(HeaderError::Truncated(4))), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_file_holding_other_data_is_never_made_a_region() {
+        let path = temp_path("someones-data");
+        let data = b"root:x:0:0:root:/root:/bin/bash\n".repeat(100);
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(Region::create(&path), Err(CreateError::NotARegion)));
+        assert_eq!(std::fs::read(&path).unwrap(), data, "the file is left as it was");
+        // A region a hub served before, and QEMU's fresh zero-filled file, are taken.
+        std::fs::remove_file(&path).unwrap();
+        drop(Region::create(&path).unwrap());
+        drop(Region::create(&path).unwrap());
+        std::fs::write(&path, vec![0u8; 4 << 20]).unwrap();
+        drop(Region::create(&path).unwrap());
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -1,4 +1,9 @@
 //! Binding TCP and unix-socket listen addresses; the reactor accepts on them.
+//!
+//! A unix socket is owner-only (mode 0600) from the moment its name exists,
+//! whatever the umask: it is bound under a temporary name, restricted, then
+//! renamed into place. Other users (a QEMU run as another account) are let
+//! in by the operator, with `chmod` or a shared group, not by accident.
 
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
@@ -20,7 +25,7 @@ impl Bound {
             ListenAddr::Tcp(addr) => Ok(Bound::Tcp(TcpListener::bind(addr)?)),
             ListenAddr::Unix(path) => {
                 remove_stale_socket(path);
-                Ok(Bound::Unix(UnixListener::bind(path)?, path.clone()))
+                Ok(Bound::Unix(bind_owner_only(path)?, path.clone()))
             }
         }
     }
@@ -42,10 +47,47 @@ impl Bound {
     }
 }
 
+/// Bind a unix socket at `path` that only its owner can connect to.
+fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}.binding", std::process::id()));
+    let staging = PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging)?;
+    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&staging, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
 fn remove_stale_socket(path: &Path) {
     use std::os::unix::fs::FileTypeExt;
     let is_socket = std::fs::symlink_metadata(path).map(|m| m.file_type().is_socket()).unwrap_or(false);
     if is_socket && std::os::unix::net::UnixStream::connect(path).is_err() {
         let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under the usual umask (022) a fresh socket is 0755; the tests' umask
+    /// is left alone, as other tests of this process create files meanwhile.
+    #[test]
+    fn a_unix_socket_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("fieldhub-listener-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let bound = Bound::bind(&ListenAddr::Unix(path.clone())).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::os::unix::net::UnixStream::connect(&path).expect("the owner connects");
+        drop(bound);
+        std::fs::remove_file(&path).unwrap();
     }
 }
