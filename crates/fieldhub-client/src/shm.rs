@@ -72,7 +72,12 @@ impl ShmLink {
     ) -> Result<(Self, Session), ClientError> {
         let path = socket::socket_path(name).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
         let connect_error = |source| ClientError::Connect { url: url.into(), source };
+        // Only a hub of this user's is told anything (the token included).
+        if let Some(dir) = path.parent() {
+            socket::check_private_dir(dir).map_err(connect_error)?;
+        }
         let socket = UnixStream::connect(&path).map_err(connect_error)?;
+        socket::check_peer_is_this_user(&socket).map_err(connect_error)?;
         let mut greeting = SocketGreeting::new(&socket);
         let session = handshake(url, options, Instant::now() + options.timeout, &mut greeting)?;
         let mut fds = greeting.fds;

@@ -67,6 +67,13 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
+    check_private_dir(dir)
+}
+
+/// Check that `dir` is private: a real directory, owned by this user, with
+/// no access for group or others. Clients check it before they connect, so
+/// a socket another user planted there is never talked to.
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(dir)?;
     let me = rustix::process::geteuid().as_raw();
     let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
@@ -81,6 +88,24 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
             "{} is open to other users (mode {:o}); make it private with chmod 700",
             dir.display(),
             meta.permissions().mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// Check that the process at the other end of `socket` runs as this user,
+/// before a token or anything else goes to it.
+pub fn check_peer_is_this_user(socket: &UnixStream) -> std::io::Result<()> {
+    let peer = rustix::net::sockopt::socket_peercred(socket)?;
+    let me = rustix::process::geteuid();
+    if peer.uid != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the process serving this socket runs as user {}, not as this user ({})",
+                peer.uid.as_raw(),
+                me.as_raw()
+            ),
         ));
     }
     Ok(())
@@ -148,6 +173,12 @@ mod tests {
         let opened = crate::ClientSegment::open(fds.remove(0)).unwrap();
         assert_eq!(opened.header(), segment.header());
         crate::BellSegment::open(fds.remove(0)).unwrap();
+    }
+
+    #[test]
+    fn a_peer_of_this_user_passes_the_credentials_check() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        check_peer_is_this_user(&a).unwrap();
     }
 
     #[test]
