@@ -1,0 +1,180 @@
+//! The targets. Each says what reads this input in the product.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
+use fieldhub_hub::control::{ChannelUpdate, RecordingSpec};
+use fieldhub_hub::fault::{FaultRule, FaultSpec};
+use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
+use fieldhub_proto::wire::{check_length, decode, encode, Message, LENGTH_PREFIX};
+use fieldhub_shm::layout::SLOT_SIZE;
+use fieldhub_shm::ring::{slots_for, Consumer, LocalRing, Producer};
+
+/// The wire decoder (a TCP, unix-socket or serial client's bytes): as one
+/// message body, and as a stream of length-prefixed messages, the first
+/// held to `MAX_HELLO_LEN` as a new connection's is. Every accepted message
+/// re-encodes to exactly its bytes.
+pub fn wire(data: &[u8]) {
+    let mut out = Vec::new();
+    round_trip(data, &mut out);
+    let mut rest = data;
+    let mut max = MAX_HELLO_LEN;
+    while rest.len() >= LENGTH_PREFIX {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let Ok(len) = check_length(len, max) else { return };
+        assert!(len <= max as usize);
+        let Some(body) = rest.get(LENGTH_PREFIX..LENGTH_PREFIX + len) else { return };
+        round_trip(body, &mut out);
+        rest = &rest[LENGTH_PREFIX + len..];
+        max = MAX_MESSAGE_LEN;
+    }
+}
+
+fn round_trip(body: &[u8], out: &mut Vec<u8>) {
+    let Ok(message) = decode(body) else { return };
+    if let Message::Frames(batch) = &message {
+        assert_eq!(batch.iter().count(), batch.len());
+        for record in batch.iter() {
+            assert!(record.frame.data().len() <= record.frame.len());
+        }
+    }
+    out.clear();
+    encode(out, &message);
+    assert_eq!(&out[..LENGTH_PREFIX], &(body.len() as u32).to_le_bytes());
+    assert_eq!(&out[LENGTH_PREFIX..], body, "{message:?} re-encodes differently");
+}
+
+/// A shared-memory ring a client scribbled on, as the hub reads a to-hub
+/// ring: slots of arbitrary bytes, then `head` and `tail` words moved to
+/// wherever the input says. Every message taken is then decoded.
+pub fn shm_ring(data: &[u8]) {
+    const SLOTS: u32 = 16;
+    let Some((words, content)) = data.split_first_chunk::<8>() else { return };
+    let local = LocalRing::new(SLOTS);
+    let ring = local.ring();
+    let mut producer = Producer::starting_at(0);
+    // The content fills the slots: one message whose body is the input,
+    // as much of it as fits.
+    let body = &content[..content.len().min(SLOTS as usize * SLOT_SIZE - LENGTH_PREFIX)];
+    if !body.is_empty() {
+        let mut message = (body.len() as u32).to_le_bytes().to_vec();
+        message.extend_from_slice(body);
+        debug_assert!(slots_for(message.len()) <= SLOTS);
+        producer.try_push(&ring, &message).expect("an empty ring takes one message that fits");
+    }
+    // The client then moves the indices anywhere.
+    let head = u32::from_le_bytes([words[0], words[1], words[2], words[3]]);
+    let tail = u32::from_le_bytes([words[4], words[5], words[6], words[7]]);
+    local.head_word().store(head, std::sync::atomic::Ordering::Release);
+    let mut consumer = Consumer::starting_at(tail);
+    let mut taken = Vec::new();
+    for _ in 0..2 * SLOTS {
+        match consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut taken) {
+            Ok(true) => {
+                assert!(!taken.is_empty() && taken.len() <= MAX_MESSAGE_LEN as usize);
+                let _ = decode(&taken);
+            }
+            Ok(false) | Err(_) => return,
+        }
+    }
+}
+
+/// The headers of shared-memory segments, doorbells and ivshmem regions,
+/// as a client maps what the hub (or, across a VM border, the other side)
+/// wrote.
+pub fn shm_headers(data: &[u8]) {
+    use fieldhub_shm::layout::{parse_bell_header, RegionHeader, SegmentHeader};
+    if let Ok(header) = SegmentHeader::parse(data) {
+        assert_eq!(SegmentHeader::parse(&header.encode()).ok(), Some(header));
+    }
+    if let Ok(header) = RegionHeader::parse(data) {
+        assert_eq!(RegionHeader::parse(&header.encode()).ok(), Some(header));
+    }
+    let _ = parse_bell_header(data);
+}
+
+/// A hub configuration file.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(config) = HubConfig::parse(text, "fuzz.toml") {
+        let _ = config.validate("fuzz.toml");
+    }
+}
+
+/// A fault rule as `POST /api/v1/faults` takes it: parsed, then compiled
+/// as the bus compiles it.
+pub fn fault_rule(data: &[u8]) {
+    let Ok(spec) = serde_json::from_slice::<FaultSpec>(data) else { return };
+    let port = |name: &str| (name == "ecu").then_some(7);
+    let _ = FaultRule::compile(1, &spec, 1_000_000_000, port);
+}
+
+/// The other JSON bodies of the control API, each with the checks the API
+/// applies before a request reaches the bus.
+pub fn http_bodies(data: &[u8]) {
+    if let Ok(channel) = serde_json::from_slice::<ChannelConfig>(data) {
+        let _ = channel.check_rates();
+    }
+    if let Ok(route) = serde_json::from_slice::<RouteConfig>(data) {
+        let _ = route.check_values();
+    }
+    let _ = serde_json::from_slice::<ChannelUpdate>(data);
+    let _ = serde_json::from_slice::<RecordingSpec>(data);
+}
+
+/// A recording's path as a client asks for it: whatever it says, the file
+/// the hub would write is inside the recordings directory.
+pub fn recording_path(data: &[u8]) {
+    let Ok(requested) = std::str::from_utf8(data) else { return };
+    let dir = recordings_dir();
+    if let Ok(file) = fieldhub_hub::recording_path::resolve(dir, requested) {
+        let root = dir.canonicalize().expect("the directory exists once resolve ran");
+        assert!(file.starts_with(&root), "{requested:?} resolved to {} outside {}", file.display(), root.display());
+    }
+}
+
+/// One directory for every run of [`recording_path`] in this process.
+fn recordings_dir() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("fieldhub-fuzz-recordings-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).expect("create the recordings directory");
+        dir
+    })
+}
+
+/// A candump log (`fieldhub replay`, python-can's player), read whole.
+pub fn candump(data: &[u8]) {
+    let reader = fieldhub_log::candump::CandumpReader::new(data);
+    reader.take(10_000).for_each(drop);
+}
+
+/// A Vector ASC trace, read whole.
+pub fn asc(data: &[u8]) {
+    let reader = fieldhub_log::asc::AscReader::new(data, fieldhub_log::DateZone::Fixed(0));
+    reader.take(10_000).for_each(drop);
+}
+
+/// cansend's syntax (`fieldhub send`, the monitor's send form) and the
+/// log line, one line at a time; a frame that parses prints back to text
+/// that parses to the same frame.
+pub fn cansend(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    for line in text.lines() {
+        if let Ok(frame) = fieldhub_proto::text::parse_cansend(line) {
+            let printed = fieldhub_proto::text::format_cansend(&frame);
+            assert_eq!(fieldhub_proto::text::parse_cansend(&printed).as_ref(), Ok(&frame), "{line:?} → {printed}");
+        }
+        let _ = fieldhub_proto::text::parse_log_line(line);
+    }
+}
+
+/// A DBC file (`[[channel]] dbc`, an upload to the monitor), and a frame
+/// decoded with it.
+pub fn dbc(data: &[u8]) {
+    let Ok(database) = fieldhub_dbc::Database::from_bytes(data) else { return };
+    for id in [0x100, 0x123, 0x7FF] {
+        let _ = database.decode(id, false, &[0xA5; 8]);
+    }
+}
