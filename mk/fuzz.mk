@@ -27,6 +27,9 @@ FOUND := $(CURDIR)/target/fuzz/found
 
 .PHONY: test-fuzz fuzz fuzz-build
 fuzz-build:
+	@command -v c++ >/dev/null 2>&1 || { \
+	  echo "test-fuzz: installing g++ (Debian), which libFuzzer is built with"; \
+	  apt-get update -qq && apt-get install -y -qq g++ >/dev/null; }
 	cd $(FUZZ_DIR)/fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" CARGO_TARGET_DIR=$(FUZZ_BUILD) \
 	  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 $(CARGO) build --locked --release --target $(FUZZ_TRIPLE) --bins
 
