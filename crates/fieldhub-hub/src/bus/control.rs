@@ -12,7 +12,7 @@ use crate::control::{ChannelUpdate, ControlError, ControlRequest, ControlResult,
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
-use crate::recording::Recording;
+use crate::recording::{Recording, MAX_RECORDINGS};
 
 /// Most gateway routes one hub carries.
 const MAX_ROUTES: usize = 1024;
@@ -27,6 +27,7 @@ fn recording_json(r: &Recording) -> Value {
         "format": r.format.name(),
         "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
         "dropped": r.dropped,
+        "error": r.failure(),
     })
 }
 
@@ -465,6 +466,11 @@ impl Bus {
         };
         if self.recordings.iter().any(|r| r.path == path) {
             return Err(ControlError::Conflict(format!("'{}' is being recorded already", spec.path)));
+        }
+        if self.recordings.len() >= MAX_RECORDINGS {
+            return Err(ControlError::Conflict(format!(
+                "the hub writes at most {MAX_RECORDINGS} recordings at once; stop one first"
+            )));
         }
         let id = self.next_recording_id;
         let recording = Recording::start(id, path, spec.path.clone(), format, channels, self.clock.now())

@@ -286,4 +286,26 @@ mod tests {
         assert_eq!(first("bus_off"), Some(256), "{states:?}");
         assert!(h.frames(&rx).iter().all(|(f, _)| f.is_error()), "only error frames reached the receiver");
     }
+
+    #[test]
+    fn recordings_beyond_the_limit_are_refused_until_one_stops() {
+        use crate::control::RecordingSpec;
+        use crate::recording::MAX_RECORDINGS;
+        let dir = std::env::temp_dir().join(format!("fieldhub-harness-recordings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = |h: &mut Harness, n: usize| {
+            let spec: RecordingSpec = serde_json::from_value(serde_json::json!({"path": format!("r{n}.log")})).unwrap();
+            h.control(ControlRequest::StartRecording { spec, file: dir.join(format!("r{n}.log")) })
+        };
+        let mut h = Harness::new(TWO_CHANNELS);
+        let ids: Vec<u64> = (0..MAX_RECORDINGS).map(|n| start(&mut h, n).unwrap()["id"].as_u64().unwrap()).collect();
+        let refused = start(&mut h, MAX_RECORDINGS).unwrap_err();
+        assert!(refused.to_string().contains(&format!("at most {MAX_RECORDINGS} recordings")), "{refused}");
+        h.control(ControlRequest::StopRecording { id: ids[0] as u32 }).unwrap();
+        start(&mut h, MAX_RECORDINGS).unwrap();
+        for id in &ids[1..] {
+            h.control(ControlRequest::StopRecording { id: *id as u32 }).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
