@@ -557,10 +557,13 @@ fn check_region_path(path: &Path) -> Result<(), String> {
 
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!("'{name}' must be 1 to {MAX_NAME_LEN} bytes"));
+        return Err(format!("'{}' must be 1 to {MAX_NAME_LEN} bytes", crate::session::printable(name)));
     }
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
-        return Err(format!("'{name}' may only contain letters, digits, '_', '-' and '.'"));
+        return Err(format!(
+            "'{}' may only contain letters, digits, '_', '-' and '.'",
+            crate::session::printable(name)
+        ));
     }
     Ok(())
 }

@@ -299,6 +299,24 @@ impl Drop for ClientSlot {
     }
 }
 
+/// Text a client chose, made safe for one log line: control characters
+/// (line breaks that would forge a log line, terminal escapes) are written
+/// as escapes (`\n`, `\u{1b}`).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Compare secrets without an early exit that would leak their common prefix.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -343,7 +361,7 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
         Message::Ping { nonce } => Request::Bus(Inbound::Ping { client, nonce }),
         Message::StatsRequest { request } => Request::Bus(Inbound::Stats { client, request }),
         Message::Pong { .. } => Request::Nothing,
-        Message::Goodbye(report) => Request::Goodbye(format!("client said goodbye: {}", report.text)),
+        Message::Goodbye(report) => Request::Goodbye(format!("client said goodbye: {}", printable(report.text))),
         // A stream that outlives its client — a virtio-serial port whose
         // guest process died and was started again — carries the next
         // client's HELLO into the old session.
@@ -400,5 +418,18 @@ impl FrameCursor {
     /// Whether a batch is partly forwarded.
     pub fn in_batch(&self) -> bool {
         self.at.records_read() > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_clients_cannot_break_a_log_line_or_drive_a_terminal() {
+        assert_eq!(printable("client closed"), "client closed");
+        assert_eq!(printable("bye\n2026-11-24T00:00:00Z  INFO forged"), "bye\\n2026-11-24T00:00:00Z  INFO forged");
+        assert_eq!(printable("\u{1b}[2Jgone"), "\\u{1b}[2Jgone");
+        assert_eq!(printable("Grüße"), "Grüße");
     }
 }
