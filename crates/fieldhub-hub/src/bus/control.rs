@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route, GATEWAY_PORT_BASE};
 use crate::channel::Channel;
-use crate::config::{check_name, ChannelConfig, RouteConfig, MAX_CHANNELS};
+use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS};
 use crate::control::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
@@ -155,14 +155,8 @@ impl Bus {
     }
 
     fn create_channel(&mut self, config: ChannelConfig) -> ControlResult {
-        check_name(&config.name).map_err(|m| ControlError::Invalid(format!("name: {m}")))?;
-        if config.dbc.is_some() {
-            return Err(ControlError::Invalid(format!(
-                "dbc: the API takes a DBC file's text, not a path: PUT /api/v1/channels/{}/dbc",
-                config.name
-            )));
-        }
-        config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
+        // Also checked before the request was sent; any caller may send one.
+        crate::control::check_new_channel(&config)?;
         if self.channel_ids.contains_key(&config.name) {
             return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));
         }
@@ -359,12 +353,9 @@ impl Bus {
     }
 
     fn add_route(&mut self, spec: RouteConfig) -> ControlResult {
+        crate::control::check_route(&spec)?;
         let from = self.channel_index(&spec.from)?;
         let to = self.channel_index(&spec.to)?;
-        if from == to {
-            return Err(ControlError::Invalid(format!("a route from '{}' to itself would echo every frame", spec.to)));
-        }
-        spec.check_values().map_err(|(key, m)| ControlError::Invalid(format!("{key} {m}")))?;
         if self.routes.len() >= MAX_ROUTES {
             return Err(ControlError::Conflict(format!("the hub carries at most {MAX_ROUTES} routes")));
         }

@@ -241,6 +241,8 @@ pub(super) async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Respon
 
 /// Hand a request to the bus thread: its answer, or the error response.
 pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Result<serde_json::Value, Response> {
+    // What needs no bus state is refused here, before the bus thread sees it.
+    request.check().map_err(error_response)?;
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
     let queued = tokio::task::spawn_blocking(move || {
@@ -253,10 +255,17 @@ pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Resu
     }
     match tokio::time::timeout(BUS_TIMEOUT, answer).await {
         Ok(Ok(Ok(body))) => Ok(body),
-        Ok(Ok(Err(ControlError::NotFound(m)))) => Err(error(StatusCode::NOT_FOUND, m)),
-        Ok(Ok(Err(ControlError::Conflict(m)))) => Err(error(StatusCode::CONFLICT, m)),
-        Ok(Ok(Err(ControlError::Invalid(m)))) => Err(error(StatusCode::UNPROCESSABLE_ENTITY, m)),
+        Ok(Ok(Err(refused))) => Err(error_response(refused)),
         _ => Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into())),
+    }
+}
+
+/// The response to a refused request.
+fn error_response(refused: ControlError) -> Response {
+    match refused {
+        ControlError::NotFound(m) => error(StatusCode::NOT_FOUND, m),
+        ControlError::Conflict(m) => error(StatusCode::CONFLICT, m),
+        ControlError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
     }
 }
 

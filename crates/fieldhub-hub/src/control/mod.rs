@@ -110,6 +110,40 @@ pub enum ControlRequest {
     },
 }
 
+impl ControlRequest {
+    /// Everything about the request that needs no bus state (names,
+    /// ranges, what the API does not take), so a malformed request is
+    /// refused where it is made and never reaches the bus thread. The bus
+    /// checks what depends on its state (a channel that exists, a limit).
+    pub fn check(&self) -> Result<(), ControlError> {
+        match self {
+            Self::CreateChannel(config) => check_new_channel(config),
+            Self::AddRoute(spec) => check_route(spec),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A channel as `POST /api/v1/channels` may create it.
+pub(crate) fn check_new_channel(config: &ChannelConfig) -> Result<(), ControlError> {
+    crate::config::check_name(&config.name).map_err(|m| ControlError::Invalid(format!("name: {m}")))?;
+    if config.dbc.is_some() {
+        return Err(ControlError::Invalid(format!(
+            "dbc: the API takes a DBC file's text, not a path: PUT /api/v1/channels/{}/dbc",
+            config.name
+        )));
+    }
+    config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))
+}
+
+/// A route as `POST /api/v1/routes` may add it.
+pub(crate) fn check_route(spec: &RouteConfig) -> Result<(), ControlError> {
+    if spec.from == spec.to {
+        return Err(ControlError::Invalid(format!("a route from '{}' to itself would echo every frame", spec.to)));
+    }
+    spec.check_values().map_err(|(key, m)| ControlError::Invalid(format!("{key} {m}")))
+}
+
 /// Changes to a channel; absent fields stay as they are.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,3 +201,27 @@ impl std::fmt::Display for ControlError {
 
 /// The answer to a request: a JSON document or an error.
 pub type ControlResult = Result<serde_json::Value, ControlError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_channels_and_routes_are_refused_without_the_bus() {
+        let channel = |json: serde_json::Value| ControlRequest::CreateChannel(serde_json::from_value(json).unwrap());
+        let refused = |request: ControlRequest| match request.check() {
+            Err(ControlError::Invalid(m)) => m,
+            other => panic!("{request:?} was not refused: {other:?}"),
+        };
+        assert!(refused(channel(serde_json::json!({"name": "bad name"}))).starts_with("name: "));
+        assert!(refused(channel(serde_json::json!({"name": "x", "dbc": "/etc/passwd"}))).starts_with("dbc: "));
+        assert!(refused(channel(serde_json::json!({"name": "x", "bitrate": 0}))).starts_with("bitrate: "));
+        channel(serde_json::json!({"name": "body", "bitrate": 500000})).check().unwrap();
+        let route = |json: serde_json::Value| ControlRequest::AddRoute(serde_json::from_value(json).unwrap());
+        assert!(refused(route(serde_json::json!({"from": "can0", "to": "can0"}))).contains("to itself"));
+        assert!(
+            refused(route(serde_json::json!({"from": "can0", "to": "can1", "id": 0x4000_0000u32}))).starts_with("id ")
+        );
+        route(serde_json::json!({"from": "can0", "to": "can1"})).check().unwrap();
+    }
+}
