@@ -34,7 +34,14 @@ impl HubProcess {
     /// hubs of parallel tests must not compete for `shm://default`.
     /// Its addresses come from its ready line (`--ready-fd`), not its log.
     pub fn start_with(config: Option<&str>, extra: &[&str]) -> Self {
+        Self::start_with_env(config, extra, &[])
+    }
+
+    /// [`HubProcess::start_with`], with these environment variables set
+    /// for the hub.
+    pub fn start_with_env(config: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
+        command.envs(env.iter().copied());
         command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra);
         if !extra.contains(&"--shm") {
             command.arg("--no-shm");
