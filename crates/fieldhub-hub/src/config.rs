@@ -714,6 +714,12 @@ mod tests {
             (route.id, route.mask, route.extended, route.rewrite_id, route.hop_limit),
             (0x100, 0x700, Some(false), Some(0x500), 1)
         );
+        let silkit = &config.silkit[0];
+        assert_eq!(
+            (silkit.channel.as_str(), silkit.registry.as_str(), silkit.network.as_str()),
+            ("powertrain", "silkit://127.0.0.1:8500", "PT_CAN")
+        );
+        assert_eq!(silkit.participant_name(), "fieldhub-pt");
     }
 
     fn rejection(text: &str) -> String {
