@@ -1,7 +1,8 @@
 //! A hub channel on a SIL Kit CAN network, with the real `sil-kit-registry`
 //! and real SIL Kit participants (`tests/silkit/silkit_peer.c`): frames cross
 //! both ways, every kind and flag, in order, none lost, duplicated or
-//! echoed back.
+//! echoed back; SIL Kit's frames take their bit time on a timed channel and
+//! obey fault rules; a registry that comes after the hub is joined.
 //!
 //! Needs SIL Kit: `make test-silkit` fetches it, builds the peer and runs
 //! this with `FIELDHUB_SILKIT_LIB`, `FIELDHUB_SILKIT_REGISTRY` and
@@ -15,8 +16,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{HubProcess, PATIENCE};
+use common::{ok, HubProcess, PATIENCE};
 use fieldhub_client::{Client, Frame, FrameFlags, Port, PortConfig};
+use fieldhub_proto::bits::FrameBits;
 
 /// Frames each way.
 const FRAMES: u32 = 5000;
@@ -71,9 +73,13 @@ impl Drop for Process {
     }
 }
 
-/// A `sil-kit-registry` on a free loopback port; its `silkit://` URI.
-fn start_registry(silkit: &SilKit) -> (Process, String) {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A `sil-kit-registry` on `port`, once it listens; its `silkit://` URI.
+fn start_registry(silkit: &SilKit, port: u16) -> (Process, String) {
     let uri = format!("silkit://127.0.0.1:{port}");
     let child = Command::new(&silkit.registry)
         .args(["--listen-uri", &uri])
@@ -89,15 +95,53 @@ fn start_registry(silkit: &SilKit) -> (Process, String) {
     (Process(child), uri)
 }
 
-fn start_peer(silkit: &SilKit, role: &str, uri: &str, name: &str) -> Process {
+fn start_peer(silkit: &SilKit, role: &str, uri: &str, name: &str, count: u32) -> Process {
     let child = Command::new(&silkit.peer)
-        .args([role, uri, "CAN1", name, &FRAMES.to_string()])
+        .args([role, uri, "CAN1", name, &count.to_string()])
         .env("LD_LIBRARY_PATH", std::path::Path::new(&silkit.library).parent().unwrap())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start silkit_peer");
     Process(child)
+}
+
+/// A hub with one CAN FD channel `can0` (plus `channel_keys`) on the SIL Kit
+/// network CAN1 of `uri`.
+fn start_hub(silkit: &SilKit, uri: &str, channel_keys: &str) -> HubProcess {
+    let config = format!(
+        "[[channel]]\nname = \"can0\"\nprotocol = \"canfd\"\n{channel_keys}\n[[silkit]]\nchannel = \"can0\"\nregistry = \"{uri}\"\nnetwork = \"CAN1\"\n"
+    );
+    HubProcess::start_with_env(Some(&config), &[], &[("FIELDHUB_SILKIT_LIB", &silkit.library)])
+}
+
+/// A client with a lossless CAN FD port on can0.
+fn listener(hub: &HubProcess) -> (Client, Port) {
+    let client = hub.client("test");
+    let port =
+        client.open_port_with("can0", &PortConfig { fd: true, block_on_overflow: true, ..Default::default() }).unwrap();
+    (client, port)
+}
+
+/// The next `count` frames from the SIL Kit sender peer, in order. A frame
+/// with the hub side's tag is this client's own come back: an echo.
+fn peer_frames(client: &Client, hub: &HubProcess, count: usize) -> Vec<fieldhub_client::Received> {
+    let mut got = Vec::with_capacity(count);
+    while got.len() < count {
+        let Some(received) = client.recv(Some(PATIENCE)).unwrap() else {
+            panic!("stalled after {} frames from SIL Kit; hub log: {:#?}", got.len(), hub.log())
+        };
+        assert!(!tagged(&received.frame, HUB_TAG), "an echo: {:?}", received.frame);
+        if tagged(&received.frame, PEER_TAG) {
+            got.push(received);
+        }
+    }
+    got
+}
+
+fn end_peer(client: &Client, port: &Port, peer: &mut Process, name: &str) {
+    client.send(port, &Frame::can(DONE_ID, false, &[]).unwrap()).unwrap();
+    assert!(peer.0.wait().unwrap().success(), "the {name} peer failed");
 }
 
 /// Frame `n` of a numbered stream, as silkit_peer.c builds it: the kind
@@ -134,21 +178,20 @@ fn tagged(frame: &Frame, tag: u8) -> bool {
     frame.data().first() == Some(&tag)
 }
 
-/// Send START until both peers answered READY: from then on they and the
-/// bridge know each other both ways (the sender waits for GO).
-fn wait_until_peers_ready(client: &Client, port: &Port) {
+/// Send START until every peer of `roles` (b'S' sender, b'R' recorder)
+/// answered READY: from then on they and the bridge know each other both
+/// ways (the sender waits for GO).
+fn wait_until_peers_ready(client: &Client, port: &Port, roles: &[u8]) {
     let start = Frame::can(START_ID, false, &[]).unwrap();
-    let mut ready = (false, false);
+    let mut ready = Vec::new();
     let deadline = Instant::now() + PATIENCE;
-    while ready != (true, true) {
+    while !roles.iter().all(|r| ready.contains(r)) {
         assert!(Instant::now() < deadline, "the SIL Kit peers never answered (ready: {ready:?})");
         client.send(port, &start).unwrap();
         // Look again for a while before asking once more.
         while let Some(r) = client.recv(Some(Duration::from_millis(200))).unwrap() {
-            match (r.frame.id(), r.frame.data()) {
-                (READY_ID, [b'S']) => ready.0 = true,
-                (READY_ID, [b'R']) => ready.1 = true,
-                _ => {}
+            if let (READY_ID, [role]) = (r.frame.id(), r.frame.data()) {
+                ready.push(*role);
             }
         }
     }
@@ -157,42 +200,23 @@ fn wait_until_peers_ready(client: &Client, port: &Port) {
 #[test]
 fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
     let Some(silkit) = SilKit::from_env() else { return };
-    let (_registry, uri) = start_registry(&silkit);
-    let config = format!(
-        "[[channel]]\nname = \"can0\"\nprotocol = \"canfd\"\n\n[[silkit]]\nchannel = \"can0\"\nregistry = \"{uri}\"\nnetwork = \"CAN1\"\n"
-    );
-    let hub = HubProcess::start_with_env(Some(&config), &[], &[("FIELDHUB_SILKIT_LIB", &silkit.library)]);
+    let (_registry, uri) = start_registry(&silkit, free_port());
+    let hub = start_hub(&silkit, &uri, "");
     hub.wait_for_log("SIL Kit network joined");
-    let mut sender = start_peer(&silkit, "send", &uri, "peer-send");
-    let mut recorder = start_peer(&silkit, "record", &uri, "peer-record");
-
-    let client = hub.client("test");
-    let port =
-        client.open_port_with("can0", &PortConfig { fd: true, block_on_overflow: true, ..Default::default() }).unwrap();
-    wait_until_peers_ready(&client, &port);
+    let mut sender = start_peer(&silkit, "send", &uri, "peer-send", FRAMES);
+    let mut recorder = start_peer(&silkit, "record", &uri, "peer-record", FRAMES);
+    let (client, port) = listener(&hub);
+    wait_until_peers_ready(&client, &port, b"SR");
     client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
 
     // Both ways at once: this client's frames to the recorder while the
     // sender's frames come in.
-    let (from_peer, mut others) = std::thread::scope(|s| {
+    let from_peer = std::thread::scope(|s| {
         s.spawn(|| (0..FRAMES).for_each(|n| client.send(&port, &numbered(HUB_TAG, n)).unwrap()));
-        let (mut from_peer, mut others) = (Vec::new(), Vec::new());
-        while from_peer.len() < FRAMES as usize {
-            let received = client.recv(Some(PATIENCE)).unwrap();
-            let Some(received) = received else {
-                panic!("stalled after {} frames from SIL Kit; hub log: {:#?}", from_peer.len(), hub.log())
-            };
-            let frame = received.frame;
-            if tagged(&frame, PEER_TAG) {
-                from_peer.push(frame)
-            } else {
-                others.push(frame)
-            }
-        }
-        (from_peer, others)
+        peer_frames(&client, &hub, FRAMES as usize)
     });
-    for (n, frame) in from_peer.iter().enumerate() {
-        assert!(*frame == numbered(PEER_TAG, n as u32), "frame {n} from SIL Kit: {frame:?}");
+    for (n, received) in from_peer.iter().enumerate() {
+        assert!(received.frame == numbered(PEER_TAG, n as u32), "frame {n} from SIL Kit: {:?}", received.frame);
     }
 
     let mut recorded = String::new();
@@ -203,17 +227,68 @@ fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
         assert_eq!(*line, silkit_line(&numbered(HUB_TAG, n as u32)), "frame {n} to SIL Kit");
     }
 
-    client.send(&port, &Frame::can(DONE_ID, false, &[]).unwrap()).unwrap();
-    for (peer, name) in [(&mut sender, "sender"), (&mut recorder, "recorder")] {
-        assert!(peer.0.wait().unwrap().success(), "the {name} peer failed");
-    }
+    end_peer(&client, &port, &mut sender, "sender");
+    end_peer(&client, &port, &mut recorder, "recorder");
     // Everything the hub delivered is here once a flush returns: no frame of
     // this client came back (an echo), none from SIL Kit came twice.
     client.flush().unwrap();
+    let mut others = Vec::new();
     while let Some(r) = client.try_recv().unwrap() {
         others.push(r.frame);
     }
     let stray: Vec<_> = others.iter().filter(|f| tagged(f, HUB_TAG) || tagged(f, PEER_TAG)).collect();
     assert!(stray.is_empty(), "{} frames echoed or duplicated, first {:?}", stray.len(), stray[0]);
     assert!(others.iter().all(|f| f.id() == READY_ID), "unexpected frames: {others:?}");
+}
+
+/// On a timed channel SIL Kit's frames take the bus for their exact bit
+/// time, and a fault rule on the bridge's port applies to them.
+#[test]
+fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
+    const COUNT: u32 = 2000;
+    let Some(silkit) = SilKit::from_env() else { return };
+    let (_registry, uri) = start_registry(&silkit, free_port());
+    let hub = start_hub(&silkit, &uri, "bitrate = 500000\ndata_bitrate = 2000000\ntiming = \"timed\"\n");
+    hub.wait_for_log("SIL Kit network joined");
+    // The bridge's port is named like the participant.
+    let rule = serde_json::json!({"channel": "can0", "at": "sender", "sender": "fieldhub-can0",
+        "id": 0x200, "mask": 0x7FF, "extended": false, "action": {"type": "drop"}});
+    ok(&hub, "POST", "/api/v1/faults", Some(rule));
+    let mut sender = start_peer(&silkit, "send", &uri, "peer-send", COUNT);
+    let (client, port) = listener(&hub);
+    wait_until_peers_ready(&client, &port, b"S");
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+
+    // Kind 2 (11-bit id 0x200) is dropped as it leaves the bridge's port.
+    let expected: Vec<Frame> = (0..COUNT).filter(|n| n % 4 != 2).map(|n| numbered(PEER_TAG, n)).collect();
+    let got = peer_frames(&client, &hub, expected.len());
+    for (k, (received, frame)) in got.iter().zip(&expected).enumerate() {
+        assert!(received.frame == *frame, "frame {k}: {:?}", received.frame);
+    }
+    for k in 1..got.len() {
+        let gap = got[k].meta.timestamp_ns - got[k - 1].meta.timestamp_ns;
+        let bit_time = FrameBits::of(&got[k].frame).duration_ns(500_000, 2_000_000);
+        assert!(gap >= bit_time, "frame {k} ended {gap} ns after the one before, its bit time is {bit_time} ns");
+    }
+    end_peer(&client, &port, &mut sender, "sender");
+}
+
+/// A hub started before its registry keeps trying and joins once the
+/// registry is there.
+#[test]
+fn a_registry_that_comes_later_is_joined_when_it_comes() {
+    const COUNT: u32 = 100;
+    let Some(silkit) = SilKit::from_env() else { return };
+    let port = free_port();
+    let hub = start_hub(&silkit, &format!("silkit://127.0.0.1:{port}"), "");
+    hub.wait_for_log("cannot join SIL Kit; retrying");
+    let (_registry, uri) = start_registry(&silkit, port);
+    hub.wait_for_log("SIL Kit network joined");
+    let mut sender = start_peer(&silkit, "send", &uri, "peer-send", COUNT);
+    let (client, port) = listener(&hub);
+    wait_until_peers_ready(&client, &port, b"S");
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+    let got = peer_frames(&client, &hub, COUNT as usize);
+    assert!(got.iter().enumerate().all(|(n, r)| r.frame == numbered(PEER_TAG, n as u32)));
+    end_peer(&client, &port, &mut sender, "sender");
 }
