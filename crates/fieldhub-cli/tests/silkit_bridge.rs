@@ -239,6 +239,8 @@ fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
     let stray: Vec<_> = others.iter().filter(|f| tagged(f, HUB_TAG) || tagged(f, PEER_TAG)).collect();
     assert!(stray.is_empty(), "{} frames echoed or duplicated, first {:?}", stray.len(), stray[0]);
     assert!(others.iter().all(|f| f.id() == READY_ID), "unexpected frames: {others:?}");
+    // Leaving the simulation does not hold the hub's shutdown.
+    assert!(hub.terminate().success(), "the hub did not stop cleanly");
 }
 
 /// On a timed channel SIL Kit's frames take the bus for their exact bit
