@@ -29,6 +29,8 @@ const START_ID: u32 = 0x7FF;
 const READY_ID: u32 = 0x7FE;
 const DONE_ID: u32 = 0x7FD;
 const GO_ID: u32 = 0x7FC;
+/// The channel key of a CAN FD channel.
+const FD: &str = "protocol = \"canfd\"\n";
 /// SIL Kit's flag bits (silkit/capi/Can.h).
 const IDE: u32 = 1 << 9;
 const FDF: u32 = 1 << 12;
@@ -106,11 +108,11 @@ fn start_peer(silkit: &SilKit, role: &str, uri: &str, name: &str, count: u32) ->
     Process(child)
 }
 
-/// A hub with one CAN FD channel `can0` (plus `channel_keys`) on the SIL Kit
+/// A hub with one channel `can0` (with `channel_keys`) on the SIL Kit
 /// network CAN1 of `uri`.
 fn start_hub(silkit: &SilKit, uri: &str, channel_keys: &str) -> HubProcess {
     let config = format!(
-        "[[channel]]\nname = \"can0\"\nprotocol = \"canfd\"\n{channel_keys}\n[[silkit]]\nchannel = \"can0\"\nregistry = \"{uri}\"\nnetwork = \"CAN1\"\n"
+        "[[channel]]\nname = \"can0\"\n{channel_keys}\n[[silkit]]\nchannel = \"can0\"\nregistry = \"{uri}\"\nnetwork = \"CAN1\"\n"
     );
     HubProcess::start_with_env(Some(&config), &[], &[("FIELDHUB_SILKIT_LIB", &silkit.library)])
 }
@@ -201,7 +203,7 @@ fn wait_until_peers_ready(client: &Client, port: &Port, roles: &[u8]) {
 fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
     let Some(silkit) = SilKit::from_env() else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
-    let hub = start_hub(&silkit, &uri, "");
+    let hub = start_hub(&silkit, &uri, FD);
     hub.wait_for_log("SIL Kit network joined");
     let mut sender = start_peer(&silkit, "send", &uri, "peer-send", FRAMES);
     let mut recorder = start_peer(&silkit, "record", &uri, "peer-record", FRAMES);
@@ -250,7 +252,7 @@ fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
     const COUNT: u32 = 2000;
     let Some(silkit) = SilKit::from_env() else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
-    let hub = start_hub(&silkit, &uri, "bitrate = 500000\ndata_bitrate = 2000000\ntiming = \"timed\"\n");
+    let hub = start_hub(&silkit, &uri, &format!("{FD}bitrate = 500000\ndata_bitrate = 2000000\ntiming = \"timed\"\n"));
     hub.wait_for_log("SIL Kit network joined");
     // The bridge's port is named like the participant.
     let rule = serde_json::json!({"channel": "can0", "at": "sender", "sender": "fieldhub-can0",
@@ -282,7 +284,7 @@ fn a_registry_that_comes_later_is_joined_when_it_comes() {
     const COUNT: u32 = 100;
     let Some(silkit) = SilKit::from_env() else { return };
     let port = free_port();
-    let hub = start_hub(&silkit, &format!("silkit://127.0.0.1:{port}"), "");
+    let hub = start_hub(&silkit, &format!("silkit://127.0.0.1:{port}"), FD);
     hub.wait_for_log("cannot join SIL Kit; retrying");
     let (_registry, uri) = start_registry(&silkit, port);
     hub.wait_for_log("SIL Kit network joined");
@@ -293,4 +295,29 @@ fn a_registry_that_comes_later_is_joined_when_it_comes() {
     let got = peer_frames(&client, &hub, COUNT as usize);
     assert!(got.iter().enumerate().all(|(n, r)| r.frame == numbered(PEER_TAG, n as u32)));
     end_peer(&client, &port, &mut sender, "sender");
+}
+
+/// A classic channel cannot carry SIL Kit's CAN FD frames: they are dropped
+/// and reported once, the classic ones cross in order.
+#[test]
+fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
+    const COUNT: u32 = 200;
+    let Some(silkit) = SilKit::from_env() else { return };
+    let (_registry, uri) = start_registry(&silkit, free_port());
+    let hub = start_hub(&silkit, &uri, "protocol = \"can\"\n");
+    hub.wait_for_log("SIL Kit network joined");
+    let mut sender = start_peer(&silkit, "send", &uri, "peer-send", COUNT);
+    let (client, port) = listener(&hub);
+    wait_until_peers_ready(&client, &port, b"S");
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+    // Kinds 0 and 1 are classic, 2 and 3 CAN FD.
+    let expected: Vec<Frame> = (0..COUNT).filter(|n| n % 4 < 2).map(|n| numbered(PEER_TAG, n)).collect();
+    let got = peer_frames(&client, &hub, expected.len());
+    assert!(got.iter().zip(&expected).all(|(r, f)| r.frame == *f));
+    end_peer(&client, &port, &mut sender, "sender");
+    client.flush().unwrap();
+    let log = hub.log();
+    let reports = log.iter().filter(|l| l.contains("dropping CAN FD frames from SIL Kit")).count();
+    assert_eq!(reports, 1, "{log:#?}");
+    assert!(!log.iter().any(|l| l.contains("the bus reports")), "{log:#?}");
 }

@@ -16,8 +16,8 @@
 //! - Nothing is lost between channel and SIL Kit: the port is lossless (a
 //!   writer that falls behind holds its channel, as any lossless port does),
 //!   and frames from SIL Kit wait for credit instead of being dropped. A
-//!   frame one side cannot carry (error frames, CAN XL) is counted and
-//!   logged.
+//!   frame one side cannot carry (error frames, CAN XL, CAN FD on a classic
+//!   channel) is counted and logged once.
 //! - No echo loops: the port is opened without `RECEIVE_OWN`, the SIL Kit
 //!   handler takes the receive direction only.
 //! - Order is kept each way: SIL Kit delivers on one thread into one FIFO,
@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use fieldhub_proto::frame::Frame;
-use fieldhub_proto::wire::PortOptions;
+use fieldhub_proto::wire::{ChannelFlags, PortOptions};
 use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary};
 use tracing::{error, info, warn};
 
@@ -125,7 +125,7 @@ impl SilKitBridge {
         if sessions.inbox.send(open).is_err() {
             return;
         }
-        let Some(port) = self.wait_until_opened(&outbox, sessions) else { return };
+        let Some((port, carries_fd)) = self.wait_until_opened(&outbox, sessions) else { return };
         info!(participant = %name, network = %self.config.network, registry = %self.config.registry,
             channel = %self.config.channel, "SIL Kit network joined");
         let writer = {
@@ -135,7 +135,9 @@ impl SilKitBridge {
                 .spawn(move || write_loop(member, &name, &outbox, &closed))
         };
         let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
-        forward_loop(&slot, port, &credit, &from_silkit, &stop);
+        let forwarder =
+            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
+        forwarder.run(&from_silkit, &stop);
         // SIL Kit's handler may wait for room; with the queue gone it
         // returns at once, so the writer can destroy the participant.
         drop(from_silkit);
@@ -188,12 +190,14 @@ impl SilKitBridge {
         None
     }
 
-    /// The bus's answer to `OPEN_PORT`: the port handle, or `None` (logged)
-    /// when it refused.
-    fn wait_until_opened(&self, outbox: &QueueOutbox, sessions: &Sessions) -> Option<u16> {
+    /// The bus's answer to `OPEN_PORT`: the port handle and whether its
+    /// channel carries CAN FD, or `None` (logged) when it refused.
+    fn wait_until_opened(&self, outbox: &QueueOutbox, sessions: &Sessions) -> Option<(u16, bool)> {
         while !sessions.stopping() {
             match outbox.take_timeout(LOOK) {
-                Some(Outbound::PortOpened { port, .. }) => return Some(port),
+                Some(Outbound::PortOpened { port, channel_flags, .. }) => {
+                    return Some((port, channel_flags.contains(ChannelFlags::CANFD)))
+                }
                 Some(Outbound::Error { text, .. }) => {
                     error!(channel = %self.config.channel, "the bus refused the SIL Kit bridge's port: {text}");
                     return None;
@@ -252,19 +256,44 @@ fn handler_sink(
     })
 }
 
-/// Forward SIL Kit's frames to the bus, each with a transmit credit.
-fn forward_loop(slot: &ClientSlot, port: u16, credit: &TxCredit, queue: &Receiver<Frame>, stop: &dyn Fn() -> bool) {
-    while !stop() {
-        let frame = match queue.recv_timeout(LOOK) {
-            Ok(frame) => frame,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if !credit.acquire(stop) {
-            return;
-        }
-        if slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame }).is_err() {
-            return;
+/// What forwards SIL Kit's frames to the bus: the bridge's own thread.
+struct Forwarder<'a> {
+    slot: &'a ClientSlot,
+    port: u16,
+    credit: &'a TxCredit,
+    /// Whether the channel carries CAN FD; when it does not, SIL Kit's FD
+    /// frames stop here, counted, instead of each earning an error report.
+    carries_fd: bool,
+    refused: &'a AtomicU64,
+    participant: &'a str,
+}
+
+impl Forwarder<'_> {
+    /// Forward SIL Kit's frames to the bus, each with a transmit credit.
+    fn run(&self, queue: &Receiver<Frame>, stop: &dyn Fn() -> bool) {
+        while !stop() {
+            let frame = match queue.recv_timeout(LOOK) {
+                Ok(frame) => frame,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if frame.is_fd() && !self.carries_fd {
+                if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                    warn!(
+                        participant = self.participant,
+                        "dropping CAN FD frames from SIL Kit: the channel is \
+                        classic CAN; configure it with protocol = \"canfd\""
+                    );
+                }
+                continue;
+            }
+            if !self.credit.acquire(stop) {
+                return;
+            }
+            let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
+            if self.slot.sessions().inbox.send(forward).is_err() {
+                return;
+            }
         }
     }
 }
