@@ -29,7 +29,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use fieldhub_proto::frame::Frame;
@@ -183,7 +183,11 @@ impl SilKitBridge {
                         warn!(participant = %options.participant, registry = %options.registry, failures,
                             "cannot join SIL Kit; retrying every {} s: {e}", JOIN_RETRY.as_secs());
                     }
-                    std::thread::sleep(JOIN_RETRY);
+                    // In slices, so a hub that stops does not wait out the retry.
+                    let retry_at = Instant::now() + JOIN_RETRY;
+                    while !sessions.stopping() && Instant::now() < retry_at {
+                        std::thread::sleep(LOOK);
+                    }
                 }
             }
         }
