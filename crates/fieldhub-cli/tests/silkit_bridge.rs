@@ -1,8 +1,10 @@
 //! A hub channel on a SIL Kit CAN network, with the real `sil-kit-registry`
 //! and real SIL Kit participants (`tests/silkit/silkit_peer.c`): frames cross
 //! both ways, every kind and flag, in order, none lost, duplicated or
-//! echoed back; SIL Kit's frames take their bit time on a timed channel and
-//! obey fault rules; a registry that comes after the hub is joined.
+//! echoed back; SIL Kit's frames take their bit time on a timed channel,
+//! obey fault rules and contend with native frames by identifier; a classic
+//! channel drops SIL Kit's CAN FD frames, reported once; a registry that
+//! comes after the hub is joined.
 //!
 //! Needs SIL Kit: `make test-silkit` fetches it, builds the peer and runs
 //! this with `FIELDHUB_SILKIT_LIB`, `FIELDHUB_SILKIT_REGISTRY` and
@@ -320,4 +322,67 @@ fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
     let reports = log.iter().filter(|l| l.contains("dropping CAN FD frames from SIL Kit")).count();
     assert_eq!(reports, 1, "{log:#?}");
     assert!(!log.iter().any(|l| l.contains("the bus reports")), "{log:#?}");
+}
+
+/// The bridge's port contends for the bus like any port: frames pending
+/// together go lowest identifier first, a port's own frames in their
+/// order, each frame ending its bit time after the one before.
+#[test]
+fn silkit_frames_and_native_frames_pending_together_go_in_arbitration_order() {
+    let Some(silkit) = SilKit::from_env() else { return };
+    let (_registry, uri) = start_registry(&silkit, free_port());
+    // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms.
+    let hub = start_hub(&silkit, &uri, "bitrate = 500\ntiming = \"timed\"\n");
+    hub.wait_for_log("SIL Kit network joined");
+    // The sender's burst: 0x100, then 0x1000001 (29-bit, base bits 0x040).
+    let mut sender = start_peer(&silkit, "send", &uri, "peer-send", 2);
+    let (client, port) = listener(&hub);
+    wait_until_peers_ready(&client, &port, b"S");
+    let contender = hub.client("contender");
+    let c = contender.open_port("can0").unwrap();
+    let blocker = hub.client("blocker");
+    let b = blocker.open_port("can0").unwrap();
+    let blocks: Vec<Frame> = (0..3).map(|k| Frame::can(0x7FF, false, &[k; 8]).unwrap()).collect();
+    blocks.iter().for_each(|f| blocker.send(&b, f).unwrap());
+    let deadline = Instant::now() + PATIENCE;
+    let waiting = || client.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
+    while waiting() != 2 {
+        assert!(Instant::now() < deadline, "the blocker never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // GO wins the bus after the first block. The sender (which waits for GO)
+    // and the contender (which waits to see GO) answer while GO or the
+    // second block is on the bus, so their frames contend together.
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+    let native = Frame::can(0x0C0, false, &[0xC0]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while contender.recv(Some(PATIENCE)).unwrap().expect("GO reaches the contender").frame.id() != GO_ID {}
+            contender.send(&c, &native).unwrap();
+        });
+    });
+    let mut order = Vec::new();
+    while order.len() < 6 {
+        let received = client.recv(Some(PATIENCE)).unwrap().expect("the frames pending together");
+        if received.frame.id() != READY_ID {
+            order.push(received);
+        }
+    }
+    let frames: Vec<Frame> = order.iter().map(|r| r.frame).collect();
+    // The native 0x0C0 wins over SIL Kit's 0x100 though sent later; SIL
+    // Kit's 29-bit frame (base bits 0x040) waits behind its port's 0x100;
+    // the blocks (0x7FF) go in their order, the third after all of them.
+    let contenders = [native, numbered(PEER_TAG, 0), numbered(PEER_TAG, 1)];
+    let first = frames.iter().position(|f| *f == native).unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(frames[first..first + 3], contenders, "{frames:?}");
+    let blocks_seen: Vec<Frame> = frames.iter().filter(|f| f.id() == 0x7FF).copied().collect();
+    assert_eq!(blocks_seen, blocks, "{frames:?}");
+    assert_eq!(frames[5], blocks[2], "{frames:?}");
+    // From the third frame on each follows the one before without a gap
+    // (the first two follow GO, which this client does not receive).
+    for k in 2..order.len() {
+        let gap = order[k].meta.timestamp_ns - order[k - 1].meta.timestamp_ns;
+        assert_eq!(gap, FrameBits::of(&order[k].frame).duration_ns(500, 500), "frame {k}: {frames:?}");
+    }
+    end_peer(&client, &port, &mut sender, "sender");
 }
