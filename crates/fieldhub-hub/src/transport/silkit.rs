@@ -117,7 +117,8 @@ impl SilKitBridge {
         let open = Inbound::OpenPort {
             client: slot.id(),
             request: 1,
-            // The channel refuses CAN FD frames itself when it is classic.
+            // SIL Kit's controllers take CAN FD; on a classic channel the
+            // forwarder keeps SIL Kit's FD frames back (`Forwarder`).
             options: PortOptions::FD | PortOptions::BLOCK_ON_OVERFLOW,
             channel: self.config.channel.clone(),
             port_name: name.clone(),
@@ -141,7 +142,7 @@ impl SilKitBridge {
         // SIL Kit's handler may wait for room; with the queue gone it
         // returns at once, so the writer can destroy the participant.
         drop(from_silkit);
-        slot.detach("the hub is stopping");
+        slot.detach("the SIL Kit bridge is closing");
         outbox.close();
         match writer {
             Ok(handle) => {
