@@ -5,8 +5,9 @@
 //!
 //! The file has one `[hub]` table and arrays of `[[channel]]` (buses),
 //! `[[port]]` (named connectors clients claim, optionally wired to a channel
-//! and rate-limited) and `[[route]]` (gateway rules between channels, like
-//! Linux can-gw). `docs/configuration.md` documents every key.
+//! and rate-limited), `[[route]]` (gateway rules between channels, like
+//! Linux can-gw) and `[[silkit]]` (channels on Vector SIL Kit CAN networks,
+//! `config_silkit.rs`). `docs/configuration.md` documents every key.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_silkit::SilKitConfig;
 use crate::config_source::ConfigSource;
 
 /// The configuration used when none is given: two ideal classic CAN
@@ -57,6 +59,8 @@ pub struct HubConfig {
     pub channels: Vec<ChannelConfig>,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
+    /// SIL Kit CAN networks channels join (`[[silkit]]`).
+    pub silkit: Vec<SilKitConfig>,
 }
 
 /// The file as written, with the position of each table.
@@ -71,6 +75,8 @@ struct ConfigFile {
     port: Vec<PortConfig>,
     #[serde(default)]
     route: Vec<RouteConfig>,
+    #[serde(default)]
+    silkit: Vec<SilKitConfig>,
 }
 
 /// `[hub]`: identity, listeners and access.
@@ -396,19 +402,26 @@ impl HubConfig {
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: describe_toml_error(text, &e) })?;
-        let config = HubConfig { hub: file.hub, channels: file.channel, ports: file.port, routes: file.route };
+        let config = HubConfig {
+            hub: file.hub,
+            channels: file.channel,
+            ports: file.port,
+            routes: file.route,
+            silkit: file.silkit,
+        };
         config.check(origin, &ConfigSource::parse(text))?;
         Ok(config)
     }
 
-    /// A configuration built in code (no source lines for messages).
+    /// A configuration built in code (no source lines for messages), with
+    /// no SIL Kit networks.
     pub fn new(
         hub: HubSection,
         channels: Vec<ChannelConfig>,
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes }
+        Self { hub, channels, ports, routes, silkit: Vec::new() }
     }
 
     /// Listen addresses, parsed.
@@ -526,6 +539,22 @@ impl HubConfig {
                 return Err(invalid(field("to"), format!("a route from '{}' to itself would echo every frame", r.to)));
             }
             r.check_values().map_err(|(key, m)| invalid(field(key), m))?;
+        }
+        for (i, s) in self.silkit.iter().enumerate() {
+            let field = |key: &str| source.table_field("silkit", i, key);
+            self.check_channel_ref(&s.channel).map_err(|m| invalid(field("channel"), m))?;
+            s.check_values().map_err(|(key, m)| invalid(field(key), m))?;
+            let earlier = &self.silkit[..i];
+            // The same network twice would hand every frame over twice.
+            if let Some(j) = earlier.iter().position(|o| o.registry == s.registry && o.network == s.network) {
+                let text = format!("network '{}' of {} is already joined by silkit[{j}]", s.network, s.registry);
+                return Err(invalid(field("network"), text));
+            }
+            let name = s.participant_name();
+            if let Some(j) = earlier.iter().position(|o| o.participant_name() == name) {
+                let text = format!("participant name '{name}' is already silkit[{j}]'s; SIL Kit needs unique names");
+                return Err(invalid(field("participant"), text));
+            }
         }
         Ok(())
     }
@@ -688,6 +717,12 @@ mod tests {
             (route.id, route.mask, route.extended, route.rewrite_id, route.hop_limit),
             (0x100, 0x700, Some(false), Some(0x500), 1)
         );
+        let silkit = &config.silkit[0];
+        assert_eq!(
+            (silkit.channel.as_str(), silkit.registry.as_str(), silkit.network.as_str()),
+            ("powertrain", "silkit://127.0.0.1:8500", "PT_CAN")
+        );
+        assert_eq!(silkit.participant_name(), "fieldhub-pt");
     }
 
     fn rejection(text: &str) -> String {

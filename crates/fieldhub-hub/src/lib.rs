@@ -6,7 +6,8 @@
 //!
 //! - [`transport`]: moves bytes or ring messages. The [`transport::reactor`]
 //!   thread serves every TCP, unix-socket and `shm://` session socket;
-//!   ivshmem regions have a poller; SocketCAN ports a thread per direction.
+//!   ivshmem regions have a poller; SocketCAN ports and SIL Kit networks a
+//!   thread per direction.
 //! - [`session`]: the session layer: admission ([`session::ClientSlot`]),
 //!   handshake, the one mapping from a client's message to a bus request,
 //!   errors and goodbyes.
@@ -35,6 +36,7 @@ pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;
+mod config_silkit;
 mod config_source;
 pub mod confinement;
 pub mod control;
@@ -67,6 +69,7 @@ use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
 use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
+use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
@@ -184,6 +187,9 @@ impl Hub {
                 .map_err(|error| StartError::Thread { what: "SocketCAN port", error })?;
             hub.threads.push(thread);
         }
+        let bridges = SilKitBridge::start_all(&config.silkit, &sessions)
+            .map_err(|error| StartError::Thread { what: "SIL Kit bridge", error })?;
+        hub.threads.extend(bridges);
         Ok(hub)
     }
 

@@ -13,6 +13,8 @@
 //!   the handshake through the rings and wakes the bus for them.
 //! - [`socketcan`]: the SocketCAN interfaces the configuration names, as
 //!   ports of the hub's own.
+//! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
+//!   each joined as one participant and attached as one port.
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
@@ -21,4 +23,5 @@ pub mod ivshmem;
 pub mod listener;
 pub mod reactor;
 pub mod shm;
+pub mod silkit;
 pub mod socketcan;

@@ -1,0 +1,105 @@
+//! `[[silkit]]`: a channel that joins a Vector SIL Kit CAN network as one
+//! participant (`transport::silkit`, `docs/silkit.md`).
+
+use serde::Deserialize;
+
+use crate::config::check_name;
+
+/// The scheme of a SIL Kit registry URI.
+const REGISTRY_SCHEME: &str = "silkit://";
+
+/// `[[silkit]]`: one channel on one SIL Kit CAN network.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SilKitConfig {
+    /// The hub channel SIL Kit's participants' frames enter and leave.
+    pub channel: String,
+    /// The SIL Kit registry, `silkit://HOST:PORT`.
+    pub registry: String,
+    /// The SIL Kit CAN network name (the network argument participants give
+    /// `SilKit_CanController_Create`).
+    pub network: String,
+    /// The participant name in the simulation; default `fieldhub-CHANNEL`.
+    #[serde(default)]
+    pub participant: Option<String>,
+}
+
+impl SilKitConfig {
+    /// The participant name the hub joins as.
+    pub fn participant_name(&self) -> String {
+        self.participant.clone().unwrap_or_else(|| format!("fieldhub-{}", self.channel))
+    }
+
+    /// Check everything but the channel reference; the error names the
+    /// offending key.
+    pub fn check_values(&self) -> Result<(), (&'static str, String)> {
+        check_registry(&self.registry).map_err(|m| ("registry", m))?;
+        if self.network.is_empty() || self.network.chars().any(char::is_control) {
+            return Err(("network", "must be a SIL Kit network name, as in \"CAN1\"".into()));
+        }
+        if let Some(name) = &self.participant {
+            check_name(name).map_err(|m| ("participant", m))?;
+        }
+        Ok(())
+    }
+}
+
+/// `silkit://HOST:PORT` with a host and a port 1..=65535.
+fn check_registry(uri: &str) -> Result<(), String> {
+    let usage =
+        format!("'{uri}' is not a SIL Kit registry URI: write silkit://HOST:PORT, as in silkit://127.0.0.1:8500");
+    let Some(rest) = uri.strip_prefix(REGISTRY_SCHEME) else { return Err(usage) };
+    let Some((host, port)) = rest.rsplit_once(':') else { return Err(usage) };
+    let host_ok = !host.is_empty() && !host.contains(['/', '@', ' ']);
+    let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
+    if host_ok && port_ok {
+        Ok(())
+    } else {
+        Err(usage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::HubConfig;
+
+    const CHANNEL: &str = "[[channel]]\nname = \"can0\"\n";
+
+    fn parse(silkit: &str) -> Result<HubConfig, String> {
+        HubConfig::parse(&format!("{CHANNEL}[[silkit]]\n{silkit}"), "t.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_section_names_channel_registry_and_network() {
+        let config = parse("channel = \"can0\"\nregistry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN1\"\n").unwrap();
+        let silkit = &config.silkit[0];
+        assert_eq!((silkit.channel.as_str(), silkit.network.as_str()), ("can0", "CAN1"));
+        assert_eq!(silkit.participant_name(), "fieldhub-can0");
+        let named = parse(
+            "channel = \"can0\"\nregistry = \"silkit://localhost:8500\"\nnetwork = \"CAN1\"\nparticipant = \"bus\"\n",
+        );
+        assert_eq!(named.unwrap().silkit[0].participant_name(), "bus");
+    }
+
+    #[test]
+    fn each_mistake_is_named_with_its_line() {
+        let good = "registry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN1\"\n";
+        let cases = [
+            (format!("channel = \"can9\"\n{good}"), "line 4: silkit[0].channel: no channel named 'can9'"),
+            ("channel = \"can0\"\nregistry = \"tcp://1.2.3.4:5\"\nnetwork = \"CAN1\"\n".into(), "line 5: silkit[0].registry: 'tcp://1.2.3.4:5' is not a SIL Kit registry URI: write silkit://HOST:PORT"),
+            ("channel = \"can0\"\nregistry = \"silkit://host\"\nnetwork = \"CAN1\"\n".into(), "silkit[0].registry"),
+            ("channel = \"can0\"\nregistry = \"silkit://host:0\"\nnetwork = \"CAN1\"\n".into(), "silkit[0].registry"),
+            ("channel = \"can0\"\nregistry = \"silkit://:8500\"\nnetwork = \"CAN1\"\n".into(), "silkit[0].registry"),
+            ("channel = \"can0\"\nregistry = \"silkit://h:8500\"\nnetwork = \"\"\n".into(), "line 6: silkit[0].network"),
+            (format!("channel = \"can0\"\n{good}participant = \"a b\"\n"), "line 7: silkit[0].participant"),
+            (format!("channel = \"can0\"\n{good}mode = \"x\"\n"), "line 7: unknown field `mode`"),
+            (good.to_owned(), "missing field `channel`"),
+            (format!("channel = \"can0\"\n{good}[[silkit]]\nchannel = \"can0\"\n{good}participant = \"other\"\n"), "line 10: silkit[1].network: network 'CAN1' of silkit://127.0.0.1:8500 is already joined by silkit[0]"),
+            (format!("channel = \"can0\"\n{good}[[silkit]]\nchannel = \"can0\"\nregistry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN2\"\nparticipant = \"fieldhub-can0\"\n"), "line 11: silkit[1].participant: participant name 'fieldhub-can0' is already silkit[0]'s"),
+        ];
+        for (text, expected) in cases {
+            let message = parse(&text).unwrap_err();
+            assert!(message.starts_with("t.toml: ") && message.contains(expected), "{text}\n=> {message}");
+        }
+    }
+}

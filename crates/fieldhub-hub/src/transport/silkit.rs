@@ -1,0 +1,346 @@
+//! Vector SIL Kit CAN networks the hub joins (`[[silkit]]`): each is one
+//! SIL Kit participant and, to the bus, one client with one port on its
+//! channel — the way a SocketCAN interface is (`socketcan.rs`).
+//!
+//! Frames SIL Kit's participants send arrive on SIL Kit's threads; the
+//! handler queues them (bounded, [`SILKIT_QUEUE`]) for the bridge's own
+//! thread, which forwards them with transmit credit like any sender, so
+//! they are arbitrated, timed and subject to fault rules like any port's.
+//! A writer thread hands the channel's frames from other ports to SIL Kit
+//! (`SilKit_CanController_SendFrame`).
+//!
+//! Invariants:
+//! - The bus never waits on SIL Kit: it only queues into the port's outbox.
+//!   When the handler's queue is full, SIL Kit's thread waits for room (SIL
+//!   Kit holds its senders back), never the bus.
+//! - Nothing is lost between channel and SIL Kit: the port is lossless (a
+//!   writer that falls behind holds its channel, as any lossless port does),
+//!   and frames from SIL Kit wait for credit instead of being dropped. A
+//!   frame one side cannot carry (error frames, CAN XL, CAN FD on a classic
+//!   channel) is counted and logged once.
+//! - No echo loops: the port is opened without `RECEIVE_OWN`, the SIL Kit
+//!   handler takes the receive direction only.
+//! - Order is kept each way: SIL Kit delivers on one thread into one FIFO,
+//!   one thread forwards; one writer sends.
+//! - Without `libSilKit.so` or its registry the rest of the hub runs: the
+//!   library's absence is logged once when the hub starts; a registry not
+//!   (yet) there is retried every [`JOIN_RETRY`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use fieldhub_proto::frame::Frame;
+use fieldhub_proto::wire::{ChannelFlags, PortOptions};
+use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary};
+use tracing::{error, info, warn};
+
+use crate::config::SilKitConfig;
+use crate::credit::TxCredit;
+use crate::inbox::Inbound;
+use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::session::{ClientSlot, Sessions};
+
+/// Frames from SIL Kit waiting for the bridge thread: enough for a burst
+/// while the bus is busy, bounded so a flood holds SIL Kit back.
+pub const SILKIT_QUEUE: usize = 4096;
+
+/// How long to wait before joining again when the registry was not there.
+pub const JOIN_RETRY: Duration = Duration::from_secs(2);
+
+/// How often waiting threads look whether the bridge is stopping.
+const LOOK: Duration = Duration::from_millis(100);
+
+/// One configured SIL Kit network, not joined yet.
+pub struct SilKitBridge {
+    config: SilKitConfig,
+    library: Arc<SilKitLibrary>,
+}
+
+impl SilKitBridge {
+    /// Start a bridge thread for every `[[silkit]]` section. Without SIL
+    /// Kit's library none starts: the error (where it was looked for, how
+    /// to fix it) is logged and the hub goes on.
+    pub fn start_all(configs: &[SilKitConfig], sessions: &Arc<Sessions>) -> std::io::Result<Vec<JoinHandle<()>>> {
+        if configs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let library = match SilKitLibrary::load() {
+            Ok(library) => Arc::new(library),
+            Err(e) => {
+                let channels: Vec<&str> = configs.iter().map(|c| c.channel.as_str()).collect();
+                error!(channels = %channels.join(","), "SIL Kit bridges not started: {e}");
+                return Ok(Vec::new());
+            }
+        };
+        info!(library = library.origin(), "SIL Kit library loaded");
+        configs
+            .iter()
+            .map(|config| {
+                let bridge = Self { config: config.clone(), library: Arc::clone(&library) };
+                let sessions = Arc::clone(sessions);
+                std::thread::Builder::new()
+                    .name(format!("fh-silkit-{}", config.channel))
+                    .spawn(move || bridge.run(&sessions))
+            })
+            .collect()
+    }
+
+    fn run(self, sessions: &Arc<Sessions>) {
+        let (to_bridge, from_silkit) = crossbeam_channel::bounded(SILKIT_QUEUE);
+        let refused = Arc::new(AtomicU64::new(0));
+        let closed = Arc::new(AtomicBool::new(false));
+        let Some(participant) = self.join(sessions, &to_bridge, &refused, &closed) else { return };
+        let member = Membership { participant, closed: Arc::clone(&closed) };
+        drop(to_bridge);
+        let name = self.config.participant_name();
+        let mut slot =
+            match sessions.admit("SIL Kit", format!("silkit:{}/{}", self.config.registry, self.config.network)) {
+                Ok(slot) => slot,
+                Err(violation) => {
+                    return error!(participant = %name, "the hub cannot attach the SIL Kit bridge: {}", violation.text)
+                }
+            };
+        slot.name_as(format!("silkit-{name}"));
+        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
+        let hang_up = {
+            let closed = Arc::clone(&closed);
+            Box::new(move || closed.store(true, Ordering::Release))
+        };
+        // This thread forwards SIL Kit's frames, so it waits for credit.
+        let credit = Arc::new(TxCredit::for_current_thread());
+        if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
+            return;
+        }
+        let open = Inbound::OpenPort {
+            client: slot.id(),
+            request: 1,
+            // SIL Kit's controllers take CAN FD; on a classic channel the
+            // forwarder keeps SIL Kit's FD frames back (`Forwarder`).
+            options: PortOptions::FD | PortOptions::BLOCK_ON_OVERFLOW,
+            channel: self.config.channel.clone(),
+            port_name: name.clone(),
+        };
+        if sessions.inbox.send(open).is_err() {
+            return;
+        }
+        let Some((port, carries_fd)) = self.wait_until_opened(&outbox, sessions) else { return };
+        info!(participant = %name, network = %self.config.network, registry = %self.config.registry,
+            channel = %self.config.channel, "SIL Kit network joined");
+        let writer = {
+            let (closed, outbox, name) = (Arc::clone(&closed), Arc::clone(&outbox), name.clone());
+            std::thread::Builder::new()
+                .name(format!("fh-silkit-w-{}", self.config.channel))
+                .spawn(move || write_loop(member, &name, &outbox, &closed))
+        };
+        let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
+        let forwarder =
+            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
+        forwarder.run(&from_silkit, &stop);
+        // SIL Kit's handler may wait for room; with the queue gone it
+        // returns at once, so the writer can destroy the participant.
+        drop(from_silkit);
+        slot.detach("the SIL Kit bridge is closing");
+        outbox.close();
+        match writer {
+            Ok(handle) => {
+                let _ = handle.join();
+            }
+            Err(e) => error!(participant = %name, error = %e, "cannot start the SIL Kit writer thread"),
+        }
+        let refused = refused.load(Ordering::Relaxed);
+        if refused > 0 {
+            warn!(participant = %name, refused, "frames from SIL Kit the hub cannot carry");
+        }
+    }
+
+    /// Join the network, retrying while the registry is not there; `None`
+    /// when the hub stops first.
+    fn join(
+        &self,
+        sessions: &Sessions,
+        queue: &Sender<Frame>,
+        refused: &Arc<AtomicU64>,
+        closed: &Arc<AtomicBool>,
+    ) -> Option<CanParticipant> {
+        let options = JoinOptions {
+            registry: self.config.registry.clone(),
+            participant: self.config.participant_name(),
+            network: self.config.network.clone(),
+        };
+        let mut failures = 0u64;
+        while !sessions.stopping() {
+            let sink =
+                handler_sink(queue.clone(), Arc::clone(refused), Arc::clone(closed), options.participant.clone());
+            match CanParticipant::join(Arc::clone(&self.library), &options, sink) {
+                Ok(participant) => return Some(participant),
+                Err(e) => {
+                    failures += 1;
+                    // The first failure says why; a registry that stays
+                    // away is reported once a minute, not every retry.
+                    if failures == 1 || failures % 30 == 0 {
+                        warn!(participant = %options.participant, registry = %options.registry, failures,
+                            "cannot join SIL Kit; retrying every {} s: {e}", JOIN_RETRY.as_secs());
+                    }
+                    // In slices, so a hub that stops does not wait out the retry.
+                    let retry_at = Instant::now() + JOIN_RETRY;
+                    while !sessions.stopping() && Instant::now() < retry_at {
+                        std::thread::sleep(LOOK);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The bus's answer to `OPEN_PORT`: the port handle and whether its
+    /// channel carries CAN FD, or `None` (logged) when it refused.
+    fn wait_until_opened(&self, outbox: &QueueOutbox, sessions: &Sessions) -> Option<(u16, bool)> {
+        while !sessions.stopping() {
+            match outbox.take_timeout(LOOK) {
+                Some(Outbound::PortOpened { port, channel_flags, .. }) => {
+                    return Some((port, channel_flags.contains(ChannelFlags::CANFD)))
+                }
+                Some(Outbound::Error { text, .. }) => {
+                    error!(channel = %self.config.channel, "the bus refused the SIL Kit bridge's port: {text}");
+                    return None;
+                }
+                Some(Outbound::Goodbye { .. }) => return None,
+                Some(_) | None => continue,
+            }
+        }
+        None
+    }
+}
+
+/// The joined participant, leaving the simulation when dropped — on every
+/// path, early returns included.
+struct Membership {
+    participant: CanParticipant,
+    closed: Arc<AtomicBool>,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        // Set before the participant (a field) is destroyed, which waits
+        // for SIL Kit's threads: a handler waiting for queue room sees it
+        // and returns.
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// What SIL Kit's thread runs for every frame: queue it for the bridge
+/// thread, waiting while the queue is full, until the bridge is closed.
+fn handler_sink(
+    queue: Sender<Frame>,
+    refused: Arc<AtomicU64>,
+    closed: Arc<AtomicBool>,
+    participant: String,
+) -> fieldhub_silkit::FrameSink {
+    Box::new(move |frame: Result<Frame, ConvertError>| {
+        let mut frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => {
+                if refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                    warn!(participant = %participant, "dropping a frame from SIL Kit: {e}");
+                }
+                return;
+            }
+        };
+        loop {
+            match queue.send_timeout(frame, LOOK) {
+                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                // SYNC POINT with the Release stores of `Membership::drop`
+                // and the hang-up: the bridge is closing, nobody takes it.
+                Err(SendTimeoutError::Timeout(_)) if closed.load(Ordering::Acquire) => return,
+                Err(SendTimeoutError::Timeout(back)) => frame = back,
+            }
+        }
+    })
+}
+
+/// What forwards SIL Kit's frames to the bus: the bridge's own thread.
+struct Forwarder<'a> {
+    slot: &'a ClientSlot,
+    port: u16,
+    credit: &'a TxCredit,
+    /// Whether the channel carries CAN FD; when it does not, SIL Kit's FD
+    /// frames stop here, counted, instead of each earning an error report.
+    carries_fd: bool,
+    refused: &'a AtomicU64,
+    participant: &'a str,
+}
+
+impl Forwarder<'_> {
+    /// Forward SIL Kit's frames to the bus, each with a transmit credit.
+    fn run(&self, queue: &Receiver<Frame>, stop: &dyn Fn() -> bool) {
+        while !stop() {
+            let frame = match queue.recv_timeout(LOOK) {
+                Ok(frame) => frame,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if frame.is_fd() && !self.carries_fd {
+                if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                    warn!(
+                        participant = self.participant,
+                        "dropping CAN FD frames from SIL Kit: the channel is \
+                        classic CAN; configure it with protocol = \"canfd\""
+                    );
+                }
+                continue;
+            }
+            if !self.credit.acquire(stop) {
+                return;
+            }
+            let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
+            if self.slot.sessions().inbox.send(forward).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Hand the bus's frames to SIL Kit until the bus says goodbye or drops the
+/// port's client; then leave the simulation.
+fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &AtomicBool) {
+    let mut refused: u64 = 0;
+    // SYNC POINT with the hang-up's Release store.
+    while !closed.load(Ordering::Acquire) {
+        let Some(item) = outbox.take_timeout(LOOK) else { continue };
+        outbox.took();
+        match item {
+            Outbound::Frame { frame, .. } => {
+                if let Err(e) = member.participant.send(&frame) {
+                    refused += 1;
+                    // The first refusal says why; later ones are only counted.
+                    if refused == 1 {
+                        warn!(participant = name, error = %e, "a frame did not go to SIL Kit");
+                    }
+                }
+            }
+            Outbound::Error { text, fatal, .. } => {
+                warn!(participant = name, "the bus reports: {text}");
+                if fatal {
+                    break;
+                }
+            }
+            Outbound::Goodbye { .. } => break,
+            // A lossless port is never overrun; the rest are answers to
+            // requests the bridge does not make.
+            Outbound::RxOverflow { .. }
+            | Outbound::PortOpened { .. }
+            | Outbound::PortClosed { .. }
+            | Outbound::Pong { .. }
+            | Outbound::Stats { .. } => {}
+        }
+    }
+    if refused > 0 {
+        warn!(participant = name, refused, "frames that did not go to SIL Kit");
+    }
+    // Leaving: `member`'s drop closes the bridge and destroys the
+    // participant; the bridge thread sees `closed` and detaches.
+    drop(member);
+}

@@ -1,0 +1,40 @@
+# Vector SIL Kit interop (crates/fieldhub-silkit, the hub's transport/silkit.rs, docs/silkit.md).
+#
+#   make test-silkit   fetch SIL Kit 5.0.3 once (libSilKit.so and sil-kit-registry, from the
+#                      silkit-py 1.0.5 wheel on the Python package index) into target/silkit/,
+#                      build the test participant (tests/silkit/) against it, and run the SIL
+#                      Kit tests for real: the real registry, real participants, a real hub.
+#
+# The Rust tests find SIL Kit through FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and
+# FIELDHUB_SILKIT_PEER; plain `cargo test` without them skips them and says so. Here
+# FIELDHUB_SILKIT_REQUIRED=1 turns a missing one into a failure.
+
+SILKIT_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/silkit
+SILKIT_LIBDIR := $(SILKIT_DIR)/wheel/SilKit_py
+SILKIT_LIB := $(SILKIT_LIBDIR)/libSilKit.so
+SILKIT_REGISTRY := $(SILKIT_LIBDIR)/bin/sil-kit-registry
+SILKIT_PEER := $(SILKIT_DIR)/silkit_peer
+SILKIT_WHEEL := silkit-py==1.0.5
+
+$(SILKIT_LIB):
+	mkdir -p $(SILKIT_DIR)
+	ls $(SILKIT_DIR)/silkit_py-*.whl >/dev/null 2>&1 || \
+	  pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	    --platform manylinux_2_28_x86_64 $(SILKIT_WHEEL) -d $(SILKIT_DIR)
+	rm -rf $(SILKIT_DIR)/wheel
+	python3 -m zipfile -e $(SILKIT_DIR)/silkit_py-*.whl $(SILKIT_DIR)/wheel
+	chmod +x $(SILKIT_LIBDIR)/bin/*
+	touch $@
+
+$(SILKIT_PEER): tests/silkit/silkit_peer.c tests/silkit/silkit_capi.h $(SILKIT_LIB)
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $< -L$(SILKIT_LIBDIR) -lSilKit -Wl,-rpath,$(SILKIT_LIBDIR)
+
+.PHONY: test-silkit
+test-silkit: $(SILKIT_LIB) $(SILKIT_PEER)
+	test -x $(SILKIT_REGISTRY) || { echo "test-silkit: $(SILKIT_REGISTRY) is missing; remove $(SILKIT_DIR) and run again"; exit 1; }
+	$(CARGO) test --locked -p fieldhub-silkit
+	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
+	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
+	  $(CARGO) test --locked -p fieldhub-cli --test silkit_bridge --test silkit_missing_library
+
+TEST_PARTS += test-silkit

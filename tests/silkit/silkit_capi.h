@@ -1,0 +1,40 @@
+/* The few declarations of Vector SIL Kit's stable C API (5.x) that silkit_peer.c uses, written
+ * from SIL Kit's public headers (silkit/capi/Types.h, InterfaceIdentifiers.h, Participant.h,
+ * SilKit.h, Can.h) so the peer builds against libSilKit.so alone, without SIL Kit's headers. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+typedef int32_t SilKit_ReturnCode;
+#define SilKit_ReturnCode_SUCCESS ((SilKit_ReturnCode)0)
+typedef uint8_t SilKit_Direction;
+#define SilKit_Direction_Receive ((SilKit_Direction)2)
+typedef uint64_t SilKit_HandlerId;
+typedef struct { uint64_t version; uint64_t _reserved[3]; } SilKit_StructHeader;
+typedef struct { const uint8_t *data; size_t size; } SilKit_ByteVector;
+#define SilKit_CanFrameFlag_ide (1u << 9)
+#define SilKit_CanFrameFlag_rtr (1u << 4)
+#define SilKit_CanFrameFlag_fdf (1u << 12)
+#define SilKit_CanFrameFlag_brs (1u << 13)
+#define SilKit_CanFrameFlag_esi (1u << 14)
+typedef struct {
+  SilKit_StructHeader structHeader; uint32_t id; uint32_t flags; uint16_t dlc; uint8_t sdt; uint8_t vcid; uint32_t af;
+  SilKit_ByteVector data;
+} SilKit_CanFrame;
+typedef struct {
+  SilKit_StructHeader structHeader; uint64_t timestamp; SilKit_CanFrame *frame; SilKit_Direction direction; void *userContext;
+} SilKit_CanFrameEvent;
+typedef struct SilKit_ParticipantConfiguration SilKit_ParticipantConfiguration;
+typedef struct SilKit_Participant SilKit_Participant;
+typedef struct SilKit_CanController SilKit_CanController;
+typedef void (*SilKit_CanFrameHandler_t)(void *context, SilKit_CanController *controller, SilKit_CanFrameEvent *ev);
+/* SK_ID_MAKE(Can, SilKit_CanFrame): 'S' 'K', service Can = 1, data type CanFrame = 1, version 1 */
+#define SilKit_CanFrame_STRUCT_VERSION ((83ull << 56) | (75ull << 48) | (1ull << 40) | (1ull << 32) | (1ull << 24))
+#define SilKit_Struct_Init(T, V) do { memset(&(V), 0, sizeof(V)); (V).structHeader.version = T##_STRUCT_VERSION; } while (0)
+const char *SilKit_GetLastErrorString(void);
+SilKit_ReturnCode SilKit_ParticipantConfiguration_FromString(SilKit_ParticipantConfiguration **out, const char *text);
+SilKit_ReturnCode SilKit_Participant_Create(SilKit_Participant **out, SilKit_ParticipantConfiguration *cfg, const char *name, const char *registryUri);
+SilKit_ReturnCode SilKit_Participant_Destroy(SilKit_Participant *participant);
+SilKit_ReturnCode SilKit_CanController_Create(SilKit_CanController **out, SilKit_Participant *p, const char *name, const char *network);
+SilKit_ReturnCode SilKit_CanController_AddFrameHandler(SilKit_CanController *c, void *ctx, SilKit_CanFrameHandler_t h, SilKit_Direction mask, SilKit_HandlerId *out);
+SilKit_ReturnCode SilKit_CanController_Start(SilKit_CanController *c);
+SilKit_ReturnCode SilKit_CanController_SendFrame(SilKit_CanController *c, SilKit_CanFrame *frame, void *userContext);
