@@ -16,10 +16,11 @@ SILKIT_REGISTRY := $(SILKIT_LIBDIR)/bin/sil-kit-registry
 SILKIT_PEER := $(SILKIT_DIR)/silkit_peer
 SILKIT_WHEEL := silkit-py==1.0.5
 
-$(SILKIT_LIB):
+# pip from the project's venv (mk/python.mk): a fresh machine's Python may have none.
+$(SILKIT_LIB): $(VENV_PIP)
 	mkdir -p $(SILKIT_DIR)
 	ls $(SILKIT_DIR)/silkit_py-*.whl >/dev/null 2>&1 || \
-	  pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  $(VENV_PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 \
 	    --platform manylinux_2_28_x86_64 $(SILKIT_WHEEL) -d $(SILKIT_DIR)
 	rm -rf $(SILKIT_DIR)/wheel
 	python3 -m zipfile -e $(SILKIT_DIR)/silkit_py-*.whl $(SILKIT_DIR)/wheel
