@@ -30,6 +30,8 @@ test-rust:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	# the fuzz workspace has its own lock file; a new workspace dependency must reach it too
+	cd crates/fieldhub-fuzz/fuzz && $(CARGO) metadata --locked --format-version 1 >/dev/null
 
 clean:
 	$(CARGO) clean
