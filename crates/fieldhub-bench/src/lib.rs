@@ -25,6 +25,8 @@
 //! - [`plot`]: the latency distributions as an SVG CDF.
 //! - [`report`]: the whole methodology in one run (`fieldhub bench report`),
 //!   written as HTML with inline plots, JSON and Markdown.
+//! - [`soak`]: not a measurement: clients killed at random under numbered
+//!   traffic, then the order and the hub's resources checked (`bench soak`).
 //!
 //! Invariants: every hub figure is reported next to the baseline of the same
 //! run and its ratio `hub / baseline` (in a scaling series, the baseline is
@@ -42,6 +44,7 @@ pub mod raw;
 pub mod remote;
 pub mod report;
 pub mod scaling;
+pub mod soak;
 pub mod stats;
 pub mod throughput;
 

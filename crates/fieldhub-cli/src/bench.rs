@@ -15,7 +15,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
-use fieldhub_bench::{cpu, latency, plot, raw, remote, report, scaling, throughput, FrameSize, Launcher, Transport};
+use fieldhub_bench::{
+    cpu, latency, plot, raw, remote, report, scaling, soak, throughput, FrameSize, Launcher, Transport,
+};
 
 use crate::HubSelect;
 
@@ -125,6 +127,26 @@ enum Kind {
         #[arg(long, default_value = "5")]
         seconds: f64,
         /// Print the phases as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A soak run, not a measurement: numbered traffic through many shm and TCP clients while some are
+    /// killed (SIGKILL) and replaced; afterwards every receiver must have seen one gap-free order and
+    /// the hub's descriptors and threads must be back. Exits 1 if anything was wrong (bench/soak.sh).
+    Soak {
+        /// Numbered frames in all, spread over the senders.
+        #[arg(long, default_value = "10000000")]
+        frames: u64,
+        /// Clients on the channel at any time: a quarter lossless receivers, a sixteenth numbered senders, the rest killable.
+        #[arg(long, default_value = "64")]
+        clients: usize,
+        /// Killable clients killed and replaced during the run.
+        #[arg(long, default_value = "1000")]
+        kills: usize,
+        /// Seed of the kill schedule.
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -280,6 +302,20 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             let written = report::write(&made.context("measurement report")?, &out)?;
             for path in written.iter().take(3) {
                 println!("{}", path.display());
+            }
+        }
+        Kind::Soak { frames, clients, kills, seed, json } => {
+            let spec = soak::SoakRun { frames, clients, kills, seed };
+            let made = soak::run(this_command, &spec, &mut progress).context("soak run");
+            clear_progress();
+            let made = made?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&made)?);
+            } else {
+                soak::print(&made);
+            }
+            if !made.problems.is_empty() {
+                anyhow::bail!("the soak run found {} problem(s)", made.problems.len());
             }
         }
         Kind::Cpu { transport, seconds, json } => {

@@ -315,3 +315,24 @@ fn echo_and_ping_present_the_token_from_the_environment() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("this hub requires a token"), "{stderr}");
 }
+
+#[test]
+fn a_brief_soak_run_with_killed_clients_keeps_one_gap_free_order_and_gives_back_the_hubs_resources() {
+    let out = bench(&["soak", "--frames", "3000", "--clients", "12", "--kills", "6", "--seed", "7", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the soak report is JSON");
+    assert!(out.status.success(), "{report:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
+    assert_eq!(report["kills"], 6);
+    assert_eq!(report["frames"], 3000, "two senders, 1500 numbered frames each");
+    assert!(report["frames_per_receiver"].as_u64().unwrap() >= 3000, "{report:#}");
+    assert_eq!(report["before"]["descriptors"], report["after"]["descriptors"], "{report:#}");
+    assert_eq!(report["before"]["threads"], report["after"]["threads"], "{report:#}");
+}
+
+#[test]
+fn a_soak_run_refuses_too_few_clients() {
+    let out = bench(&["soak", "--clients", "3"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--clients 3") && stderr.contains("at least"), "{stderr}");
+}
