@@ -38,7 +38,10 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::FrameNotAllowed { .. } => "not_allowed",
         ClientError::Connect { .. } => "connect",
         ClientError::Refused { .. } => "refused",
-        ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
+        ClientError::Rejected { .. }
+        | ClientError::PortNotOpen(_)
+        | ClientError::NotSynchronized
+        | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
     };
@@ -126,7 +129,7 @@ impl NativeClient {
     #[pyo3(signature = (url, name, token=None, timeout=5.0))]
     fn new(py: Python<'_>, url: String, name: String, token: Option<String>, timeout: f64) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
-        let options = ClientOptions { name, token, timeout };
+        let options = ClientOptions { name, token, timeout, synchronized: false };
         let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
         Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
     }

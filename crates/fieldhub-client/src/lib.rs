@@ -86,6 +86,7 @@ mod ring_sender;
 mod shm;
 mod spin;
 mod stream;
+mod time;
 pub mod url;
 
 use std::os::fd::RawFd;
@@ -135,11 +136,15 @@ pub struct ClientOptions {
     pub token: Option<String>,
     /// Bound for connecting and for each request.
     pub timeout: Duration,
+    /// Join the hub's virtual time as a synchronised participant: bus time
+    /// advances only once this client has finished its step
+    /// ([`Client::step`]). A hub in real time refuses the connection.
+    pub synchronized: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT }
+        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT, synchronized: false }
     }
 }
 
@@ -238,6 +243,9 @@ impl Client {
         // client on failure ends the link thread.
         if !client.link.direct() {
             client.start_reader()?;
+        }
+        if options.synchronized {
+            client.await_first_grant()?;
         }
         Ok(client)
     }

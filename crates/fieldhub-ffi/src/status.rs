@@ -149,6 +149,9 @@ impl From<ClientError> for Failure {
             ClientError::PortNotOpen(_) => FH_ERR_PORT_NOT_OPEN,
             ClientError::FrameNotAllowed { .. } => FH_ERR_INVALID_FRAME,
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
+            // A step the caller asked for wrongly: not a participant, or
+            // not forward in time.
+            ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,
         };
         Self::new(status, error.to_string())
     }

@@ -1,0 +1,116 @@
+//! The bus side of virtual time ([`super::virtual_time`] says how and why):
+//! participants joining and announcing their steps, frames held until the
+//! step ends, each advance of bus time, stalled participants reported.
+
+use std::time::Instant;
+
+use fieldhub_proto::wire::ErrorCode;
+use fieldhub_proto::Frame;
+use tracing::{info, warn};
+
+use super::Bus;
+use crate::inbox::ClientId;
+use crate::outbox::Outbound;
+
+impl Bus {
+    /// A synchronised participant attached: it stands at the current bus
+    /// time and learns it from its first `GRANT`.
+    pub(super) fn join_time(&mut self, client: ClientId) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        let Some(name) = self.clients.get(&client).map(|c| c.name.clone()) else { return };
+        let now_ns = vt.join(client, &name);
+        info!(client, name, now_ns, "participant joined virtual time");
+        self.reply(client, Outbound::Grant { now_ns });
+    }
+
+    /// `STEP`: the participant is done up to `until_ns`. A refused step is
+    /// a non-fatal error; the participant's step stays as it was.
+    pub(super) fn on_step(&mut self, client: ClientId, until_ns: u64) {
+        let refused = match self.virtual_time.as_mut() {
+            None => "STEP on a hub in real time; it needs [hub] time = \"virtual\"".to_owned(),
+            Some(vt) => match vt.announce(client, until_ns) {
+                Ok(()) => return,
+                Err(why) => why.to_string(),
+            },
+        };
+        let error = Outbound::Error { code: ErrorCode::TimeMode, request: 0, fatal: false, text: refused };
+        self.reply(client, error);
+    }
+
+    /// In virtual time a frame waits for the end of the step it was sent
+    /// in, so that the order it is queued in does not depend on when the
+    /// bus happened to read it.
+    pub(super) fn stage_frame(&mut self, client: ClientId, port: u16, frame: Frame) {
+        let port_id = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.ports.get(port as usize).copied().flatten())
+            .map_or(0, |owned| owned.port_id);
+        if let Some(vt) = self.virtual_time.as_mut() {
+            vt.stage(client, port, port_id, frame);
+        }
+    }
+
+    /// Advance bus time if every participant is done with its step: queue
+    /// the staged frames in their fixed order, serve the channels at every
+    /// deadline up to the target and at the target, then grant the
+    /// participants whose boundary it is. Returns whether time moved.
+    pub(super) fn advance_virtual_time(&mut self) -> bool {
+        let Some(target) = self.virtual_time.as_ref().and_then(|vt| vt.target()) else { return false };
+        self.queue_staged();
+        let mut next = self.step();
+        while let Some(at) = next.filter(|&at| at <= target) {
+            if let Some(vt) = self.virtual_time.as_mut() {
+                vt.move_clock(at.max(vt.now()));
+            }
+            next = self.step();
+        }
+        let Some(vt) = self.virtual_time.as_mut() else { return false };
+        vt.move_clock(target);
+        self.step();
+        let granted = self.virtual_time.as_mut().map(|vt| vt.grant(target)).unwrap_or_default();
+        for client in granted {
+            self.reply(client, Outbound::Grant { now_ns: target });
+        }
+        true
+    }
+
+    /// The step's frames, in (port name, order sent) order — never in the
+    /// order the bus read them — into their ports' FIFOs at the current bus time.
+    fn queue_staged(&mut self) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        let mut staged = std::mem::take(&mut vt.staged);
+        let names = &self.port_names;
+        let name = |port_id: u32| names.get(&port_id).map_or("", String::as_str);
+        staged.sort_unstable_by(|a, b| name(a.port_id).cmp(name(b.port_id)).then(a.order.cmp(&b.order)));
+        for s in staged.drain(..) {
+            self.queue_frame(s.client, s.port, s.frame);
+        }
+        if let Some(vt) = self.virtual_time.as_mut() {
+            // Hand the emptied buffer back: no allocation per step.
+            vt.staged = staged;
+        }
+    }
+
+    /// When the bus must look at stalled participants at the latest.
+    pub(super) fn stall_deadline(&self) -> Option<Instant> {
+        self.virtual_time.as_ref().and_then(|vt| vt.stall_deadline())
+    }
+
+    /// Report every participant whose step timeout passed: in the log, in
+    /// the time status and to the participant itself.
+    pub(super) fn report_stalls(&mut self) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        let timeout = vt.step_timeout();
+        for stall in vt.stalls(Instant::now()) {
+            let consequence = match stall.dropped {
+                true => "dropped from synchronisation; bus time goes on without it",
+                false => "bus time waits for it",
+            };
+            warn!(client = stall.client, name = %stall.name, "participant stalled: no STEP within {timeout:?} of GRANT {}; {consequence}", stall.granted_ns);
+            let text = format!("no STEP within {timeout:?} of GRANT {}; {consequence}", stall.granted_ns);
+            let error = Outbound::Error { code: ErrorCode::StepTimeout, request: 0, fatal: false, text };
+            self.reply(stall.client, error);
+        }
+    }
+}
