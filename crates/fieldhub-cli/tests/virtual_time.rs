@@ -196,3 +196,77 @@ fn a_stalled_participant_is_reported_within_its_timeout_and_the_others_go_on() {
     }
     assert_eq!(counters, (0..100).collect::<Vec<_>>(), "every frame of the ECU, in order");
 }
+
+/// `fieldhub COMMAND --hub URL ARGS…`: its output.
+fn fieldhub(hub: &HubProcess, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .arg(args[0])
+        .args(["--hub", &hub.url])
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+fn time_status(hub: &HubProcess) -> serde_json::Value {
+    let out = fieldhub(hub, &["ctl", "time"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Poll the time status until `done` holds for it.
+fn wait_for_time(hub: &HubProcess, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    loop {
+        let status = time_status(hub);
+        if done(&status) {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "time never got there: {status}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn ctl_time_pauses_single_steps_runs_until_and_resumes_virtual_time() {
+    let config = "[hub]\ntime = \"virtual\"\n[[channel]]\nname = \"can0\"\n";
+    let hub = HubProcess::start_with(Some(config), &[]);
+    assert!(fieldhub(&hub, &["ctl", "time", "pause"]).status.success());
+    let ecu = participant(&hub, "ecu");
+    let stepper = thread::spawn(move || {
+        while ecu.now().unwrap() < 50 * MS {
+            ecu.step(ecu.now().unwrap() + MS).unwrap();
+        }
+        ecu.now().unwrap()
+    });
+    let paused = wait_for_time(&hub, |s| s["participants"][0]["done_until_ns"] == json!(MS));
+    assert_eq!((paused["now_ns"].as_u64(), paused["limit"]["state"].as_str()), (Some(0), Some("paused")));
+
+    assert!(fieldhub(&hub, &["ctl", "time", "step"]).status.success());
+    let stepped =
+        wait_for_time(&hub, |s| s["now_ns"] == json!(MS) && s["participants"][0]["done_until_ns"] == json!(2 * MS));
+    assert_eq!(stepped["limit"]["state"], "paused", "one step, then held again");
+
+    assert!(fieldhub(&hub, &["ctl", "time", "run-until", "20ms"]).status.success());
+    wait_for_time(&hub, |s| s["now_ns"] == json!(20 * MS) && s["limit"]["state"] == "paused");
+    let stats = String::from_utf8(fieldhub(&hub, &["stats"]).stdout).unwrap();
+    assert!(stats.contains("virtual time 0.020000 s") && stats.contains("1 participants, paused"), "{stats}");
+
+    assert!(fieldhub(&hub, &["ctl", "time", "resume"]).status.success());
+    assert_eq!(stepper.join().unwrap(), 50 * MS);
+    let refused = fieldhub(&hub, &["ctl", "time", "run-until", "10ms"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("422"), "bus time has passed 10 ms");
+}
+
+#[test]
+fn a_hub_in_real_time_refuses_participants_and_time_control() {
+    let hub = HubProcess::start();
+    let options = ClientOptions { name: "ecu".into(), synchronized: true, ..Default::default() };
+    match Client::connect_with(&hub.url, &options) {
+        Err(error @ ClientError::Refused { .. }) => assert_eq!(error.code(), Some(ErrorCode::TimeMode)),
+        other => panic!("a synchronised participant on a real-time hub: {:?}", other.map(|_| ())),
+    }
+    let out = fieldhub(&hub, &["ctl", "time", "pause"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("real time"));
+    assert_eq!(time_status(&hub)["mode"], "real");
+    assert!(matches!(hub.client("observer").step(MS), Err(ClientError::NotSynchronized)));
+}

@@ -97,7 +97,7 @@ use std::time::{Duration, Instant};
 
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
-pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
+pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};

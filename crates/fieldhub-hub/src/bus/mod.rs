@@ -582,7 +582,7 @@ impl Bus {
                     .map_or(0, |m| m.counters.tx_dropped),
             })
             .collect();
-        HubStats { hub: self.hub_name.clone(), channels, ports, routes }
+        HubStats { hub: self.hub_name.clone(), channels, ports, routes, time: self.time_stats() }
     }
 
     fn on_open_port(
