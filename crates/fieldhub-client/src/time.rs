@@ -19,7 +19,7 @@
 //! ```
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fieldhub_proto::wire::{self, ErrorCode, Message};
 
@@ -44,6 +44,17 @@ impl Client {
     /// reports a participant that holds time back, and closing the client
     /// ends the wait.
     pub fn step(&self, until_ns: u64) -> Result<u64, ClientError> {
+        self.begin_step(until_ns)?;
+        loop {
+            if let Some(now_ns) = self.await_time(until_ns, None)? {
+                return Ok(now_ns);
+            }
+        }
+    }
+
+    /// [`Client::step`] in two halves, for callers that wait in slices (to
+    /// run signal handlers between them): announce the end of the step ...
+    pub fn begin_step(&self, until_ns: u64) -> Result<(), ClientError> {
         let now_ns = self.now().ok_or(ClientError::NotSynchronized)?;
         if until_ns <= now_ns {
             return Err(ClientError::StepNotForward { until_ns, now_ns });
@@ -53,19 +64,27 @@ impl Client {
         self.link.send_message(bytes, Some(self.timeout)).map_err(|fail| match fail {
             SendFail::Timeout => ClientError::RequestQueueFull(self.timeout),
             SendFail::Closed => self.shared.closed_error(),
-        })?;
+        })
+    }
+
+    /// ... then wait, at most `timeout` (`None`: until it happens), for bus
+    /// time to reach `until_ns`: the new bus time, or `None` on timeout.
+    pub fn await_time(&self, until_ns: u64, timeout: Option<Duration>) -> Result<Option<u64>, ClientError> {
         let reached = || {
             let granted = self.shared.granted_ns.load(Ordering::Acquire);
             (granted != NOT_GRANTED && granted >= until_ns) || self.refused_step().is_some()
         };
-        if !matches!(receive::wait_until(&*self.link, &self.shared, None, &reached), Waited::Ready) {
-            return Err(self.shared.closed_error());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        match receive::wait_until(&*self.link, &self.shared, deadline, &reached) {
+            Waited::Ready => {}
+            Waited::TimedOut => return Ok(None),
+            Waited::Closed => return Err(self.shared.closed_error()),
         }
         if let Some(at) = self.refused_step() {
             let (code, text) = lock(&self.shared.errors).remove(at);
             return Err(ClientError::Rejected { code, text });
         }
-        Ok(self.shared.granted_ns.load(Ordering::Acquire))
+        Ok(Some(self.shared.granted_ns.load(Ordering::Acquire)))
     }
 
     /// Where the hub's refusal of a `STEP` waits among the reported errors.
