@@ -49,7 +49,11 @@
 //! never comes — the participant is reported as stalled. A `PING` is
 //! answered once the participant's frames are staged, so a flush never
 //! waits for the participant's own `STEP`. Observers (sessions without the
-//! option) are never waited for; their frames join the next advance.
+//! option) are never waited for; their frames join the next advance. A
+//! `block_on_overflow` port without room holds its channel until the bus-time
+//! deadline of its next look, as in real time, but bus time does not wait
+//! for its reader: a lossless reader that falls behind within a window
+//! changes when frames go, so keep such readers reading.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -120,6 +124,10 @@ pub enum StepError {
     NotParticipant,
     #[error("STEP to {until_ns} ns does not move forward: the participant stands at {granted_ns} ns")]
     NotForward { until_ns: u64, granted_ns: u64 },
+    /// A second `STEP` before the first one's `GRANT`: the boundary it
+    /// announced may already be part of the next advance.
+    #[error("STEP to {until_ns} ns while the participant is already done up to {done_ns} ns; wait for its GRANT")]
+    AlreadyDone { until_ns: u64, done_ns: u64 },
 }
 
 /// A participant as the time status shows it.
@@ -202,6 +210,9 @@ impl VirtualTime {
     /// `STEP`: the participant is done up to `until_ns`.
     pub fn announce(&mut self, client: ClientId, until_ns: u64) -> Result<(), StepError> {
         let participant = self.participants.get_mut(&client).ok_or(StepError::NotParticipant)?;
+        if let Some(done_ns) = participant.done_until {
+            return Err(StepError::AlreadyDone { until_ns, done_ns });
+        }
         if until_ns <= participant.granted_ns {
             return Err(StepError::NotForward { until_ns, granted_ns: participant.granted_ns });
         }

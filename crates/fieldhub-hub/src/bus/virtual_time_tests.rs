@@ -72,8 +72,10 @@ fn a_step_that_does_not_move_forward_is_refused_and_observers_are_never_waited_f
     assert!(refused(h.items(&ecu)), "a step to the time it stands at");
     assert!(refused(h.items(&observer)), "a step from a session that is not synchronised");
     h.announce(&ecu, MS);
+    h.announce(&ecu, 2 * MS);
+    assert!(refused(h.items(&ecu)), "a second step before the first one's grant");
     assert!(h.advance_virtual_time(), "the observer holds nothing back");
-    assert_eq!(grants(&h, &ecu), [MS]);
+    assert_eq!(grants(&h, &ecu), [MS], "the first announced boundary stands");
 }
 
 /// Two senders contend with the same identifier in every step, plus a
