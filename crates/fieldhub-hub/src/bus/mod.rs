@@ -398,8 +398,10 @@ impl Bus {
             }
             Inbound::ClosePort { client, port } => {
                 // Frames the port sent before closing go out first (those a
-                // busy timed channel cannot take yet leave with the port).
+                // busy timed channel cannot take yet leave with the port, as
+                // do those of a virtual-time step that has not ended).
                 self.step();
+                self.discard_staged(client, Some(port));
                 self.on_close_port(client, port)
             }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
@@ -676,6 +678,7 @@ impl Bus {
     }
 
     fn remove_client(&mut self, client_id: ClientId) -> Option<Client> {
+        self.discard_staged(client_id, None);
         let client = self.clients.remove(&client_id)?;
         self.intakes.remove(client_id);
         if let Some(vt) = self.virtual_time.as_mut() {

@@ -96,6 +96,17 @@ impl Bus {
         }
     }
 
+    /// Drop the frames `client` sent on `port` (every port: `None`) in the
+    /// current step, returning their transmit credit: the port closes, or
+    /// the client leaves, before the step ends.
+    pub(super) fn discard_staged(&mut self, client: ClientId, port: Option<u16>) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        let discarded = vt.discard(client, port);
+        if let Some(owner) = self.clients.get(&client) {
+            (0..discarded).for_each(|_| owner.credit.release());
+        }
+    }
+
     /// When the bus must look at stalled participants at the latest.
     pub(super) fn stall_deadline(&self) -> Option<Instant> {
         self.virtual_time.as_ref().and_then(|vt| vt.stall_deadline())

@@ -227,6 +227,14 @@ impl VirtualTime {
         self.next_order += 1;
     }
 
+    /// Forget the staged frames of `client` on `port` (all its ports:
+    /// `None`); returns how many.
+    pub fn discard(&mut self, client: ClientId, port: Option<u16>) -> usize {
+        let before = self.staged.len();
+        self.staged.retain(|s| s.client != client || port.is_some_and(|p| p != s.port));
+        before - self.staged.len()
+    }
+
     /// The bus time to advance to now, if time may move.
     pub fn target(&self) -> Option<u64> {
         let now_ns = self.now();

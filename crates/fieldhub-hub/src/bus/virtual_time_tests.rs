@@ -134,6 +134,25 @@ fn a_window_s_frames_end_at_their_exact_bit_time_and_carry_bus_time() {
 }
 
 #[test]
+fn a_port_closed_before_its_step_ends_takes_its_frames_along_and_its_client_stays() {
+    let mut h = Harness::in_virtual_time(TIMED);
+    let (ecu, rx) = (h.connect_synchronized("ecu"), h.connect("rx"));
+    let (gone, kept) =
+        (h.open(&ecu, "can0", "gone", PortOptions::empty()), h.open(&ecu, "can0", "kept", PortOptions::empty()));
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    h.send(&ecu, gone, can(0x1, &[1]));
+    h.send(&ecu, kept, can(0x2, &[2]));
+    h.bus.handle(crate::inbox::Inbound::ClosePort { client: ecu.id, port: gone });
+    h.announce(&ecu, MS);
+    assert!(h.advance_virtual_time());
+    let ids: Vec<u32> = h.frames(&rx).iter().map(|(f, _)| f.id()).collect();
+    assert_eq!(ids, [0x2], "the closed port's frame left with it");
+    let items = h.items(&ecu);
+    assert!(!items.iter().any(|i| matches!(i, Outbound::Error { .. })), "no error for the client: {items:?}");
+    assert!(items.iter().any(|i| matches!(i, Outbound::Grant { now_ns: MS })));
+}
+
+#[test]
 fn a_stalled_participant_is_reported_and_with_drop_no_longer_holds_time_back() {
     let config = format!(
         "{}\n",
