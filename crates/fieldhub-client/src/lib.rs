@@ -40,6 +40,9 @@
 //!   (`ring_receiver.rs`), both shared by the two links; they differ in how
 //!   they wait (futex doorbells or polling) and how they notice the hub's end
 //!   (the session socket or the region's beat words).
+//! - `time.rs`: virtual time for a synchronised participant
+//!   ([`ClientOptions::synchronized`]): [`Client::step`] and [`Client::now`],
+//!   from the hub's `GRANT`s that the consumer records.
 //! - [`url`]: `tcp://HOST:PORT`, `unix:PATH`, `serial:PATH`, `shm://NAME`
 //!   and `ivshmem://PATH`; [`filter`]: acceptance filters.
 //! - [`ClientError`]: every failure, with the hub's own text where it gave one.
