@@ -120,6 +120,13 @@
 #define FH_PORT_LISTEN_ONLY 8
 
 /**
+ * `fh_connect_opts` flag: join the hub's virtual time as a synchronised
+ * participant — bus time advances only once this client has finished its
+ * step (`fh_step`). A hub in real time refuses the connection.
+ */
+#define FH_CONNECT_SYNCHRONIZED 1
+
+/**
  * `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
  */
 #define FH_STATUS_CHANNEL_FD 1
@@ -393,6 +400,22 @@ int fh_connect(struct fh_client *client,
                const char *token);
 
 /**
+ * `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED`, or 0 (then it is
+ * `fh_connect`). Other bits are `FH_ERR_INVALID_ARGUMENT`.
+ *
+ * Errors: those of `fh_connect`; `FH_ERR_REFUSED` also when a synchronised
+ * participant connects to a hub in real time.
+ *
+ * # Safety
+ * `client` is a live handle; `url`, `name`, `token` are NULL or NUL-terminated.
+ */
+int fh_connect_opts(struct fh_client *client,
+                    const char *url,
+                    const char *name,
+                    const char *token,
+                    uint32_t flags);
+
+/**
  * Copy the details of the most recent failure on `client` (from any thread)
  * into `buffer` (NUL-terminated, truncated to `size` bytes) and return the
  * full length of the text, as `snprintf` does. Successful calls leave it
@@ -528,6 +551,36 @@ int fh_port_get_status(struct fh_client *client, fh_port port, struct fh_port_st
  */
 int fh_test_inject_panic(struct fh_client *client);
 #endif
+
+/**
+ * Store the bus time this participant stands at (nanoseconds since the run
+ * began: the hub's last grant) in `*now_ns`.
+ *
+ * Errors: `FH_ERR_INVALID_ARGUMENT` (NULL `now_ns`, or a client not
+ * connected with `FH_CONNECT_SYNCHRONIZED`), `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
+ */
+int fh_now(struct fh_client *client, uint64_t *now_ns);
+
+/**
+ * End this participant's step: it is done up to bus time `until_ns`.
+ * Blocks until every participant is done and bus time has reached
+ * `until_ns` — the frames of the window are then waiting for `fh_recv` —
+ * and stores the new bus time in `*now_ns` (NULL: not stored). No timeout:
+ * the hub reports a participant that holds time back; `fh_close` from
+ * another thread ends the wait with `FH_ERR_CLOSED`.
+ *
+ * Errors: `FH_ERR_INVALID_ARGUMENT` (not a synchronised participant, or
+ * `until_ns` not later than `fh_now`), `FH_ERR_REJECTED` (the hub refused
+ * the step: this participant was dropped after stalling), `FH_ERR_CLOSED`,
+ * `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
+ */
+int fh_step(struct fh_client *client, uint64_t until_ns, uint64_t *now_ns);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,4 +1,4 @@
-"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token-file PATH] [--shm NAME | --no-shm] [--ready-fd N]``:
+"""``python -m fieldhub hub [--config FILE] [--listen ADDR]... [--token-file PATH] [--shm NAME | --no-shm] [--time real|virtual] [--ready-fd N]``:
 run a hub in this process until SIGINT/SIGTERM (what :class:`fieldhub.Hub`
 starts). The hub is the same Rust hub as the ``fieldhub`` command's.
 
@@ -75,6 +75,9 @@ def main() -> int:
     shm = hub.add_mutually_exclusive_group()
     shm.add_argument("--shm", metavar="NAME", help="serve local clients over shared memory as shm://NAME")
     shm.add_argument("--no-shm", action="store_true", help="serve no shared memory, whatever the configuration says")
+    hub.add_argument("--time", choices=("real", "virtual"),
+                     help="real: the wall clock; virtual: bus time advances with the synchronised participants' steps "
+                          "(replaces [hub] time)")
     hub.add_argument("--until-stdin-closes", action="store_true", help="also stop when stdin reaches end of file")
     hub.add_argument("--ready-fd", type=int, metavar="N",
                      help="once started, write one JSON line with the hub's addresses to this inherited file "
@@ -96,7 +99,7 @@ def main() -> int:
     try:
         on_ready = ready_writer(args.ready_fd) if args.ready_fd is not None else None
         _native.run_hub(text, origin, args.listen, args.token_file, args.shm, args.no_shm, on_ready,
-                        recordings_dir=args.recordings_dir)
+                        recordings_dir=args.recordings_dir, time=args.time)
     except (_native.Error, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

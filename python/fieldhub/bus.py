@@ -11,7 +11,15 @@ environment): ``hub`` (URL, default ``$FIELDHUB_HUB`` or the local hub),
 python-can reserves ``port`` for numbers), ``fd``,
 ``receive_own_messages``, ``block_on_overflow`` (hold the bus instead of
 dropping frames when this reader lags), ``state`` (``can.BusState.PASSIVE``:
-listen-only), ``token``, ``timeout`` (seconds for connecting and requests).
+listen-only), ``token``, ``timeout`` (seconds for connecting and requests),
+``synchronized`` (a participant of the hub's virtual time, below).
+
+On a hub in virtual time (``[hub] time = "virtual"``, ``fieldhub.Hub(time="virtual")``)
+a bus opened with ``synchronized=True`` is a participant: bus time advances
+only when it calls ``bus.step(seconds)`` (and every other participant is done
+too); ``bus.now`` is the bus time it stands at, and frames carry bus time as
+their timestamp. ``send_periodic`` on it keeps its period in bus time. A bus
+without the option observes: it sends and receives, and time never waits for it.
 
 As on a SocketCAN bus: ``fd=True`` needs a CAN FD channel (refused at open on
 a classic one); a bus opened without it neither receives nor sends CAN FD
@@ -37,6 +45,7 @@ from can import BusABC, CanProtocol, Message
 
 from fieldhub import _native
 from fieldhub.errors import translate
+from fieldhub.periodic import VirtualPeriodicTask, send_due
 
 CAN_EFF_FLAG = 0x80000000
 CAN_RTR_FLAG = 0x40000000
@@ -120,9 +129,13 @@ class FieldhubBus(BusABC):
         state: can.BusState = can.BusState.ACTIVE,
         token: Optional[str] = None,
         timeout: float = 5.0,
+        synchronized: bool = False,
         **kwargs: Any,
     ) -> None:
         self._native: Optional[_native.NativeClient] = None
+        self._synchronized = _flag("synchronized", synchronized)
+        #: Periodic tasks timed in bus time (synchronised buses only).
+        self._virtual_tasks: List[VirtualPeriodicTask] = []
         fd = _flag("fd", fd)
         receive_own_messages = _flag("receive_own_messages", receive_own_messages)
         block_on_overflow = _flag("block_on_overflow", block_on_overflow)
@@ -138,7 +151,11 @@ class FieldhubBus(BusABC):
         self._listen_only = _listen_only(state)
         try:
             self._native = _native.NativeClient(
-                self.hub, f"python-can.{self._channel_name or port_name}", token or os.environ.get("FIELDHUB_TOKEN"), timeout
+                self.hub,
+                f"python-can.{self._channel_name or port_name}",
+                token or os.environ.get("FIELDHUB_TOKEN"),
+                timeout,
+                self._synchronized,
             )
             self._open_port()
         except _native.Error as e:
@@ -153,7 +170,7 @@ class FieldhubBus(BusABC):
         if unknown:
             warnings.warn(
                 f"the fieldhub interface ignores {', '.join(unknown)}; it takes hub, port_name, fd, state,"
-                " receive_own_messages, block_on_overflow, token, timeout and can_filters",
+                " receive_own_messages, block_on_overflow, token, timeout, synchronized and can_filters",
                 stacklevel=3,
             )
         super().__init__(channel=channel, can_filters=can_filters, **kwargs)
@@ -259,6 +276,53 @@ class FieldhubBus(BusABC):
             self._native.flush()
         except _native.Error as e:
             raise translate(e, opening=False) from None
+
+    @property
+    def now_ns(self) -> int:
+        """The bus time this participant stands at, in nanoseconds."""
+        now = self._native.now()
+        if now is None:
+            raise can.CanOperationError("this bus is not a participant of virtual time; open it with synchronized=True")
+        return now
+
+    @property
+    def now(self) -> float:
+        """The bus time this participant stands at, in seconds."""
+        return self.now_ns / 1e9
+
+    def step(self, seconds: float) -> float:
+        """Let ``seconds`` of bus time pass: end this participant's step
+        there and wait until every participant is done. Periodic tasks send
+        at their due times within it. The frames of the step are then waiting
+        for ``recv``. Returns the new bus time in seconds."""
+        until = self.now_ns + int(round(seconds * 1e9))
+        try:
+            while True:
+                now = self.now_ns
+                upcoming = send_due(self._virtual_tasks, now)
+                boundary = until if upcoming is None else min(upcoming, until)
+                if boundary <= now:
+                    return now / 1e9
+                self._native.step(boundary)
+                if boundary == until:
+                    return until / 1e9
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+
+    def _send_periodic_internal(self, msgs, period, duration=None, *more: Any, **named: Any):
+        """On a synchronised bus a task timed in bus time; otherwise
+        python-can's thread timed by the wall clock."""
+        if not self._synchronized:
+            return super()._send_periodic_internal(msgs, period, duration, *more, **named)
+        # python-can 4.4 passes (modifier_callback), later versions
+        # (autostart, modifier_callback): tell them apart by type.
+        autostart, modifier = named.get("autostart", True), named.get("modifier_callback")
+        for value in more:
+            if isinstance(value, bool):
+                autostart = value
+            elif value is not None:
+                modifier = value
+        return VirtualPeriodicTask(self, msgs, period, duration, autostart, modifier)
 
     def fileno(self) -> int:
         try:

@@ -67,12 +67,15 @@ class Hub:
     """A fieldhub hub and its control API."""
 
     def __init__(self, config: Optional[str] = None, *, url: Optional[str] = None, token: Optional[str] = None,
-                 recordings_dir: Optional[str] = None):
+                 recordings_dir: Optional[str] = None, time: Optional[str] = None):
         """Start a private hub (optionally with TOML ``config`` text), or
         attach to the running hub at ``url`` when one is given. A private
         hub writes recordings (:meth:`start_recording`) only inside
-        ``recordings_dir`` (default: ``recordings`` in the working directory)."""
+        ``recordings_dir`` (default: ``recordings`` in the working directory).
+        ``time="virtual"`` runs a private hub in virtual time (replacing the
+        configuration's ``[hub] time``): see :meth:`FieldhubBus.step`."""
         self.token = token
+        self._time = time
         #: Where a private hub writes recordings; None: the hub's default.
         self.recordings_dir: Optional[str] = os.path.abspath(recordings_dir) if recordings_dir else None
         self._process: Optional[subprocess.Popen] = None
@@ -103,6 +106,8 @@ class Hub:
             command += ["--config", self._config_file, "--config-origin", "Hub(config)"]
         if self.recordings_dir:
             command += ["--recordings-dir", self.recordings_dir]
+        if self._time is not None:
+            command += ["--time", self._time]
         # The hub writes its addresses to this pipe once it is ready (the log
         # is for people, and FIELDHUB_LOG may hide it). Only the hub holds
         # the write end, so a hub that dies first ends the pipe at once.
@@ -321,3 +326,24 @@ class Hub:
 
     def remove_channel(self, name: str) -> Dict[str, Any]:
         return self.request("DELETE", f"/api/v1/channels/{name}")
+
+    def time(self) -> Dict[str, Any]:
+        """Bus time (``now_ns``); in virtual time also the participants,
+        the hold on time and the real-time factor."""
+        return self.request("GET", "/api/v1/time")
+
+    def pause(self) -> Dict[str, Any]:
+        """Hold virtual time where it is."""
+        return self.request("POST", "/api/v1/time", {"action": "pause"})
+
+    def resume(self) -> Dict[str, Any]:
+        """Let virtual time run as far as the participants go."""
+        return self.request("POST", "/api/v1/time", {"action": "resume"})
+
+    def single_step(self) -> Dict[str, Any]:
+        """Advance virtual time once, then hold it."""
+        return self.request("POST", "/api/v1/time", {"action": "step"})
+
+    def run_until(self, seconds: float) -> Dict[str, Any]:
+        """Let virtual time run up to ``seconds`` of bus time, then hold it."""
+        return self.request("POST", "/api/v1/time", {"action": "run_until", "until_ns": int(round(seconds * 1e9))})

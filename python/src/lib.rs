@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
 use fieldhub_hub::config::ListenAddr;
-use fieldhub_hub::{Hub, HubConfig};
+use fieldhub_hub::{Hub, HubConfig, TimeMode};
 use fieldhub_proto::frame::{fd_len_to_dlc, FrameKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -38,7 +38,10 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::FrameNotAllowed { .. } => "not_allowed",
         ClientError::Connect { .. } => "connect",
         ClientError::Refused { .. } => "refused",
-        ClientError::Rejected { .. } | ClientError::PortNotOpen(_) => "rejected",
+        ClientError::Rejected { .. }
+        | ClientError::PortNotOpen(_)
+        | ClientError::NotSynchronized
+        | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
     };
@@ -123,10 +126,17 @@ impl NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (url, name, token=None, timeout=5.0))]
-    fn new(py: Python<'_>, url: String, name: String, token: Option<String>, timeout: f64) -> PyResult<Self> {
+    #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false))]
+    fn new(
+        py: Python<'_>,
+        url: String,
+        name: String,
+        token: Option<String>,
+        timeout: f64,
+        synchronized: bool,
+    ) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
-        let options = ClientOptions { name, token, timeout };
+        let options = ClientOptions { name, token, timeout, synchronized };
         let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
         Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
     }
@@ -268,6 +278,21 @@ impl NativeClient {
         py.allow_threads(|| client.flush()).map(|d| d.as_secs_f64()).map_err(client_error)
     }
 
+    /// Virtual time: the bus time (ns) this participant stands at; None for
+    /// a client that is not a synchronised participant.
+    fn now(&self) -> PyResult<Option<u64>> {
+        Ok(self.client()?.now())
+    }
+
+    /// Virtual time: end this participant's step at bus time `until_ns` and
+    /// wait (Ctrl-C interrupts) until bus time is there; returns it.
+    fn step(&self, py: Python<'_>, until_ns: u64) -> PyResult<u64> {
+        let client = self.client()?;
+        py.allow_threads(|| client.begin_step(until_ns)).map_err(client_error)?;
+        let reached = wait_in_slices(py, None, |slice| client.await_time(until_ns, Some(slice)))?;
+        reached.ok_or_else(|| error("closed", "the wait for bus time ended without it".into()))
+    }
+
     /// The port's controller state from the hub: `active`, `passive` or `bus_off`.
     fn port_state(&self, py: Python<'_>, handle: u16) -> PyResult<String> {
         let port_id = self.port(handle)?.port_id;
@@ -325,7 +350,7 @@ impl NativeClient {
 /// raises, the hub stops and the exception propagates. `recordings_dir`
 /// replaces `[hub] recordings_dir`, where control-API recordings are written.
 #[pyfunction]
-#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token_file=None, shm=None, no_shm=false, on_ready=None, recordings_dir=None))]
+#[pyo3(signature = (config_text=None, origin="configuration", listen=Vec::new(), token_file=None, shm=None, no_shm=false, on_ready=None, recordings_dir=None, time=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_hub(
     py: Python<'_>,
@@ -337,6 +362,7 @@ fn run_hub(
     no_shm: bool,
     on_ready: Option<PyObject>,
     recordings_dir: Option<std::path::PathBuf>,
+    time: Option<&str>,
 ) -> PyResult<()> {
     let text = config_text.unwrap_or_else(|| fieldhub_hub::config::DEFAULT_CONFIG.to_owned());
     let mut config = HubConfig::parse(&text, origin).map_err(|e| error("invalid", e.to_string()))?;
@@ -359,6 +385,12 @@ fn run_hub(
     if let Some(dir) = recordings_dir {
         config.hub.recordings_dir = dir;
     }
+    config.hub.time = match time {
+        None => config.hub.time,
+        Some("real") => TimeMode::Real,
+        Some("virtual") => TimeMode::Virtual,
+        Some(other) => return Err(error("invalid", format!("time = {other:?}: \"real\" or \"virtual\""))),
+    };
     config.validate(origin).map_err(|e| error("invalid", e.to_string()))?;
     // This process exists to run the hub: a panic on one of its threads ends
     // it loudly (exit 70) instead of leaving a hub that no longer answers.

@@ -63,23 +63,29 @@ impl HubProcess {
     /// Start a hub with the benchmark channel only; with `busy_poll` its
     /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
-        Self::spawn(launcher, busy_poll, 1, false, None)
+        Self::spawn(launcher, busy_poll, 1, false, None, false)
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
     pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, channels, false, None)
+        Self::spawn(launcher, false, channels, false, None, false)
     }
 
     /// Start a hub with the benchmark channel and [`TIMED_CHANNEL`].
     pub fn start_with_timed_channel(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true, None)
+        Self::spawn(launcher, false, 1, true, None, false)
     }
 
     /// Start a hub whose shm clients get to-client rings of `slots` slots
     /// (`[hub] shm_ring_slots`).
     pub fn start_with_ring_slots(launcher: &Launcher, slots: u32) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, Some(slots))
+        Self::spawn(launcher, false, 1, false, Some(slots), false)
+    }
+
+    /// Start a hub in virtual time (`--time virtual`) with the benchmark
+    /// channel and [`TIMED_CHANNEL`].
+    pub fn start_in_virtual_time(launcher: &Launcher) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, true, None, true)
     }
 
     fn spawn(
@@ -88,6 +94,7 @@ impl HubProcess {
         channels: usize,
         timed: bool,
         ring_slots: Option<u32>,
+        virtual_time: bool,
     ) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
@@ -118,6 +125,7 @@ impl HubProcess {
             .arg("hub")
             .arg("--config")
             .arg(&config)
+            .args(if virtual_time { &["--time", "virtual"][..] } else { &[] })
             .env("FIELDHUB_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

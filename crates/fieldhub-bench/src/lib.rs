@@ -16,6 +16,8 @@
 //!   a unix socket or TCP with 64 records a write.
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
+//! - [`virtual_time`]: the real-time factor of a hub in virtual time —
+//!   synchronised senders stepping a timed channel — against real time.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
 //!   runs in a second process: `fieldhub bench raw-peer`).
 //! - [`remote`]: round trips through a hub someone else runs, with the
@@ -47,6 +49,7 @@ pub mod scaling;
 pub mod soak;
 pub mod stats;
 pub mod throughput;
+pub mod virtual_time;
 
 use std::path::PathBuf;
 use std::time::Duration;

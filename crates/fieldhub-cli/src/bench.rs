@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 use fieldhub_bench::{
-    cpu, latency, plot, raw, remote, report, scaling, soak, throughput, FrameSize, Launcher, Transport,
+    cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize, Launcher, Transport,
 };
 
 use crate::HubSelect;
@@ -147,6 +147,23 @@ enum Kind {
         #[arg(long, default_value = "1")]
         seed: u64,
         /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Real-time factor of a hub in virtual time: synchronised senders on a 500 kbit/s timed channel.
+    VirtualTime {
+        #[arg(long, default_value = "shm")]
+        transport: Transport,
+        /// Synchronised participants, each sending one frame per period.
+        #[arg(long, default_value = "10")]
+        participants: usize,
+        /// Bus time to run.
+        #[arg(long, default_value = "60")]
+        seconds: f64,
+        /// Each participant's period and step (ms of bus time).
+        #[arg(long, default_value = "10")]
+        period_ms: u64,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -325,8 +342,29 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             let phases = phases?;
             report(&phases[..], json, print_cpu)?;
         }
+        Kind::VirtualTime { transport, participants, seconds, period_ms, json } => {
+            progress(&format!("virtual time: {participants} participants, {seconds} s of bus time"));
+            let spec = virtual_time::VirtualTimeRun { transport, participants, bus_seconds: seconds, period_ms };
+            let result = virtual_time::run(this_command, &spec).context("virtual-time benchmark");
+            clear_progress();
+            report(&result?, json, print_virtual_time)?;
+        }
     }
     Ok(())
+}
+
+fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
+    println!(
+        "{} participants over {}: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per advance, {} of {} frames)",
+        r.participants,
+        r.transport,
+        r.bus_seconds,
+        r.wall_seconds,
+        r.real_time_factor,
+        r.wall_us_per_advance,
+        r.frames_received,
+        r.frames_sent
+    );
 }
 
 fn print_latency(scenarios: &[latency::LatencyScenario]) {

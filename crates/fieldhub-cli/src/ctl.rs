@@ -86,6 +86,28 @@ enum Operation {
     /// Channels: add, remove, or change bitrate/timing.
     #[command(subcommand)]
     Channel(ChannelOperation),
+    /// Bus time; in virtual time: pause, resume, single-step, run until a time.
+    Time {
+        #[command(subcommand)]
+        operation: Option<TimeOperation>,
+    },
+}
+
+#[derive(clap::Subcommand)]
+enum TimeOperation {
+    /// Bus time, participants and the hold on time (the default).
+    Show,
+    /// Hold bus time where it is.
+    Pause,
+    /// Let bus time run as far as the participants go.
+    Resume,
+    /// Advance once (to the smallest boundary the participants announced), then hold.
+    Step,
+    /// Run up to a bus time (`60s`, `1500ms`, `250us`, `1000ns`), then hold.
+    RunUntil {
+        #[arg(value_parser = parse_duration_ns)]
+        time: u64,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -161,6 +183,21 @@ enum FaultOperation {
     Remove { id: u32 },
 }
 
+/// A bus time with its unit (`60s`, `1.5ms`, `250us`, `1000ns`), in nanoseconds.
+fn parse_duration_ns(text: &str) -> Result<u64, String> {
+    let units = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)];
+    let (number, scale) = units
+        .iter()
+        .find_map(|&(unit, scale)| text.strip_suffix(unit).map(|n| (n, scale)))
+        .ok_or_else(|| format!("'{text}' needs a unit: s, ms, us or ns (as in 60s)"))?;
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a number with a unit (as in 60s)"))?;
+    let ns = (value * scale).round();
+    if !(0.0..=u64::MAX as f64).contains(&ns) {
+        return Err(format!("'{text}' is not a bus time"));
+    }
+    Ok(ns as u64)
+}
+
 fn parse_hex(text: &str) -> Result<u32, String> {
     u32::from_str_radix(text.trim_start_matches("0x"), 16).map_err(|_| format!("'{text}' is not a hex number"))
 }
@@ -223,6 +260,16 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Channel(ChannelOperation::Remove { name }) => ("DELETE", format!("/api/v1/channels/{name}"), None),
         Operation::Channel(ChannelOperation::Set { name, settings }) => {
             ("PATCH", format!("/api/v1/channels/{name}"), Some(settings.json()))
+        }
+        Operation::Time { operation } => {
+            let action = match operation.unwrap_or(TimeOperation::Show) {
+                TimeOperation::Show => None,
+                TimeOperation::Pause => Some(json!({"action": "pause"})),
+                TimeOperation::Resume => Some(json!({"action": "resume"})),
+                TimeOperation::Step => Some(json!({"action": "step"})),
+                TimeOperation::RunUntil { time } => Some(json!({"action": "run_until", "until_ns": time})),
+            };
+            (if action.is_some() { "POST" } else { "GET" }, "/api/v1/time".to_owned(), action)
         }
     };
     let answer = call(&base, method, &path, body)?;

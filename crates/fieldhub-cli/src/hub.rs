@@ -4,7 +4,7 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig};
+use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig, TimeMode};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use tracing_subscriber::EnvFilter;
 
@@ -42,6 +42,10 @@ pub struct HubArgs {
     /// Busy-poll instead of sleeping when idle (lowest latency; costs a core).
     #[arg(long)]
     busy_poll: bool,
+    /// real: bus time is the wall clock; virtual: bus time starts at 0 and advances only when
+    /// every synchronised participant has finished its step. Replaces `[hub] time`.
+    #[arg(long, value_name = "real|virtual", value_parser = parse_time_mode)]
+    time: Option<TimeMode>,
     /// Once the hub is started (listeners bound, shared memory served, channels up), write
     /// one JSON line with its actual addresses to this inherited file descriptor, e.g. a
     /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"shm":…,"ivshmem":[…],
@@ -128,6 +132,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         config.hub.shm = args.shm.clone();
     }
     config.hub.busy_poll |= args.busy_poll;
+    if let Some(time) = args.time {
+        config.hub.time = time;
+    }
     if let Some(dir) = &args.recordings_dir {
         config.hub.recordings_dir = dir.clone();
     }
@@ -149,6 +156,14 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         config.validate(&format!("{origin} with command-line options"))?;
     }
     Ok(config)
+}
+
+fn parse_time_mode(text: &str) -> Result<TimeMode, String> {
+    match text {
+        "real" => Ok(TimeMode::Real),
+        "virtual" => Ok(TimeMode::Virtual),
+        other => Err(format!("'{other}': real or virtual")),
+    }
 }
 
 /// `--ready-fd` or `--ready-file`, checked before the hub starts.

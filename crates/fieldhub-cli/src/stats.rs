@@ -30,6 +30,16 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
         return print(&out);
     }
     writeln!(out, "hub {}", stats.hub)?;
+    if let Some(time) = &stats.time {
+        writeln!(
+            out,
+            "virtual time {:.6} s, {:.1}x real time, {} participants, {}",
+            time.now_ns as f64 / 1e9,
+            time.real_time_factor,
+            time.participants,
+            time.state
+        )?;
+    }
     writeln!(
         out,
         "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>7} {:>7}",

@@ -254,6 +254,18 @@ fn cpu_reports_idle_and_loaded_phases_with_one_and_three_clients() {
     }
 }
 
+#[test]
+fn virtual_time_runs_its_bus_time_and_reports_the_real_time_factor_of_it() {
+    let out = bench(&["virtual-time", "--participants", "3", "--seconds", "0.2", "--period-ms", "5", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_close(number(&result, &["bus_seconds"]), 0.2, "bus time run");
+    assert_eq!((result["advances"].as_u64(), result["frames_sent"].as_u64()), (Some(40), Some(120)));
+    assert_eq!(result["frames_received"], result["frames_sent"], "the observer got every frame");
+    let factor = number(&result, &["bus_seconds"]) / number(&result, &["wall_seconds"]);
+    assert_close(number(&result, &["real_time_factor"]), factor, "bus time per wall-clock time");
+}
+
 mod common;
 
 #[test]

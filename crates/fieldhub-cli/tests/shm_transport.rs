@@ -326,7 +326,10 @@ fn an_shm_client_writing_garbage_into_its_ring_is_told_why_and_cut_off_alone() {
     let name = hub.shm_url.as_deref().unwrap().strip_prefix("shm://").unwrap();
     let mut session = std::os::unix::net::UnixStream::connect(socket::socket_path(name).unwrap()).unwrap();
     let mut hello = Vec::new();
-    wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "vandal", token: "" }));
+    wire::encode(
+        &mut hello,
+        &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "vandal", token: "", options: Default::default() }),
+    );
     session.write_all(&hello).unwrap();
     session.set_read_timeout(Some(PATIENCE)).unwrap();
     let (mut welcome, mut fds) = (vec![0u8; 128], Vec::new());

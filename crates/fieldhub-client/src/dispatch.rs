@@ -118,7 +118,13 @@ pub(crate) struct Shared {
     held: AtomicUsize,
     /// A thread is the consumer (the token of `receive.rs`).
     pub consuming: AtomicBool,
+    /// Virtual time: the bus time of the last `GRANT` ([`NOT_GRANTED`]
+    /// before the first). Written by the consumer only.
+    pub granted_ns: AtomicU64,
 }
+
+/// `Shared::granted_ns` before the hub's first `GRANT`.
+pub(crate) const NOT_GRANTED: u64 = u64::MAX;
 
 /// What a port may send, packed in one byte so `send` checks it with one
 /// relaxed load: the port's `FD` and `LISTEN_ONLY` options and whether its
@@ -213,6 +219,7 @@ impl Shared {
             queued: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             consuming: AtomicBool::new(false),
+            granted_ns: AtomicU64::new(NOT_GRANTED),
         }
     }
 
@@ -395,6 +402,11 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
         }
         Message::Pong { nonce } => {
             shared.reply(Waiting::Pong(nonce), Reply::Done);
+        }
+        Message::Grant { now_ns } => {
+            // SYNC POINT with `Client::step`'s Acquire load: the frames
+            // of the window were queued before this store.
+            shared.granted_ns.store(now_ns, Ordering::Release);
         }
         Message::Stats { request, json } => {
             shared.reply(Waiting::Stats(request), Reply::Stats(json.to_owned()));

@@ -43,6 +43,13 @@ pub enum ClientError {
     Protocol(String),
     #[error(transparent)]
     TokenFile(#[from] crate::token::TokenFileError),
+    /// `step` on a client that did not connect as a synchronised
+    /// participant ([`crate::ClientOptions::synchronized`]).
+    #[error("this client is not a synchronised participant of virtual time (connect with `synchronized`)")]
+    NotSynchronized,
+    /// `step` to a bus time not later than the one the participant stands at.
+    #[error("cannot step to {until_ns} ns: the participant already stands at {now_ns} ns")]
+    StepNotForward { until_ns: u64, now_ns: u64 },
 }
 
 impl ClientError {

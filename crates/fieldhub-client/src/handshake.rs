@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
-use fieldhub_proto::wire::{self, Hello, Message};
+use fieldhub_proto::wire::{self, Hello, Message, SessionOptions};
 
 use crate::{ClientError, ClientOptions};
 
@@ -77,7 +77,18 @@ pub(crate) fn handshake(
     };
     let mut hello = Vec::new();
     let token = options.token.as_deref().unwrap_or("");
-    wire::encode(&mut hello, &Message::Hello(Hello { version: PROTOCOL_VERSION, name: &options.name, token }));
+    wire::encode(
+        &mut hello,
+        &Message::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            name: &options.name,
+            token,
+            options: match options.synchronized {
+                true => SessionOptions::SYNCHRONIZED,
+                false => SessionOptions::empty(),
+            },
+        }),
+    );
     transport.send_hello(&hello).map_err(failed)?;
     let body = transport.answer(deadline).map_err(failed)?;
     let unwelcome = |why: Unwelcome| ClientError::Protocol(why.to_string());
@@ -115,7 +126,12 @@ mod tests {
     const URL: &str = "unix:/run/hub.sock";
 
     fn options() -> ClientOptions {
-        ClientOptions { name: "ecu".into(), token: Some("sesame".into()), timeout: Duration::from_millis(50) }
+        ClientOptions {
+            name: "ecu".into(),
+            token: Some("sesame".into()),
+            timeout: Duration::from_millis(50),
+            synchronized: false,
+        }
     }
 
     fn deadline() -> Instant {

@@ -40,6 +40,9 @@
 //!   (`ring_receiver.rs`), both shared by the two links; they differ in how
 //!   they wait (futex doorbells or polling) and how they notice the hub's end
 //!   (the session socket or the region's beat words).
+//! - `time.rs`: virtual time for a synchronised participant
+//!   ([`ClientOptions::synchronized`]): [`Client::step`] and [`Client::now`],
+//!   from the hub's `GRANT`s that the consumer records.
 //! - [`url`]: `tcp://HOST:PORT`, `unix:PATH`, `serial:PATH`, `shm://NAME`
 //!   and `ivshmem://PATH`; [`filter`]: acceptance filters.
 //! - [`ClientError`]: every failure, with the hub's own text where it gave one.
@@ -86,6 +89,7 @@ mod ring_sender;
 mod shm;
 mod spin;
 mod stream;
+mod time;
 pub mod token;
 pub mod url;
 
@@ -97,7 +101,7 @@ use std::time::{Duration, Instant};
 
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
-pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats};
+pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
@@ -137,11 +141,15 @@ pub struct ClientOptions {
     pub token: Option<String>,
     /// Bound for connecting and for each request.
     pub timeout: Duration,
+    /// Join the hub's virtual time as a synchronised participant: bus time
+    /// advances only once this client has finished its step
+    /// ([`Client::step`]). A hub in real time refuses the connection.
+    pub synchronized: bool,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT }
+        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT, synchronized: false }
     }
 }
 
@@ -248,6 +256,9 @@ impl Client {
         // client on failure ends the link thread.
         if !client.link.direct() {
             client.start_reader()?;
+        }
+        if options.synchronized {
+            client.await_first_grant()?;
         }
         Ok(client)
     }

@@ -19,6 +19,7 @@
 
 mod frame;
 mod status;
+mod time;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,6 +33,7 @@ use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 pub use frame::*;
 use status::fh_status::*;
 pub use status::{fh_status, Failure};
+pub use time::*;
 
 /// A client's handle for one of its ports (0..31), as `fh_port_open` returns it.
 #[allow(non_camel_case_types)]
@@ -53,6 +55,10 @@ pub const FH_PORT_FD: u32 = 0x4;
 /// transmits or acknowledges; `fh_send` on it fails with
 /// `FH_ERR_INVALID_FRAME`.
 pub const FH_PORT_LISTEN_ONLY: u32 = 0x8;
+/// `fh_connect_opts` flag: join the hub's virtual time as a synchronised
+/// participant — bus time advances only once this client has finished its
+/// step (`fh_step`). A hub in real time refuses the connection.
+pub const FH_CONNECT_SYNCHRONIZED: u32 = 0x1;
 /// `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
 pub const FH_STATUS_CHANNEL_FD: u32 = 0x1;
 /// Most filters one port takes (SocketCAN's `CAN_RAW_FILTER_MAX`).
@@ -259,10 +265,34 @@ pub unsafe extern "C" fn fh_connect(
     token: *const c_char,
 ) -> c_int {
     // SAFETY: forwarded caller contract.
+    unsafe { fh_connect_opts(client, url, name, token, 0) }
+}
+
+/// `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED`, or 0 (then it is
+/// `fh_connect`). Other bits are `FH_ERR_INVALID_ARGUMENT`.
+///
+/// Errors: those of `fh_connect`; `FH_ERR_REFUSED` also when a synchronised
+/// participant connects to a hub in real time.
+///
+/// # Safety
+/// `client` is a live handle; `url`, `name`, `token` are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn fh_connect_opts(
+    client: *mut fh_client,
+    url: *const c_char,
+    name: *const c_char,
+    token: *const c_char,
+    flags: u32,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
+            if flags & !FH_CONNECT_SYNCHRONIZED != 0 {
+                return Err(Failure::invalid_argument(format!("unknown fh_connect_opts flags 0x{flags:x}")));
+            }
             let url = text_arg(url, "url")?.map_or_else(fieldhub_client::default_hub_url, str::to_owned);
-            let mut options = ClientOptions::default();
+            let mut options =
+                ClientOptions { synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0, ..Default::default() };
             if let Some(name) = text_arg(name, "name")? {
                 options.name = name.to_owned();
             }

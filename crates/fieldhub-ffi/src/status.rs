@@ -152,6 +152,9 @@ impl From<ClientError> for Failure {
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
             // The environment's token file (FIELDHUB_TOKEN_FILE) is the caller's setup.
             ClientError::TokenFile(_) => FH_ERR_INVALID_ARGUMENT,
+            // A step the caller asked for wrongly: not a participant, or
+            // not forward in time.
+            ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,
         };
         Self::new(status, error.to_string())
     }

@@ -113,6 +113,55 @@ pub struct HubSection {
     /// overflow policy applies. A power of two from 4096 to 1048576.
     #[serde(default = "default_shm_ring_slots")]
     pub shm_ring_slots: u32,
+    /// `real` (the wall clock) or `virtual`: bus time starts at 0 and
+    /// advances only when every synchronised participant has finished its
+    /// step (`docs/virtual-time.md`).
+    #[serde(default)]
+    pub time: TimeMode,
+    /// Virtual time: client names (`HELLO`) that must have joined as
+    /// synchronised participants before bus time first moves, so a run does
+    /// not start without one of them.
+    #[serde(default)]
+    pub time_participants: Vec<String>,
+    /// Virtual time: wall-clock milliseconds a participant has to finish its
+    /// step before it is reported.
+    #[serde(default = "default_step_timeout_ms")]
+    pub step_timeout_ms: u64,
+    /// Virtual time: what a stalled participant costs — `report` (time keeps
+    /// waiting for it) or `drop` (it becomes an observer, time goes on).
+    #[serde(default)]
+    pub on_stall: StallPolicy,
+}
+
+/// How the bus spends time (`[hub] time`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeMode {
+    /// The wall clock: bus time is nanoseconds since the Unix epoch.
+    #[default]
+    Real,
+    /// Bus time starts at 0 and advances in steps of the synchronised
+    /// participants: deterministic, as fast as they compute.
+    Virtual,
+}
+
+/// What the hub does when a synchronised participant stalls (`[hub] on_stall`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StallPolicy {
+    /// Log it and list it in the time status; time keeps waiting.
+    #[default]
+    Report,
+    /// Report it, then stop waiting for it: it goes on as an observer.
+    Drop,
+}
+
+/// Default `[hub] step_timeout_ms`: generous for a participant that
+/// computes, short enough that a hung one fails a CI run quickly.
+pub const DEFAULT_STEP_TIMEOUT_MS: u64 = 5_000;
+
+fn default_step_timeout_ms() -> u64 {
+    DEFAULT_STEP_TIMEOUT_MS
 }
 
 impl Default for HubSection {
@@ -126,6 +175,10 @@ impl Default for HubSection {
             ivshmem: Vec::new(),
             recordings_dir: default_recordings_dir(),
             shm_ring_slots: default_shm_ring_slots(),
+            time: TimeMode::Real,
+            time_participants: Vec::new(),
+            step_timeout_ms: DEFAULT_STEP_TIMEOUT_MS,
+            on_stall: StallPolicy::Report,
         }
     }
 }
@@ -445,6 +498,21 @@ impl HubConfig {
         self.check(origin, &ConfigSource::none())
     }
 
+    /// The virtual-time keys mean something only in virtual time.
+    fn check_time(&self) -> Result<(), (&'static str, String)> {
+        let hub = &self.hub;
+        if hub.time == TimeMode::Real && !hub.time_participants.is_empty() {
+            return Err(("time_participants", "needs time = \"virtual\"".into()));
+        }
+        if hub.step_timeout_ms == 0 {
+            return Err(("step_timeout_ms", "must be at least 1".into()));
+        }
+        for name in &hub.time_participants {
+            check_name(name).map_err(|m| ("time_participants", format!("'{name}': {m}")))?;
+        }
+        Ok(())
+    }
+
     /// Check every rule; errors name the field, with its line in `source`.
     fn check(&self, origin: &str, source: &ConfigSource<'_>) -> Result<(), ConfigError> {
         let invalid =
@@ -459,6 +527,7 @@ impl HubConfig {
         }
         fieldhub_shm::layout::check_ring_slots(self.hub.shm_ring_slots)
             .map_err(|m| invalid(hub("shm_ring_slots"), m))?;
+        self.check_time().map_err(|(key, m)| invalid(hub(key), m))?;
         for path in &self.hub.ivshmem {
             check_region_path(path).map_err(|m| invalid(hub("ivshmem"), format!("{}: {m}", path.display())))?;
         }
@@ -723,6 +792,18 @@ mod tests {
             ("powertrain", "silkit://127.0.0.1:8500", "PT_CAN")
         );
         assert_eq!(silkit.participant_name(), "fieldhub-pt");
+    }
+
+    #[test]
+    fn virtual_time_keys_parse_and_make_sense_only_in_virtual_time() {
+        let text = "[hub]\ntime = \"virtual\"\ntime_participants = [\"ecu1\"]\nstep_timeout_ms = 200\non_stall = \"drop\"\n[[channel]]\nname = \"a\"\n";
+        let hub = HubConfig::parse(text, "t").unwrap().hub;
+        assert_eq!((hub.time, hub.step_timeout_ms, hub.on_stall), (TimeMode::Virtual, 200, StallPolicy::Drop));
+        assert_eq!(hub.time_participants, ["ecu1"]);
+        let real = rejection("[hub]\ntime_participants = [\"ecu1\"]\n[[channel]]\nname = \"a\"\n");
+        assert!(real.contains("hub.time_participants") && real.contains("time = \"virtual\""), "{real}");
+        let zero = rejection("[hub]\ntime = \"virtual\"\nstep_timeout_ms = 0\n[[channel]]\nname = \"a\"\n");
+        assert!(zero.contains("line 3: hub.step_timeout_ms"), "{zero}");
     }
 
     fn rejection(text: &str) -> String {

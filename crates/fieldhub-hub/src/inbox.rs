@@ -46,7 +46,8 @@ pub enum Inbound {
     /// A client finished its handshake. `hang_up` closes its connection at
     /// once, for when even an error report cannot be queued to it.
     /// `credit` bounds the frames it may have waiting in the bus. `intake`
-    /// is set for a client whose ring the bus reads itself.
+    /// is set for a client whose ring the bus reads itself. `synchronized`:
+    /// a participant of virtual time (its `HELLO` said so).
     Attach {
         client: ClientId,
         name: String,
@@ -54,6 +55,7 @@ pub enum Inbound {
         hang_up: HangUp,
         credit: Arc<TxCredit>,
         intake: Option<Box<dyn Intake>>,
+        synchronized: bool,
     },
     /// `OPEN_PORT`.
     OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },
@@ -69,6 +71,8 @@ pub enum Inbound {
     Ping { client: ClientId, nonce: u64 },
     /// `STATS_REQUEST`.
     Stats { client: ClientId, request: u32 },
+    /// `STEP`: a synchronised participant is done up to bus time `until_ns`.
+    Step { client: ClientId, until_ns: u64 },
     /// A control-plane request (HTTP API); applied between two frames.
     Control { request: ControlRequest, reply: oneshot::Sender<ControlResult> },
     /// The client's session ended; `reason` is for the log.
@@ -87,6 +91,7 @@ impl std::fmt::Debug for Inbound {
             Inbound::Frames { client, frames } => write!(f, "Frames({client}, {} frames)", frames.len()),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
+            Inbound::Step { client, until_ns } => write!(f, "Step({client}, {until_ns})"),
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Shutdown => write!(f, "Shutdown"),

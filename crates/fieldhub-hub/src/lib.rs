@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub use config::{ConfigError, HubConfig, ListenAddr};
+pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
 use control::dbc::{DbcFileError, DbcStore};
 use control::http::ControlServer;
 use inbox::{BusWake, Inbound, InboxSender};
@@ -142,13 +142,17 @@ impl Hub {
         let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
         let (inbox, inbox_rx) = inbox::inbox(wake);
-        let bus = bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start()));
+        let bus = match config.hub.time {
+            TimeMode::Real => bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start())),
+            TimeMode::Virtual => bus::Bus::in_virtual_time(&config, Arc::new(clock::ManualClock::at(0))),
+        };
         let bus_thread = spawn("fh-bus", "bus", move || bus.run(inbox_rx))?;
 
         let sessions = Arc::new(Sessions::new(
             inbox.clone(),
             config.hub.name.clone(),
             config.hub.token.clone(),
+            config.hub.time == TimeMode::Virtual,
             Arc::clone(&stopping),
         ));
         let mut hub = Self {

@@ -60,6 +60,10 @@ pub enum Outbound {
     Pong {
         nonce: u64,
     },
+    /// `GRANT`: virtual bus time reached `now_ns`; the participant steps on.
+    Grant {
+        now_ns: u64,
+    },
     /// `STATS`: the statistics document.
     Stats {
         request: u32,
@@ -97,6 +101,7 @@ impl Outbound {
             }
             &Outbound::PortClosed { port } => Message::PortClosed { port },
             &Outbound::Pong { nonce } => Message::Pong { nonce },
+            &Outbound::Grant { now_ns } => Message::Grant { now_ns },
             Outbound::Stats { request, json } => Message::Stats { request: *request, json },
             Outbound::Error { code, request, fatal, text } => Message::Error(report(*code, *request, *fatal, text)),
             Outbound::Goodbye { code, text } => Message::Goodbye(report(*code, 0, true, text)),

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
-use fieldhub_proto::wire::{self, ErrorCode, ErrorReport, FrameBatch, Message, RecordPosition, Welcome};
+use fieldhub_proto::wire::{
+    self, ErrorCode, ErrorReport, FrameBatch, Message, RecordPosition, SessionOptions, Welcome,
+};
 use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
@@ -52,6 +54,8 @@ pub struct Sessions {
     pub inbox: InboxSender,
     pub hub_name: String,
     pub token: Option<String>,
+    /// The hub runs in virtual time: synchronised sessions are welcome.
+    pub virtual_time: bool,
     next_client: AtomicU32,
     live: AtomicUsize,
     /// Slots whose client has no name yet: handshakes under way.
@@ -97,11 +101,18 @@ impl From<wire::DecodeError> for Violation {
 }
 
 impl Sessions {
-    pub fn new(inbox: InboxSender, hub_name: String, token: Option<String>, stopping: Arc<AtomicBool>) -> Self {
+    pub fn new(
+        inbox: InboxSender,
+        hub_name: String,
+        token: Option<String>,
+        virtual_time: bool,
+        stopping: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             inbox,
             hub_name,
             token,
+            virtual_time,
             next_client: AtomicU32::new(1),
             live: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
@@ -131,6 +142,7 @@ impl Sessions {
             via,
             peer: peer.into(),
             name: None,
+            synchronized: false,
             attached: false,
             detached: false,
         })
@@ -156,6 +168,8 @@ pub struct ClientSlot {
     via: &'static str,
     peer: String,
     name: Option<String>,
+    /// Its `HELLO` made it a participant of virtual time.
+    synchronized: bool,
     attached: bool,
     detached: bool,
 }
@@ -212,6 +226,13 @@ impl ClientSlot {
                 return Err(Violation::new(ErrorCode::Unauthorized, text));
             }
         }
+        self.synchronized = hello.options.contains(SessionOptions::SYNCHRONIZED);
+        if self.synchronized && !self.sessions.virtual_time {
+            return Err(Violation::new(
+                ErrorCode::TimeMode,
+                "this hub runs in real time; a synchronised participant needs [hub] time = \"virtual\"",
+            ));
+        }
         let name = if hello.name.is_empty() { "client" } else { hello.name };
         crate::config::check_name(name)
             .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
@@ -254,7 +275,16 @@ impl ClientSlot {
         intake: Option<Box<dyn Intake>>,
     ) -> Result<(), NotQueued> {
         let name = self.name().to_owned();
-        self.sessions.inbox.send(Inbound::Attach { client: self.id, name, outbox, hang_up, credit, intake })?;
+        let synchronized = self.synchronized;
+        self.sessions.inbox.send(Inbound::Attach {
+            client: self.id,
+            name,
+            outbox,
+            hang_up,
+            credit,
+            intake,
+            synchronized,
+        })?;
         self.attached = true;
         info!(target: CLIENT_LOG, client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);
         Ok(())
@@ -360,6 +390,7 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
         Message::ClosePort { port } => Request::Bus(Inbound::ClosePort { client, port }),
         Message::Ping { nonce } => Request::Bus(Inbound::Ping { client, nonce }),
         Message::StatsRequest { request } => Request::Bus(Inbound::Stats { client, request }),
+        Message::Step { until_ns } => Request::Bus(Inbound::Step { client, until_ns }),
         Message::Pong { .. } => Request::Nothing,
         Message::Goodbye(report) => Request::Goodbye(format!("client said goodbye: {}", printable(report.text))),
         // A stream that outlives its client — a virtio-serial port whose

@@ -11,6 +11,23 @@ pub struct HubStats {
     pub ports: Vec<PortStats>,
     #[cfg_attr(feature = "serde", serde(default))]
     pub routes: Vec<RouteStats>,
+    /// Bus time of a hub in virtual time; absent in real time.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub time: Option<TimeStats>,
+}
+
+/// Virtual time (`spec/protocol.md` 6.8).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct TimeStats {
+    /// Bus time in nanoseconds since the run began.
+    pub now_ns: u64,
+    /// Bus time advanced per wall-clock time since bus time first moved.
+    pub real_time_factor: f64,
+    /// Synchronised participants now.
+    pub participants: u32,
+    /// `running`, `paused`, `until` or `single_step` (the control API's hold).
+    pub state: String,
 }
 
 /// One channel.

@@ -36,6 +36,8 @@ pub mod msg {
     pub const STATS_REQUEST: u8 = 0x60;
     pub const STATS: u8 = 0x61;
     pub const GOODBYE: u8 = 0x50;
+    pub const STEP: u8 = 0x70;
+    pub const GRANT: u8 = 0x71;
 }
 
 bitflags::bitflags! {
@@ -56,6 +58,18 @@ bitflags::bitflags! {
         /// A controller in listen-only mode: the port receives but never
         /// transmits or acknowledges; frames sent from it are refused.
         const LISTEN_ONLY = 0x8;
+    }
+}
+
+bitflags::bitflags! {
+    /// Options a client declares for its whole session (`HELLO.options`).
+    /// Undefined bits must be zero (`from_bits` refuses them).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct SessionOptions: u32 {
+        /// The client is a time-synchronised participant: on a hub in
+        /// virtual time, bus time advances only once it has announced the end
+        /// of its step (`STEP`), and it learns each advance from `GRANT`.
+        const SYNCHRONIZED = 0x1;
     }
 }
 
@@ -101,6 +115,13 @@ pub enum ErrorCode {
     ShuttingDown = 13,
     /// The hub failed internally; the text says how.
     Internal = 14,
+    /// The request needs the other time mode: a synchronised session or
+    /// `STEP` on a hub in real time, `STEP` from a session that is not
+    /// synchronised, or a step that does not move forward.
+    TimeMode = 15,
+    /// A synchronised participant did not finish its step within the hub's
+    /// step timeout.
+    StepTimeout = 16,
 }
 
 impl ErrorCode {
@@ -122,6 +143,8 @@ impl ErrorCode {
             12 => HubFull,
             13 => ShuttingDown,
             14 => Internal,
+            15 => TimeMode,
+            16 => StepTimeout,
             _ => return None,
         })
     }
@@ -144,6 +167,8 @@ impl ErrorCode {
             HubFull => "hub_full",
             ShuttingDown => "shutting_down",
             Internal => "internal",
+            TimeMode => "time_mode",
+            StepTimeout => "step_timeout",
         }
     }
 }
@@ -180,8 +205,8 @@ pub enum DecodeError {
     InvalidFrame { index: usize, source: FrameError },
     #[error("{what}: reserved field is 0x{value:X}, must be 0")]
     ReservedNotZero { what: &'static str, value: u32 },
-    #[error("port options 0x{0:X} set reserved bits")]
-    ReservedOptions(u32),
+    #[error("{what} 0x{bits:X} set reserved bits")]
+    ReservedOptions { what: &'static str, bits: u32 },
 }
 
 impl DecodeError {
@@ -215,7 +240,7 @@ impl DecodeError {
             Self::RecordTooLong { .. } => "record_too_long",
             Self::InvalidFrame { .. } => "invalid_frame",
             Self::ReservedNotZero { .. } => "reserved_not_zero",
-            Self::ReservedOptions(_) => "reserved_options",
+            Self::ReservedOptions { .. } => "reserved_options",
         }
     }
 }
@@ -240,6 +265,9 @@ pub struct Hello<'a> {
     pub name: &'a str,
     /// Empty when the client has no token.
     pub token: &'a str,
+    /// Session options; on the wire only when not empty, so a `HELLO`
+    /// without options has the bytes it always had.
+    pub options: SessionOptions,
 }
 
 /// `WELCOME`: the hub accepted the client.
@@ -328,6 +356,16 @@ pub enum Message<'a> {
         request: u32,
         json: &'a str,
     },
+    /// A synchronised participant has finished its step: it is done up to
+    /// bus time `until_ns` (virtual time, `spec/protocol.md` 6.8).
+    Step {
+        until_ns: u64,
+    },
+    /// Bus time has reached `now_ns` and the participant may compute its
+    /// next step.
+    Grant {
+        now_ns: u64,
+    },
 }
 
 impl Message<'_> {
@@ -349,6 +387,8 @@ impl Message<'_> {
             Message::Goodbye(_) => "GOODBYE",
             Message::StatsRequest { .. } => "STATS_REQUEST",
             Message::Stats { .. } => "STATS",
+            Message::Step { .. } => "STEP",
+            Message::Grant { .. } => "GRANT",
         }
     }
 }
@@ -456,6 +496,9 @@ impl<'a> Reader<'a> {
         self.pos = end;
         Ok(slice)
     }
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.bytes(1)?[0])
     }
@@ -509,8 +552,22 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                 return Err(DecodeError::BadMagic(m));
             }
             let version = r.u16()?;
-            let hello =
-                Hello { version, name: r.str8("client name", MAX_NAME_LEN)?, token: r.str8("token", MAX_TOKEN_LEN)? };
+            let name = r.str8("client name", MAX_NAME_LEN)?;
+            let token = r.str8("token", MAX_TOKEN_LEN)?;
+            // Fewer than 4 bytes after the token are no options field but
+            // trailing bytes, as they were before the field existed.
+            let options = match r.remaining() < 4 {
+                true => SessionOptions::empty(),
+                // A HELLO without options omits the field: four zero bytes
+                // are not a field but bytes after the message, so every
+                // HELLO has one encoding.
+                false => match r.u32()? {
+                    0 => return Err(DecodeError::TrailingBytes { what: "HELLO", extra: 4 }),
+                    bits => SessionOptions::from_bits(bits)
+                        .ok_or(DecodeError::ReservedOptions { what: "session options", bits })?,
+                },
+            };
+            let hello = Hello { version, name, token, options };
             r.finish()?;
             Message::Hello(hello)
         }
@@ -528,7 +585,8 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
             let mut r = Reader::new(payload, "OPEN_PORT");
             let request = r.u32()?;
             let bits = r.u32()?;
-            let options = PortOptions::from_bits(bits).ok_or(DecodeError::ReservedOptions(bits))?;
+            let options =
+                PortOptions::from_bits(bits).ok_or(DecodeError::ReservedOptions { what: "port options", bits })?;
             let open = OpenPort {
                 request,
                 options,
@@ -567,6 +625,16 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
             let overflow = RxOverflow { port: r.u16()?, dropped: r.u32()? };
             r.finish()?;
             Message::RxOverflow(overflow)
+        }
+        msg::STEP | msg::GRANT => {
+            let mut r = Reader::new(payload, if kind == msg::STEP { "STEP" } else { "GRANT" });
+            let ns = r.u64()?;
+            r.finish()?;
+            if kind == msg::STEP {
+                Message::Step { until_ns: ns }
+            } else {
+                Message::Grant { now_ns: ns }
+            }
         }
         msg::PING | msg::PONG => {
             let mut r = Reader::new(payload, if kind == msg::PING { "PING" } else { "PONG" });
@@ -732,6 +800,9 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             out.extend_from_slice(&h.version.to_le_bytes());
             put_str8(out, h.name, MAX_NAME_LEN);
             put_str8(out, h.token, MAX_TOKEN_LEN);
+            if !h.options.is_empty() {
+                out.extend_from_slice(&h.options.bits().to_le_bytes());
+            }
             end(out, s);
         }
         Message::Welcome(w) => {
@@ -804,6 +875,12 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             let kind = if matches!(message, Message::Ping { .. }) { msg::PING } else { msg::PONG };
             let s = begin(out, kind);
             out.extend_from_slice(&nonce.to_le_bytes());
+            end(out, s);
+        }
+        Message::Step { until_ns: ns } | Message::Grant { now_ns: ns } => {
+            let kind = if matches!(message, Message::Step { .. }) { msg::STEP } else { msg::GRANT };
+            let s = begin(out, kind);
+            out.extend_from_slice(&ns.to_le_bytes());
             end(out, s);
         }
     }
@@ -977,7 +1054,10 @@ mod tests {
 
     #[test]
     fn control_messages_round_trip() {
-        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "secret" }));
+        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "secret", options: SessionOptions::empty() }));
+        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "", options: SessionOptions::SYNCHRONIZED }));
+        roundtrip(Message::Step { until_ns: 1_000_000 });
+        roundtrip(Message::Grant { now_ns: u64::MAX });
         roundtrip(Message::Welcome(Welcome { version: 1, client_id: 7, hub_name: "hub" }));
         roundtrip(Message::OpenPort(OpenPort {
             request: 3,
@@ -1083,7 +1163,10 @@ mod tests {
     #[test]
     fn decoder_survives_every_truncation() {
         let mut out = Vec::new();
-        encode(&mut out, &Message::Hello(Hello { version: 1, name: "n", token: "t" }));
+        encode(
+            &mut out,
+            &Message::Hello(Hello { version: 1, name: "n", token: "t", options: SessionOptions::SYNCHRONIZED }),
+        );
         let mut encoder = BatchEncoder::begin(&mut out);
         let frame = Frame::can_fd(1, FrameFlags::empty(), &[7; 12]).unwrap();
         encoder.push(&mut out, 0, &frame, &FrameMeta::default());
@@ -1093,7 +1176,10 @@ mod tests {
         let bodies = [&out[4..4 + first_len], &out[8 + first_len..]];
         for body in bodies {
             for cut in 0..body.len() {
-                assert!(decode(&body[..cut]).is_err());
+                // HELLO's options are optional: cut right after the token,
+                // the body is a HELLO without them.
+                let optional_end = body[0] == msg::HELLO && cut == body.len() - 4;
+                assert_eq!(decode(&body[..cut]).is_err(), !optional_end, "cut at {cut}");
             }
         }
     }

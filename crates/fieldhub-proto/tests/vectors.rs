@@ -119,7 +119,17 @@ fn report(kind: &str, r: &ErrorReport<'_>) -> Value {
 fn to_json(message: &Message<'_>) -> Value {
     match message {
         Message::Hello(h) => {
-            json!({"type": "hello", "version": h.version, "name": h.name, "token": h.token})
+            let mut hello = json!({"type": "hello", "version": h.version, "name": h.name, "token": h.token});
+            // `options` is in the shape only when the HELLO carries any.
+            if !h.options.is_empty() {
+                let options: Vec<&str> = [(wire::SessionOptions::SYNCHRONIZED, "synchronized")]
+                    .into_iter()
+                    .filter(|&(bit, _)| h.options.contains(bit))
+                    .map(|(_, name)| name)
+                    .collect();
+                hello["options"] = json!(options);
+            }
+            hello
         }
         Message::Welcome(w) => {
             json!({"type": "welcome", "version": w.version, "client_id": w.client_id, "hub_name": w.hub_name})
@@ -186,6 +196,8 @@ fn to_json(message: &Message<'_>) -> Value {
         Message::Stats { request, json } => json!({"type": "stats", "request": request, "json": json}),
         Message::Ping { nonce } => json!({"type": "ping", "nonce": nonce}),
         Message::Pong { nonce } => json!({"type": "pong", "nonce": nonce}),
+        Message::Step { until_ns } => json!({"type": "step", "until_ns": until_ns}),
+        Message::Grant { now_ns } => json!({"type": "grant", "now_ns": now_ns}),
     }
 }
 
@@ -286,6 +298,8 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             "goodbye",
             "stats_request",
             "stats",
+            "step",
+            "grant",
         ])
     );
     assert_eq!(kinds, set(&["can", "canfd", "error"]));
@@ -310,7 +324,7 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             "reserved_options",
         ])
     );
-    for code in 1..=14 {
+    for code in 1..=16 {
         let name = ErrorCode::from_wire(code).unwrap().name();
         assert!(codes.contains(name), "no REFUSE/ERROR/GOODBYE vector carries code {name}");
     }

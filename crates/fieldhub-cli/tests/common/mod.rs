@@ -204,7 +204,7 @@ fn spawn_with_ready_pipe(command: &mut Command) -> (Child, std::sync::mpsc::Rece
     (child, rx)
 }
 
-fn unique() -> u64 {
+pub fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
@@ -500,7 +500,12 @@ impl RawStream {
     /// HELLO, then WELCOME (panics on anything else); returns the client id.
     pub fn hello(&mut self, name: &str) -> u32 {
         use fieldhub_proto::wire::{self, Hello, Message};
-        self.send(&Message::Hello(Hello { version: fieldhub_proto::limits::PROTOCOL_VERSION, name, token: "" }));
+        self.send(&Message::Hello(Hello {
+            version: fieldhub_proto::limits::PROTOCOL_VERSION,
+            name,
+            token: "",
+            options: Default::default(),
+        }));
         let body = self.read_message().expect("the hub closed the connection instead of answering HELLO");
         match wire::decode(&body) {
             Ok(Message::Welcome(w)) => w.client_id,
@@ -634,7 +639,7 @@ impl RawShm {
         let mut session = std::os::unix::net::UnixStream::connect(path).expect("connect to the session socket");
         let mut hello = Vec::new();
         let version = fieldhub_proto::limits::PROTOCOL_VERSION;
-        wire::encode(&mut hello, &Message::Hello(Hello { version, name, token: "" }));
+        wire::encode(&mut hello, &Message::Hello(Hello { version, name, token: "", options: Default::default() }));
         session.write_all(&hello).unwrap();
         session.set_read_timeout(Some(PATIENCE)).unwrap();
         let (mut welcome, mut fds) = (vec![0u8; 256], Vec::new());

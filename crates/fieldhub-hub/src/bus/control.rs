@@ -76,6 +76,8 @@ impl Bus {
             ControlRequest::StopRecording { id } => self.stop_recording(id),
             ControlRequest::Monitor { channels, tap } => self.open_monitor(&channels, tap),
             ControlRequest::Send { channel, frame } => self.send_frame(&channel, frame),
+            ControlRequest::Time => Ok(self.time_json()),
+            ControlRequest::SetTime(command) => self.set_time(command),
         }
     }
 

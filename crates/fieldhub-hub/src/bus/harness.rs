@@ -50,8 +50,26 @@ impl Harness {
         Self { bus, clock, next_client: 1 }
     }
 
+    /// A bus in virtual time (`[hub] time = "virtual"` in `config`): bus
+    /// time starts at 0 and moves only as its participants step.
+    pub fn in_virtual_time(config: &str) -> Self {
+        let config = HubConfig::parse(config, "harness").expect("valid test configuration");
+        let clock = Arc::new(ManualClock::at(0));
+        let bus = Bus::in_virtual_time(&config, clock.clone());
+        Self { bus, clock, next_client: 1 }
+    }
+
     /// Attach a client.
     pub fn connect(&mut self, name: &str) -> TestClient {
+        self.attach(name, false)
+    }
+
+    /// Attach a synchronised participant of virtual time.
+    pub fn connect_synchronized(&mut self, name: &str) -> TestClient {
+        self.attach(name, true)
+    }
+
+    fn attach(&mut self, name: &str, synchronized: bool) -> TestClient {
         let id = self.next_client;
         self.next_client += 1;
         let (outbox, queue) = test_outbox();
@@ -63,6 +81,7 @@ impl Harness {
             hang_up: Box::new(|| {}),
             credit,
             intake: None,
+            synchronized,
         });
         TestClient { id, outbox: queue }
     }
@@ -77,7 +96,12 @@ impl Harness {
             port_name: name.into(),
         };
         self.bus.handle(request);
+        // A participant's first GRANT may wait in front of the answer.
         match client.outbox.take() {
+            Some(Outbound::Grant { .. }) => match client.outbox.take() {
+                Some(Outbound::PortOpened { port, .. }) => port,
+                other => panic!("OPEN_PORT answered {other:?}"),
+            },
             Some(Outbound::PortOpened { port, .. }) => port,
             other => panic!("OPEN_PORT answered {other:?}"),
         }
@@ -97,6 +121,17 @@ impl Harness {
     pub fn advance(&mut self, ns: u64) -> Option<u64> {
         self.clock.advance(ns);
         self.step()
+    }
+
+    /// `STEP`: `client` is done up to `until_ns`.
+    pub fn announce(&mut self, client: &TestClient, until_ns: u64) {
+        self.bus.handle(Inbound::Step { client: client.id, until_ns });
+    }
+
+    /// What the bus thread does after a round of input in virtual time:
+    /// advance if every participant is done. Returns whether time moved.
+    pub fn advance_virtual_time(&mut self) -> bool {
+        self.bus.advance_virtual_time()
     }
 
     pub fn control(&mut self, request: ControlRequest) -> ControlResult {

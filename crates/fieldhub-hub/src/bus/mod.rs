@@ -23,7 +23,7 @@ use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
 
 use crate::channel::{Channel, Transmitted};
-use crate::clock::Clock;
+use crate::clock::{Clock, ManualClock};
 use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
@@ -43,7 +43,12 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
+mod stepping;
+pub mod virtual_time;
+#[cfg(test)]
+mod virtual_time_tests;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
+use virtual_time::VirtualTime;
 
 /// Requests handled per wake-up before the channels are served, so a flood
 /// of input cannot postpone arbitration and deadlines indefinitely.
@@ -154,6 +159,9 @@ pub struct Bus {
     /// frame taken in it, so a round of frames costs one clock read, not
     /// one each. `None` outside [`Bus::run`]'s rounds.
     round_ns: Option<u64>,
+    /// Virtual time's participants, staged frames and limits; `None` in
+    /// real time, where the data path costs one branch more and nothing else.
+    virtual_time: Option<VirtualTime>,
 }
 
 impl Bus {
@@ -203,7 +211,16 @@ impl Bus {
             busy_poll: config.hub.busy_poll,
             spin: AdaptiveSpin::default(),
             round_ns: None,
+            virtual_time: None,
         }
+    }
+
+    /// A bus in virtual time: `clock` moves only when the bus moves it,
+    /// once every synchronised participant has finished its step.
+    pub fn in_virtual_time(config: &HubConfig, clock: Arc<ManualClock>) -> Self {
+        let mut bus = Self::new(config, clock.clone());
+        bus.virtual_time = Some(VirtualTime::new(&config.hub, clock));
+        bus
     }
 
     /// Serve until [`Inbound::Shutdown`] arrives or every sender is gone.
@@ -239,13 +256,23 @@ impl Bus {
             }
             worked |= self.read_intakes();
             self.round_ns = None;
+            worked |= self.advance_virtual_time();
             if worked || deadline.is_some_and(|at| at <= self.clock.now()) {
                 deadline = self.step();
                 self.flush_outboxes();
                 continue;
             }
-            let wait_until =
-                deadline.map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(self.clock.now())));
+            if self.stall_deadline().is_some_and(|at| at <= Instant::now()) {
+                self.report_stalls();
+                self.flush_outboxes();
+                continue;
+            }
+            // In virtual time no deadline is in wall-clock time but a
+            // participant's step timeout; bus time moves with the steps.
+            let wait_until = match self.virtual_time {
+                Some(_) => self.stall_deadline(),
+                None => deadline.map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(self.clock.now()))),
+            };
             let intakes = &self.intakes;
             let input = || inbox.has_waiting() || intakes.any_ready();
             let shared = self.intakes.count() > 0;
@@ -355,20 +382,26 @@ impl Bus {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
             Inbound::Frames { client, mut frames } => self.on_frames(client, &mut frames),
-            Inbound::Attach { client, name, outbox, hang_up, credit, intake } => {
+            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized } => {
                 if let Some(intake) = intake {
                     self.intakes.add(client, intake);
                 }
                 let ports = [None; MAX_PORTS_PER_CLIENT];
                 self.clients.insert(client, Client { name, outbox, hang_up, credit, ports, pongs: Vec::new() });
+                if synchronized {
+                    self.join_time(client);
+                }
             }
+            Inbound::Step { client, until_ns } => self.on_step(client, until_ns),
             Inbound::OpenPort { client, request, options, channel, port_name } => {
                 self.on_open_port(client, request, options, &channel, &port_name)
             }
             Inbound::ClosePort { client, port } => {
                 // Frames the port sent before closing go out first (those a
-                // busy timed channel cannot take yet leave with the port).
+                // busy timed channel cannot take yet leave with the port, as
+                // do those of a virtual-time step that has not ended).
                 self.step();
+                self.discard_staged(client, Some(port));
                 self.on_close_port(client, port)
             }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
@@ -396,6 +429,14 @@ impl Bus {
     }
 
     fn on_frame(&mut self, client_id: ClientId, port: u16, frame: Frame) {
+        if self.virtual_time.is_some() {
+            return self.stage_frame(client_id, port, frame);
+        }
+        self.queue_frame(client_id, port, frame)
+    }
+
+    /// Put a frame into its port's transmit FIFO (or refuse it).
+    fn queue_frame(&mut self, client_id: ClientId, port: u16, frame: Frame) {
         let arrived_ns = self.round_ns.unwrap_or_else(|| self.clock.now());
         let Some(client) = self.clients.get(&client_id) else {
             // Frames still queued from a client the bus already removed.
@@ -543,7 +584,7 @@ impl Bus {
                     .map_or(0, |m| m.counters.tx_dropped),
             })
             .collect();
-        HubStats { hub: self.hub_name.clone(), channels, ports, routes }
+        HubStats { hub: self.hub_name.clone(), channels, ports, routes, time: self.time_stats() }
     }
 
     fn on_open_port(
@@ -637,8 +678,12 @@ impl Bus {
     }
 
     fn remove_client(&mut self, client_id: ClientId) -> Option<Client> {
+        self.discard_staged(client_id, None);
         let client = self.clients.remove(&client_id)?;
         self.intakes.remove(client_id);
+        if let Some(vt) = self.virtual_time.as_mut() {
+            vt.leave(client_id);
+        }
         client.credit.close();
         for owned in client.ports.iter().flatten() {
             self.release_port(*owned);

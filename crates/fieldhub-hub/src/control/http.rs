@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::dbc::{self, DbcStore};
 use super::workbench;
-use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
+use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::fault::{FaultSpec, FaultSpecError};
 use crate::inbox::{Inbound, InboxSender};
@@ -72,6 +72,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/dbc"),
     ("put", "/api/v1/channels/{channel}/dbc"),
     ("delete", "/api/v1/channels/{channel}/dbc"),
+    ("get", "/api/v1/time"),
+    ("post", "/api/v1/time"),
 ];
 
 /// How long an HTTP request waits for the bus thread.
@@ -170,6 +172,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/recording-file", get(workbench::recording_file))
         .route("/api/v1/channels/{channel}/send", post(workbench::send_frame))
         .route("/api/v1/monitor", get(super::monitor_ws::open))
+        .route("/api/v1/time", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Time)).post(set_time))
         .route("/api/v1/dbc", get(dbc::list))
         .route(
             "/api/v1/channels/{channel}/dbc",
@@ -373,6 +376,13 @@ async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, Js
             Err(e @ FaultSpecError::Malformed { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
             Err(e @ FaultSpecError::OutOfRange { .. }) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
         },
+        Err(response) => *response,
+    }
+}
+
+async fn set_time(State(s): State<Arc<ApiState>>, b: Result<Json<TimeCommand>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(command) => ask(s, ControlRequest::SetTime(command)).await,
         Err(response) => *response,
     }
 }

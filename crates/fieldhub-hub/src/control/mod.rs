@@ -108,6 +108,24 @@ pub enum ControlRequest {
         channel: String,
         frame: Frame,
     },
+    /// Bus time and, in virtual time, its participants and hold.
+    Time,
+    /// Hold, release or step virtual time.
+    SetTime(TimeCommand),
+}
+
+/// What the control API does to virtual time (`POST /api/v1/time`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TimeCommand {
+    /// Hold bus time where it is.
+    Pause,
+    /// Let bus time run as far as the participants go.
+    Resume,
+    /// One advance, then hold.
+    Step,
+    /// Run up to `until_ns` (with no participant: straight there), then hold.
+    RunUntil { until_ns: u64 },
 }
 
 impl ControlRequest {

@@ -329,12 +329,14 @@ fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &Ato
             }
             Outbound::Goodbye { .. } => break,
             // A lossless port is never overrun; the rest are answers to
-            // requests the bridge does not make.
+            // requests the bridge does not make (it is no synchronised
+            // participant, so no GRANT comes either).
             Outbound::RxOverflow { .. }
             | Outbound::PortOpened { .. }
             | Outbound::PortClosed { .. }
             | Outbound::Pong { .. }
-            | Outbound::Stats { .. } => {}
+            | Outbound::Stats { .. }
+            | Outbound::Grant { .. } => {}
         }
     }
     if refused > 0 {

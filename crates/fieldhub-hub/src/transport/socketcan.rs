@@ -213,6 +213,7 @@ fn write_loop(interface: &Interface, port: &str, outbox: &QueueOutbox, closed: &
             Outbound::PortOpened { .. }
             | Outbound::PortClosed { .. }
             | Outbound::Pong { .. }
+            | Outbound::Grant { .. }
             | Outbound::Stats { .. } => {}
         }
     }

@@ -1,0 +1,8 @@
+/* The virtual-time tests (virtual_time.c), run by the runner in tests.c. */
+#ifndef FIELDHUB_TEST_VIRTUAL_TIME_H
+#define FIELDHUB_TEST_VIRTUAL_TIME_H
+
+void test_virtual_time_runs_step_by_step_and_repeat_exactly(void);
+void test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant(void);
+
+#endif

@@ -1,0 +1,105 @@
+//! Virtual time for a synchronised participant (`spec/protocol.md` 6.8):
+//! [`Client::now`] is the bus time it stands at, [`Client::step`] ends its
+//! step and waits until bus time has reached the step's boundary.
+//!
+//! ```no_run
+//! use fieldhub_client::{Client, ClientOptions, Frame};
+//! let options = ClientOptions { name: "ecu1".into(), synchronized: true, ..Default::default() };
+//! let client = Client::connect_with("tcp://127.0.0.1:29536", &options)?;
+//! let port = client.open_port("can0")?;
+//! for _ in 0..1000 {
+//!     // One step of 1 ms: send what this step sends, then let time move.
+//!     client.send(&port, &Frame::can(0x100, false, &[1])?)?;
+//!     let now = client.step(client.now().unwrap() + 1_000_000)?;
+//!     while let Some(rx) = client.try_recv()? {
+//!         assert!(rx.meta.timestamp_ns <= now);
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use fieldhub_proto::wire::{self, ErrorCode, Message};
+
+use crate::dispatch::NOT_GRANTED;
+use crate::link::SendFail;
+use crate::receive::{self, Waited};
+use crate::{lock, Client, ClientError};
+
+impl Client {
+    /// The bus time this participant stands at (the hub's last `GRANT`), in
+    /// nanoseconds; `None` for a client that is not a synchronised participant.
+    pub fn now(&self) -> Option<u64> {
+        // SYNC POINT with the consumer's Release store in `dispatch`.
+        let granted = self.shared.granted_ns.load(Ordering::Acquire);
+        (granted != NOT_GRANTED).then_some(granted)
+    }
+
+    /// End this participant's step: it is done up to bus time `until_ns`.
+    /// Blocks until every participant is done and bus time has reached
+    /// `until_ns`; the frames of the window are in the receive queue by
+    /// then. Returns the new bus time. No timeout: the hub's step timeout
+    /// reports a participant that holds time back, and closing the client
+    /// ends the wait.
+    pub fn step(&self, until_ns: u64) -> Result<u64, ClientError> {
+        self.begin_step(until_ns)?;
+        loop {
+            if let Some(now_ns) = self.await_time(until_ns, None)? {
+                return Ok(now_ns);
+            }
+        }
+    }
+
+    /// [`Client::step`] in two halves, for callers that wait in slices (to
+    /// run signal handlers between them): announce the end of the step ...
+    pub fn begin_step(&self, until_ns: u64) -> Result<(), ClientError> {
+        let now_ns = self.now().ok_or(ClientError::NotSynchronized)?;
+        if until_ns <= now_ns {
+            return Err(ClientError::StepNotForward { until_ns, now_ns });
+        }
+        let mut bytes = Vec::new();
+        wire::encode(&mut bytes, &Message::Step { until_ns });
+        self.link.send_message(bytes, Some(self.timeout)).map_err(|fail| match fail {
+            SendFail::Timeout => ClientError::RequestQueueFull(self.timeout),
+            SendFail::Closed => self.shared.closed_error(),
+        })
+    }
+
+    /// ... then wait, at most `timeout` (`None`: until it happens), for bus
+    /// time to reach `until_ns`: the new bus time, or `None` on timeout.
+    pub fn await_time(&self, until_ns: u64, timeout: Option<Duration>) -> Result<Option<u64>, ClientError> {
+        let reached = || {
+            let granted = self.shared.granted_ns.load(Ordering::Acquire);
+            (granted != NOT_GRANTED && granted >= until_ns) || self.refused_step().is_some()
+        };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        match receive::wait_until(&*self.link, &self.shared, deadline, &reached) {
+            Waited::Ready => {}
+            Waited::TimedOut => return Ok(None),
+            Waited::Closed => return Err(self.shared.closed_error()),
+        }
+        if let Some(at) = self.refused_step() {
+            let (code, text) = lock(&self.shared.errors).remove(at);
+            return Err(ClientError::Rejected { code, text });
+        }
+        Ok(Some(self.shared.granted_ns.load(Ordering::Acquire)))
+    }
+
+    /// Where the hub's refusal of a `STEP` waits among the reported errors.
+    fn refused_step(&self) -> Option<usize> {
+        lock(&self.shared.errors).iter().position(|(code, _)| *code == ErrorCode::TimeMode as u16)
+    }
+
+    /// A participant's first `GRANT` follows `WELCOME`: wait for it, so
+    /// [`Client::now`] has a value when `connect` returns.
+    pub(crate) fn await_first_grant(&self) -> Result<(), ClientError> {
+        let granted = || self.shared.granted_ns.load(Ordering::Acquire) != NOT_GRANTED;
+        match receive::wait_until(&*self.link, &self.shared, Some(Instant::now() + self.timeout), &granted) {
+            Waited::Ready => Ok(()),
+            Waited::TimedOut => Err(ClientError::Timeout(self.timeout)),
+            Waited::Closed => Err(self.shared.closed_error()),
+        }
+    }
+}

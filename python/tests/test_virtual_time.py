@@ -1,0 +1,127 @@
+"""Virtual time from Python: synchronised buses step bus time, periodic
+tasks keep their period in bus time, and a run — a failing one included —
+is the same on every run."""
+
+import threading
+
+import can
+import pytest
+
+import fieldhub
+from test_fixture import run_pytest
+
+NS = 1_000_000_000
+
+
+def frames_of(bus):
+    """Everything waiting for ``bus`` now, as (bus time in ns, id, data)."""
+    frames = []
+    while (message := bus.recv(0)) is not None:
+        frames.append((round(message.timestamp * NS), message.arbitration_id, bytes(message.data)))
+    return frames
+
+
+@pytest.mark.fieldhub_config(time="virtual")
+def test_a_minute_of_periodic_frames_in_one_step_keeps_every_period_in_bus_time(fieldhub_hub):
+    ecu = fieldhub_hub.bus("can0", synchronized=True)
+    observer = fieldhub_hub.bus("can0")
+    assert ecu.now == 0.0
+    fast = ecu.send_periodic(can.Message(arbitration_id=0x100, data=[1], is_extended_id=False), 0.01)
+    ecu.send_periodic(can.Message(arbitration_id=0x200, data=[2], is_extended_id=False), 0.1, duration=30.0)
+    assert ecu.step(60.0) == 60.0
+    fast.stop()
+    observer.flush_tx_buffer()
+    frames = frames_of(observer)
+    assert len(frames) == 6000 + 300
+    assert [t for t, id_, _ in frames if id_ == 0x100] == [k * 10_000_000 for k in range(6000)]
+    assert [t for t, id_, _ in frames if id_ == 0x200] == [k * 100_000_000 for k in range(300)]
+    # Due together, they leave the ECU's port in the order the tasks started.
+    assert [id_ for t, id_, _ in frames if t == 0] == [0x100, 0x200]
+    assert fieldhub_hub.stats()["time"]["now_ns"] == 60 * NS
+
+
+def run_tester_and_ecu():
+    """A tester asks every 10 ms, an ECU answers; both synchronised, in
+    threads of their own. Returns what the tester received. Both join before
+    either steps, so bus time waits for both from 0 on."""
+    with fieldhub.Hub('[[channel]]\nname = "can0"\n', time="virtual") as hub:
+        tester = can.Bus(interface="fieldhub", channel="can0", hub=hub.url, port_name="tester", synchronized=True)
+        ecu = can.Bus(interface="fieldhub", channel="can0", hub=hub.url, port_name="ecu", synchronized=True)
+        received = []
+
+        def run_tester():
+            for k in range(200):
+                tester.send(can.Message(arbitration_id=0x7E0, data=[k % 256], is_extended_id=False))
+                tester.step(0.01)
+                received.extend(frames_of(tester))
+
+        def run_ecu():
+            while ecu.now < 2.0:
+                ecu.step(0.004)
+                for _, _, data in frames_of(ecu):
+                    ecu.send(can.Message(arbitration_id=0x7E8, data=[data[0], 0x40], is_extended_id=False))
+
+        threads = [threading.Thread(target=run_tester), threading.Thread(target=run_ecu)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        tester.shutdown()
+        ecu.shutdown()
+    return received
+
+
+def test_two_participants_in_threads_give_the_same_frames_at_the_same_bus_times_every_run():
+    first = run_tester_and_ecu()
+    assert first == run_tester_and_ecu()
+    # The ECU sees a request at its next 4 ms boundary and answers from there.
+    assert len(first) == 200
+    assert first[0] == (4_000_000, 0x7E8, bytes([0, 0x40]))
+
+
+FAILING_TEST = """
+    import can, pytest
+
+    @pytest.mark.fieldhub_config(time="virtual")
+    def test_no_answer_is_late(fieldhub_hub):
+        ecu = fieldhub_hub.bus("can0", synchronized=True)
+        tester = fieldhub_hub.bus("can0")
+        fieldhub_hub.add_fault(channel="can0", at="bus", id=0x7E8, mask=0x7FF,
+                               action={"type": "drop"}, probability=0.01, seed=7)
+        ecu.send_periodic(can.Message(arbitration_id=0x7E8, data=[0], is_extended_id=False), 0.01)
+        ecu.step(60.0)
+        tester.flush_tx_buffer()
+        times = []
+        while (m := tester.recv(0)) is not None:
+            times.append(round(m.timestamp * 1000))
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert max(gaps) <= 10, f"answer late at {times[gaps.index(max(gaps))]} ms"
+"""
+
+
+def test_a_failing_test_fails_the_same_way_on_every_run(tmp_path):
+    failures = []
+    for run in range(2):
+        directory = tmp_path / f"run{run}"
+        directory.mkdir()
+        code, output = run_pytest(directory, FAILING_TEST)
+        assert code == 1, output
+        failures.append([line for line in output.splitlines() if line.startswith("E ")])
+    assert failures[0] == failures[1]
+    assert any("answer late at" in line for line in failures[0]), failures[0]
+
+
+@pytest.mark.fieldhub_config(time="virtual")
+def test_the_control_api_holds_and_steps_virtual_time(fieldhub_hub):
+    assert fieldhub_hub.time()["mode"] == "virtual"
+    fieldhub_hub.run_until(1.5)
+    observer = fieldhub_hub.bus("can0")
+    fieldhub_hub.bus("can0").send(can.Message(arbitration_id=0x10, is_extended_id=False))
+    observer.flush_tx_buffer()
+    status = fieldhub_hub.time()
+    assert (status["now_ns"], status["limit"]["state"]) == (1_500_000_000, "paused")
+    fieldhub_hub.resume()
+    # An observer's frame joins the next advance, at the bus time of then.
+    fieldhub_hub.run_until(2.0)
+    message = observer.recv(5)
+    assert message is not None and message.timestamp == 1.5
