@@ -238,13 +238,9 @@ fn receive(client: &Client, done: &AtomicBool, sender_ids: &[u32]) -> Result<Vie
 /// Each numbered sender's counters arrive 0, 1, 2, ... in order.
 fn check_numbering(view: &View, sender_ids: &[u32], problems: &mut Vec<String>) {
     for (k, id) in sender_ids.iter().enumerate() {
-        let mut expected = 0;
-        for (_, n) in view.numbered.iter().filter(|(sender, _)| sender == id) {
-            if *n != expected {
-                problems.push(format!("sender {k}: counter {n} where {expected} was due"));
-                break;
-            }
-            expected += 1;
+        let from_sender = view.numbered.iter().filter(|(sender, _)| sender == id);
+        if let Some((expected, (_, n))) = (0u64..).zip(from_sender).find(|(expected, (_, n))| n != expected) {
+            problems.push(format!("sender {k}: counter {n} where {expected} was due"));
         }
     }
 }
