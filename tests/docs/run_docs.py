@@ -336,8 +336,11 @@ class Runner:
         env["FIELDHUB_LOG"] = "warn"
         env["CARGO_TARGET_DIR"] = str(root / "target")
         env["CARGO_INSTALL_ROOT"] = str(scratch / "cargo-root")
+        # The fieldhub given comes before the venv's: the Python package
+        # installs a `fieldhub` script too, built from whatever wheel the
+        # venv holds, and the docs are checked against the binary named.
         env["PATH"] = os.pathsep.join(
-            [str(scratch / "cargo-root" / "bin"), str(Path(python).parent), str(fieldhub.parent), env["PATH"]]
+            [str(scratch / "cargo-root" / "bin"), str(fieldhub.parent), str(Path(python).parent), env["PATH"]]
         )
         self.env = env
 

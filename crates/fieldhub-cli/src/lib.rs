@@ -17,6 +17,7 @@ mod hub;
 mod ready;
 mod record;
 mod replay;
+mod replay_bus_time;
 mod send;
 mod stats;
 
@@ -125,6 +126,14 @@ impl HubSelect {
         // The token comes from the environment (`ClientOptions::token`).
         let options = fieldhub_client::ClientOptions { name: tool.to_owned(), ..Default::default() };
         fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
+    }
+
+    /// Connect as a synchronised participant of a hub in virtual time.
+    pub fn connect_synchronized(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
+        use anyhow::Context;
+        let options =
+            fieldhub_client::ClientOptions { name: tool.to_owned(), synchronized: true, ..Default::default() };
+        fieldhub_client::Client::connect_with(&self.url(), &options).with_context(|| format!("fieldhub {tool}"))
     }
 }
 

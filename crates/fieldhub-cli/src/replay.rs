@@ -6,7 +6,9 @@
 //! round trip confirms it), and every later frame is due at `start + (its
 //! timestamp - the first timestamp)`: lateness of one frame does not shift
 //! the ones after it, and no gap after the first frame comes out shorter
-//! than recorded.
+//! than recorded. With `--synchronized` the replay is a participant of a
+//! hub in virtual time instead and sends each frame at a bus time
+//! (`replay_bus_time`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,6 +18,7 @@ use anyhow::{bail, Context};
 use fieldhub_client::Port;
 use fieldhub_log::{open, Format, LogReader, ReadOptions};
 
+use crate::replay_bus_time::{self, Anchor};
 use crate::{HubSelect, PortSelect};
 
 #[derive(clap::Args)]
@@ -26,8 +29,16 @@ pub struct ReplayArgs {
     #[arg(long = "map", value_name = "OLD=NEW")]
     map: Vec<String>,
     /// Send as fast as the bus takes the frames instead of with the recorded timing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "synchronized")]
     fast: bool,
+    /// Join a hub in virtual time as a synchronised participant and send each frame at the bus time that
+    /// stamps it as recorded, the first one at the bus time the replay joined (docs/virtual-time.md).
+    #[arg(long)]
+    synchronized: bool,
+    /// With --synchronized: the file's timestamps are bus times (a log a hub in virtual time recorded), and
+    /// each frame goes out at its recorded time, so the hub's recording of the replay is the file again.
+    #[arg(long, requires = "synchronized")]
+    recorded_bus_time: bool,
     /// Play the file this many times.
     #[arg(long = "loop", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     loops: u64,
@@ -96,7 +107,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             args.file.display()
         );
     }
-    let client = args.hub.connect("replay")?;
+    let client =
+        if args.synchronized { args.hub.connect_synchronized("replay")? } else { args.hub.connect("replay")? };
     let mut ports: HashMap<String, Port> = HashMap::new();
     let mut targets: HashMap<String, (Port, u64)> = HashMap::new();
     for channel in &survey.channels {
@@ -104,7 +116,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let port = match ports.get(target) {
             Some(port) => port.clone(),
             None => {
-                let config = args.port.config(ports.len() + 1)?;
+                let mut config = args.port.config(ports.len() + 1)?;
+                // In bus time the replay stays until its frames come back.
+                config.receive_own = args.synchronized;
                 let port = client.open_port_with(target, &config).with_context(|| {
                     format!("cannot replay '{channel}' onto hub channel '{target}' (use --map {channel}=OTHER)")
                 })?;
@@ -115,9 +129,48 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         targets.insert(channel.clone(), (port, 0));
     }
 
+    let sent = if args.synchronized {
+        let records =
+            reader(&args)?.collect::<Result<Vec<_>, _>>().with_context(|| format!("'{}'", args.file.display()))?;
+        if let Some(record) = records.iter().find(|r| !targets.contains_key(&r.channel)) {
+            bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
+        }
+        let anchor = if args.recorded_bus_time { Anchor::Recorded } else { Anchor::Joined };
+        let ports: HashMap<String, Port> = targets.into_iter().map(|(channel, (port, _))| (channel, port)).collect();
+        let sent = replay_bus_time::play(&args.hub, &client, &ports, records, anchor, args.loops)?;
+        ports
+            .into_iter()
+            .map(|(channel, port)| (channel.clone(), (port, sent.get(&channel).copied().unwrap_or(0))))
+            .collect()
+    } else {
+        play_wall_clock(&args, &survey, &client, targets)?
+    };
+
+    let mut total = 0;
+    for channel in &survey.channels {
+        let (port, sent) = &sent[channel];
+        total += sent;
+        if port.channel == *channel {
+            println!("{channel}: {sent} frames");
+        } else {
+            println!("{channel} -> {}: {sent} frames", port.channel);
+        }
+    }
+    println!("replayed {total} frames from {}", args.file.display());
+    Ok(())
+}
+
+/// Play with the recorded timing on the wall clock (or `--fast`); returns
+/// each file channel's port and frames sent.
+fn play_wall_clock(
+    args: &ReplayArgs,
+    survey: &Survey,
+    client: &fieldhub_client::Client,
+    mut targets: HashMap<String, (Port, u64)>,
+) -> anyhow::Result<HashMap<String, (Port, u64)>> {
     for _ in 0..args.loops {
         let mut start = None;
-        for record in reader(&args)? {
+        for record in reader(args)? {
             let record = record.with_context(|| format!("'{}'", args.file.display()))?;
             let Some((port, sent)) = targets.get_mut(&record.channel) else {
                 bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
@@ -141,17 +194,5 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     // The hub reports refused frames (CAN FD onto a classic channel…) by the time it answers this.
     client.flush().context("the hub refused a replayed frame")?;
-
-    let mut total = 0;
-    for channel in &survey.channels {
-        let (port, sent) = &targets[channel];
-        total += sent;
-        if port.channel == *channel {
-            println!("{channel}: {sent} frames");
-        } else {
-            println!("{channel} -> {}: {sent} frames", port.channel);
-        }
-    }
-    println!("replayed {total} frames from {}", args.file.display());
-    Ok(())
+    Ok(targets)
 }

@@ -114,6 +114,68 @@ fn the_same_scenario_gives_byte_identical_candump_logs_on_every_run() {
 }
 
 #[test]
+fn replaying_a_recording_into_a_fresh_virtual_time_hub_records_the_same_bytes() {
+    let (original, _) = three_ecu_run(300);
+    let dir = std::env::temp_dir().join(format!("fieldhub-vt-replay-{}-{}", std::process::id(), common::unique()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("original.log");
+    std::fs::write(&log, &original).unwrap();
+    let config = r#"
+        [hub]
+        time = "virtual"
+        [[channel]]
+        name = "can0"
+        timing = "timed"
+        bitrate = 500000
+    "#;
+    let hub = HubProcess::start_with(Some(config), &["--recordings-dir", dir.to_str().unwrap()]);
+    let recording = ok(&hub, "POST", "/api/v1/recordings", Some(json!({"path": "replayed.log"})));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["replay", "--hub", &hub.url, "--synchronized", "--recorded-bus-time", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("replayed {} frames", original.lines().count())), "{stdout}");
+    ok(&hub, "DELETE", &format!("/api/v1/recordings/{}", recording["id"]), None);
+    let replayed = std::fs::read_to_string(dir.join("replayed.log")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(replayed, original, "the replay is stamped as recorded, frame for frame");
+}
+
+#[test]
+fn a_synchronized_replay_refuses_a_hub_in_real_time_and_a_file_whose_time_has_passed() {
+    let dir = std::env::temp_dir().join(format!("fieldhub-vt-refuse-{}-{}", std::process::id(), common::unique()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("short.log");
+    std::fs::write(&log, "(0.001000) can0 123#01\n(0.002000) can0 123#02\n").unwrap();
+    let replay = |hub: &HubProcess, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+            .args(["replay", "--hub", &hub.url, "--synchronized"])
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap()
+    };
+    let real = HubProcess::start();
+    let out = replay(&real, &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("virtual"), "{stderr}");
+
+    let hub = HubProcess::start_with(Some("[hub]\ntime = \"virtual\"\n[[channel]]\nname = \"can0\"\n"), &[]);
+    let out = replay(&hub, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("replayed 2 frames"));
+    // The first replay moved bus time to 1 ms past where it joined.
+    let out = replay(&hub, &["--recorded-bus-time"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("later than the file's first frame is due"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_minute_of_bus_time_with_ten_senders_completes_identically() {
     let config = r#"
         [hub]
