@@ -24,6 +24,11 @@ pub struct HubArgs {
     /// where every local user reads it.
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// File holding a read-only monitor token (owner-only, like --token-file): its clients receive frames
+    /// and read the control API but never transmit or change anything. Replaces `[hub] monitor_token`;
+    /// needs a token.
+    #[arg(long, value_name = "PATH")]
+    monitor_token_file: Option<PathBuf>,
     /// Serve local clients over shared memory as shm://NAME (the built-in configuration serves shm://default).
     #[arg(long, value_name = "NAME")]
     shm: Option<String>,
@@ -145,12 +150,24 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => fieldhub_client::token::token_from_environment()?,
     };
-    if !args.listen.is_empty() || token.is_some() || args.shm.is_some() || !args.ivshmem.is_empty() {
+    let monitor_token = match &args.monitor_token_file {
+        Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
+        None => None,
+    };
+    if !args.listen.is_empty()
+        || token.is_some()
+        || monitor_token.is_some()
+        || args.shm.is_some()
+        || !args.ivshmem.is_empty()
+    {
         if !args.listen.is_empty() {
             config.hub.listen = args.listen.clone();
         }
         if token.is_some() {
             config.hub.token = token;
+        }
+        if monitor_token.is_some() {
+            config.hub.monitor_token = monitor_token;
         }
         // Command-line addresses are held to the same rules as configured ones.
         config.validate(&format!("{origin} with command-line options"))?;

@@ -92,6 +92,10 @@ pub struct HubSection {
     /// Token clients must present; required when listening beyond loopback.
     #[serde(default)]
     pub token: Option<String>,
+    /// A second, read-only token: its clients receive frames and read the
+    /// control API, never transmit or change anything. Needs `token`.
+    #[serde(default)]
+    pub monitor_token: Option<String>,
     /// Also serve local clients over shared memory as `shm://NAME`.
     #[serde(default)]
     pub shm: Option<String>,
@@ -170,6 +174,7 @@ impl Default for HubSection {
             name: default_hub_name(),
             listen: default_listen(),
             token: None,
+            monitor_token: None,
             shm: None,
             busy_poll: false,
             ivshmem: Vec::new(),
@@ -549,6 +554,21 @@ impl HubConfig {
             }
             Some(_) => {}
         }
+        match (&self.hub.monitor_token, &self.hub.token) {
+            (Some(monitor), _) if monitor.is_empty() || monitor.len() > MAX_TOKEN_LEN => {
+                return Err(invalid(hub("monitor_token"), format!("must be 1 to {MAX_TOKEN_LEN} bytes")));
+            }
+            (Some(_), None) => {
+                return Err(invalid(
+                    hub("monitor_token"),
+                    "needs hub.token: without a token every client has full access and a read-only token guards nothing".into(),
+                ));
+            }
+            (Some(monitor), Some(token)) if monitor == token => {
+                return Err(invalid(hub("monitor_token"), "must differ from hub.token".into()));
+            }
+            _ => {}
+        }
         if self.channels.is_empty() {
             return Err(invalid("channel".into(), "at least one [[channel]] is needed".into()));
         }
@@ -752,6 +772,18 @@ mod tests {
         assert!(err.to_string().contains("requires a token"), "{err}");
         assert!(HubConfig::parse("[hub]\nlisten = [\"0.0.0.0:1\"]\ntoken = \"s\"\n[[channel]]\nname = \"a\"\n", "t")
             .is_ok());
+    }
+
+    #[test]
+    fn a_monitor_token_needs_a_token_and_must_differ_from_it() {
+        let parse = |hub: &str| HubConfig::parse(&format!("[hub]\n{hub}\n[[channel]]\nname = \"a\"\n"), "t");
+        let err = parse("monitor_token = \"look\"").unwrap_err().to_string();
+        assert!(err.contains("monitor_token") && err.contains("needs hub.token"), "{err}");
+        let err = parse("token = \"same\"\nmonitor_token = \"same\"").unwrap_err().to_string();
+        assert!(err.contains("must differ from hub.token"), "{err}");
+        let err = parse("token = \"s\"\nmonitor_token = \"\"").unwrap_err().to_string();
+        assert!(err.contains("must be 1 to"), "{err}");
+        assert!(parse("token = \"sesame\"\nmonitor_token = \"look\"").is_ok());
     }
 
     #[test]

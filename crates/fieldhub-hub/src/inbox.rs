@@ -47,7 +47,8 @@ pub enum Inbound {
     /// once, for when even an error report cannot be queued to it.
     /// `credit` bounds the frames it may have waiting in the bus. `intake`
     /// is set for a client whose ring the bus reads itself. `synchronized`:
-    /// a participant of virtual time (its `HELLO` said so).
+    /// a participant of virtual time (its `HELLO` said so). `read_only`:
+    /// it presented the monitor token, so its ports never transmit.
     Attach {
         client: ClientId,
         name: String,
@@ -56,6 +57,7 @@ pub enum Inbound {
         credit: Arc<TxCredit>,
         intake: Option<Box<dyn Intake>>,
         synchronized: bool,
+        read_only: bool,
     },
     /// `OPEN_PORT`.
     OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },

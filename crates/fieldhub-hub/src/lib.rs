@@ -40,6 +40,7 @@ mod config_silkit;
 mod config_source;
 pub mod confinement;
 pub mod control;
+pub mod credentials;
 pub mod credit;
 pub mod fatal;
 pub mod fault;
@@ -151,7 +152,7 @@ impl Hub {
         let sessions = Arc::new(Sessions::new(
             inbox.clone(),
             config.hub.name.clone(),
-            config.hub.token.clone(),
+            credentials(&config),
             config.hub.time == TimeMode::Virtual,
             Arc::clone(&stopping),
         ));
@@ -168,7 +169,7 @@ impl Hub {
             control: None,
         };
         let control =
-            ControlServer::start(hub.inbox.clone(), config.hub.token.clone(), config.hub.recordings_dir.clone(), dbc)
+            ControlServer::start(hub.inbox.clone(), credentials(&config), config.hub.recordings_dir.clone(), dbc)
                 .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
@@ -295,4 +296,9 @@ fn raise_open_file_limit() {
             tracing::debug!("cannot raise the open-file limit: {e}");
         }
     }
+}
+
+/// The tokens sessions and the control API check.
+fn credentials(config: &HubConfig) -> credentials::Credentials {
+    credentials::Credentials::new(config.hub.token.clone(), config.hub.monitor_token.clone())
 }

@@ -72,6 +72,9 @@ pub struct Member {
     takes_fd: bool,
     /// A listen-only controller: never transmits, never acknowledges.
     pub listen_only: bool,
+    /// Opened by a client with the monitor token: it acknowledges like any
+    /// node (a monitor must not change the bus), but never transmits.
+    pub read_only: bool,
 }
 
 impl Member {
@@ -118,6 +121,7 @@ impl Member {
             retry_at: 0,
             takes_fd: true,
             listen_only: false,
+            read_only: false,
         }
     }
 
@@ -130,6 +134,8 @@ impl Member {
     pub fn refuses_to_send(&self, frame: &Frame) -> Option<&'static str> {
         if self.listen_only {
             Some("is listen-only and never transmits")
+        } else if self.read_only {
+            Some("belongs to a client that presented the monitor token, which is read-only: it may not transmit")
         } else if !self.takes_fd && frame.kind() == FrameKind::CanFd {
             Some("was opened without FD and cannot send CAN FD frames (open it with the FD option)")
         } else {

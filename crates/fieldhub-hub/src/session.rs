@@ -30,6 +30,7 @@ use fieldhub_proto::wire::{
 use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
+use crate::credentials::{Access, Credentials};
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
 use crate::outbox::Outbox;
@@ -53,7 +54,7 @@ pub const MAX_HANDSHAKES: usize = 128;
 pub struct Sessions {
     pub inbox: InboxSender,
     pub hub_name: String,
-    pub token: Option<String>,
+    pub credentials: Credentials,
     /// The hub runs in virtual time: synchronised sessions are welcome.
     pub virtual_time: bool,
     next_client: AtomicU32,
@@ -104,14 +105,14 @@ impl Sessions {
     pub fn new(
         inbox: InboxSender,
         hub_name: String,
-        token: Option<String>,
+        credentials: Credentials,
         virtual_time: bool,
         stopping: Arc<AtomicBool>,
     ) -> Self {
         Self {
             inbox,
             hub_name,
-            token,
+            credentials,
             virtual_time,
             next_client: AtomicU32::new(1),
             live: AtomicUsize::new(0),
@@ -142,6 +143,8 @@ impl Sessions {
             via,
             peer: peer.into(),
             name: None,
+            // The hub's own clients (SocketCAN, SIL Kit) send no HELLO.
+            access: Access::Full,
             synchronized: false,
             attached: false,
             detached: false,
@@ -168,6 +171,8 @@ pub struct ClientSlot {
     via: &'static str,
     peer: String,
     name: Option<String>,
+    /// What the token of its `HELLO` lets it do.
+    access: Access,
     /// Its `HELLO` made it a participant of virtual time.
     synchronized: bool,
     attached: bool,
@@ -213,20 +218,26 @@ impl ClientSlot {
                 ),
             ));
         }
-        if let Some(token) = &self.sessions.token {
-            if !constant_time_eq(token.as_bytes(), hello.token.as_bytes()) {
-                // The tools and libraries read the token from the environment.
-                let text = if hello.token.is_empty() {
-                    "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding \
-                     it, or pass it as the client's token)"
-                } else {
-                    "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the client was given, \
-                     differs from the hub's)"
-                };
-                return Err(Violation::new(ErrorCode::Unauthorized, text));
-            }
-        }
+        let Some(access) = self.sessions.credentials.access(hello.token) else {
+            // The tools and libraries read the token from the environment.
+            let text = if hello.token.is_empty() {
+                "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding \
+                 it, or pass it as the client's token)"
+            } else {
+                "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the client was given, \
+                 differs from the hub's)"
+            };
+            return Err(Violation::new(ErrorCode::Unauthorized, text));
+        };
+        self.access = access;
         self.synchronized = hello.options.contains(SessionOptions::SYNCHRONIZED);
+        if self.synchronized && access == Access::ReadOnly {
+            return Err(Violation::new(
+                ErrorCode::Unauthorized,
+                "the monitor token is read-only: a synchronised participant holds bus time back, which needs the \
+                 hub's token",
+            ));
+        }
         if self.synchronized && !self.sessions.virtual_time {
             return Err(Violation::new(
                 ErrorCode::TimeMode,
@@ -276,6 +287,7 @@ impl ClientSlot {
     ) -> Result<(), NotQueued> {
         let name = self.name().to_owned();
         let synchronized = self.synchronized;
+        let read_only = self.access == Access::ReadOnly;
         self.sessions.inbox.send(Inbound::Attach {
             client: self.id,
             name,
@@ -284,6 +296,7 @@ impl ClientSlot {
             credit,
             intake,
             synchronized,
+            read_only,
         })?;
         self.attached = true;
         info!(target: CLIENT_LOG, client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);
@@ -345,11 +358,6 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
-}
-
-/// Compare secrets without an early exit that would leak their common prefix.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// What a client's message asks of the bus: one mapping for every transport.

@@ -82,6 +82,7 @@ impl Harness {
             credit,
             intake: None,
             synchronized,
+            read_only: false,
         });
         TestClient { id, outbox: queue }
     }

@@ -94,6 +94,8 @@ struct Client {
     outbox: Outbox,
     hang_up: HangUp,
     credit: Arc<TxCredit>,
+    /// It presented the monitor token: its ports receive, never transmit.
+    read_only: bool,
     ports: [Option<OwnedPort>; MAX_PORTS_PER_CLIENT],
     /// `PONG`s waiting for the client's earlier frames to leave: (nonce,
     /// arrival number of the last frame received before the `PING`).
@@ -382,12 +384,13 @@ impl Bus {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
             Inbound::Frames { client, mut frames } => self.on_frames(client, &mut frames),
-            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized } => {
+            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized, read_only } => {
                 if let Some(intake) = intake {
                     self.intakes.add(client, intake);
                 }
                 let ports = [None; MAX_PORTS_PER_CLIENT];
-                self.clients.insert(client, Client { name, outbox, hang_up, credit, ports, pongs: Vec::new() });
+                let pongs = Vec::new();
+                self.clients.insert(client, Client { name, outbox, hang_up, credit, read_only, ports, pongs });
                 if synchronized {
                     self.join_time(client);
                 }
@@ -465,7 +468,8 @@ impl Bus {
             client.credit.release();
             let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
             let text = format!("port '{name}' {why}; the frame {frame:?} was not sent");
-            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
+            let code = if member.read_only { ErrorCode::Unauthorized } else { ErrorCode::InvalidFrame };
+            let error = Outbound::Error { code, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
         if !member.plugged {
@@ -639,7 +643,7 @@ impl Bus {
         let limit = named
             .as_ref()
             .and_then(|p| p.rate.map(|rate| RateLimit::new(rate, p.burst.unwrap_or(1), self.clock.now())));
-        let member = Member::client(
+        let mut member = Member::client(
             client_id,
             handle,
             port_id,
@@ -648,6 +652,7 @@ impl Bus {
             client.credit.clone(),
             TxQueue::new(limit),
         );
+        member.read_only = client.read_only;
         info!(target: crate::session::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
@@ -33,6 +33,7 @@ use super::dbc::{self, DbcStore};
 use super::workbench;
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand};
 use crate::config::{ChannelConfig, RouteConfig};
+use crate::credentials::{Access, Credentials};
 use crate::fault::{FaultSpec, FaultSpecError};
 use crate::inbox::{Inbound, InboxSender};
 
@@ -81,7 +82,7 @@ const BUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) struct ApiState {
     inbox: InboxSender,
-    pub(super) token: Option<String>,
+    pub(super) credentials: Credentials,
     /// The DBC files the monitor decodes with.
     pub(super) dbc: DbcStore,
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
@@ -100,14 +101,14 @@ impl ControlServer {
     /// Start the server thread.
     pub fn start(
         inbox: InboxSender,
-        token: Option<String>,
+        credentials: Credentials,
         recordings_dir: PathBuf,
         dbc: DbcStore,
     ) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, token, recordings_dir, dbc });
+        let state = Arc::new(ApiState { inbox, credentials, recordings_dir, dbc });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(super::serve::serve(router(state), incoming, stopped));
         })?;
@@ -205,12 +206,12 @@ async fn request_deadline(request: Request, next: Next) -> Response {
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
     // Browsers first: another site's page, or a rebound host name, is
     // refused whatever it asks for (`origin.rs`).
-    if let Some(why) = super::origin::refusal(request.headers(), state.token.is_some()) {
+    if let Some(why) = super::origin::refusal(request.headers(), state.credentials.required()) {
         return error(StatusCode::FORBIDDEN, why.into());
     }
     let path = request.uri().path();
     let public = path == "/ui" || path.starts_with("/ui/");
-    if let Some(token) = state.token.as_ref().filter(|_| !public) {
+    if state.credentials.required() && !public {
         let header = request
             .headers()
             .get("authorization")
@@ -222,9 +223,16 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
             query.0.get("token").cloned()
         };
         let presented = header.or_else(|| if path == "/api/v1/monitor" { query() } else { None });
-        let ok = presented.is_some_and(|p| crate::session::constant_time_eq(p.as_bytes(), token.as_bytes()));
-        if !ok {
-            return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into());
+        match presented.and_then(|p| state.credentials.access(&p)) {
+            None => return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into()),
+            Some(Access::ReadOnly) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
+                let text = format!(
+                    "{} {path}: the monitor token is read-only (GET only); changes need the hub's token",
+                    request.method()
+                );
+                return error(StatusCode::FORBIDDEN, text);
+            }
+            Some(_) => {}
         }
     }
     next.run(request).await
