@@ -53,6 +53,9 @@ pub const JOIN_RETRY: Duration = Duration::from_secs(2);
 /// How often waiting threads look whether the bridge is stopping.
 const LOOK: Duration = Duration::from_millis(100);
 
+/// A frame from SIL Kit with its event timestamp (SIL Kit time, ns).
+type Stamped = (u64, Frame);
+
 /// One configured SIL Kit network, not joined yet.
 pub struct SilKitBridge {
     config: SilKitConfig,
@@ -161,7 +164,7 @@ impl SilKitBridge {
     fn join(
         &self,
         sessions: &Sessions,
-        queue: &Sender<Frame>,
+        queue: &Sender<Stamped>,
         refused: &Arc<AtomicU64>,
         closed: &Arc<AtomicBool>,
     ) -> Option<CanParticipant> {
@@ -234,12 +237,12 @@ impl Drop for Membership {
 /// What SIL Kit's thread runs for every frame: queue it for the bridge
 /// thread, waiting while the queue is full, until the bridge is closed.
 fn handler_sink(
-    queue: Sender<Frame>,
+    queue: Sender<Stamped>,
     refused: Arc<AtomicU64>,
     closed: Arc<AtomicBool>,
     participant: String,
 ) -> fieldhub_silkit::FrameSink {
-    Box::new(move |frame: Result<Frame, ConvertError>| {
+    Box::new(move |timestamp: u64, frame: Result<Frame, ConvertError>| {
         let mut frame = match frame {
             Ok(frame) => frame,
             Err(e) => {
@@ -250,12 +253,12 @@ fn handler_sink(
             }
         };
         loop {
-            match queue.send_timeout(frame, LOOK) {
+            match queue.send_timeout((timestamp, frame), LOOK) {
                 Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
                 // SYNC POINT with the Release stores of `Membership::drop`
                 // and the hang-up: the bridge is closing, nobody takes it.
                 Err(SendTimeoutError::Timeout(_)) if closed.load(Ordering::Acquire) => return,
-                Err(SendTimeoutError::Timeout(back)) => frame = back,
+                Err(SendTimeoutError::Timeout((_, back))) => frame = back,
             }
         }
     })
@@ -275,10 +278,10 @@ struct Forwarder<'a> {
 
 impl Forwarder<'_> {
     /// Forward SIL Kit's frames to the bus, each with a transmit credit.
-    fn run(&self, queue: &Receiver<Frame>, stop: &dyn Fn() -> bool) {
+    fn run(&self, queue: &Receiver<Stamped>, stop: &dyn Fn() -> bool) {
         while !stop() {
             let frame = match queue.recv_timeout(LOOK) {
-                Ok(frame) => frame,
+                Ok((_, frame)) => frame,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
