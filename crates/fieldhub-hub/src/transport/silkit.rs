@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use fieldhub_proto::frame::Frame;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
-use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary};
+use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary, SyncOptions};
 use tracing::{error, info, warn};
 
 use crate::config::SilKitConfig;
@@ -49,6 +49,11 @@ pub const SILKIT_QUEUE: usize = 4096;
 
 /// How long to wait before joining again when the registry was not there.
 pub const JOIN_RETRY: Duration = Duration::from_secs(2);
+
+/// The step a synchronised bridge asks SIL Kit for: 1 ms. SIL Kit steps
+/// every participant at the smallest step any asks for, so a smaller
+/// participant step still rules.
+pub const SYNC_STEP_NS: u64 = 1_000_000;
 
 /// How often waiting threads look whether the bridge is stopping.
 const LOOK: Duration = Duration::from_millis(100);
@@ -93,9 +98,11 @@ impl SilKitBridge {
 
     fn run(self, sessions: &Arc<Sessions>) {
         let (to_bridge, from_silkit) = crossbeam_channel::bounded(SILKIT_QUEUE);
+        let (step_tx, steps) = crossbeam_channel::unbounded();
         let refused = Arc::new(AtomicU64::new(0));
         let closed = Arc::new(AtomicBool::new(false));
-        let Some(participant) = self.join(sessions, &to_bridge, &refused, &closed) else { return };
+        let Some(participant) = self.join(sessions, &to_bridge, &step_tx, &refused, &closed) else { return };
+        drop(step_tx);
         let member = Membership { participant, closed: Arc::clone(&closed) };
         drop(to_bridge);
         let name = self.config.participant_name();
@@ -107,6 +114,9 @@ impl SilKitBridge {
                 }
             };
         slot.name_as(format!("silkit-{name}"));
+        if self.config.synchronized {
+            slot.synchronize();
+        }
         let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
         let hang_up = {
             let closed = Arc::clone(&closed);
@@ -131,7 +141,18 @@ impl SilKitBridge {
         }
         let Some((port, carries_fd)) = self.wait_until_opened(&outbox, sessions) else { return };
         info!(participant = %name, network = %self.config.network, registry = %self.config.registry,
-            channel = %self.config.channel, "SIL Kit network joined");
+            channel = %self.config.channel, synchronized = self.config.synchronized, "SIL Kit network joined");
+        let forwarder =
+            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
+        if self.config.synchronized {
+            let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
+            step_loop(&member, &forwarder, &outbox, &steps, &from_silkit, &stop);
+            drop(from_silkit);
+            slot.detach("the SIL Kit bridge is closing");
+            outbox.close();
+            drop(member);
+            return;
+        }
         let writer = {
             let (closed, outbox, name) = (Arc::clone(&closed), Arc::clone(&outbox), name.clone());
             std::thread::Builder::new()
@@ -139,8 +160,6 @@ impl SilKitBridge {
                 .spawn(move || write_loop(member, &name, &outbox, &closed))
         };
         let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
-        let forwarder =
-            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
         forwarder.run(&from_silkit, &stop);
         // SIL Kit's handler may wait for room; with the queue gone it
         // returns at once, so the writer can destroy the participant.
@@ -165,6 +184,7 @@ impl SilKitBridge {
         &self,
         sessions: &Sessions,
         queue: &Sender<Stamped>,
+        steps: &Sender<(u64, u64)>,
         refused: &Arc<AtomicU64>,
         closed: &Arc<AtomicBool>,
     ) -> Option<CanParticipant> {
@@ -177,7 +197,20 @@ impl SilKitBridge {
         while !sessions.stopping() {
             let sink =
                 handler_sink(queue.clone(), Arc::clone(refused), Arc::clone(closed), options.participant.clone());
-            match CanParticipant::join(Arc::clone(&self.library), &options, sink) {
+            let library = Arc::clone(&self.library);
+            let joined = if self.config.synchronized {
+                let sync = SyncOptions { required_participants: self.config.required_names(), step_ns: SYNC_STEP_NS };
+                let steps = steps.clone();
+                // SIL Kit's thread only hands the step over: the bridge
+                // thread runs it and completes it.
+                let step = Box::new(move |now, duration| {
+                    let _ = steps.send((now, duration));
+                });
+                CanParticipant::join_synchronized(library, &options, &sync, sink, step)
+            } else {
+                CanParticipant::join(library, &options, sink)
+            };
+            match joined {
                 Ok(participant) => return Some(participant),
                 Err(e) => {
                     failures += 1;
@@ -285,24 +318,30 @@ impl Forwarder<'_> {
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            if frame.is_fd() && !self.carries_fd {
-                if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
-                    warn!(
-                        participant = self.participant,
-                        "dropping CAN FD frames from SIL Kit: the channel is \
-                        classic CAN; configure it with protocol = \"canfd\""
-                    );
-                }
-                continue;
-            }
-            if !self.credit.acquire(stop) {
-                return;
-            }
-            let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
-            if self.slot.sessions().inbox.send(forward).is_err() {
+            if !self.forward(frame, stop) {
                 return;
             }
         }
+    }
+
+    /// Send one frame to the bus with a transmit credit; `false` when the
+    /// bridge is stopping or the bus is gone.
+    fn forward(&self, frame: Frame, stop: &dyn Fn() -> bool) -> bool {
+        if frame.is_fd() && !self.carries_fd {
+            if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                warn!(
+                    participant = self.participant,
+                    "dropping CAN FD frames from SIL Kit: the channel is \
+                    classic CAN; configure it with protocol = \"canfd\""
+                );
+            }
+            return true;
+        }
+        if !self.credit.acquire(stop) {
+            return false;
+        }
+        let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
+        self.slot.sessions().inbox.send(forward).is_ok()
     }
 }
 
@@ -348,4 +387,85 @@ fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &Ato
     // Leaving: `member`'s drop closes the bridge and destroys the
     // participant; the bridge thread sees `closed` and detaches.
     drop(member);
+}
+
+/// The synchronised bridge: each SIL Kit step is one step of the hub's
+/// virtual time, on this thread.
+///
+/// At SIL Kit's step `(now, duration)` (bus time stands at `now`: the last
+/// grant), the frames SIL Kit's participants sent before `now` go to the bus
+/// — they arrive at bus time `now`, one step after they were sent, as their
+/// senders' steps are over only then; frames stamped `now` or later wait
+/// for the next step, however early they arrived, so the trace depends on
+/// SIL Kit time alone. Then `STEP now + duration`; the frames of the hub's
+/// window go to SIL Kit as they come, and the grant, which follows them in
+/// the outbox, completes SIL Kit's step. SIL Kit's thread only queues the
+/// step; the bus thread never waits on either.
+fn step_loop(
+    member: &Membership,
+    forwarder: &Forwarder<'_>,
+    outbox: &QueueOutbox,
+    steps: &Receiver<(u64, u64)>,
+    from_silkit: &Receiver<Stamped>,
+    stop: &dyn Fn() -> bool,
+) {
+    let name = forwarder.participant;
+    let mut pending: std::collections::VecDeque<Stamped> = std::collections::VecDeque::new();
+    let mut refused: u64 = 0;
+    while !stop() {
+        let (now, duration) = match steps.recv_timeout(LOOK) {
+            Ok(step) => step,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        pending.extend(from_silkit.try_iter());
+        while pending.front().is_some_and(|(stamp, _)| *stamp < now) {
+            let Some((_, frame)) = pending.pop_front() else { break };
+            if !forwarder.forward(frame, stop) {
+                return;
+            }
+        }
+        let until_ns = now.saturating_add(duration.max(1));
+        if forwarder.slot.sessions().inbox.send(Inbound::Step { client: forwarder.slot.id(), until_ns }).is_err() {
+            return;
+        }
+        // The window's frames, then its grant.
+        loop {
+            if stop() {
+                return;
+            }
+            let Some(item) = outbox.take_timeout(LOOK) else { continue };
+            outbox.took();
+            match item {
+                Outbound::Frame { frame, .. } => {
+                    if let Err(e) = member.participant.send(&frame) {
+                        refused += 1;
+                        if refused == 1 {
+                            warn!(participant = name, error = %e, "a frame did not go to SIL Kit");
+                        }
+                    }
+                }
+                Outbound::Grant { now_ns } if now_ns >= until_ns => break,
+                Outbound::Error { text, fatal, .. } => {
+                    warn!(participant = name, "the bus reports: {text}");
+                    if fatal {
+                        return;
+                    }
+                }
+                Outbound::Goodbye { .. } => return,
+                // An earlier grant (the one after attaching), and answers
+                // to requests the bridge does not make.
+                Outbound::Grant { .. }
+                | Outbound::RxOverflow { .. }
+                | Outbound::PortOpened { .. }
+                | Outbound::PortClosed { .. }
+                | Outbound::Pong { .. }
+                | Outbound::Stats { .. } => {}
+            }
+        }
+        if let Err(e) = member.participant.complete_step() {
+            error!(participant = name, error = %e, "cannot complete the SIL Kit step; leaving");
+            return;
+        }
+    }
 }
