@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -83,8 +84,9 @@ fn start_registry(silkit: &SilKit) -> (Process, String) {
 }
 
 /// One run: registry, hub (virtual time, synchronised bridge, recording),
-/// the SIL Kit peer and the fieldhub participant; the recorded log.
-fn run(silkit: &SilKit) -> String {
+/// the SIL Kit peer and the fieldhub participant; the recorded log and what
+/// the peer printed of the frames it received.
+fn run(silkit: &SilKit) -> (String, String) {
     let (_registry, uri) = start_registry(silkit);
     let dir = std::env::temp_dir().join(format!("fieldhub-silkit-time-{}-{}", std::process::id(), common::unique()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -102,15 +104,21 @@ fn run(silkit: &SilKit) -> String {
         &[("FIELDHUB_SILKIT_LIB", &silkit.library)],
     );
     let recording = ok(&hub, "POST", "/api/v1/recordings", Some(json!({"path": "run.log"})));
-    let _peer = Process(
+    let mut peer = Process(
         Command::new(&silkit.peer)
             .args([&uri, "CAN1", "peer", &STEPS.to_string()])
             .env("LD_LIBRARY_PATH", std::path::Path::new(&silkit.library).parent().unwrap())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start silkit_sync_peer"),
     );
+    let mut peer_out = peer.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = peer_out.read_to_string(&mut text);
+        text
+    });
     let options = ClientOptions { name: "ecu".into(), synchronized: true, ..Default::default() };
     let ecu = Client::connect_with(&hub.url, &options).expect("connect as a synchronised participant");
     let port = ecu.open_port_with("can0", &PortConfig { name: Some("ecu".into()), ..Default::default() }).unwrap();
@@ -127,7 +135,28 @@ fn run(silkit: &SilKit) -> String {
     ok(&hub, "DELETE", &format!("/api/v1/recordings/{}", recording["id"]), None);
     let recorded = std::fs::read_to_string(dir.join("run.log")).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    recorded
+    // The bridge hands the window's frames over before it completes the
+    // step, so by now the peer has printed them; killing it ends its output.
+    drop(peer);
+    (recorded, reader.join().unwrap())
+}
+
+/// The fieldhub participant's frames as the SIL Kit peer printed them
+/// ("NOW TIMESTAMP ID HEXDATA"): (number, SIL Kit timestamp).
+fn received_by_peer(printed: &str) -> Vec<(u32, u64)> {
+    let tag = format!("{ECU_TAG:02X}");
+    printed
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [_, stamp, id, data] = fields[..] else { return None };
+            if u32::from_str_radix(id, 16).ok()? != ECU_ID || !data.starts_with(&tag) {
+                return None;
+            }
+            let bytes: Vec<u8> = (2..10).step_by(2).map(|i| u8::from_str_radix(&data[i..i + 2], 16).unwrap()).collect();
+            Some((u32::from_le_bytes(bytes.try_into().unwrap()), stamp.parse().unwrap()))
+        })
+        .collect()
 }
 
 /// The numbered frames of `id` in `log`, in order, with their stamps.
@@ -142,9 +171,13 @@ fn numbered(log: &str, id: u32, tag: u8) -> Vec<(u32, u64)> {
 #[test]
 fn a_synchronised_silkit_participant_and_a_fieldhub_participant_give_a_deterministic_trace() {
     let Some(silkit) = SilKit::from_env() else { return };
-    let first = run(&silkit);
-    let second = run(&silkit);
+    let (first, printed) = run(&silkit);
+    let (second, _) = run(&silkit);
     assert_eq!(first, second, "two runs recorded different logs");
+    // SIL Kit's side: frame k, on fieldhub's bus in the window [k, k + 1)
+    // ms, reaches the peer in the bridge's step k, stamped k ms.
+    let expected: Vec<(u32, u64)> = (0..STEPS).map(|k| (k, u64::from(k) * MS)).collect();
+    assert_eq!(received_by_peer(&printed), expected, "{printed}");
 
     let ecu = numbered(&first, ECU_ID, ECU_TAG);
     let peer = numbered(&first, PEER_ID, PEER_TAG);
