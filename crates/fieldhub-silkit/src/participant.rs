@@ -6,6 +6,11 @@
 //! the controller's own frames are never handed back (the handler is
 //! registered for the receive direction only). [`CanParticipant::send`]
 //! transmits a frame; SIL Kit copies it before the call returns.
+//!
+//! [`CanParticipant::join_synchronized`] joins SIL Kit's synchronised time
+//! as well: each step is handed to a [`StepSink`] and lasts until
+//! [`CanParticipant::complete_step`], so the caller decides when SIL Kit's
+//! time goes on.
 
 use std::ffi::{c_void, CString};
 use std::panic::AssertUnwindSafe;
@@ -242,16 +247,6 @@ impl CanParticipant {
         // SAFETY: the service is live while the participant is.
         let code = unsafe { (self.library.api().complete_step)(sync.time_sync.as_ptr()) };
         self.check("SilKit_TimeSyncService_CompleteSimulationStep", code)
-    }
-
-    /// Wait until the coordinated lifecycle is over (the simulation stopped
-    /// or aborted); at once without synchronised time.
-    pub fn wait_for_lifecycle(&self) -> Result<(), SilKitError> {
-        let Some(sync) = &self.sync else { return Ok(()) };
-        let mut state: ffi::ParticipantState = 0;
-        // SAFETY: lifecycle live, out-pointer valid.
-        let code = unsafe { (self.library.api().lifecycle_wait)(sync.lifecycle.as_ptr(), &mut state) };
-        self.check("SilKit_LifecycleService_WaitForLifecycleToComplete", code)
     }
 
     /// Transmit `frame` on the network.
