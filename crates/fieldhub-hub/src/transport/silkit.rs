@@ -9,8 +9,13 @@
 //! A writer thread hands the channel's frames from other ports to SIL Kit
 //! (`SilKit_CanController_SendFrame`).
 //!
+//! With `synchronized = true` there is no writer thread: the bridge thread
+//! runs SIL Kit's steps as steps of the hub's virtual time ([`step_loop`]),
+//! forwarding, stepping and writing in one order.
+//!
 //! Invariants:
-//! - The bus never waits on SIL Kit: it only queues into the port's outbox.
+//! - The bus never waits on SIL Kit: it only queues into the port's outbox;
+//!   SIL Kit's step handler only queues the step for the bridge thread.
 //!   When the handler's queue is full, SIL Kit's thread waits for room (SIL
 //!   Kit holds its senders back), never the bus.
 //! - Nothing is lost between channel and SIL Kit: the port is lossless (a
