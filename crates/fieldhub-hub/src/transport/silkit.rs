@@ -10,7 +10,7 @@
 //! (`SilKit_CanController_SendFrame`).
 //!
 //! With `synchronized = true` there is no writer thread: the bridge thread
-//! runs SIL Kit's steps as steps of the hub's virtual time ([`step_loop`]),
+//! runs SIL Kit's steps as steps of the hub's virtual time (`step_loop`),
 //! forwarding, stepping and writing in one order.
 //!
 //! Invariants:
