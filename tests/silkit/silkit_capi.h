@@ -38,3 +38,20 @@ SilKit_ReturnCode SilKit_CanController_Create(SilKit_CanController **out, SilKit
 SilKit_ReturnCode SilKit_CanController_AddFrameHandler(SilKit_CanController *c, void *ctx, SilKit_CanFrameHandler_t h, SilKit_Direction mask, SilKit_HandlerId *out);
 SilKit_ReturnCode SilKit_CanController_Start(SilKit_CanController *c);
 SilKit_ReturnCode SilKit_CanController_SendFrame(SilKit_CanController *c, SilKit_CanFrame *frame, void *userContext);
+/* Synchronised time (silkit/capi/Orchestration.h), for silkit_sync_peer.c. */
+typedef int8_t SilKit_OperationMode;
+#define SilKit_OperationMode_Coordinated ((SilKit_OperationMode)10)
+typedef int16_t SilKit_ParticipantState;
+typedef uint64_t SilKit_NanosecondsTime;
+typedef struct { SilKit_StructHeader structHeader; SilKit_OperationMode operationMode; } SilKit_LifecycleConfiguration;
+/* SK_ID_MAKE(Participant, SilKit_LifecycleConfiguration): service 7, data type 2, version 1 */
+#define SilKit_LifecycleConfiguration_STRUCT_VERSION ((83ull << 56) | (75ull << 48) | (7ull << 40) | (2ull << 32) | (1ull << 24))
+typedef struct SilKit_LifecycleService SilKit_LifecycleService;
+typedef struct SilKit_TimeSyncService SilKit_TimeSyncService;
+typedef void (*SilKit_TimeSyncService_SimulationStepHandler_t)(void *context, SilKit_TimeSyncService *s, SilKit_NanosecondsTime now, SilKit_NanosecondsTime duration);
+SilKit_ReturnCode SilKit_LifecycleService_Create(SilKit_LifecycleService **out, SilKit_Participant *p, const SilKit_LifecycleConfiguration *cfg);
+SilKit_ReturnCode SilKit_TimeSyncService_Create(SilKit_TimeSyncService **out, SilKit_LifecycleService *l);
+SilKit_ReturnCode SilKit_TimeSyncService_SetSimulationStepHandler(SilKit_TimeSyncService *s, void *ctx, SilKit_TimeSyncService_SimulationStepHandler_t h, SilKit_NanosecondsTime initialStepSize);
+SilKit_ReturnCode SilKit_LifecycleService_StartLifecycle(SilKit_LifecycleService *l);
+SilKit_ReturnCode SilKit_LifecycleService_Stop(SilKit_LifecycleService *l, const char *reason);
+SilKit_ReturnCode SilKit_LifecycleService_WaitForLifecycleToComplete(SilKit_LifecycleService *l, SilKit_ParticipantState *out);

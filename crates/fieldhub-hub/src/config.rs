@@ -633,6 +633,11 @@ impl HubConfig {
             let field = |key: &str| source.table_field("silkit", i, key);
             self.check_channel_ref(&s.channel).map_err(|m| invalid(field("channel"), m))?;
             s.check_values().map_err(|(key, m)| invalid(field(key), m))?;
+            if s.synchronized && self.hub.time != TimeMode::Virtual {
+                let text =
+                    "a synchronised SIL Kit bridge steps with the hub's virtual time: set [hub] time = \"virtual\"";
+                return Err(invalid(field("synchronized"), text.into()));
+            }
             let earlier = &self.silkit[..i];
             // The same network twice would hand every frame over twice.
             if let Some(j) = earlier.iter().position(|o| o.registry == s.registry && o.network == s.network) {

@@ -22,12 +22,33 @@ pub struct SilKitConfig {
     /// The participant name in the simulation; default `fieldhub-CHANNEL`.
     #[serde(default)]
     pub participant: Option<String>,
+    /// Join SIL Kit's synchronised time: a coordinated lifecycle and a
+    /// time-sync step handler, and to the hub a participant of virtual
+    /// time. Needs `[hub] time = "virtual"`.
+    #[serde(default)]
+    pub synchronized: bool,
+    /// The participants SIL Kit's system waits for before it starts and
+    /// steps (its workflow configuration, which the bridge sets); the
+    /// bridge's own name is added when missing. Only with `synchronized`.
+    #[serde(default)]
+    pub required_participants: Vec<String>,
 }
 
 impl SilKitConfig {
     /// The participant name the hub joins as.
     pub fn participant_name(&self) -> String {
         self.participant.clone().unwrap_or_else(|| format!("fieldhub-{}", self.channel))
+    }
+
+    /// The names SIL Kit's workflow requires: the configured ones and the
+    /// bridge itself, each once, in the order given.
+    pub fn required_names(&self) -> Vec<String> {
+        let own = self.participant_name();
+        let mut names = self.required_participants.clone();
+        if !names.contains(&own) {
+            names.push(own);
+        }
+        names
     }
 
     /// Check everything but the channel reference; the error names the
@@ -39,6 +60,14 @@ impl SilKitConfig {
         }
         if let Some(name) = &self.participant {
             check_name(name).map_err(|m| ("participant", m))?;
+        }
+        if !self.synchronized && !self.required_participants.is_empty() {
+            return Err(("required_participants", "needs synchronized = true".into()));
+        }
+        for name in &self.required_participants {
+            if name.is_empty() || name.chars().any(char::is_control) {
+                return Err(("required_participants", format!("'{name}' is not a SIL Kit participant name")));
+            }
         }
         Ok(())
     }
@@ -79,6 +108,25 @@ mod tests {
             "channel = \"can0\"\nregistry = \"silkit://localhost:8500\"\nnetwork = \"CAN1\"\nparticipant = \"bus\"\n",
         );
         assert_eq!(named.unwrap().silkit[0].participant_name(), "bus");
+    }
+
+    #[test]
+    fn a_synchronised_bridge_needs_virtual_time_and_requires_itself() {
+        let section = "[[silkit]]\nchannel = \"can0\"\nregistry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN1\"\n\
+                       synchronized = true\nrequired_participants = [\"ecu1\"]\n";
+        let real = HubConfig::parse(&format!("{CHANNEL}{section}"), "t.toml").unwrap_err().to_string();
+        assert!(real.contains("silkit[0].synchronized") && real.contains("[hub] time = \"virtual\""), "{real}");
+        let config = HubConfig::parse(&format!("[hub]\ntime = \"virtual\"\n{CHANNEL}{section}"), "t.toml").unwrap();
+        assert!(config.silkit[0].synchronized);
+        assert_eq!(config.silkit[0].required_names(), ["ecu1", "fieldhub-can0"]);
+        let unsynchronised = parse(
+            "channel = \"can0\"\nregistry = \"silkit://h:8500\"\nnetwork = \"CAN1\"\nrequired_participants = [\"ecu1\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            unsynchronised.contains("silkit[0].required_participants: needs synchronized = true"),
+            "{unsynchronised}"
+        );
     }
 
     #[test]

@@ -251,6 +251,14 @@ impl ClientSlot {
         Ok(())
     }
 
+    /// Make the client a participant of virtual time, as a `HELLO` with
+    /// `SYNCHRONIZED` does; for clients inside the hub (a synchronised SIL
+    /// Kit bridge), before [`attach`](Self::attach). The hub's config
+    /// allows it only in virtual time.
+    pub fn synchronize(&mut self) {
+        self.synchronized = true;
+    }
+
     /// Name a client of the hub's own (a SocketCAN port), which sends no `HELLO`.
     pub fn name_as(&mut self, name: String) {
         self.greet(name);

@@ -1,6 +1,7 @@
 //! The part of SIL Kit's stable C API (5.x) the bridge calls, declared by
 //! hand from its public headers (`silkit/capi/Types.h`,
-//! `InterfaceIdentifiers.h`, `Participant.h`, `SilKit.h`, `Can.h`): no
+//! `InterfaceIdentifiers.h`, `Participant.h`, `SilKit.h`, `Can.h`,
+//! `Orchestration.h`): no
 //! bindings generator, no SIL Kit headers at build time. The headers pack
 //! structs to 8 bytes, which for these fields is the natural C layout, so
 //! `#[repr(C)]` matches; the tests pin every size and offset.
@@ -43,6 +44,49 @@ const fn struct_version(service: u64, datatype: u64, version: u64) -> u64 {
 const SERVICE_CAN: u64 = 1;
 /// `SilKit_CanFrame_STRUCT_VERSION` (data type 1, version 1).
 pub const CAN_FRAME_VERSION: u64 = struct_version(SERVICE_CAN, 1, 1);
+
+/// `SK_ID_SERVICE_Participant`: the lifecycle's and workflow's structs.
+const SERVICE_PARTICIPANT: u64 = 7;
+/// `SilKit_LifecycleConfiguration_STRUCT_VERSION` (data type 2, version 1).
+pub const LIFECYCLE_CONFIGURATION_VERSION: u64 = struct_version(SERVICE_PARTICIPANT, 2, 1);
+/// `SilKit_WorkflowConfiguration_STRUCT_VERSION` (data type 3, version 3).
+pub const WORKFLOW_CONFIGURATION_VERSION: u64 = struct_version(SERVICE_PARTICIPANT, 3, 3);
+
+/// `SilKit_NanosecondsTime`: simulation time, nanoseconds since its start.
+pub type NanosecondsTime = u64;
+
+/// `SilKit_OperationMode`.
+pub type OperationMode = i8;
+/// `SilKit_OperationMode_Coordinated`: the participant starts and stops
+/// with the system, when every required participant is there.
+pub const OPERATION_MODE_COORDINATED: OperationMode = 10;
+
+/// `SilKit_ParticipantState`.
+pub type ParticipantState = i16;
+
+/// `SilKit_StringList`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StringList {
+    pub num_strings: usize,
+    pub strings: *mut *mut c_char,
+}
+
+/// `SilKit_LifecycleConfiguration`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LifecycleConfiguration {
+    pub header: StructHeader,
+    pub operation_mode: OperationMode,
+}
+
+/// `SilKit_WorkflowConfiguration`: the participants the system waits for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WorkflowConfiguration {
+    pub header: StructHeader,
+    pub required_participant_names: *mut StringList,
+}
 
 /// `SilKit_ByteVector`: bytes owned by whoever filled the struct.
 #[repr(C)]
@@ -116,6 +160,24 @@ pub struct CanController {
     _opaque: [u8; 0],
 }
 
+/// Opaque `SilKit_LifecycleService`.
+#[repr(C)]
+pub struct LifecycleService {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `SilKit_TimeSyncService`.
+#[repr(C)]
+pub struct TimeSyncService {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `SilKit_Experimental_SystemController`.
+#[repr(C)]
+pub struct SystemController {
+    _opaque: [u8; 0],
+}
+
 /// `SilKit_CanFrameHandler_t`.
 pub type CanFrameHandler =
     unsafe extern "C" fn(context: *mut c_void, controller: *mut CanController, event: *mut CanFrameEvent);
@@ -156,6 +218,48 @@ pub type CanControllerStart = unsafe extern "C" fn(controller: *mut CanControlle
 /// `SilKit_CanController_SendFrame`.
 pub type CanControllerSendFrame =
     unsafe extern "C" fn(controller: *mut CanController, frame: *mut CanFrame, user_context: *mut c_void) -> ReturnCode;
+
+/// `SilKit_LifecycleService_Create`.
+pub type LifecycleServiceCreate = unsafe extern "C" fn(
+    out: *mut *mut LifecycleService,
+    participant: *mut Participant,
+    config: *const LifecycleConfiguration,
+) -> ReturnCode;
+/// `SilKit_LifecycleService_StartLifecycle`.
+pub type LifecycleServiceStartLifecycle = unsafe extern "C" fn(service: *mut LifecycleService) -> ReturnCode;
+/// `SilKit_LifecycleService_Stop`.
+pub type LifecycleServiceStop =
+    unsafe extern "C" fn(service: *mut LifecycleService, reason: *const c_char) -> ReturnCode;
+/// `SilKit_LifecycleService_WaitForLifecycleToComplete`.
+pub type LifecycleServiceWaitForLifecycleToComplete =
+    unsafe extern "C" fn(service: *mut LifecycleService, out: *mut ParticipantState) -> ReturnCode;
+/// `SilKit_TimeSyncService_Create`.
+pub type TimeSyncServiceCreate =
+    unsafe extern "C" fn(out: *mut *mut TimeSyncService, lifecycle: *mut LifecycleService) -> ReturnCode;
+/// `SilKit_TimeSyncService_SimulationStepHandler_t`.
+pub type SimulationStepHandler = unsafe extern "C" fn(
+    context: *mut c_void,
+    service: *mut TimeSyncService,
+    now: NanosecondsTime,
+    duration: NanosecondsTime,
+);
+/// `SilKit_TimeSyncService_SetSimulationStepHandlerAsync`: the step ends
+/// when `SilKit_TimeSyncService_CompleteSimulationStep` is called (from
+/// another thread), not when the handler returns.
+pub type TimeSyncServiceSetSimulationStepHandlerAsync = unsafe extern "C" fn(
+    service: *mut TimeSyncService,
+    context: *mut c_void,
+    handler: SimulationStepHandler,
+    initial_step: NanosecondsTime,
+) -> ReturnCode;
+/// `SilKit_TimeSyncService_CompleteSimulationStep`.
+pub type TimeSyncServiceCompleteSimulationStep = unsafe extern "C" fn(service: *mut TimeSyncService) -> ReturnCode;
+/// `SilKit_Experimental_SystemController_Create`.
+pub type SystemControllerCreate =
+    unsafe extern "C" fn(out: *mut *mut SystemController, participant: *mut Participant) -> ReturnCode;
+/// `SilKit_Experimental_SystemController_SetWorkflowConfiguration`.
+pub type SystemControllerSetWorkflowConfiguration =
+    unsafe extern "C" fn(controller: *mut SystemController, config: *const WorkflowConfiguration) -> ReturnCode;
 
 #[cfg(test)]
 mod tests {
@@ -211,6 +315,26 @@ mod tests {
     fn can_frame_version_is_sk_can_frame_v1() {
         assert_eq!(CAN_FRAME_VERSION, (83 << 56) | (75 << 48) | (1 << 40) | (1 << 32) | (1 << 24));
         assert_eq!(CAN_FRAME_VERSION.to_be_bytes()[..5], [b'S', b'K', 1, 1, 1]);
+    }
+
+    #[test]
+    fn lifecycle_and_workflow_structs_are_laid_out_as_the_header_says() {
+        assert_eq!(size_of::<StringList>(), 16);
+        assert_eq!((offset_of!(StringList, num_strings), offset_of!(StringList, strings)), (0, 8));
+        // A header and an i8, padded to the header's 8-byte alignment.
+        assert_eq!(size_of::<LifecycleConfiguration>(), 40);
+        assert_eq!(offset_of!(LifecycleConfiguration, operation_mode), 32);
+        assert_eq!(size_of::<WorkflowConfiguration>(), 40);
+        assert_eq!(offset_of!(WorkflowConfiguration, required_participant_names), 32);
+    }
+
+    /// `SK_ID_MAKE(Participant, ...)`: service 7, data types 2 and 3,
+    /// versions 1 and 3 (`InterfaceIdentifiers.h`).
+    #[test]
+    fn orchestration_struct_versions_are_sk_participant_ids() {
+        assert_eq!(LIFECYCLE_CONFIGURATION_VERSION.to_be_bytes()[..5], [b'S', b'K', 7, 2, 1]);
+        assert_eq!(WORKFLOW_CONFIGURATION_VERSION.to_be_bytes()[..5], [b'S', b'K', 7, 3, 3]);
+        assert_eq!(OPERATION_MODE_COORDINATED, 10);
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //! - fieldhub builds and runs without SIL Kit: the library is opened only
 //!   when a participant is wanted, and its absence is an error value
 //!   ([`LoadError`]) that says where it was looked for and how to fix it.
-//! - Only SIL Kit's stable C API (no `Experimental` functions).
+//! - SIL Kit's stable C API, and one experimental call only for
+//!   synchronised time: `SilKit_Experimental_SystemController_*`, which
+//!   5.0 offers as the only way to name the required participants a
+//!   coordinated lifecycle waits for.
 //! - No echo: the frame handler is registered for the receive direction,
 //!   so the controller's own transmissions never come back to the sink.
 //! - Nothing unwinds across the C boundary: the handler SIL Kit calls
@@ -36,4 +39,4 @@ pub mod participant;
 
 pub use convert::ConvertError;
 pub use library::{LoadError, SilKitLibrary, LIBRARY_ENV};
-pub use participant::{CanParticipant, FrameSink, JoinOptions, SilKitError};
+pub use participant::{CanParticipant, FrameSink, JoinOptions, SilKitError, StepSink, SyncOptions};

@@ -43,6 +43,14 @@ pub(crate) struct Api {
     pub add_frame_handler: ffi::CanControllerAddFrameHandler,
     pub controller_start: ffi::CanControllerStart,
     pub send_frame: ffi::CanControllerSendFrame,
+    pub lifecycle_create: ffi::LifecycleServiceCreate,
+    pub lifecycle_start: ffi::LifecycleServiceStartLifecycle,
+    pub lifecycle_stop: ffi::LifecycleServiceStop,
+    pub time_sync_create: ffi::TimeSyncServiceCreate,
+    pub set_step_handler_async: ffi::TimeSyncServiceSetSimulationStepHandlerAsync,
+    pub complete_step: ffi::TimeSyncServiceCompleteSimulationStep,
+    pub system_controller_create: ffi::SystemControllerCreate,
+    pub set_workflow: ffi::SystemControllerSetWorkflowConfiguration,
 }
 
 /// An open `libSilKit.so`. The functions in [`Api`] stay valid while it
@@ -123,6 +131,14 @@ impl SilKitLibrary {
             add_frame_handler: symbol!("SilKit_CanController_AddFrameHandler"),
             controller_start: symbol!("SilKit_CanController_Start"),
             send_frame: symbol!("SilKit_CanController_SendFrame"),
+            lifecycle_create: symbol!("SilKit_LifecycleService_Create"),
+            lifecycle_start: symbol!("SilKit_LifecycleService_StartLifecycle"),
+            lifecycle_stop: symbol!("SilKit_LifecycleService_Stop"),
+            time_sync_create: symbol!("SilKit_TimeSyncService_Create"),
+            set_step_handler_async: symbol!("SilKit_TimeSyncService_SetSimulationStepHandlerAsync"),
+            complete_step: symbol!("SilKit_TimeSyncService_CompleteSimulationStep"),
+            system_controller_create: symbol!("SilKit_Experimental_SystemController_Create"),
+            set_workflow: symbol!("SilKit_Experimental_SystemController_SetWorkflowConfiguration"),
         };
         Ok(Self { api, origin, _library: library })
     }

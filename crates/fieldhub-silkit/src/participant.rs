@@ -6,6 +6,11 @@
 //! the controller's own frames are never handed back (the handler is
 //! registered for the receive direction only). [`CanParticipant::send`]
 //! transmits a frame; SIL Kit copies it before the call returns.
+//!
+//! [`CanParticipant::join_synchronized`] joins SIL Kit's synchronised time
+//! as well: each step is handed to a [`StepSink`] and lasts until
+//! [`CanParticipant::complete_step`], so the caller decides when SIL Kit's
+//! time goes on.
 
 use std::ffi::{c_void, CString};
 use std::panic::AssertUnwindSafe;
@@ -23,9 +28,27 @@ use crate::library::SilKitLibrary;
 const PARTICIPANT_CONFIGURATION: &str = "Logging: {Sinks: [{Type: Stdout, Level: Warn}]}";
 
 /// Called on a SIL Kit thread for every frame another participant sent, in
-/// the order SIL Kit delivers them. It must not call back into the
-/// participant; it may wait, which holds SIL Kit's reception back.
-pub type FrameSink = Box<dyn Fn(Result<Frame, ConvertError>) + Send + Sync>;
+/// the order SIL Kit delivers them, with the event's timestamp (the
+/// sender's simulation time when it is synchronised). It must not call
+/// back into the participant; it may wait, which holds SIL Kit's reception
+/// back.
+pub type FrameSink = Box<dyn Fn(u64, Result<Frame, ConvertError>) + Send + Sync>;
+
+/// Called on a SIL Kit thread when a step of synchronised time begins:
+/// `(now, duration)` in nanoseconds since the simulation's start. The step
+/// lasts until [`CanParticipant::complete_step`] is called from another
+/// thread; SIL Kit's time waits for it.
+pub type StepSink = Box<dyn Fn(u64, u64) + Send + Sync>;
+
+/// How to join SIL Kit's synchronised time.
+#[derive(Clone, Debug)]
+pub struct SyncOptions {
+    /// The participants the system waits for (its workflow configuration,
+    /// which this participant sets), this one included.
+    pub required_participants: Vec<String>,
+    /// The step this participant asks for, in nanoseconds.
+    pub step_ns: u64,
+}
 
 /// Where and as whom to join.
 #[derive(Clone, Debug)]
@@ -59,6 +82,15 @@ pub struct CanParticipant {
     /// The handler's context: a `Box<FrameSink>` turned into a raw pointer,
     /// freed after the participant.
     sink: NonNull<FrameSink>,
+    /// With synchronised time: the lifecycle, the time-sync service and the
+    /// step handler's context (a leaked `Box<StepSink>`, freed as `sink`).
+    sync: Option<Synchronised>,
+}
+
+struct Synchronised {
+    lifecycle: NonNull<ffi::LifecycleService>,
+    time_sync: NonNull<ffi::TimeSyncService>,
+    step: NonNull<StepSink>,
 }
 
 // SAFETY: the handles are SIL Kit objects, which SIL Kit lets any thread
@@ -71,6 +103,30 @@ impl CanParticipant {
     /// seconds when it is not there), its CAN controller on the network,
     /// register `sink` and start the controller.
     pub fn join(library: Arc<SilKitLibrary>, options: &JoinOptions, sink: FrameSink) -> Result<Self, SilKitError> {
+        Self::join_with(library, options, sink, None)
+    }
+
+    /// [`join`](Self::join) in SIL Kit's synchronised time: a coordinated
+    /// lifecycle (it runs when every required participant is there), the
+    /// workflow's required participants set, and `step` called at every
+    /// step of [`SyncOptions::step_ns`]. The lifecycle is started before
+    /// this returns.
+    pub fn join_synchronized(
+        library: Arc<SilKitLibrary>,
+        options: &JoinOptions,
+        sync: &SyncOptions,
+        sink: FrameSink,
+        step: StepSink,
+    ) -> Result<Self, SilKitError> {
+        Self::join_with(library, options, sink, Some((sync, step)))
+    }
+
+    fn join_with(
+        library: Arc<SilKitLibrary>,
+        options: &JoinOptions,
+        sink: FrameSink,
+        sync: Option<(&SyncOptions, StepSink)>,
+    ) -> Result<Self, SilKitError> {
         let api = *library.api();
         let text = |what: &'static str, text: &str| {
             CString::new(text).map_err(|_| SilKitError::Nul { what, text: text.to_owned() })
@@ -99,7 +155,7 @@ impl CanParticipant {
         };
         let sink = NonNull::from(Box::leak(Box::new(sink)));
         // From here on, dropping `joined` undoes everything.
-        let mut joined = Self { library, config, participant, controller: NonNull::dangling(), sink };
+        let mut joined = Self { library, config, participant, controller: NonNull::dangling(), sink, sync: None };
         let mut controller = ptr::null_mut();
         // SAFETY: out-pointer valid, participant live, strings NUL-terminated.
         let code = unsafe {
@@ -123,7 +179,74 @@ impl CanParticipant {
         // SAFETY: controller live.
         let code = unsafe { (api.controller_start)(joined.controller.as_ptr()) };
         joined.check("SilKit_CanController_Start", code)?;
+        if let Some((sync, step)) = sync {
+            joined.synchronise(sync, step)?;
+        }
         Ok(joined)
+    }
+
+    /// Create the coordinated lifecycle and time sync, set the workflow and
+    /// the step handler, and start the lifecycle.
+    fn synchronise(&mut self, sync: &SyncOptions, step: StepSink) -> Result<(), SilKitError> {
+        let api = *self.library.api();
+        let names = sync
+            .required_participants
+            .iter()
+            .map(|name| {
+                CString::new(name.as_str())
+                    .map_err(|_| SilKitError::Nul { what: "participant name", text: name.clone() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let lifecycle_config = ffi::LifecycleConfiguration {
+            header: ffi::StructHeader { version: ffi::LIFECYCLE_CONFIGURATION_VERSION, reserved: [0; 3] },
+            operation_mode: ffi::OPERATION_MODE_COORDINATED,
+        };
+        let mut lifecycle = ptr::null_mut();
+        // SAFETY: out-pointer valid, participant live, configuration
+        // initialised as `SilKit_Struct_Init` would and alive for the call.
+        let code = unsafe { (api.lifecycle_create)(&mut lifecycle, self.participant.as_ptr(), &lifecycle_config) };
+        let lifecycle = checked(&self.library, "SilKit_LifecycleService_Create", code, lifecycle)?;
+        let mut time_sync = ptr::null_mut();
+        // SAFETY: out-pointer valid, lifecycle live (owned by the participant).
+        let code = unsafe { (api.time_sync_create)(&mut time_sync, lifecycle.as_ptr()) };
+        let time_sync = checked(&self.library, "SilKit_TimeSyncService_Create", code, time_sync)?;
+        let step = NonNull::from(Box::leak(Box::new(step)));
+        // Recorded before anything can fail, so the drop frees the handler.
+        self.sync = Some(Synchronised { lifecycle, time_sync, step });
+        // SAFETY: service live; the context is the leaked step sink, freed
+        // only after the participant is destroyed; `on_step` has the
+        // handler type's signature.
+        let code =
+            unsafe { (api.set_step_handler_async)(time_sync.as_ptr(), step.as_ptr().cast(), on_step, sync.step_ns) };
+        self.check("SilKit_TimeSyncService_SetSimulationStepHandlerAsync", code)?;
+        let mut controller = ptr::null_mut();
+        // SAFETY: out-pointer valid, participant live.
+        let code = unsafe { (api.system_controller_create)(&mut controller, self.participant.as_ptr()) };
+        let controller = checked(&self.library, "SilKit_Experimental_SystemController_Create", code, controller)?;
+        let mut pointers: Vec<*mut std::ffi::c_char> = names.iter().map(|n| n.as_ptr().cast_mut()).collect();
+        let mut list = ffi::StringList { num_strings: pointers.len(), strings: pointers.as_mut_ptr() };
+        let workflow = ffi::WorkflowConfiguration {
+            header: ffi::StructHeader { version: ffi::WORKFLOW_CONFIGURATION_VERSION, reserved: [0; 3] },
+            required_participant_names: &mut list,
+        };
+        // SAFETY: controller live; the workflow, its list and the strings
+        // it points to outlive the call (SIL Kit copies them; it does not
+        // write through the `char**`).
+        let code = unsafe { (api.set_workflow)(controller.as_ptr(), &workflow) };
+        self.check("SilKit_Experimental_SystemController_SetWorkflowConfiguration", code)?;
+        // SAFETY: lifecycle live; starting returns at once, the lifecycle
+        // runs on SIL Kit's threads.
+        let code = unsafe { (api.lifecycle_start)(lifecycle.as_ptr()) };
+        self.check("SilKit_LifecycleService_StartLifecycle", code)
+    }
+
+    /// End the current step of synchronised time, which lets SIL Kit's time
+    /// go on. Never from the step handler itself (SIL Kit's rule).
+    pub fn complete_step(&self) -> Result<(), SilKitError> {
+        let Some(sync) = &self.sync else { return Ok(()) };
+        // SAFETY: the service is live while the participant is.
+        let code = unsafe { (self.library.api().complete_step)(sync.time_sync.as_ptr()) };
+        self.check("SilKit_TimeSyncService_CompleteSimulationStep", code)
     }
 
     /// Transmit `frame` on the network.
@@ -149,12 +272,23 @@ impl CanParticipant {
 impl Drop for CanParticipant {
     fn drop(&mut self) {
         let api = self.library.api();
+        if let Some(sync) = &self.sync {
+            let reason = c"fieldhub bridge leaving";
+            // SAFETY: lifecycle live. Stopping a lifecycle that is not
+            // running fails harmlessly; the error is of no use when leaving.
+            unsafe { (api.lifecycle_stop)(sync.lifecycle.as_ptr(), reason.as_ptr()) };
+        }
         // SAFETY: the participant is live and destroyed once; destroying it
         // destroys its controller and stops the threads that call
         // `on_frame`, so the sink and the configuration are unused after.
         unsafe { (api.participant_destroy)(self.participant.as_ptr()) };
         // SAFETY: leaked in `join`, no longer referenced by SIL Kit.
         drop(unsafe { Box::from_raw(self.sink.as_ptr()) });
+        if let Some(sync) = self.sync.take() {
+            // SAFETY: leaked in `synchronise`; the participant that called
+            // `on_step` with it is gone.
+            drop(unsafe { Box::from_raw(sync.step.as_ptr()) });
+        }
         // SAFETY: created in `join`, used by nothing since the participant went.
         unsafe { (api.config_destroy)(self.config.as_ptr()) };
     }
@@ -192,6 +326,17 @@ unsafe extern "C" fn on_frame(context: *mut c_void, _: *mut ffi::CanController, 
             // for the call.
             unsafe { std::slice::from_raw_parts(raw.data.data, raw.data.size) }
         };
-        sink(from_silkit(raw, payload));
+        sink(event.timestamp, from_silkit(raw, payload));
+    }));
+}
+
+/// The step handler SIL Kit calls on its thread; as `on_frame`, nothing
+/// unwinds out of it.
+unsafe extern "C" fn on_step(context: *mut c_void, _: *mut ffi::TimeSyncService, now: u64, duration: u64) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the context is the step sink `synchronise` registered,
+        // alive until the participant is destroyed, which ends these calls.
+        let step = unsafe { &*context.cast::<StepSink>() };
+        step(now, duration);
     }));
 }

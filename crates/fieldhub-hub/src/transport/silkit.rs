@@ -9,8 +9,13 @@
 //! A writer thread hands the channel's frames from other ports to SIL Kit
 //! (`SilKit_CanController_SendFrame`).
 //!
+//! With `synchronized = true` there is no writer thread: the bridge thread
+//! runs SIL Kit's steps as steps of the hub's virtual time (`step_loop`),
+//! forwarding, stepping and writing in one order.
+//!
 //! Invariants:
-//! - The bus never waits on SIL Kit: it only queues into the port's outbox.
+//! - The bus never waits on SIL Kit: it only queues into the port's outbox;
+//!   SIL Kit's step handler only queues the step for the bridge thread.
 //!   When the handler's queue is full, SIL Kit's thread waits for room (SIL
 //!   Kit holds its senders back), never the bus.
 //! - Nothing is lost between channel and SIL Kit: the port is lossless (a
@@ -34,7 +39,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use fieldhub_proto::frame::Frame;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
-use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary};
+use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary, SyncOptions};
 use tracing::{error, info, warn};
 
 use crate::config::SilKitConfig;
@@ -50,8 +55,16 @@ pub const SILKIT_QUEUE: usize = 4096;
 /// How long to wait before joining again when the registry was not there.
 pub const JOIN_RETRY: Duration = Duration::from_secs(2);
 
+/// The step a synchronised bridge asks SIL Kit for: 1 ms. SIL Kit steps
+/// every participant at the smallest step any asks for, so a smaller
+/// participant step still rules.
+pub const SYNC_STEP_NS: u64 = 1_000_000;
+
 /// How often waiting threads look whether the bridge is stopping.
 const LOOK: Duration = Duration::from_millis(100);
+
+/// A frame from SIL Kit with its event timestamp (SIL Kit time, ns).
+type Stamped = (u64, Frame);
 
 /// One configured SIL Kit network, not joined yet.
 pub struct SilKitBridge {
@@ -90,9 +103,11 @@ impl SilKitBridge {
 
     fn run(self, sessions: &Arc<Sessions>) {
         let (to_bridge, from_silkit) = crossbeam_channel::bounded(SILKIT_QUEUE);
+        let (step_tx, steps) = crossbeam_channel::unbounded();
         let refused = Arc::new(AtomicU64::new(0));
         let closed = Arc::new(AtomicBool::new(false));
-        let Some(participant) = self.join(sessions, &to_bridge, &refused, &closed) else { return };
+        let Some(participant) = self.join(sessions, &to_bridge, &step_tx, &refused, &closed) else { return };
+        drop(step_tx);
         let member = Membership { participant, closed: Arc::clone(&closed) };
         drop(to_bridge);
         let name = self.config.participant_name();
@@ -104,6 +119,9 @@ impl SilKitBridge {
                 }
             };
         slot.name_as(format!("silkit-{name}"));
+        if self.config.synchronized {
+            slot.synchronize();
+        }
         let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
         let hang_up = {
             let closed = Arc::clone(&closed);
@@ -128,7 +146,18 @@ impl SilKitBridge {
         }
         let Some((port, carries_fd)) = self.wait_until_opened(&outbox, sessions) else { return };
         info!(participant = %name, network = %self.config.network, registry = %self.config.registry,
-            channel = %self.config.channel, "SIL Kit network joined");
+            channel = %self.config.channel, synchronized = self.config.synchronized, "SIL Kit network joined");
+        let forwarder =
+            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
+        if self.config.synchronized {
+            let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
+            step_loop(&member, &forwarder, &outbox, &steps, &from_silkit, &stop);
+            drop(from_silkit);
+            slot.detach("the SIL Kit bridge is closing");
+            outbox.close();
+            drop(member);
+            return;
+        }
         let writer = {
             let (closed, outbox, name) = (Arc::clone(&closed), Arc::clone(&outbox), name.clone());
             std::thread::Builder::new()
@@ -136,8 +165,6 @@ impl SilKitBridge {
                 .spawn(move || write_loop(member, &name, &outbox, &closed))
         };
         let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
-        let forwarder =
-            Forwarder { slot: &slot, port, credit: &credit, carries_fd, refused: &refused, participant: &name };
         forwarder.run(&from_silkit, &stop);
         // SIL Kit's handler may wait for room; with the queue gone it
         // returns at once, so the writer can destroy the participant.
@@ -161,7 +188,8 @@ impl SilKitBridge {
     fn join(
         &self,
         sessions: &Sessions,
-        queue: &Sender<Frame>,
+        queue: &Sender<Stamped>,
+        steps: &Sender<(u64, u64)>,
         refused: &Arc<AtomicU64>,
         closed: &Arc<AtomicBool>,
     ) -> Option<CanParticipant> {
@@ -174,7 +202,20 @@ impl SilKitBridge {
         while !sessions.stopping() {
             let sink =
                 handler_sink(queue.clone(), Arc::clone(refused), Arc::clone(closed), options.participant.clone());
-            match CanParticipant::join(Arc::clone(&self.library), &options, sink) {
+            let library = Arc::clone(&self.library);
+            let joined = if self.config.synchronized {
+                let sync = SyncOptions { required_participants: self.config.required_names(), step_ns: SYNC_STEP_NS };
+                let steps = steps.clone();
+                // SIL Kit's thread only hands the step over: the bridge
+                // thread runs it and completes it.
+                let step = Box::new(move |now, duration| {
+                    let _ = steps.send((now, duration));
+                });
+                CanParticipant::join_synchronized(library, &options, &sync, sink, step)
+            } else {
+                CanParticipant::join(library, &options, sink)
+            };
+            match joined {
                 Ok(participant) => return Some(participant),
                 Err(e) => {
                     failures += 1;
@@ -234,12 +275,12 @@ impl Drop for Membership {
 /// What SIL Kit's thread runs for every frame: queue it for the bridge
 /// thread, waiting while the queue is full, until the bridge is closed.
 fn handler_sink(
-    queue: Sender<Frame>,
+    queue: Sender<Stamped>,
     refused: Arc<AtomicU64>,
     closed: Arc<AtomicBool>,
     participant: String,
 ) -> fieldhub_silkit::FrameSink {
-    Box::new(move |frame: Result<Frame, ConvertError>| {
+    Box::new(move |timestamp: u64, frame: Result<Frame, ConvertError>| {
         let mut frame = match frame {
             Ok(frame) => frame,
             Err(e) => {
@@ -250,12 +291,12 @@ fn handler_sink(
             }
         };
         loop {
-            match queue.send_timeout(frame, LOOK) {
+            match queue.send_timeout((timestamp, frame), LOOK) {
                 Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
                 // SYNC POINT with the Release stores of `Membership::drop`
                 // and the hang-up: the bridge is closing, nobody takes it.
                 Err(SendTimeoutError::Timeout(_)) if closed.load(Ordering::Acquire) => return,
-                Err(SendTimeoutError::Timeout(back)) => frame = back,
+                Err(SendTimeoutError::Timeout((_, back))) => frame = back,
             }
         }
     })
@@ -275,31 +316,37 @@ struct Forwarder<'a> {
 
 impl Forwarder<'_> {
     /// Forward SIL Kit's frames to the bus, each with a transmit credit.
-    fn run(&self, queue: &Receiver<Frame>, stop: &dyn Fn() -> bool) {
+    fn run(&self, queue: &Receiver<Stamped>, stop: &dyn Fn() -> bool) {
         while !stop() {
             let frame = match queue.recv_timeout(LOOK) {
-                Ok(frame) => frame,
+                Ok((_, frame)) => frame,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            if frame.is_fd() && !self.carries_fd {
-                if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
-                    warn!(
-                        participant = self.participant,
-                        "dropping CAN FD frames from SIL Kit: the channel is \
-                        classic CAN; configure it with protocol = \"canfd\""
-                    );
-                }
-                continue;
-            }
-            if !self.credit.acquire(stop) {
-                return;
-            }
-            let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
-            if self.slot.sessions().inbox.send(forward).is_err() {
+            if !self.forward(frame, stop) {
                 return;
             }
         }
+    }
+
+    /// Send one frame to the bus with a transmit credit; `false` when the
+    /// bridge is stopping or the bus is gone.
+    fn forward(&self, frame: Frame, stop: &dyn Fn() -> bool) -> bool {
+        if frame.is_fd() && !self.carries_fd {
+            if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                warn!(
+                    participant = self.participant,
+                    "dropping CAN FD frames from SIL Kit: the channel is \
+                    classic CAN; configure it with protocol = \"canfd\""
+                );
+            }
+            return true;
+        }
+        if !self.credit.acquire(stop) {
+            return false;
+        }
+        let forward = Inbound::Frame { client: self.slot.id(), port: self.port, frame };
+        self.slot.sessions().inbox.send(forward).is_ok()
     }
 }
 
@@ -345,4 +392,85 @@ fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &Ato
     // Leaving: `member`'s drop closes the bridge and destroys the
     // participant; the bridge thread sees `closed` and detaches.
     drop(member);
+}
+
+/// The synchronised bridge: each SIL Kit step is one step of the hub's
+/// virtual time, on this thread.
+///
+/// At SIL Kit's step `(now, duration)` (bus time stands at `now`: the last
+/// grant), the frames SIL Kit's participants sent before `now` go to the bus
+/// — they arrive at bus time `now`, one step after they were sent, as their
+/// senders' steps are over only then; frames stamped `now` or later wait
+/// for the next step, however early they arrived, so the trace depends on
+/// SIL Kit time alone. Then `STEP now + duration`; the frames of the hub's
+/// window go to SIL Kit as they come, and the grant, which follows them in
+/// the outbox, completes SIL Kit's step. SIL Kit's thread only queues the
+/// step; the bus thread never waits on either.
+fn step_loop(
+    member: &Membership,
+    forwarder: &Forwarder<'_>,
+    outbox: &QueueOutbox,
+    steps: &Receiver<(u64, u64)>,
+    from_silkit: &Receiver<Stamped>,
+    stop: &dyn Fn() -> bool,
+) {
+    let name = forwarder.participant;
+    let mut pending: std::collections::VecDeque<Stamped> = std::collections::VecDeque::new();
+    let mut refused: u64 = 0;
+    while !stop() {
+        let (now, duration) = match steps.recv_timeout(LOOK) {
+            Ok(step) => step,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        pending.extend(from_silkit.try_iter());
+        while pending.front().is_some_and(|(stamp, _)| *stamp < now) {
+            let Some((_, frame)) = pending.pop_front() else { break };
+            if !forwarder.forward(frame, stop) {
+                return;
+            }
+        }
+        let until_ns = now.saturating_add(duration.max(1));
+        if forwarder.slot.sessions().inbox.send(Inbound::Step { client: forwarder.slot.id(), until_ns }).is_err() {
+            return;
+        }
+        // The window's frames, then its grant.
+        loop {
+            if stop() {
+                return;
+            }
+            let Some(item) = outbox.take_timeout(LOOK) else { continue };
+            outbox.took();
+            match item {
+                Outbound::Frame { frame, .. } => {
+                    if let Err(e) = member.participant.send(&frame) {
+                        refused += 1;
+                        if refused == 1 {
+                            warn!(participant = name, error = %e, "a frame did not go to SIL Kit");
+                        }
+                    }
+                }
+                Outbound::Grant { now_ns } if now_ns >= until_ns => break,
+                Outbound::Error { text, fatal, .. } => {
+                    warn!(participant = name, "the bus reports: {text}");
+                    if fatal {
+                        return;
+                    }
+                }
+                Outbound::Goodbye { .. } => return,
+                // An earlier grant (the one after attaching), and answers
+                // to requests the bridge does not make.
+                Outbound::Grant { .. }
+                | Outbound::RxOverflow { .. }
+                | Outbound::PortOpened { .. }
+                | Outbound::PortClosed { .. }
+                | Outbound::Pong { .. }
+                | Outbound::Stats { .. } => {}
+            }
+        }
+        if let Err(e) = member.participant.complete_step() {
+            error!(participant = name, error = %e, "cannot complete the SIL Kit step; leaving");
+            return;
+        }
+    }
 }
