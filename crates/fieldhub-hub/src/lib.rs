@@ -36,6 +36,7 @@ pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;
+mod config_federation;
 mod config_silkit;
 mod config_source;
 pub mod confinement;
