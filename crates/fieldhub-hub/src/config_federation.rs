@@ -102,6 +102,10 @@ impl HubConfig {
     pub(crate) fn check_federation(&self, source: &ConfigSource<'_>) -> Result<(), (String, String)> {
         let section = |key: &str| source.section_field("federation", key);
         if let Some(f) = &self.federation {
+            if self.hub.time == crate::config::TimeMode::Virtual {
+                let text = "a federated hub runs in real time; virtual time is one hub's".to_owned();
+                return Err((source.hub_field("time"), text));
+            }
             if let Some(name) = &f.name {
                 check_name(name).map_err(|m| (section("name"), m))?;
             }
@@ -225,6 +229,10 @@ name = "local"
                 "line 5: channel[0].timing: a federated channel is timed by its owner alone",
             ),
             ("[federation]\nport = 1\n[[channel]]\nname = \"x\"\n", "unknown field `port`"),
+            (
+                "[hub]\ntime = \"virtual\"\n[federation]\n[[channel]]\nname = \"x\"\n",
+                "line 2: hub.time: a federated hub runs in real time",
+            ),
         ];
         for (text, expected) in cases {
             let error = error_of(text);

@@ -1,0 +1,158 @@
+//! Federated hubs (issue 20) as real processes on loopback: one owner hub
+//! and two relays share a channel over Zenoh; clients on every hub send
+//! numbered frames and every receiver on every hub must see one identical
+//! order, nothing lost or doubled, a relay's sender confirmed (echoed) in
+//! that order too.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use fieldhub_client::{PortConfig, Received};
+
+const PER_SENDER: u32 = 2_000;
+
+/// A loopback TCP port nobody listens on now, for a hub's Zenoh endpoint.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn config(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>) -> String {
+    let connect = connect.map(|p| format!("\"tcp/127.0.0.1:{p}\"")).unwrap_or_default();
+    let owner = owner.map(|o| format!("owner = \"{o}\"\n")).unwrap_or_default();
+    format!(
+        "[hub]\nname = \"{name}\"\n\n[federation]\nlisten = [\"tcp/127.0.0.1:{listen}\"]\nconnect = [{connect}]\n\n\
+         [[channel]]\nname = \"body\"\nfederated = true\n{owner}\n[[channel]]\nname = \"local\"\n"
+    )
+}
+
+/// Each sender's counters in the order sent, nothing missing or doubled.
+fn check_senders(name: &str, frames: &[Received], senders: &[u8]) {
+    let mut next: HashMap<u8, u32> = HashMap::new();
+    for r in frames {
+        let (sender, counter) = number_of(&r.frame);
+        let expected = next.entry(sender).or_insert(0);
+        assert_eq!(counter, *expected, "{name}: frame {counter} of sender {sender} out of order, lost or doubled");
+        *expected += 1;
+    }
+    for sender in senders {
+        assert_eq!(next.get(sender).copied(), Some(PER_SENDER), "{name}: not every frame of sender {sender}");
+    }
+    for pair in frames.windows(2) {
+        assert!(pair[1].meta.seq > pair[0].meta.seq, "{name}: sequence went backwards");
+    }
+}
+
+#[test]
+fn clients_on_three_hubs_see_one_identical_order() {
+    let ports = [free_port(), free_port(), free_port()];
+    let owner = HubProcess::start_with(Some(&config("rack1", ports[0], None, None)), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relays = [
+        HubProcess::start_with(Some(&config("rack2", ports[1], Some(ports[0]), Some("rack1"))), &[]),
+        HubProcess::start_with(Some(&config("rack3", ports[2], Some(ports[0]), Some("rack1"))), &[]),
+    ];
+    for relay in &relays {
+        relay.wait_for_log("the owner is there");
+    }
+    let hubs = [&owner, &relays[0], &relays[1]];
+
+    // On every hub: a sender that sees its own frames echoed, a listener.
+    let echoing = PortConfig { receive_own: true, block_on_overflow: true, ..Default::default() };
+    let senders: Vec<_> = hubs
+        .iter()
+        .enumerate()
+        .map(|(i, hub)| {
+            let client = hub.client(&format!("sender-{i}"));
+            let port = client.open_port_with("body", &echoing).unwrap();
+            (client, port)
+        })
+        .collect();
+    let listeners: Vec<_> = hubs
+        .iter()
+        .enumerate()
+        .map(|(i, hub)| {
+            let client = hub.client(&format!("listener-{i}"));
+            client.open_port_with("body", &lossless()).unwrap();
+            client
+        })
+        .collect();
+    // A channel that is not federated stays each hub's own.
+    let bystander = relays[0].client("bystander");
+    bystander.open_port_with("local", &lossless()).unwrap();
+
+    let total = 3 * PER_SENDER as usize;
+    let (seen_by_senders, seen_by_listeners) = std::thread::scope(|s| {
+        let senders_rx: Vec<_> = senders.iter().map(|(client, _)| s.spawn(move || recv_n(client, total))).collect();
+        let listeners_rx: Vec<_> = listeners.iter().map(|client| s.spawn(move || recv_n(client, total))).collect();
+        let sending: Vec<_> = senders
+            .iter()
+            .enumerate()
+            .map(|(tag, (client, port))| {
+                s.spawn(move || {
+                    for n in 0..PER_SENDER {
+                        client.send_timeout(port, &numbered(0x100 + tag as u32, tag as u8, n), Some(PATIENCE)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        sending.into_iter().for_each(|t| t.join().unwrap());
+        let by_senders: Vec<Vec<Received>> = senders_rx.into_iter().map(|t| t.join().unwrap()).collect();
+        let by_listeners: Vec<Vec<Received>> = listeners_rx.into_iter().map(|t| t.join().unwrap()).collect();
+        (by_senders, by_listeners)
+    });
+
+    let order = |frames: &[Received]| -> Vec<(u8, u32)> { frames.iter().map(|r| number_of(&r.frame)).collect() };
+    let reference = order(&seen_by_listeners[0]);
+    for (i, frames) in seen_by_listeners.iter().enumerate() {
+        check_senders(&format!("listener on hub {i}"), frames, &[0, 1, 2]);
+        assert_eq!(order(frames), reference, "listener on hub {i} saw another order than the owner's listener");
+        assert!(frames.iter().all(|r| !r.frame.is_echo()));
+    }
+    for (i, frames) in seen_by_senders.iter().enumerate() {
+        check_senders(&format!("sender on hub {i}"), frames, &[0, 1, 2]);
+        assert_eq!(order(frames), reference, "sender on hub {i} saw another order");
+        // Its own frames come back as transmit confirmations, in place.
+        for r in frames {
+            assert_eq!(r.frame.is_echo(), number_of(&r.frame).0 == i as u8, "echo flag on the wrong frame");
+        }
+    }
+    // Once flushed, every frame of every sender was confirmed; nothing more came.
+    for ((client, port), listener) in senders.iter().zip(&listeners) {
+        client.flush().unwrap();
+        assert_eq!(client.rx_dropped(port), 0);
+        assert_nothing_pending(client);
+        listener.flush().unwrap();
+        assert_nothing_pending(listener);
+    }
+    assert_nothing_pending(&bystander);
+}
+
+#[test]
+fn a_relay_waits_for_its_owner_and_loses_nothing_sent_meanwhile() {
+    let ports = [free_port(), free_port()];
+    // The relay starts first: its client's frames wait for the owner, and
+    // its own listener sees them only once the owner has committed them.
+    let relay = HubProcess::start_with(Some(&config("edge", ports[1], Some(ports[0]), Some("core"))), &[]);
+    relay.wait_for_log("this hub relays the channel");
+    let sender = relay.client("early-sender");
+    let port = sender.open_port_with("body", &lossless()).unwrap();
+    let listener = relay.client("listener");
+    listener.open_port_with("body", &lossless()).unwrap();
+    let early = 100;
+    for n in 0..early {
+        sender.send_timeout(&port, &numbered(0x200, 7, n), Some(PATIENCE)).unwrap();
+    }
+    let owner = HubProcess::start_with(Some(&config("core", ports[0], None, None)), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    relay.wait_for_log("the owner is there");
+    let frames = recv_n(&listener, early as usize);
+    assert_eq!(counters_from(&frames, 7), (0..early).collect::<Vec<_>>());
+    let seqs: Vec<u64> = frames.iter().map(|r| r.meta.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "the relay's channel numbers committed frames +1: {seqs:?}");
+    // The sender's flush returns once the owner committed every frame.
+    sender.flush().unwrap();
+    assert_nothing_pending(&listener);
+}
