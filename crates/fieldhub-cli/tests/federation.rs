@@ -128,6 +128,18 @@ fn clients_on_three_hubs_see_one_identical_order() {
         assert_nothing_pending(listener);
     }
     assert_nothing_pending(&bystander);
+
+    // Every hub's figures: the owner published each frame as one event, each
+    // relay applied them all, none lost.
+    for (i, (client, _)) in senders.iter().enumerate() {
+        let stats = client.stats().unwrap();
+        let body = stats.channels.iter().find(|c| c.name == "body").unwrap();
+        let f = body.federation.as_ref().expect("a federated channel reports its federation");
+        assert_eq!((f.role.as_str(), f.owner.as_str()), (if i == 0 { "owner" } else { "relay" }, "rack1"));
+        assert_eq!((f.epoch, f.last_seq, f.desyncs, f.stale), (1, total as u64, 0, 0), "hub {i}");
+        let local = stats.channels.iter().find(|c| c.name == "local").unwrap();
+        assert!(local.federation.is_none());
+    }
 }
 
 #[test]

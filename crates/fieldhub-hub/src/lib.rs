@@ -151,9 +151,9 @@ impl Hub {
             TimeMode::Virtual => bus::Bus::in_virtual_time(&config, Arc::new(clock::ManualClock::at(0))),
         };
         let federation = match federation::Federation::open(&config)? {
-            Some((federation, uplinks)) => {
-                for (channel, uplink) in uplinks {
-                    bus.relay_channel(channel, uplink);
+            Some((federation, links)) => {
+                for link in links {
+                    bus.federate(link);
                 }
                 Some(federation)
             }

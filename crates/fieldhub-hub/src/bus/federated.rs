@@ -16,13 +16,12 @@
 //!
 //! [`Inbound::Committed`]: crate::inbox::Inbound::Committed
 
-use crossbeam_channel::Sender;
 use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::Frame;
 use tracing::warn;
 
 use super::Bus;
-use crate::federation::Uplinked;
+use crate::federation::{BusLink, Uplinked};
 use crate::outbox::Outbound;
 use crate::tx_queue::Pending;
 
@@ -32,10 +31,12 @@ use crate::tx_queue::Pending;
 pub const REMOTE_SENDER: u32 = 0xFFFE_0000;
 
 impl Bus {
-    /// Make `channel` a relayed channel whose frames go to `uplink`. Called
-    /// before the bus thread starts, so no frame is ever sequenced here.
-    pub fn relay_channel(&mut self, channel: u16, uplink: Sender<Uplinked>) {
-        self.relays[channel as usize] = Some(uplink);
+    /// Make `link`'s channel federated: its figures join `STATS`, and a
+    /// relayed channel's frames go to its uplink. Called before the bus
+    /// thread starts, so no relayed frame is ever sequenced here.
+    pub fn federate(&mut self, link: BusLink) {
+        self.relays[link.channel as usize] = link.uplink;
+        self.federation[link.channel as usize] = Some(link.status);
     }
 
     /// Hand a local port's frame to the owner hub. Without the federation

@@ -166,6 +166,8 @@ pub struct Bus {
     /// Per channel: where a relayed channel's frames go to its owner hub
     /// (`bus/federated.rs`); `None` for a channel this hub sequences.
     relays: Vec<Option<crossbeam_channel::Sender<crate::federation::Uplinked>>>,
+    /// Per channel: its federation figures, for `STATS`, when it is federated.
+    federation: Vec<Option<Arc<crate::federation::ChannelStatus>>>,
 }
 
 impl Bus {
@@ -217,6 +219,7 @@ impl Bus {
             round_ns: None,
             virtual_time: None,
             relays: vec![None; count],
+            federation: vec![None; count],
         }
     }
 
@@ -556,6 +559,7 @@ impl Bus {
                 load_1s: c.load.percent(now_ns, 1_000_000_000),
                 load_10s: c.load.percent(now_ns, 10_000_000_000),
                 ids: c.ids.snapshot(now_ns),
+                federation: self.federation[c.id as usize].as_ref().map(|status| status.snapshot()),
             })
             .collect();
         let mut ports = Vec::new();

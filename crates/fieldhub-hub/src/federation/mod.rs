@@ -32,11 +32,13 @@ pub mod event;
 mod owner;
 mod relay;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use fieldhub_proto::stats::FederationStats;
 use fieldhub_proto::Frame;
 use zenoh::Wait;
 
@@ -57,8 +59,46 @@ pub struct Uplinked {
     pub frame: Frame,
 }
 
-/// Per relayed channel, where the bus hands that channel's frames.
-pub type Uplinks = Vec<(u16, Sender<Uplinked>)>;
+/// What the bus holds of one federated channel ([`crate::bus::Bus::federate`]).
+pub struct BusLink {
+    pub channel: u16,
+    /// Where a relayed channel's frames go; `None` on the owner.
+    pub uplink: Option<Sender<Uplinked>>,
+    pub status: Arc<ChannelStatus>,
+}
+
+/// A federated channel's figures, written by its federation threads and
+/// read by the bus for `STATS`.
+pub struct ChannelStatus {
+    owner: String,
+    relay: bool,
+    pub epoch: AtomicU64,
+    pub last_seq: AtomicU64,
+    pub gaps_recovered: AtomicU64,
+    pub desyncs: AtomicU64,
+    pub stale: AtomicU64,
+}
+
+impl ChannelStatus {
+    fn new(owner: String, relay: bool) -> Self {
+        let zero = || AtomicU64::new(0);
+        Self { owner, relay, epoch: zero(), last_seq: zero(), gaps_recovered: zero(), desyncs: zero(), stale: zero() }
+    }
+
+    /// The figures now, each read on its own (they need not agree exactly).
+    pub fn snapshot(&self) -> FederationStats {
+        let read = |value: &AtomicU64| value.load(Ordering::Relaxed);
+        FederationStats {
+            role: if self.relay { "relay" } else { "owner" }.into(),
+            owner: self.owner.clone(),
+            epoch: read(&self.epoch),
+            last_seq: read(&self.last_seq),
+            gaps_recovered: read(&self.gaps_recovered),
+            desyncs: read(&self.desyncs),
+            stale: read(&self.stale),
+        }
+    }
+}
 
 /// Why the federation could not start.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +123,7 @@ struct FederatedChannel {
     role: Role,
     /// The bus's relayed frames, for a relay.
     uplink: Option<Receiver<Uplinked>>,
+    status: Arc<ChannelStatus>,
     /// The channel's exact bit timing, for events' end times.
     bitrate: u32,
     data_bitrate: u32,
@@ -98,30 +139,35 @@ pub struct Federation {
 
 impl Federation {
     /// Open the Zenoh session when `config` has `[federation]`. Returns the
-    /// federation and, per relayed channel, the sender the bus hands that
-    /// channel's frames to ([`crate::bus::Bus::relay_channel`]).
-    pub fn open(config: &HubConfig) -> Result<Option<(Self, Uplinks)>, FederationError> {
+    /// federation and, per federated channel, what the bus holds of it.
+    pub fn open(config: &HubConfig) -> Result<Option<(Self, Vec<BusLink>)>, FederationError> {
         let Some(federation) = config.federation.clone() else { return Ok(None) };
         let mut channels = Vec::new();
-        let mut uplinks = Vec::new();
+        let mut links = Vec::new();
         for (id, channel) in config.channels.iter().enumerate() {
             let Some(role) = federation.role_of(&config.hub.name, channel) else { continue };
             let id = id as u16;
-            let uplink = match role {
-                Role::Owner => None,
+            let owner = match &role {
+                Role::Owner => federation.hub_name(&config.hub.name).to_owned(),
+                Role::Relay { owner } => owner.clone(),
+            };
+            let status = Arc::new(ChannelStatus::new(owner, matches!(role, Role::Relay { .. })));
+            let (to_owner, uplink) = match role {
+                Role::Owner => (None, None),
                 Role::Relay { .. } => {
                     // Unbounded, yet bounded by transmit credit: each
                     // client has at most 256 frames in the bus.
                     let (to_owner, from_bus) = crossbeam_channel::unbounded();
-                    uplinks.push((id, to_owner));
-                    Some(from_bus)
+                    (Some(to_owner), Some(from_bus))
                 }
             };
+            links.push(BusLink { channel: id, uplink: to_owner, status: Arc::clone(&status) });
             channels.push(FederatedChannel {
                 id,
                 name: channel.name.clone(),
                 role,
                 uplink,
+                status,
                 bitrate: channel.bitrate,
                 data_bitrate: channel.effective_data_bitrate(),
                 canfd: channel.protocol == crate::config::Protocol::Canfd,
@@ -134,7 +180,7 @@ impl Federation {
         })?;
         tracing::info!(zid = %session.zid(), name = federation.hub_name(&config.hub.name),
             listen = ?federation.listen, connect = ?federation.connect, "federation session open");
-        Ok(Some((Self { session, config: federation, channels }, uplinks)))
+        Ok(Some((Self { session, config: federation, channels }, links)))
     }
 
     /// Start each federated channel's threads.

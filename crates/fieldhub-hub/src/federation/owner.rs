@@ -151,6 +151,7 @@ impl OwnerBridge {
                 (Arc::clone(&outbox), Arc::clone(&closed), Arc::clone(&forwarded), Arc::clone(&history));
             let writer = Writer {
                 session: self.session.clone(),
+                status: Arc::clone(&self.channel.status),
                 channel: name.clone(),
                 epoch: self.epoch,
                 keep: self.history,
@@ -239,6 +240,7 @@ fn wait_until_opened(outbox: &QueueOutbox, sessions: &Sessions, channel: &str) -
 /// Publishes the channel's frames as committed events.
 struct Writer {
     session: zenoh::Session,
+    status: Arc<super::ChannelStatus>,
     channel: String,
     epoch: u64,
     keep: usize,
@@ -269,6 +271,7 @@ impl Writer {
             }
         };
         let mut seq = 0u64;
+        self.status.epoch.store(self.epoch, Ordering::Relaxed);
         // SYNC POINT with the hang-up's and the bridge's Release stores.
         while !closed.load(Ordering::Acquire) {
             let Some(item) = outbox.take_timeout(LOOK) else { continue };
@@ -313,6 +316,7 @@ impl Writer {
                 error!(channel = %self.channel, seq, "cannot publish a committed event: {e}");
                 break;
             }
+            self.status.last_seq.store(seq, Ordering::Relaxed);
         }
         closed.store(true, Ordering::Release);
     }

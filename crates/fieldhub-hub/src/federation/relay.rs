@@ -17,7 +17,7 @@
 //!   committed before, as its subscriber is declared before anything is
 //!   uplinked.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -32,7 +32,7 @@ use zenoh::sample::Sample;
 use zenoh::Wait;
 
 use super::event::{Event, Origin, TxRequest};
-use super::{key, FederatedChannel, Uplinked, LOOK};
+use super::{key, ChannelStatus, FederatedChannel, Uplinked, LOOK};
 use crate::inbox::Inbound;
 use crate::session::Sessions;
 
@@ -43,25 +43,15 @@ const EVENT_QUEUE: usize = 16 * 1024;
 /// How long a history query or a look for the owner's token may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What a relay counts, for the log (and, later, `fieldhub stats`).
-#[derive(Default)]
-pub struct RelayCounters {
-    pub applied: AtomicU64,
-    pub gaps_recovered: AtomicU64,
-    pub desyncs: AtomicU64,
-    pub stale: AtomicU64,
-}
-
 pub struct RelayBridge {
     session: zenoh::Session,
     channel: FederatedChannel,
     owner: String,
-    counters: Arc<RelayCounters>,
 }
 
 impl RelayBridge {
     pub(super) fn new(session: zenoh::Session, channel: FederatedChannel, owner: String) -> Self {
-        Self { session, channel, owner, counters: Arc::default() }
+        Self { session, channel, owner }
     }
 
     /// Declare the events subscriber, then start both threads.
@@ -91,15 +81,14 @@ impl RelayBridge {
                     channel: &self.channel,
                     sessions: &sessions,
                     me: self.session.zid().to_string(),
-                    counters: &self.counters,
+                    status: &self.channel.status,
                     epoch: 0,
                     last: None,
                 };
                 sequencer.run(&events);
-                let c = &self.counters;
-                info!(channel = %self.channel.name, applied = c.applied.load(Ordering::Relaxed),
-                    gaps_recovered = c.gaps_recovered.load(Ordering::Relaxed),
-                    desyncs = c.desyncs.load(Ordering::Relaxed), stale = c.stale.load(Ordering::Relaxed),
+                let s = self.channel.status.snapshot();
+                info!(channel = %self.channel.name, epoch = s.epoch, last_seq = s.last_seq,
+                    gaps_recovered = s.gaps_recovered, desyncs = s.desyncs, stale = s.stale,
                     "federation relay stopped");
             })?
         };
@@ -166,7 +155,7 @@ struct Sequencer<'a> {
     sessions: &'a Sessions,
     /// This hub's Zenoh session id: events naming it are its own ports' frames.
     me: String,
-    counters: &'a RelayCounters,
+    status: &'a ChannelStatus,
     epoch: u64,
     /// The last sequence number applied in `epoch`.
     last: Option<u64>,
@@ -194,7 +183,7 @@ impl Sequencer<'_> {
     /// Take one event from the subscription; false when the bus is gone.
     fn receive(&mut self, event: Event) -> bool {
         if event.epoch < self.epoch {
-            if self.counters.stale.fetch_add(1, Ordering::Relaxed) == 0 {
+            if self.status.stale.fetch_add(1, Ordering::Relaxed) == 0 {
                 warn!(channel = %self.channel.name, epoch = event.epoch, current = self.epoch,
                     "refusing events of an older owner epoch");
             }
@@ -205,6 +194,7 @@ impl Sequencer<'_> {
                 info!(channel = %self.channel.name, epoch = event.epoch, "federation: a new owner epoch");
             }
             self.epoch = event.epoch;
+            self.status.epoch.store(event.epoch, Ordering::Relaxed);
             self.last = None;
         }
         match self.last {
@@ -239,10 +229,10 @@ impl Sequencer<'_> {
             }
         }
         if next > to {
-            self.counters.gaps_recovered.fetch_add(1, Ordering::Relaxed);
+            self.status.gaps_recovered.fetch_add(1, Ordering::Relaxed);
             return true;
         }
-        self.counters.desyncs.fetch_add(1, Ordering::Relaxed);
+        self.status.desyncs.fetch_add(1, Ordering::Relaxed);
         let text = format!("events {next}..={to} of epoch {} are lost (no longer in the owner's history)", self.epoch);
         let channel = self.channel.id;
         self.sessions.inbox.send(Inbound::Desynchronised { channel, text }).is_ok()
@@ -276,7 +266,7 @@ impl Sequencer<'_> {
     /// Hand one event to the bus; false when the bus is gone.
     fn apply(&mut self, event: Event) -> bool {
         self.last = Some(event.seq);
-        self.counters.applied.fetch_add(1, Ordering::Relaxed);
+        self.status.last_seq.store(event.seq, Ordering::Relaxed);
         let origin = event.origin.filter(|o| o.relay == self.me).map(|o| (o.port_id, o.arrival));
         let committed = Inbound::Committed { channel: self.channel.id, origin, frame: event.frame };
         self.sessions.inbox.send(committed).is_ok()
