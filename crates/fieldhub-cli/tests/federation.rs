@@ -168,3 +168,66 @@ fn a_relay_waits_for_its_owner_and_loses_nothing_sent_meanwhile() {
     sender.flush().unwrap();
     assert_nothing_pending(&listener);
 }
+
+#[test]
+fn a_relay_killed_mid_traffic_and_restarted_follows_the_owner_again() {
+    let ports = [free_port(), free_port(), free_port()];
+    let owner = HubProcess::start_with(Some(&config("hq", ports[0], None, None)), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay = HubProcess::start_with(Some(&config("branch", ports[1], Some(ports[0]), Some("hq"))), &[]);
+    relay.wait_for_log("the owner is there");
+    let sender = owner.client("sender");
+    let tx = sender.open_port_with("body", &lossless()).unwrap();
+    let witness = owner.client("witness");
+    witness.open_port_with("body", &lossless()).unwrap();
+    let doomed = relay.client("doomed-listener");
+    doomed.open_port_with("body", &lossless()).unwrap();
+
+    // The relay dies (SIGKILL) while the owner's sender is still sending.
+    let first_half = PER_SENDER;
+    std::thread::scope(|s| {
+        let sending = s.spawn(|| {
+            for n in 0..first_half {
+                sender.send_timeout(&tx, &numbered(0x300, 1, n), Some(PATIENCE)).unwrap();
+            }
+            sender.flush().unwrap();
+        });
+        recv_n(&doomed, first_half as usize / 4);
+        drop(doomed);
+        drop(relay);
+        sending.join().unwrap();
+    });
+
+    // A new relay process (a new Zenoh session) follows from the first event it sees.
+    let relay = HubProcess::start_with(Some(&config("branch", ports[2], Some(ports[0]), Some("hq"))), &[]);
+    relay.wait_for_log("the owner is there");
+    let listener = relay.client("listener");
+    listener.open_port_with("body", &lossless()).unwrap();
+    let relay_sender = relay.client("relay-sender");
+    let relay_tx = relay_sender.open_port_with("body", &lossless()).unwrap();
+    let second_half = PER_SENDER;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for n in first_half..first_half + second_half {
+                sender.send_timeout(&tx, &numbered(0x300, 1, n), Some(PATIENCE)).unwrap();
+            }
+        });
+        s.spawn(|| {
+            for n in 0..second_half {
+                relay_sender.send_timeout(&relay_tx, &numbered(0x301, 2, n), Some(PATIENCE)).unwrap();
+            }
+        });
+    });
+    let after = 2 * second_half as usize;
+    let seen = recv_n(&listener, after);
+    let everything = recv_n(&witness, first_half as usize + after);
+    let order = |frames: &[Received]| -> Vec<(u8, u32)> { frames.iter().map(|r| number_of(&r.frame)).collect() };
+    assert_eq!(order(&seen), order(&everything[first_half as usize..]), "the new relay follows the owner's order");
+    assert_eq!(counters_from(&seen, 1), (first_half..first_half + second_half).collect::<Vec<_>>());
+    assert_eq!(counters_from(&seen, 2), (0..second_half).collect::<Vec<_>>());
+    relay_sender.flush().unwrap();
+    assert_nothing_pending(&listener);
+    let stats = relay_sender.stats().unwrap();
+    let f = stats.channels.iter().find(|c| c.name == "body").unwrap().federation.clone().unwrap();
+    assert_eq!((f.desyncs, f.stale), (0, 0));
+}

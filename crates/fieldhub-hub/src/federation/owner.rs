@@ -9,7 +9,9 @@
 //! frame into a committed event (`fieldhub/C/events`), keeps the newest
 //! `history` events for the queryable (`fieldhub/C/history`), and names
 //! the relay port of each echo: the port's FIFO keeps its frames in order,
-//! so echoes come back in the order the requests were forwarded.
+//! so echoes come back in the order the requests were forwarded — less
+//! those the bus refused or a fault rule dropped, which is why each echo is
+//! matched to the oldest forwarded request with the same frame.
 //!
 //! Invariants:
 //! - `seq` is +1 per published event, from 1, under one epoch.
@@ -23,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
+use fieldhub_proto::Frame;
 use tracing::{error, info, warn};
 use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Priority};
@@ -121,7 +124,7 @@ impl OwnerBridge {
             return;
         }
         let Some(port) = wait_until_opened(&outbox, sessions, &name) else { return };
-        let forwarded: Arc<Mutex<VecDeque<Origin>>> = Arc::default();
+        let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
         let history: Arc<Mutex<History>> = Arc::default();
         let queryable = {
             let history = Arc::clone(&history);
@@ -197,12 +200,25 @@ impl OwnerBridge {
     }
 }
 
+/// Relays' frames forwarded into the bridge's port and not echoed yet, oldest first.
+type Forwarded = VecDeque<(Origin, Frame)>;
+
+/// The origin of an echoed frame: the oldest forwarded request carrying
+/// it. Older requests with other frames never reached the bus (refused or
+/// dropped by a fault rule) and are forgotten; the relay counts them as
+/// dropped when a later frame of the same port is committed.
+fn origin_of(forwarded: &mut Forwarded, frame: &Frame) -> Option<Origin> {
+    let at = forwarded.iter().position(|(_, sent)| sent == frame)?;
+    forwarded.drain(..at);
+    forwarded.pop_front().map(|(origin, _)| origin)
+}
+
 /// Put one relay's frame into the bridge's port, with transmit credit.
 fn forward(
     slot: &ClientSlot,
     port: u16,
     credit: &TxCredit,
-    forwarded: &Mutex<VecDeque<Origin>>,
+    forwarded: &Mutex<Forwarded>,
     request: TxRequest,
     stop: &dyn Fn() -> bool,
 ) -> bool {
@@ -211,7 +227,7 @@ fn forward(
     }
     // Queued before the frame: its echo cannot come back first.
     if let Ok(mut queue) = forwarded.lock() {
-        queue.push_back(request.origin);
+        queue.push_back((request.origin, request.frame));
     }
     slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame: request.frame }).is_ok()
 }
@@ -249,13 +265,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(
-        self,
-        outbox: &QueueOutbox,
-        closed: &AtomicBool,
-        forwarded: &Mutex<VecDeque<Origin>>,
-        history: &Mutex<History>,
-    ) {
+    fn run(self, outbox: &QueueOutbox, closed: &AtomicBool, forwarded: &Mutex<Forwarded>, history: &Mutex<History>) {
         let publisher = match self
             .session
             .declare_publisher(key(&self.channel, "events"))
@@ -295,8 +305,9 @@ impl Writer {
                 | Outbound::Stats { .. }
                 | Outbound::Grant { .. } => continue,
             };
-            let origin = if frame.is_echo() { forwarded.lock().ok().and_then(|mut q| q.pop_front()) } else { None };
+            let echo = frame.is_echo();
             let frame = frame.with_echo(false);
+            let origin = if echo { forwarded.lock().ok().and_then(|mut q| origin_of(&mut q, &frame)) } else { None };
             seq += 1;
             let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
             let event = Event {
@@ -325,6 +336,18 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echo_belongs_to_the_oldest_request_with_its_frame() {
+        let frame = |id| Frame::can(id, false, &[1]).unwrap();
+        let origin = |arrival| Origin { relay: "r".into(), port_id: 1, arrival };
+        let mut forwarded: Forwarded = [(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(2))].into();
+        // Frame 1 never reached the bus: the echo of 2 skips it.
+        assert_eq!(origin_of(&mut forwarded, &frame(2)), Some(origin(2)));
+        assert_eq!(origin_of(&mut forwarded, &frame(2)), Some(origin(3)));
+        assert!(forwarded.is_empty());
+        assert_eq!(origin_of(&mut forwarded, &frame(5)), None);
+    }
 
     #[test]
     fn history_serves_what_it_keeps_and_nothing_older() {
