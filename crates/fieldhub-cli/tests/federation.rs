@@ -231,3 +231,54 @@ fn a_relay_killed_mid_traffic_and_restarted_follows_the_owner_again() {
     let f = stats.channels.iter().find(|c| c.name == "body").unwrap().federation.clone().unwrap();
     assert_eq!((f.desyncs, f.stale), (0, 0));
 }
+
+/// Wait until the hub has logged `needle` at least `times` times.
+fn wait_for_log_times(hub: &HubProcess, needle: &str, times: usize) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while hub.log().iter().filter(|l| l.contains(needle)).count() < times {
+        assert!(std::time::Instant::now() < deadline, "hub never logged '{needle}' {times} times: {:#?}", hub.log());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_owner_leaving_is_reported_and_its_return_resumes_traffic() {
+    let ports = [free_port(), free_port()];
+    let owner_config = config("main", ports[0], None, None);
+    let owner = HubProcess::start_with(Some(&owner_config), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay = HubProcess::start_with(Some(&config("spur", ports[1], Some(ports[0]), Some("main"))), &[]);
+    relay.wait_for_log("the owner is there");
+    let sender = relay.client("sender");
+    let tx = sender.open_port_with("body", &lossless()).unwrap();
+    let listener = relay.client("listener");
+    listener.open_port_with("body", &lossless()).unwrap();
+    for n in 0..100 {
+        sender.send_timeout(&tx, &numbered(0x400, 3, n), Some(PATIENCE)).unwrap();
+    }
+    sender.flush().unwrap();
+    assert_eq!(counters_from(&recv_n(&listener, 100), 3), (0..100).collect::<Vec<_>>());
+
+    // The owner dies: the relay's clients are told the channel is down.
+    drop(owner);
+    relay.wait_for_log("the owner hub left");
+    match listener.flush() {
+        Err(fieldhub_client::ClientError::Rejected { text, .. }) => {
+            assert!(text.contains("body") && text.contains("is down") && text.contains("main"), "{text}")
+        }
+        other => panic!("the owner's loss was not reported: {other:?}"),
+    }
+    // Every client with a port on the channel is told, the sender too.
+    assert!(matches!(sender.flush(), Err(fieldhub_client::ClientError::Rejected { .. })));
+
+    // Frames sent while it is away wait; when it returns they are committed.
+    for n in 100..200 {
+        sender.send_timeout(&tx, &numbered(0x400, 3, n), Some(PATIENCE)).unwrap();
+    }
+    let owner = HubProcess::start_with(Some(&owner_config), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    wait_for_log_times(&relay, "the owner is there", 2);
+    sender.flush().unwrap();
+    assert_eq!(counters_from(&recv_n(&listener, 100), 3), (100..200).collect::<Vec<_>>());
+    assert_nothing_pending(&listener);
+}

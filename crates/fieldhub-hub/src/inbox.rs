@@ -81,8 +81,9 @@ pub enum Inbound {
     /// deliver it to the channel's ports. `origin` names the local port and
     /// arrival number when one of this hub's ports sent it.
     Committed { channel: u16, origin: Option<(u32, u64)>, frame: Frame },
-    /// A relayed channel lost events it cannot fetch again: tell its ports.
-    Desynchronised { channel: u16, text: String },
+    /// Something its clients must know happened to a relayed channel (events
+    /// lost for good, the owner hub gone): tell every client with a port on it.
+    FederationAlert { channel: u16, text: String },
     /// Stop the bus: say goodbye to every client and return.
     Shutdown,
 }
@@ -101,7 +102,7 @@ impl std::fmt::Debug for Inbound {
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Committed { channel, frame, .. } => write!(f, "Committed({channel}, {frame:?})"),
-            Inbound::Desynchronised { channel, text } => write!(f, "Desynchronised({channel}, {text})"),
+            Inbound::FederationAlert { channel, text } => write!(f, "FederationAlert({channel}, {text})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }
     }

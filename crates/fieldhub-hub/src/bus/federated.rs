@@ -77,10 +77,10 @@ impl Bus {
         ch.transmit(sender, pending, now_ns, &mut self.sent);
     }
 
-    /// Tell every client with a port on `channel` that it lost events.
-    pub(super) fn on_desynchronised(&mut self, channel: u16, text: &str) {
+    /// Tell every client with a port on `channel` what happened to it.
+    pub(super) fn on_federation_alert(&mut self, channel: u16, text: &str) {
         let Some(ch) = self.channels.get(channel as usize) else { return };
-        let text = format!("channel '{}' is desynchronised from its owner hub: {text}", ch.name());
+        let text = format!("channel '{}' {text}", ch.name());
         warn!("{text}");
         let mut clients: Vec<u32> = ch.members.iter().filter(|m| m.is_client()).map(|m| m.client).collect();
         clients.sort_unstable();

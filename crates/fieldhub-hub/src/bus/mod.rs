@@ -428,7 +428,7 @@ impl Bus {
                 }
             }
             Inbound::Committed { channel, origin, frame } => self.on_committed(channel, origin, frame),
-            Inbound::Desynchronised { channel, text } => self.on_desynchronised(channel, &text),
+            Inbound::FederationAlert { channel, text } => self.on_federation_alert(channel, &text),
             Inbound::Shutdown => {}
         }
     }

@@ -25,8 +25,8 @@
 //! - A relay's sender gets its transmit confirmation (credit back, echo)
 //!   only when the owner's event for its frame is applied.
 //! - Ownership is configured in this slice (`[[channel]] owner`, with
-//!   `[federation] epoch`), not elected; the liveliness token only tells
-//!   relays that the owner is there.
+//!   `[federation] epoch`), not elected; the owner's liveliness token tells
+//!   relays that it is there, and its loss is reported to their clients.
 
 pub mod event;
 mod owner;

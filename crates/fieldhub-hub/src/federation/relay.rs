@@ -7,8 +7,14 @@
 //! (`fieldhub/C/events`) strictly in sequence order, as
 //! [`Inbound::Committed`]; on a gap it fetches the missing events from the
 //! owner's history (`fieldhub/C/history`), and when that fails it reports
-//! the channel desynchronised ([`Inbound::Desynchronised`]) before going on
+//! the channel desynchronised ([`Inbound::FederationAlert`]) before going on
 //! from the event it has — a reported loss, never a silent one.
+//!
+//! The owner's liveliness token is watched: while it is away the uplink
+//! thread holds frames back (a request published with no owner subscribed
+//! would vanish), and when it goes the channel's clients are told the
+//! channel is down ([`Inbound::FederationAlert`]); the owner that comes
+//! back numbers its events afresh.
 //!
 //! Invariants:
 //! - An event is applied at most once and never after a higher `seq` of
@@ -17,7 +23,7 @@
 //!   committed before, as its subscriber is declared before anything is
 //!   uplinked.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -28,7 +34,7 @@ use zenoh::handlers::{FifoChannel, FifoChannelHandler};
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::{CongestionControl, Priority};
 use zenoh::query::ConsolidationMode;
-use zenoh::sample::Sample;
+use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
 use super::event::{Event, Origin, TxRequest};
@@ -42,6 +48,15 @@ const EVENT_QUEUE: usize = 16 * 1024;
 
 /// How long a history query or a look for the owner's token may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the owner's liveliness token is there, as its subscriber saw it.
+#[derive(Default)]
+struct Presence {
+    present: AtomicBool,
+    /// Set when the owner left: the next owner's events start a new
+    /// sequence, whatever its epoch.
+    left: AtomicBool,
+}
 
 pub struct RelayBridge {
     session: zenoh::Session,
@@ -67,11 +82,46 @@ impl RelayBridge {
                 }
             };
         info!(channel = %name, owner = %self.owner, "federation: this hub relays the channel");
+        let presence: Arc<Presence> = Arc::default();
+        let watch = {
+            let (presence, sessions, name, owner) =
+                (Arc::clone(&presence), Arc::clone(sessions), name.clone(), self.owner.clone());
+            let channel = self.channel.id;
+            self.session
+                .liveliness()
+                .declare_subscriber(key(&name, "owner"))
+                .history(true)
+                .callback(move |sample| match sample.kind() {
+                    SampleKind::Put => {
+                        presence.present.store(true, Ordering::Release);
+                        info!(channel = %name, owner = %owner, "federation: the owner is there");
+                    }
+                    SampleKind::Delete => {
+                        presence.left.store(true, Ordering::Release);
+                        presence.present.store(false, Ordering::Release);
+                        warn!(channel = %name, owner = %owner, "federation: the owner hub left");
+                        let text = format!(
+                            "is down: its owner hub '{owner}' left; frames sent now wait for an owner, \
+                             those in flight may be lost (counted as dropped)"
+                        );
+                        let _ = sessions.inbox.send(Inbound::FederationAlert { channel, text });
+                    }
+                })
+                .wait()
+        };
+        let watch = match watch {
+            Ok(watch) => watch,
+            Err(e) => {
+                error!(channel = %name, "cannot watch the owner's liveliness token: {e}");
+                return Ok(Vec::new());
+            }
+        };
         let uplinker = {
-            let (session, sessions, name) = (self.session.clone(), Arc::clone(sessions), name.clone());
+            let (session, sessions, name, presence) =
+                (self.session.clone(), Arc::clone(sessions), name.clone(), Arc::clone(&presence));
             std::thread::Builder::new()
                 .name(format!("fh-fed-up-{name}"))
-                .spawn(move || uplink_loop(&session, &name, &uplink, &sessions))?
+                .spawn(move || uplink_loop(&session, &name, &uplink, &sessions, &presence))?
         };
         let applier = {
             let sessions = Arc::clone(sessions);
@@ -82,10 +132,12 @@ impl RelayBridge {
                     sessions: &sessions,
                     me: self.session.zid().to_string(),
                     status: &self.channel.status,
+                    presence: &presence,
                     epoch: 0,
                     last: None,
                 };
                 sequencer.run(&events);
+                drop(watch);
                 let s = self.channel.status.snapshot();
                 info!(channel = %self.channel.name, epoch = s.epoch, last_seq = s.last_seq,
                     gaps_recovered = s.gaps_recovered, desyncs = s.desyncs, stale = s.stale,
@@ -97,7 +149,13 @@ impl RelayBridge {
 }
 
 /// Publish the bus's relayed frames to the owner, once it is there.
-fn uplink_loop(session: &zenoh::Session, channel: &str, uplink: &Receiver<Uplinked>, sessions: &Sessions) {
+fn uplink_loop(
+    session: &zenoh::Session,
+    channel: &str,
+    uplink: &Receiver<Uplinked>,
+    sessions: &Sessions,
+    presence: &Presence,
+) {
     let publisher = match session
         .declare_publisher(key(channel, "tx"))
         .congestion_control(CongestionControl::Block)
@@ -108,10 +166,6 @@ fn uplink_loop(session: &zenoh::Session, channel: &str, uplink: &Receiver<Uplink
         Ok(publisher) => publisher,
         Err(e) => return error!(channel, "cannot declare the transmit publisher: {e}"),
     };
-    if !wait_for_owner(session, channel, sessions) {
-        return;
-    }
-    info!(channel, "federation: the owner is there");
     let me = session.zid().to_string();
     let mut bytes = Vec::with_capacity(96);
     while !sessions.stopping() {
@@ -120,6 +174,10 @@ fn uplink_loop(session: &zenoh::Session, channel: &str, uplink: &Receiver<Uplink
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        // A request published while no owner subscribes would be lost.
+        if !wait_for_owner(channel, sessions, presence) {
+            return;
+        }
         bytes.clear();
         let origin = Origin { relay: me.clone(), port_id: up.port_id, arrival: up.arrival };
         TxRequest { origin, frame: up.frame }.encode(&mut bytes);
@@ -129,15 +187,14 @@ fn uplink_loop(session: &zenoh::Session, channel: &str, uplink: &Receiver<Uplink
     }
 }
 
-/// Wait until the owner's liveliness token is seen; false when the hub
+/// Wait until the owner's liveliness token is there; false when the hub
 /// stops first. Frames wait meanwhile, holding their senders' credit.
-fn wait_for_owner(session: &zenoh::Session, channel: &str, sessions: &Sessions) -> bool {
+fn wait_for_owner(channel: &str, sessions: &Sessions, presence: &Presence) -> bool {
     let mut looks = 0u64;
-    while !sessions.stopping() {
-        if let Ok(replies) = session.liveliness().get(key(channel, "owner")).timeout(QUERY_TIMEOUT).wait() {
-            if replies.recv().is_ok_and(|reply| reply.result().is_ok()) {
-                return true;
-            }
+    // SYNC POINT with the liveliness callback's Release stores.
+    while !presence.present.load(Ordering::Acquire) {
+        if sessions.stopping() {
+            return false;
         }
         looks += 1;
         if looks == 1 || looks % 600 == 0 {
@@ -145,7 +202,7 @@ fn wait_for_owner(session: &zenoh::Session, channel: &str, sessions: &Sessions) 
         }
         std::thread::sleep(LOOK);
     }
-    false
+    true
 }
 
 /// Applies committed events in sequence order.
@@ -156,6 +213,7 @@ struct Sequencer<'a> {
     /// This hub's Zenoh session id: events naming it are its own ports' frames.
     me: String,
     status: &'a ChannelStatus,
+    presence: &'a Presence,
     epoch: u64,
     /// The last sequence number applied in `epoch`.
     last: Option<u64>,
@@ -182,6 +240,12 @@ impl Sequencer<'_> {
 
     /// Take one event from the subscription; false when the bus is gone.
     fn receive(&mut self, event: Event) -> bool {
+        // SYNC POINT with the liveliness callback's Release store: a new
+        // owner numbers its events afresh.
+        if self.presence.left.swap(false, Ordering::AcqRel) {
+            self.epoch = 0;
+            self.last = None;
+        }
         if event.epoch < self.epoch {
             if self.status.stale.fetch_add(1, Ordering::Relaxed) == 0 {
                 warn!(channel = %self.channel.name, epoch = event.epoch, current = self.epoch,
@@ -233,9 +297,12 @@ impl Sequencer<'_> {
             return true;
         }
         self.status.desyncs.fetch_add(1, Ordering::Relaxed);
-        let text = format!("events {next}..={to} of epoch {} are lost (no longer in the owner's history)", self.epoch);
+        let text = format!(
+            "is desynchronised from its owner hub: events {next}..={to} of epoch {} are lost (no longer in the owner's history)",
+            self.epoch
+        );
         let channel = self.channel.id;
-        self.sessions.inbox.send(Inbound::Desynchronised { channel, text }).is_ok()
+        self.sessions.inbox.send(Inbound::FederationAlert { channel, text }).is_ok()
     }
 
     /// The owner's events `from..=to` (a first part of them), or `None`.
