@@ -167,6 +167,20 @@ fn a_relay_waits_for_its_owner_and_loses_nothing_sent_meanwhile() {
     // The sender's flush returns once the owner committed every frame.
     sender.flush().unwrap();
     assert_nothing_pending(&listener);
+
+    // Federated channels come from the configuration, not the control API.
+    let (status, answer) = api(&relay, "DELETE", "/api/v1/channels/body", None);
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer.to_string().contains("federated"), "{answer}");
+    let (status, answer) =
+        api(&relay, "POST", "/api/v1/channels", Some(serde_json::json!({"name": "extra", "federated": true})));
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.to_string().contains("federated"), "{answer}");
+    // A channel added at run time is the relay's own, beside the federated one.
+    ok(&relay, "POST", "/api/v1/channels", Some(serde_json::json!({"name": "extra"})));
+    let extra = listener.open_port_with("extra", &lossless()).unwrap();
+    listener.send(&extra, &numbered(0x201, 8, 0)).unwrap();
+    listener.flush().unwrap();
 }
 
 #[test]
