@@ -51,6 +51,13 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>6.1}% {:>6.1}%",
             c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
         )?;
+        if let Some(f) = &c.federation {
+            writeln!(
+                out,
+                "    federated: {} (owner {}), epoch {}, last seq {}, gaps recovered {}, desyncs {}, stale {}",
+                f.role, f.owner, f.epoch, f.last_seq, f.gaps_recovered, f.desyncs, f.stale
+            )?;
+        }
         for id in c.ids.iter().take(args.top_ids) {
             writeln!(out, "    id {:>10} {:>12} frames {:>10.1} /s", identifier(id.id), id.frames, id.rate_hz)?;
         }

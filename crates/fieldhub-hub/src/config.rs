@@ -16,6 +16,7 @@ use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_federation::{FederationConfig, Role};
 pub use crate::config_silkit::SilKitConfig;
 use crate::config_source::ConfigSource;
 
@@ -61,6 +62,8 @@ pub struct HubConfig {
     pub routes: Vec<RouteConfig>,
     /// SIL Kit CAN networks channels join (`[[silkit]]`).
     pub silkit: Vec<SilKitConfig>,
+    /// Hubs this one shares channels with (`[federation]`).
+    pub federation: Option<FederationConfig>,
 }
 
 /// The file as written, with the position of each table.
@@ -77,6 +80,8 @@ struct ConfigFile {
     route: Vec<RouteConfig>,
     #[serde(default)]
     silkit: Vec<SilKitConfig>,
+    #[serde(default)]
+    federation: Option<FederationConfig>,
 }
 
 /// `[hub]`: identity, listeners and access.
@@ -307,6 +312,13 @@ pub struct ChannelConfig {
     /// the control API takes a DBC's text (`PUT .../dbc`), never a path.
     #[serde(default)]
     pub dbc: Option<PathBuf>,
+    /// Shared with other hubs through `[federation]` (`docs/federation.md`).
+    #[serde(default)]
+    pub federated: bool,
+    /// The federation name of the hub that sequences this channel; omitted
+    /// (or this hub's own name) on the owner. Only with `federated = true`.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 impl ChannelConfig {
@@ -321,6 +333,8 @@ impl ChannelConfig {
             no_ack: false,
             auto_bus_off_recovery: true,
             dbc: None,
+            federated: false,
+            owner: None,
         }
     }
 
@@ -466,20 +480,21 @@ impl HubConfig {
             ports: file.port,
             routes: file.route,
             silkit: file.silkit,
+            federation: file.federation,
         };
         config.check(origin, &ConfigSource::parse(text))?;
         Ok(config)
     }
 
     /// A configuration built in code (no source lines for messages), with
-    /// no SIL Kit networks.
+    /// no SIL Kit networks and no federation.
     pub fn new(
         hub: HubSection,
         channels: Vec<ChannelConfig>,
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes, silkit: Vec::new() }
+        Self { hub, channels, ports, routes, silkit: Vec::new(), federation: None }
     }
 
     /// Listen addresses, parsed.
@@ -629,6 +644,7 @@ impl HubConfig {
             }
             r.check_values().map_err(|(key, m)| invalid(field(key), m))?;
         }
+        self.check_federation(source).map_err(|(field, m)| invalid(field, m))?;
         for (i, s) in self.silkit.iter().enumerate() {
             let field = |key: &str| source.table_field("silkit", i, key);
             self.check_channel_ref(&s.channel).map_err(|m| invalid(field("channel"), m))?;

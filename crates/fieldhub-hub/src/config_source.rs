@@ -36,9 +36,14 @@ impl<'a> ConfigSource<'a> {
 
     /// `line N: hub.key` when the key is written in `[hub]`.
     pub fn hub_field(&self, key: &str) -> String {
-        let hub = self.doc.as_ref().and_then(|doc| doc.get("hub")).and_then(Item::as_table);
-        let span = hub.and_then(|t| t.key(key)).and_then(|k| k.span());
-        self.with_line(span, format!("hub.{key}"))
+        self.section_field("hub", key)
+    }
+
+    /// `line N: section.key` when the key is written in `[section]`.
+    pub fn section_field(&self, section: &str, key: &str) -> String {
+        let table = self.doc.as_ref().and_then(|doc| doc.get(section)).and_then(Item::as_table);
+        let span = table.and_then(|t| t.key(key)).and_then(|k| k.span());
+        self.with_line(span, format!("{section}.{key}"))
     }
 
     fn with_line(&self, span: Option<std::ops::Range<usize>>, field: String) -> String {

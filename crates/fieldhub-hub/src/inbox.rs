@@ -79,6 +79,13 @@ pub enum Inbound {
     Control { request: ControlRequest, reply: oneshot::Sender<ControlResult> },
     /// The client's session ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
+    /// A relayed channel's owner committed a frame (`federation/`):
+    /// deliver it to the channel's ports. `origin` names the local port and
+    /// arrival number when one of this hub's ports sent it.
+    Committed { channel: u16, origin: Option<(u32, u64)>, frame: Frame },
+    /// Something its clients must know happened to a relayed channel (events
+    /// lost for good, the owner hub gone): tell every client with a port on it.
+    FederationAlert { channel: u16, text: String },
     /// Stop the bus: say goodbye to every client and return.
     Shutdown,
 }
@@ -96,6 +103,8 @@ impl std::fmt::Debug for Inbound {
             Inbound::Step { client, until_ns } => write!(f, "Step({client}, {until_ns})"),
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
+            Inbound::Committed { channel, frame, .. } => write!(f, "Committed({channel}, {frame:?})"),
+            Inbound::FederationAlert { channel, text } => write!(f, "FederationAlert({channel}, {text})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }
     }

@@ -36,6 +36,7 @@ pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;
+mod config_federation;
 mod config_silkit;
 mod config_source;
 pub mod confinement;
@@ -44,6 +45,7 @@ pub mod credentials;
 pub mod credit;
 pub mod fatal;
 pub mod fault;
+pub mod federation;
 pub mod id_counter;
 pub mod inbox;
 pub mod member;
@@ -95,6 +97,8 @@ pub enum StartError {
     SocketCan(#[from] SocketCanPortError),
     #[error(transparent)]
     Dbc(#[from] DbcFileError),
+    #[error(transparent)]
+    Federation(#[from] federation::FederationError),
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -143,9 +147,18 @@ impl Hub {
         let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
         let (inbox, inbox_rx) = inbox::inbox(wake);
-        let bus = match config.hub.time {
+        let mut bus = match config.hub.time {
             TimeMode::Real => bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start())),
             TimeMode::Virtual => bus::Bus::in_virtual_time(&config, Arc::new(clock::ManualClock::at(0))),
+        };
+        let federation = match federation::Federation::open(&config)? {
+            Some((federation, links)) => {
+                for link in links {
+                    bus.federate(link);
+                }
+                Some(federation)
+            }
+            None => None,
         };
         let bus_thread = spawn("fh-bus", "bus", move || bus.run(inbox_rx))?;
 
@@ -195,6 +208,9 @@ impl Hub {
         let bridges = SilKitBridge::start_all(&config.silkit, &sessions)
             .map_err(|error| StartError::Thread { what: "SIL Kit bridge", error })?;
         hub.threads.extend(bridges);
+        if let Some(federation) = federation {
+            hub.threads.extend(federation.start(&sessions)?);
+        }
         Ok(hub)
     }
 

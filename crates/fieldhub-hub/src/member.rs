@@ -161,6 +161,17 @@ impl Member {
         }
     }
 
+    /// Discard the oldest waiting frame, counted as dropped, returning its
+    /// credit: a relayed frame the owner hub did not commit.
+    pub fn drop_oldest(&mut self, now_ns: u64) {
+        if self.tx.take(now_ns).is_some() {
+            self.counters.tx_dropped += 1;
+            if let Some(credit) = &self.credit {
+                credit.release();
+            }
+        }
+    }
+
     /// Discard every waiting frame, returning their credits.
     pub fn discard_pending(&mut self) {
         let discarded = self.tx.drain().count() as u64;

@@ -54,6 +54,29 @@ pub struct ChannelStats {
     pub load_10s: f64,
     /// Per identifier (SocketCAN form), most frequent first.
     pub ids: Vec<IdStats>,
+    /// A channel shared with other hubs (`[federation]`): this hub's view.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub federation: Option<FederationStats>,
+}
+
+/// A federated channel as one hub sees it.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct FederationStats {
+    /// `owner` (this hub sequences the channel) or `relay`.
+    pub role: String,
+    /// The owner hub's federation name.
+    pub owner: String,
+    /// The owner's epoch of the last event published or applied.
+    pub epoch: u64,
+    /// The sequence number of the last event published (owner) or applied (relay).
+    pub last_seq: u64,
+    /// Relay: gaps filled from the owner's history.
+    pub gaps_recovered: u64,
+    /// Relay: gaps that could not be filled, each reported to the channel's clients.
+    pub desyncs: u64,
+    /// Relay: events refused because their epoch was older than one applied.
+    pub stale: u64,
 }
 
 /// Traffic of one identifier on one channel.

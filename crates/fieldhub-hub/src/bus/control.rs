@@ -179,6 +179,8 @@ impl Bus {
                 self.channels.push(Channel::new(id, config));
                 self.dirty.push(false);
                 self.deadlines.push(None);
+                self.relays.push(None);
+                self.federation.push(None);
                 id
             }
         };
@@ -188,6 +190,13 @@ impl Bus {
 
     fn remove_channel(&mut self, name: &str) -> ControlResult {
         let index = self.channel_index(name)? as usize;
+        // Its federation threads serve it for the hub's lifetime; the
+        // freed slot would be reused by a channel that is not federated.
+        if self.federation[index].is_some() {
+            return Err(ControlError::Conflict(format!(
+                "channel '{name}' is federated; federated channels come from the configuration"
+            )));
+        }
         let ports = self.channels[index].members.iter().filter(|m| m.is_client()).count();
         if ports > 0 {
             return Err(ControlError::Conflict(format!(

@@ -37,6 +37,7 @@ use fieldhub_shm::AdaptiveSpin;
 use intakes::{Intakes, Taken};
 
 mod control;
+mod federated;
 #[cfg(test)]
 mod harness;
 mod intakes;
@@ -164,6 +165,11 @@ pub struct Bus {
     /// Virtual time's participants, staged frames and limits; `None` in
     /// real time, where the data path costs one branch more and nothing else.
     virtual_time: Option<VirtualTime>,
+    /// Per channel: where a relayed channel's frames go to its owner hub
+    /// (`bus/federated.rs`); `None` for a channel this hub sequences.
+    relays: Vec<Option<crossbeam_channel::Sender<crate::federation::Uplinked>>>,
+    /// Per channel: its federation figures, for `STATS`, when it is federated.
+    federation: Vec<Option<Arc<crate::federation::ChannelStatus>>>,
 }
 
 impl Bus {
@@ -214,6 +220,8 @@ impl Bus {
             spin: AdaptiveSpin::default(),
             round_ns: None,
             virtual_time: None,
+            relays: vec![None; count],
+            federation: vec![None; count],
         }
     }
 
@@ -327,7 +335,8 @@ impl Bus {
         loop {
             for index in 0..self.channels.len() {
                 let due = self.deadlines[index].is_some_and(|at| at <= now_ns);
-                if (self.dirty[index] || due) && !self.channels[index].removed {
+                // A relayed channel's frames are sequenced by its owner hub.
+                if (self.dirty[index] || due) && !self.channels[index].removed && self.relays[index].is_none() {
                     self.dirty[index] = false;
                     self.deadlines[index] = self.channels[index].service(now_ns, &mut self.sent);
                 }
@@ -421,6 +430,8 @@ impl Bus {
                     debug!(client, name = %c.name, "client detached: {reason}");
                 }
             }
+            Inbound::Committed { channel, origin, frame } => self.on_committed(channel, origin, frame),
+            Inbound::FederationAlert { channel, text } => self.on_federation_alert(channel, &text),
             Inbound::Shutdown => {}
         }
     }
@@ -477,9 +488,13 @@ impl Bus {
             member.counters.tx_dropped += 1;
             return client.credit.release();
         }
-        member.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns });
+        let arrival = self.next_arrival;
+        member.tx.push(Pending { frame, arrival, hops: 0, arrived_ns });
         self.next_arrival += 1;
         self.dirty[owned.channel as usize] = true;
+        if self.relays[owned.channel as usize].is_some() {
+            self.uplink(owned.channel, owned.port_id, arrival, frame);
+        }
     }
 
     /// Answer a ping once every frame the client sent before it has left its
@@ -548,6 +563,7 @@ impl Bus {
                 load_1s: c.load.percent(now_ns, 1_000_000_000),
                 load_10s: c.load.percent(now_ns, 10_000_000_000),
                 ids: c.ids.snapshot(now_ns),
+                federation: self.federation[c.id as usize].as_ref().map(|status| status.snapshot()),
             })
             .collect();
         let mut ports = Vec::new();

@@ -151,6 +151,11 @@ pub(crate) fn check_new_channel(config: &ChannelConfig) -> Result<(), ControlErr
             config.name
         )));
     }
+    if config.federated || config.owner.is_some() {
+        return Err(ControlError::Invalid(
+            "federated: federated channels come from the configuration ([federation], docs/federation.md)".into(),
+        ));
+    }
     config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))
 }
 

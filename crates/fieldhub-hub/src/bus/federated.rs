@@ -1,0 +1,93 @@
+//! The bus side of a relayed channel (`federation/`): a channel another hub
+//! sequences. Its ports' frames are not arbitrated here; each is queued in
+//! its port's transmit FIFO as usual (so it holds its client's transmit
+//! credit, and a `PING` waits for it) and handed to the federation's uplink.
+//! The owner's committed events come back as [`Inbound::Committed`] and are
+//! fanned out here in the owner's order; a frame of a local port leaves its
+//! FIFO (returning the credit, echoing to the sender) only then.
+//!
+//! Invariants:
+//! - A relayed channel transmits nothing but committed events, in the order
+//!   they are applied: one total order with the owner and every relay.
+//! - A port's frames are committed in the order it sent them (the owner
+//!   forwards each relay's frames through one FIFO), so a committed frame
+//!   of a local port is the oldest in its FIFO; older ones the owner never
+//!   committed (it refused them) are counted as dropped, never delivered.
+//!
+//! [`Inbound::Committed`]: crate::inbox::Inbound::Committed
+
+use fieldhub_proto::wire::ErrorCode;
+use fieldhub_proto::Frame;
+use tracing::warn;
+
+use super::Bus;
+use crate::federation::{BusLink, Uplinked};
+use crate::outbox::Outbound;
+use crate::tx_queue::Pending;
+
+/// The sender id committed frames of other hubs' ports carry here: no
+/// port of this hub has it (client ports count up from 1, gateway ends
+/// from `GATEWAY_PORT_BASE`).
+pub const REMOTE_SENDER: u32 = 0xFFFE_0000;
+
+impl Bus {
+    /// Make `link`'s channel federated: its figures join `STATS`, and a
+    /// relayed channel's frames go to its uplink. Called before the bus
+    /// thread starts, so no relayed frame is ever sequenced here.
+    pub fn federate(&mut self, link: BusLink) {
+        self.relays[link.channel as usize] = link.uplink;
+        self.federation[link.channel as usize] = Some(link.status);
+    }
+
+    /// Hand a local port's frame to the owner hub. Without the federation
+    /// (the hub is stopping) the frame stays in the FIFO and leaves with
+    /// its port, as frames of a port closed before transmission do.
+    pub(super) fn uplink(&mut self, channel: u16, port_id: u32, arrival: u64, frame: Frame) {
+        if let Some(uplink) = &self.relays[channel as usize] {
+            if uplink.send(Uplinked { channel, port_id, arrival, frame }).is_err() {
+                self.relays[channel as usize] = None;
+                warn!(channel = self.channels[channel as usize].name(), "the federation link of a channel ended");
+            }
+        }
+    }
+
+    /// Put a frame the owner committed on the relayed channel.
+    pub(super) fn on_committed(&mut self, channel: u16, origin: Option<(u32, u64)>, frame: Frame) {
+        let now_ns = self.round_ns.unwrap_or_else(|| self.clock.now());
+        let Some(ch) = self.channels.get_mut(channel as usize).filter(|c| !c.removed) else { return };
+        let mut sender = REMOTE_SENDER;
+        let mut pending = Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns: now_ns };
+        if let Some((port_id, arrival)) = origin {
+            if let Some(member) = ch.member_mut(port_id) {
+                while member.tx.oldest_arrival().is_some_and(|oldest| oldest < arrival) {
+                    member.drop_oldest(now_ns);
+                }
+                if member.tx.oldest_arrival() == Some(arrival) {
+                    if let Some(own) = member.tx.take(now_ns) {
+                        member.sent_one();
+                        pending = own;
+                        sender = port_id;
+                    }
+                }
+            }
+        }
+        if sender == REMOTE_SENDER {
+            self.next_arrival += 1;
+        }
+        ch.transmit(sender, pending, now_ns, &mut self.sent);
+    }
+
+    /// Tell every client with a port on `channel` what happened to it.
+    pub(super) fn on_federation_alert(&mut self, channel: u16, text: &str) {
+        let Some(ch) = self.channels.get(channel as usize) else { return };
+        let text = format!("channel '{}' {text}", ch.name());
+        warn!("{text}");
+        let mut clients: Vec<u32> = ch.members.iter().filter(|m| m.is_client()).map(|m| m.client).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        for client in clients {
+            let error = Outbound::Error { code: ErrorCode::Internal, request: 0, fatal: false, text: text.clone() };
+            self.reply(client, error);
+        }
+    }
+}

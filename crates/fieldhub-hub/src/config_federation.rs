@@ -1,0 +1,242 @@
+//! `[federation]` and the federated channels of `[[channel]]`: hubs that
+//! share channels over Eclipse Zenoh (`federation/`, `docs/federation.md`).
+//!
+//! In this first slice the owner of each channel is configured explicitly
+//! (`owner`), with a configured `epoch`; electing it through a Zenoh
+//! liveliness token is not done yet.
+
+use serde::Deserialize;
+
+use crate::config::{check_name, ChannelConfig, HubConfig};
+use crate::config_source::ConfigSource;
+
+/// The Zenoh endpoint a hub listens on when `listen` is not given:
+/// loopback only.
+pub const DEFAULT_ENDPOINT: &str = "tcp/127.0.0.1:7447";
+
+/// Most committed events an owner keeps for relays that missed some.
+pub const MAX_HISTORY: u32 = 1 << 20;
+
+/// `[federation]`: this hub's identity and Zenoh links.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FederationConfig {
+    /// The name other hubs' `owner` keys use; default the hub's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Zenoh endpoints to listen on, `tcp/HOST:PORT`.
+    #[serde(default = "default_listen")]
+    pub listen: Vec<String>,
+    /// Zenoh endpoints of other hubs to connect to, `tcp/HOST:PORT`.
+    #[serde(default)]
+    pub connect: Vec<String>,
+    /// The ownership epoch this hub publishes its owned channels' events
+    /// with; relays refuse events of an older epoch than they have seen.
+    #[serde(default = "default_epoch")]
+    pub epoch: u64,
+    /// Committed events an owner keeps per channel for relays to fetch
+    /// after a gap (1..=1048576).
+    #[serde(default = "default_history")]
+    pub history: u32,
+}
+
+fn default_listen() -> Vec<String> {
+    vec![DEFAULT_ENDPOINT.to_owned()]
+}
+
+fn default_epoch() -> u64 {
+    1
+}
+
+fn default_history() -> u32 {
+    65_536
+}
+
+/// What this hub is for one federated channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// This hub sequences the channel and publishes its committed events.
+    Owner,
+    /// This hub forwards its clients' frames to the named owner and applies
+    /// the owner's committed events.
+    Relay { owner: String },
+}
+
+impl FederationConfig {
+    /// The name this hub has in the federation.
+    pub fn hub_name<'a>(&'a self, hub: &'a str) -> &'a str {
+        self.name.as_deref().unwrap_or(hub)
+    }
+
+    /// This hub's role for `channel`, `None` when it is not federated.
+    pub fn role_of(&self, hub: &str, channel: &ChannelConfig) -> Option<Role> {
+        if !channel.federated {
+            return None;
+        }
+        match &channel.owner {
+            Some(owner) if owner != self.hub_name(hub) => Some(Role::Relay { owner: owner.clone() }),
+            _ => Some(Role::Owner),
+        }
+    }
+}
+
+/// `tcp/HOST:PORT` with a host and a port 1..=65535: the one Zenoh
+/// transport the hub is built with.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let usage =
+        format!("'{endpoint}' is not a Zenoh endpoint this hub can use: write tcp/HOST:PORT, as in {DEFAULT_ENDPOINT}");
+    let Some(rest) = endpoint.strip_prefix("tcp/") else { return Err(usage) };
+    let Some((host, port)) = rest.rsplit_once(':') else { return Err(usage) };
+    let host_ok = !host.is_empty() && !host.contains(['/', '@', ' ', '#', '?']);
+    let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
+    if host_ok && port_ok {
+        Ok(())
+    } else {
+        Err(usage)
+    }
+}
+
+impl HubConfig {
+    /// Check `[federation]` and the channels' `federated`/`owner` keys; the
+    /// error names the offending field.
+    pub(crate) fn check_federation(&self, source: &ConfigSource<'_>) -> Result<(), (String, String)> {
+        let section = |key: &str| source.section_field("federation", key);
+        if let Some(f) = &self.federation {
+            if self.hub.time == crate::config::TimeMode::Virtual {
+                let text = "a federated hub runs in real time; virtual time is one hub's".to_owned();
+                return Err((source.hub_field("time"), text));
+            }
+            if let Some(name) = &f.name {
+                check_name(name).map_err(|m| (section("name"), m))?;
+            }
+            if f.listen.is_empty() && f.connect.is_empty() {
+                let text = "a federated hub needs at least one listen or connect endpoint".to_owned();
+                return Err((section("listen"), text));
+            }
+            for endpoint in &f.listen {
+                check_endpoint(endpoint).map_err(|m| (section("listen"), m))?;
+            }
+            for endpoint in &f.connect {
+                check_endpoint(endpoint).map_err(|m| (section("connect"), m))?;
+            }
+            if f.epoch == 0 {
+                return Err((section("epoch"), "must be 1 or more (0 means no owner)".into()));
+            }
+            if f.history == 0 || f.history > MAX_HISTORY {
+                return Err((section("history"), format!("{} is not 1..={MAX_HISTORY} events", f.history)));
+            }
+        }
+        for (i, c) in self.channels.iter().enumerate() {
+            let field = |key: &str| source.table_field("channel", i, key);
+            if let Some(owner) = &c.owner {
+                if !c.federated {
+                    return Err((field("owner"), "only a federated channel has an owner; add federated = true".into()));
+                }
+                check_name(owner).map_err(|m| (field("owner"), m))?;
+            }
+            if c.federated && self.federation.is_none() {
+                let text = format!("channel '{}' is federated but the hub has no [federation] section", c.name);
+                return Err((field("federated"), text));
+            }
+            if c.federated && c.timing == crate::config::Timing::Timed {
+                let text = "a federated channel is timed by its owner alone; this slice federates ideal channels only"
+                    .to_owned();
+                return Err((field("timing"), text));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{ConfigError, HubConfig, Role};
+
+    fn parse(text: &str) -> Result<HubConfig, ConfigError> {
+        HubConfig::parse(text, "test.toml")
+    }
+
+    fn error_of(text: &str) -> String {
+        parse(text).expect_err("the configuration must be refused").to_string()
+    }
+
+    #[test]
+    fn roles_follow_the_owner_key() {
+        let text = r#"
+[hub]
+name = "rack3"
+
+[federation]
+listen = ["tcp/127.0.0.1:7501"]
+connect = ["tcp/127.0.0.1:7500"]
+
+[[channel]]
+name = "body"
+federated = true
+owner = "rack1"
+
+[[channel]]
+name = "chassis"
+federated = true
+
+[[channel]]
+name = "local"
+"#;
+        let config = parse(text).unwrap();
+        let f = config.federation.as_ref().unwrap();
+        assert_eq!(f.hub_name(&config.hub.name), "rack3");
+        assert_eq!((f.epoch, f.history), (1, 65_536));
+        let roles: Vec<Option<Role>> = config.channels.iter().map(|c| f.role_of(&config.hub.name, c)).collect();
+        assert_eq!(roles, [Some(Role::Relay { owner: "rack1".into() }), Some(Role::Owner), None]);
+    }
+
+    #[test]
+    fn the_own_name_as_owner_means_owner() {
+        let text = "[federation]\nname = \"a\"\n[[channel]]\nname = \"x\"\nfederated = true\nowner = \"a\"\n";
+        let config = parse(text).unwrap();
+        let f = config.federation.as_ref().unwrap();
+        assert_eq!(f.listen, ["tcp/127.0.0.1:7447"]);
+        assert_eq!(f.role_of(&config.hub.name, &config.channels[0]), Some(Role::Owner));
+    }
+
+    #[test]
+    fn mistakes_are_named_with_their_line() {
+        let cases = [
+            (
+                "[federation]\nlisten = [\"127.0.0.1:7447\"]\n[[channel]]\nname = \"x\"\n",
+                "line 2: federation.listen: '127.0.0.1:7447' is not a Zenoh endpoint",
+            ),
+            (
+                "[federation]\nconnect = [\"tcp/h:0\"]\n[[channel]]\nname = \"x\"\n",
+                "line 2: federation.connect: 'tcp/h:0' is not a Zenoh endpoint",
+            ),
+            ("[federation]\nepoch = 0\n[[channel]]\nname = \"x\"\n", "line 2: federation.epoch: must be 1 or more"),
+            ("[federation]\nhistory = 0\n[[channel]]\nname = \"x\"\n", "line 2: federation.history: 0 is not"),
+            (
+                "[federation]\nlisten = []\n[[channel]]\nname = \"x\"\n",
+                "federation.listen: a federated hub needs at least one listen or connect endpoint",
+            ),
+            (
+                "[[channel]]\nname = \"x\"\nfederated = true\n",
+                "line 3: channel[0].federated: channel 'x' is federated but the hub has no [federation] section",
+            ),
+            (
+                "[federation]\n[[channel]]\nname = \"x\"\nowner = \"a\"\n",
+                "line 4: channel[0].owner: only a federated channel has an owner",
+            ),
+            (
+                "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\ntiming = \"timed\"\n",
+                "line 5: channel[0].timing: a federated channel is timed by its owner alone",
+            ),
+            ("[federation]\nport = 1\n[[channel]]\nname = \"x\"\n", "unknown field `port`"),
+            (
+                "[hub]\ntime = \"virtual\"\n[federation]\n[[channel]]\nname = \"x\"\n",
+                "line 2: hub.time: a federated hub runs in real time",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = error_of(text);
+            assert!(error.contains(expected), "{text:?} gave {error:?}, expected {expected:?}");
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Federation: hubs on several machines serving the same channels over
+//! Eclipse Zenoh (`[federation]`, `docs/federation.md`, issue 20). The
+//! Zenoh session runs inside the hub (peer mode, no router daemon,
+//! multicast scouting off: peers are the configured endpoints).
+//!
+//! Each federated channel has one **owner** hub, which sequences it like
+//! any local channel (`owner.rs`: a lossless port on it sees every frame in
+//! the channel's order and publishes each as a committed event), and
+//! **relays** (`relay.rs`), whose clients' frames go to the owner and whose
+//! channel transmits only the owner's committed events (`bus/federated.rs`).
+//!
+//! Keys, per channel `C`: `fieldhub/C/events` (the owner's events),
+//! `fieldhub/C/tx` (relays' transmit requests), `fieldhub/C/history` (the
+//! owner's queryable over its recent events), `fieldhub/C/owner` (the
+//! owner's liveliness token).
+//!
+//! Invariants:
+//! - One total order: only the owner sequences; an event's `seq` is +1 per
+//!   event within an epoch and relays apply events strictly in `seq` order.
+//! - Nothing is lost silently: every Zenoh publication here is Reliable (the
+//!   default, over the TCP links the hub is built with) with
+//!   `CongestionControl::Block`; a relay that sees a gap fetches it from the
+//!   owner's history and, if it cannot, reports the channel desynchronised
+//!   to its clients and counts it.
+//! - A relay's sender gets its transmit confirmation (credit back, echo)
+//!   only when the owner's event for its frame is applied.
+//! - Ownership is configured in this slice (`[[channel]] owner`, with
+//!   `[federation] epoch`), not elected; the owner's liveliness token tells
+//!   relays that it is there, and its loss is reported to their clients.
+
+pub mod event;
+mod owner;
+mod relay;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use fieldhub_proto::stats::FederationStats;
+use fieldhub_proto::Frame;
+use zenoh::Wait;
+
+use crate::config::{FederationConfig, HubConfig, Role};
+use crate::session::Sessions;
+
+/// How often waiting federation threads look whether the hub is stopping.
+const LOOK: Duration = Duration::from_millis(100);
+
+/// A relayed channel's frame on its way from the bus to the owner hub.
+#[derive(Debug)]
+pub struct Uplinked {
+    pub channel: u16,
+    /// The sending port (hub-wide id) and the bus's arrival number of the
+    /// frame: what the committed event names to find it again.
+    pub port_id: u32,
+    pub arrival: u64,
+    pub frame: Frame,
+}
+
+/// What the bus holds of one federated channel ([`crate::bus::Bus::federate`]).
+pub struct BusLink {
+    pub channel: u16,
+    /// Where a relayed channel's frames go; `None` on the owner.
+    pub uplink: Option<Sender<Uplinked>>,
+    pub status: Arc<ChannelStatus>,
+}
+
+/// A federated channel's figures, written by its federation threads and
+/// read by the bus for `STATS`.
+pub struct ChannelStatus {
+    owner: String,
+    relay: bool,
+    pub epoch: AtomicU64,
+    pub last_seq: AtomicU64,
+    pub gaps_recovered: AtomicU64,
+    pub desyncs: AtomicU64,
+    pub stale: AtomicU64,
+}
+
+impl ChannelStatus {
+    fn new(owner: String, relay: bool) -> Self {
+        let zero = || AtomicU64::new(0);
+        Self { owner, relay, epoch: zero(), last_seq: zero(), gaps_recovered: zero(), desyncs: zero(), stale: zero() }
+    }
+
+    /// The figures now, each read on its own (they need not agree exactly).
+    pub fn snapshot(&self) -> FederationStats {
+        let read = |value: &AtomicU64| value.load(Ordering::Relaxed);
+        FederationStats {
+            role: if self.relay { "relay" } else { "owner" }.into(),
+            owner: self.owner.clone(),
+            epoch: read(&self.epoch),
+            last_seq: read(&self.last_seq),
+            gaps_recovered: read(&self.gaps_recovered),
+            desyncs: read(&self.desyncs),
+            stale: read(&self.stale),
+        }
+    }
+}
+
+/// Why the federation could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FederationError {
+    #[error("federation: cannot configure Zenoh ({key}): {error}")]
+    Config { key: &'static str, error: String },
+    #[error("federation: cannot open the Zenoh session (listen {listen:?}, connect {connect:?}): {error}")]
+    Open { listen: Vec<String>, connect: Vec<String>, error: String },
+    #[error("federation: cannot start a thread for channel '{channel}': {error}")]
+    Thread { channel: String, error: std::io::Error },
+}
+
+/// The key of `what` for channel `channel`.
+fn key(channel: &str, what: &str) -> String {
+    format!("fieldhub/{channel}/{what}")
+}
+
+/// One federated channel of this hub.
+struct FederatedChannel {
+    id: u16,
+    name: String,
+    role: Role,
+    /// The bus's relayed frames, for a relay.
+    uplink: Option<Receiver<Uplinked>>,
+    status: Arc<ChannelStatus>,
+    /// The channel's exact bit timing, for events' end times.
+    bitrate: u32,
+    data_bitrate: u32,
+    canfd: bool,
+}
+
+/// The open Zenoh session and the channels it serves, before their threads run.
+pub struct Federation {
+    session: zenoh::Session,
+    config: FederationConfig,
+    channels: Vec<FederatedChannel>,
+}
+
+impl Federation {
+    /// Open the Zenoh session when `config` has `[federation]`. Returns the
+    /// federation and, per federated channel, what the bus holds of it.
+    pub fn open(config: &HubConfig) -> Result<Option<(Self, Vec<BusLink>)>, FederationError> {
+        let Some(federation) = config.federation.clone() else { return Ok(None) };
+        let mut channels = Vec::new();
+        let mut links = Vec::new();
+        for (id, channel) in config.channels.iter().enumerate() {
+            let Some(role) = federation.role_of(&config.hub.name, channel) else { continue };
+            let id = id as u16;
+            let owner = match &role {
+                Role::Owner => federation.hub_name(&config.hub.name).to_owned(),
+                Role::Relay { owner } => owner.clone(),
+            };
+            let status = Arc::new(ChannelStatus::new(owner, matches!(role, Role::Relay { .. })));
+            let (to_owner, uplink) = match role {
+                Role::Owner => (None, None),
+                Role::Relay { .. } => {
+                    // Unbounded, yet bounded by transmit credit: each
+                    // client has at most 256 frames in the bus.
+                    let (to_owner, from_bus) = crossbeam_channel::unbounded();
+                    (Some(to_owner), Some(from_bus))
+                }
+            };
+            links.push(BusLink { channel: id, uplink: to_owner, status: Arc::clone(&status) });
+            channels.push(FederatedChannel {
+                id,
+                name: channel.name.clone(),
+                role,
+                uplink,
+                status,
+                bitrate: channel.bitrate,
+                data_bitrate: channel.effective_data_bitrate(),
+                canfd: channel.protocol == crate::config::Protocol::Canfd,
+            });
+        }
+        let session = zenoh::open(zenoh_config(&federation)?).wait().map_err(|error| FederationError::Open {
+            listen: federation.listen.clone(),
+            connect: federation.connect.clone(),
+            error: error.to_string(),
+        })?;
+        tracing::info!(zid = %session.zid(), name = federation.hub_name(&config.hub.name),
+            listen = ?federation.listen, connect = ?federation.connect, "federation session open");
+        Ok(Some((Self { session, config: federation, channels }, links)))
+    }
+
+    /// Start each federated channel's threads.
+    pub fn start(self, sessions: &Arc<Sessions>) -> Result<Vec<JoinHandle<()>>, FederationError> {
+        let mut threads = Vec::new();
+        for channel in self.channels {
+            let name = channel.name.clone();
+            let thread_error = |error| FederationError::Thread { channel: name.clone(), error };
+            match channel.role.clone() {
+                Role::Owner => {
+                    let owner = owner::OwnerBridge::new(self.session.clone(), &self.config, channel);
+                    let sessions = Arc::clone(sessions);
+                    threads.push(
+                        std::thread::Builder::new()
+                            .name(format!("fh-fed-own-{name}"))
+                            .spawn(move || owner.run(&sessions))
+                            .map_err(thread_error)?,
+                    );
+                }
+                Role::Relay { owner } => {
+                    let relay = relay::RelayBridge::new(self.session.clone(), channel, owner);
+                    threads.extend(relay.start(sessions).map_err(thread_error)?);
+                }
+            }
+        }
+        Ok(threads)
+    }
+}
+
+/// The Zenoh configuration: a peer with exactly the configured links.
+fn zenoh_config(f: &FederationConfig) -> Result<zenoh::Config, FederationError> {
+    let mut config = zenoh::Config::default();
+    let list = |endpoints: &[String]| serde_json::to_string(endpoints).unwrap_or_else(|_| "[]".into());
+    let settings: [(&'static str, String); 8] = [
+        ("mode", "\"peer\"".into()),
+        ("listen/endpoints", list(&f.listen)),
+        ("connect/endpoints", list(&f.connect)),
+        ("scouting/multicast/enabled", "false".into()),
+        // A listen endpoint that cannot be bound stops the start.
+        ("listen/timeout_ms", "0".into()),
+        ("listen/exit_on_failure", "true".into()),
+        // Other hubs may start later: with a timeout (-1: none) and no
+        // exit on failure, Zenoh retries connecting in the background.
+        ("connect/timeout_ms", "-1".into()),
+        ("connect/exit_on_failure", "false".into()),
+    ];
+    for (key, value) in settings {
+        config.insert_json5(key, &value).map_err(|error| FederationError::Config { key, error: error.to_string() })?;
+    }
+    Ok(config)
+}
