@@ -353,41 +353,18 @@ impl Forwarder<'_> {
 /// Hand the bus's frames to SIL Kit until the bus says goodbye or drops the
 /// port's client; then leave the simulation.
 fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &AtomicBool) {
-    let mut refused: u64 = 0;
+    let mut to_silkit = ToSilKit { member: &member, name, refused: 0 };
     // SYNC POINT with the hang-up's Release store.
     while !closed.load(Ordering::Acquire) {
         let Some(item) = outbox.take_timeout(LOOK) else { continue };
         outbox.took();
-        match item {
-            Outbound::Frame { frame, .. } => {
-                if let Err(e) = member.participant.send(&frame) {
-                    refused += 1;
-                    // The first refusal says why; later ones are only counted.
-                    if refused == 1 {
-                        warn!(participant = name, error = %e, "a frame did not go to SIL Kit");
-                    }
-                }
-            }
-            Outbound::Error { text, fatal, .. } => {
-                warn!(participant = name, "the bus reports: {text}");
-                if fatal {
-                    break;
-                }
-            }
-            Outbound::Goodbye { .. } => break,
-            // A lossless port is never overrun; the rest are answers to
-            // requests the bridge does not make (it is no synchronised
-            // participant, so no GRANT comes either).
-            Outbound::RxOverflow { .. }
-            | Outbound::PortOpened { .. }
-            | Outbound::PortClosed { .. }
-            | Outbound::Pong { .. }
-            | Outbound::Stats { .. }
-            | Outbound::Grant { .. } => {}
+        // Not a synchronised participant: no GRANT comes.
+        if let Taken::Leaving = to_silkit.take(item) {
+            break;
         }
     }
-    if refused > 0 {
-        warn!(participant = name, refused, "frames that did not go to SIL Kit");
+    if to_silkit.refused > 0 {
+        warn!(participant = name, refused = to_silkit.refused, "frames that did not go to SIL Kit");
     }
     // Leaving: `member`'s drop closes the bridge and destroys the
     // participant; the bridge thread sees `closed` and detaches.
@@ -416,7 +393,7 @@ fn step_loop(
 ) {
     let name = forwarder.participant;
     let mut pending: std::collections::VecDeque<Stamped> = std::collections::VecDeque::new();
-    let mut refused: u64 = 0;
+    let mut to_silkit = ToSilKit { member, name, refused: 0 };
     while !stop() {
         let (now, duration) = match steps.recv_timeout(LOOK) {
             Ok(step) => step,
@@ -441,36 +418,68 @@ fn step_loop(
             }
             let Some(item) = outbox.take_timeout(LOOK) else { continue };
             outbox.took();
-            match item {
-                Outbound::Frame { frame, .. } => {
-                    if let Err(e) = member.participant.send(&frame) {
-                        refused += 1;
-                        if refused == 1 {
-                            warn!(participant = name, error = %e, "a frame did not go to SIL Kit");
-                        }
-                    }
-                }
-                Outbound::Grant { now_ns } if now_ns >= until_ns => break,
-                Outbound::Error { text, fatal, .. } => {
-                    warn!(participant = name, "the bus reports: {text}");
-                    if fatal {
-                        return;
-                    }
-                }
-                Outbound::Goodbye { .. } => return,
-                // An earlier grant (the one after attaching), and answers
-                // to requests the bridge does not make.
-                Outbound::Grant { .. }
-                | Outbound::RxOverflow { .. }
-                | Outbound::PortOpened { .. }
-                | Outbound::PortClosed { .. }
-                | Outbound::Pong { .. }
-                | Outbound::Stats { .. } => {}
+            match to_silkit.take(item) {
+                Taken::Granted(now_ns) if now_ns >= until_ns => break,
+                // An earlier grant (the one after attaching) changes nothing.
+                Taken::Going | Taken::Granted(_) => {}
+                Taken::Leaving => return,
             }
         }
         if let Err(e) = member.participant.complete_step() {
             error!(participant = name, error = %e, "cannot complete the SIL Kit step; leaving");
             return;
+        }
+    }
+}
+
+/// What one item of the bus's outbox means to the bridge.
+enum Taken {
+    /// Handled (a frame handed to SIL Kit, a report logged); go on.
+    Going,
+    /// Virtual time reached this bus time.
+    Granted(u64),
+    /// The bus said goodbye or reported a fatal error.
+    Leaving,
+}
+
+/// Hands the bus's outbox items to SIL Kit, counting the frames SIL Kit
+/// refused.
+struct ToSilKit<'a> {
+    member: &'a Membership,
+    name: &'a str,
+    refused: u64,
+}
+
+impl ToSilKit<'_> {
+    fn take(&mut self, item: Outbound) -> Taken {
+        match item {
+            Outbound::Frame { frame, .. } => {
+                if let Err(e) = self.member.participant.send(&frame) {
+                    self.refused += 1;
+                    // The first refusal says why; later ones are only counted.
+                    if self.refused == 1 {
+                        warn!(participant = self.name, error = %e, "a frame did not go to SIL Kit");
+                    }
+                }
+                Taken::Going
+            }
+            Outbound::Grant { now_ns } => Taken::Granted(now_ns),
+            Outbound::Error { text, fatal, .. } => {
+                warn!(participant = self.name, "the bus reports: {text}");
+                if fatal {
+                    Taken::Leaving
+                } else {
+                    Taken::Going
+                }
+            }
+            Outbound::Goodbye { .. } => Taken::Leaving,
+            // A lossless port is never overrun; the rest are answers to
+            // requests the bridge does not make.
+            Outbound::RxOverflow { .. }
+            | Outbound::PortOpened { .. }
+            | Outbound::PortClosed { .. }
+            | Outbound::Pong { .. }
+            | Outbound::Stats { .. } => Taken::Going,
         }
     }
 }
