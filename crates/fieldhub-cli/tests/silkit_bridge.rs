@@ -14,10 +14,10 @@
 mod common;
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::silkit::{free_port, start_registry, Process, SilKit};
 use common::{ok, HubProcess, PATIENCE};
 use fieldhub_client::{Client, Frame, FrameFlags, Port, PortConfig};
 use fieldhub_proto::bits::FrameBits;
@@ -38,66 +38,6 @@ const IDE: u32 = 1 << 9;
 const FDF: u32 = 1 << 12;
 const BRS: u32 = 1 << 13;
 const ESI: u32 = 1 << 14;
-
-/// Where `make test-silkit` put SIL Kit and the peer.
-struct SilKit {
-    library: String,
-    registry: String,
-    peer: String,
-}
-
-impl SilKit {
-    /// The paths from the environment, or `None` (with the reason printed)
-    /// when SIL Kit is not set up and not required.
-    fn from_env() -> Option<Self> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        match (var("FIELDHUB_SILKIT_LIB"), var("FIELDHUB_SILKIT_REGISTRY"), var("FIELDHUB_SILKIT_PEER")) {
-            (Some(library), Some(registry), Some(peer)) => Some(Self { library, registry, peer }),
-            _ if var("FIELDHUB_SILKIT_REQUIRED").is_some() => {
-                panic!("FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and FIELDHUB_SILKIT_PEER must be set")
-            }
-            _ => {
-                println!(
-                    "skipped: needs SIL Kit (FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY, FIELDHUB_SILKIT_PEER); \
-                     `make test-silkit` sets them up and runs this"
-                );
-                None
-            }
-        }
-    }
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A `sil-kit-registry` on `port`, once it listens; its `silkit://` URI.
-fn start_registry(silkit: &SilKit, port: u16) -> (Process, String) {
-    let uri = format!("silkit://127.0.0.1:{port}");
-    let child = Command::new(&silkit.registry)
-        .args(["--listen-uri", &uri])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sil-kit-registry");
-    let deadline = Instant::now() + PATIENCE;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sil-kit-registry never listened on {uri}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Process(child), uri)
-}
 
 fn start_peer(silkit: &SilKit, role: &str, uri: &str, name: &str, count: u32) -> Process {
     let child = Command::new(&silkit.peer)
@@ -203,7 +143,7 @@ fn wait_until_peers_ready(client: &Client, port: &Port, roles: &[u8]) {
 
 #[test]
 fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_PEER") else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
     let hub = start_hub(&silkit, &uri, FD);
     hub.wait_for_log("SIL Kit network joined");
@@ -252,7 +192,7 @@ fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
 #[test]
 fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
     const COUNT: u32 = 2000;
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_PEER") else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
     let hub = start_hub(&silkit, &uri, &format!("{FD}bitrate = 500000\ndata_bitrate = 2000000\ntiming = \"timed\"\n"));
     hub.wait_for_log("SIL Kit network joined");
@@ -284,7 +224,7 @@ fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
 #[test]
 fn a_registry_that_comes_later_is_joined_when_it_comes() {
     const COUNT: u32 = 100;
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_PEER") else { return };
     let port = free_port();
     let hub = start_hub(&silkit, &format!("silkit://127.0.0.1:{port}"), FD);
     hub.wait_for_log("cannot join SIL Kit; retrying");
@@ -304,7 +244,7 @@ fn a_registry_that_comes_later_is_joined_when_it_comes() {
 #[test]
 fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
     const COUNT: u32 = 200;
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_PEER") else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
     let hub = start_hub(&silkit, &uri, "protocol = \"can\"\n");
     hub.wait_for_log("SIL Kit network joined");
@@ -329,7 +269,7 @@ fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
 /// order, each frame ending its bit time after the one before.
 #[test]
 fn silkit_frames_and_native_frames_pending_together_go_in_arbitration_order() {
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_PEER") else { return };
     let (_registry, uri) = start_registry(&silkit, free_port());
     // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms.
     let hub = start_hub(&silkit, &uri, "bitrate = 500\ntiming = \"timed\"\n");

@@ -13,11 +13,10 @@
 mod common;
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{ok, HubProcess, PATIENCE};
+use common::silkit::{free_port, start_registry, Process, SilKit};
+use common::{ok, HubProcess};
 use fieldhub_client::{Client, ClientOptions, Frame, PortConfig};
 use fieldhub_proto::text::parse_log_line;
 use serde_json::json;
@@ -31,63 +30,11 @@ const PEER_TAG: u8 = 0x5C;
 const ECU_ID: u32 = 0x456;
 const ECU_TAG: u8 = 0xF1;
 
-struct SilKit {
-    library: String,
-    registry: String,
-    peer: String,
-}
-
-impl SilKit {
-    fn from_env() -> Option<Self> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        match (var("FIELDHUB_SILKIT_LIB"), var("FIELDHUB_SILKIT_REGISTRY"), var("FIELDHUB_SILKIT_SYNC_PEER")) {
-            (Some(library), Some(registry), Some(peer)) => Some(Self { library, registry, peer }),
-            _ if var("FIELDHUB_SILKIT_REQUIRED").is_some() => {
-                panic!("FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and FIELDHUB_SILKIT_SYNC_PEER must be set")
-            }
-            _ => {
-                println!(
-                    "skipped: needs SIL Kit (FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY, \
-                     FIELDHUB_SILKIT_SYNC_PEER); `make test-silkit` sets them up and runs this"
-                );
-                None
-            }
-        }
-    }
-}
-
-/// A child process killed when the test ends, however it ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_registry(silkit: &SilKit) -> (Process, String) {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let uri = format!("silkit://127.0.0.1:{port}");
-    let child = Command::new(&silkit.registry)
-        .args(["--listen-uri", &uri])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sil-kit-registry");
-    let deadline = Instant::now() + PATIENCE;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sil-kit-registry never listened on {uri}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Process(child), uri)
-}
-
 /// One run: registry, hub (virtual time, synchronised bridge, recording),
 /// the SIL Kit peer and the fieldhub participant; the recorded log and what
 /// the peer printed of the frames it received.
 fn run(silkit: &SilKit) -> (String, String) {
-    let (_registry, uri) = start_registry(silkit);
+    let (_registry, uri) = start_registry(silkit, free_port());
     let dir = std::env::temp_dir().join(format!("fieldhub-silkit-time-{}-{}", std::process::id(), common::unique()));
     std::fs::create_dir_all(&dir).unwrap();
     // Bus time waits for both: the fieldhub participant and the bridge
@@ -170,7 +117,7 @@ fn numbered(log: &str, id: u32, tag: u8) -> Vec<(u32, u64)> {
 
 #[test]
 fn a_synchronised_silkit_participant_and_a_fieldhub_participant_give_a_deterministic_trace() {
-    let Some(silkit) = SilKit::from_env() else { return };
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_SYNC_PEER") else { return };
     let (first, printed) = run(&silkit);
     let (second, _) = run(&silkit);
     assert_eq!(first, second, "two runs recorded different logs");

@@ -1,6 +1,8 @@
 //! Test support: a real hub process and sequence-numbered traffic.
 #![allow(dead_code)]
 
+pub mod silkit;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,66 @@
+//! Test support for the SIL Kit tests: where `make test-silkit` put SIL Kit
+//! and its C peers, the registry, and processes that die with the test.
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::PATIENCE;
+
+/// Where `make test-silkit` put SIL Kit and the C peer a test runs.
+pub struct SilKit {
+    pub library: String,
+    pub registry: String,
+    pub peer: String,
+}
+
+impl SilKit {
+    /// The paths from the environment (`FIELDHUB_SILKIT_LIB`,
+    /// `FIELDHUB_SILKIT_REGISTRY` and the peer's variable `peer_var`), or
+    /// `None` (with the reason printed) when SIL Kit is not set up and not
+    /// required (`FIELDHUB_SILKIT_REQUIRED`).
+    pub fn from_env(peer_var: &str) -> Option<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let needed = format!("FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and {peer_var}");
+        match (var("FIELDHUB_SILKIT_LIB"), var("FIELDHUB_SILKIT_REGISTRY"), var(peer_var)) {
+            (Some(library), Some(registry), Some(peer)) => Some(Self { library, registry, peer }),
+            _ if var("FIELDHUB_SILKIT_REQUIRED").is_some() => panic!("{needed} must be set"),
+            _ => {
+                println!("skipped: needs SIL Kit ({needed}); `make test-silkit` sets them up and runs this");
+                None
+            }
+        }
+    }
+}
+
+/// A child process killed when the test ends, however it ends.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A `sil-kit-registry` on `port`, once it listens; its `silkit://` URI.
+pub fn start_registry(silkit: &SilKit, port: u16) -> (Process, String) {
+    let uri = format!("silkit://127.0.0.1:{port}");
+    let child = Command::new(&silkit.registry)
+        .args(["--listen-uri", &uri])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sil-kit-registry");
+    let deadline = Instant::now() + PATIENCE;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sil-kit-registry never listened on {uri}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Process(child), uri)
+}
