@@ -6,18 +6,11 @@
 
 mod common;
 
-use std::collections::HashMap;
-
+use common::federation::{check_senders, free_port};
 use common::*;
 use fieldhub_client::{PortConfig, Received};
 
 const PER_SENDER: u32 = 2_000;
-
-/// A loopback TCP port nobody listens on now, for a hub's Zenoh endpoint.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
-}
 
 fn config(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>) -> String {
     let connect = connect.map(|p| format!("\"tcp/127.0.0.1:{p}\"")).unwrap_or_default();
@@ -26,23 +19,6 @@ fn config(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>) ->
         "[hub]\nname = \"{name}\"\n\n[federation]\nlisten = [\"tcp/127.0.0.1:{listen}\"]\nconnect = [{connect}]\n\n\
          [[channel]]\nname = \"body\"\nfederated = true\n{owner}\n[[channel]]\nname = \"local\"\n"
     )
-}
-
-/// Each sender's counters in the order sent, nothing missing or doubled.
-fn check_senders(name: &str, frames: &[Received], senders: &[u8]) {
-    let mut next: HashMap<u8, u32> = HashMap::new();
-    for r in frames {
-        let (sender, counter) = number_of(&r.frame);
-        let expected = next.entry(sender).or_insert(0);
-        assert_eq!(counter, *expected, "{name}: frame {counter} of sender {sender} out of order, lost or doubled");
-        *expected += 1;
-    }
-    for sender in senders {
-        assert_eq!(next.get(sender).copied(), Some(PER_SENDER), "{name}: not every frame of sender {sender}");
-    }
-    for pair in frames.windows(2) {
-        assert!(pair[1].meta.seq > pair[0].meta.seq, "{name}: sequence went backwards");
-    }
 }
 
 #[test]
@@ -107,12 +83,12 @@ fn clients_on_three_hubs_see_one_identical_order() {
     let order = |frames: &[Received]| -> Vec<(u8, u32)> { frames.iter().map(|r| number_of(&r.frame)).collect() };
     let reference = order(&seen_by_listeners[0]);
     for (i, frames) in seen_by_listeners.iter().enumerate() {
-        check_senders(&format!("listener on hub {i}"), frames, &[0, 1, 2]);
+        check_senders(&format!("listener on hub {i}"), frames, &[(0, PER_SENDER), (1, PER_SENDER), (2, PER_SENDER)]);
         assert_eq!(order(frames), reference, "listener on hub {i} saw another order than the owner's listener");
         assert!(frames.iter().all(|r| !r.frame.is_echo()));
     }
     for (i, frames) in seen_by_senders.iter().enumerate() {
-        check_senders(&format!("sender on hub {i}"), frames, &[0, 1, 2]);
+        check_senders(&format!("sender on hub {i}"), frames, &[(0, PER_SENDER), (1, PER_SENDER), (2, PER_SENDER)]);
         assert_eq!(order(frames), reference, "sender on hub {i} saw another order");
         // Its own frames come back as transmit confirmations, in place.
         for r in frames {

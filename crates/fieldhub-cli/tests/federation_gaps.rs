@@ -10,16 +10,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use common::federation::free_port;
 use common::*;
 use fieldhub_client::{ClientError, Frame};
 use fieldhub_hub::federation::event::Event;
 use zenoh::qos::CongestionControl;
 use zenoh::Wait;
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
-}
 
 /// The owner's side of the protocol: its liveliness token, its events and
 /// the history it answers queries from.

@@ -1,6 +1,8 @@
 //! Test support: a real hub process and sequence-numbered traffic.
 #![allow(dead_code)]
 
+pub mod federation;
+pub mod netns;
 pub mod silkit;
 
 use std::collections::HashSet;
@@ -48,7 +50,23 @@ impl HubProcess {
     /// [`HubProcess::start_with`], with variables set in the hub's environment.
     pub fn start_with_env(config: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fieldhub"));
-        command.args(["hub", "--listen", "127.0.0.1:0"]).args(extra).envs(env.iter().copied());
+        command.args(["hub", "--listen", "127.0.0.1:0"]);
+        Self::spawn(command, config, extra, env)
+    }
+
+    /// A hub run through `launcher` (e.g. `ip netns exec NS`), listening for
+    /// clients on the unix socket `socket` only: a filesystem socket is
+    /// reachable from any network namespace, so the test's clients reach a
+    /// hub whose federation links live in a namespace of its own.
+    pub fn start_via(launcher: &[&str], socket: &std::path::Path, config: &str) -> Self {
+        let mut command = Command::new(launcher[0]);
+        command.args(&launcher[1..]).arg(env!("CARGO_BIN_EXE_fieldhub")).arg("hub").arg("--listen");
+        command.arg(format!("unix:{}", socket.display()));
+        Self::spawn(command, Some(config), &[], &[])
+    }
+
+    fn spawn(mut command: Command, config: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        command.args(extra).envs(env.iter().copied());
         if !extra.contains(&"--shm") {
             command.arg("--no-shm");
         }
@@ -85,7 +103,11 @@ impl HubProcess {
             }
         };
         let ready: serde_json::Value = serde_json::from_str(&ready).expect("ready line is JSON");
-        let url = format!("tcp://{}", ready["tcp"][0].as_str().expect("ready line names a TCP address"));
+        let url = match (ready["tcp"][0].as_str(), ready["unix"][0].as_str()) {
+            (Some(tcp), _) => format!("tcp://{tcp}"),
+            (None, Some(unix)) => format!("unix:{unix}"),
+            (None, None) => panic!("the ready line names no TCP or unix address: {ready}"),
+        };
         let shm_url = ready["shm"].as_str().map(str::to_owned);
         Self { child, url, shm_url, log, config_file }
     }
