@@ -66,7 +66,7 @@ impl PlayedOwner {
             .congestion_control(CongestionControl::Block)
             .wait()
             .unwrap();
-        let token = session.liveliness().declare_token("fieldhub/body/owner").wait().unwrap();
+        let token = session.liveliness().declare_token("fieldhub/body/owner/played/1").wait().unwrap();
         Self { _session: session, publisher, history, _queryable: queryable, _token: token }
     }
 

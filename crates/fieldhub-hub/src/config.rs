@@ -319,6 +319,10 @@ pub struct ChannelConfig {
     /// (or this hub's own name) on the owner. Only with `federated = true`.
     #[serde(default)]
     pub owner: Option<String>,
+    /// This hub takes the channel over, with a higher epoch, when its
+    /// owner's liveliness token goes (`docs/federation.md`). Needs `owner`.
+    #[serde(default)]
+    pub standby: bool,
 }
 
 impl ChannelConfig {
@@ -335,6 +339,7 @@ impl ChannelConfig {
             dbc: None,
             federated: false,
             owner: None,
+            standby: false,
         }
     }
 

@@ -1,9 +1,9 @@
 //! `[federation]` and the federated channels of `[[channel]]`: hubs that
 //! share channels over Eclipse Zenoh (`federation/`, `docs/federation.md`).
 //!
-//! In this first slice the owner of each channel is configured explicitly
-//! (`owner`), with a configured `epoch`; electing it through a Zenoh
-//! liveliness token is not done yet.
+//! The owner of each channel is configured (`owner`, with `[federation]
+//! epoch`); a hub marked `standby` takes a channel over with a higher epoch
+//! when its owner's liveliness token goes. There is no election beyond that.
 
 use serde::Deserialize;
 
@@ -60,6 +60,9 @@ pub enum Role {
     /// This hub forwards its clients' frames to the named owner and applies
     /// the owner's committed events.
     Relay { owner: String },
+    /// A relay that takes the channel over, with a higher epoch, when the
+    /// named owner's liveliness token goes.
+    Standby { owner: String },
 }
 
 impl FederationConfig {
@@ -74,6 +77,9 @@ impl FederationConfig {
             return None;
         }
         match &channel.owner {
+            Some(owner) if owner != self.hub_name(hub) && channel.standby => {
+                Some(Role::Standby { owner: owner.clone() })
+            }
             Some(owner) if owner != self.hub_name(hub) => Some(Role::Relay { owner: owner.clone() }),
             _ => Some(Role::Owner),
         }
@@ -134,6 +140,14 @@ impl HubConfig {
                 }
                 check_name(owner).map_err(|m| (field("owner"), m))?;
             }
+            if c.standby && (!c.federated || c.owner.is_none()) {
+                let text = "a standby takes over from the channel's owner: add federated = true and owner = \"HUB\"";
+                return Err((field("standby"), text.into()));
+            }
+            let own_name = self.federation.as_ref().map(|f| f.hub_name(&self.hub.name));
+            if c.standby && c.owner.as_deref() == own_name {
+                return Err((field("standby"), "the owner cannot be its own standby".into()));
+            }
             if c.federated && self.federation.is_none() {
                 let text = format!("channel '{}' is federated but the hub has no [federation] section", c.name);
                 return Err((field("federated"), text));
@@ -180,6 +194,12 @@ name = "chassis"
 federated = true
 
 [[channel]]
+name = "powertrain"
+federated = true
+owner = "rack1"
+standby = true
+
+[[channel]]
 name = "local"
 "#;
         let config = parse(text).unwrap();
@@ -187,7 +207,15 @@ name = "local"
         assert_eq!(f.hub_name(&config.hub.name), "rack3");
         assert_eq!((f.epoch, f.history), (1, 65_536));
         let roles: Vec<Option<Role>> = config.channels.iter().map(|c| f.role_of(&config.hub.name, c)).collect();
-        assert_eq!(roles, [Some(Role::Relay { owner: "rack1".into() }), Some(Role::Owner), None]);
+        assert_eq!(
+            roles,
+            [
+                Some(Role::Relay { owner: "rack1".into() }),
+                Some(Role::Owner),
+                Some(Role::Standby { owner: "rack1".into() }),
+                None
+            ]
+        );
     }
 
     #[test]
@@ -227,6 +255,14 @@ name = "local"
             (
                 "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\ntiming = \"timed\"\n",
                 "line 5: channel[0].timing: a federated channel is timed by its owner alone",
+            ),
+            (
+                "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\nstandby = true\n",
+                "line 5: channel[0].standby: a standby takes over from the channel's owner",
+            ),
+            (
+                "[hub]\nname = \"a\"\n[federation]\n[[channel]]\nname = \"x\"\nfederated = true\nowner = \"a\"\nstandby = true\n",
+                "line 8: channel[0].standby: the owner cannot be its own standby",
             ),
             ("[federation]\nport = 1\n[[channel]]\nname = \"x\"\n", "unknown field `port`"),
             (

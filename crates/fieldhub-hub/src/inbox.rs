@@ -86,6 +86,13 @@ pub enum Inbound {
     /// Something its clients must know happened to a relayed channel (events
     /// lost for good, the owner hub gone): tell every client with a port on it.
     FederationAlert { channel: u16, text: String },
+    /// A federated channel changes hands: with `uplink`, this hub relays it
+    /// from now on (an owner that found a newer one); without, it sequences
+    /// it (a standby taking over).
+    FederationRole { channel: u16, uplink: Option<crossbeam_channel::Sender<crate::federation::Uplinked>> },
+    /// A relayed channel has a new owner: hand every frame still waiting in
+    /// its ports' FIFOs to the uplink again, in arrival order, as `round`.
+    FederationResend { channel: u16, round: u64 },
     /// Stop the bus: say goodbye to every client and return.
     Shutdown,
 }
@@ -105,6 +112,10 @@ impl std::fmt::Debug for Inbound {
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Committed { channel, frame, .. } => write!(f, "Committed({channel}, {frame:?})"),
             Inbound::FederationAlert { channel, text } => write!(f, "FederationAlert({channel}, {text})"),
+            Inbound::FederationRole { channel, uplink } => {
+                write!(f, "FederationRole({channel}, {})", if uplink.is_some() { "relay" } else { "owner" })
+            }
+            Inbound::FederationResend { channel, round } => write!(f, "FederationResend({channel}, {round})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }
     }

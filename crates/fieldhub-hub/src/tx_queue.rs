@@ -115,6 +115,11 @@ impl TxQueue {
         self.fifo.drain(..)
     }
 
+    /// The waiting frames, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Pending> + '_ {
+        self.fifo.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.fifo.len()
     }

@@ -16,6 +16,9 @@
 //!
 //! [`Inbound::Committed`]: crate::inbox::Inbound::Committed
 
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::Sender;
 use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::Frame;
 use tracing::warn;
@@ -44,7 +47,8 @@ impl Bus {
     /// its port, as frames of a port closed before transmission do.
     pub(super) fn uplink(&mut self, channel: u16, port_id: u32, arrival: u64, frame: Frame) {
         if let Some(uplink) = &self.relays[channel as usize] {
-            if uplink.send(Uplinked { channel, port_id, arrival, frame }).is_err() {
+            let round = self.federation[channel as usize].as_ref().map_or(0, |s| s.round.load(Ordering::Relaxed));
+            if uplink.send(Uplinked { channel, port_id, arrival, frame, round }).is_err() {
                 self.relays[channel as usize] = None;
                 warn!(channel = self.channels[channel as usize].name(), "the federation link of a channel ended");
             }
@@ -75,6 +79,46 @@ impl Bus {
             self.next_arrival += 1;
         }
         ch.transmit(sender, pending, now_ns, &mut self.sent);
+    }
+
+    /// `channel` changes hands. Taken over (no `uplink`), its waiting
+    /// frames arbitrate here from the next round: those the old owner never
+    /// committed are sent after all. Handed to a newer owner, every frame
+    /// waiting in its FIFOs goes to the new owner, in arrival order, as if
+    /// just sent: the frames this hub sequenced under the old epoch are
+    /// not sent again.
+    pub(super) fn on_federation_role(&mut self, channel: u16, uplink: Option<Sender<Uplinked>>) {
+        let index = channel as usize;
+        if self.channels.get(index).is_none_or(|c| c.removed) {
+            return;
+        }
+        self.relays[index] = uplink;
+        self.dirty[index] = true;
+        self.uplink_waiting(channel);
+    }
+
+    /// A relayed channel's new owner gets every frame still waiting: those
+    /// handed to the old one died with it, uncommitted.
+    pub(super) fn on_federation_resend(&mut self, channel: u16, round: u64) {
+        if let Some(status) = self.federation.get(channel as usize).and_then(Option::as_ref) {
+            status.round.store(round, Ordering::Relaxed);
+            self.uplink_waiting(channel);
+        }
+    }
+
+    /// Hand every frame waiting in `channel`'s FIFOs to its uplink, in
+    /// arrival order (nothing when the channel is sequenced here).
+    fn uplink_waiting(&mut self, channel: u16) {
+        let Some(ch) = self.channels.get(channel as usize).filter(|c| !c.removed) else { return };
+        if self.relays[channel as usize].is_none() {
+            return;
+        }
+        let mut waiting: Vec<(u64, u32, Frame)> =
+            ch.members.iter().flat_map(|m| m.tx.iter().map(|p| (p.arrival, m.port_id, p.frame))).collect();
+        waiting.sort_unstable_by_key(|&(arrival, ..)| arrival);
+        for (arrival, port_id, frame) in waiting {
+            self.uplink(channel, port_id, arrival, frame);
+        }
     }
 
     /// Tell every client with a port on `channel` what happened to it.

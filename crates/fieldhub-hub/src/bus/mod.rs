@@ -432,6 +432,8 @@ impl Bus {
             }
             Inbound::Committed { channel, origin, frame } => self.on_committed(channel, origin, frame),
             Inbound::FederationAlert { channel, text } => self.on_federation_alert(channel, &text),
+            Inbound::FederationRole { channel, uplink } => self.on_federation_role(channel, uplink),
+            Inbound::FederationResend { channel, round } => self.on_federation_resend(channel, round),
             Inbound::Shutdown => {}
         }
     }

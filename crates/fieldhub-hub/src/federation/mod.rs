@@ -29,6 +29,7 @@
 //!   relays that it is there, and its loss is reported to their clients.
 
 pub mod event;
+mod handover;
 mod owner;
 mod relay;
 
@@ -57,6 +58,10 @@ pub struct Uplinked {
     pub port_id: u32,
     pub arrival: u64,
     pub frame: Frame,
+    /// The relay's resend round it was handed over in
+    /// ([`ChannelStatus::round`]): frames of an older round are sent again
+    /// in the newer one, so the uplink skips them.
+    pub round: u64,
 }
 
 /// What the bus holds of one federated channel ([`crate::bus::Bus::federate`]).
@@ -70,27 +75,42 @@ pub struct BusLink {
 /// A federated channel's figures, written by its federation threads and
 /// read by the bus for `STATS`.
 pub struct ChannelStatus {
-    owner: String,
-    relay: bool,
+    /// The hub sequencing the channel now, and whether it is another one:
+    /// both change when a standby takes over or an owner steps down.
+    owner: std::sync::Mutex<String>,
+    relay: std::sync::atomic::AtomicBool,
     pub epoch: AtomicU64,
     pub last_seq: AtomicU64,
     pub gaps_recovered: AtomicU64,
     pub desyncs: AtomicU64,
     pub stale: AtomicU64,
+    /// Written by the bus alone: the resend round its relayed frames are
+    /// handed over in (`Inbound::FederationResend`).
+    pub round: AtomicU64,
 }
 
 impl ChannelStatus {
     fn new(owner: String, relay: bool) -> Self {
         let zero = || AtomicU64::new(0);
-        Self { owner, relay, epoch: zero(), last_seq: zero(), gaps_recovered: zero(), desyncs: zero(), stale: zero() }
+        let (owner, relay) = (std::sync::Mutex::new(owner), relay.into());
+        Self {
+            owner,
+            relay,
+            epoch: zero(),
+            last_seq: zero(),
+            gaps_recovered: zero(),
+            desyncs: zero(),
+            stale: zero(),
+            round: zero(),
+        }
     }
 
     /// The figures now, each read on its own (they need not agree exactly).
     pub fn snapshot(&self) -> FederationStats {
         let read = |value: &AtomicU64| value.load(Ordering::Relaxed);
         FederationStats {
-            role: if self.relay { "relay" } else { "owner" }.into(),
-            owner: self.owner.clone(),
+            role: if self.relay.load(Ordering::Relaxed) { "relay" } else { "owner" }.into(),
+            owner: self.owner.lock().map(|o| o.clone()).unwrap_or_default(),
             epoch: read(&self.epoch),
             last_seq: read(&self.last_seq),
             gaps_recovered: read(&self.gaps_recovered),
@@ -109,6 +129,30 @@ pub enum FederationError {
     Open { listen: Vec<String>, connect: Vec<String>, error: String },
     #[error("federation: cannot start a thread for channel '{channel}': {error}")]
     Thread { channel: String, error: std::io::Error },
+}
+
+impl ChannelStatus {
+    /// Who sequences the channel from now on.
+    fn set_owner(&self, owner: &str, relay: bool) {
+        if let Ok(mut current) = self.owner.lock() {
+            owner.clone_into(&mut current);
+        }
+        self.relay.store(relay, Ordering::Relaxed);
+    }
+}
+
+/// The liveliness token an owner of `channel` declares: its federation
+/// name and epoch in the key, so relays and other candidates know who
+/// sequences the channel under which epoch.
+fn owner_token(channel: &str, hub: &str, epoch: u64) -> String {
+    format!("fieldhub/{channel}/owner/{hub}/{epoch}")
+}
+
+/// The hub and epoch of an owner's liveliness token, `None` for another key.
+fn parse_owner_token(channel: &str, token: &str) -> Option<(String, u64)> {
+    let rest = token.strip_prefix(&format!("fieldhub/{channel}/owner/"))?;
+    let (hub, epoch) = rest.split_once('/')?;
+    Some((hub.to_owned(), epoch.parse().ok()?))
 }
 
 /// The key of `what` for channel `channel`.
@@ -133,6 +177,8 @@ struct FederatedChannel {
 /// The open Zenoh session and the channels it serves, before their threads run.
 pub struct Federation {
     session: zenoh::Session,
+    /// This hub's federation name.
+    name: String,
     config: FederationConfig,
     channels: Vec<FederatedChannel>,
 }
@@ -149,12 +195,12 @@ impl Federation {
             let id = id as u16;
             let owner = match &role {
                 Role::Owner => federation.hub_name(&config.hub.name).to_owned(),
-                Role::Relay { owner } => owner.clone(),
+                Role::Relay { owner } | Role::Standby { owner } => owner.clone(),
             };
-            let status = Arc::new(ChannelStatus::new(owner, matches!(role, Role::Relay { .. })));
+            let status = Arc::new(ChannelStatus::new(owner, role != Role::Owner));
             let (to_owner, uplink) = match role {
                 Role::Owner => (None, None),
-                Role::Relay { .. } => {
+                Role::Relay { .. } | Role::Standby { .. } => {
                     // Unbounded, yet bounded by transmit credit: each
                     // client has at most 256 frames in the bus.
                     let (to_owner, from_bus) = crossbeam_channel::unbounded();
@@ -180,31 +226,28 @@ impl Federation {
         })?;
         tracing::info!(zid = %session.zid(), name = federation.hub_name(&config.hub.name),
             listen = ?federation.listen, connect = ?federation.connect, "federation session open");
-        Ok(Some((Self { session, config: federation, channels }, links)))
+        let name = federation.hub_name(&config.hub.name).to_owned();
+        Ok(Some((Self { session, name, config: federation, channels }, links)))
     }
 
-    /// Start each federated channel's threads.
+    /// Start each federated channel's thread.
     pub fn start(self, sessions: &Arc<Sessions>) -> Result<Vec<JoinHandle<()>>, FederationError> {
         let mut threads = Vec::new();
         for channel in self.channels {
             let name = channel.name.clone();
-            let thread_error = |error| FederationError::Thread { channel: name.clone(), error };
-            match channel.role.clone() {
-                Role::Owner => {
-                    let owner = owner::OwnerBridge::new(self.session.clone(), &self.config, channel);
-                    let sessions = Arc::clone(sessions);
-                    threads.push(
-                        std::thread::Builder::new()
-                            .name(format!("fh-fed-own-{name}"))
-                            .spawn(move || owner.run(&sessions))
-                            .map_err(thread_error)?,
-                    );
-                }
-                Role::Relay { owner } => {
-                    let relay = relay::RelayBridge::new(self.session.clone(), channel, owner);
-                    threads.extend(relay.start(sessions).map_err(thread_error)?);
-                }
-            }
+            let next = match channel.role.clone() {
+                Role::Owner => handover::Next::Own { epoch: self.config.epoch, committed: Default::default() },
+                Role::Relay { owner } => handover::Next::Relay { owner, standby: false },
+                Role::Standby { owner } => handover::Next::Relay { owner, standby: true },
+            };
+            let (session, config, me, sessions) =
+                (self.session.clone(), self.config.clone(), self.name.clone(), Arc::clone(sessions));
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("fh-fed-{name}"))
+                    .spawn(move || handover::serve(&session, &config, &me, channel, next, &sessions))
+                    .map_err(|error| FederationError::Thread { channel: name.clone(), error })?,
+            );
         }
         Ok(threads)
     }

@@ -29,6 +29,7 @@ use fieldhub_proto::Frame;
 use tracing::{error, info, warn};
 use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Priority};
+use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use super::event::{Event, Origin, TxRequest};
@@ -81,21 +82,53 @@ impl History {
 
 pub struct OwnerBridge {
     session: zenoh::Session,
+    /// This hub's federation name, in its liveliness token.
+    me: String,
     epoch: u64,
     history: usize,
     channel: FederatedChannel,
+    /// Relay ports' frames the previous owner committed (on a takeover):
+    /// a relay sends them again when it did not see the commit, and they
+    /// are not committed twice.
+    committed: super::relay::Committed,
+}
+
+/// Another owner of the channel whose claim beats this hub's: a higher
+/// epoch, or the same epoch and a lower name (two standbys that took over
+/// at once).
+pub(super) struct Outranked {
+    pub channel: FederatedChannel,
+    pub by: String,
+    pub epoch: u64,
 }
 
 impl OwnerBridge {
-    pub(super) fn new(session: zenoh::Session, config: &FederationConfig, channel: FederatedChannel) -> Self {
-        Self { session, epoch: config.epoch, history: config.history as usize, channel }
+    pub(super) fn new(
+        session: zenoh::Session,
+        config: &FederationConfig,
+        me: String,
+        channel: FederatedChannel,
+        epoch: u64,
+    ) -> Self {
+        Self { session, me, epoch, history: config.history as usize, channel, committed: Default::default() }
     }
 
-    pub fn run(self, sessions: &Arc<Sessions>) {
+    /// Skip relays' frames already committed under an older epoch.
+    pub(super) fn after(mut self, committed: super::relay::Committed) -> Self {
+        self.committed = committed;
+        self
+    }
+
+    /// Sequence the channel until the hub stops (`None`) or another owner
+    /// outranks this one.
+    pub fn run(self, sessions: &Arc<Sessions>) -> Option<Outranked> {
         let name = self.channel.name.clone();
         let mut slot = match sessions.admit("federation", format!("federation:{name}")) {
             Ok(slot) => slot,
-            Err(violation) => return error!(channel = %name, "cannot attach the federation: {}", violation.text),
+            Err(violation) => {
+                error!(channel = %name, "cannot attach the federation: {}", violation.text);
+                return None;
+            }
         };
         slot.name_as(format!("federation-{name}"));
         let closed = Arc::new(AtomicBool::new(false));
@@ -107,7 +140,7 @@ impl OwnerBridge {
         // This thread forwards relays' frames, so it waits for credit.
         let credit = Arc::new(TxCredit::for_current_thread());
         if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
-            return;
+            return None;
         }
         let mut options = PortOptions::RECEIVE_OWN | PortOptions::BLOCK_ON_OVERFLOW;
         if self.channel.canfd {
@@ -121,9 +154,9 @@ impl OwnerBridge {
             port_name: format!("federation-{name}"),
         };
         if sessions.inbox.send(open).is_err() {
-            return;
+            return None;
         }
-        let Some(port) = wait_until_opened(&outbox, sessions, &name) else { return };
+        let port = wait_until_opened(&outbox, sessions, &name)?;
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
         let history: Arc<Mutex<History>> = Arc::default();
         let queryable = {
@@ -146,9 +179,32 @@ impl OwnerBridge {
         let (queryable, requests) = match (queryable, requests) {
             (Ok(q), Ok(r)) => (q, r),
             (Err(e), _) | (_, Err(e)) => {
-                return error!(channel = %name, "cannot declare the owner's Zenoh entities: {e}")
+                error!(channel = %name, "cannot declare the owner's Zenoh entities: {e}");
+                return None;
             }
         };
+        let outranked: Arc<Mutex<Option<(String, u64)>>> = Arc::default();
+        let rivals = {
+            let (outranked, me, epoch, channel) = (Arc::clone(&outranked), self.me.clone(), self.epoch, name.clone());
+            self.session
+                .liveliness()
+                .declare_subscriber(format!("fieldhub/{name}/owner/**"))
+                .history(true)
+                .callback(move |sample| {
+                    let Some((hub, theirs)) = super::parse_owner_token(&channel, sample.key_expr().as_str()) else {
+                        return;
+                    };
+                    if sample.kind() == SampleKind::Put && (theirs > epoch || (theirs == epoch && hub < me)) {
+                        if let Ok(mut outranked) = outranked.lock() {
+                            outranked.get_or_insert((hub, theirs));
+                        }
+                    }
+                })
+                .wait()
+        };
+        if let Err(e) = &rivals {
+            error!(channel = %name, "cannot watch for other owners of the channel: {e}");
+        }
         let writer = {
             let (outbox, closed, forwarded, history) =
                 (Arc::clone(&outbox), Arc::clone(&closed), Arc::clone(&forwarded), Arc::clone(&history));
@@ -166,12 +222,13 @@ impl OwnerBridge {
                 .spawn(move || writer.run(&outbox, &closed, &forwarded, &history))
         };
         // Declared last: a relay that sees the owner finds its subscriber and queryable.
-        let token = self.session.liveliness().declare_token(key(&name, "owner")).wait();
+        let token = self.session.liveliness().declare_token(super::owner_token(&name, &self.me, self.epoch)).wait();
         if let Err(e) = &token {
             error!(channel = %name, "cannot declare the owner's liveliness token: {e}");
         }
         info!(channel = %name, epoch = self.epoch, "federation: this hub owns the channel");
-        let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
+        let beaten = || outranked.lock().map(|o| o.is_some()).unwrap_or(false);
+        let stop = || sessions.stopping() || closed.load(Ordering::Acquire) || beaten();
         while !stop() {
             let sample = match requests.recv_timeout(LOOK) {
                 Ok(Some(sample)) => sample,
@@ -185,6 +242,11 @@ impl OwnerBridge {
                     continue;
                 }
             };
+            let origin = &request.origin;
+            let seen = self.committed.get(&(origin.relay.clone(), origin.port_id));
+            if seen.is_some_and(|&newest| origin.arrival <= newest) {
+                continue;
+            }
             if !forward(&slot, port, &credit, &forwarded, request, &stop) {
                 break;
             }
@@ -197,6 +259,12 @@ impl OwnerBridge {
         if let Ok(handle) = writer {
             let _ = handle.join();
         }
+        drop(rivals);
+        let (by, epoch) = outranked.lock().ok()?.take()?;
+        if sessions.stopping() {
+            return None;
+        }
+        Some(Outranked { channel: self.channel, by, epoch })
     }
 }
 

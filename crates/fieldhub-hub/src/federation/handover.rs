@@ -1,0 +1,90 @@
+//! One federated channel's life on this hub, through its changes of hands:
+//! an owner runs [`OwnerBridge`] until the hub stops or another owner
+//! outranks it (a higher epoch), then relays the channel from that owner;
+//! a standby relays until its owner's liveliness token goes, then takes the
+//! channel over with an epoch above every one it applied. Both switches
+//! tell the bus first ([`Inbound::FederationRole`]), so the bus never
+//! arbitrates a channel it relays nor relays one it sequences.
+//!
+//! Invariants:
+//! - No split brain on the relays: they refuse events of an older epoch
+//!   than one they applied, and an outranked owner stops publishing as
+//!   soon as it sees the newer owner's token.
+//! - A plain relay never takes over; owners and standbys may, again and
+//!   again, each time with a higher epoch than any they saw.
+
+use std::sync::Arc;
+
+use tracing::{error, info};
+
+use super::owner::{Outranked, OwnerBridge};
+use super::relay::{RelayBridge, TakeOver};
+use super::FederatedChannel;
+use crate::config::FederationConfig;
+use crate::inbox::Inbound;
+use crate::session::Sessions;
+
+/// What a channel does next on this hub.
+pub(super) enum Next {
+    Own { epoch: u64, committed: super::relay::Committed },
+    Relay { owner: String, standby: bool },
+}
+
+/// Serve `channel` from `next` on, switching roles as told, until the hub stops.
+pub(super) fn serve(
+    session: &zenoh::Session,
+    config: &FederationConfig,
+    me: &str,
+    mut channel: FederatedChannel,
+    mut next: Next,
+    sessions: &Arc<Sessions>,
+) {
+    loop {
+        next = match next {
+            Next::Own { epoch, committed } => {
+                let owner = OwnerBridge::new(session.clone(), config, me.to_owned(), channel, epoch).after(committed);
+                let Some(Outranked { channel: outranked, by, epoch: theirs }) = owner.run(sessions) else { return };
+                channel = outranked;
+                let (to_owner, from_bus) = crossbeam_channel::unbounded();
+                channel.uplink = Some(from_bus);
+                channel.status.set_owner(&by, true);
+                let text = format!(
+                    "changed hands: hub '{by}' sequences it with epoch {theirs}, newer than this hub's {epoch}; \
+                     this hub relays it from now on (frames it sequenced meanwhile reached no other hub)"
+                );
+                error!(channel = %channel.name, "federation: the channel {text}");
+                let id = channel.id;
+                if sessions.inbox.send(Inbound::FederationRole { channel: id, uplink: Some(to_owner) }).is_err()
+                    || sessions.inbox.send(Inbound::FederationAlert { channel: id, text }).is_err()
+                {
+                    return;
+                }
+                Next::Relay { owner: by, standby: true }
+            }
+            Next::Relay { owner, standby } => {
+                let name = channel.name.clone();
+                let relay = RelayBridge::new(session.clone(), channel, owner, standby);
+                let (uplinker, applier) = match relay.start(sessions) {
+                    Ok(Some(threads)) => threads,
+                    Ok(None) => return,
+                    Err(e) => return error!(channel = %name, "cannot start the relay's threads: {e}"),
+                };
+                let take_over = applier.join().ok().flatten();
+                let Some(TakeOver { channel: taken, seen_epoch, committed }) = take_over else {
+                    let _ = uplinker.join();
+                    return;
+                };
+                channel = taken;
+                let epoch = seen_epoch.max(config.epoch) + 1;
+                channel.status.set_owner(me, false);
+                info!(channel = %name, epoch, "federation: this hub takes the channel over");
+                // The bus drops the uplink, which ends the uplink thread.
+                if sessions.inbox.send(Inbound::FederationRole { channel: channel.id, uplink: None }).is_err() {
+                    return;
+                }
+                let _ = uplinker.join();
+                Next::Own { epoch, committed }
+            }
+        };
+    }
+}
