@@ -11,8 +11,8 @@
 //!
 //! Keys, per channel `C`: `fieldhub/C/events` (the owner's events),
 //! `fieldhub/C/tx` (relays' transmit requests), `fieldhub/C/history` (the
-//! owner's queryable over its recent events), `fieldhub/C/owner` (the
-//! owner's liveliness token).
+//! owner's queryable over its recent events), `fieldhub/C/owner/HUB/EPOCH`
+//! (the owner's liveliness token).
 //!
 //! Invariants:
 //! - One total order: only the owner sequences; an event's `seq` is +1 per
@@ -24,9 +24,10 @@
 //!   to its clients and counts it.
 //! - A relay's sender gets its transmit confirmation (credit back, echo)
 //!   only when the owner's event for its frame is applied.
-//! - Ownership is configured in this slice (`[[channel]] owner`, with
-//!   `[federation] epoch`), not elected; the owner's liveliness token tells
-//!   relays that it is there, and its loss is reported to their clients.
+//! - Ownership is configured (`[[channel]] owner`, with `[federation]
+//!   epoch`), not elected; the owner's liveliness token tells relays that it
+//!   is there, and its loss is reported to their clients; a `standby` takes
+//!   over with a higher epoch (`handover.rs`).
 
 pub mod event;
 mod handover;

@@ -131,15 +131,18 @@ impl RelayBridge {
                     match sample.kind() {
                         SampleKind::Put => {
                             owners.push((owner.clone(), epoch));
-                            status.set_owner(&owner, true);
+                            // An old owner back with an older epoch is not the owner.
+                            if let Some((newest, _)) = owners.iter().max_by_key(|(_, e)| *e) {
+                                status.set_owner(newest, true);
+                            }
                             presence.present.store(true, Ordering::Release);
                             info!(channel = %name, owner = %owner, epoch, "federation: the owner is there");
                         }
                         SampleKind::Delete => {
                             owners.retain(|o| *o != (owner.clone(), epoch));
                             warn!(channel = %name, owner = %owner, epoch, "federation: the owner hub left");
-                            if !owners.is_empty() {
-                                return;
+                            if let Some((newest, _)) = owners.iter().max_by_key(|(_, e)| *e) {
+                                return status.set_owner(newest, true);
                             }
                             presence.left.store(true, Ordering::Release);
                             presence.departures.fetch_add(1, Ordering::AcqRel);
