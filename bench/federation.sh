@@ -83,7 +83,7 @@ ping_via() { # ECHO_HUB PING_HUB CHANNEL
     "$FIELDHUB" bench echo --hub "$1" --channel "$3" 2>/dev/null &
     echo_pid=$!
     sleep 0.5
-    "$FIELDHUB" bench ping --hub "$2" --channel "$3" --samples "$SAMPLES" --json
+    "$FIELDHUB" bench ping --hub "$2" --channel "$3" --samples "$SAMPLES" --json 2>/dev/null
     kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
 }
 
