@@ -85,6 +85,10 @@ pub(super) struct TakeOver {
 /// newest of its frames committed.
 pub(super) type Committed = HashMap<(String, u32), u64>;
 
+/// A running relay: its uplink thread, and its events thread, which ends
+/// with the channel when this hub takes it over.
+pub(super) type RelayThreads = (JoinHandle<()>, JoinHandle<Option<TakeOver>>);
+
 pub struct RelayBridge {
     session: zenoh::Session,
     channel: FederatedChannel,
@@ -100,10 +104,7 @@ impl RelayBridge {
     /// Declare the events subscriber, then start the uplink thread and the
     /// events thread; the latter ends with the channel when this hub takes
     /// it over.
-    pub fn start(
-        mut self,
-        sessions: &Arc<Sessions>,
-    ) -> std::io::Result<Option<(JoinHandle<()>, JoinHandle<Option<TakeOver>>)>> {
+    pub fn start(mut self, sessions: &Arc<Sessions>) -> std::io::Result<Option<RelayThreads>> {
         let name = self.channel.name.clone();
         let Some(uplink) = self.channel.uplink.take() else { return Ok(None) };
         let events =
