@@ -276,3 +276,18 @@ fn zenoh_config(f: &FederationConfig) -> Result<zenoh::Config, FederationError> 
     }
     Ok(config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{owner_token, parse_owner_token};
+
+    #[test]
+    fn an_owner_token_names_its_hub_and_epoch_and_nothing_else_parses() {
+        let token = owner_token("body", "rack2", 7);
+        assert_eq!(token, "fieldhub/body/owner/rack2/7");
+        assert_eq!(parse_owner_token("body", &token), Some(("rack2".into(), 7)));
+        assert_eq!(parse_owner_token("chassis", &token), None, "another channel's token");
+        assert_eq!(parse_owner_token("body", "fieldhub/body/owner"), None, "the old key without hub and epoch");
+        assert_eq!(parse_owner_token("body", "fieldhub/body/owner/rack2/x"), None);
+    }
+}
