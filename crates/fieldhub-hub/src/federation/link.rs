@@ -1,0 +1,193 @@
+//! The Zenoh side of the federation: the session a hub opens from
+//! `[federation]`, the channels it serves and the keys they use. Built with
+//! the `federation` feature only (`unbuilt.rs` stands in without it).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use zenoh::Wait;
+
+use super::{handover, BusLink, ChannelStatus, FederationError, Uplinked};
+use crate::config::{FederationConfig, HubConfig, Role};
+use crate::session::Sessions;
+
+/// How often waiting federation threads look whether the hub is stopping.
+pub(super) const LOOK: Duration = Duration::from_millis(100);
+
+impl ChannelStatus {
+    pub(super) fn new(owner: String, relay: bool) -> Self {
+        let zero = || AtomicU64::new(0);
+        let (owner, relay) = (std::sync::Mutex::new(owner), relay.into());
+        Self {
+            owner,
+            relay,
+            epoch: zero(),
+            last_seq: zero(),
+            gaps_recovered: zero(),
+            desyncs: zero(),
+            stale: zero(),
+            round: zero(),
+        }
+    }
+
+    /// Who sequences the channel from now on.
+    pub(super) fn set_owner(&self, owner: &str, relay: bool) {
+        if let Ok(mut current) = self.owner.lock() {
+            owner.clone_into(&mut current);
+        }
+        self.relay.store(relay, Ordering::Relaxed);
+    }
+}
+
+/// The liveliness token an owner of `channel` declares: its federation
+/// name and epoch in the key, so relays and other candidates know who
+/// sequences the channel under which epoch.
+pub(super) fn owner_token(channel: &str, hub: &str, epoch: u64) -> String {
+    format!("fieldhub/{channel}/owner/{hub}/{epoch}")
+}
+
+/// The hub and epoch of an owner's liveliness token, `None` for another key.
+pub(super) fn parse_owner_token(channel: &str, token: &str) -> Option<(String, u64)> {
+    let rest = token.strip_prefix(&format!("fieldhub/{channel}/owner/"))?;
+    let (hub, epoch) = rest.split_once('/')?;
+    Some((hub.to_owned(), epoch.parse().ok()?))
+}
+
+/// The key of `what` for channel `channel`.
+pub(super) fn key(channel: &str, what: &str) -> String {
+    format!("fieldhub/{channel}/{what}")
+}
+
+/// One federated channel of this hub.
+pub(super) struct FederatedChannel {
+    pub(super) id: u16,
+    pub(super) name: String,
+    pub(super) role: Role,
+    /// The bus's relayed frames, for a relay.
+    pub(super) uplink: Option<Receiver<Uplinked>>,
+    pub(super) status: Arc<ChannelStatus>,
+    /// The channel's exact bit timing, for events' end times.
+    pub(super) bitrate: u32,
+    pub(super) data_bitrate: u32,
+    pub(super) canfd: bool,
+}
+
+/// The open Zenoh session and the channels it serves, before their threads run.
+pub struct Federation {
+    session: zenoh::Session,
+    /// This hub's federation name.
+    name: String,
+    config: FederationConfig,
+    channels: Vec<FederatedChannel>,
+}
+
+impl Federation {
+    /// Open the Zenoh session when `config` has `[federation]`. Returns the
+    /// federation and, per federated channel, what the bus holds of it.
+    pub fn open(config: &HubConfig) -> Result<Option<(Self, Vec<BusLink>)>, FederationError> {
+        let Some(federation) = config.federation.clone() else { return Ok(None) };
+        let mut channels = Vec::new();
+        let mut links = Vec::new();
+        for (id, channel) in config.channels.iter().enumerate() {
+            let Some(role) = federation.role_of(&config.hub.name, channel) else { continue };
+            let id = id as u16;
+            let owner = match &role {
+                Role::Owner => federation.hub_name(&config.hub.name).to_owned(),
+                Role::Relay { owner } | Role::Standby { owner } => owner.clone(),
+            };
+            let status = Arc::new(ChannelStatus::new(owner, role != Role::Owner));
+            let (to_owner, uplink) = match role {
+                Role::Owner => (None, None),
+                Role::Relay { .. } | Role::Standby { .. } => {
+                    // Unbounded, yet bounded by transmit credit: each
+                    // client has at most 256 frames in the bus.
+                    let (to_owner, from_bus) = crossbeam_channel::unbounded();
+                    (Some(to_owner), Some(from_bus))
+                }
+            };
+            links.push(BusLink { channel: id, uplink: to_owner, status: Arc::clone(&status) });
+            channels.push(FederatedChannel {
+                id,
+                name: channel.name.clone(),
+                role,
+                uplink,
+                status,
+                bitrate: channel.bitrate,
+                data_bitrate: channel.effective_data_bitrate(),
+                canfd: channel.protocol == crate::config::Protocol::Canfd,
+            });
+        }
+        let session = zenoh::open(zenoh_config(&federation)?).wait().map_err(|error| FederationError::Open {
+            listen: federation.listen.clone(),
+            connect: federation.connect.clone(),
+            error: error.to_string(),
+        })?;
+        tracing::info!(zid = %session.zid(), name = federation.hub_name(&config.hub.name),
+            listen = ?federation.listen, connect = ?federation.connect, "federation session open");
+        let name = federation.hub_name(&config.hub.name).to_owned();
+        Ok(Some((Self { session, name, config: federation, channels }, links)))
+    }
+
+    /// Start each federated channel's thread.
+    pub fn start(self, sessions: &Arc<Sessions>) -> Result<Vec<JoinHandle<()>>, FederationError> {
+        let mut threads = Vec::new();
+        for channel in self.channels {
+            let name = channel.name.clone();
+            let next = match channel.role.clone() {
+                Role::Owner => handover::Next::Own { epoch: self.config.epoch, committed: Default::default() },
+                Role::Relay { owner } => handover::Next::Relay { owner, standby: false },
+                Role::Standby { owner } => handover::Next::Relay { owner, standby: true },
+            };
+            let (session, config, me, sessions) =
+                (self.session.clone(), self.config.clone(), self.name.clone(), Arc::clone(sessions));
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("fh-fed-{name}"))
+                    .spawn(move || handover::serve(&session, &config, &me, channel, next, &sessions))
+                    .map_err(|error| FederationError::Thread { channel: name.clone(), error })?,
+            );
+        }
+        Ok(threads)
+    }
+}
+
+/// The Zenoh configuration: a peer with exactly the configured links.
+fn zenoh_config(f: &FederationConfig) -> Result<zenoh::Config, FederationError> {
+    let mut config = zenoh::Config::default();
+    let list = |endpoints: &[String]| serde_json::to_string(endpoints).unwrap_or_else(|_| "[]".into());
+    let settings: [(&'static str, String); 8] = [
+        ("mode", "\"peer\"".into()),
+        ("listen/endpoints", list(&f.listen)),
+        ("connect/endpoints", list(&f.connect)),
+        ("scouting/multicast/enabled", "false".into()),
+        // A listen endpoint that cannot be bound stops the start.
+        ("listen/timeout_ms", "0".into()),
+        ("listen/exit_on_failure", "true".into()),
+        // Other hubs may start later: with a timeout (-1: none) and no
+        // exit on failure, Zenoh retries connecting in the background.
+        ("connect/timeout_ms", "-1".into()),
+        ("connect/exit_on_failure", "false".into()),
+    ];
+    for (key, value) in settings {
+        config.insert_json5(key, &value).map_err(|error| FederationError::Config { key, error: error.to_string() })?;
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{owner_token, parse_owner_token};
+
+    #[test]
+    fn an_owner_token_names_its_hub_and_epoch_and_nothing_else_parses() {
+        let token = owner_token("body", "rack2", 7);
+        assert_eq!(token, "fieldhub/body/owner/rack2/7");
+        assert_eq!(parse_owner_token("body", &token), Some(("rack2".into(), 7)));
+        assert_eq!(parse_owner_token("chassis", &token), None, "another channel's token");
+        assert_eq!(parse_owner_token("body", "fieldhub/body/owner"), None, "the old key without hub and epoch");
+        assert_eq!(parse_owner_token("body", "fieldhub/body/owner/rack2/x"), None);
+    }
+}
