@@ -8,6 +8,11 @@
 
 CARGO ?= cargo
 TEST_PARTS :=
+# What the non-Rust parts run to get the fieldhub command and the test
+# binaries: the very build `test-rust` made (same packages, same features),
+# so it costs nothing after it, where `cargo build -p fieldhub-cli` would
+# resolve features anew and compile the hub and Zenoh a second time.
+WORKSPACE_BUILD = $(CARGO) test --locked --workspace --no-run
 
 -include mk/*.mk
 

@@ -11,8 +11,8 @@ C_PREFIX := $(C_BUILD)/prefix
 
 .PHONY: test-c
 test-c:
-	$(CARGO) test --locked -p fieldhub-ffi --test header --test header_standards
-	$(CARGO) build --locked -p fieldhub-cli
+	$(CARGO) test --locked --workspace --test header --test header_standards
+	$(WORKSPACE_BUILD)
 	@command -v pkg-config >/dev/null 2>&1 || { \
 	  echo "test-c: installing pkg-config (Debian package pkgconf)"; \
 	  apt-get update -qq && apt-get install -y -qq pkgconf >/dev/null; } || { \

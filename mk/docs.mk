@@ -8,7 +8,7 @@
 
 .PHONY: test-docs
 test-docs: python-env
-	$(CARGO) build --locked -p fieldhub-cli
+	$(WORKSPACE_BUILD)
 	@command -v curl >/dev/null 2>&1 || { \
 	  echo "test-docs: installing curl (Debian), which the docs' HTTP examples use"; \
 	  apt-get update -qq && apt-get install -y -qq curl >/dev/null; }

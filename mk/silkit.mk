@@ -41,6 +41,6 @@ test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER)
 	$(CARGO) test --locked -p fieldhub-silkit
 	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
 	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
-	  $(CARGO) test --locked -p fieldhub-cli --test silkit_bridge --test silkit_missing_library --test silkit_time
+	  $(CARGO) test --locked --workspace --test silkit_bridge --test silkit_missing_library --test silkit_time
 
 TEST_PARTS += test-silkit

@@ -21,7 +21,7 @@ ui-env: python-env $(CHROMIUM)
 	$(VENV_PY) -m pip install -q $(UI_TEST_TOOLS)
 
 test-ui: ui-env
-	$(CARGO) build --locked -p fieldhub-cli --bin fieldhub
+	$(WORKSPACE_BUILD)
 	cd tests/ui && FIELDHUB_BIN="$$($(CARGO) metadata --format-version 1 --no-deps | $(VENV_PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/fieldhub" \
 	  CHROMIUM="$(CHROMIUM)" $(VENV)/bin/pytest -q -p no:cacheprovider .
 

@@ -1,0 +1,19 @@
+# Network namespaces for the federation tests (crates/fieldhub-cli/tests/
+# federation_netns.rs: hubs in three namespaces joined by veth pairs).
+#
+# They need root and iproute2's `ip`. Run as root, `make test` installs
+# iproute2 when it is missing and sets FIELDHUB_NETNS_REQUIRED=1, so those
+# tests fail rather than skip; as another user they skip with a message.
+
+NETNS_REQUIRED := $(shell [ "$$(id -u)" = 0 ] && echo 1 || echo 0)
+
+.PHONY: netns-tools
+netns-tools:
+	@if [ "$(NETNS_REQUIRED)" = 1 ] && ! command -v ip >/dev/null 2>&1; then \
+	  echo "test-rust: installing iproute2 (Debian), whose ip the network-namespace tests use"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; } || \
+	  { echo "test-rust: cannot install iproute2; install it or run as a user without root to skip those tests"; exit 1; }; \
+	fi
+
+test-rust: netns-tools
+test-rust: export FIELDHUB_NETNS_REQUIRED := $(NETNS_REQUIRED)
