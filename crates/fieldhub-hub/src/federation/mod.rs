@@ -49,9 +49,9 @@ use fieldhub_proto::stats::FederationStats;
 use fieldhub_proto::Frame;
 
 #[cfg(feature = "federation")]
-use link::{key, owner_token, parse_owner_token, FederatedChannel, LOOK};
-#[cfg(feature = "federation")]
 pub use link::Federation;
+#[cfg(feature = "federation")]
+use link::{key, owner_token, parse_owner_token, FederatedChannel, LOOK};
 #[cfg(not(feature = "federation"))]
 pub use unbuilt::Federation;
 
