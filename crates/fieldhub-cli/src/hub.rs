@@ -29,6 +29,11 @@ pub struct HubArgs {
     /// needs a token.
     #[arg(long, value_name = "PATH")]
     monitor_token_file: Option<PathBuf>,
+    /// Admit every local user's processes without a token (`[hub] insecure_local`). By default a hub
+    /// without a token admits only processes of the user it runs as; this lets any account on the
+    /// machine send frames and use the control API. Only on loopback and without a token.
+    #[arg(long)]
+    insecure_local: bool,
     /// Serve local clients over shared memory as shm://NAME (the built-in configuration serves shm://default).
     #[arg(long, value_name = "NAME")]
     shm: Option<String>,
@@ -155,6 +160,7 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         None => None,
     };
     if !args.listen.is_empty()
+        || args.insecure_local
         || token.is_some()
         || monitor_token.is_some()
         || args.shm.is_some()
@@ -169,6 +175,7 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         if monitor_token.is_some() {
             config.hub.monitor_token = monitor_token;
         }
+        config.hub.insecure_local |= args.insecure_local;
         // Command-line addresses are held to the same rules as configured ones.
         config.validate(&format!("{origin} with command-line options"))?;
     }

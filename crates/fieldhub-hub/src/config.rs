@@ -95,8 +95,13 @@ pub struct HubSection {
     #[serde(default = "default_listen")]
     pub listen: Vec<String>,
     /// Token clients must present; required when listening beyond loopback.
+    /// Processes of the hub's own user may come without it.
     #[serde(default)]
     pub token: Option<String>,
+    /// Admit every local user without a token, as if each were the hub's
+    /// own (`docs/security.md`). Only without a token.
+    #[serde(default)]
+    pub insecure_local: bool,
     /// A second, read-only token: its clients receive frames and read the
     /// control API, never transmit or change anything. Needs `token`.
     #[serde(default)]
@@ -179,6 +184,7 @@ impl Default for HubSection {
             name: default_hub_name(),
             listen: default_listen(),
             token: None,
+            insecure_local: false,
             monitor_token: None,
             shm: None,
             busy_poll: false,
@@ -572,6 +578,13 @@ impl HubConfig {
                     ));
                 }
             }
+            Some(_) if self.hub.insecure_local => {
+                return Err(invalid(
+                    hub("insecure_local"),
+                    "contradicts hub.token: insecure_local admits every local user without one; drop one of them"
+                        .into(),
+                ));
+            }
             Some(_) => {}
         }
         match (&self.hub.monitor_token, &self.hub.token) {
@@ -581,7 +594,7 @@ impl HubConfig {
             (Some(_), None) => {
                 return Err(invalid(
                     hub("monitor_token"),
-                    "needs hub.token: without a token every client has full access and a read-only token guards nothing".into(),
+                    "needs hub.token: the monitor token is a second token beside the hub's, for other users and machines".into(),
                 ));
             }
             (Some(monitor), Some(token)) if monitor == token => {

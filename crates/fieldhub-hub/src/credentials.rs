@@ -1,12 +1,18 @@
-//! Who a client is, by the token it presents — one rule for frame sessions
-//! on every transport and for the control API.
+//! Who a client is — one rule for frame sessions on every transport and
+//! for the control API.
 //!
-//! A hub without a token lets every client in with full access (shared
-//! memory and unix sockets are then guarded by file modes alone; see
-//! `docs/security.md`). With a token, a client presenting it has full
-//! access; one presenting the monitor token (`[hub] monitor_token`) may
-//! receive and read, never transmit or change anything; anyone else is
-//! refused. Comparisons take the same time whatever prefix matches.
+//! A hub with a token requires it from every client: the hub's token gives
+//! full access, the monitor token (`[hub] monitor_token`) lets a client
+//! receive and read, never transmit or change anything; anything else is
+//! refused. A hub without a token admits with full access the processes of
+//! the user it runs as (`peer_user.rs`: the kernel says who is at the other
+//! end of a unix socket or of TCP from this machine) and the transports the
+//! operator configured, and refuses everyone else: other local users and
+//! other machines. `--insecure-local` (`[hub] insecure_local`, only
+//! without a token and on loopback) admits every local user, as hubs did
+//! before. Comparisons take the same time whatever prefix matches.
+
+use crate::peer_user::PeerOrigin;
 
 /// What a client may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,34 +23,60 @@ pub enum Access {
     ReadOnly,
 }
 
-/// The hub's tokens.
+/// Why a client is not admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The hub has a token and it presented none.
+    TokenRequired,
+    /// It presented a token that is not the hub's.
+    WrongToken,
+    /// It presented none and is not the hub's user; says who it is.
+    NotHubUser(String),
+}
+
+/// The hub's tokens and whether every local user is let in.
 #[derive(Clone, Debug, Default)]
 pub struct Credentials {
     token: Option<String>,
     monitor_token: Option<String>,
+    insecure_local: bool,
 }
 
 impl Credentials {
-    /// A monitor token without a token would guard nothing: the
-    /// configuration refuses it (`config.rs`), so it is ignored here.
-    pub fn new(token: Option<String>, monitor_token: Option<String>) -> Self {
+    /// A monitor token without a token, or `insecure_local` with one, is
+    /// refused by the configuration (`config.rs`); here the token wins.
+    pub fn new(token: Option<String>, monitor_token: Option<String>, insecure_local: bool) -> Self {
         let monitor_token = monitor_token.filter(|_| token.is_some());
-        Self { token, monitor_token }
+        let insecure_local = insecure_local && token.is_none();
+        Self { token, monitor_token, insecure_local }
     }
 
-    /// Whether clients must present a token at all.
-    pub fn required(&self) -> bool {
+    /// Whether the hub has a token (every client needs it then).
+    pub fn has_token(&self) -> bool {
         self.token.is_some()
     }
 
-    /// The access `presented` gives, `None` when it gives none.
-    pub fn access(&self, presented: &str) -> Option<Access> {
-        let Some(token) = &self.token else { return Some(Access::Full) };
-        if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
-            return Some(Access::Full);
+    /// The access of a client that presented `presented` (empty: none)
+    /// and came from `origin`.
+    pub fn access(&self, presented: &str, origin: &PeerOrigin) -> Result<Access, Refused> {
+        let Some(token) = &self.token else {
+            // Without a token, who the client is decides; a token it
+            // presents says nothing.
+            return match self.insecure_local || origin.is_hub_user() {
+                true => Ok(Access::Full),
+                false => Err(Refused::NotHubUser(origin.describe())),
+            };
+        };
+        if presented.is_empty() {
+            return Err(Refused::TokenRequired);
         }
-        let monitor = self.monitor_token.as_ref()?;
-        constant_time_eq(monitor.as_bytes(), presented.as_bytes()).then_some(Access::ReadOnly)
+        if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
+            return Ok(Access::Full);
+        }
+        match &self.monitor_token {
+            Some(monitor) if constant_time_eq(monitor.as_bytes(), presented.as_bytes()) => Ok(Access::ReadOnly),
+            _ => Err(Refused::WrongToken),
+        }
     }
 }
 
@@ -57,28 +89,43 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    const MINE: PeerOrigin = PeerOrigin::Operator;
+    const STRANGER: PeerOrigin = PeerOrigin::Unix { uid: None };
+
     #[test]
-    fn without_a_token_everyone_has_full_access() {
-        let open = Credentials::new(None, None);
-        assert!(!open.required());
-        assert_eq!(open.access(""), Some(Access::Full));
-        assert_eq!(open.access("anything"), Some(Access::Full));
+    fn without_a_token_only_the_hubs_user_is_admitted() {
+        let creds = Credentials::new(None, None, false);
+        assert!(!creds.has_token());
+        assert_eq!(creds.access("", &MINE), Ok(Access::Full));
+        assert_eq!(creds.access("anything", &MINE), Ok(Access::Full), "a token says nothing to a hub without one");
+        assert!(matches!(creds.access("", &STRANGER), Err(Refused::NotHubUser(_))));
+        assert!(matches!(creds.access("anything", &STRANGER), Err(Refused::NotHubUser(_))));
+    }
+
+    #[test]
+    fn insecure_local_admits_every_local_user_but_never_beside_a_token() {
+        let open = Credentials::new(None, None, true);
+        assert_eq!(open.access("", &STRANGER), Ok(Access::Full));
+        let guarded = Credentials::new(Some("sesame".into()), None, true);
+        assert_eq!(guarded.access("", &STRANGER), Err(Refused::TokenRequired));
     }
 
     #[test]
     fn the_token_gives_full_access_the_monitor_token_read_only_and_anything_else_none() {
-        let creds = Credentials::new(Some("sesame".into()), Some("look".into()));
-        assert!(creds.required());
-        assert_eq!(creds.access("sesame"), Some(Access::Full));
-        assert_eq!(creds.access("look"), Some(Access::ReadOnly));
-        assert_eq!(creds.access(""), None);
-        assert_eq!(creds.access("sesam"), None);
-        assert_eq!(creds.access("looking"), None);
+        let creds = Credentials::new(Some("sesame".into()), Some("look".into()), false);
+        assert!(creds.has_token());
+        assert_eq!(creds.access("sesame", &STRANGER), Ok(Access::Full));
+        assert_eq!(creds.access("look", &STRANGER), Ok(Access::ReadOnly));
+        assert_eq!(creds.access("look", &MINE), Ok(Access::ReadOnly), "a presented token is what counts");
+        assert_eq!(creds.access("sesam", &MINE), Err(Refused::WrongToken));
+        assert_eq!(creds.access("looking", &STRANGER), Err(Refused::WrongToken));
+        assert_eq!(creds.access("", &STRANGER), Err(Refused::TokenRequired));
+        assert_eq!(creds.access("", &MINE), Err(Refused::TokenRequired), "the hub's own user needs it too");
     }
 
     #[test]
     fn a_monitor_token_without_a_token_is_ignored() {
-        let creds = Credentials::new(None, Some("look".into()));
-        assert_eq!(creds.access(""), Some(Access::Full));
+        let creds = Credentials::new(None, Some("look".into()), false);
+        assert!(matches!(creds.access("look", &STRANGER), Err(Refused::NotHubUser(_))));
     }
 }

@@ -51,6 +51,7 @@ pub mod inbox;
 pub mod member;
 pub mod monitor;
 pub mod outbox;
+pub mod peer_user;
 pub mod recording;
 pub mod recording_path;
 pub mod session;
@@ -121,6 +122,7 @@ impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
+    peer_user::open_tables();
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {
@@ -314,7 +316,7 @@ fn raise_open_file_limit() {
     }
 }
 
-/// The tokens sessions and the control API check.
+/// The tokens and the rule for local users that sessions and the control API check.
 fn credentials(config: &HubConfig) -> credentials::Credentials {
-    credentials::Credentials::new(config.hub.token.clone(), config.hub.monitor_token.clone())
+    credentials::Credentials::new(config.hub.token.clone(), config.hub.monitor_token.clone(), config.hub.insecure_local)
 }

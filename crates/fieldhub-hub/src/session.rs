@@ -30,10 +30,11 @@ use fieldhub_proto::wire::{
 use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
-use crate::credentials::{Access, Credentials};
+use crate::credentials::{Access, Credentials, Refused};
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
 use crate::outbox::Outbox;
+use crate::peer_user::PeerOrigin;
 
 /// The log target of the per-client lines (connected, port opened,
 /// disconnected): `fieldhub hub --quiet` or `FIELDHUB_LOG=info,fieldhub::clients=warn`
@@ -122,8 +123,14 @@ impl Sessions {
     }
 
     /// Count a new client; refused when the hub serves [`MAX_CLIENTS`].
-    /// `via` names the transport for the log ("TCP", "shared memory").
-    pub fn admit(self: &Arc<Self>, via: &'static str, peer: impl Into<String>) -> Result<ClientSlot, Violation> {
+    /// `via` names the transport for the log ("TCP", "shared memory");
+    /// `origin` is who connected, for a `HELLO` without a token.
+    pub fn admit(
+        self: &Arc<Self>,
+        via: &'static str,
+        peer: impl Into<String>,
+        origin: PeerOrigin,
+    ) -> Result<ClientSlot, Violation> {
         if self.live.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
             self.live.fetch_sub(1, Ordering::AcqRel);
             return Err(Violation::new(ErrorCode::HubFull, format!("the hub serves at most {MAX_CLIENTS} clients")));
@@ -142,6 +149,7 @@ impl Sessions {
             id,
             via,
             peer: peer.into(),
+            origin,
             name: None,
             // The hub's own clients (SocketCAN, SIL Kit) send no HELLO.
             access: Access::Full,
@@ -170,6 +178,7 @@ pub struct ClientSlot {
     id: ClientId,
     via: &'static str,
     peer: String,
+    origin: PeerOrigin,
     name: Option<String>,
     /// What the token of its `HELLO` lets it do.
     access: Access,
@@ -218,17 +227,23 @@ impl ClientSlot {
                 ),
             ));
         }
-        let Some(access) = self.sessions.credentials.access(hello.token) else {
+        let access = self.sessions.credentials.access(hello.token, &self.origin).map_err(|refused| {
             // The tools and libraries read the token from the environment.
-            let text = if hello.token.is_empty() {
-                "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding \
-                 it, or pass it as the client's token)"
-            } else {
-                "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the client was given, \
-                 differs from the hub's)"
+            let text = match refused {
+                Refused::TokenRequired => "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to \
+                                           a file holding it, or pass it as the client's token)"
+                    .to_owned(),
+                Refused::WrongToken => "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the \
+                                        client was given, differs from the hub's)"
+                    .to_owned(),
+                Refused::NotHubUser(who) => format!(
+                    "this hub admits without a token only processes of the user it runs as, and this is {who}: \
+                     set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding the hub's token (see \
+                     docs/security.md)"
+                ),
             };
-            return Err(Violation::new(ErrorCode::Unauthorized, text));
-        };
+            Violation::new(ErrorCode::Unauthorized, text)
+        })?;
         self.access = access;
         self.synchronized = hello.options.contains(SessionOptions::SYNCHRONIZED);
         if self.synchronized && access == Access::ReadOnly {

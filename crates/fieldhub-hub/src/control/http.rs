@@ -33,9 +33,10 @@ use super::dbc::{self, DbcStore};
 use super::workbench;
 use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand};
 use crate::config::{ChannelConfig, RouteConfig};
-use crate::credentials::{Access, Credentials};
+use crate::credentials::{Access, Credentials, Refused};
 use crate::fault::{FaultSpec, FaultSpecError};
 use crate::inbox::{Inbound, InboxSender};
+use crate::peer_user::PeerOrigin;
 
 /// The OpenAPI document of this API, kept in the repository.
 pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
@@ -206,34 +207,52 @@ async fn request_deadline(request: Request, next: Next) -> Response {
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
     // Browsers first: another site's page, or a rebound host name, is
     // refused whatever it asks for (`origin.rs`).
-    if let Some(why) = super::origin::refusal(request.headers(), state.credentials.required()) {
+    if let Some(why) = super::origin::refusal(request.headers(), state.credentials.has_token()) {
         return error(StatusCode::FORBIDDEN, why.into());
     }
     let path = request.uri().path();
-    let public = path == "/ui" || path.starts_with("/ui/");
-    if state.credentials.required() && !public {
+    if path == "/ui" || path.starts_with("/ui/") {
+        return next.run(request).await;
+    }
+    let presented = {
         let header = request
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::to_owned);
+        // `&Request` is not `Send`: this closure must be gone before the await below.
         let query = || {
             let query = Query::<HashMap<String, String>>::try_from_uri(request.uri()).ok()?;
             query.0.get("token").cloned()
         };
-        let presented = header.or_else(|| if path == "/api/v1/monitor" { query() } else { None });
-        match presented.and_then(|p| state.credentials.access(&p)) {
-            None => return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into()),
-            Some(Access::ReadOnly) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
-                let text = format!(
-                    "{} {path}: the monitor token is read-only (GET only); changes need the hub's token",
-                    request.method()
-                );
-                return error(StatusCode::FORBIDDEN, text);
-            }
-            Some(_) => {}
+        header.or_else(|| if path == "/api/v1/monitor" { query() } else { None }).unwrap_or_default()
+    };
+    // A request that came some other way than the server's own accept
+    // (a test calling the router) has no origin and is nobody's.
+    let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unix { uid: None });
+    match state.credentials.access(&presented, &origin) {
+        Err(Refused::TokenRequired) => {
+            return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into())
         }
+        Err(Refused::WrongToken) => {
+            return error(StatusCode::UNAUTHORIZED, "wrong token in 'Authorization: Bearer <token>'".into())
+        }
+        Err(Refused::NotHubUser(who)) => {
+            let text = format!(
+                "this hub answers without a token only processes of the user it runs as, and this is {who}: \
+                 send 'Authorization: Bearer <token>' (see docs/security.md)"
+            );
+            return error(StatusCode::UNAUTHORIZED, text);
+        }
+        Ok(Access::ReadOnly) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
+            let text = format!(
+                "{} {path}: the monitor token is read-only (GET only); changes need the hub's token",
+                request.method()
+            );
+            return error(StatusCode::FORBIDDEN, text);
+        }
+        Ok(_) => {}
     }
     next.run(request).await
 }

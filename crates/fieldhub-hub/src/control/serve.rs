@@ -16,12 +16,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::{Extension, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::warn;
+
+use crate::peer_user::PeerOrigin;
 
 /// HTTP connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -67,7 +69,13 @@ pub async fn serve(
             });
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        // Who is at the other end decides a request without a token
+        // (`credentials.rs`); the authorize layer finds it here.
+        let origin = match (stream.local_addr(), stream.peer_addr()) {
+            (Ok(local), Ok(peer)) => PeerOrigin::Tcp { local, peer },
+            _ => PeerOrigin::Unix { uid: None },
+        };
+        let service = TowerToHyperService::new(app.clone().layer(Extension(origin)));
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

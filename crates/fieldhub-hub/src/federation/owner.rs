@@ -38,6 +38,7 @@ use crate::config::FederationConfig;
 use crate::credit::TxCredit;
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 
 /// Transmit requests Zenoh may queue for the forwarder before it holds
@@ -123,7 +124,7 @@ impl OwnerBridge {
     /// outranks this one.
     pub fn run(self, sessions: &Arc<Sessions>) -> Option<Outranked> {
         let name = self.channel.name.clone();
-        let mut slot = match sessions.admit("federation", format!("federation:{name}")) {
+        let mut slot = match sessions.admit("federation", format!("federation:{name}"), PeerOrigin::Operator) {
             Ok(slot) => slot,
             Err(violation) => {
                 error!(channel = %name, "cannot attach the federation: {}", violation.text);

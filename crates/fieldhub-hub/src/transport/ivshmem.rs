@@ -51,6 +51,7 @@ use tracing::warn;
 use super::shm::{ShmLink, ShmPeer, Starts};
 use crate::credit::{TxCredit, Waiter};
 use crate::outbox::Outbox;
+use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, Violation};
 
 /// The poller's longest sleep while no session is under way: a connect
@@ -219,7 +220,7 @@ impl Served {
 
     /// Reset the segment for the client that asked with `nonce` and tell it.
     fn grant(&self, sessions: &Arc<Sessions>, nonce: u32) -> State {
-        let slot = sessions.admit("ivshmem", format!("ivshmem:{}", self.path.display()));
+        let slot = sessions.admit("ivshmem", format!("ivshmem:{}", self.path.display()), PeerOrigin::Operator);
         let client = slot.as_ref().map_or(0, ClientSlot::id);
         match self.region.reset_segment(SegmentHeader::with_to_client_slots(client, REGION_TO_CLIENT_SLOTS)) {
             Ok(segment) => {

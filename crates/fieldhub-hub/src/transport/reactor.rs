@@ -49,6 +49,7 @@ use crate::control::http::{looks_like_http, ControlServer};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::peer_user::PeerOrigin;
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use crate::slots::SlotTable;
 
@@ -365,17 +366,24 @@ impl Reactor {
             let accepted = match &self.listeners[index] {
                 Listening::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
-                    (Socket::Tcp(s), "TCP", peer.to_string(), Phase::Sniff)
+                    let origin = match s.local_addr() {
+                        Ok(local) => PeerOrigin::Tcp { local, peer },
+                        Err(_) => PeerOrigin::Unix { uid: None },
+                    };
+                    (Socket::Tcp(s), "TCP", peer.to_string(), origin, Phase::Sniff)
                 }),
                 Listening::Unix(l, path) => l.accept().map(|(s, _)| {
-                    (Socket::Unix(s), "a unix socket", format!("unix:{}", path.display()), Phase::Hello { shm: false })
+                    let origin = PeerOrigin::unix(&s);
+                    let peer = format!("unix:{}", path.display());
+                    (Socket::Unix(s), "a unix socket", peer, origin, Phase::Hello { shm: false })
                 }),
-                Listening::Shm(l, _) => l
-                    .accept()
-                    .map(|(s, _)| (Socket::Unix(s), "shared memory", "shm".to_owned(), Phase::Hello { shm: true })),
+                Listening::Shm(l, _) => l.accept().map(|(s, _)| {
+                    let origin = PeerOrigin::unix(&s);
+                    (Socket::Unix(s), "shared memory", "shm".to_owned(), origin, Phase::Hello { shm: true })
+                }),
             };
             match accepted {
-                Ok((socket, via, peer, phase)) => self.admit(socket, via, peer, phase),
+                Ok((socket, via, peer, origin, phase)) => self.admit(socket, via, peer, origin, phase),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -412,7 +420,7 @@ impl Reactor {
         }
     }
 
-    fn admit(&mut self, mut socket: Socket, via: &'static str, peer: String, phase: Phase) {
+    fn admit(&mut self, mut socket: Socket, via: &'static str, peer: String, origin: PeerOrigin, phase: Phase) {
         let nonblocking = match &socket {
             Socket::Tcp(s) => s.set_nonblocking(true),
             Socket::Unix(s) => s.set_nonblocking(true),
@@ -420,7 +428,7 @@ impl Reactor {
         if nonblocking.is_err() {
             return;
         }
-        let slot = match self.sessions.admit(via, peer.clone()) {
+        let slot = match self.sessions.admit(via, peer.clone(), origin) {
             Ok(slot) => slot,
             Err(violation) => {
                 warn!(peer, "refusing connection: {}", violation.text);

@@ -46,6 +46,7 @@ use crate::config::SilKitConfig;
 use crate::credit::TxCredit;
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 
 /// Frames from SIL Kit waiting for the bridge thread: enough for a burst
@@ -111,13 +112,16 @@ impl SilKitBridge {
         let member = Membership { participant, closed: Arc::clone(&closed) };
         drop(to_bridge);
         let name = self.config.participant_name();
-        let mut slot =
-            match sessions.admit("SIL Kit", format!("silkit:{}/{}", self.config.registry, self.config.network)) {
-                Ok(slot) => slot,
-                Err(violation) => {
-                    return error!(participant = %name, "the hub cannot attach the SIL Kit bridge: {}", violation.text)
-                }
-            };
+        let mut slot = match sessions.admit(
+            "SIL Kit",
+            format!("silkit:{}/{}", self.config.registry, self.config.network),
+            PeerOrigin::Operator,
+        ) {
+            Ok(slot) => slot,
+            Err(violation) => {
+                return error!(participant = %name, "the hub cannot attach the SIL Kit bridge: {}", violation.text)
+            }
+        };
         slot.name_as(format!("silkit-{name}"));
         if self.config.synchronized {
             slot.synchronize();

@@ -35,6 +35,7 @@ use crate::config::PortConfig;
 use crate::credit::TxCredit;
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
+use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 
 /// How often the writer looks whether the bus let go of the port while no
@@ -85,12 +86,13 @@ impl SocketCanPort {
     }
 
     fn run(self, sessions: &Arc<Sessions>) {
-        let mut slot = match sessions.admit("SocketCAN", format!("socketcan:{}", self.interface.name())) {
-            Ok(slot) => slot,
-            Err(violation) => {
-                return error!(port = %self.port, "the hub cannot attach the SocketCAN port: {}", violation.text)
-            }
-        };
+        let mut slot =
+            match sessions.admit("SocketCAN", format!("socketcan:{}", self.interface.name()), PeerOrigin::Operator) {
+                Ok(slot) => slot,
+                Err(violation) => {
+                    return error!(port = %self.port, "the hub cannot attach the SocketCAN port: {}", violation.text)
+                }
+            };
         slot.name_as(format!("socketcan-{}", self.interface.name()));
         let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
         let closed = Arc::new(AtomicBool::new(false));
