@@ -13,6 +13,10 @@ TEST_PARTS :=
 # so it costs nothing after it, where `cargo build -p fieldhub-cli` would
 # resolve features anew and compile the hub and Zenoh a second time.
 WORKSPACE_BUILD = $(CARGO) test --locked --workspace --no-run
+# The release builds of the wheel (stripped) and of the VM guests' hub (in
+# an initramfs) need no debug line tables, which `[profile.release]` keeps
+# for profiling; both without them share their compiled dependencies.
+RELEASE_UNDEBUGGED := CARGO_PROFILE_RELEASE_DEBUG=0
 
 -include mk/*.mk
 
