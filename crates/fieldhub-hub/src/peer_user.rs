@@ -50,7 +50,7 @@ impl PeerOrigin {
         match (self, self.uid()) {
             (Self::Operator, _) => "a transport the operator configured".into(),
             (_, Some(uid)) => format!("a process of user id {uid}"),
-            (Self::Tcp { peer, .. }, None) => format!("{peer}, which is no process of this machine"),
+            (Self::Tcp { peer, .. }, None) => format!("{peer}, which no socket of this machine is (another machine)"),
             (Self::Unix { .. }, None) => "a process whose user the kernel did not tell".into(),
         }
     }
