@@ -122,7 +122,6 @@ impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
-        peer_user::open_tables();
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {

@@ -4,21 +4,24 @@
 //!
 //! - A unix socket (the session socket, shared memory's handshake) tells
 //!   its peer's credentials itself (`SO_PEERCRED`).
-//! - A TCP connection from this machine is found in the kernel's socket
-//!   table (`/proc/net/tcp`, `/proc/net/tcp6` of the hub's network
-//!   namespace): the peer's socket is the entry whose local address is the
-//!   connection's peer address and whose remote address is the hub's end;
-//!   its `uid` column is the user who created it. A connection from another
-//!   machine has no such entry, so it has no local user.
+//! - A TCP connection from this machine is looked up in the kernel's
+//!   socket table through `sock_diag` netlink (what `ss` uses): the peer's
+//!   socket is the one whose own end is the connection's peer address and
+//!   whose remote end is the hub's; the kernel finds it by its addresses (a
+//!   hash lookup, not a walk over every socket) and reports the user who
+//!   created it. A connection from another machine has no such socket.
 //!
 //! Looked up once per connection that presents no token, never on the data
-//! path. The table is the kernel's, not a client's: it is parsed strictly
-//! and any line that does not parse is skipped, never trusted.
+//! path. Each thread keeps its netlink socket open (the reactor opens its
+//! own at start), so a hub out of descriptors can still tell who a waiting
+//! connection is. The kernel's answer is checked before it is read.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
-use std::sync::OnceLock;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use rustix::net::sockopt::Timeout;
+use rustix::net::{netlink, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 /// Where a client came from, as far as deciding who it is goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,138 +69,167 @@ impl PeerOrigin {
 
 /// The user id owning the socket at `peer` that is connected to `local`
 /// on this machine, `None` when there is none (another machine) or the
-/// socket table cannot be read.
+/// kernel cannot be asked.
 pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> Option<u32> {
-    let text = read_table(matches!(peer, SocketAddr::V6(_)))?;
-    find_owner(&text, local, peer)
-}
-
-/// Open the socket tables now, while descriptors are free: a hub out of
-/// descriptors must still tell who a waiting connection is.
-pub fn open_tables() {
-    let _ = (table(false), table(true));
-}
-
-/// `/proc/net/tcp` or `/proc/net/tcp6`, opened once and kept open.
-fn table(v6: bool) -> Option<&'static std::fs::File> {
-    static TABLES: [OnceLock<Option<std::fs::File>>; 2] = [OnceLock::new(), OnceLock::new()];
-    let path = if v6 { "/proc/net/tcp6" } else { "/proc/net/tcp" };
-    TABLES[usize::from(v6)].get_or_init(|| std::fs::File::open(path).ok()).as_ref()
-}
-
-/// The table's text now. A read at offset 0 makes the kernel list the
-/// sockets afresh; one read large enough for the whole table (a hub serves
-/// at most a few thousand connections, 150 bytes each) takes it in one piece, so the
-/// sockets coming and going meanwhile cannot hide the one looked for.
-fn read_table(v6: bool) -> Option<String> {
-    const ONE_READ: usize = 1 << 20;
-    let file = table(v6)?;
-    let mut text = vec![0u8; ONE_READ];
-    let mut len = 0;
-    loop {
-        if len == text.len() {
-            text.resize(len * 2, 0);
-        }
-        match file.read_at(&mut text[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    text.truncate(len);
-    String::from_utf8(text).ok()
-}
-
-/// In a `/proc/net/tcp{,6}` table, the uid of the socket whose own address
-/// is `peer` and whose remote address is `local`.
-fn find_owner(table: &str, local: SocketAddr, peer: SocketAddr) -> Option<u32> {
-    table.lines().skip(1).find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let own = parse_endpoint(fields.nth(1)?)?;
-        let remote = parse_endpoint(fields.next()?)?;
-        // state, tx:rx queues, timer, retransmits, then the uid.
-        let uid = fields.nth(4)?.parse().ok()?;
-        (same(own, peer) && same(remote, local)).then_some(uid)
+    DIAG.with(|diag| {
+        let diag = diag.as_ref()?;
+        rustix::net::send(diag, &diag_request(local, peer), SendFlags::empty()).ok()?;
+        let mut reply = [0u8; 512];
+        let (_, len) = rustix::net::recv(diag, &mut reply, RecvFlags::empty()).ok()?;
+        owner_in_reply(&reply[..len.min(reply.len())])
     })
 }
 
-/// Equal endpoints, an IPv4 address and its IPv4-mapped IPv6 form alike
-/// (a dual-stack listener sees IPv4 peers as `::ffff:a.b.c.d`).
-fn same(a: SocketAddr, b: SocketAddr) -> bool {
-    let canonical = |ip: IpAddr| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    };
-    a.port() == b.port() && canonical(a.ip()) == canonical(b.ip())
+/// Open this thread's `sock_diag` socket now, while descriptors are free.
+pub fn open_diag_socket() {
+    DIAG.with(|_| ());
 }
 
-/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the address
-/// as the kernel prints it, 32-bit words in the machine's byte order.
-fn parse_endpoint(text: &str) -> Option<SocketAddr> {
-    let (address, port) = text.split_once(':')?;
-    let port = u16::from_str_radix(port, 16).ok()?;
-    let word = |hex: &str| u32::from_str_radix(hex, 16).ok().map(u32::to_ne_bytes);
-    let ip = match address.len() {
-        8 => IpAddr::V4(Ipv4Addr::from(word(address)?)),
-        32 => {
-            let mut octets = [0u8; 16];
-            for (i, chunk) in octets.chunks_exact_mut(4).enumerate() {
-                chunk.copy_from_slice(&word(address.get(i * 8..i * 8 + 8)?)?);
-            }
-            IpAddr::V6(Ipv6Addr::from(octets))
-        }
-        _ => return None,
+thread_local! {
+    static DIAG: Option<OwnedFd> = {
+        let socket = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            Some(netlink::SOCK_DIAG),
+        );
+        socket.ok().inspect(|socket| {
+            // The kernel answers at once; this only bounds a surprise.
+            let _ = rustix::net::sockopt::set_socket_timeout(socket, Timeout::Recv, Some(DIAG_PATIENCE));
+        })
     };
-    Some(SocketAddr::new(ip, port))
+}
+
+const DIAG_PATIENCE: Duration = Duration::from_millis(100);
+/// `<linux/sock_diag.h>`, `<linux/netlink.h>`, `<linux/inet_diag.h>`.
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const NLM_F_REQUEST: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_HEADER: usize = 16;
+const IPPROTO_TCP: u8 = 6;
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+/// `inet_diag_msg.idiag_uid`: family, state, timer, retransmits (4), the
+/// socket id (48), expires, receive and send queue (12).
+const UID_OFFSET: usize = NLMSG_HEADER + 4 + 48 + 12;
+
+/// A `SOCK_DIAG_BY_FAMILY` request for the one TCP socket whose own end is
+/// `peer` and whose remote end is `local`: `nlmsghdr` then
+/// `inet_diag_req_v2`, in the machine's byte order, addresses and ports in
+/// the network's.
+fn diag_request(local: SocketAddr, peer: SocketAddr) -> [u8; 72] {
+    // An IPv4 peer of a dual-stack listener is an IPv4 socket.
+    let (local, peer) = (unmapped(local), unmapped(peer));
+    let mut request = [0u8; 72];
+    request[0..4].copy_from_slice(&72u32.to_ne_bytes());
+    request[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    request[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    request[16] = if peer.is_ipv4() { AF_INET } else { AF_INET6 };
+    request[17] = IPPROTO_TCP;
+    request[20..24].copy_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    let id = &mut request[24..72];
+    id[0..2].copy_from_slice(&peer.port().to_be_bytes());
+    id[2..4].copy_from_slice(&local.port().to_be_bytes());
+    let octets = |address: SocketAddr| match address.ip() {
+        IpAddr::V4(v4) => {
+            let mut padded = [0u8; 16];
+            padded[..4].copy_from_slice(&v4.octets());
+            padded
+        }
+        IpAddr::V6(v6) => v6.octets(),
+    };
+    id[4..20].copy_from_slice(&octets(peer));
+    id[20..36].copy_from_slice(&octets(local));
+    // Interface 0 (any), then INET_DIAG_NOCOOKIE.
+    id[40..48].fill(0xFF);
+    request
+}
+
+/// The uid in the kernel's answer, `None` for an error (no such socket) or
+/// anything that is not a whole `inet_diag_msg`.
+fn owner_in_reply(reply: &[u8]) -> Option<u32> {
+    let field = |at: usize| reply.get(at..at + 4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+    let kind = reply.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]))?;
+    let len = field(0)? as usize;
+    if kind != SOCK_DIAG_BY_FAMILY || len > reply.len() || len < UID_OFFSET + 4 {
+        return None;
+    }
+    field(UID_OFFSET)
+}
+
+/// `::ffff:a.b.c.d` as `a.b.c.d`.
+fn unmapped(address: SocketAddr) -> SocketAddr {
+    match address.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), address.port()),
+            None => address,
+        },
+        IpAddr::V4(_) => address,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // Two lines of a little-endian machine's /proc/net/tcp: the hub's
-    // listener on 127.0.0.1:29536 (uid 0) and a client 127.0.0.1:40000 ->
-    // 29536 of uid 1000, plus the hub's accepted end of it.
-    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:7360 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
-   1: 0100007F:9C40 0100007F:7360 01 00000000:00000000 00:00000000 00000000  1000        0 2 1 0 20 4 30 10 -1
-   2: 0100007F:7360 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
-   3: garbage
-";
-
-    #[test]
-    #[cfg(target_endian = "little")]
-    fn a_loopback_peer_is_found_by_its_own_end_not_the_hubs() {
-        let hub: SocketAddr = "127.0.0.1:29536".parse().unwrap();
-        let client: SocketAddr = "127.0.0.1:40000".parse().unwrap();
-        assert_eq!(find_owner(TCP, hub, client), Some(1000));
-        let stranger: SocketAddr = "10.0.0.7:40000".parse().unwrap();
-        assert_eq!(find_owner(TCP, hub, stranger), None, "a peer of another machine has no entry");
-    }
-
-    #[test]
-    #[cfg(target_endian = "little")]
-    fn ipv6_and_ipv4_mapped_addresses_parse() {
-        let loopback6 = parse_endpoint("00000000000000000000000001000000:7360").unwrap();
-        assert_eq!(loopback6, "[::1]:29536".parse().unwrap());
-        let mapped = parse_endpoint("0000000000000000FFFF00000100007F:9C40").unwrap();
-        assert!(same(mapped, "127.0.0.1:40000".parse().unwrap()));
-        assert_eq!(parse_endpoint("0100007F"), None);
-        assert_eq!(parse_endpoint("0100007G:0001"), None);
-        assert_eq!(parse_endpoint("01000:0001"), None);
-    }
-
-    #[test]
-    fn a_real_loopback_connection_belongs_to_this_process_user() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    /// A connected pair through a listener on `at`: (the hub's end as
+    /// `PeerOrigin`, the client's socket).
+    fn connection(at: &str, connect: impl Fn(SocketAddr) -> SocketAddr) -> (PeerOrigin, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind(at).unwrap();
+        let client = std::net::TcpStream::connect(connect(listener.local_addr().unwrap())).unwrap();
         let (accepted, peer) = listener.accept().unwrap();
-        assert_eq!(peer, client.local_addr().unwrap());
-        let origin = PeerOrigin::Tcp { local: accepted.local_addr().unwrap(), peer };
-        assert!(origin.is_hub_user());
-        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        (PeerOrigin::Tcp { local: accepted.local_addr().unwrap(), peer }, client)
+    }
+
+    #[test]
+    fn a_loopback_connection_belongs_to_this_process_user_over_ipv4_and_ipv6() {
+        let (origin, _client) = connection("127.0.0.1:0", |a| a);
+        assert!(origin.is_hub_user(), "{}", origin.describe());
+        if let Ok(listener) = std::net::TcpListener::bind("[::1]:0") {
+            drop(listener);
+            let (origin, _client) = connection("[::1]:0", |a| a);
+            assert!(origin.is_hub_user(), "{}", origin.describe());
+        }
+    }
+
+    #[test]
+    fn an_ipv4_peer_of_a_dual_stack_listener_is_found() {
+        let Ok(listener) = std::net::TcpListener::bind("[::]:0") else { return };
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let (origin, _client) =
+            connection(&format!("[::]:{port}"), |a| SocketAddr::new([127, 0, 0, 1].into(), a.port()));
+        let PeerOrigin::Tcp { peer, .. } = origin else { unreachable!() };
+        assert!(peer.is_ipv6(), "the listener sees {peer}");
+        assert!(origin.is_hub_user(), "{}", origin.describe());
+    }
+
+    #[test]
+    fn a_socket_that_does_not_exist_has_no_user() {
+        let (PeerOrigin::Tcp { local, .. }, client) = connection("127.0.0.1:0", |a| a) else { unreachable!() };
+        let nowhere = SocketAddr::new([127, 0, 0, 1].into(), client.local_addr().unwrap().port() ^ 1);
+        assert_eq!(tcp_peer_uid(local, nowhere), None);
+        let origin = PeerOrigin::Tcp { local, peer: "10.255.0.7:40000".parse().unwrap() };
+        assert!(!origin.is_hub_user());
+        assert!(origin.describe().contains("another machine"), "{}", origin.describe());
+    }
+
+    #[test]
+    fn a_unix_peer_is_told_by_the_kernel() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         assert!(PeerOrigin::unix(&a).is_hub_user());
-        drop(b);
+    }
+
+    #[test]
+    fn a_short_or_error_reply_gives_no_user() {
+        assert_eq!(owner_in_reply(&[]), None);
+        let mut error = [0u8; 36];
+        error[0..4].copy_from_slice(&36u32.to_ne_bytes());
+        error[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        assert_eq!(owner_in_reply(&error), None);
+        let mut short = [0u8; UID_OFFSET + 2];
+        short[0..4].copy_from_slice(&((UID_OFFSET + 2) as u32).to_ne_bytes());
+        short[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        assert_eq!(owner_in_reply(&short), None);
     }
 }

@@ -303,6 +303,9 @@ impl Reactor {
     /// Serve until stopped.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
+        // While descriptors are free: a hub out of them must still tell
+        // who a waiting connection is.
+        crate::peer_user::open_diag_socket();
         loop {
             let next = self.deadlines.front().map(|(at, ..)| *at).into_iter().chain(self.accept_retry).min();
             let timeout = next.map(|at| at.saturating_duration_since(Instant::now()));
