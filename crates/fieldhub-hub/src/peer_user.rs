@@ -151,6 +151,10 @@ fn owner_in_reply(reply: &[u8]) -> Option<u32> {
     let field = |at: usize| reply.get(at..at + 4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
     let kind = reply.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]))?;
     let len = field(0)? as usize;
+    if kind == NLMSG_ERROR {
+        // ENOENT: no socket of this machine has those addresses.
+        return None;
+    }
     if kind != SOCK_DIAG_BY_FAMILY || len > reply.len() || len < UID_OFFSET + 4 {
         return None;
     }
