@@ -81,6 +81,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             writeln!(out, "route {} -> {}: {} routed, {} dropped", r.from, r.to, r.routed, r.dropped)?;
         }
     }
+    if let Some(o) = &stats.omitted {
+        writeln!(
+            out,
+            "\nleft out to fit one STATS message: {} channels, {} ids, {} ports, {} routes \
+             (GET /api/v1/stats on the hub's HTTP address has them all)",
+            o.channels, o.ids, o.ports, o.routes
+        )?;
+    }
     print(&out)
 }
 

@@ -14,6 +14,22 @@ pub struct HubStats {
     /// Bus time of a hub in virtual time; absent in real time.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub time: Option<TimeStats>,
+    /// Entries left out so that `STATS` fits `MAX_STATS_LEN`; absent when
+    /// the document is whole.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub omitted: Option<OmittedStats>,
+}
+
+/// How many entries of each list a `STATS` document left out, cut from
+/// the lists' ends (`spec/protocol.md` 3.10).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct OmittedStats {
+    pub channels: u32,
+    /// Channels' `ids` entries, all channels together.
+    pub ids: u32,
+    pub ports: u32,
+    pub routes: u32,
 }
 
 /// Virtual time (`spec/protocol.md` 6.8).

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::TryRecvError;
-use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
+use fieldhub_proto::limits::{MAX_PORTS_PER_CLIENT, MAX_STATS_LEN};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
@@ -44,6 +44,7 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
+mod stats_document;
 mod stepping;
 pub mod virtual_time;
 #[cfg(test)]
@@ -421,7 +422,7 @@ impl Bus {
                 let _ = reply.send(self.apply(request));
             }
             Inbound::Stats { client, request } => {
-                let json = serde_json::to_string(&self.stats()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+                let json = stats_document::within(self.stats(), MAX_STATS_LEN);
                 self.reply(client, Outbound::Stats { request, json });
             }
             Inbound::Detach { client, reason } => {
@@ -606,7 +607,7 @@ impl Bus {
                     .map_or(0, |m| m.counters.tx_dropped),
             })
             .collect();
-        HubStats { hub: self.hub_name.clone(), channels, ports, routes, time: self.time_stats() }
+        HubStats { hub: self.hub_name.clone(), channels, ports, routes, time: self.time_stats(), omitted: None }
     }
 
     fn on_open_port(

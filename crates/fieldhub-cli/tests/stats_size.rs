@@ -1,0 +1,37 @@
+//! `fieldhub stats` on a hub larger than one `STATS` message (issue 16: it
+//! printed invalid JSON past ~1,900 ports): the document stays valid JSON,
+//! says how much it left out, and the control API still has everything.
+
+mod common;
+
+use common::{api, HubProcess};
+use fieldhub_proto::stats::HubStats;
+
+#[test]
+fn stats_of_two_thousand_ports_are_valid_json_that_says_what_was_left_out() {
+    let hub = HubProcess::start();
+    let clients: Vec<_> = (0..64).map(|n| hub.client(&format!("ecu-with-a-long-name-{n:03}"))).collect();
+    for client in &clients {
+        for _ in 0..32 {
+            client.open_port("can0").unwrap();
+        }
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub"))
+        .args(["stats", "--json", "--hub", &hub.url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: HubStats = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let omitted = stats.omitted.expect("a cut document says so");
+    assert!(omitted.ports > 0, "2,048 ports do not fit one message");
+    assert_eq!(stats.ports.len() + omitted.ports as usize, 64 * 32, "kept and left out add up");
+
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_fieldhub")).args(["stats", "--hub", &hub.url]).output();
+    let text = String::from_utf8(text.unwrap().stdout).unwrap();
+    assert!(text.contains(&format!("{} ports", omitted.ports)), "the table says what it lacks: {text}");
+
+    let (status, all) = api(&hub, "GET", "/api/v1/stats", None);
+    assert_eq!(status, 200);
+    assert_eq!(all["ports"].as_array().unwrap().len(), 64 * 32, "the control API has them all");
+    assert!(all.get("omitted").is_none());
+}
