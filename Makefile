@@ -13,10 +13,6 @@ TEST_PARTS :=
 # so it costs nothing after it, where `cargo build -p fieldhub-cli` would
 # resolve features anew and compile the hub and Zenoh a second time.
 WORKSPACE_BUILD = $(CARGO) test --locked --workspace --no-run
-# The release builds of the wheel (stripped) and of the VM guests' hub (in
-# an initramfs) need no debug line tables, which `[profile.release]` keeps
-# for profiling; both without them share their compiled dependencies.
-RELEASE_UNDEBUGGED := CARGO_PROFILE_RELEASE_DEBUG=0
 
 -include mk/*.mk
 
@@ -29,7 +25,7 @@ build:
 	$(CARGO) build --release --locked --workspace
 
 install:
-	$(CARGO) install --locked --profile dist --path crates/fieldhub-cli
+	$(CARGO) install --locked --profile dist --path crates/fieldhub-cli --target-dir $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
 test: test-rust $(TEST_PARTS)
 

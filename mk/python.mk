@@ -37,7 +37,7 @@ $(VENV_PIP):
 wheel: $(VENV_PIP)
 	$(VENV_PY) -m pip install -q "maturin>=1.5,<2"
 	rm -rf $(WHEEL_DIR)
-	$(RELEASE_UNDEBUGGED) $(VENV)/bin/maturin build --quiet --release --locked -m python/Cargo.toml -o $(WHEEL_DIR)
+	$(VENV)/bin/maturin build --quiet --locked -m python/Cargo.toml -o $(WHEEL_DIR)
 
 python-env: wheel
 	$(VENV_PY) -m pip install -q $(PYTHON_TEST_TOOLS)

@@ -21,7 +21,7 @@ test-vm:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
 	  { echo "test-vm: cannot install$$missing; install them to run the VM tests"; exit 1; }; \
 	fi
-	$(RELEASE_UNDEBUGGED) $(CARGO) build --release --locked -p fieldhub-cli
+	$(CARGO) build --profile dist --locked -p fieldhub-cli
 	tests/vm/test-bridge.sh
 	tests/vm/test-hubport.sh
 	tests/vm/test-ivshmem.sh

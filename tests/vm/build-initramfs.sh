@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the guest for the VM tests: Debian's kernel (downloaded once, cached
 # under target/vm/), an initramfs with busybox-static, the CAN and
-# virtio-serial modules with their dependencies, target/release/fieldhub with
+# virtio-serial modules with their dependencies, target/dist/fieldhub with
 # its shared libraries, the static test programs of guest/, the awk
 # programs of seq/ (in /lib/fieldhub-vm) and every scenario directory of
 # scenarios/.
@@ -15,7 +15,7 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 HERE=$ROOT/tests/vm
-FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
+FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub}
 # Modules the guest loads, in load order after their dependencies.
 MODULES="can can-raw vcan virtio_pci virtio_console"
 
@@ -35,7 +35,7 @@ fi
 MODDIR=$(ls -d "$VM"/kernel/lib/modules/* | head -1)
 
 # --- initramfs tree --------------------------------------------------------
-[ -x "$FIELDHUB" ] || { echo "build-initramfs: $FIELDHUB missing; run cargo build --release -p fieldhub-cli" >&2; exit 1; }
+[ -x "$FIELDHUB" ] || { echo "build-initramfs: $FIELDHUB missing; run cargo build --profile dist -p fieldhub-cli" >&2; exit 1; }
 BUSYBOX=$(command -v busybox || true)
 [ -n "$BUSYBOX" ] && ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' \
     || { echo "build-initramfs: needs a static busybox: apt-get install busybox-static" >&2; exit 1; }

@@ -19,11 +19,11 @@
 # frames pass each way again (host 0x340 first, then the guest's 0x1C0).
 # Prints throughput both ways. Exit status 0 only if every check passes.
 #
-# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
+# Needs target/dist/fieldhub, qemu-system-x86_64, busybox-static, cpio.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
+FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub
 COUNT=10000
 AFTER_RESTART=2000
 for tool in qemu-system-x86_64 cpio; do
