@@ -117,28 +117,35 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
                 })
             })
             .collect();
-        let mut kills = 0;
-        while kills < spec.kills || sending.iter().any(|t| !t.is_finished()) {
-            if kills < spec.kills {
-                killable.kill_one()?;
-                kills += 1;
-                if kills % 50 == 0 {
-                    progress(&format!("soak: {kills} of {} clients killed", spec.kills));
+        let driven = (|| -> Result<u64, BenchError> {
+            let mut kills = 0;
+            while kills < spec.kills || sending.iter().any(|t| !t.is_finished()) {
+                if kills < spec.kills {
+                    killable.kill_one()?;
+                    kills += 1;
+                    if kills % 50 == 0 {
+                        progress(&format!("soak: {kills} of {} clients killed", spec.kills));
+                    }
                 }
+                std::thread::sleep(Duration::from_micros(killable.pause_micros()));
             }
-            std::thread::sleep(Duration::from_micros(killable.pause_micros()));
-        }
-        let mut sent = 0;
-        for t in sending {
-            sent += t.join().expect("sender thread")?;
-        }
+            let mut sent = 0;
+            for t in sending {
+                sent += t.join().expect("sender thread")?;
+            }
+            Ok(sent)
+        })();
+        // However the run ended — all sent, or a kill or a sender failed —
+        // the killable clients stop and the receivers are told to drain:
+        // the scope waits for the receivers, which would otherwise hear the
+        // killable clients' traffic for ever.
         killable.stop_all();
         // Senders flushed: everything sent is sequenced. The receivers stop
         // once the channel is quiet.
         done.store(true, Ordering::Release);
         let views: Vec<View> =
             receiving.into_iter().map(|t| t.join().expect("receiver thread")).collect::<Result<_, _>>()?;
-        Ok((views, sent))
+        Ok((views, driven?))
     })?;
     let seconds = started.elapsed().as_secs_f64();
 

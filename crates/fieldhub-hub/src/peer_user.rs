@@ -12,10 +12,11 @@
 //!   created it. A connection from another machine has no such socket.
 //!
 //! Looked up once per connection that presents no token, never on the data
-//! path. Each thread keeps its netlink socket open (the reactor opens its
-//! own at start), so a hub out of descriptors can still tell who a waiting
-//! connection is. The kernel's answer is checked before it is read.
+//! path. Each thread keeps its netlink socket open (the reactor's is opened
+//! before the hub is ready), so a hub out of descriptors can still tell who
+//! a waiting connection is. The kernel's answer is checked before it is read.
 
+use std::cell::OnceCell;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
@@ -72,7 +73,7 @@ impl PeerOrigin {
 /// kernel cannot be asked.
 pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> Option<u32> {
     DIAG.with(|diag| {
-        let diag = diag.as_ref()?;
+        let diag = diag.get_or_init(|| DiagSocket::open().0).as_ref()?;
         rustix::net::send(diag, &diag_request(local, peer), SendFlags::empty()).ok()?;
         let mut reply = [0u8; 512];
         let (_, len) = rustix::net::recv(diag, &mut reply, RecvFlags::empty()).ok()?;
@@ -80,24 +81,38 @@ pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> Option<u32> {
     })
 }
 
-/// Open this thread's `sock_diag` socket now, while descriptors are free.
-pub fn open_diag_socket() {
-    DIAG.with(|_| ());
-}
+/// A `sock_diag` socket opened ahead of the thread that will ask with it
+/// ([`DiagSocket::serve_this_thread`]): a hub opens its reactor's before it
+/// says it is ready, so its descriptors are all there from then on and it
+/// can ask even when it runs out of them.
+pub struct DiagSocket(Option<OwnedFd>);
 
-thread_local! {
-    static DIAG: Option<OwnedFd> = {
+impl DiagSocket {
+    pub fn open() -> Self {
         let socket = rustix::net::socket_with(
             AddressFamily::NETLINK,
             SocketType::DGRAM,
             SocketFlags::CLOEXEC,
             Some(netlink::SOCK_DIAG),
         );
-        socket.ok().inspect(|socket| {
+        Self(socket.ok().inspect(|socket| {
             // The kernel answers at once; this only bounds a surprise.
             let _ = rustix::net::sockopt::set_socket_timeout(socket, Timeout::Recv, Some(DIAG_PATIENCE));
-        })
-    };
+        }))
+    }
+
+    /// Ask with this socket on the calling thread from now on.
+    pub fn serve_this_thread(self) {
+        DIAG.with(|diag| {
+            let _ = diag.set(self.0);
+        });
+    }
+}
+
+thread_local! {
+    /// This thread's socket, opened at its first question unless one was
+    /// handed over before.
+    static DIAG: OnceCell<Option<OwnedFd>> = const { OnceCell::new() };
 }
 
 const DIAG_PATIENCE: Duration = Duration::from_millis(100);

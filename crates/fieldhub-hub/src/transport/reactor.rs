@@ -49,7 +49,7 @@ use crate::control::http::{looks_like_http, ControlServer};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
-use crate::peer_user::PeerOrigin;
+use crate::peer_user::{DiagSocket, PeerOrigin};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use crate::slots::SlotTable;
 
@@ -248,6 +248,9 @@ pub struct Reactor {
     next_serial: u64,
     /// The read buffer lent to whichever connection is being read.
     spare: Vec<u8>,
+    /// Who a TCP peer is, asked on the reactor's thread: opened here, while
+    /// descriptors are free and before the hub says it is ready.
+    diag: Option<DiagSocket>,
 }
 
 impl Reactor {
@@ -296,6 +299,7 @@ impl Reactor {
             accept_failing: false,
             next_serial: 0,
             spare: Vec::with_capacity(READ_CHUNK),
+            diag: Some(DiagSocket::open()),
         };
         Ok((reactor, handle))
     }
@@ -303,9 +307,9 @@ impl Reactor {
     /// Serve until stopped.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
-        // While descriptors are free: a hub out of them must still tell
-        // who a waiting connection is.
-        crate::peer_user::open_diag_socket();
+        if let Some(diag) = self.diag.take() {
+            diag.serve_this_thread();
+        }
         loop {
             let next = self.deadlines.front().map(|(at, ..)| *at).into_iter().chain(self.accept_retry).min();
             let timeout = next.map(|at| at.saturating_duration_since(Instant::now()));
