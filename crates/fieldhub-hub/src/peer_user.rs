@@ -74,10 +74,22 @@ impl PeerOrigin {
 pub fn tcp_peer_uid(local: SocketAddr, peer: SocketAddr) -> Option<u32> {
     DIAG.with(|diag| {
         let diag = diag.get_or_init(|| DiagSocket::open().0).as_ref()?;
-        rustix::net::send(diag, &diag_request(local, peer), SendFlags::empty()).ok()?;
+        let seq = SEQ.with(|seq| {
+            seq.set(seq.get().wrapping_add(1));
+            seq.get()
+        });
+        rustix::net::send(diag, &diag_request(local, peer, seq), SendFlags::empty()).ok()?;
+        // A reply that came after an earlier question gave up waiting is
+        // still queued: answers are matched to questions by sequence number.
         let mut reply = [0u8; 512];
-        let (_, len) = rustix::net::recv(diag, &mut reply, RecvFlags::empty()).ok()?;
-        owner_in_reply(&reply[..len.min(reply.len())])
+        for _ in 0..4 {
+            let (_, len) = rustix::net::recv(diag, &mut reply, RecvFlags::empty()).ok()?;
+            let reply = &reply[..len.min(reply.len())];
+            if reply.get(8..12) == Some(&seq.to_ne_bytes()[..]) {
+                return owner_in_reply(reply);
+            }
+        }
+        None
     })
 }
 
@@ -113,6 +125,8 @@ thread_local! {
     /// This thread's socket, opened at its first question unless one was
     /// handed over before.
     static DIAG: OnceCell<Option<OwnedFd>> = const { OnceCell::new() };
+    /// The sequence number of this thread's last question.
+    static SEQ: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 const DIAG_PATIENCE: Duration = Duration::from_millis(100);
@@ -128,17 +142,18 @@ const AF_INET6: u8 = 10;
 /// socket id (48), expires, receive and send queue (12).
 const UID_OFFSET: usize = NLMSG_HEADER + 4 + 48 + 12;
 
-/// A `SOCK_DIAG_BY_FAMILY` request for the one TCP socket whose own end is
-/// `peer` and whose remote end is `local`: `nlmsghdr` then
+/// A `SOCK_DIAG_BY_FAMILY` request (number `seq`) for the one TCP socket
+/// whose own end is `peer` and whose remote end is `local`: `nlmsghdr` then
 /// `inet_diag_req_v2`, in the machine's byte order, addresses and ports in
 /// the network's.
-fn diag_request(local: SocketAddr, peer: SocketAddr) -> [u8; 72] {
+fn diag_request(local: SocketAddr, peer: SocketAddr, seq: u32) -> [u8; 72] {
     // An IPv4 peer of a dual-stack listener is an IPv4 socket.
     let (local, peer) = (unmapped(local), unmapped(peer));
     let mut request = [0u8; 72];
     request[0..4].copy_from_slice(&72u32.to_ne_bytes());
     request[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
     request[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    request[8..12].copy_from_slice(&seq.to_ne_bytes());
     request[16] = if peer.is_ipv4() { AF_INET } else { AF_INET6 };
     request[17] = IPPROTO_TCP;
     request[20..24].copy_from_slice(&u32::MAX.to_ne_bytes()); // every state
