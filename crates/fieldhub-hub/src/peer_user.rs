@@ -35,6 +35,9 @@ pub enum PeerOrigin {
     /// Set up by the operator, not by a connecting process: an ivshmem
     /// region file named in the configuration, the hub's own bridges.
     Operator,
+    /// A connection whose ends could not be read (or a request that did
+    /// not come through the hub's accept): nobody's.
+    Unknown,
 }
 
 impl PeerOrigin {
@@ -44,26 +47,32 @@ impl PeerOrigin {
         Self::Unix { uid }
     }
 
-    /// Whether the peer is a process of the user the hub runs as.
-    pub fn is_hub_user(&self) -> bool {
-        *self == Self::Operator || self.uid() == Some(rustix::process::geteuid().as_raw())
-    }
-
-    /// Who the peer is, for an error message.
-    pub fn describe(&self) -> String {
-        match (self, self.uid()) {
-            (Self::Operator, _) => "a transport the operator configured".into(),
-            (_, Some(uid)) => format!("a process of user id {uid}"),
-            (Self::Tcp { peer, .. }, None) => format!("{peer}, which no socket of this machine is (another machine)"),
-            (Self::Unix { .. }, None) => "a process whose user the kernel did not tell".into(),
+    /// A TCP connection by its two ends, [`Unknown`](Self::Unknown) when
+    /// either cannot be read.
+    pub fn tcp(local: std::io::Result<SocketAddr>, peer: std::io::Result<SocketAddr>) -> Self {
+        match (local, peer) {
+            (Ok(local), Ok(peer)) => Self::Tcp { local, peer },
+            _ => Self::Unknown,
         }
     }
 
-    fn uid(&self) -> Option<u32> {
-        match *self {
-            Self::Operator => None,
+    /// `Ok` when the peer is a process of the user the hub runs as (or the
+    /// operator's own transport), else who it is, for an error message.
+    /// Asks the kernel once.
+    pub fn check_hub_user(&self) -> Result<(), String> {
+        let uid = match *self {
+            Self::Operator => return Ok(()),
+            Self::Unknown => return Err("a peer whose user could not be told".into()),
             Self::Unix { uid } => uid,
             Self::Tcp { local, peer } => tcp_peer_uid(local, peer),
+        };
+        match (self, uid) {
+            (_, Some(uid)) if uid == rustix::process::geteuid().as_raw() => Ok(()),
+            (_, Some(uid)) => Err(format!("a process of user id {uid}")),
+            (Self::Tcp { peer, .. }, None) => {
+                Err(format!("{peer}, which no socket of this machine is (another machine)"))
+            }
+            (_, None) => Err("a process whose user the kernel did not tell".into()),
         }
     }
 }
@@ -218,11 +227,11 @@ mod tests {
     #[test]
     fn a_loopback_connection_belongs_to_this_process_user_over_ipv4_and_ipv6() {
         let (origin, _client) = connection("127.0.0.1:0", |a| a);
-        assert!(origin.is_hub_user(), "{}", origin.describe());
+        assert_eq!(origin.check_hub_user(), Ok(()));
         if let Ok(listener) = std::net::TcpListener::bind("[::1]:0") {
             drop(listener);
             let (origin, _client) = connection("[::1]:0", |a| a);
-            assert!(origin.is_hub_user(), "{}", origin.describe());
+            assert_eq!(origin.check_hub_user(), Ok(()));
         }
     }
 
@@ -235,7 +244,7 @@ mod tests {
             connection(&format!("[::]:{port}"), |a| SocketAddr::new([127, 0, 0, 1].into(), a.port()));
         let PeerOrigin::Tcp { peer, .. } = origin else { unreachable!() };
         assert!(peer.is_ipv6(), "the listener sees {peer}");
-        assert!(origin.is_hub_user(), "{}", origin.describe());
+        assert_eq!(origin.check_hub_user(), Ok(()));
     }
 
     #[test]
@@ -244,14 +253,14 @@ mod tests {
         let nowhere = SocketAddr::new([127, 0, 0, 1].into(), client.local_addr().unwrap().port() ^ 1);
         assert_eq!(tcp_peer_uid(local, nowhere), None);
         let origin = PeerOrigin::Tcp { local, peer: "10.255.0.7:40000".parse().unwrap() };
-        assert!(!origin.is_hub_user());
-        assert!(origin.describe().contains("another machine"), "{}", origin.describe());
+        let who = origin.check_hub_user().expect_err("another machine's peer is nobody here");
+        assert!(who.contains("another machine"), "{who}");
     }
 
     #[test]
     fn a_unix_peer_is_told_by_the_kernel() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        assert!(PeerOrigin::unix(&a).is_hub_user());
+        assert_eq!(PeerOrigin::unix(&a).check_hub_user(), Ok(()));
     }
 
     #[test]

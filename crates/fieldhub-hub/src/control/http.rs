@@ -230,7 +230,7 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
     };
     // A request that came some other way than the server's own accept
     // (a test calling the router) has no origin and is nobody's.
-    let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unix { uid: None });
+    let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unknown);
     match state.credentials.access(&presented, &origin) {
         Err(Refused::TokenRequired) => {
             return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into())

@@ -71,10 +71,7 @@ pub async fn serve(
         };
         // Who is at the other end decides a request without a token
         // (`credentials.rs`); the authorize layer finds it here.
-        let origin = match (stream.local_addr(), stream.peer_addr()) {
-            (Ok(local), Ok(peer)) => PeerOrigin::Tcp { local, peer },
-            _ => PeerOrigin::Unix { uid: None },
-        };
+        let origin = PeerOrigin::tcp(stream.local_addr(), stream.peer_addr());
         let service = TowerToHyperService::new(app.clone().layer(Extension(origin)));
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()

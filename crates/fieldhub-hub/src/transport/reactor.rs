@@ -373,10 +373,7 @@ impl Reactor {
             let accepted = match &self.listeners[index] {
                 Listening::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
-                    let origin = match s.local_addr() {
-                        Ok(local) => PeerOrigin::Tcp { local, peer },
-                        Err(_) => PeerOrigin::Unix { uid: None },
-                    };
+                    let origin = PeerOrigin::tcp(s.local_addr(), Ok(peer));
                     (Socket::Tcp(s), "TCP", peer.to_string(), origin, Phase::Sniff)
                 }),
                 Listening::Unix(l, path) => l.accept().map(|(s, _)| {
