@@ -36,12 +36,12 @@ pub struct StructHeader {
 }
 
 /// `SK_ID_MAKE(service, datatype)` with the data type's version.
-const fn struct_version(service: u64, datatype: u64, version: u64) -> u64 {
+pub(crate) const fn struct_version(service: u64, datatype: u64, version: u64) -> u64 {
     (83 << 56) | (75 << 48) | (service << 40) | (datatype << 32) | (version << 24)
 }
 
 /// `SK_ID_SERVICE_Can`.
-const SERVICE_CAN: u64 = 1;
+pub(crate) const SERVICE_CAN: u64 = 1;
 /// `SilKit_CanFrame_STRUCT_VERSION` (data type 1, version 1).
 pub const CAN_FRAME_VERSION: u64 = struct_version(SERVICE_CAN, 1, 1);
 

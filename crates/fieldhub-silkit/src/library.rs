@@ -9,7 +9,7 @@
 use std::ffi::CStr;
 use std::path::PathBuf;
 
-use crate::ffi;
+use crate::{ffi, netsim_ffi};
 
 /// The environment variable that names the library file.
 pub const LIBRARY_ENV: &str = "FIELDHUB_SILKIT_LIB";
@@ -51,6 +51,18 @@ pub(crate) struct Api {
     pub complete_step: ffi::TimeSyncServiceCompleteSimulationStep,
     pub system_controller_create: ffi::SystemControllerCreate,
     pub set_workflow: ffi::SystemControllerSetWorkflowConfiguration,
+    /// The experimental network simulator, when the library has it (4.0.50
+    /// and later); only the simulator mode needs it.
+    pub netsim: Option<NetSimApi>,
+}
+
+/// The network simulator's functions (`netsim_ffi`).
+#[derive(Clone, Copy)]
+pub(crate) struct NetSimApi {
+    pub create: netsim_ffi::NetworkSimulatorCreate,
+    pub simulate_network: netsim_ffi::NetworkSimulatorSimulateNetwork,
+    pub start: netsim_ffi::NetworkSimulatorStart,
+    pub produce: netsim_ffi::CanEventProducerProduce,
 }
 
 /// An open `libSilKit.so`. The functions in [`Api`] stay valid while it
@@ -139,8 +151,25 @@ impl SilKitLibrary {
             complete_step: symbol!("SilKit_TimeSyncService_CompleteSimulationStep"),
             system_controller_create: symbol!("SilKit_Experimental_SystemController_Create"),
             set_workflow: symbol!("SilKit_Experimental_SystemController_SetWorkflowConfiguration"),
+            netsim: Self::netsim(&library),
         };
         Ok(Self { api, origin, _library: library })
+    }
+}
+
+impl SilKitLibrary {
+    /// The network simulator's functions, or `None` when any is missing.
+    fn netsim(library: &libloading::Library) -> Option<NetSimApi> {
+        // SAFETY: each type is the function's signature in SIL Kit's C
+        // headers (see `netsim_ffi`).
+        unsafe {
+            Some(NetSimApi {
+                create: *library.get(b"SilKit_Experimental_NetworkSimulator_Create\0").ok()?,
+                simulate_network: *library.get(b"SilKit_Experimental_NetworkSimulator_SimulateNetwork\0").ok()?,
+                start: *library.get(b"SilKit_Experimental_NetworkSimulator_Start\0").ok()?,
+                produce: *library.get(b"SilKit_Experimental_CanEventProducer_Produce\0").ok()?,
+            })
+        }
     }
 }
 

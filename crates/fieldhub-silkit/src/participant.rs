@@ -128,31 +128,8 @@ impl CanParticipant {
         sync: Option<(&SyncOptions, StepSink)>,
     ) -> Result<Self, SilKitError> {
         let api = *library.api();
-        let text = |what: &'static str, text: &str| {
-            CString::new(text).map_err(|_| SilKitError::Nul { what, text: text.to_owned() })
-        };
-        let registry = text("registry URI", &options.registry)?;
-        let name = text("participant name", &options.participant)?;
-        let network = text("network name", &options.network)?;
-        let configuration = text("participant configuration", PARTICIPANT_CONFIGURATION)?;
-
-        let mut config = ptr::null_mut();
-        // SAFETY: `config` is a valid out-pointer, the text NUL-terminated.
-        let code = unsafe { (api.config_from_string)(&mut config, configuration.as_ptr()) };
-        let config = checked(&library, "SilKit_ParticipantConfiguration_FromString", code, config)?;
-        let mut participant = ptr::null_mut();
-        // SAFETY: out-pointer valid; `config` was just created; the strings
-        // are NUL-terminated and outlive the call.
-        let code =
-            unsafe { (api.participant_create)(&mut participant, config.as_ptr(), name.as_ptr(), registry.as_ptr()) };
-        let participant = match checked(&library, "SilKit_Participant_Create", code, participant) {
-            Ok(participant) => participant,
-            Err(e) => {
-                // SAFETY: created above and used by nothing else.
-                unsafe { (api.config_destroy)(config.as_ptr()) };
-                return Err(e);
-            }
-        };
+        let network = c_text("network name", &options.network)?;
+        let (config, participant) = create_participant(&library, &options.registry, &options.participant)?;
         let sink = NonNull::from(Box::leak(Box::new(sink)));
         // From here on, dropping `joined` undoes everything.
         let mut joined = Self { library, config, participant, controller: NonNull::dangling(), sink, sync: None };
@@ -192,10 +169,7 @@ impl CanParticipant {
         let names = sync
             .required_participants
             .iter()
-            .map(|name| {
-                CString::new(name.as_str())
-                    .map_err(|_| SilKitError::Nul { what: "participant name", text: name.clone() })
-            })
+            .map(|name| c_text("participant name", name))
             .collect::<Result<Vec<_>, _>>()?;
         let lifecycle_config = ffi::LifecycleConfiguration {
             header: ffi::StructHeader { version: ffi::LIFECYCLE_CONFIGURATION_VERSION, reserved: [0; 3] },
@@ -294,8 +268,44 @@ impl Drop for CanParticipant {
     }
 }
 
+/// `text` as a C string, or the error naming `what` held a NUL byte.
+pub(crate) fn c_text(what: &'static str, text: &str) -> Result<CString, SilKitError> {
+    CString::new(text).map_err(|_| SilKitError::Nul { what, text: text.to_owned() })
+}
+
+/// Connect to the registry as participant `name`, with SIL Kit's own log
+/// going to standard output. The caller destroys both, the participant
+/// first.
+pub(crate) fn create_participant(
+    library: &SilKitLibrary,
+    registry: &str,
+    name: &str,
+) -> Result<(NonNull<ffi::ParticipantConfiguration>, NonNull<ffi::Participant>), SilKitError> {
+    let api = library.api();
+    let registry = c_text("registry URI", registry)?;
+    let name = c_text("participant name", name)?;
+    let configuration = c_text("participant configuration", PARTICIPANT_CONFIGURATION)?;
+    let mut config = ptr::null_mut();
+    // SAFETY: `config` is a valid out-pointer, the text NUL-terminated.
+    let code = unsafe { (api.config_from_string)(&mut config, configuration.as_ptr()) };
+    let config = checked(library, "SilKit_ParticipantConfiguration_FromString", code, config)?;
+    let mut participant = ptr::null_mut();
+    // SAFETY: out-pointer valid; `config` was just created; the strings
+    // are NUL-terminated and outlive the call.
+    let code =
+        unsafe { (api.participant_create)(&mut participant, config.as_ptr(), name.as_ptr(), registry.as_ptr()) };
+    match checked(library, "SilKit_Participant_Create", code, participant) {
+        Ok(participant) => Ok((config, participant)),
+        Err(e) => {
+            // SAFETY: created above and used by nothing else.
+            unsafe { (api.config_destroy)(config.as_ptr()) };
+            Err(e)
+        }
+    }
+}
+
 /// A created object, or the call's error with SIL Kit's text.
-fn checked<T>(
+pub(crate) fn checked<T>(
     library: &SilKitLibrary,
     call: &'static str,
     code: ffi::ReturnCode,
