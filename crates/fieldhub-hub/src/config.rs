@@ -17,7 +17,7 @@ use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
 pub use crate::config_federation::{FederationConfig, Role};
-pub use crate::config_silkit::SilKitConfig;
+pub use crate::config_silkit::{SilKitConfig, SilKitMode};
 use crate::config_source::ConfigSource;
 
 /// The configuration used when none is given: two ideal classic CAN

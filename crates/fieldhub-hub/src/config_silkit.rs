@@ -1,5 +1,6 @@
-//! `[[silkit]]`: a channel that joins a Vector SIL Kit CAN network as one
-//! participant (`transport::silkit`, `docs/silkit.md`).
+//! `[[silkit]]`: a channel on a Vector SIL Kit CAN network, as one
+//! participant or as the network's simulator (`transport::silkit`,
+//! `docs/silkit.md`).
 
 use serde::Deserialize;
 
@@ -7,6 +8,20 @@ use crate::config::check_name;
 
 /// The scheme of a SIL Kit registry URI.
 const REGISTRY_SCHEME: &str = "silkit://";
+
+/// How a channel takes part in a SIL Kit network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SilKitMode {
+    /// One participant among SIL Kit's: SIL Kit's simple CAN simulation
+    /// still carries frames between its own participants.
+    #[default]
+    Participant,
+    /// The network's simulator: every SIL Kit controller on the network is
+    /// a port of the channel, its frames arbitrated and acknowledged by the
+    /// hub.
+    Simulator,
+}
 
 /// `[[silkit]]`: one channel on one SIL Kit CAN network.
 #[derive(Clone, Debug, Deserialize)]
@@ -19,6 +34,9 @@ pub struct SilKitConfig {
     /// The SIL Kit CAN network name (the network argument participants give
     /// `SilKit_CanController_Create`).
     pub network: String,
+    /// `participant` (default) or `simulator`.
+    #[serde(default)]
+    pub mode: SilKitMode,
     /// The participant name in the simulation; default `fieldhub-CHANNEL`.
     #[serde(default)]
     pub participant: Option<String>,
@@ -60,6 +78,14 @@ impl SilKitConfig {
         }
         if let Some(name) = &self.participant {
             check_name(name).map_err(|m| ("participant", m))?;
+        }
+        if self.synchronized && self.mode == SilKitMode::Simulator {
+            return Err((
+                "synchronized",
+                "the simulator mode does not join SIL Kit's synchronised time yet; \
+                 use mode = \"participant\" for a synchronised bridge"
+                    .into(),
+            ));
         }
         if !self.synchronized && !self.required_participants.is_empty() {
             return Err(("required_participants", "needs synchronized = true".into()));
@@ -130,6 +156,22 @@ mod tests {
     }
 
     #[test]
+    fn a_simulator_section_parses_and_is_not_synchronised() {
+        use super::SilKitMode;
+        let base = "channel = \"can0\"\nregistry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN1\"\n";
+        assert_eq!(parse(base).unwrap().silkit[0].mode, SilKitMode::Participant);
+        let simulator = parse(&format!("{base}mode = \"simulator\"\n")).unwrap();
+        assert_eq!(simulator.silkit[0].mode, SilKitMode::Simulator);
+        let synchronised = HubConfig::parse(
+            &format!("[hub]\ntime = \"virtual\"\n{CHANNEL}[[silkit]]\n{base}mode = \"simulator\"\nsynchronized = true\n"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(synchronised.contains("silkit[0].synchronized: the simulator mode does not join"), "{synchronised}");
+    }
+
+    #[test]
     fn each_mistake_is_named_with_its_line() {
         let good = "registry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN1\"\n";
         let cases = [
@@ -140,7 +182,8 @@ mod tests {
             ("channel = \"can0\"\nregistry = \"silkit://:8500\"\nnetwork = \"CAN1\"\n".into(), "silkit[0].registry"),
             ("channel = \"can0\"\nregistry = \"silkit://h:8500\"\nnetwork = \"\"\n".into(), "line 6: silkit[0].network"),
             (format!("channel = \"can0\"\n{good}participant = \"a b\"\n"), "line 7: silkit[0].participant"),
-            (format!("channel = \"can0\"\n{good}mode = \"x\"\n"), "line 7: unknown field `mode`"),
+            (format!("channel = \"can0\"\n{good}mode = \"x\"\n"), "line 7: silkit[0].mode: unknown variant `x`, expected `participant` or `simulator`"),
+            (format!("channel = \"can0\"\n{good}speed = 1\n"), "line 7: unknown field `speed`"),
             (good.to_owned(), "missing field `channel`"),
             (format!("channel = \"can0\"\n{good}[[silkit]]\nchannel = \"can0\"\n{good}participant = \"other\"\n"), "line 10: silkit[1].network: network 'CAN1' of silkit://127.0.0.1:8500 is already joined by silkit[0]"),
             (format!("channel = \"can0\"\n{good}[[silkit]]\nchannel = \"can0\"\nregistry = \"silkit://127.0.0.1:8500\"\nnetwork = \"CAN2\"\nparticipant = \"fieldhub-can0\"\n"), "line 11: silkit[1].participant: participant name 'fieldhub-can0' is already silkit[0]'s"),

@@ -206,7 +206,7 @@ impl Hub {
                 .map_err(|error| StartError::Thread { what: "SocketCAN port", error })?;
             hub.threads.push(thread);
         }
-        let bridges = SilKitBridge::start_all(&config.silkit, &sessions)
+        let bridges = SilKitBridge::start_all(&config.silkit, &config.channels, &sessions)
             .map_err(|error| StartError::Thread { what: "SIL Kit bridge", error })?;
         hub.threads.extend(bridges);
         if let Some(federation) = federation {

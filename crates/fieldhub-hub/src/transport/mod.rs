@@ -14,7 +14,9 @@
 //! - [`socketcan`]: the SocketCAN interfaces the configuration names, as
 //!   ports of the hub's own.
 //! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
-//!   each joined as one participant and attached as one port.
+//!   each joined as one participant and attached as one port;
+//!   [`silkit_simulator`]: or simulated by the hub, each SIL Kit controller
+//!   a port.
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
@@ -24,4 +26,5 @@ pub mod listener;
 pub mod reactor;
 pub mod shm;
 pub mod silkit;
+pub mod silkit_simulator;
 pub mod socketcan;

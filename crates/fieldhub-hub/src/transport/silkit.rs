@@ -42,7 +42,7 @@ use fieldhub_proto::wire::{ChannelFlags, PortOptions};
 use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary, SyncOptions};
 use tracing::{error, info, warn};
 
-use crate::config::SilKitConfig;
+use crate::config::{ChannelConfig, SilKitConfig, SilKitMode};
 use crate::credit::TxCredit;
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
@@ -69,15 +69,22 @@ type Stamped = (u64, Frame);
 
 /// One configured SIL Kit network, not joined yet.
 pub struct SilKitBridge {
-    config: SilKitConfig,
-    library: Arc<SilKitLibrary>,
+    pub(super) config: SilKitConfig,
+    pub(super) library: Arc<SilKitLibrary>,
+    /// The channel's nominal bit rate, which SIL Kit controllers' baud rate
+    /// requests are held against.
+    pub(super) bitrate: u32,
 }
 
 impl SilKitBridge {
     /// Start a bridge thread for every `[[silkit]]` section. Without SIL
     /// Kit's library none starts: the error (where it was looked for, how
     /// to fix it) is logged and the hub goes on.
-    pub fn start_all(configs: &[SilKitConfig], sessions: &Arc<Sessions>) -> std::io::Result<Vec<JoinHandle<()>>> {
+    pub fn start_all(
+        configs: &[SilKitConfig],
+        channels: &[ChannelConfig],
+        sessions: &Arc<Sessions>,
+    ) -> std::io::Result<Vec<JoinHandle<()>>> {
         if configs.is_empty() {
             return Ok(Vec::new());
         }
@@ -93,7 +100,8 @@ impl SilKitBridge {
         configs
             .iter()
             .map(|config| {
-                let bridge = Self { config: config.clone(), library: Arc::clone(&library) };
+                let bitrate = channels.iter().find(|c| c.name == config.channel).map_or(0, |c| c.bitrate);
+                let bridge = Self { config: config.clone(), library: Arc::clone(&library), bitrate };
                 let sessions = Arc::clone(sessions);
                 std::thread::Builder::new()
                     .name(format!("fh-silkit-{}", config.channel))
@@ -103,6 +111,9 @@ impl SilKitBridge {
     }
 
     fn run(self, sessions: &Arc<Sessions>) {
+        if self.config.mode == SilKitMode::Simulator {
+            return super::silkit_simulator::run(&self, sessions);
+        }
         let (to_bridge, from_silkit) = crossbeam_channel::bounded(SILKIT_QUEUE);
         let (step_tx, steps) = crossbeam_channel::unbounded();
         let refused = Arc::new(AtomicU64::new(0));
@@ -112,30 +123,7 @@ impl SilKitBridge {
         let member = Membership { participant, closed: Arc::clone(&closed) };
         drop(to_bridge);
         let name = self.config.participant_name();
-        let mut slot = match sessions.admit(
-            "SIL Kit",
-            format!("silkit:{}/{}", self.config.registry, self.config.network),
-            PeerOrigin::Operator,
-        ) {
-            Ok(slot) => slot,
-            Err(violation) => {
-                return error!(participant = %name, "the hub cannot attach the SIL Kit bridge: {}", violation.text)
-            }
-        };
-        slot.name_as(format!("silkit-{name}"));
-        if self.config.synchronized {
-            slot.synchronize();
-        }
-        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
-        let hang_up = {
-            let closed = Arc::clone(&closed);
-            Box::new(move || closed.store(true, Ordering::Release))
-        };
-        // This thread forwards SIL Kit's frames, so it waits for credit.
-        let credit = Arc::new(TxCredit::for_current_thread());
-        if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
-            return;
-        }
+        let Some(Attached { mut slot, outbox, credit }) = self.attach(sessions, "SIL Kit", &closed) else { return };
         let open = Inbound::OpenPort {
             client: slot.id(),
             request: 1,
@@ -187,6 +175,65 @@ impl SilKitBridge {
         }
     }
 
+    /// Admit the bridge to the bus as a client (named `silkit-PARTICIPANT`)
+    /// whose hang-up sets `closed`; the thread calling this is the one that
+    /// sends its frames, so it waits for the client's transmit credit.
+    pub(super) fn attach(&self, sessions: &Arc<Sessions>, kind: &'static str, closed: &Arc<AtomicBool>) -> Option<Attached> {
+        let name = self.config.participant_name();
+        let peer = format!("silkit:{}/{}", self.config.registry, self.config.network);
+        let mut slot = match sessions.admit(kind, peer, PeerOrigin::Operator) {
+            Ok(slot) => slot,
+            Err(violation) => {
+                error!(participant = %name, "the hub cannot attach the SIL Kit bridge: {}", violation.text);
+                return None;
+            }
+        };
+        slot.name_as(format!("silkit-{name}"));
+        if self.config.synchronized {
+            slot.synchronize();
+        }
+        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
+        let hang_up = {
+            let closed = Arc::clone(closed);
+            Box::new(move || closed.store(true, Ordering::Release))
+        };
+        let credit = Arc::new(TxCredit::for_current_thread());
+        slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).ok()?;
+        Some(Attached { slot, outbox, credit })
+    }
+
+    /// Run `attempt` until it joins, retrying every [`JOIN_RETRY`] while the
+    /// registry is not there; `None` when the hub stops first.
+    pub(super) fn join_retrying<T>(
+        &self,
+        sessions: &Sessions,
+        mut attempt: impl FnMut() -> Result<T, fieldhub_silkit::SilKitError>,
+    ) -> Option<T> {
+        let participant = self.config.participant_name();
+        let registry = &self.config.registry;
+        let mut failures = 0u64;
+        while !sessions.stopping() {
+            match attempt() {
+                Ok(joined) => return Some(joined),
+                Err(e) => {
+                    failures += 1;
+                    // The first failure says why; a registry that stays
+                    // away is reported once a minute, not every retry.
+                    if failures == 1 || failures % 30 == 0 {
+                        warn!(participant = %participant, registry = %registry, failures,
+                            "cannot join SIL Kit; retrying every {} s: {e}", JOIN_RETRY.as_secs());
+                    }
+                    // In slices, so a hub that stops does not wait out the retry.
+                    let retry_at = Instant::now() + JOIN_RETRY;
+                    while !sessions.stopping() && Instant::now() < retry_at {
+                        std::thread::sleep(LOOK);
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// Join the network, retrying while the registry is not there; `None`
     /// when the hub stops first.
     fn join(
@@ -202,12 +249,11 @@ impl SilKitBridge {
             participant: self.config.participant_name(),
             network: self.config.network.clone(),
         };
-        let mut failures = 0u64;
-        while !sessions.stopping() {
+        self.join_retrying(sessions, || {
             let sink =
                 handler_sink(queue.clone(), Arc::clone(refused), Arc::clone(closed), options.participant.clone());
             let library = Arc::clone(&self.library);
-            let joined = if self.config.synchronized {
+            if self.config.synchronized {
                 let sync = SyncOptions { required_participants: self.config.required_names(), step_ns: SYNC_STEP_NS };
                 let steps = steps.clone();
                 // SIL Kit's thread only hands the step over: the bridge
@@ -218,26 +264,8 @@ impl SilKitBridge {
                 CanParticipant::join_synchronized(library, &options, &sync, sink, step)
             } else {
                 CanParticipant::join(library, &options, sink)
-            };
-            match joined {
-                Ok(participant) => return Some(participant),
-                Err(e) => {
-                    failures += 1;
-                    // The first failure says why; a registry that stays
-                    // away is reported once a minute, not every retry.
-                    if failures == 1 || failures % 30 == 0 {
-                        warn!(participant = %options.participant, registry = %options.registry, failures,
-                            "cannot join SIL Kit; retrying every {} s: {e}", JOIN_RETRY.as_secs());
-                    }
-                    // In slices, so a hub that stops does not wait out the retry.
-                    let retry_at = Instant::now() + JOIN_RETRY;
-                    while !sessions.stopping() && Instant::now() < retry_at {
-                        std::thread::sleep(LOOK);
-                    }
-                }
             }
-        }
-        None
+        })
     }
 
     /// The bus's answer to `OPEN_PORT`: the port handle and whether its
@@ -258,6 +286,13 @@ impl SilKitBridge {
         }
         None
     }
+}
+
+/// The bridge's client on the bus.
+pub(super) struct Attached {
+    pub slot: ClientSlot,
+    pub outbox: Arc<QueueOutbox>,
+    pub credit: Arc<TxCredit>,
 }
 
 /// The joined participant, leaving the simulation when dropped — on every
