@@ -6,7 +6,8 @@
 #                      Kit tests for real: the real registry, real participants, a real hub.
 #
 # The Rust tests find SIL Kit through FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and
-# FIELDHUB_SILKIT_PEER (FIELDHUB_SILKIT_SYNC_PEER for synchronised time); plain `cargo test`
+# FIELDHUB_SILKIT_PEER (FIELDHUB_SILKIT_SYNC_PEER for synchronised time, FIELDHUB_SILKIT_NETSIM_PEER
+# for the simulator mode); plain `cargo test`
 # without them skips them and says so. Here FIELDHUB_SILKIT_REQUIRED=1 turns a missing one
 # into a failure.
 
@@ -16,6 +17,7 @@ SILKIT_LIB := $(SILKIT_LIBDIR)/libSilKit.so
 SILKIT_REGISTRY := $(SILKIT_LIBDIR)/bin/sil-kit-registry
 SILKIT_PEER := $(SILKIT_DIR)/silkit_peer
 SILKIT_SYNC_PEER := $(SILKIT_DIR)/silkit_sync_peer
+SILKIT_NETSIM_PEER := $(SILKIT_DIR)/silkit_netsim_peer
 SILKIT_WHEEL := silkit-py==1.0.5
 
 # pip from the project's venv (mk/python.mk): a fresh machine's Python may have none.
@@ -35,12 +37,17 @@ $(SILKIT_PEER): tests/silkit/silkit_peer.c tests/silkit/silkit_capi.h $(SILKIT_L
 $(SILKIT_SYNC_PEER): tests/silkit/silkit_sync_peer.c tests/silkit/silkit_capi.h $(SILKIT_LIB)
 	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $< -L$(SILKIT_LIBDIR) -lSilKit -Wl,-rpath,$(SILKIT_LIBDIR)
 
+$(SILKIT_NETSIM_PEER): tests/silkit/silkit_netsim_peer.c tests/silkit/silkit_capi.h $(SILKIT_LIB)
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $< -L$(SILKIT_LIBDIR) -lSilKit -Wl,-rpath,$(SILKIT_LIBDIR)
+
 .PHONY: test-silkit
-test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER)
+test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER) $(SILKIT_NETSIM_PEER)
 	test -x $(SILKIT_REGISTRY) || { echo "test-silkit: $(SILKIT_REGISTRY) is missing; remove $(SILKIT_DIR) and run again"; exit 1; }
 	$(CARGO) test --locked -p fieldhub-silkit
 	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
-	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
-	  $(CARGO) test --locked --workspace --test silkit_bridge --test silkit_missing_library --test silkit_time
+	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) \
+	FIELDHUB_SILKIT_NETSIM_PEER=$(SILKIT_NETSIM_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
+	  $(CARGO) test --locked --workspace --test silkit_bridge --test silkit_missing_library --test silkit_time \
+	    --test silkit_simulator
 
 TEST_PARTS += test-silkit

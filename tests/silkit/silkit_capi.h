@@ -55,3 +55,13 @@ SilKit_ReturnCode SilKit_TimeSyncService_SetSimulationStepHandler(SilKit_TimeSyn
 SilKit_ReturnCode SilKit_LifecycleService_StartLifecycle(SilKit_LifecycleService *l);
 SilKit_ReturnCode SilKit_LifecycleService_Stop(SilKit_LifecycleService *l, const char *reason);
 SilKit_ReturnCode SilKit_LifecycleService_WaitForLifecycleToComplete(SilKit_LifecycleService *l, SilKit_ParticipantState *out);
+/* Transmit acknowledgements and both directions, for silkit_netsim_peer.c (silkit/capi/Can.h). */
+#define SilKit_Direction_Send ((SilKit_Direction)1)
+#define SilKit_Direction_SendReceive ((SilKit_Direction)3)
+typedef int32_t SilKit_CanTransmitStatus;
+#define SilKit_CanTransmitStatus_DefaultMask ((SilKit_CanTransmitStatus)7)
+typedef struct {
+  SilKit_StructHeader structHeader; void *userContext; SilKit_NanosecondsTime timestamp; SilKit_CanTransmitStatus status; uint32_t canId;
+} SilKit_CanFrameTransmitEvent;
+typedef void (*SilKit_CanFrameTransmitHandler_t)(void *context, SilKit_CanController *controller, SilKit_CanFrameTransmitEvent *ev);
+SilKit_ReturnCode SilKit_CanController_AddFrameTransmitHandler(SilKit_CanController *c, void *ctx, SilKit_CanFrameTransmitHandler_t h, SilKit_CanTransmitStatus mask, SilKit_HandlerId *out);
