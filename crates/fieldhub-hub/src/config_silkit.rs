@@ -163,7 +163,9 @@ mod tests {
         let simulator = parse(&format!("{base}mode = \"simulator\"\n")).unwrap();
         assert_eq!(simulator.silkit[0].mode, SilKitMode::Simulator);
         let synchronised = HubConfig::parse(
-            &format!("[hub]\ntime = \"virtual\"\n{CHANNEL}[[silkit]]\n{base}mode = \"simulator\"\nsynchronized = true\n"),
+            &format!(
+                "[hub]\ntime = \"virtual\"\n{CHANNEL}[[silkit]]\n{base}mode = \"simulator\"\nsynchronized = true\n"
+            ),
             "t.toml",
         )
         .unwrap_err()
@@ -182,7 +184,7 @@ mod tests {
             ("channel = \"can0\"\nregistry = \"silkit://:8500\"\nnetwork = \"CAN1\"\n".into(), "silkit[0].registry"),
             ("channel = \"can0\"\nregistry = \"silkit://h:8500\"\nnetwork = \"\"\n".into(), "line 6: silkit[0].network"),
             (format!("channel = \"can0\"\n{good}participant = \"a b\"\n"), "line 7: silkit[0].participant"),
-            (format!("channel = \"can0\"\n{good}mode = \"x\"\n"), "line 7: silkit[0].mode: unknown variant `x`, expected `participant` or `simulator`"),
+            (format!("channel = \"can0\"\n{good}mode = \"x\"\n"), "line 7: unknown variant `x`, expected `participant` or `simulator`"),
             (format!("channel = \"can0\"\n{good}speed = 1\n"), "line 7: unknown field `speed`"),
             (good.to_owned(), "missing field `channel`"),
             (format!("channel = \"can0\"\n{good}[[silkit]]\nchannel = \"can0\"\n{good}participant = \"other\"\n"), "line 10: silkit[1].network: network 'CAN1' of silkit://127.0.0.1:8500 is already joined by silkit[0]"),

@@ -47,5 +47,6 @@ pub use convert::ConvertError;
 pub use library::{LoadError, SilKitLibrary, LIBRARY_ENV};
 pub use participant::{CanParticipant, FrameSink, JoinOptions, SilKitError, StepSink, SyncOptions};
 pub use simulator::{
-    Direction, ErrorState, EventProducer, NetworkSimulator, SimulatorEvent, SimulatorOptions, SimulatorSink, TransmitStatus,
+    Direction, ErrorState, EventProducer, NetworkSimulator, SimulatorEvent, SimulatorOptions, SimulatorSink,
+    TransmitStatus,
 };

@@ -103,6 +103,12 @@ impl SilKitLibrary {
         &self.origin
     }
 
+    /// Whether the library has the experimental network simulator API
+    /// (SIL Kit 4.0.50 and later), which the simulator mode needs.
+    pub fn has_network_simulator(&self) -> bool {
+        self.api.netsim.is_some()
+    }
+
     pub(crate) fn api(&self) -> &Api {
         &self.api
     }

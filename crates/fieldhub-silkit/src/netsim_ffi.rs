@@ -118,7 +118,8 @@ pub struct SimulatedNetworkFunctions {
         descriptor: ControllerDescriptor,
         simulated_network: *mut c_void,
     ),
-    pub simulated_controller_removed: unsafe extern "C" fn(descriptor: ControllerDescriptor, simulated_network: *mut c_void),
+    pub simulated_controller_removed:
+        unsafe extern "C" fn(descriptor: ControllerDescriptor, simulated_network: *mut c_void),
     pub set_event_producer: unsafe extern "C" fn(event_producer: *mut c_void, simulated_network: *mut c_void),
 }
 
@@ -296,9 +297,11 @@ mod tests {
     fn statuses_and_states_are_the_header_values() {
         let statuses = [TRANSMIT_STATUS_TRANSMITTED, TRANSMIT_STATUS_CANCELED, TRANSMIT_STATUS_TRANSMIT_QUEUE_FULL];
         assert_eq!(statuses, [1, 2, 4]);
-        let states = [CONTROLLER_STATE_UNINIT, CONTROLLER_STATE_STOPPED, CONTROLLER_STATE_STARTED, CONTROLLER_STATE_SLEEP];
+        let states =
+            [CONTROLLER_STATE_UNINIT, CONTROLLER_STATE_STOPPED, CONTROLLER_STATE_STARTED, CONTROLLER_STATE_SLEEP];
         assert_eq!(states, [0, 1, 2, 3]);
-        let errors = [ERROR_STATE_NOT_AVAILABLE, ERROR_STATE_ERROR_ACTIVE, ERROR_STATE_ERROR_PASSIVE, ERROR_STATE_BUS_OFF];
+        let errors =
+            [ERROR_STATE_NOT_AVAILABLE, ERROR_STATE_ERROR_ACTIVE, ERROR_STATE_ERROR_PASSIVE, ERROR_STATE_BUS_OFF];
         assert_eq!(errors, [0, 1, 2, 3]);
         assert_eq!((mode_flag::RESET_ERROR_HANDLING, mode_flag::CANCEL_TRANSMIT_REQUESTS), (1, 2));
         assert_eq!((NETWORK_TYPE_CAN, DIRECTION_SEND), (1, 1));

@@ -292,8 +292,7 @@ pub(crate) fn create_participant(
     let mut participant = ptr::null_mut();
     // SAFETY: out-pointer valid; `config` was just created; the strings
     // are NUL-terminated and outlive the call.
-    let code =
-        unsafe { (api.participant_create)(&mut participant, config.as_ptr(), name.as_ptr(), registry.as_ptr()) };
+    let code = unsafe { (api.participant_create)(&mut participant, config.as_ptr(), name.as_ptr(), registry.as_ptr()) };
     match checked(library, "SilKit_Participant_Create", code, participant) {
         Ok(participant) => Ok((config, participant)),
         Err(e) => {

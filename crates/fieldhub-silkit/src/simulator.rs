@@ -146,14 +146,24 @@ impl EventProducer {
     }
 
     /// `controller` is now in `state` (a `SilKit_CanControllerState`).
-    pub fn controller_state(&self, controller: ControllerDescriptor, state: i32, timestamp: u64) -> Result<(), SilKitError> {
+    pub fn controller_state(
+        &self,
+        controller: ControllerDescriptor,
+        state: i32,
+        timestamp: u64,
+    ) -> Result<(), SilKitError> {
         let mut event =
             netsim::CanStateChangeEvent { header: header(netsim::CAN_STATE_CHANGE_EVENT_VERSION), timestamp, state };
         self.produce(&mut event.header, &[controller])
     }
 
     /// `controller`'s error state changed.
-    pub fn error_state(&self, controller: ControllerDescriptor, state: ErrorState, timestamp: u64) -> Result<(), SilKitError> {
+    pub fn error_state(
+        &self,
+        controller: ControllerDescriptor,
+        state: ErrorState,
+        timestamp: u64,
+    ) -> Result<(), SilKitError> {
         let error_state = match state {
             ErrorState::Active => netsim::ERROR_STATE_ERROR_ACTIVE,
             ErrorState::Passive => netsim::ERROR_STATE_ERROR_PASSIVE,
@@ -207,7 +217,9 @@ impl EventProducer {
 struct Network {
     producer: Arc<EventProducer>,
     sink: SimulatorSink,
-    /// Every controller context handed out, freed with the network.
+    /// Every controller context handed out, freed with the network. Boxed:
+    /// SIL Kit holds each one's address, which must not move as this grows.
+    #[allow(clippy::vec_box)]
     controllers: Mutex<Vec<Box<Controller>>>,
     refused: AtomicU64,
 }
@@ -236,11 +248,16 @@ impl NetworkSimulator {
     /// Join the registry as a participant and simulate the CAN network:
     /// from now on SIL Kit routes its controllers' requests on it to
     /// `sink`. Connecting may take seconds when the registry is not there.
-    pub fn start(library: Arc<SilKitLibrary>, options: &SimulatorOptions, sink: SimulatorSink) -> Result<Self, SilKitError> {
+    pub fn start(
+        library: Arc<SilKitLibrary>,
+        options: &SimulatorOptions,
+        sink: SimulatorSink,
+    ) -> Result<Self, SilKitError> {
         let Some(api) = library.api().netsim else { return Err(no_simulator(&library)) };
         let network_name = c_text("network name", &options.network)?;
         let (config, participant) = create_participant(&library, &options.registry, &options.participant)?;
-        let producer = Arc::new(EventProducer { library: Arc::clone(&library), producer: AtomicPtr::new(ptr::null_mut()) });
+        let producer =
+            Arc::new(EventProducer { library: Arc::clone(&library), producer: AtomicPtr::new(ptr::null_mut()) });
         let network = Network { producer, sink, controllers: Mutex::new(Vec::new()), refused: AtomicU64::new(0) };
         let network = NonNull::from(Box::leak(Box::new(network)));
         // From here on, dropping `simulator` undoes everything.

@@ -178,7 +178,12 @@ impl SilKitBridge {
     /// Admit the bridge to the bus as a client (named `silkit-PARTICIPANT`)
     /// whose hang-up sets `closed`; the thread calling this is the one that
     /// sends its frames, so it waits for the client's transmit credit.
-    pub(super) fn attach(&self, sessions: &Arc<Sessions>, kind: &'static str, closed: &Arc<AtomicBool>) -> Option<Attached> {
+    pub(super) fn attach(
+        &self,
+        sessions: &Arc<Sessions>,
+        kind: &'static str,
+        closed: &Arc<AtomicBool>,
+    ) -> Option<Attached> {
         let name = self.config.participant_name();
         let peer = format!("silkit:{}/{}", self.config.registry, self.config.network);
         let mut slot = match sessions.admit(kind, peer, PeerOrigin::Operator) {

@@ -123,7 +123,13 @@ impl Shared {
     }
 
     /// Answer a request that never reaches the bus.
-    fn answer(&self, producer: &EventProducer, controller: ControllerDescriptor, request: &Request, status: TransmitStatus) {
+    fn answer(
+        &self,
+        producer: &EventProducer,
+        controller: ControllerDescriptor,
+        request: &Request,
+        status: TransmitStatus,
+    ) {
         self.answer_raw(producer, controller, request.frame.id(), request.user_context, status);
     }
 
@@ -146,6 +152,11 @@ impl Shared {
 /// Run the simulator for `bridge`'s network until the hub stops.
 pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
     let config = &bridge.config;
+    if !bridge.library.has_network_simulator() {
+        return error!(channel = %config.channel, library = bridge.library.origin(),
+            "SIL Kit simulator not started: this SIL Kit has no network simulator API (SIL Kit 4.0.50 or later has it); \
+            install SIL Kit 5 or use mode = \"participant\"");
+    }
     let closed = Arc::new(AtomicBool::new(false));
     let Some(Attached { mut slot, outbox, credit }) = bridge.attach(sessions, "SIL Kit simulator", &closed) else {
         return;
@@ -194,7 +205,7 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
             Work::Close(controller) => close_port(&shared, &producer, sessions, client, controller),
             Work::Forward(controller) => match next_frame(&shared, &producer, controller) {
                 Some((port, frame)) => {
-                    credit.acquire(&stop) && sessions.inbox.send(Inbound::Frame { client, port, frame }).is_ok()
+                    credit.acquire(stop) && sessions.inbox.send(Inbound::Frame { client, port, frame }).is_ok()
                 }
                 None => true,
             },
@@ -490,9 +501,9 @@ fn on_frame(
         }
         let Some(request) = matched else { return };
         let at = meta.timestamp_ns;
-        let shown = producer
-            .frame(&sent, at, Direction::Send, request.user_context, &[controller])
-            .and_then(|()| producer.transmit_status(controller, sent.id(), TransmitStatus::Transmitted, at, request.user_context));
+        let shown = producer.frame(&sent, at, Direction::Send, request.user_context, &[controller]).and_then(|()| {
+            producer.transmit_status(controller, sent.id(), TransmitStatus::Transmitted, at, request.user_context)
+        });
         if let Err(e) = shown {
             warn!(participant = %shared.participant, error = %e, "cannot show a SIL Kit controller its frame");
         }
@@ -557,19 +568,17 @@ mod tests {
 
     #[test]
     fn state_change_frames_map_to_silkit_error_states() {
-        let mut counters = ErrorCounters::default();
-        counters.tec = 128;
-        let passive = state_change_frame(Confined::Active, &counters).unwrap();
-        assert_eq!(error_state_of(&passive), Some(ErrorState::Passive));
-        counters.tec = 256;
-        let bus_off = state_change_frame(Confined::Passive, &counters).unwrap();
-        assert_eq!(error_state_of(&bus_off), Some(ErrorState::BusOff));
-        counters.tec = 0;
-        let restarted = state_change_frame(Confined::BusOff, &counters).unwrap();
-        assert_eq!(error_state_of(&restarted), Some(ErrorState::Active));
-        counters.tec = 0;
-        let active = state_change_frame(Confined::Passive, &counters).unwrap();
-        assert_eq!(error_state_of(&active), Some(ErrorState::Active));
+        let passive = ErrorCounters { tec: 128, ..Default::default() };
+        let frame = state_change_frame(Confined::Active, &passive).unwrap();
+        assert_eq!(error_state_of(&frame), Some(ErrorState::Passive));
+        let bus_off = ErrorCounters { tec: 256, bus_off_until: Some(1), ..Default::default() };
+        let frame = state_change_frame(Confined::Passive, &bus_off).unwrap();
+        assert_eq!(error_state_of(&frame), Some(ErrorState::BusOff));
+        let recovered = ErrorCounters::default();
+        let frame = state_change_frame(Confined::BusOff, &recovered).unwrap();
+        assert_eq!(error_state_of(&frame), Some(ErrorState::Active));
+        let frame = state_change_frame(Confined::Passive, &recovered).unwrap();
+        assert_eq!(error_state_of(&frame), Some(ErrorState::Active));
         assert_eq!(error_state_of(&corruption_error_frame()), None, "a bus error is no state change");
     }
 }
