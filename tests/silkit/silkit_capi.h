@@ -65,3 +65,8 @@ typedef struct {
 } SilKit_CanFrameTransmitEvent;
 typedef void (*SilKit_CanFrameTransmitHandler_t)(void *context, SilKit_CanController *controller, SilKit_CanFrameTransmitEvent *ev);
 SilKit_ReturnCode SilKit_CanController_AddFrameTransmitHandler(SilKit_CanController *c, void *ctx, SilKit_CanFrameTransmitHandler_t h, SilKit_CanTransmitStatus mask, SilKit_HandlerId *out);
+typedef int32_t SilKit_CanControllerState;
+typedef struct { SilKit_StructHeader structHeader; SilKit_NanosecondsTime timestamp; SilKit_CanControllerState state; } SilKit_CanStateChangeEvent;
+typedef void (*SilKit_CanStateChangeHandler_t)(void *context, SilKit_CanController *controller, SilKit_CanStateChangeEvent *ev);
+SilKit_ReturnCode SilKit_CanController_AddStateChangeHandler(SilKit_CanController *c, void *ctx, SilKit_CanStateChangeHandler_t h, SilKit_HandlerId *out);
+SilKit_ReturnCode SilKit_CanController_Stop(SilKit_CanController *c);

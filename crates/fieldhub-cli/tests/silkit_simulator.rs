@@ -36,6 +36,7 @@ const FIN_ID: u32 = 0x7FB;
 const BLOCK_ID: u32 = READY_ID;
 /// `SilKit_CanTransmitStatus` values.
 const TRANSMITTED: u32 = 1;
+const CANCELED: u32 = 2;
 const QUEUE_FULL: u32 = 4;
 
 /// A SIL Kit participant of silkit_netsim_peer.c.
@@ -46,9 +47,14 @@ struct Peer {
 
 /// `window`: requests the peer keeps unanswered at most (0: a flood).
 fn start_peer(silkit: &SilKit, uri: &str, role: u8, count: u32, id: u32, window: u32) -> Peer {
+    start_peer_with(silkit, uri, role, count, id, window, &[])
+}
+
+fn start_peer_with(silkit: &SilKit, uri: &str, role: u8, count: u32, id: u32, window: u32, extra: &[&str]) -> Peer {
     let child = Command::new(&silkit.peer)
         .args([uri, "CAN1", &format!("peer-{}", role as char), &(role as char).to_string(), &count.to_string()])
         .args([format!("{id:X}"), window.to_string()])
+        .args(extra)
         .env("LD_LIBRARY_PATH", std::path::Path::new(&silkit.library).parent().unwrap())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -276,4 +282,29 @@ fn a_flood_from_silkit_is_delivered_or_answered_queue_full() {
     let full = answers.iter().filter(|(s, _)| *s == QUEUE_FULL).count();
     assert_eq!(full + carried.len(), FLOOD as usize, "the others answered TransmitQueueFull");
     assert!(full > 0, "the flood never filled the controller's queue");
+}
+
+/// A SIL Kit participant stops its controller: the simulator answers with
+/// the state change, cancels what the stopped controller asks to send (no
+/// frame of it reaches the bus), and answers its restart.
+#[test]
+fn a_stopped_controller_hears_its_state_and_its_requests_are_canceled() {
+    const FRAMES: u32 = 5;
+    let Some(silkit) = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER") else { return };
+    let (_registry, uri) = start_registry(&silkit, free_port());
+    let hub = start_hub(&silkit, &uri, "");
+    let mut peer = start_peer_with(&silkit, &uri, b'S', FRAMES, 0x100, 0, &["stopped"]);
+    let (client, port) = client(&hub, "observer");
+    wait_until_simulated(&client, &port, &[&peer]);
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+    assert!(collect(&client, &hub, 1, 0).is_empty(), "a stopped controller's frame reached the bus");
+    let lines = finish(&client, &port, &mut peer);
+    let stopped = lines.iter().position(|w| w[..] == ["S", "1"]).unwrap_or_else(|| panic!("no Stopped: {lines:?}"));
+    let after: Vec<&Vec<String>> = lines[stopped + 1..].iter().collect();
+    assert_eq!(after.len(), FRAMES as usize + 1, "{lines:?}");
+    for (n, words) in after[..FRAMES as usize].iter().enumerate() {
+        assert_eq!((words[0].as_str(), words[1].parse::<u32>().unwrap()), ("A", CANCELED), "{lines:?}");
+        assert_eq!(words[3].parse::<usize>().unwrap(), n + 1, "answered in order: {lines:?}");
+    }
+    assert_eq!(after[FRAMES as usize][..], ["S", "2"], "no Started after the restart: {lines:?}");
 }
