@@ -437,8 +437,16 @@ fn deliver(shared: &Shared, outbox: &QueueOutbox, producer: &EventProducer) {
                 Outbound::Error { request, text, fatal, .. } => {
                     let mut table = shared.table();
                     if let Some(controller) = table.opening.remove(&request) {
-                        error!(participant = %shared.participant, controller, "the bus refused a SIL Kit controller's port: {text}");
+                        // Without a port the controller is no node of the
+                        // channel: all it asks is answered Canceled.
+                        let refused = table.nodes.remove(&controller);
                         shared.opened.notify_all();
+                        drop(table);
+                        error!(participant = %shared.participant, controller,
+                            "the bus refused a SIL Kit controller's port, its frames are canceled: {text}");
+                        for request in refused.iter().flat_map(|node| &node.requests) {
+                            shared.answer(producer, controller, request, TransmitStatus::Canceled);
+                        }
                     } else {
                         warn!(participant = %shared.participant, "the bus reports: {text}");
                     }
