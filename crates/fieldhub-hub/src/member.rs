@@ -72,6 +72,9 @@ pub struct Member {
     takes_fd: bool,
     /// A listen-only controller: never transmits, never acknowledges.
     pub listen_only: bool,
+    /// `TRANSMIT_ONLY`: receives nothing but its own echoes, does not
+    /// acknowledge.
+    pub transmit_only: bool,
     /// Opened by a client with the monitor token: it acknowledges like any
     /// node (a monitor must not change the bus), but never transmits.
     pub read_only: bool,
@@ -93,6 +96,7 @@ impl Member {
             credit: Some(credit),
             takes_fd: options.contains(PortOptions::FD),
             listen_only: options.contains(PortOptions::LISTEN_ONLY),
+            transmit_only: options.contains(PortOptions::TRANSMIT_ONLY),
             ..Self::base(client, port, port_id, tx)
         }
     }
@@ -121,6 +125,7 @@ impl Member {
             retry_at: 0,
             takes_fd: true,
             listen_only: false,
+            transmit_only: false,
             read_only: false,
         }
     }
@@ -213,6 +218,10 @@ impl Member {
     pub fn deliver(&mut self, frame: Frame, meta: FrameMeta) -> bool {
         let Receiver::Client { outbox, .. } = &self.receiver else { return false };
         if !self.takes_fd && frame.kind() == FrameKind::CanFd {
+            return false;
+        }
+        // Like the FD case: not asked for, so neither delivered nor counted.
+        if self.transmit_only && !frame.is_echo() {
             return false;
         }
         // Report drops only when the frame will fit behind the report: a

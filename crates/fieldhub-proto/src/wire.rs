@@ -58,6 +58,10 @@ bitflags::bitflags! {
         /// A controller in listen-only mode: the port receives but never
         /// transmits or acknowledges; frames sent from it are refused.
         const LISTEN_ONLY = 0x8;
+        /// The port only sends: it receives no frame of other ports (with
+        /// `RECEIVE_OWN`, still its own, as transmit confirmations) and
+        /// does not acknowledge. Not together with `LISTEN_ONLY`.
+        const TRANSMIT_ONLY = 0x10;
     }
 }
 

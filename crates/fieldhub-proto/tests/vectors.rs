@@ -143,6 +143,7 @@ fn to_json(message: &Message<'_>) -> Value {
                 (wire::PortOptions::BLOCK_ON_OVERFLOW, "block_on_overflow"),
                 (wire::PortOptions::FD, "fd"),
                 (wire::PortOptions::LISTEN_ONLY, "listen_only"),
+                (wire::PortOptions::TRANSMIT_ONLY, "transmit_only"),
             ]
             .into_iter()
             .filter(|&(bit, _)| o.options.contains(bit))

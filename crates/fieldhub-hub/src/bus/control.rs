@@ -114,6 +114,7 @@ impl Bus {
             "segment": member.segment,
             "fd": member.takes_fd(),
             "listen_only": member.listen_only,
+                    "transmit_only": member.transmit_only,
             "tx_frames": member.counters.tx_frames,
             "rx_frames": member.counters.rx_frames,
             "rx_dropped": member.counters.rx_dropped,

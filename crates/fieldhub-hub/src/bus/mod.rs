@@ -619,6 +619,10 @@ impl Bus {
         port_name: &str,
     ) {
         let refused = |code: ErrorCode, text: String| Outbound::Error { code, request, fatal: false, text };
+        if options.contains(PortOptions::LISTEN_ONLY | PortOptions::TRANSMIT_ONLY) {
+            let text = "a port cannot be both LISTEN_ONLY and TRANSMIT_ONLY: it would neither send nor receive".into();
+            return self.reply(client_id, refused(ErrorCode::Malformed, text));
+        }
         let named = self.named_ports.get(port_name).cloned();
         let channel = match (&named, channel) {
             (Some(PortConfig { channel: Some(wired), .. }), requested)

@@ -1,4 +1,4 @@
-//! CAN FD and listen-only ports behave as SocketCAN sockets do
+//! CAN FD, listen-only and transmit-only ports behave as SocketCAN sockets do
 //! (`spec/protocol.md` 6.7), proven on the in-process bus.
 
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
@@ -117,4 +117,56 @@ fn listen_only_ports_do_not_acknowledge() {
     }
     let ids: Vec<u32> = h.frames(&peer).iter().filter(|(f, _)| !f.is_error()).map(|(f, _)| f.id()).collect();
     assert_eq!(ids, [0x30]);
+}
+
+#[test]
+fn a_transmit_only_port_sends_and_hears_nothing_but_its_own_echoes() {
+    let mut h = Harness::new("[[channel]]\nname = \"can0\"\n");
+    let (gen, peer) = (h.connect("gen"), h.connect("peer"));
+    let sender = h.open(&gen, "can0", "gen", PortOptions::TRANSMIT_ONLY | PortOptions::RECEIVE_OWN);
+    let other = h.open(&peer, "can0", "peer", PortOptions::empty());
+    h.send(&peer, other, classic(0x10));
+    h.step();
+    h.send(&gen, sender, classic(0x20));
+    h.step();
+    let heard: Vec<(u32, bool)> = h.frames(&gen).iter().map(|(f, _)| (f.id(), f.is_echo())).collect();
+    assert_eq!(heard, [(0x20, true)], "only its own frame, as a confirmation");
+    let ids: Vec<u32> = h.frames(&peer).iter().map(|(f, _)| f.id()).collect();
+    assert_eq!(ids, [0x20]);
+    let stats = h.bus.stats();
+    let gen_port = stats.ports.iter().find(|p| p.name == "gen").unwrap();
+    assert_eq!((gen_port.tx_frames, gen_port.rx_frames, gen_port.rx_dropped), (1, 1, 0), "skipped, not dropped");
+}
+
+#[test]
+fn transmit_only_ports_do_not_acknowledge() {
+    let mut h = Harness::new("[[channel]]\nname = \"can0\"\nno_ack = true\n");
+    let (tx, gen) = (h.connect("tx"), h.connect("gen"));
+    let port = h.open(&tx, "can0", "tx", PortOptions::empty());
+    h.open(&gen, "can0", "gen", PortOptions::TRANSMIT_ONLY);
+    h.send(&tx, port, classic(0x30));
+    for _ in 0..20 {
+        h.advance(1_000_000);
+    }
+    let stats = h.bus.stats();
+    assert_eq!(stats.ports.iter().find(|p| p.name == "tx").unwrap().tx_frames, 0, "never acknowledged");
+    assert!(h.frames(&gen).is_empty(), "a transmit-only port hears no error frames either");
+}
+
+#[test]
+fn a_port_both_listen_only_and_transmit_only_is_refused() {
+    let mut h = Harness::new("[[channel]]\nname = \"can0\"\n");
+    let client = h.connect("both");
+    h.bus.handle(crate::inbox::Inbound::OpenPort {
+        client: client.id,
+        request: 1,
+        options: PortOptions::LISTEN_ONLY | PortOptions::TRANSMIT_ONLY,
+        channel: "can0".into(),
+        port_name: "both".into(),
+    });
+    let refused = errors(&h, &client);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, ErrorCode::Malformed);
+    assert!(refused[0].1.contains("both LISTEN_ONLY and TRANSMIT_ONLY"), "{refused:?}");
+    assert!(h.bus.stats().ports.iter().all(|p| p.name != "both"));
 }

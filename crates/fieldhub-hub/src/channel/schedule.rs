@@ -254,6 +254,7 @@ impl Channel {
                 && m.plugged
                 && m.is_client()
                 && !m.listen_only
+                && !m.transmit_only
                 && m.segment == sender.segment
                 && m.errors.bus_off_until.is_none()
         })
