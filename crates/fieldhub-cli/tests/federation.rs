@@ -2,7 +2,8 @@
 //! and two relays share a channel over Zenoh; clients on every hub send
 //! numbered frames and every receiver on every hub must see one identical
 //! order, nothing lost or doubled, a relay's sender confirmed (echoed) in
-//! that order too.
+//! that order too; frames pending on two relays at once arbitrate as on one
+//! hub.
 
 mod common;
 
@@ -13,11 +14,16 @@ use fieldhub_client::{PortConfig, Received};
 const PER_SENDER: u32 = 2_000;
 
 fn config(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>) -> String {
+    config_with(name, listen, connect, owner, "")
+}
+
+/// [`config`] with more keys for the federated channel `body`.
+fn config_with(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>, body_keys: &str) -> String {
     let connect = connect.map(|p| format!("\"tcp/127.0.0.1:{p}\"")).unwrap_or_default();
     let owner = owner.map(|o| format!("owner = \"{o}\"\n")).unwrap_or_default();
     format!(
         "[hub]\nname = \"{name}\"\n\n[federation]\nlisten = [\"tcp/127.0.0.1:{listen}\"]\nconnect = [{connect}]\n\n\
-         [[channel]]\nname = \"body\"\nfederated = true\n{owner}\n[[channel]]\nname = \"local\"\n"
+         [[channel]]\nname = \"body\"\nfederated = true\n{owner}{body_keys}\n[[channel]]\nname = \"local\"\n"
     )
 }
 
@@ -271,4 +277,56 @@ fn the_owner_leaving_is_reported_and_its_return_resumes_traffic() {
     sender.flush().unwrap();
     assert_eq!(counters_from(&recv_n(&listener, 100), 3), (100..200).collect::<Vec<_>>());
     assert_nothing_pending(&listener);
+}
+
+/// Frames waiting at the same time on two relays (and the owner) leave in
+/// ISO 11898 order, lowest identifier first, each relay port's in its own
+/// order — not in the order they reached the owner.
+#[test]
+fn frames_pending_on_two_relays_leave_in_arbitration_order() {
+    // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms:
+    // long enough for the relays' frames to reach the owner meanwhile.
+    let timed = "bitrate = 500\ntiming = \"timed\"\n";
+    let ports = [free_port(), free_port(), free_port()];
+    let owner = HubProcess::start_with(Some(&config_with("rack1", ports[0], None, None, timed)), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relays = [
+        HubProcess::start_with(Some(&config("rack2", ports[1], Some(ports[0]), Some("rack1"))), &[]),
+        HubProcess::start_with(Some(&config("rack3", ports[2], Some(ports[0]), Some("rack1"))), &[]),
+    ];
+    for relay in &relays {
+        relay.wait_for_log("the owner is there");
+    }
+    let observers: Vec<_> = [&owner, &relays[0], &relays[1]]
+        .iter()
+        .map(|hub| {
+            let client = hub.client("observer");
+            client.open_port_with("body", &lossless()).unwrap();
+            client
+        })
+        .collect();
+    let blocker = owner.client("blocker");
+    let b = blocker.open_port("body").unwrap();
+    let block = |k: u8| fieldhub_client::Frame::can(0x7FF, false, &[k; 8]).unwrap();
+    (0..3).for_each(|k| blocker.send(&b, &block(k)).unwrap());
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let waiting = || blocker.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
+    while waiting() != 2 {
+        assert!(std::time::Instant::now() < deadline, "the blocker never started");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // While the first block is on the bus: rack2's high identifiers reach
+    // the owner first, rack3's low ones after.
+    let senders: Vec<_> = relays.iter().map(|relay| relay.client("sender")).collect();
+    let high = senders[0].open_port("body").unwrap();
+    senders[0].send(&high, &numbered(0x300, 2, 0)).unwrap();
+    senders[0].send(&high, &numbered(0x301, 2, 1)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let low = senders[1].open_port("body").unwrap();
+    senders[1].send(&low, &numbered(0x100, 3, 0)).unwrap();
+    senders[1].send(&low, &numbered(0x101, 3, 1)).unwrap();
+    for (i, observer) in observers.iter().enumerate() {
+        let ids: Vec<u32> = recv_n(observer, 7).iter().map(|r| r.frame.id()).collect();
+        assert_eq!(ids, [0x7FF, 0x100, 0x101, 0x300, 0x301, 0x7FF, 0x7FF], "observer on hub {i}");
+    }
 }

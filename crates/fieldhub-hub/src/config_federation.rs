@@ -152,8 +152,11 @@ impl HubConfig {
                 let text = format!("channel '{}' is federated but the hub has no [federation] section", c.name);
                 return Err((field("federated"), text));
             }
-            if c.federated && c.timing == crate::config::Timing::Timed {
-                let text = "a federated channel is timed by its owner alone; this slice federates ideal channels only"
+            // The owner times the channel; a relay (or standby) applies the
+            // owner's events and never schedules frames itself.
+            if c.federated && c.owner.is_some() && c.timing == crate::config::Timing::Timed {
+                let text = "a relayed channel is timed by its owner: set timing = \"timed\" on the owner hub's \
+                            channel, not on a relay's or standby's"
                     .to_owned();
                 return Err((field("timing"), text));
             }
@@ -253,8 +256,8 @@ name = "local"
                 "line 4: channel[0].owner: only a federated channel has an owner",
             ),
             (
-                "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\ntiming = \"timed\"\n",
-                "line 5: channel[0].timing: a federated channel is timed by its owner alone",
+                "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\nowner = \"a\"\ntiming = \"timed\"\n",
+                "line 6: channel[0].timing: a relayed channel is timed by its owner",
             ),
             (
                 "[federation]\n[[channel]]\nname = \"x\"\nfederated = true\nstandby = true\n",

@@ -10,7 +10,7 @@
 //! - A relayed channel transmits nothing but committed events, in the order
 //!   they are applied: one total order with the owner and every relay.
 //! - A port's frames are committed in the order it sent them (the owner
-//!   forwards each relay's frames through one FIFO), so a committed frame
+//!   forwards each relay port's frames through one FIFO), so a committed frame
 //!   of a local port is the oldest in its FIFO; older ones the owner never
 //!   committed (it refused them) are counted as dropped, never delivered.
 //!

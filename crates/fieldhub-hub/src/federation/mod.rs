@@ -5,7 +5,9 @@
 //!
 //! Each federated channel has one **owner** hub, which sequences it like
 //! any local channel (`owner.rs`: a lossless port on it sees every frame in
-//! the channel's order and publishes each as a committed event), and
+//! the channel's order and publishes each as a committed event; each relay
+//! port's frames enter through a transmit-only port of their own,
+//! `origin_ports.rs`, so they arbitrate as a local port's), and
 //! **relays** (`relay.rs`), whose clients' frames go to the owner and whose
 //! channel transmits only the owner's committed events (`bus/federated.rs`).
 //!
@@ -34,6 +36,8 @@ pub mod event;
 mod handover;
 #[cfg(feature = "federation")]
 mod link;
+#[cfg(feature = "federation")]
+mod origin_ports;
 #[cfg(feature = "federation")]
 mod owner;
 #[cfg(feature = "federation")]

@@ -1,16 +1,17 @@
 //! The owner side of a federated channel: this hub sequences it.
 //!
-//! The bridge is one client of the bus with one port on the channel,
-//! opened lossless and with `RECEIVE_OWN`, so its outbox carries every frame
-//! the channel transmits, in the channel's order — its own frames (the
-//! relays') as echoes. Relays' transmit requests (`fieldhub/C/tx`) enter
-//! through that port with transmit credit, like any sender's, and are
-//! arbitrated with the owner's local ports. The writer thread turns each
+//! The bridge is one client of the bus. Its main port on the channel,
+//! opened lossless and with `RECEIVE_OWN`, carries every frame the channel
+//! transmits, in the channel's order. Relays' transmit requests
+//! (`fieldhub/C/tx`) enter with transmit credit, like any sender's, each
+//! relay port's through a `TRANSMIT_ONLY` port of its own
+//! (`origin_ports`), so they arbitrate by identifier with each other and
+//! with the owner's local ports as on one hub. The writer thread turns each
 //! frame into a committed event (`fieldhub/C/events`), keeps the newest
 //! `history` events for the queryable (`fieldhub/C/history`), and names
-//! the relay port of each echo: the port's FIFO keeps its frames in order,
-//! so echoes come back in the order the requests were forwarded — less
-//! those the bus refused or a fault rule dropped, which is why each echo is
+//! the relay port of each frame a bridge port sent: a port's FIFO keeps its
+//! frames in order, so they reach the bus in the order forwarded — less
+//! those the bus refused or a fault rule dropped, which is why each is
 //! matched to the oldest forwarded request with the same frame.
 //!
 //! Invariants:
@@ -25,14 +26,14 @@ use std::sync::{Arc, Mutex};
 
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
-use fieldhub_proto::Frame;
 use tracing::{error, info, warn};
 use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Priority};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use super::event::{Event, Origin, TxRequest};
+use super::event::{Event, TxRequest};
+use super::origin_ports::{origin_of, Forwarded, Opening, OriginPorts};
 use super::{key, FederatedChannel, LOOK};
 use crate::config::FederationConfig;
 use crate::credit::TxCredit;
@@ -157,7 +158,9 @@ impl OwnerBridge {
         if sessions.inbox.send(open).is_err() {
             return None;
         }
-        let port = wait_until_opened(&outbox, sessions, &name)?;
+        let main = wait_until_opened(&outbox, sessions, &name)?;
+        let mut routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
+        let opening: Arc<Opening> = Arc::default();
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
         let history: Arc<Mutex<History>> = Arc::default();
         let queryable = {
@@ -207,8 +210,13 @@ impl OwnerBridge {
             error!(channel = %name, "cannot watch for other owners of the channel: {e}");
         }
         let writer = {
-            let (outbox, closed, forwarded, history) =
-                (Arc::clone(&outbox), Arc::clone(&closed), Arc::clone(&forwarded), Arc::clone(&history));
+            let (outbox, closed, forwarded, history, opening) = (
+                Arc::clone(&outbox),
+                Arc::clone(&closed),
+                Arc::clone(&forwarded),
+                Arc::clone(&history),
+                Arc::clone(&opening),
+            );
             let writer = Writer {
                 session: self.session.clone(),
                 status: Arc::clone(&self.channel.status),
@@ -220,7 +228,7 @@ impl OwnerBridge {
             };
             std::thread::Builder::new()
                 .name(format!("fh-fed-pub-{name}"))
-                .spawn(move || writer.run(&outbox, &closed, &forwarded, &history))
+                .spawn(move || writer.run(&outbox, &closed, &forwarded, &history, &opening))
         };
         // Declared last: a relay that sees the owner finds its subscriber and queryable.
         let token = self.session.liveliness().declare_token(super::owner_token(&name, &self.me, self.epoch)).wait();
@@ -248,7 +256,8 @@ impl OwnerBridge {
             if seen.is_some_and(|&newest| origin.arrival <= newest) {
                 continue;
             }
-            if !forward(&slot, port, &credit, &forwarded, request, &stop) {
+            let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else { break };
+            if !forward(&slot, route, &credit, &forwarded, request, &stop) {
                 break;
             }
         }
@@ -269,23 +278,11 @@ impl OwnerBridge {
     }
 }
 
-/// Relays' frames forwarded into the bridge's port and not echoed yet, oldest first.
-type Forwarded = VecDeque<(Origin, Frame)>;
-
-/// The origin of an echoed frame: the oldest forwarded request carrying
-/// it. Older requests with other frames never reached the bus (refused or
-/// dropped by a fault rule) and are forgotten; the relay counts them as
-/// dropped when a later frame of the same port is committed.
-fn origin_of(forwarded: &mut Forwarded, frame: &Frame) -> Option<Origin> {
-    let at = forwarded.iter().position(|(_, sent)| sent == frame)?;
-    forwarded.drain(..at);
-    forwarded.pop_front().map(|(origin, _)| origin)
-}
-
-/// Put one relay's frame into the bridge's port, with transmit credit.
+/// Put one relay's frame into bridge port `route` (handle, hub-wide id),
+/// with transmit credit.
 fn forward(
     slot: &ClientSlot,
-    port: u16,
+    (port, port_id): (u16, u32),
     credit: &TxCredit,
     forwarded: &Mutex<Forwarded>,
     request: TxRequest,
@@ -294,22 +291,23 @@ fn forward(
     if !credit.acquire(stop) {
         return false;
     }
-    // Queued before the frame: its echo cannot come back first.
-    if let Ok(mut queue) = forwarded.lock() {
-        queue.push_back((request.origin, request.frame));
+    // Queued before the frame: the bus cannot carry it first.
+    if let Ok(mut forwarded) = forwarded.lock() {
+        forwarded.entry(port_id).or_default().push_back((request.origin, request.frame));
     }
     slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame: request.frame }).is_ok()
 }
 
-/// The bus's answer to `OPEN_PORT`: the port handle, or `None` (logged).
-fn wait_until_opened(outbox: &QueueOutbox, sessions: &Sessions, channel: &str) -> Option<u16> {
+/// The bus's answer to `OPEN_PORT`: the port handle and hub-wide id, or
+/// `None` (logged).
+fn wait_until_opened(outbox: &QueueOutbox, sessions: &Sessions, channel: &str) -> Option<(u16, u32)> {
     while !sessions.stopping() {
         match outbox.take_timeout(LOOK) {
-            Some(Outbound::PortOpened { port, channel_flags, .. }) => {
+            Some(Outbound::PortOpened { port, port_id, channel_flags, .. }) => {
                 if channel_flags.contains(ChannelFlags::CANFD) {
                     info!(channel, "federated channel carries CAN FD");
                 }
-                return Some(port);
+                return Some((port, port_id));
             }
             Some(Outbound::Error { text, .. }) => {
                 error!(channel, "the bus refused the federation's port: {text}");
@@ -334,7 +332,14 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(self, outbox: &QueueOutbox, closed: &AtomicBool, forwarded: &Mutex<Forwarded>, history: &Mutex<History>) {
+    fn run(
+        self,
+        outbox: &QueueOutbox,
+        closed: &AtomicBool,
+        forwarded: &Mutex<Forwarded>,
+        history: &Mutex<History>,
+        opening: &Opening,
+    ) {
         let publisher = match self
             .session
             .declare_publisher(key(&self.channel, "events"))
@@ -357,8 +362,14 @@ impl Writer {
             outbox.took();
             let (frame, meta) = match item {
                 Outbound::Frame { frame, meta, .. } => (frame, meta),
-                Outbound::Error { text, fatal, .. } => {
-                    warn!(channel = %self.channel, "the bus reports: {text}");
+                Outbound::PortOpened { request, port, port_id, .. } => {
+                    opening.opened(request, port, port_id);
+                    continue;
+                }
+                Outbound::Error { request, text, fatal, .. } => {
+                    if !opening.refused(request, &text) {
+                        warn!(channel = %self.channel, "the bus reports: {text}");
+                    }
                     if fatal {
                         break;
                     }
@@ -368,15 +379,13 @@ impl Writer {
                 // A lossless port is never overrun; the rest answer
                 // requests the bridge does not make.
                 Outbound::RxOverflow { .. }
-                | Outbound::PortOpened { .. }
                 | Outbound::PortClosed { .. }
                 | Outbound::Pong { .. }
                 | Outbound::Stats { .. }
                 | Outbound::Grant { .. } => continue,
             };
-            let echo = frame.is_echo();
             let frame = frame.with_echo(false);
-            let origin = if echo { forwarded.lock().ok().and_then(|mut q| origin_of(&mut q, &frame)) } else { None };
+            let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
             seq += 1;
             let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
             let event = Event {
@@ -405,18 +414,6 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_echo_belongs_to_the_oldest_request_with_its_frame() {
-        let frame = |id| Frame::can(id, false, &[1]).unwrap();
-        let origin = |arrival| Origin { relay: "r".into(), port_id: 1, arrival };
-        let mut forwarded: Forwarded = [(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(2))].into();
-        // Frame 1 never reached the bus: the echo of 2 skips it.
-        assert_eq!(origin_of(&mut forwarded, &frame(2)), Some(origin(2)));
-        assert_eq!(origin_of(&mut forwarded, &frame(2)), Some(origin(3)));
-        assert!(forwarded.is_empty());
-        assert_eq!(origin_of(&mut forwarded, &frame(5)), None);
-    }
 
     #[test]
     fn history_serves_what_it_keeps_and_nothing_older() {

@@ -1,0 +1,253 @@
+//! The owner bridge's ports for relay ports: every relay port whose frames
+//! the owner sequences gets a `TRANSMIT_ONLY` port of its own on the
+//! owner's channel, so its frames wait in their own FIFO and contend by
+//! identifier with every other port's — arbitration across hubs works as on
+//! one hub. The bridge's main port listens (and publishes every frame);
+//! these ports only send.
+//!
+//! A relay port's frames always go through the same port while any of them
+//! waits: a route changes only when its port is idle, so a port's frames
+//! keep their order. Past a client's port limit, a new relay port shares
+//! the main port (one FIFO, in arrival order, as before per-port routing):
+//! idle routes are closed first to make room.
+//!
+//! Which relay port sent a frame is known from the frame's sender (the
+//! hub-wide port id in its metadata) and that port's queue of forwarded
+//! requests (`Forwarded`), so the writer needs no echo from these ports.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
+use fieldhub_proto::wire::PortOptions;
+use fieldhub_proto::Frame;
+use tracing::warn;
+
+use super::event::Origin;
+use crate::inbox::Inbound;
+use crate::session::ClientSlot;
+
+/// How long a relay port's route stays after its last frame left.
+pub const ROUTE_IDLE: Duration = Duration::from_secs(10);
+
+/// How often the bridge looks whether an answer came or it must stop.
+const LOOK: Duration = Duration::from_millis(100);
+
+/// Requests forwarded into one bridge port and not seen on the bus yet,
+/// oldest first, by the port's hub-wide id.
+pub type Forwarded = HashMap<u32, VecDeque<(Origin, Frame)>>;
+
+/// The origin of a frame the bus carried from bridge port `sender`: the
+/// oldest request forwarded there with this frame. Older requests with
+/// other frames never reached the bus (refused or dropped by a fault rule)
+/// and are forgotten; the relay counts them as dropped when a later frame
+/// of the same port is committed.
+pub fn origin_of(forwarded: &mut Forwarded, sender: u32, frame: &Frame) -> Option<Origin> {
+    let queue = forwarded.get_mut(&sender)?;
+    let at = queue.iter().position(|(_, sent)| sent == frame)?;
+    queue.drain(..at);
+    queue.pop_front().map(|(origin, _)| origin)
+}
+
+/// The bus's answers to the bridge's `OPEN_PORT`s, by request id, which
+/// the writer thread (the outbox's reader) fills in.
+#[derive(Default)]
+pub struct Opening {
+    answers: Mutex<HashMap<u32, Answer>>,
+    answered: Condvar,
+}
+
+enum Answer {
+    Waiting,
+    Opened { port: u16, port_id: u32 },
+    Refused(String),
+}
+
+impl Opening {
+    /// The writer saw `PORT_OPENED` for `request`.
+    pub fn opened(&self, request: u32, port: u16, port_id: u32) {
+        self.answer(request, Answer::Opened { port, port_id });
+    }
+
+    /// The writer saw an error for `request`; `false` if no open waited
+    /// for it.
+    pub fn refused(&self, request: u32, text: &str) -> bool {
+        self.answer(request, Answer::Refused(text.to_owned()))
+    }
+
+    fn answer(&self, request: u32, answer: Answer) -> bool {
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = answers.get_mut(&request) else { return false };
+        *slot = answer;
+        self.answered.notify_all();
+        true
+    }
+}
+
+/// Where one relay port's frames go.
+struct Route {
+    port: u16,
+    port_id: u32,
+    /// A port of its own (closed when idle), or the shared main port.
+    own: bool,
+    last: Instant,
+}
+
+/// The bridge thread's routes from relay ports to its ports.
+pub struct OriginPorts {
+    main: (u16, u32),
+    channel: String,
+    options: PortOptions,
+    routes: HashMap<(String, u32), Route>,
+    next_request: u32,
+}
+
+impl OriginPorts {
+    /// Routes for the bridge whose main port is `main` (handle, hub-wide
+    /// id) on `channel`; `fd` when the channel carries CAN FD.
+    pub fn new(main: (u16, u32), channel: String, fd: bool) -> Self {
+        let mut options = PortOptions::TRANSMIT_ONLY | PortOptions::BLOCK_ON_OVERFLOW;
+        if fd {
+            options |= PortOptions::FD;
+        }
+        // Request 1 opened the main port.
+        Self { main, channel, options, routes: HashMap::new(), next_request: 1 }
+    }
+
+    /// The port (handle, hub-wide id) `origin`'s frame goes through,
+    /// opening one when the relay port has none; `None` when the bridge is
+    /// stopping.
+    pub fn route(
+        &mut self,
+        origin: &Origin,
+        slot: &ClientSlot,
+        opening: &Opening,
+        forwarded: &Mutex<Forwarded>,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<(u16, u32)> {
+        let key = (origin.relay.clone(), origin.port_id);
+        let now = Instant::now();
+        if let Some(route) = self.routes.get_mut(&key) {
+            route.last = now;
+            return Some((route.port, route.port_id));
+        }
+        // The main port is one of the client's ports.
+        if self.own_ports() + 1 >= MAX_PORTS_PER_CLIENT {
+            self.close_idle(slot, forwarded, now);
+        }
+        let (port, port_id, own) = if self.own_ports() + 1 < MAX_PORTS_PER_CLIENT {
+            match self.open(&key, slot, opening, stop)? {
+                Ok((port, port_id)) => (port, port_id, true),
+                Err(text) => {
+                    warn!(channel = %self.channel, relay = %key.0, port = key.1,
+                        "a relay port shares the owner's main port (one FIFO): {text}");
+                    (self.main.0, self.main.1, false)
+                }
+            }
+        } else {
+            (self.main.0, self.main.1, false)
+        };
+        self.routes.insert(key, Route { port, port_id, own, last: now });
+        Some((port, port_id))
+    }
+
+    fn own_ports(&self) -> usize {
+        self.routes.values().filter(|r| r.own).count()
+    }
+
+    /// Open a port for relay port `key`: its handle and id, or the bus's
+    /// refusal; `None` when the bridge is stopping.
+    fn open(
+        &mut self,
+        key: &(String, u32),
+        slot: &ClientSlot,
+        opening: &Opening,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Result<(u16, u32), String>> {
+        self.next_request = self.next_request.wrapping_add(1).max(2);
+        let request = self.next_request;
+        opening.answers.lock().unwrap_or_else(|e| e.into_inner()).insert(request, Answer::Waiting);
+        let open = Inbound::OpenPort {
+            client: slot.id(),
+            request,
+            options: self.options,
+            channel: self.channel.clone(),
+            // Unique on the hub: the relay's session id, its port's id.
+            port_name: format!("federation-{}-{}-{}", self.channel, short(&key.0), key.1),
+        };
+        if slot.sessions().inbox.send(open).is_err() {
+            return None;
+        }
+        let mut answers = opening.answers.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(Answer::Waiting) = answers.get(&request) {
+            if stop() {
+                answers.remove(&request);
+                return None;
+            }
+            answers = opening.answered.wait_timeout(answers, LOOK).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        match answers.remove(&request) {
+            Some(Answer::Opened { port, port_id }) => Some(Ok((port, port_id))),
+            Some(Answer::Refused(text)) => Some(Err(text)),
+            Some(Answer::Waiting) | None => None,
+        }
+    }
+
+    /// Close the routes whose relay port sent nothing for [`ROUTE_IDLE`]
+    /// and has nothing waiting: their own ports are closed, a shared one's
+    /// route forgotten.
+    fn close_idle(&mut self, slot: &ClientSlot, forwarded: &Mutex<Forwarded>, now: Instant) {
+        let forwarded = forwarded.lock().unwrap_or_else(|e| e.into_inner());
+        let waiting = |key: &(String, u32), port_id: u32| {
+            forwarded.get(&port_id).is_some_and(|q| q.iter().any(|(o, _)| o.relay == key.0 && o.port_id == key.1))
+        };
+        let idle: Vec<(String, u32)> = self
+            .routes
+            .iter()
+            .filter(|(key, r)| now.duration_since(r.last) >= ROUTE_IDLE && !waiting(key, r.port_id))
+            .map(|(key, _)| key.clone())
+            .collect();
+        drop(forwarded);
+        for key in idle {
+            if let Some(route) = self.routes.remove(&key) {
+                if route.own {
+                    let _ = slot.sessions().inbox.send(Inbound::ClosePort { client: slot.id(), port: route.port });
+                }
+            }
+        }
+    }
+}
+
+/// A Zenoh session id, shortened for a port name (its first 8 characters
+/// tell relays apart in logs and stats).
+fn short(relay: &str) -> &str {
+    relay.get(..8).unwrap_or(relay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_belongs_to_the_oldest_request_with_it_at_its_port() {
+        let frame = |id| Frame::can(id, false, &[1]).unwrap();
+        let origin = |arrival| Origin { relay: "r".into(), port_id: 1, arrival };
+        let mut forwarded = Forwarded::new();
+        forwarded.insert(7, [(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(2))].into());
+        forwarded.insert(8, [(origin(4), frame(2))].into());
+        // Frame 1 never reached the bus: the frame 2 port 7 sent skips it.
+        assert_eq!(origin_of(&mut forwarded, 7, &frame(2)), Some(origin(2)));
+        assert_eq!(origin_of(&mut forwarded, 8, &frame(2)), Some(origin(4)), "each port its own queue");
+        assert_eq!(origin_of(&mut forwarded, 7, &frame(2)), Some(origin(3)));
+        assert!(forwarded[&7].is_empty());
+        assert_eq!(origin_of(&mut forwarded, 7, &frame(5)), None);
+        assert_eq!(origin_of(&mut forwarded, 9, &frame(2)), None, "a local port's frame");
+    }
+
+    #[test]
+    fn port_names_keep_the_start_of_the_relay_id() {
+        assert_eq!(short("0123456789abcdef"), "01234567");
+        assert_eq!(short("abc"), "abc");
+    }
+}
