@@ -47,11 +47,14 @@ hub() { # NAME NS CONFIG
         --ready-file "$RUN/$1.ready" >"$RUN/$1.log" 2>&1 &
     pids="$pids $!"
 }
+# The links leave loopback, so the hubs share a token (owner-only file).
+(umask 077; echo "bench-federation-$$" >"$RUN/federation.token")
 cat >"$RUN/owner.toml" <<TOML
 [hub]
 name = "owner"
 [federation]
 listen = ["tcp/10.77.1.1:7447"]
+token_file = "$RUN/federation.token"
 [[channel]]
 name = "body"
 federated = true
@@ -64,6 +67,7 @@ name = "relay"
 [federation]
 listen = ["tcp/10.77.1.2:7447"]
 connect = ["tcp/10.77.1.1:7447"]
+token_file = "$RUN/federation.token"
 [[channel]]
 name = "body"
 federated = true

@@ -155,6 +155,11 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => fieldhub_client::token::token_from_environment()?,
     };
+    if let Some(federation) = &mut config.federation {
+        if let Some(path) = &federation.token_file {
+            federation.token = Some(fieldhub_client::token::read_token_file(path)?);
+        }
+    }
     let monitor_token = match &args.monitor_token_file {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => None,

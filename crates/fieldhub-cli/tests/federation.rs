@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::federation::{check_senders, free_port};
+use common::federation::{check_senders, free_port, token_file};
 use common::*;
 use fieldhub_client::{PortConfig, Received};
 
@@ -328,5 +328,45 @@ fn frames_pending_on_two_relays_leave_in_arbitration_order() {
     for (i, observer) in observers.iter().enumerate() {
         let ids: Vec<u32> = recv_n(observer, 7).iter().map(|r| r.frame.id()).collect();
         assert_eq!(ids, [0x7FF, 0x100, 0x101, 0x300, 0x301, 0x7FF, 0x7FF], "observer on hub {i}");
+    }
+}
+
+/// With `token_file`, only hubs that know the token link: a relay with
+/// another token and one with none never see the owner (though they were
+/// started first), while a relay with the token links and its frames flow.
+#[test]
+fn only_hubs_that_know_the_federation_token_link() {
+    let (secret, other) = (token_file("rack-secret-1"), token_file("not-the-secret"));
+    let with_token = |path: &std::path::Path| format!("token_file = \"{}\"\n", path.display());
+    let federated = |name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>, token: &str| {
+        config(name, listen, connect, owner).replacen("\n\n[[channel]]", &format!("\n{token}\n[[channel]]"), 1)
+    };
+    let ports = [free_port(), free_port(), free_port(), free_port()];
+    let owner = HubProcess::start_with(Some(&federated("rack1", ports[0], None, None, &with_token(&secret))), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let wrong = HubProcess::start_with(
+        Some(&federated("wrong", ports[1], Some(ports[0]), Some("rack1"), &with_token(&other))),
+        &[],
+    );
+    let none = HubProcess::start_with(Some(&federated("none", ports[2], Some(ports[0]), Some("rack1"), "")), &[]);
+    wrong.wait_for_log("this hub relays the channel");
+    none.wait_for_log("this hub relays the channel");
+    let good = HubProcess::start_with(
+        Some(&federated("good", ports[3], Some(ports[0]), Some("rack1"), &with_token(&secret))),
+        &[],
+    );
+    good.wait_for_log("the owner is there");
+    let observer = owner.client("observer");
+    observer.open_port_with("body", &lossless()).unwrap();
+    let sender = good.client("sender");
+    let port = sender.open_port_with("body", &lossless()).unwrap();
+    for n in 0..100 {
+        sender.send_timeout(&port, &numbered(0x123, 4, n), Some(PATIENCE)).unwrap();
+    }
+    let frames = recv_n(&observer, 100);
+    assert_eq!(counters_from(&frames, 4), (0..100).collect::<Vec<_>>());
+    for (name, hub) in [("wrong token", &wrong), ("no token", &none)] {
+        let log = hub.log().join("\n");
+        assert!(!log.contains("the owner is there"), "the relay with {name} linked to the owner: {log}");
     }
 }

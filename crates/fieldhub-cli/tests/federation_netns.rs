@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::federation::{check_senders, order};
+use common::federation::{check_senders, order, token_file};
 use common::netns::Lab;
 use common::*;
 use fieldhub_client::{PortConfig, Received};
@@ -21,13 +21,14 @@ const ZENOH_PORT: u16 = 7447;
 
 /// Hub `i` of the lab: `rack0` owns `body`; each hub connects to those
 /// started before it, over the veth link between their namespaces.
-fn config(lab: &Lab, i: usize) -> String {
+fn config(lab: &Lab, i: usize, token: &std::path::Path) -> String {
     let connect: Vec<String> = (0..i).map(|j| format!("\"tcp/{}:{ZENOH_PORT}\"", lab.address(i, j))).collect();
     let owner = if i == 0 { String::new() } else { "owner = \"rack0\"\n".into() };
     format!(
-        "[hub]\nname = \"rack{i}\"\n\n[federation]\nlisten = [\"tcp/0.0.0.0:{ZENOH_PORT}\"]\nconnect = [{}]\n\n\
-         [[channel]]\nname = \"body\"\nfederated = true\n{owner}",
-        connect.join(", ")
+        "[hub]\nname = \"rack{i}\"\n\n[federation]\nlisten = [\"tcp/0.0.0.0:{ZENOH_PORT}\"]\nconnect = [{}]\n\
+         token_file = \"{}\"\n\n[[channel]]\nname = \"body\"\nfederated = true\n{owner}",
+        connect.join(", "),
+        token.display()
     )
 }
 
@@ -43,9 +44,11 @@ fn link_bytes(lab: &Lab, i: usize, dev: &str) -> u64 {
 #[test]
 fn hundred_thousand_frames_from_three_namespaced_hubs_arrive_everywhere_in_one_order() {
     let Some(lab) = Lab::new("hundred_thousand_frames_from_three_namespaced_hubs", 3) else { return };
-    let owner = lab.hub(0, &config(&lab, 0));
+    // The hubs listen beyond loopback, so their links need the shared token.
+    let token = token_file("netns-federation-secret");
+    let owner = lab.hub(0, &config(&lab, 0, &token));
     owner.wait_for_log("this hub owns the channel");
-    let relays = [lab.hub(1, &config(&lab, 1)), lab.hub(2, &config(&lab, 2))];
+    let relays = [lab.hub(1, &config(&lab, 1, &token)), lab.hub(2, &config(&lab, 2, &token))];
     for relay in &relays {
         relay.wait_for_log("the owner is there");
     }

@@ -38,6 +38,15 @@ pub struct FederationConfig {
     /// after a gap (1..=1048576).
     #[serde(default = "default_history")]
     pub history: u32,
+    /// A file holding the secret every hub of the federation shares
+    /// (owner-only, as `--token-file`): a hub that does not know it cannot
+    /// link. Needed when an endpoint is not loopback.
+    #[serde(default)]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The secret read from `token_file` (by the binary, which reads every
+    /// token file); never in the configuration text.
+    #[serde(skip)]
+    pub token: Option<String>,
 }
 
 fn default_listen() -> Vec<String> {
@@ -102,6 +111,13 @@ fn check_endpoint(endpoint: &str) -> Result<(), String> {
     }
 }
 
+/// Whether a (checked) `tcp/HOST:PORT` endpoint stays on this machine.
+fn is_loopback(endpoint: &str) -> bool {
+    let host = endpoint.strip_prefix("tcp/").and_then(|rest| rest.rsplit_once(':')).map_or("", |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 impl HubConfig {
     /// Check `[federation]` and the channels' `federated`/`owner` keys; the
     /// error names the offending field.
@@ -124,6 +140,14 @@ impl HubConfig {
             }
             for endpoint in &f.connect {
                 check_endpoint(endpoint).map_err(|m| (section("connect"), m))?;
+            }
+            let remote = f.listen.iter().map(|e| ("listen", e)).chain(f.connect.iter().map(|e| ("connect", e)));
+            if let (None, Some((key, endpoint))) = (&f.token_file, remote.clone().find(|(_, e)| !is_loopback(e))) {
+                let text = format!(
+                    "'{endpoint}' is reachable from other machines: set token_file to a file with a secret every \
+                     hub of the federation shares, so that only hubs that know it can link"
+                );
+                return Err((section(key), text));
             }
             if f.epoch == 0 {
                 return Err((section("epoch"), "must be 1 or more (0 means no owner)".into()));
@@ -175,6 +199,20 @@ mod tests {
 
     fn error_of(text: &str) -> String {
         parse(text).expect_err("the configuration must be refused").to_string()
+    }
+
+    #[test]
+    fn only_loopback_endpoints_go_without_a_token() {
+        for endpoint in ["tcp/127.0.0.1:7447", "tcp/127.3.2.1:1", "tcp/[::1]:7447", "tcp/localhost:7447"] {
+            assert!(super::is_loopback(endpoint), "{endpoint}");
+        }
+        for endpoint in ["tcp/0.0.0.0:7447", "tcp/10.0.0.1:7447", "tcp/[::]:7447", "tcp/rack1:7447"] {
+            assert!(!super::is_loopback(endpoint), "{endpoint}");
+        }
+        let with_token = parse("[federation]\nlisten = [\"tcp/0.0.0.0:7447\"]\ntoken_file = \"/etc/fh.token\"\n[[channel]]\nname = \"x\"\n");
+        let federation = with_token.unwrap().federation.unwrap();
+        assert_eq!(federation.token_file.as_deref(), Some(std::path::Path::new("/etc/fh.token")));
+        assert_eq!(federation.token, None, "read by the binary, never from the text");
     }
 
     #[test]
@@ -246,6 +284,14 @@ name = "local"
             (
                 "[federation]\nlisten = []\n[[channel]]\nname = \"x\"\n",
                 "federation.listen: a federated hub needs at least one listen or connect endpoint",
+            ),
+            (
+                "[federation]\nlisten = [\"tcp/0.0.0.0:7447\"]\n[[channel]]\nname = \"x\"\n",
+                "line 2: federation.listen: 'tcp/0.0.0.0:7447' is reachable from other machines: set token_file",
+            ),
+            (
+                "[federation]\nconnect = [\"tcp/rack1.lab:7447\"]\n[[channel]]\nname = \"x\"\n",
+                "line 2: federation.connect: 'tcp/rack1.lab:7447' is reachable from other machines",
             ),
             (
                 "[[channel]]\nname = \"x\"\nfederated = true\n",

@@ -7,6 +7,15 @@ use fieldhub_client::Received;
 
 use super::number_of;
 
+/// An owner-only file holding `secret`, for `[federation] token_file`;
+/// removed when dropped.
+pub fn token_file(secret: &str) -> tempfile::TempPath {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new().prefix("fieldhub-test-token-").tempfile().expect("a token file");
+    writeln!(file, "{secret}").expect("write the token");
+    file.into_temp_path()
+}
+
 /// A loopback TCP port nobody listens on now, for a hub's Zenoh endpoint.
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");

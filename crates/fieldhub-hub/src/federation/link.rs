@@ -120,11 +120,14 @@ impl Federation {
                 canfd: channel.protocol == crate::config::Protocol::Canfd,
             });
         }
-        let session = zenoh::open(zenoh_config(&federation)?).wait().map_err(|error| FederationError::Open {
+        let (zenoh_config, dictionary) = zenoh_config(&federation)?;
+        let session = zenoh::open(zenoh_config).wait().map_err(|error| FederationError::Open {
             listen: federation.listen.clone(),
             connect: federation.connect.clone(),
             error: error.to_string(),
         })?;
+        // Zenoh read the dictionary while opening; the secret leaves the disk.
+        drop(dictionary);
         tracing::info!(zid = %session.zid(), name = federation.hub_name(&config.hub.name),
             listen = ?federation.listen, connect = ?federation.connect, "federation session open");
         let name = federation.hub_name(&config.hub.name).to_owned();
@@ -154,8 +157,16 @@ impl Federation {
     }
 }
 
-/// The Zenoh configuration: a peer with exactly the configured links.
-fn zenoh_config(f: &FederationConfig) -> Result<zenoh::Config, FederationError> {
+/// The user every hub of a federation authenticates as; the token is the
+/// password (Zenoh's user-password authentication answers a nonce with an
+/// HMAC of it, so the token never crosses the link).
+const TOKEN_USER: &str = "fieldhub";
+
+/// The Zenoh configuration: a peer with exactly the configured links, and
+/// with a token, Zenoh's user-password authentication on every link — the
+/// dictionary Zenoh checks others against is the returned file, to be
+/// dropped (removed) once the session is open.
+fn zenoh_config(f: &FederationConfig) -> Result<(zenoh::Config, Option<tempfile::NamedTempFile>), FederationError> {
     let mut config = zenoh::Config::default();
     let list = |endpoints: &[String]| serde_json::to_string(endpoints).unwrap_or_else(|_| "[]".into());
     let settings: [(&'static str, String); 8] = [
@@ -174,7 +185,36 @@ fn zenoh_config(f: &FederationConfig) -> Result<zenoh::Config, FederationError> 
     for (key, value) in settings {
         config.insert_json5(key, &value).map_err(|error| FederationError::Config { key, error: error.to_string() })?;
     }
-    Ok(config)
+    let token = match (&f.token, &f.token_file) {
+        (Some(token), _) => token,
+        (None, Some(path)) => return Err(FederationError::TokenNotRead { path: path.clone() }),
+        (None, None) => return Ok((config, None)),
+    };
+    if token.contains(['\n', '\r']) || token.trim() != token {
+        return Err(FederationError::BadToken);
+    }
+    let dictionary = write_dictionary(token).map_err(|error| FederationError::Dictionary { error })?;
+    let path = serde_json::to_string(&dictionary.path()).unwrap_or_default();
+    let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let auth: [(&'static str, String); 3] = [
+        ("transport/auth/usrpwd/user", quoted(TOKEN_USER)),
+        ("transport/auth/usrpwd/password", quoted(token)),
+        ("transport/auth/usrpwd/dictionary_file", path),
+    ];
+    for (key, value) in auth {
+        config.insert_json5(key, &value).map_err(|error| FederationError::Config { key, error: error.to_string() })?;
+    }
+    Ok((config, Some(dictionary)))
+}
+
+/// The one-line dictionary `fieldhub:TOKEN`, in an owner-only file of its
+/// own (created exclusively in the temporary directory).
+fn write_dictionary(token: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new().prefix("fieldhub-federation-").tempfile()?;
+    writeln!(file, "{TOKEN_USER}:{token}")?;
+    file.flush()?;
+    Ok(file)
 }
 
 #[cfg(test)]
