@@ -15,6 +15,8 @@
 //!   ports of the hub's own.
 //! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
 //!   each joined as one participant and attached as one port.
+//! - [`tls`]: a TLS connection in the reactor (rustls without blocking);
+//!   [`tls_config`]: `[hub] tls_*`, read once into the server's settings.
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
@@ -25,3 +27,5 @@ pub mod reactor;
 pub mod shm;
 pub mod silkit;
 pub mod socketcan;
+pub mod tls;
+pub mod tls_config;
