@@ -148,12 +148,8 @@ impl NativeClient {
         tls_server_name: Option<String>,
     ) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
-        let tls = fieldhub_client::tls::TlsOptions {
-            ca: tls_ca,
-            cert: tls_cert,
-            key: tls_key,
-            server_name: tls_server_name,
-        };
+        let tls =
+            fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
         let options = ClientOptions { name, token, timeout, synchronized, tls };
         let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
         Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })

@@ -154,7 +154,8 @@ fn with_mutual_tls_a_client_without_a_certificate_is_refused() {
     assert!(message.contains("FIELDHUB_TLS_CERT") && message.contains("FIELDHUB_TLS_KEY"), "{message}");
     hub.wait_for_log("peer sent no certificates");
     // Over HTTPS too: no certificate, no control API.
-    let refused = fieldhub(&["ctl", "--hub", &tls_url(&hub), "channels"], &[("FIELDHUB_TLS_CA", &certs.path("ca.crt"))]);
+    let refused =
+        fieldhub(&["ctl", "--hub", &tls_url(&hub), "channels"], &[("FIELDHUB_TLS_CA", &certs.path("ca.crt"))]);
     assert!(!refused.status.success());
     assert!(text(&refused).contains("requires a client certificate"), "{}", text(&refused));
 }
@@ -272,10 +273,25 @@ fn bad_tls_settings_stop_the_hub_at_start_naming_the_file_and_the_mistake() {
 
     // Mutual TLS authenticates remote clients: no token needed beyond loopback.
     let remote = fieldhub(
-        &["hub", "--listen", "0.0.0.0:0", "--no-shm", "--check-config", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
+        &[
+            "hub",
+            "--listen",
+            "0.0.0.0:0",
+            "--no-shm",
+            "--check-config",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &ca,
+        ],
         &[],
     );
     assert!(remote.status.success(), "{}", text(&remote));
-    let remote_without = fieldhub(&["hub", "--listen", "0.0.0.0:0", "--no-shm", "--check-config", "--tls-cert", &cert, "--tls-key", &key], &[]);
+    let remote_without = fieldhub(
+        &["hub", "--listen", "0.0.0.0:0", "--no-shm", "--check-config", "--tls-cert", &cert, "--tls-key", &key],
+        &[],
+    );
     assert!(text(&remote_without).contains("requires a token"), "{}", text(&remote_without));
 }

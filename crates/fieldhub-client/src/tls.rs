@@ -81,7 +81,9 @@ pub enum TlsError {
     KeyMismatch { cert: PathBuf, key: PathBuf },
     #[error("no CA bundle to trust the hub's certificate with: set {TLS_CA_VAR} to the CA that signed it")]
     NoTrustedCa,
-    #[error("'{0}' is not a name a certificate can hold; set {TLS_SERVER_NAME_VAR} to the name in the hub's certificate")]
+    #[error(
+        "'{0}' is not a name a certificate can hold; set {TLS_SERVER_NAME_VAR} to the name in the hub's certificate"
+    )]
     ServerName(String),
     #[error("server certificate not trusted ({0}): set {TLS_CA_VAR} to the CA that signed it")]
     Untrusted(String),
@@ -131,9 +133,9 @@ impl TlsError {
     pub fn from_rustls(error: rustls::Error, server_name: &str) -> Self {
         use rustls::Error as E;
         match error {
-            E::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }) => {
-                TlsError::WrongName { name: server_name.to_owned() }
-            }
+            E::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            ) => TlsError::WrongName { name: server_name.to_owned() },
             E::InvalidCertificate(why) => TlsError::Untrusted(format!("{why:?}")),
             E::AlertReceived(AlertDescription::CertificateRequired) => TlsError::CertificateRequired,
             E::AlertReceived(
@@ -207,7 +209,9 @@ impl TlsOptions {
                 let chain = read_certificates("client certificate", cert)?;
                 let private = read_key(key)?;
                 builder.with_client_auth_cert(chain, private).map_err(|e| match e {
-                    rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch { cert: cert.clone(), key: key.clone() },
+                    rustls::Error::InconsistentKeys(_) => {
+                        TlsError::KeyMismatch { cert: cert.clone(), key: key.clone() }
+                    }
                     other => TlsError::Invalid {
                         what: "client certificate",
                         path: cert.clone(),

@@ -141,7 +141,10 @@ mod tests {
 
     #[test]
     fn parses_tls() {
-        assert_eq!(HubUrl::parse("tls://hub.example:29536"), Ok(HubUrl::Tls { host: "hub.example".into(), port: 29536 }));
+        assert_eq!(
+            HubUrl::parse("tls://hub.example:29536"),
+            Ok(HubUrl::Tls { host: "hub.example".into(), port: 29536 })
+        );
         assert_eq!(HubUrl::parse("tls://[::1]:5"), Ok(HubUrl::Tls { host: "::1".into(), port: 5 }));
         assert!(HubUrl::parse("tls://x").unwrap_err().contains("expected tls://HOST:PORT"));
     }

@@ -97,7 +97,12 @@ pub enum HttpConnection {
     /// TLS, its handshake done by the reactor, which also decrypted the
     /// request's first bytes (`read_ahead`). `certified`: the client
     /// presented a certificate `tls_client_ca` verified.
-    Tls { tcp: std::net::TcpStream, session: Box<rustls::ServerConnection>, read_ahead: Vec<u8>, certified: bool },
+    Tls {
+        tcp: std::net::TcpStream,
+        session: Box<rustls::ServerConnection>,
+        read_ahead: Vec<u8>,
+        certified: bool,
+    },
 }
 
 /// The running control server; dropping it stops the server.

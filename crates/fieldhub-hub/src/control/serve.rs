@@ -50,11 +50,7 @@ fn busy() -> Vec<u8> {
 }
 
 /// Serve the connections arriving on `incoming` with `app` until `stop`.
-pub async fn serve(
-    app: Router,
-    mut incoming: mpsc::UnboundedReceiver<HttpConnection>,
-    stop: oneshot::Receiver<()>,
-) {
+pub async fn serve(app: Router, mut incoming: mpsc::UnboundedReceiver<HttpConnection>, stop: oneshot::Receiver<()>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -67,7 +63,9 @@ pub async fn serve(
         };
         let (stream, tls) = match connection {
             HttpConnection::Plain(stream) => (stream, None),
-            HttpConnection::Tls { tcp, session, read_ahead, certified } => (tcp, Some((session, read_ahead, certified))),
+            HttpConnection::Tls { tcp, session, read_ahead, certified } => {
+                (tcp, Some((session, read_ahead, certified)))
+            }
         };
         if stream.set_nonblocking(true).is_err() {
             continue;
@@ -111,8 +109,13 @@ pub async fn serve(
 
 /// Serve one connection with `app` on its own task; `slot` is its place
 /// among the [`MAX_CONNECTIONS`].
-fn spawn_connection<I>(app: &Router, origin: PeerOrigin, tls: Option<OverTls>, io: TokioIo<I>, slot: OwnedSemaphorePermit)
-where
+fn spawn_connection<I>(
+    app: &Router,
+    origin: PeerOrigin,
+    tls: Option<OverTls>,
+    io: TokioIo<I>,
+    slot: OwnedSemaphorePermit,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let app = app.clone().layer(Extension(origin));
