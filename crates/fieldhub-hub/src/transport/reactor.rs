@@ -406,17 +406,12 @@ impl Reactor {
     fn accept(&mut self, index: usize) {
         loop {
             let accepted = match &self.listeners[index] {
-                Listening::Tcp(l) => l.accept().and_then(|(s, peer)| {
+                Listening::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
                     let origin = PeerOrigin::tcp(s.local_addr(), Ok(peer));
-                    let (socket, via) = match &self.tls {
-                        None => (Socket::Tcp(s), "TCP"),
-                        Some(config) => {
-                            let tls = TlsSocket::new(s, config).map_err(|e| std::io::Error::other(TlsFailure(e)))?;
-                            (Socket::Tls(Box::new(tls)), "TLS")
-                        }
-                    };
-                    Ok((socket, via, peer.to_string(), origin, Phase::Sniff))
+                    // `admit` wraps it in TLS when the hub speaks TLS.
+                    let via = if self.tls.is_some() { "TLS" } else { "TCP" };
+                    (Socket::Tcp(s), via, peer.to_string(), origin, Phase::Sniff)
                 }),
                 Listening::Unix(l, path) => l.accept().map(|(s, _)| {
                     let origin = PeerOrigin::unix(&s);
@@ -466,7 +461,17 @@ impl Reactor {
         }
     }
 
-    fn admit(&mut self, mut socket: Socket, via: &'static str, peer: String, origin: PeerOrigin, phase: Phase) {
+    fn admit(&mut self, socket: Socket, via: &'static str, peer: String, origin: PeerOrigin, phase: Phase) {
+        let mut socket = match (socket, &self.tls) {
+            (Socket::Tcp(tcp), Some(config)) => match TlsSocket::new(tcp, config) {
+                Ok(tls) => Socket::Tls(Box::new(tls)),
+                Err(e) => {
+                    warn!(peer, "cannot start TLS on a connection: {e}");
+                    return;
+                }
+            },
+            (socket, _) => socket,
+        };
         let nonblocking = match &socket {
             Socket::Tcp(s) => s.set_nonblocking(true),
             Socket::Unix(s) => s.set_nonblocking(true),
