@@ -98,7 +98,7 @@ fn connect(hub: &HubProcess, options: &ClientOptions) -> Result<Client, ClientEr
 /// The TLS error a refused connection carries.
 fn tls_error(outcome: Result<Client, ClientError>) -> TlsError {
     match outcome {
-        Err(ClientError::Tls { error, .. }) => error,
+        Err(ClientError::Tls { error, .. }) => *error,
         Err(other) => panic!("expected a TLS error, got: {other}"),
         Ok(_) => panic!("expected a TLS error, but the client was admitted"),
     }

@@ -73,7 +73,7 @@ pub(crate) fn handshake(
         // TLS that failed after its handshake (TLS 1.3: the hub checks the
         // client's certificate then) says what to set.
         Fault::Io(source) => match source.downcast::<crate::tls::TlsError>() {
-            Ok(tls) => ClientError::Tls { url: url.into(), error: tls },
+            Ok(tls) => ClientError::Tls { url: url.into(), error: Box::new(tls) },
             Err(source) => ClientError::Connect { url: url.into(), source },
         },
         Fault::TimedOut => ClientError::Timeout(options.timeout),

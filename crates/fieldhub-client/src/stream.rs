@@ -94,7 +94,7 @@ impl StreamLink {
         if let (HubUrl::Tls { host, .. }, Stream::Tcp(tcp)) = (parsed, &stream) {
             let tcp = tcp.try_clone().map_err(connect_error)?;
             let tls = crate::tls::handshake(tcp, host, &options.tls, deadline)
-                .map_err(|error| ClientError::Tls { url: url.into(), error })?;
+                .map_err(|error| ClientError::Tls { url: url.into(), error: Box::new(error) })?;
             stream = Stream::Tls(tls);
         }
         let mut reader =

@@ -157,7 +157,9 @@ impl From<ClientError> for Failure {
             // client's certificate refused it; a hub the client cannot
             // trust (or no TLS there) is no hub to connect to.
             ClientError::Tls { error, .. } if error.is_setting() => FH_ERR_INVALID_ARGUMENT,
-            ClientError::Tls { error: TlsError::CertificateRequired | TlsError::CertificateRefused(_), .. } => {
+            ClientError::Tls { error, .. }
+                if matches!(**error, TlsError::CertificateRequired | TlsError::CertificateRefused(_)) =>
+            {
                 FH_ERR_REFUSED
             }
             ClientError::Tls { .. } => FH_ERR_CONNECT,
