@@ -448,7 +448,10 @@ fn ready_dict<'py>(py: Python<'py>, hub: &Hub, config: &HubConfig) -> PyResult<B
         }
     }
     let ready = PyDict::new(py);
-    ready.set_item("http", tcp.first().map(|addr| format!("http://{addr}")))?;
+    let tls = config.tls_files().is_some();
+    let scheme = if tls { "https" } else { "http" };
+    ready.set_item("http", tcp.first().map(|addr| format!("{scheme}://{addr}")))?;
+    ready.set_item("tls", tls)?;
     ready.set_item("tcp", tcp)?;
     ready.set_item("unix", unix)?;
     ready.set_item("shm", hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")))?;

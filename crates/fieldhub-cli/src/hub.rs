@@ -69,7 +69,7 @@ pub struct HubArgs {
     time: Option<TimeMode>,
     /// Once the hub is started (listeners bound, shared memory served, channels up), write
     /// one JSON line with its actual addresses to this inherited file descriptor, e.g. a
-    /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"shm":…,"ivshmem":[…],
+    /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"tls":…,"shm":…,"ivshmem":[…],
     /// "channels":[…],"pid":…}. For programs that start a hub: no log parsing, any FIELDHUB_LOG.
     #[arg(long, value_name = "N", conflicts_with = "ready_file")]
     ready_fd: Option<RawFd>,

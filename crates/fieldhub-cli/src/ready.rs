@@ -9,7 +9,7 @@
 //! listener is bound, shared memory is served and the channels exist:
 //!
 //! ```json
-//! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123",
+//! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123","tls":false,
 //!  "shm":"shm://name","ivshmem":[],"channels":["can0","can1"],"pid":1234}
 //! ```
 
