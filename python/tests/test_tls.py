@@ -36,7 +36,8 @@ def certs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mutual_hub(certs):
     """A hub whose TCP port speaks TLS and wants a certificate of ca.crt."""
-    hub = Hub(f"""
+    tls = dict(tls_ca=str(certs / "ca.crt"), tls_cert=str(certs / "client.crt"), tls_key=str(certs / "client.key"))
+    hub = Hub(**tls, config=f"""
 [hub]
 tls_cert = "{certs / 'hub.crt'}"
 tls_key = "{certs / 'hub.key'}"
@@ -65,6 +66,14 @@ def test_buses_with_a_client_certificate_exchange_frames_in_order(mutual_hub, ce
     finally:
         sender.shutdown()
         receiver.shutdown()
+
+
+def test_the_hub_class_speaks_to_a_tls_hub_over_tls_and_https(mutual_hub):
+    assert mutual_hub.url.startswith("tls://127.0.0.1:")
+    assert [c["name"] for c in mutual_hub.channels()] == ["can0"]
+    stranger = Hub.attach(mutual_hub.url, tls_ca=mutual_hub.tls["tls_ca"])
+    with pytest.raises(Exception, match="(?i)certificate"):
+        stranger.channels()
 
 
 def test_a_bus_without_a_certificate_is_refused_saying_what_to_set(mutual_hub, certs):
