@@ -381,15 +381,23 @@ int fh_close(struct fh_client *client);
 void fh_client_free(struct fh_client *client);
 
 /**
- * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `unix:PATH`,
- * `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
+ * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `tls://HOST:PORT`,
+ * `unix:PATH`, `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
  * `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
  * `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
  * `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names, else none). Waits at most 5 seconds. A handle connects once; for a new
  * connection use a new handle.
  *
- * Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there),
- * `FH_ERR_REFUSED` (token, version), `FH_ERR_TIMEOUT`, `FH_ERR_INVALID_ARGUMENT`.
+ * `tls://` takes its settings from the environment: `$FIELDHUB_TLS_CA` (PEM CA
+ * bundle to trust the hub's certificate with; else the system's),
+ * `$FIELDHUB_TLS_CERT` and `$FIELDHUB_TLS_KEY` (this client's certificate, for a
+ * hub with mutual TLS), `$FIELDHUB_TLS_SERVER_NAME` (the name the hub's
+ * certificate holds, when not HOST).
+ *
+ * Errors: `FH_ERR_INVALID_URL`, `FH_ERR_CONNECT` (no hub there, or a TLS hub
+ * this client does not trust), `FH_ERR_REFUSED` (token, version, client
+ * certificate), `FH_ERR_TIMEOUT`, `FH_ERR_INVALID_ARGUMENT` (also unusable
+ * `FIELDHUB_TLS_*` files).
  *
  * # Safety
  * `client` is a live handle; `url`, `name`, `token` are NULL or NUL-terminated.

@@ -12,7 +12,12 @@ python-can reserves ``port`` for numbers), ``fd``,
 ``receive_own_messages``, ``block_on_overflow`` (hold the bus instead of
 dropping frames when this reader lags), ``state`` (``can.BusState.PASSIVE``:
 listen-only), ``token``, ``timeout`` (seconds for connecting and requests),
-``synchronized`` (a participant of the hub's virtual time, below).
+``synchronized`` (a participant of the hub's virtual time, below), and for a
+``tls://HOST:PORT`` hub ``tls_ca`` (PEM CA bundle to trust the hub's
+certificate with), ``tls_cert`` and ``tls_key`` (this client's certificate,
+for a hub with mutual TLS) and ``tls_server_name`` (the name the hub's
+certificate holds, when not HOST); each defaults to its ``FIELDHUB_TLS_*``
+environment variable.
 
 On a hub in virtual time (``[hub] time = "virtual"``, ``fieldhub.Hub(time="virtual")``)
 a bus opened with ``synchronized=True`` is a participant: bus time advances
@@ -70,6 +75,11 @@ def _flag(name: str, value: Any) -> bool:
             return False
         raise can.CanInitializationError(f"{name} = {value!r}: expected true or false")
     return bool(value)
+
+
+def _path(value: Any) -> Optional[str]:
+    """A file setting (``tls_ca`` ...): a ``str`` or ``os.PathLike``, ``None`` for the environment's."""
+    return None if value is None else os.fspath(value)
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -130,6 +140,10 @@ class FieldhubBus(BusABC):
         token: Optional[str] = None,
         timeout: float = 5.0,
         synchronized: bool = False,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         self._native: Optional[_native.NativeClient] = None
@@ -156,6 +170,10 @@ class FieldhubBus(BusABC):
                 token or os.environ.get("FIELDHUB_TOKEN"),
                 timeout,
                 self._synchronized,
+                _path(tls_ca),
+                _path(tls_cert),
+                _path(tls_key),
+                None if tls_server_name is None else str(tls_server_name),
             )
             self._open_port()
         except _native.Error as e:
@@ -170,7 +188,8 @@ class FieldhubBus(BusABC):
         if unknown:
             warnings.warn(
                 f"the fieldhub interface ignores {', '.join(unknown)}; it takes hub, port_name, fd, state,"
-                " receive_own_messages, block_on_overflow, token, timeout, synchronized and can_filters",
+                " receive_own_messages, block_on_overflow, token, timeout, synchronized, tls_ca, tls_cert, tls_key,"
+                " tls_server_name and can_filters",
                 stacklevel=3,
             )
         super().__init__(channel=channel, can_filters=can_filters, **kwargs)

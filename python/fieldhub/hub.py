@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import select
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -67,14 +68,21 @@ class Hub:
     """A fieldhub hub and its control API."""
 
     def __init__(self, config: Optional[str] = None, *, url: Optional[str] = None, token: Optional[str] = None,
-                 recordings_dir: Optional[str] = None, time: Optional[str] = None):
+                 recordings_dir: Optional[str] = None, time: Optional[str] = None, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None):
         """Start a private hub (optionally with TOML ``config`` text), or
         attach to the running hub at ``url`` when one is given. A private
         hub writes recordings (:meth:`start_recording`) only inside
         ``recordings_dir`` (default: ``recordings`` in the working directory).
         ``time="virtual"`` runs a private hub in virtual time (replacing the
-        configuration's ``[hub] time``): see :meth:`FieldhubBus.step`."""
+        configuration's ``[hub] time``): see :meth:`FieldhubBus.step`.
+        ``tls_ca``, ``tls_cert``, ``tls_key``: for a hub whose TCP port speaks
+        TLS (``tls://``, its control API ``https://``), the CA bundle to trust
+        it with and the certificate to present; each defaults to its
+        ``FIELDHUB_TLS_*`` variable."""
         self.token = token
+        #: The TLS settings buses (:meth:`bus`) and control calls use.
+        self.tls = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key}
         self._time = time
         #: Where a private hub writes recordings; None: the hub's default.
         self.recordings_dir: Optional[str] = os.path.abspath(recordings_dir) if recordings_dir else None
@@ -89,11 +97,12 @@ class Hub:
             self.url = self._start(config)
 
     @classmethod
-    def attach(cls, url: str, token: Optional[str] = None) -> "Hub":
-        """A running hub at ``url``: ``tcp://HOST:PORT``, or ``shm://NAME``
-        for a local hub (its control API is found through the address it
-        publishes next to its session socket)."""
-        return cls(url=url, token=token)
+    def attach(cls, url: str, token: Optional[str] = None, **tls: Optional[str]) -> "Hub":
+        """A running hub at ``url``: ``tcp://HOST:PORT``, ``tls://HOST:PORT``
+        (with ``tls_ca=``, ``tls_cert=``, ``tls_key=`` as for :class:`Hub`), or
+        ``shm://NAME`` for a local hub (its control API is found through the
+        address it publishes next to its session socket)."""
+        return cls(url=url, token=token, **tls)
 
     def _start(self, config: Optional[str]) -> str:
         shm_name = f"py-{os.getpid()}-{next(_private_hubs)}"
@@ -151,7 +160,8 @@ class Hub:
             raise HubStartError(f"the private hub did not start: {said}")
         ready = json.loads(line)
         self.shm_url = ready["shm"]
-        return f"tcp://{ready['tcp'][0]}"
+        scheme = "tls" if ready.get("tls") else "tcp"
+        return f"{scheme}://{ready['tcp'][0]}"
 
     @property
     def pid(self) -> Optional[int]:
@@ -166,6 +176,9 @@ class Hub:
     def bus(self, channel: str = "can0", **kwargs: Any) -> can.BusABC:
         """A python-can bus on this hub (over shared memory for a private hub)."""
         kwargs.setdefault("token", self.token)
+        for key, value in self.tls.items():
+            if value is not None:
+                kwargs.setdefault(key, value)
         return can.Bus(interface="fieldhub", channel=channel, hub=self.shm_url or self.url, **kwargs)
 
     def stop(self) -> None:
@@ -220,8 +233,9 @@ class Hub:
             request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
+        context = self._ssl_context() if address.startswith("https://") else None
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=10, context=context) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as e:
             try:
@@ -246,9 +260,28 @@ class Hub:
                     f"the hub serving {self.url} publishes no control address ({e}); "
                     "it serves the control API only on a TCP listener: attach to tcp://HOST:PORT"
                 ) from None
+        if url.startswith("tls://"):
+            return url.replace("tls://", "https://", 1)
         if not url.startswith("tcp://"):
-            raise HubUnreachable(f"the control API is reached through tcp://HOST:PORT or shm://NAME, not {url}")
+            raise HubUnreachable(
+                f"the control API is reached through tcp://HOST:PORT, tls://HOST:PORT or shm://NAME, not {url}"
+            )
         return url.replace("tcp://", "http://", 1)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        """HTTPS to a TLS hub: its CA (else the system's) and, for mutual
+        TLS, this process's certificate, as the buses take them."""
+        def setting(key: str) -> Optional[str]:
+            value = self.tls[key] or os.environ.get("FIELDHUB_" + key.upper()) or None
+            return None if value is None else os.fspath(value)
+
+        try:
+            context = ssl.create_default_context(cafile=setting("tls_ca"))
+            if setting("tls_cert"):
+                context.load_cert_chain(setting("tls_cert"), setting("tls_key"))
+        except (OSError, ssl.SSLError) as e:
+            raise HubUnreachable(f"TLS settings for the control API (FIELDHUB_TLS_CA, _CERT, _KEY): {e}") from None
+        return context
 
     def stats(self) -> Dict[str, Any]:
         return self.request("GET", "/api/v1/stats")

@@ -35,6 +35,10 @@ fn error(kind: &str, message: String) -> PyErr {
 fn client_error(e: ClientError) -> PyErr {
     let kind = match &e {
         ClientError::InvalidUrl { .. } | ClientError::TokenFile(_) => "invalid",
+        // A setting that cannot be used is the caller's to fix; a failed
+        // handshake is a connection that failed.
+        ClientError::Tls { error, .. } if error.is_setting() => "invalid",
+        ClientError::Tls { .. } => "connect",
         ClientError::FrameNotAllowed { .. } => "not_allowed",
         ClientError::Connect { .. } => "connect",
         ClientError::Refused { .. } => "refused",
@@ -126,7 +130,11 @@ impl NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false))]
+    /// `tls_*`: the TLS settings of a `tls://` URL (`None`: the
+    /// environment's `FIELDHUB_TLS_*`).
+    #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false, tls_ca=None, tls_cert=None,
+                        tls_key=None, tls_server_name=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         url: String,
@@ -134,9 +142,15 @@ impl NativeClient {
         token: Option<String>,
         timeout: f64,
         synchronized: bool,
+        tls_ca: Option<std::path::PathBuf>,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+        tls_server_name: Option<String>,
     ) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
-        let options = ClientOptions { name, token, timeout, synchronized };
+        let tls =
+            fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
+        let options = ClientOptions { name, token, timeout, synchronized, tls };
         let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
         Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
     }
@@ -434,7 +448,10 @@ fn ready_dict<'py>(py: Python<'py>, hub: &Hub, config: &HubConfig) -> PyResult<B
         }
     }
     let ready = PyDict::new(py);
-    ready.set_item("http", tcp.first().map(|addr| format!("http://{addr}")))?;
+    let tls = config.tls_files().is_some();
+    let scheme = if tls { "https" } else { "http" };
+    ready.set_item("http", tcp.first().map(|addr| format!("{scheme}://{addr}")))?;
+    ready.set_item("tls", tls)?;
     ready.set_item("tcp", tcp)?;
     ready.set_item("unix", unix)?;
     ready.set_item("shm", hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")))?;

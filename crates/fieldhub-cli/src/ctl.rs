@@ -278,8 +278,17 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
 }
 
 /// One API call; a 4xx answer becomes an error carrying the hub's message.
+/// `https://` trusts and presents what the `FIELDHUB_TLS_*` variables name.
 pub fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-    let mut request = ureq::request(method, &format!("{base}{path}"));
+    let agent = match base.strip_prefix("https://") {
+        Some(_) => {
+            let tls = fieldhub_client::tls::TlsOptions::default().or_environment();
+            let config = tls.client_config().with_context(|| format!("TLS for the hub's control API at {base}"))?;
+            ureq::AgentBuilder::new().tls_config(config).build()
+        }
+        None => ureq::agent(),
+    };
+    let mut request = agent.request(method, &format!("{base}{path}"));
     if let Some(token) = crate::hub_token()? {
         request = request.set("Authorization", &format!("Bearer {token}"));
     }
@@ -293,6 +302,25 @@ pub fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow
             let text = response.into_json::<Value>().ok().and_then(|v| v["error"].as_str().map(str::to_owned));
             bail!("{method} {path}: {code}: {}", text.unwrap_or_else(|| "no reason given".into()))
         }
-        Err(e) => Err(e).with_context(|| format!("cannot reach the hub's control API at {base}")),
+        Err(e) => match tls_failure(&e, base) {
+            Some(tls) => Err(tls).with_context(|| format!("TLS with the hub's control API at {base}")),
+            None => Err(e).with_context(|| format!("cannot reach the hub's control API at {base}")),
+        },
     }
+}
+
+/// The TLS error under a failed call, in words that say what to set.
+fn tls_failure(error: &ureq::Error, base: &str) -> Option<fieldhub_client::tls::TlsError> {
+    let host = base.split("://").nth(1).and_then(|rest| rest.rsplit_once(':')).map_or("", |(host, _)| host);
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        let rustls = e
+            .downcast_ref::<rustls::Error>()
+            .or_else(|| e.downcast_ref::<std::io::Error>()?.get_ref()?.downcast_ref::<rustls::Error>());
+        if let Some(rustls) = rustls {
+            return Some(fieldhub_client::tls::TlsError::from_rustls(rustls.clone(), host));
+        }
+        cause = e.source();
+    }
+    None
 }

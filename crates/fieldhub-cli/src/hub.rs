@@ -29,6 +29,17 @@ pub struct HubArgs {
     /// needs a token.
     #[arg(long, value_name = "PATH")]
     monitor_token_file: Option<PathBuf>,
+    /// PEM certificate chain of the hub (replaces `[hub] tls_cert`): with --tls-key, every TCP
+    /// listener speaks TLS (clients connect with tls://HOST:PORT, the control API is https://).
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (replaces `[hub] tls_key`).
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// PEM CA bundle (replaces `[hub] tls_client_ca`): TCP clients must present a certificate one
+    /// of these CAs signed (mutual TLS); such a certificate admits like the token. Needs TLS.
+    #[arg(long, value_name = "PATH")]
+    tls_client_ca: Option<PathBuf>,
     /// Admit every local user's processes without a token (`[hub] insecure_local`). By default a hub
     /// without a token admits only processes of the user it runs as; this lets any account on the
     /// machine send frames and use the control API. Only on loopback and without a token.
@@ -58,7 +69,7 @@ pub struct HubArgs {
     time: Option<TimeMode>,
     /// Once the hub is started (listeners bound, shared memory served, channels up), write
     /// one JSON line with its actual addresses to this inherited file descriptor, e.g. a
-    /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"shm":…,"ivshmem":[…],
+    /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"tls":…,"shm":…,"ivshmem":[…],
     /// "channels":[…],"pid":…}. For programs that start a hub: no log parsing, any FIELDHUB_LOG.
     #[arg(long, value_name = "N", conflicts_with = "ready_file")]
     ready_fd: Option<RawFd>,
@@ -87,7 +98,9 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.check_config {
-        load_config(&args)?;
+        let config = load_config(&args)?;
+        // The certificate files too: a hub that would not start is not ok.
+        fieldhub_hub::tls_server_config(&config)?;
         println!("ok");
         return Ok(());
     }
@@ -170,7 +183,16 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         || monitor_token.is_some()
         || args.shm.is_some()
         || !args.ivshmem.is_empty()
+        || args.tls_cert.is_some()
+        || args.tls_client_ca.is_some()
     {
+        if args.tls_cert.is_some() {
+            config.hub.tls_cert = args.tls_cert.clone();
+            config.hub.tls_key = args.tls_key.clone();
+        }
+        if args.tls_client_ca.is_some() {
+            config.hub.tls_client_ca = args.tls_client_ca.clone();
+        }
         if !args.listen.is_empty() {
             config.hub.listen = args.listen.clone();
         }
@@ -206,8 +228,15 @@ fn ready_signal(args: &HubArgs) -> Result<Option<ReadySignal>, crate::ready::Rea
 
 /// The start-up lines a person reads; programs read the ready line instead.
 fn log_started(hub: &Hub, config: &HubConfig) {
+    let tls = config.tls_files();
     for addr in hub.listen_addrs() {
-        tracing::info!("listening on {addr}");
+        match (addr, &tls) {
+            (fieldhub_hub::ListenAddr::Tcp(socket), Some(files)) if files.client_ca.is_some() => {
+                tracing::info!("listening on tls://{socket} (clients need a certificate the CA bundle signed)")
+            }
+            (fieldhub_hub::ListenAddr::Tcp(socket), Some(_)) => tracing::info!("listening on tls://{socket}"),
+            _ => tracing::info!("listening on {addr}"),
+        }
     }
     if let (Some(name), Some(socket)) = (&config.hub.shm, hub.shm_socket()) {
         tracing::info!("serving shared memory as shm://{name} (session socket {})", socket.display());

@@ -80,7 +80,7 @@ impl PortSelect {
 /// `--hub URL`, shared by every tool that connects to a hub.
 #[derive(clap::Args, Clone)]
 pub struct HubSelect {
-    /// Hub to connect to: tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN, else the content of the file $FIELDHUB_TOKEN_FILE names.
+    /// Hub to connect to: tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN, else the content of the file $FIELDHUB_TOKEN_FILE names. tls:// trusts the CA bundle $FIELDHUB_TLS_CA (else the system's) and presents $FIELDHUB_TLS_CERT with $FIELDHUB_TLS_KEY to a hub with mutual TLS.
     #[arg(long = "hub", value_name = "URL")]
     url: Option<String>,
 }
@@ -99,6 +99,10 @@ impl HubSelect {
                 Ok(format!("http://[{host}]:{port}"))
             }
             Ok(fieldhub_client::HubUrl::Tcp { host, port }) => Ok(format!("http://{host}:{port}")),
+            Ok(fieldhub_client::HubUrl::Tls { host, port }) if host.contains(':') => {
+                Ok(format!("https://[{host}]:{port}"))
+            }
+            Ok(fieldhub_client::HubUrl::Tls { host, port }) => Ok(format!("https://{host}:{port}")),
             Ok(fieldhub_client::HubUrl::Shm { name, .. }) => {
                 // The hub publishes its control API's address next to its
                 // session socket.
@@ -113,7 +117,7 @@ impl HubSelect {
                 Self { url: Some(published.trim().to_owned()) }.http_base()
             }
             Ok(_) => anyhow::bail!(
-                "the control API is served over TCP (or found through shm://NAME); give --hub tcp://HOST:PORT"
+                "the control API is served over TCP (or found through shm://NAME); give --hub tcp://HOST:PORT or tls://HOST:PORT"
             ),
             Err(why) => anyhow::bail!("invalid hub URL '{url}': {why}"),
         }

@@ -9,7 +9,7 @@
 //! listener is bound, shared memory is served and the channels exist:
 //!
 //! ```json
-//! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123",
+//! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123","tls":false,
 //!  "shm":"shm://name","ivshmem":[],"channels":["can0","can1"],"pid":1234}
 //! ```
 
@@ -32,8 +32,11 @@ pub struct Ready {
     tcp: Vec<SocketAddr>,
     /// Unix-socket listen paths.
     unix: Vec<PathBuf>,
-    /// Base URL of the control API: it is served on the first TCP address.
+    /// Base URL of the control API: it is served on the first TCP address
+    /// (`https://` when the hub speaks TLS).
     http: Option<String>,
+    /// Whether the TCP listeners speak TLS (clients connect with `tls://`).
+    tls: bool,
     /// `shm://NAME` when shared memory is served.
     shm: Option<String>,
     /// ivshmem region files QEMU guests reach the hub through.
@@ -57,7 +60,11 @@ impl Ready {
             }
         }
         Self {
-            http: tcp.first().map(|addr| format!("http://{addr}")),
+            http: tcp.first().map(|addr| match config.tls_files() {
+                Some(_) => format!("https://{addr}"),
+                None => format!("http://{addr}"),
+            }),
+            tls: config.tls_files().is_some(),
             tcp,
             unix,
             shm: hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")),

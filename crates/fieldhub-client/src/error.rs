@@ -43,6 +43,11 @@ pub enum ClientError {
     Protocol(String),
     #[error(transparent)]
     TokenFile(#[from] crate::token::TokenFileError),
+    /// TLS with the hub failed or cannot be set up; the text says what to set.
+    /// Boxed: rustls's errors are large, and every `Result` of the client
+    /// would carry their size.
+    #[error("TLS with the hub at {url}: {error}")]
+    Tls { url: String, error: Box<crate::tls::TlsError> },
     /// `step` on a client that did not connect as a synchronised
     /// participant ([`crate::ClientOptions::synchronized`]).
     #[error("this client is not a synchronised participant of virtual time (connect with `synchronized`)")]

@@ -70,7 +70,12 @@ pub(crate) fn handshake(
     transport: &mut impl Greeting,
 ) -> Result<Session, ClientError> {
     let failed = |fault: Fault| match fault {
-        Fault::Io(source) => ClientError::Connect { url: url.into(), source },
+        // TLS that failed after its handshake (TLS 1.3: the hub checks the
+        // client's certificate then) says what to set.
+        Fault::Io(source) => match source.downcast::<crate::tls::TlsError>() {
+            Ok(tls) => ClientError::Tls { url: url.into(), error: Box::new(tls) },
+            Err(source) => ClientError::Connect { url: url.into(), source },
+        },
         Fault::TimedOut => ClientError::Timeout(options.timeout),
         Fault::Closed => ClientError::Closed { reason: fault.to_string() },
         Fault::Garbled(_) | Fault::Corrupt(_) => ClientError::Protocol(fault.to_string()),
@@ -131,6 +136,7 @@ mod tests {
             token: Some("sesame".into()),
             timeout: Duration::from_millis(50),
             synchronized: false,
+            tls: Default::default(),
         }
     }
 

@@ -43,8 +43,10 @@
 //! - `time.rs`: virtual time for a synchronised participant
 //!   ([`ClientOptions::synchronized`]): [`Client::step`] and [`Client::now`],
 //!   from the hub's `GRANT`s that the consumer records.
-//! - [`url`]: `tcp://HOST:PORT`, `unix:PATH`, `serial:PATH`, `shm://NAME`
-//!   and `ivshmem://PATH`; [`filter`]: acceptance filters.
+//! - [`url`]: `tcp://HOST:PORT`, `tls://HOST:PORT`, `unix:PATH`,
+//!   `serial:PATH`, `shm://NAME` and `ivshmem://PATH`; [`tls`]: TLS
+//!   settings and the TLS stream under `tls://`; [`filter`]: acceptance
+//!   filters.
 //! - [`ClientError`]: every failure, with the hub's own text where it gave one.
 //!
 //! # Invariants
@@ -90,6 +92,7 @@ mod shm;
 mod spin;
 mod stream;
 mod time;
+pub mod tls;
 pub mod token;
 pub mod url;
 
@@ -145,11 +148,20 @@ pub struct ClientOptions {
     /// advances only once this client has finished its step
     /// ([`Client::step`]). A hub in real time refuses the connection.
     pub synchronized: bool,
+    /// TLS settings for `tls://` URLs; each one not set is taken from the
+    /// environment (`FIELDHUB_TLS_CA`, ...; see [`tls`]).
+    pub tls: tls::TlsOptions,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        Self { name: "client".into(), token: None, timeout: DEFAULT_TIMEOUT, synchronized: false }
+        Self {
+            name: "client".into(),
+            token: None,
+            timeout: DEFAULT_TIMEOUT,
+            synchronized: false,
+            tls: tls::TlsOptions::default(),
+        }
     }
 }
 

@@ -131,7 +131,7 @@ pub(crate) fn connect(url: &str, options: &ClientOptions) -> Result<(Arc<dyn Lin
             let (link, session) = ivshmem::IvshmemLink::connect(url, path, options)?;
             (Arc::new(link), session)
         }
-        HubUrl::Tcp { .. } | HubUrl::Unix(_) | HubUrl::Serial(_) => {
+        HubUrl::Tcp { .. } | HubUrl::Tls { .. } | HubUrl::Unix(_) | HubUrl::Serial(_) => {
             let (link, session) = stream::StreamLink::connect(url, &parsed, options)?;
             (Arc::new(link), session)
         }

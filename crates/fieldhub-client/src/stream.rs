@@ -1,5 +1,5 @@
-//! The stream link (`Link` over a byte stream): TCP, a unix socket, or a
-//! serial device (`serial:PATH`, as a QEMU guest's virtio-serial port bound
+//! The stream link (`Link` over a byte stream): TCP, TLS over TCP
+//! (`tls.rs`), a unix socket, or a serial device (`serial:PATH`, as a QEMU guest's virtio-serial port bound
 //! to the hub's unix socket on the host).
 //!
 //! Sending queues frames for the writer thread ([`Link::tend`]), which packs
@@ -35,6 +35,7 @@ use fieldhub_shm::bell::LocalBell;
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
 use crate::link::{Flow, Link, SendFail, Took};
+use crate::tls::TlsStream;
 use crate::url::HubUrl;
 use crate::{lock, spin, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
 
@@ -88,10 +89,16 @@ impl StreamLink {
     /// Connect to `url` and perform the handshake.
     pub fn connect(url: &str, parsed: &HubUrl, options: &ClientOptions) -> Result<(Self, Session), ClientError> {
         let connect_error = |source| ClientError::Connect { url: url.into(), source };
+        let deadline = Instant::now() + options.timeout;
         let mut stream = Stream::connect(parsed, options.timeout).map_err(connect_error)?;
+        if let (HubUrl::Tls { host, .. }, Stream::Tcp(tcp)) = (parsed, &stream) {
+            let tcp = tcp.try_clone().map_err(connect_error)?;
+            let tls = crate::tls::handshake(tcp, host, &options.tls, deadline)
+                .map_err(|error| ClientError::Tls { url: url.into(), error: Box::new(error) })?;
+            stream = Stream::Tls(tls);
+        }
         let mut reader =
             MessageReader::new(BufReader::with_capacity(WRITE_CHUNK, stream.try_clone().map_err(connect_error)?));
-        let deadline = Instant::now() + options.timeout;
         let session = handshake(url, options, deadline, &mut StreamGreeting::new(&mut stream, &mut reader))?;
         stream.set_read_timeout(None).map_err(connect_error)?;
         let (to_writer, queue) = crossbeam_channel::bounded(SEND_QUEUE);
@@ -274,15 +281,18 @@ pub const SEND_BUFFER: usize = 16 * 1024;
 /// A connected stream to a hub.
 pub(crate) enum Stream {
     Tcp(TcpStream),
+    /// `tls://`: made from a connected `Tcp` once its handshake is done.
+    Tls(TlsStream),
     Unix(UnixStream),
     Serial(SerialStream),
 }
 
 impl Stream {
-    /// Connect to `url`, giving up after `timeout`.
+    /// Connect to `url`, giving up after `timeout`; `tls://` gives the
+    /// TCP connection its TLS handshake is then performed on.
     pub fn connect(url: &HubUrl, timeout: Duration) -> io::Result<Self> {
         match url {
-            HubUrl::Tcp { host, port } => {
+            HubUrl::Tcp { host, port } | HubUrl::Tls { host, port } => {
                 let mut last = io::Error::new(io::ErrorKind::NotFound, format!("'{host}' resolves to no address"));
                 for addr in (host.as_str(), *port).to_socket_addrs()? {
                     match TcpStream::connect_timeout(&addr, timeout) {
@@ -313,6 +323,7 @@ impl Stream {
     pub fn try_clone(&self) -> io::Result<Self> {
         match self {
             Self::Tcp(s) => s.try_clone().map(Self::Tcp),
+            Self::Tls(s) => s.try_clone().map(Self::Tls),
             Self::Unix(s) => s.try_clone().map(Self::Unix),
             Self::Serial(s) => Ok(Self::Serial(s.clone())),
         }
@@ -322,6 +333,7 @@ impl Stream {
     pub fn shutdown(&self) {
         let _ = match self {
             Self::Tcp(s) => s.shutdown(Shutdown::Both),
+            Self::Tls(s) => s.tcp().shutdown(Shutdown::Both),
             Self::Unix(s) => s.shutdown(Shutdown::Both),
             Self::Serial(s) => {
                 s.shutdown();
@@ -334,6 +346,7 @@ impl Stream {
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.set_read_timeout(timeout),
+            Self::Tls(s) => s.tcp().set_read_timeout(timeout),
             Self::Unix(s) => s.set_read_timeout(timeout),
             Self::Serial(s) => {
                 s.set_read_timeout(timeout);
@@ -347,6 +360,7 @@ impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Self::Tcp(s) => s.read(buf),
+            Self::Tls(s) => s.read(buf),
             Self::Unix(s) => s.read(buf),
             Self::Serial(s) => s.read(buf),
         }
@@ -357,6 +371,7 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Self::Tcp(s) => s.write(buf),
+            Self::Tls(s) => s.write(buf),
             Self::Unix(s) => s.write(buf),
             Self::Serial(s) => (&*s.file).write(buf),
         }
@@ -364,6 +379,7 @@ impl Write for Stream {
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.flush(),
+            Self::Tls(s) => s.flush(),
             Self::Unix(s) => s.flush(),
             Self::Serial(s) => (&*s.file).flush(),
         }

@@ -1,5 +1,5 @@
-//! Hub URLs: `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`, `ivshmem://PATH`
-//! and `serial:PATH`. Every message about a URL that is none of them lists
+//! Hub URLs: `tcp://HOST:PORT`, `tls://HOST:PORT`, `unix:PATH`, `shm://NAME`,
+//! `ivshmem://PATH` and `serial:PATH`. Every message about a URL that is none of them lists
 //! them all ([`SCHEMES`]).
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use fieldhub_proto::limits::DEFAULT_TCP_PORT;
 
 /// Every form of hub URL, as error messages list them.
-pub const SCHEMES: &str = "tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH";
+pub const SCHEMES: &str = "tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH";
 
 /// Environment variable that overrides the default hub URL.
 pub const HUB_ENV: &str = "FIELDHUB_HUB";
@@ -36,6 +36,9 @@ pub fn default_hub_url() -> String {
 pub enum HubUrl {
     /// `tcp://HOST:PORT`; HOST may be a name.
     Tcp { host: String, port: u16 },
+    /// `tls://HOST:PORT`: TCP to a hub that speaks TLS (`[hub] tls_cert`);
+    /// the hub's certificate must hold HOST (or `FIELDHUB_TLS_SERVER_NAME`).
+    Tls { host: String, port: u16 },
     /// `unix:PATH` (also `unix://PATH`).
     Unix(PathBuf),
     /// `shm://NAME[?busy_poll=1]`: a local hub serving shared memory under
@@ -79,19 +82,24 @@ impl HubUrl {
             }
             return Ok(Self::Ivshmem(PathBuf::from(path)));
         }
-        let Some(rest) = url.strip_prefix("tcp://") else {
-            return Err(match url.split_once("://") {
-                Some((scheme, _)) => format!("unsupported scheme '{scheme}'; use {SCHEMES}"),
-                None => format!("expected {SCHEMES}"),
-            });
+        let (scheme, rest) = match (url.strip_prefix("tcp://"), url.strip_prefix("tls://")) {
+            (Some(rest), _) => ("tcp", rest),
+            (_, Some(rest)) => ("tls", rest),
+            _ => {
+                return Err(match url.split_once("://") {
+                    Some((scheme, _)) => format!("unsupported scheme '{scheme}'; use {SCHEMES}"),
+                    None => format!("expected {SCHEMES}"),
+                })
+            }
         };
-        let (host, port) = rest.rsplit_once(':').ok_or("missing port; expected tcp://HOST:PORT")?;
+        let (host, port) = rest.rsplit_once(':').ok_or(format!("missing port; expected {scheme}://HOST:PORT"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err("missing host; expected tcp://HOST:PORT".into());
+            return Err(format!("missing host; expected {scheme}://HOST:PORT"));
         }
         let port = port.parse::<u16>().map_err(|_| format!("'{port}' is not a port number"))?;
-        Ok(Self::Tcp { host: host.to_owned(), port })
+        let host = host.to_owned();
+        Ok(if scheme == "tls" { Self::Tls { host, port } } else { Self::Tcp { host, port } })
     }
 }
 
@@ -118,7 +126,7 @@ mod tests {
     fn a_url_of_no_known_form_is_told_every_form() {
         for url in ["http://hub:80", "hub:29536"] {
             let why = HubUrl::parse(url).unwrap_err();
-            for form in ["tcp://", "unix:", "shm://", "ivshmem://", "serial:"] {
+            for form in ["tcp://", "tls://", "unix:", "shm://", "ivshmem://", "serial:"] {
                 assert!(why.contains(form), "{url}: '{why}' does not mention {form}");
             }
         }
@@ -129,6 +137,16 @@ mod tests {
         assert_eq!(HubUrl::parse("tcp://127.0.0.1:29536"), Ok(HubUrl::Tcp { host: "127.0.0.1".into(), port: 29536 }));
         assert_eq!(HubUrl::parse("tcp://[::1]:5"), Ok(HubUrl::Tcp { host: "::1".into(), port: 5 }));
         assert_eq!(HubUrl::parse("unix:/tmp/x"), Ok(HubUrl::Unix("/tmp/x".into())));
+    }
+
+    #[test]
+    fn parses_tls() {
+        assert_eq!(
+            HubUrl::parse("tls://hub.example:29536"),
+            Ok(HubUrl::Tls { host: "hub.example".into(), port: 29536 })
+        );
+        assert_eq!(HubUrl::parse("tls://[::1]:5"), Ok(HubUrl::Tls { host: "::1".into(), port: 5 }));
+        assert!(HubUrl::parse("tls://x").unwrap_err().contains("expected tls://HOST:PORT"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::ffi::{c_char, c_int, CStr};
 
+use fieldhub_client::tls::TlsError;
 use fieldhub_client::{ClientError, ErrorCode};
 
 /// Result of an `fh_` call. Functions return it as `int`; `FH_OK` is 0 and
@@ -152,6 +153,16 @@ impl From<ClientError> for Failure {
             ClientError::Protocol(_) => FH_ERR_PROTOCOL,
             // The environment's token file (FIELDHUB_TOKEN_FILE) is the caller's setup.
             ClientError::TokenFile(_) => FH_ERR_INVALID_ARGUMENT,
+            // So are the FIELDHUB_TLS_* files; a hub that does not take the
+            // client's certificate refused it; a hub the client cannot
+            // trust (or no TLS there) is no hub to connect to.
+            ClientError::Tls { error, .. } if error.is_setting() => FH_ERR_INVALID_ARGUMENT,
+            ClientError::Tls { error, .. }
+                if matches!(**error, TlsError::CertificateRequired | TlsError::CertificateRefused(_)) =>
+            {
+                FH_ERR_REFUSED
+            }
+            ClientError::Tls { .. } => FH_ERR_CONNECT,
             // A step the caller asked for wrongly: not a participant, or
             // not forward in time.
             ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,

@@ -106,6 +106,18 @@ pub struct HubSection {
     /// control API, never transmit or change anything. Needs `token`.
     #[serde(default)]
     pub monitor_token: Option<String>,
+    /// PEM certificate chain (own certificate first): with it (and
+    /// `tls_key`) every TCP listener speaks TLS, the protocol and the HTTP
+    /// control API alike (`docs/security.md`, "TLS and mutual TLS").
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA bundle: TCP clients must present a certificate one of these
+    /// CAs signed (mutual TLS); such a certificate admits like the token.
+    #[serde(default)]
+    pub tls_client_ca: Option<PathBuf>,
     /// Also serve local clients over shared memory as `shm://NAME`.
     #[serde(default)]
     pub shm: Option<String>,
@@ -186,6 +198,9 @@ impl Default for HubSection {
             token: None,
             insecure_local: false,
             monitor_token: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
             shm: None,
             busy_poll: false,
             ivshmem: Vec::new(),
@@ -524,6 +539,12 @@ impl HubConfig {
             .collect()
     }
 
+    /// The files of `[hub] tls_*`, when the hub speaks TLS.
+    pub fn tls_files(&self) -> Option<crate::transport::tls_config::TlsFiles> {
+        let (cert, key) = (self.hub.tls_cert.clone()?, self.hub.tls_key.clone()?);
+        Some(crate::transport::tls_config::TlsFiles { cert, key, client_ca: self.hub.tls_client_ca.clone() })
+    }
+
     /// Check every rule; `origin` names the configuration in errors.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         self.check(origin, &ConfigSource::none())
@@ -570,11 +591,13 @@ impl HubConfig {
             Some(token) if token.is_empty() || token.len() > MAX_TOKEN_LEN => {
                 return Err(invalid(hub("token"), format!("must be 1 to {MAX_TOKEN_LEN} bytes")));
             }
+            // Mutual TLS authenticates remote clients by their certificates.
+            None if self.hub.tls_client_ca.is_some() => {}
             None => {
                 if let Some(addr) = addrs.iter().find(|a| !a.is_local()) {
                     return Err(invalid(
                         hub("listen"),
-                        format!("{addr} is reachable from other machines; set hub.token (remote access requires a token) or listen on 127.0.0.1"),
+                        format!("{addr} is reachable from other machines; set hub.token or hub.tls_client_ca (remote access requires a token or client certificates) or listen on 127.0.0.1"),
                     ));
                 }
             }
@@ -599,6 +622,22 @@ impl HubConfig {
             }
             (Some(monitor), Some(token)) if monitor == token => {
                 return Err(invalid(hub("monitor_token"), "must differ from hub.token".into()));
+            }
+            _ => {}
+        }
+        match (&self.hub.tls_cert, &self.hub.tls_key, &self.hub.tls_client_ca) {
+            (Some(_), None, _) => {
+                return Err(invalid(hub("tls_cert"), "needs hub.tls_key, the certificate's private key".into()))
+            }
+            (None, Some(_), _) => {
+                return Err(invalid(hub("tls_key"), "needs hub.tls_cert, the certificate the key belongs to".into()))
+            }
+            (None, None, Some(_)) => {
+                return Err(invalid(
+                    hub("tls_client_ca"),
+                    "needs hub.tls_cert and hub.tls_key: clients present certificates only to a hub that speaks TLS"
+                        .into(),
+                ))
             }
             _ => {}
         }

@@ -11,6 +11,12 @@
 //! other machines. `--insecure-local` (`[hub] insecure_local`, only
 //! without a token and on loopback) admits every local user, as hubs did
 //! before. Comparisons take the same time whatever prefix matches.
+//!
+//! Mutual TLS (`[hub] tls_client_ca`): a client certificate the hub
+//! verified stands in for the token — full access without one. A token
+//! such a client presents anyway is still checked (the monitor token makes
+//! it read-only, a wrong one is refused). Without `tls_client_ca`, TLS only
+//! hides the traffic: the rules above apply over it unchanged.
 
 use crate::peer_user::PeerOrigin;
 
@@ -59,6 +65,9 @@ impl Credentials {
     /// The access of a client that presented `presented` (empty: none)
     /// and came from `origin`.
     pub fn access(&self, presented: &str, origin: &PeerOrigin) -> Result<Access, Refused> {
+        if *origin == PeerOrigin::Certified && (presented.is_empty() || self.token.is_none()) {
+            return Ok(Access::Full);
+        }
         let Some(token) = &self.token else {
             // Without a token, who the client is decides; a token it
             // presents says nothing.
@@ -121,6 +130,18 @@ mod tests {
         assert_eq!(creds.access("looking", &STRANGER), Err(Refused::WrongToken));
         assert_eq!(creds.access("", &STRANGER), Err(Refused::TokenRequired));
         assert_eq!(creds.access("", &MINE), Err(Refused::TokenRequired), "the hub's own user needs it too");
+    }
+
+    #[test]
+    fn a_verified_certificate_stands_in_for_the_token_and_a_presented_token_still_counts() {
+        let certified = PeerOrigin::Certified;
+        let guarded = Credentials::new(Some("sesame".into()), Some("look".into()), false);
+        assert_eq!(guarded.access("", &certified), Ok(Access::Full));
+        assert_eq!(guarded.access("look", &certified), Ok(Access::ReadOnly));
+        assert_eq!(guarded.access("wrong", &certified), Err(Refused::WrongToken));
+        let open = Credentials::new(None, None, false);
+        assert_eq!(open.access("", &certified), Ok(Access::Full));
+        assert_eq!(open.access("anything", &certified), Ok(Access::Full));
     }
 
     #[test]

@@ -75,6 +75,7 @@ use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
+pub use transport::tls_config::TlsConfigError;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -100,6 +101,14 @@ pub enum StartError {
     Dbc(#[from] DbcFileError),
     #[error(transparent)]
     Federation(#[from] federation::FederationError),
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
+}
+
+/// The TLS settings of `config`, read and checked (`None`: no TLS): what
+/// [`Hub::start`] does first, for `--check-config` too.
+pub fn tls_server_config(config: &HubConfig) -> Result<Option<Arc<rustls::ServerConfig>>, TlsConfigError> {
+    config.tls_files().map(|files| transport::tls_config::server_config(&files)).transpose()
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -122,6 +131,7 @@ impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
+        let tls = tls_server_config(&config)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {
@@ -136,7 +146,7 @@ impl Hub {
 
         let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
         let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
-        let control_file = match (&config.hub.shm, control_url(&addrs)) {
+        let control_file = match (&config.hub.shm, control_url(&addrs, tls.is_some())) {
             (Some(name), Some(url)) => Some(publish_control_url(name, &url).map_err(shm_error)?),
             _ => None,
         };
@@ -193,7 +203,7 @@ impl Hub {
             listening.push(Listening::Shm(listener, path));
             Arc::new(ShmService { bell: bell_fd, ring_slots: config.hub.shm_ring_slots })
         });
-        let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_service)
+        let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_service, tls)
             .map_err(|error| StartError::Thread { what: "reactor", error })?;
         hub.reactor = Some((handle, spawn("fh-reactor", "reactor", move || reactor.run())?));
         if !ivshmem.is_empty() {
@@ -264,8 +274,9 @@ impl Hub {
 
 /// The hub URL of the first TCP listener (which also serves the HTTP
 /// control API), as a local tool reaches it: an unspecified address
-/// (`0.0.0.0`, `::`) becomes loopback.
-fn control_url(addrs: &[ListenAddr]) -> Option<String> {
+/// (`0.0.0.0`, `::`) becomes loopback; `tls://` when the hub speaks TLS.
+fn control_url(addrs: &[ListenAddr], tls: bool) -> Option<String> {
+    let scheme = if tls { "tls" } else { "tcp" };
     addrs.iter().find_map(|addr| match addr {
         ListenAddr::Tcp(socket) => {
             let ip = match socket.ip() {
@@ -273,7 +284,7 @@ fn control_url(addrs: &[ListenAddr]) -> Option<String> {
                 ip if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
                 ip => ip,
             };
-            Some(format!("tcp://{}", std::net::SocketAddr::new(ip, socket.port())))
+            Some(format!("{scheme}://{}", std::net::SocketAddr::new(ip, socket.port())))
         }
         ListenAddr::Unix(_) => None,
     })

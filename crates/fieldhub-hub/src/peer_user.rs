@@ -38,6 +38,9 @@ pub enum PeerOrigin {
     /// A connection whose ends could not be read (or a request that did
     /// not come through the hub's accept): nobody's.
     Unknown,
+    /// A TLS client whose certificate the hub verified against its
+    /// `tls_client_ca` (mutual TLS): it is whom the CA says, wherever it is.
+    Certified,
 }
 
 impl PeerOrigin {
@@ -63,6 +66,7 @@ impl PeerOrigin {
         let uid = match *self {
             Self::Operator => return Ok(()),
             Self::Unknown => return Err("a peer whose user could not be told".into()),
+            Self::Certified => return Err("a TLS client with a certificate, on another machine or not".into()),
             Self::Unix { uid } => uid,
             Self::Tcp { local, peer } => tcp_peer_uid(local, peer),
         };

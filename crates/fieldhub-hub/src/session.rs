@@ -206,6 +206,13 @@ impl ClientSlot {
         &self.sessions
     }
 
+    /// The client proved itself with a certificate the hub's
+    /// `tls_client_ca` signed (mutual TLS): it is admitted as a token
+    /// holder is (`credentials.rs`).
+    pub fn certified(&mut self) {
+        self.origin = PeerOrigin::Certified;
+    }
+
     /// Check a `HELLO` (message type, version, token, name) and remember the
     /// client's name; a failure is what to `REFUSE` with.
     pub fn check_hello(&mut self, body: &[u8]) -> Result<(), Violation> {

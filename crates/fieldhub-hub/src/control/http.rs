@@ -91,9 +91,23 @@ pub(super) struct ApiState {
     pub(super) recordings_dir: PathBuf,
 }
 
+/// A connection the reactor hands over because it speaks HTTP.
+pub enum HttpConnection {
+    Plain(std::net::TcpStream),
+    /// TLS, its handshake done by the reactor, which also decrypted the
+    /// request's first bytes (`read_ahead`). `certified`: the client
+    /// presented a certificate `tls_client_ca` verified.
+    Tls {
+        tcp: std::net::TcpStream,
+        session: Box<rustls::ServerConnection>,
+        read_ahead: Vec<u8>,
+        certified: bool,
+    },
+}
+
 /// The running control server; dropping it stops the server.
 pub struct ControlServer {
-    connections: mpsc::UnboundedSender<std::net::TcpStream>,
+    connections: mpsc::UnboundedSender<HttpConnection>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -117,7 +131,7 @@ impl ControlServer {
     }
 
     /// Serve `stream`, an accepted TCP connection that speaks HTTP.
-    pub fn hand_over(&self, stream: std::net::TcpStream) {
+    pub fn hand_over(&self, stream: HttpConnection) {
         let _ = self.connections.send(stream);
     }
 
@@ -207,7 +221,10 @@ async fn request_deadline(request: Request, next: Next) -> Response {
 async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
     // Browsers first: another site's page, or a rebound host name, is
     // refused whatever it asks for (`origin.rs`).
-    if let Some(why) = super::origin::refusal(request.headers(), state.credentials.has_token()) {
+    // Over TLS a rebound name fails the browser's check of the hub's
+    // certificate, so host names are as safe as with a token.
+    let over_tls = request.extensions().get::<super::serve::OverTls>().is_some();
+    if let Some(why) = super::origin::refusal(request.headers(), state.credentials.has_token() || over_tls) {
         return error(StatusCode::FORBIDDEN, why.into());
     }
     let path = request.uri().path();

@@ -12,6 +12,7 @@ pub mod http;
 mod monitor_ws;
 mod origin;
 mod serve;
+mod tls_io;
 pub mod trace;
 mod ui;
 mod workbench;

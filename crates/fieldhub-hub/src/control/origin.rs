@@ -16,13 +16,15 @@
 use axum::http::{header, HeaderMap};
 
 /// Why a browser's request is refused, if it is.
-pub fn refusal(headers: &HeaderMap, has_token: bool) -> Option<&'static str> {
+/// `host_names`: the hub may be named by a host name (it has a token, or
+/// the request came over TLS).
+pub fn refusal(headers: &HeaderMap, host_names: bool) -> Option<&'static str> {
     if !same_origin(headers) {
         return Some(
             "requests from pages of other sites are refused (the Origin header names another site than this hub)",
         );
     }
-    if !has_token && !addressed_by_ip(headers) {
+    if !host_names && !addressed_by_ip(headers) {
         return Some(
             "a hub without a token answers only requests that name it by IP address or as localhost \
              (http://127.0.0.1:PORT/); give the hub a token (FIELDHUB_TOKEN, --token-file) to reach it under a host name",

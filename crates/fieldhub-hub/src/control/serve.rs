@@ -12,6 +12,8 @@
 //!   for long. Streams that outlive their request — a recording file's
 //!   download, the monitor's WebSocket — are not cut: the timeout ends when
 //!   the response starts.
+//! - TLS connections (`[hub] tls_cert`) arrive with their handshake done
+//!   by the reactor and are served through [`TlsIo`] under the same bounds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,11 +21,17 @@ use std::time::Duration;
 use axum::{Extension, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
+use super::http::HttpConnection;
+use super::tls_io::TlsIo;
 use crate::peer_user::PeerOrigin;
+
+/// A request's extension when it came over TLS.
+#[derive(Clone, Copy, Debug)]
+pub struct OverTls;
 
 /// HTTP connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -42,20 +50,22 @@ fn busy() -> Vec<u8> {
 }
 
 /// Serve the connections arriving on `incoming` with `app` until `stop`.
-pub async fn serve(
-    app: Router,
-    mut incoming: mpsc::UnboundedReceiver<std::net::TcpStream>,
-    stop: oneshot::Receiver<()>,
-) {
+pub async fn serve(app: Router, mut incoming: mpsc::UnboundedReceiver<HttpConnection>, stop: oneshot::Receiver<()>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut stop = std::pin::pin!(stop);
     loop {
-        let stream = tokio::select! {
-            stream = incoming.recv() => match stream {
-                Some(stream) => stream,
+        let connection = tokio::select! {
+            connection = incoming.recv() => match connection {
+                Some(connection) => connection,
                 None => return,
             },
             _ = &mut stop => return,
+        };
+        let (stream, tls) = match connection {
+            HttpConnection::Plain(stream) => (stream, None),
+            HttpConnection::Tls { tcp, session, read_ahead, certified } => {
+                (tcp, Some((session, read_ahead, certified)))
+            }
         };
         if stream.set_nonblocking(true).is_err() {
             continue;
@@ -64,27 +74,67 @@ pub async fn serve(
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
             warn!(peer, "refusing an HTTP connection: {MAX_CONNECTIONS} are open");
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(&busy())).await;
-            });
+            match tls {
+                // Its own protocol: the answer goes out through TLS.
+                Some((session, read_ahead, _)) => {
+                    let mut io = TlsIo::new(stream, session, read_ahead);
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(HEADER_TIMEOUT, io.write_all(&busy())).await;
+                        let _ = tokio::time::timeout(HEADER_TIMEOUT, io.shutdown()).await;
+                    });
+                }
+                None => {
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(&busy())).await;
+                    });
+                }
+            }
             continue;
         };
         // Who is at the other end decides a request without a token
         // (`credentials.rs`); the authorize layer finds it here.
-        let origin = PeerOrigin::tcp(stream.local_addr(), stream.peer_addr());
-        let service = TowerToHyperService::new(app.clone().layer(Extension(origin)));
-        tokio::spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            // A failed connection (a reset, a timeout) is that client's
-            // business; the server goes on.
-            let _ = connection.await;
-            drop(slot);
-        });
+        let origin = match &tls {
+            Some((_, _, true)) => PeerOrigin::Certified,
+            _ => PeerOrigin::tcp(stream.local_addr(), stream.peer_addr()),
+        };
+        match tls {
+            None => spawn_connection(&app, origin, None, TokioIo::new(stream), slot),
+            Some((session, read_ahead, _)) => {
+                let io = TokioIo::new(TlsIo::new(stream, session, read_ahead));
+                spawn_connection(&app, origin, Some(OverTls), io, slot);
+            }
+        }
     }
+}
+
+/// Serve one connection with `app` on its own task; `slot` is its place
+/// among the [`MAX_CONNECTIONS`].
+fn spawn_connection<I>(
+    app: &Router,
+    origin: PeerOrigin,
+    tls: Option<OverTls>,
+    io: TokioIo<I>,
+    slot: OwnedSemaphorePermit,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let app = app.clone().layer(Extension(origin));
+    let app = match tls {
+        Some(tls) => app.layer(Extension(tls)),
+        None => app,
+    };
+    let service = TowerToHyperService::new(app);
+    tokio::spawn(async move {
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(io, service)
+            .with_upgrades();
+        // A failed connection (a reset, a timeout) is that client's
+        // business; the server goes on.
+        let _ = connection.await;
+        drop(slot);
+    });
 }
 
 #[cfg(test)]

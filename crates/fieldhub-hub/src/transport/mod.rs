@@ -17,6 +17,8 @@
 //!   each joined as one participant and attached as one port;
 //!   [`silkit_simulator`]: or simulated by the hub, each SIL Kit controller
 //!   a port.
+//! - [`tls`]: a TLS connection in the reactor (rustls without blocking);
+//!   [`tls_config`]: `[hub] tls_*`, read once into the server's settings.
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
@@ -28,3 +30,5 @@ pub mod shm;
 pub mod silkit;
 pub mod silkit_simulator;
 pub mod socketcan;
+pub mod tls;
+pub mod tls_config;

@@ -21,6 +21,11 @@
 //!   it to drain. A client that takes items wakes a bus waiting for its room.
 //! - **Handshakes** have [`HANDSHAKE_TIMEOUT`]; a TCP connection that opens
 //!   with an HTTP request line goes to the control server instead.
+//! - **TLS** (`[hub] tls_cert`): every TCP connection is a [`TlsSocket`]
+//!   (`tls.rs`), read and written through rustls without blocking; its
+//!   handshake counts against the same deadline, and the HTTP sniff looks
+//!   at decrypted bytes. A plaintext peer on a TLS port is refused in
+//!   plaintext (a `REFUSE`, or a `400` for HTTP) with one log line.
 //!
 //! Invariants: the reactor never blocks (all sockets are non-blocking; the
 //! only wait is `epoll_wait`); a client's messages reach the bus in order
@@ -45,7 +50,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::{info, warn};
 
 use super::shm::{open_session, ShmLink, ShmService};
-use crate::control::http::{looks_like_http, ControlServer};
+use super::tls::{Opening, TlsFailure, TlsSocket};
+use crate::control::http::{looks_like_http, ControlServer, HttpConnection};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::Inbound;
 use crate::outbox::{Outbound, Outbox, QueueOutbox};
@@ -127,6 +133,8 @@ impl ReactorHandle {
 enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// TCP on a hub with TLS; boxed, so plaintext connections stay small.
+    Tls(Box<TlsSocket>),
 }
 
 impl Socket {
@@ -134,18 +142,40 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.as_raw_fd(),
             Socket::Unix(s) => s.as_raw_fd(),
+            Socket::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.read(buf),
             Socket::Unix(s) => s.read(buf),
+            Socket::Tls(s) => s.read(buf),
         }
     }
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write(buf),
             Socket::Unix(s) => s.write(buf),
+            Socket::Tls(s) => s.write(buf),
+        }
+    }
+    /// Take a TLS connection's state out, leaving a plain duplicate of its
+    /// socket in its place (to close, or to write plaintext on); `None`
+    /// for a plain socket.
+    fn take_tls(&mut self) -> std::io::Result<Option<Box<TlsSocket>>> {
+        let Socket::Tls(tls) = self else { return Ok(None) };
+        let duplicate = Socket::Tcp(tls.tcp.try_clone()?);
+        match std::mem::replace(self, duplicate) {
+            Socket::Tls(tls) => Ok(Some(tls)),
+            Socket::Tcp(_) | Socket::Unix(_) => Ok(None),
+        }
+    }
+    /// Send what the socket's own layer still holds (TLS records); plain
+    /// sockets hold nothing.
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Socket::Tls(s) => s.flush(),
+            Socket::Tcp(_) | Socket::Unix(_) => Ok(()),
         }
     }
 }
@@ -251,16 +281,20 @@ pub struct Reactor {
     /// Who a TCP peer is, asked on the reactor's thread: opened here, while
     /// descriptors are free and before the hub says it is ready.
     diag: Option<DiagSocket>,
+    /// `[hub] tls_cert`: every TCP connection speaks TLS with this.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Reactor {
     /// A reactor for `listeners`; TCP connections that speak HTTP go to
-    /// `control`, shared-memory sessions are opened with `shm`.
+    /// `control`, shared-memory sessions are opened with `shm`, TCP speaks
+    /// TLS with `tls`.
     pub fn new(
         listeners: Vec<Listening>,
         sessions: Arc<Sessions>,
         control: Option<Arc<ControlServer>>,
         shm: Option<Arc<ShmService>>,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) -> std::io::Result<(Self, ReactorHandle)> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
@@ -300,6 +334,7 @@ impl Reactor {
             next_serial: 0,
             spare: Vec::with_capacity(READ_CHUNK),
             diag: Some(DiagSocket::open()),
+            tls,
         };
         Ok((reactor, handle))
     }
@@ -374,7 +409,9 @@ impl Reactor {
                 Listening::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
                     let origin = PeerOrigin::tcp(s.local_addr(), Ok(peer));
-                    (Socket::Tcp(s), "TCP", peer.to_string(), origin, Phase::Sniff)
+                    // `admit` wraps it in TLS when the hub speaks TLS.
+                    let via = if self.tls.is_some() { "TLS" } else { "TCP" };
+                    (Socket::Tcp(s), via, peer.to_string(), origin, Phase::Sniff)
                 }),
                 Listening::Unix(l, path) => l.accept().map(|(s, _)| {
                     let origin = PeerOrigin::unix(&s);
@@ -424,10 +461,21 @@ impl Reactor {
         }
     }
 
-    fn admit(&mut self, mut socket: Socket, via: &'static str, peer: String, origin: PeerOrigin, phase: Phase) {
+    fn admit(&mut self, socket: Socket, via: &'static str, peer: String, origin: PeerOrigin, phase: Phase) {
+        let mut socket = match (socket, &self.tls) {
+            (Socket::Tcp(tcp), Some(config)) => match TlsSocket::new(tcp, config) {
+                Ok(tls) => Socket::Tls(Box::new(tls)),
+                Err(e) => {
+                    warn!(peer, "cannot start TLS on a connection: {e}");
+                    return;
+                }
+            },
+            (socket, _) => socket,
+        };
         let nonblocking = match &socket {
             Socket::Tcp(s) => s.set_nonblocking(true),
             Socket::Unix(s) => s.set_nonblocking(true),
+            Socket::Tls(s) => s.tcp.set_nonblocking(true),
         };
         if nonblocking.is_err() {
             return;
@@ -561,7 +609,18 @@ impl Reactor {
                 Err(e) => {
                     let reason = match conn.phase {
                         Phase::Stream(_) | Phase::Shm(_) => format!("connection lost: {e}"),
-                        _ => String::new(),
+                        _ => {
+                            // A failed TLS handshake (a client that does not
+                            // trust the hub, or has no certificate it takes)
+                            // is said once; other early ends are not news.
+                            if let Some(failure) = e.get_ref().and_then(|e| e.downcast_ref::<TlsFailure>()) {
+                                conn.slot.log_refusal(&Violation::new(
+                                    ErrorCode::Unauthorized,
+                                    format!("{failure} (the handshake failed)"),
+                                ));
+                            }
+                            String::new()
+                        }
                     };
                     return self.close(index, reason);
                 }
@@ -571,14 +630,27 @@ impl Reactor {
 
     /// Give an HTTP connection to the control server; it is no client.
     fn hand_over(&mut self, index: usize) {
-        let Some(conn) = self.conns.remove(index) else { return };
+        let Some(mut conn) = self.conns.remove(index) else { return };
         let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
-        if let (Socket::Tcp(stream), Some(control)) = (&conn.socket, &self.control) {
-            // The duplicate keeps the connection open when `conn` closes its own.
-            match stream.try_clone() {
-                Ok(stream) => control.hand_over(stream),
-                Err(e) => warn!("cannot hand a connection to the control API: {e}"),
+        let Some(control) = &self.control else { return };
+        // The duplicate keeps the connection open when `conn` closes its own.
+        let handed = match conn.socket.take_tls() {
+            Ok(Some(tls)) => {
+                let certified = tls.certified();
+                let (tcp, session) = tls.into_parts();
+                // The request's first bytes were decrypted into the buffer already.
+                let read_ahead = conn.input[conn.start..].to_vec();
+                Ok(HttpConnection::Tls { tcp, session: Box::new(session), read_ahead, certified })
             }
+            Ok(None) => match &conn.socket {
+                Socket::Tcp(stream) => stream.try_clone().map(HttpConnection::Plain),
+                Socket::Unix(_) | Socket::Tls(_) => return,
+            },
+            Err(e) => Err(e),
+        };
+        match handed {
+            Ok(connection) => control.hand_over(connection),
+            Err(e) => warn!("cannot hand a connection to the control API: {e}"),
         }
     }
 
@@ -590,6 +662,13 @@ impl Reactor {
             if conn.written >= conn.output.len() {
                 conn.output.clear();
                 conn.written = 0;
+                // What TLS still holds goes first, a last message included.
+                match conn.socket.flush() {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return self.close(index, format!("connection lost: {e}")),
+                }
                 if matches!(conn.phase, Phase::Closing) {
                     return self.close_quietly(index);
                 }
@@ -625,7 +704,17 @@ impl Reactor {
 /// Act on the input buffered for connection `index`.
 fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, service: Option<&ShmService>, http: bool) -> Flow {
     match &mut conn.phase {
-        Phase::Sniff => sniff(conn, http),
+        Phase::Sniff => {
+            let flow = sniff(conn, http);
+            // TLS read the first bytes into the buffer (a plain socket only
+            // peeks): the HELLO may be there already, and the socket may
+            // have nothing more to say until it is answered.
+            let read_ahead = conn.start < conn.input.len();
+            if read_ahead && matches!((&flow, &conn.phase), (Flow::Continue, Phase::Hello { .. })) {
+                return hello(conn, false, index, notice, service);
+            }
+            flow
+        }
         Phase::Hello { shm } => {
             let shm = *shm;
             hello(conn, shm, index, notice, service)
@@ -650,9 +739,13 @@ fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, service: Option<
 /// TCP: decide between the protocol and HTTP by the first four bytes,
 /// without taking them from the socket.
 fn sniff(conn: &mut Conn, http: bool) -> Flow {
-    let Socket::Tcp(stream) = &conn.socket else {
-        conn.phase = Phase::Hello { shm: false };
-        return Flow::Continue;
+    let stream = match &mut conn.socket {
+        Socket::Tcp(stream) => stream,
+        Socket::Tls(_) => return sniff_tls(conn, http),
+        Socket::Unix(_) => {
+            conn.phase = Phase::Hello { shm: false };
+            return Flow::Continue;
+        }
     };
     let mut first = [0u8; 4];
     match stream.peek(&mut first) {
@@ -672,6 +765,57 @@ fn sniff(conn: &mut Conn, http: bool) -> Flow {
         return Flow::HandOver;
     }
     conn.phase = Phase::Hello { shm: false };
+    Flow::Continue
+}
+
+/// TLS: check that the peer speaks TLS at all, then decide between the
+/// protocol and HTTP by the first four decrypted bytes (read into the
+/// buffer: rustls cannot peek).
+fn sniff_tls(conn: &mut Conn, http: bool) -> Flow {
+    let Socket::Tls(tls) = &mut conn.socket else { return Flow::Close(String::new()) };
+    if !tls.opened() {
+        match tls.opening() {
+            Opening::Tls => {}
+            Opening::Wait => {
+                conn.unread = false;
+                return Flow::Paused;
+            }
+            Opening::Closed => return Flow::Close(String::new()),
+            Opening::Plain(first) => return refuse_plaintext(conn, &first, http),
+        }
+    }
+    let Some(first) = conn.input.get(conn.start..conn.start + 4) else {
+        // Handshake under way, or the first bytes not all here: read on.
+        return Flow::Continue;
+    };
+    if tls.certified() {
+        conn.slot.certified();
+    }
+    if http && looks_like_http(first) {
+        return Flow::HandOver;
+    }
+    conn.phase = Phase::Hello { shm: false };
+    Flow::Continue
+}
+
+/// A plaintext peer on a TLS port: answered in plaintext, in its own
+/// protocol (a `REFUSE`, or an HTTP `400`), so it learns what to do.
+fn refuse_plaintext(conn: &mut Conn, first: &[u8], http: bool) -> Flow {
+    // The TLS state goes; the answer is written on the plain socket.
+    if !matches!(conn.socket.take_tls(), Ok(Some(_))) {
+        return Flow::Close(String::new());
+    }
+    let text = "this port speaks TLS: connect with tls://HOST:PORT (and FIELDHUB_TLS_CA set to the CA of the hub's \
+                certificate); plaintext tcp:// is refused";
+    if http && looks_like_http(first) {
+        conn.slot.log_refusal(&Violation::new(ErrorCode::Unauthorized, "plaintext HTTP on a TLS port"));
+        let body = "{\"error\":\"this port speaks TLS: use https://\"}\n";
+        let head = "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close";
+        conn.output.push_encoded(format!("{head}\r\ncontent-length: {}\r\n\r\n{body}", body.len()).as_bytes());
+        conn.phase = Phase::Closing;
+    } else {
+        refuse(conn, &Violation::new(ErrorCode::Unauthorized, text));
+    }
     Flow::Continue
 }
 
