@@ -1,15 +1,15 @@
 #!/bin/sh
 # Build the guest for the VM tests: Debian's kernel (downloaded once, cached
-# under target/vm/), an initramfs with busybox-static, the CAN and
-# virtio-serial modules with their dependencies, target/dist/fieldhub with
-# its shared libraries, the static test programs of guest/, the awk
+# under target/vm/), an initramfs with busybox-static, the CAN, virtio-serial,
+# virtio-net and netem modules with their dependencies, target/dist/fieldhub
+# and iproute2's tc with their shared libraries, the static test programs of guest/, the awk
 # programs of seq/ (in /lib/fieldhub-vm) and every scenario directory of
 # scenarios/.
 #
 # Usage: tests/vm/build-initramfs.sh     (prints nothing but progress)
 # Output: target/vm/vmlinuz, target/vm/initramfs.cpio.gz
 #
-# Needs: apt-get (download only), dpkg, cpio, busybox-static, gcc, strings.
+# Needs: apt-get (download only), dpkg, cpio, busybox-static, gcc, strings, iproute2.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +17,7 @@ VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 HERE=$ROOT/tests/vm
 FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub}
 # Modules the guest loads, in load order after their dependencies.
-MODULES="can can-raw vcan virtio_pci virtio_console"
+MODULES="can can-raw vcan virtio_pci virtio_console virtio_net sch_netem"
 
 mkdir -p "$VM/dl"
 
@@ -69,6 +69,15 @@ for m in $MODULES; do add_module "$m"; done
 # fieldhub and the shared libraries it links.
 strip -s -o "$TREE/bin/fieldhub" "$FIELDHUB" 2>/dev/null || cp "$FIELDHUB" "$TREE/bin/fieldhub"
 for lib in $(ldd "$FIELDHUB" | grep -o '/[^ ]*'); do
+    mkdir -p "$TREE$(dirname "$lib")"
+    cp -L "$lib" "$TREE$lib"
+done
+
+# iproute2's tc, for netem (busybox's tc has no netem), with its libraries.
+TC=$(command -v tc || true)
+[ -n "$TC" ] && ! ldd "$TC" 2>&1 | grep -q 'not a dynamic' || { echo "build-initramfs: needs iproute2's tc: apt-get install iproute2" >&2; exit 1; }
+cp "$TC" "$TREE/sbin/tc"
+for lib in $(ldd "$TC" | grep -o '/[^ ]*'); do
     mkdir -p "$TREE$(dirname "$lib")"
     cp -L "$lib" "$TREE$lib"
 done
