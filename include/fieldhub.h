@@ -120,6 +120,15 @@
 #define FH_PORT_LISTEN_ONLY 8
 
 /**
+ * `fh_port_open` flag: transmit-only — the port sends but receives nothing
+ * (with `FH_PORT_RECEIVE_OWN`, only its own frames, as confirmations) and
+ * does not acknowledge: for a sender that never reads, which would
+ * otherwise have every frame of the channel queued for it. Not together
+ * with `FH_PORT_LISTEN_ONLY`.
+ */
+#define FH_PORT_TRANSMIT_ONLY 16
+
+/**
  * `fh_connect_opts` flag: join the hub's virtual time as a synchronised
  * participant — bus time advances only once this client has finished its
  * step (`fh_step`). A hub in real time refuses the connection.
@@ -439,8 +448,8 @@ size_t fh_last_error(const struct fh_client *client, char *buffer, size_t size);
  * port's hub-wide name (NULL: the hub names it `<client>.<n>`); with a name
  * the hub's configuration wires, `channel` may be "". `flags`:
  * `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`, `FH_PORT_FD`,
- * `FH_PORT_LISTEN_ONLY`. A new port receives every frame it takes (no
- * filters; CAN FD frames only with `FH_PORT_FD`).
+ * `FH_PORT_LISTEN_ONLY`, `FH_PORT_TRANSMIT_ONLY`. A new port receives every
+ * frame it takes (no filters; CAN FD frames only with `FH_PORT_FD`).
  *
  * Errors: `FH_ERR_UNKNOWN_CHANNEL`, `FH_ERR_TOO_MANY_PORTS`,
  * `FH_ERR_PORT_NAME_TAKEN`, `FH_ERR_NOT_CONNECTED`, `FH_ERR_CLOSED`,

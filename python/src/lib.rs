@@ -156,8 +156,9 @@ impl NativeClient {
     }
 
     /// Open a port; returns (handle, channel_id, port_id).
-    /// `fd`: take CAN FD frames; `listen_only`: never transmit or acknowledge.
-    #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false, fd=false, listen_only=false))]
+    /// `fd`: take CAN FD frames; `listen_only`: never transmit or acknowledge;
+    /// `transmit_only`: receive nothing but (with `receive_own`) its own frames.
+    #[pyo3(signature = (channel, name=None, receive_own=false, block_on_overflow=false, fd=false, listen_only=false, transmit_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn open_port(
         &self,
@@ -168,8 +169,9 @@ impl NativeClient {
         block_on_overflow: bool,
         fd: bool,
         listen_only: bool,
+        transmit_only: bool,
     ) -> PyResult<(u16, u16, u32, bool)> {
-        let config = PortConfig { name, receive_own, block_on_overflow, fd, listen_only };
+        let config = PortConfig { name, receive_own, block_on_overflow, fd, listen_only, transmit_only };
         let client = self.client()?;
         let port = py.allow_threads(|| client.open_port_with(&channel, &config)).map_err(client_error)?;
         let answer = (port.handle, port.channel_id, port.port_id, port.channel_fd);

@@ -250,3 +250,34 @@ fn stats_into_a_closed_pipe_ends_quietly() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// A transmit-only port (a sender that never reads) sends 1,000 numbered
+/// frames that another client receives in order; it receives none of the
+/// channel's other frames, only its own as confirmations, and drops none.
+#[test]
+fn a_transmit_only_port_sends_and_receives_only_its_own_confirmations() {
+    let hub = HubProcess::start_with(None, &[]);
+    let generator = hub.client("generator");
+    let config = PortConfig { transmit_only: true, receive_own: true, ..Default::default() };
+    let sender = generator.open_port_with("can0", &config).unwrap();
+    let peer = hub.client("peer");
+    let listening = peer.open_port_with("can0", &lossless()).unwrap();
+    for n in 0..1_000 {
+        peer.send(&listening, &numbered(0x300, 9, n)).unwrap();
+        generator.send_timeout(&sender, &numbered(0x200, 1, n), Some(PATIENCE)).unwrap();
+    }
+    let mut from_generator = Vec::new();
+    while from_generator.len() < 1_000 {
+        let r = peer.recv(Some(PATIENCE)).unwrap().expect("the generator's frames");
+        if number_of(&r.frame).0 == 1 {
+            from_generator.push(number_of(&r.frame).1);
+        }
+    }
+    assert_eq!(from_generator, (0..1_000).collect::<Vec<_>>());
+    let echoes = recv_n(&generator, 1_000);
+    assert!(echoes.iter().all(|r| r.frame.is_echo() && number_of(&r.frame).0 == 1), "only its own frames");
+    assert_eq!(counters_from(&echoes, 1), (0..1_000).collect::<Vec<_>>());
+    generator.flush().unwrap();
+    assert!(generator.recv(Some(std::time::Duration::from_millis(200))).unwrap().is_none(), "nothing else");
+    assert_eq!(generator.rx_dropped(&sender), 0);
+}

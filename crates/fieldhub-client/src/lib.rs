@@ -181,6 +181,10 @@ pub struct PortConfig {
     pub fd: bool,
     /// Listen-only: the port receives but never transmits or acknowledges.
     pub listen_only: bool,
+    /// Transmit-only: the port sends but receives nothing (with
+    /// `receive_own`, only its own frames, as confirmations) and does not
+    /// acknowledge — for a sender that never reads. Not with `listen_only`.
+    pub transmit_only: bool,
 }
 
 /// An open port. Frames received on it carry its [`Port::handle`].
@@ -305,6 +309,9 @@ impl Client {
         }
         if config.listen_only {
             options = options.union(PortOptions::LISTEN_ONLY);
+        }
+        if config.transmit_only {
+            options = options.union(PortOptions::TRANSMIT_ONLY);
         }
         let mut bytes = Vec::new();
         let port_name = config.name.as_deref().unwrap_or("");

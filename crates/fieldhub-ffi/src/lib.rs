@@ -55,6 +55,12 @@ pub const FH_PORT_FD: u32 = 0x4;
 /// transmits or acknowledges; `fh_send` on it fails with
 /// `FH_ERR_INVALID_FRAME`.
 pub const FH_PORT_LISTEN_ONLY: u32 = 0x8;
+/// `fh_port_open` flag: transmit-only — the port sends but receives nothing
+/// (with `FH_PORT_RECEIVE_OWN`, only its own frames, as confirmations) and
+/// does not acknowledge: for a sender that never reads, which would
+/// otherwise have every frame of the channel queued for it. Not together
+/// with `FH_PORT_LISTEN_ONLY`.
+pub const FH_PORT_TRANSMIT_ONLY: u32 = 0x10;
 /// `fh_connect_opts` flag: join the hub's virtual time as a synchronised
 /// participant — bus time advances only once this client has finished its
 /// step (`fh_step`). A hub in real time refuses the connection.
@@ -349,8 +355,8 @@ pub unsafe extern "C" fn fh_last_error(client: *const fh_client, buffer: *mut c_
 /// port's hub-wide name (NULL: the hub names it `<client>.<n>`); with a name
 /// the hub's configuration wires, `channel` may be "". `flags`:
 /// `FH_PORT_RECEIVE_OWN`, `FH_PORT_BLOCK_ON_OVERFLOW`, `FH_PORT_FD`,
-/// `FH_PORT_LISTEN_ONLY`. A new port receives every frame it takes (no
-/// filters; CAN FD frames only with `FH_PORT_FD`).
+/// `FH_PORT_LISTEN_ONLY`, `FH_PORT_TRANSMIT_ONLY`. A new port receives every
+/// frame it takes (no filters; CAN FD frames only with `FH_PORT_FD`).
 ///
 /// Errors: `FH_ERR_UNKNOWN_CHANNEL`, `FH_ERR_TOO_MANY_PORTS`,
 /// `FH_ERR_PORT_NAME_TAKEN`, `FH_ERR_NOT_CONNECTED`, `FH_ERR_CLOSED`,
@@ -375,11 +381,15 @@ pub unsafe extern "C" fn fh_port_open(
             if port.is_null() {
                 return Err(Failure::invalid_argument("port (the output) is NULL"));
             }
-            let known = FH_PORT_RECEIVE_OWN | FH_PORT_BLOCK_ON_OVERFLOW | FH_PORT_FD | FH_PORT_LISTEN_ONLY;
+            let known = FH_PORT_RECEIVE_OWN
+                | FH_PORT_BLOCK_ON_OVERFLOW
+                | FH_PORT_FD
+                | FH_PORT_LISTEN_ONLY
+                | FH_PORT_TRANSMIT_ONLY;
             if flags & !known != 0 {
                 return Err(Failure::invalid_argument(format!(
                     "unknown port flags 0x{:X} (known: FH_PORT_RECEIVE_OWN, FH_PORT_BLOCK_ON_OVERFLOW, FH_PORT_FD, \
-                     FH_PORT_LISTEN_ONLY)",
+                     FH_PORT_LISTEN_ONLY, FH_PORT_TRANSMIT_ONLY)",
                     flags & !known
                 )));
             }
@@ -389,6 +399,7 @@ pub unsafe extern "C" fn fh_port_open(
                 block_on_overflow: flags & FH_PORT_BLOCK_ON_OVERFLOW != 0,
                 fd: flags & FH_PORT_FD != 0,
                 listen_only: flags & FH_PORT_LISTEN_ONLY != 0,
+                transmit_only: flags & FH_PORT_TRANSMIT_ONLY != 0,
             };
             let opened = c.connected()?.open_port_with(channel, &config)?;
             let handle = opened.handle;
