@@ -99,7 +99,8 @@ pub struct OriginPorts {
     main: (u16, u32),
     channel: String,
     options: PortOptions,
-    routes: HashMap<(String, u32), Route>,
+    /// By relay (its Zenoh session id), then by the relay's port id.
+    routes: HashMap<String, HashMap<u32, Route>>,
     next_request: u32,
 }
 
@@ -126,12 +127,13 @@ impl OriginPorts {
         forwarded: &Mutex<Forwarded>,
         stop: &dyn Fn() -> bool,
     ) -> Option<(u16, u32)> {
-        let key = (origin.relay.clone(), origin.port_id);
         let now = Instant::now();
-        if let Some(route) = self.routes.get_mut(&key) {
+        // Looked up by reference: a known relay port costs no allocation.
+        if let Some(route) = self.routes.get_mut(origin.relay.as_str()).and_then(|r| r.get_mut(&origin.port_id)) {
             route.last = now;
             return Some((route.port, route.port_id));
         }
+        let key = (origin.relay.clone(), origin.port_id);
         // The main port is one of the client's ports.
         if self.own_ports() + 1 >= MAX_PORTS_PER_CLIENT {
             self.close_idle(slot, forwarded, now);
@@ -148,12 +150,12 @@ impl OriginPorts {
         } else {
             (self.main.0, self.main.1, false)
         };
-        self.routes.insert(key, Route { port, port_id, own, last: now });
+        self.routes.entry(key.0).or_default().insert(key.1, Route { port, port_id, own, last: now });
         Some((port, port_id))
     }
 
     fn own_ports(&self) -> usize {
-        self.routes.values().filter(|r| r.own).count()
+        self.routes.values().flat_map(HashMap::values).filter(|r| r.own).count()
     }
 
     /// Open a port for relay port `key`: its handle and id, or the bus's
@@ -205,12 +207,17 @@ impl OriginPorts {
         let idle: Vec<(String, u32)> = self
             .routes
             .iter()
+            .flat_map(|(relay, ports)| ports.iter().map(move |(port, route)| ((relay.clone(), *port), route)))
             .filter(|(key, r)| now.duration_since(r.last) >= ROUTE_IDLE && !waiting(key, r.port_id))
-            .map(|(key, _)| key.clone())
+            .map(|(key, _)| key)
             .collect();
         drop(forwarded);
         for key in idle {
-            if let Some(route) = self.routes.remove(&key) {
+            let removed = self.routes.get_mut(&key.0).and_then(|ports| ports.remove(&key.1));
+            if self.routes.get(&key.0).is_some_and(HashMap::is_empty) {
+                self.routes.remove(&key.0);
+            }
+            if let Some(route) = removed {
                 if route.own {
                     let _ = slot.sessions().inbox.send(Inbound::ClosePort { client: slot.id(), port: route.port });
                 }

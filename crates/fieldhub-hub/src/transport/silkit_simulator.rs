@@ -253,18 +253,20 @@ fn sink(shared: Arc<Shared>, work: Sender<Work>) -> SimulatorSink {
                 }
             };
             let request = Request { frame, user_context };
-            let verdict = {
-                let mut table = shared.table();
-                match table.nodes.get_mut(&controller) {
-                    Some(node) if node.started && node.requests.len() < CONTROLLER_QUEUE => {
-                        node.requests.push_back(request);
-                        return drop(work.send(Work::Forward(controller)));
-                    }
-                    Some(node) if node.started => (request, TransmitStatus::QueueFull),
-                    _ => (request, TransmitStatus::Canceled),
+            let mut table = shared.table();
+            let status = match table.nodes.get_mut(&controller) {
+                Some(node) if node.started && node.requests.len() < CONTROLLER_QUEUE => {
+                    node.requests.push_back(request);
+                    drop(table);
+                    let _ = work.send(Work::Forward(controller));
+                    return;
                 }
+                Some(node) if node.started => TransmitStatus::QueueFull,
+                // Stopped, or no port: the controller is no node of the bus now.
+                _ => TransmitStatus::Canceled,
             };
-            shared.answer(producer, controller, &verdict.0, verdict.1);
+            drop(table);
+            shared.answer(producer, controller, &request, status);
         }
         SimulatorEvent::ControllerMode { controller, state, flags } => {
             let canceled: Vec<Request> = {
