@@ -173,6 +173,11 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
             federation.token = Some(fieldhub_client::token::read_token_file(path)?);
         }
     }
+    for access in &mut config.access {
+        let token = fieldhub_client::token::read_token_file(&access.token_file)
+            .with_context(|| format!("[[access]] '{}': cannot use its token_file", access.name))?;
+        access.token = Some(token);
+    }
     let monitor_token = match &args.monitor_token_file {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => None,
@@ -185,6 +190,7 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         || !args.ivshmem.is_empty()
         || args.tls_cert.is_some()
         || args.tls_client_ca.is_some()
+        || !config.access.is_empty()
     {
         if args.tls_cert.is_some() {
             config.hub.tls_cert = args.tls_cert.clone();
@@ -203,8 +209,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
             config.hub.monitor_token = monitor_token;
         }
         config.hub.insecure_local |= args.insecure_local;
-        // Command-line addresses are held to the same rules as configured ones.
-        config.validate(&format!("{origin} with command-line options"))?;
+        // Command-line addresses and the secrets read from files are held
+        // to the same rules as configured ones.
+        config.validate_text(&text, &format!("{origin} with command-line options"))?;
     }
     Ok(config)
 }

@@ -82,7 +82,7 @@ impl Harness {
             credit,
             intake: None,
             synchronized,
-            read_only: false,
+            access: crate::credentials::Access::Full,
         });
         TestClient { id, outbox: queue }
     }
