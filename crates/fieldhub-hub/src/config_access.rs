@@ -119,16 +119,16 @@ mod tests {
     fn an_unknown_channel_is_named_with_its_line() {
         let err = parse("[[access]]\nname = \"hil\"\ntoken_file = \"/t\"\nread = [\"can0\", \"*\"]\nwrite = [\"can2\"]\n")
             .unwrap_err();
-        assert!(err.contains("line 10: access[0].write: no channel named 'can2'"), "{err}");
+        assert!(err.contains("line 11: access[0].write: no channel named 'can2'"), "{err}");
     }
 
     #[test]
     fn a_name_defined_twice_is_named_with_its_line() {
         let one = "[[access]]\nname = \"hil\"\ntoken_file = \"/t\"\n";
         let err = parse(&format!("{one}{one}")).unwrap_err();
-        assert!(err.contains("line 10: access[1].name: access 'hil' is defined twice"), "{err}");
+        assert!(err.contains("line 11: access[1].name: access 'hil' is defined twice"), "{err}");
         let err = parse("[[access]]\nname = \"h i l\"\ntoken_file = \"/t\"\n").unwrap_err();
-        assert!(err.contains("line 7: access[0].name"), "{err}");
+        assert!(err.contains("line 8: access[0].name"), "{err}");
     }
 
     #[test]

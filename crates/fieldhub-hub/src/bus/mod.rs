@@ -45,6 +45,8 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
+#[cfg(test)]
+mod access_tests;
 mod stats_document;
 mod stepping;
 pub mod virtual_time;
