@@ -226,3 +226,41 @@ fn configuration_mistakes_are_named_with_their_line() {
     let err = check_config(dir, &good.replace(&tokens.file("gen").display().to_string(), &dup.display().to_string()));
     assert!(err.contains("line 17: access[1].token_file: holds the same token as the hub's token"), "{err}");
 }
+
+/// The status line of a WebSocket upgrade of `GET path` with `token`, and
+/// the body when it was refused.
+fn upgrade(hub: &HubProcess, path: &str, token: &str) -> String {
+    use std::io::{Read, Write};
+    let authority = base(hub).trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).unwrap();
+    stream.set_read_timeout(Some(common::PATIENCE)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0; 4096];
+    // The head (and a refusal's short body) arrive together; a 101 keeps the
+    // connection open, so stop at the first read.
+    let n = stream.read(&mut chunk).unwrap();
+    answer.extend_from_slice(&chunk[..n]);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn the_monitor_stream_shows_only_channels_the_access_may_read() {
+    let (hub, _tokens) = start();
+    let answer = upgrade(&hub, "/api/v1/monitor?channels=can2", "hil-secret");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("access 'hil-tester' may not read channel 'can2'"), "{answer}");
+    let answer = upgrade(&hub, "/api/v1/monitor?channels=can0,can1", "hil-secret");
+    assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+    let answer = upgrade(&hub, "/api/v1/monitor", "hil-secret");
+    assert!(answer.starts_with("HTTP/1.1 101"), "every channel, for it, is those it reads: {answer}");
+    let answer = upgrade(&hub, "/api/v1/monitor", "gen-secret");
+    assert!(answer.starts_with("HTTP/1.1 403") && answer.contains("may read no channel"), "{answer}");
+    let (status, body) = call(&hub, "GET", "/api/v1/recording-file?path=x.log", "hil-secret", None);
+    assert_eq!(status, 403, "a recording may hold channels it may not read: {body}");
+}
