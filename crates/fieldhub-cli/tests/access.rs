@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{base, HubProcess};
-use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, PortConfig};
+use fieldhub_client::{Client, ClientOptions, ErrorCode, PortConfig};
 
 /// A directory holding owner-only token files, and the config naming them.
 struct Tokens {
@@ -80,8 +80,8 @@ fn client(hub: &HubProcess, name: &str, token: &str) -> Client {
 
 /// (status, body) of one control API call with `token`.
 fn call(hub: &HubProcess, method: &str, path: &str, token: &str, body: Option<&str>) -> (u16, String) {
-    let request = ureq::request(method, &format!("{}{path}", base(hub)))
-        .set("Authorization", &format!("Bearer {token}"));
+    let request =
+        ureq::request(method, &format!("{}{path}", base(hub))).set("Authorization", &format!("Bearer {token}"));
     let answer = match body {
         Some(body) => request.set("Content-Type", "application/json").send_string(body),
         None => request.call(),
@@ -101,7 +101,7 @@ fn numbered(n: u32) -> fieldhub_client::Frame {
 fn a_channel_outside_the_grant_cannot_be_opened_and_a_read_only_channel_refuses_frames() {
     let (hub, _tokens) = start();
     let hil = client(&hub, "hil", "hil-secret");
-    let refused: ClientError = hil.open_port("can2").err().expect("can2 is outside its grant");
+    let Err(refused) = hil.open_port("can2") else { panic!("can2 is outside its grant") };
     assert_eq!(refused.code(), Some(ErrorCode::Unauthorized), "{refused}");
     assert!(refused.to_string().contains("access 'hil-tester' may not use channel 'can2'"), "{refused}");
 
@@ -186,7 +186,8 @@ fn the_clients_listing_names_each_clients_access() {
     let _ecu = client(&hub, "ecu", "sesame");
     let (_, body) = call(&hub, "GET", "/api/v1/clients", "ops-secret", None);
     let clients: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let access_of = |name: &str| clients.as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["access"].clone();
+    let access_of =
+        |name: &str| clients.as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["access"].clone();
     assert_eq!(access_of("hil"), "hil-tester");
     assert_eq!(access_of("ecu"), serde_json::Value::Null);
 }

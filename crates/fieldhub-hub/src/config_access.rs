@@ -51,7 +51,10 @@ impl HubConfig {
             let field = |key: &str| source.table_field("access", i, key);
             check_name(&a.name).map_err(|m| (field("name"), m))?;
             if self.access[..i].iter().any(|other| other.name == a.name) {
-                return Err((field("name"), format!("access '{}' is defined twice; give each a name of its own", a.name)));
+                return Err((
+                    field("name"),
+                    format!("access '{}' is defined twice; give each a name of its own", a.name),
+                ));
             }
             if a.token_file.as_os_str().is_empty() {
                 return Err((field("token_file"), "names no file; give the file holding this access's token".into()));
@@ -86,7 +89,10 @@ impl HubConfig {
             } else if self.hub.monitor_token.as_ref() == Some(token) {
                 Some("the monitor token".to_owned())
             } else {
-                self.access[..i].iter().find(|o| o.token.as_ref() == Some(token)).map(|o| format!("access '{}''s", o.name))
+                self.access[..i]
+                    .iter()
+                    .find(|o| o.token.as_ref() == Some(token))
+                    .map(|o| format!("access '{}''s", o.name))
             };
             if let Some(other) = same_as {
                 return Err((field(), format!("holds the same token as {other}; give each access a token of its own")));
@@ -117,8 +123,9 @@ mod tests {
 
     #[test]
     fn an_unknown_channel_is_named_with_its_line() {
-        let err = parse("[[access]]\nname = \"hil\"\ntoken_file = \"/t\"\nread = [\"can0\", \"*\"]\nwrite = [\"can2\"]\n")
-            .unwrap_err();
+        let err =
+            parse("[[access]]\nname = \"hil\"\ntoken_file = \"/t\"\nread = [\"can0\", \"*\"]\nwrite = [\"can2\"]\n")
+                .unwrap_err();
         assert!(err.contains("line 11: access[0].write: no channel named 'can2'"), "{err}");
     }
 
@@ -143,7 +150,10 @@ mod tests {
         for (same, what) in [("sesame", "the hub's token"), ("look", "the monitor token"), ("alpha", "access 'a''s")] {
             config.access[1].token = Some(same.into());
             let err = check(&config).unwrap_err();
-            assert!(err.contains("line 13: access[1].token_file: holds the same token as") && err.contains(what), "{err}");
+            assert!(
+                err.contains("line 13: access[1].token_file: holds the same token as") && err.contains(what),
+                "{err}"
+            );
         }
         config.access[1].token = Some("beta".into());
         config.hub.token = None;

@@ -181,10 +181,7 @@ impl Credentials {
     /// ignored, as a monitor token is).
     pub fn with_grants(mut self, access: &[AccessConfig]) -> Self {
         if self.token.is_some() {
-            self.grants = access
-                .iter()
-                .filter_map(|a| Some((a.token.clone()?, Arc::new(Grant::new(a)))))
-                .collect();
+            self.grants = access.iter().filter_map(|a| Some((a.token.clone()?, Arc::new(Grant::new(a))))).collect();
         }
         self
     }
@@ -295,7 +292,8 @@ mod tests {
 
     #[test]
     fn an_access_token_gives_its_grant_channel_by_channel() {
-        let tables = [grant("hil", "hil-secret", &["can0", "can1"], &["can0"], false), grant("ops", "ops", &["*"], &[], true)];
+        let tables =
+            [grant("hil", "hil-secret", &["can0", "can1"], &["can0"], false), grant("ops", "ops", &["*"], &[], true)];
         let creds = Credentials::new(Some("sesame".into()), Some("look".into()), false).with_grants(&tables);
         let hil = creds.access("hil-secret", &STRANGER).unwrap();
         assert_eq!(hil.port_right("can0"), PortRight::Both);

@@ -139,7 +139,10 @@ impl Hub {
         raise_open_file_limit();
         // A table without its secret would admit nobody, silently.
         if let Some(a) = config.access.iter().find(|a| a.token.is_none()) {
-            return Err(StartError::AccessToken { name: a.name.clone(), token_file: a.token_file.display().to_string() });
+            return Err(StartError::AccessToken {
+                name: a.name.clone(),
+                token_file: a.token_file.display().to_string(),
+            });
         }
         let tokens = config.check_access_tokens(&config_source::ConfigSource::none());
         tokens.map_err(|(field, message)| ConfigError::Invalid { origin: "configuration".into(), field, message })?;

@@ -39,7 +39,12 @@ fn frame(n: u32) -> Frame {
 }
 
 /// `OPEN_PORT` from `client`: the port's handle, or the error's code and text.
-fn try_open(h: &mut Harness, client: &TestClient, channel: &str, options: PortOptions) -> Result<u16, (ErrorCode, String)> {
+fn try_open(
+    h: &mut Harness,
+    client: &TestClient,
+    channel: &str,
+    options: PortOptions,
+) -> Result<u16, (ErrorCode, String)> {
     h.bus.handle(crate::inbox::Inbound::OpenPort {
         client: client.id,
         request: 7,

@@ -37,6 +37,8 @@ use crate::tx_queue::{Pending, RateLimit, TxQueue};
 use fieldhub_shm::AdaptiveSpin;
 use intakes::{Intakes, Taken};
 
+#[cfg(test)]
+mod access_tests;
 mod control;
 mod federated;
 #[cfg(test)]
@@ -45,8 +47,6 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
-#[cfg(test)]
-mod access_tests;
 mod stats_document;
 mod stepping;
 pub mod virtual_time;
@@ -487,7 +487,9 @@ impl Bus {
             let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
             let (code, text) = if member.read_only {
                 let who = client.access.describe();
-                let text = format!("port '{name}' {why}: {who} may receive on its channel, not send; the frame {frame:?} was not sent");
+                let text = format!(
+                    "port '{name}' {why}: {who} may receive on its channel, not send; the frame {frame:?} was not sent"
+                );
                 (ErrorCode::Unauthorized, text)
             } else {
                 (ErrorCode::InvalidFrame, format!("port '{name}' {why}; the frame {frame:?} was not sent"))

@@ -62,7 +62,8 @@ pub async fn open(
     if channels.is_empty() && !access.may_read(None) {
         channels = access.listed_reads();
         if channels.is_empty() {
-            let text = format!("{} may read no channel (its read = []), so there is nothing to monitor", access.describe());
+            let text =
+                format!("{} may read no channel (its read = []), so there is nothing to monitor", access.describe());
             return error(StatusCode::FORBIDDEN, text);
         }
     }
