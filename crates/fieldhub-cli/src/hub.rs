@@ -182,16 +182,15 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => None,
     };
-    if !args.listen.is_empty()
+    let from_command_line = !args.listen.is_empty()
         || args.insecure_local
         || token.is_some()
         || monitor_token.is_some()
         || args.shm.is_some()
         || !args.ivshmem.is_empty()
         || args.tls_cert.is_some()
-        || args.tls_client_ca.is_some()
-        || !config.access.is_empty()
-    {
+        || args.tls_client_ca.is_some();
+    if from_command_line || !config.access.is_empty() {
         if args.tls_cert.is_some() {
             config.hub.tls_cert = args.tls_cert.clone();
             config.hub.tls_key = args.tls_key.clone();
@@ -211,7 +210,8 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         config.hub.insecure_local |= args.insecure_local;
         // Command-line addresses and the secrets read from files are held
         // to the same rules as configured ones.
-        config.validate_text(&text, &format!("{origin} with command-line options"))?;
+        let origin = if from_command_line { format!("{origin} with command-line options") } else { origin };
+        config.validate_text(&text, &origin)?;
     }
     Ok(config)
 }
