@@ -173,19 +173,24 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
             federation.token = Some(fieldhub_client::token::read_token_file(path)?);
         }
     }
+    for access in &mut config.access {
+        let token = fieldhub_client::token::read_token_file(&access.token_file)
+            .with_context(|| format!("[[access]] '{}': cannot use its token_file", access.name))?;
+        access.token = Some(token);
+    }
     let monitor_token = match &args.monitor_token_file {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => None,
     };
-    if !args.listen.is_empty()
+    let from_command_line = !args.listen.is_empty()
         || args.insecure_local
         || token.is_some()
         || monitor_token.is_some()
         || args.shm.is_some()
         || !args.ivshmem.is_empty()
         || args.tls_cert.is_some()
-        || args.tls_client_ca.is_some()
-    {
+        || args.tls_client_ca.is_some();
+    if from_command_line || !config.access.is_empty() {
         if args.tls_cert.is_some() {
             config.hub.tls_cert = args.tls_cert.clone();
             config.hub.tls_key = args.tls_key.clone();
@@ -203,8 +208,10 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
             config.hub.monitor_token = monitor_token;
         }
         config.hub.insecure_local |= args.insecure_local;
-        // Command-line addresses are held to the same rules as configured ones.
-        config.validate(&format!("{origin} with command-line options"))?;
+        // Command-line addresses and the secrets read from files are held
+        // to the same rules as configured ones.
+        let origin = if from_command_line { format!("{origin} with command-line options") } else { origin };
+        config.validate_text(&text, &origin)?;
     }
     Ok(config)
 }

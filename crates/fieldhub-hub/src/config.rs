@@ -6,8 +6,9 @@
 //! The file has one `[hub]` table and arrays of `[[channel]]` (buses),
 //! `[[port]]` (named connectors clients claim, optionally wired to a channel
 //! and rate-limited), `[[route]]` (gateway rules between channels, like
-//! Linux can-gw) and `[[silkit]]` (channels on Vector SIL Kit CAN networks,
-//! `config_silkit.rs`). `docs/configuration.md` documents every key.
+//! Linux can-gw), `[[silkit]]` (channels on Vector SIL Kit CAN networks,
+//! `config_silkit.rs`) and `[[access]]` (per-client permissions,
+//! `config_access.rs`). `docs/configuration.md` documents every key.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_access::{AccessConfig, ALL_CHANNELS};
 pub use crate::config_federation::{FederationConfig, Role};
 pub use crate::config_silkit::{SilKitConfig, SilKitMode};
 use crate::config_source::ConfigSource;
@@ -64,6 +66,8 @@ pub struct HubConfig {
     pub silkit: Vec<SilKitConfig>,
     /// Hubs this one shares channels with (`[federation]`).
     pub federation: Option<FederationConfig>,
+    /// Per-client permissions (`[[access]]`).
+    pub access: Vec<AccessConfig>,
 }
 
 /// The file as written, with the position of each table.
@@ -82,6 +86,8 @@ struct ConfigFile {
     silkit: Vec<SilKitConfig>,
     #[serde(default)]
     federation: Option<FederationConfig>,
+    #[serde(default)]
+    access: Vec<AccessConfig>,
 }
 
 /// `[hub]`: identity, listeners and access.
@@ -507,6 +513,7 @@ impl HubConfig {
             routes: file.route,
             silkit: file.silkit,
             federation: file.federation,
+            access: file.access,
         };
         config.check(origin, &ConfigSource::parse(text))?;
         Ok(config)
@@ -520,7 +527,7 @@ impl HubConfig {
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes, silkit: Vec::new(), federation: None }
+        Self { hub, channels, ports, routes, silkit: Vec::new(), federation: None, access: Vec::new() }
     }
 
     /// Listen addresses, parsed.
@@ -548,6 +555,13 @@ impl HubConfig {
     /// Check every rule; `origin` names the configuration in errors.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         self.check(origin, &ConfigSource::none())
+    }
+
+    /// Check every rule again, after the binary changed the configuration
+    /// parsed from `text` (options, secrets read from files); errors name
+    /// the line of the field in `text`.
+    pub fn validate_text(&self, text: &str, origin: &str) -> Result<(), ConfigError> {
+        self.check(origin, &ConfigSource::parse(text))
     }
 
     /// The virtual-time keys mean something only in virtual time.
@@ -702,6 +716,7 @@ impl HubConfig {
             r.check_values().map_err(|(key, m)| invalid(field(key), m))?;
         }
         self.check_federation(source).map_err(|(field, m)| invalid(field, m))?;
+        self.check_access(source).map_err(|(field, m)| invalid(field, m))?;
         for (i, s) in self.silkit.iter().enumerate() {
             let field = |key: &str| source.table_field("silkit", i, key);
             self.check_channel_ref(&s.channel).map_err(|m| invalid(field("channel"), m))?;
@@ -726,7 +741,7 @@ impl HubConfig {
         Ok(())
     }
 
-    fn check_channel_ref(&self, name: &str) -> Result<(), String> {
+    pub(crate) fn check_channel_ref(&self, name: &str) -> Result<(), String> {
         if self.channels.iter().any(|c| c.name == name) {
             Ok(())
         } else {

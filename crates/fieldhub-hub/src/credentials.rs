@@ -3,8 +3,9 @@
 //!
 //! A hub with a token requires it from every client: the hub's token gives
 //! full access, the monitor token (`[hub] monitor_token`) lets a client
-//! receive and read, never transmit or change anything; anything else is
-//! refused. A hub without a token admits with full access the processes of
+//! receive and read, never transmit or change anything; an `[[access]]`
+//! token gives what its table grants ([`Grant`]: channels to read, to
+//! write, control or not); anything else is refused. A hub without a token admits with full access the processes of
 //! the user it runs as (`peer_user.rs`: the kernel says who is at the other
 //! end of a unix socket or of TCP from this machine) and the transports the
 //! operator configured, and refuses everyone else: other local users and
@@ -18,15 +19,131 @@
 //! it read-only, a wrong one is refused). Without `tls_client_ca`, TLS only
 //! hides the traffic: the rules above apply over it unchanged.
 
+use std::sync::Arc;
+
+use crate::config::{AccessConfig, ALL_CHANNELS};
 use crate::peer_user::PeerOrigin;
 
 /// What a client may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Access {
     /// Send, receive, control.
     Full,
     /// Receive frames and read the control API: the monitor token.
     ReadOnly,
+    /// What an `[[access]]` table grants.
+    Granted(Arc<Grant>),
+}
+
+/// What a port on one channel may do, by its client's access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRight {
+    /// Send and receive.
+    Both,
+    /// Receive only: its frames are refused (`Member::read_only`).
+    Read,
+    /// Send only: it receives nothing but its own echoes
+    /// (`Member::transmit_only`).
+    Write,
+    /// The port may not be opened.
+    None,
+}
+
+impl Access {
+    /// What a port of this client on `channel` may do. Decided once, when
+    /// the port opens.
+    pub fn port_right(&self, channel: &str) -> PortRight {
+        match self {
+            Access::Full => PortRight::Both,
+            Access::ReadOnly => PortRight::Read,
+            Access::Granted(grant) => match (grant.reads(channel), grant.writes(channel)) {
+                (true, true) => PortRight::Both,
+                (true, false) => PortRight::Read,
+                (false, true) => PortRight::Write,
+                (false, false) => PortRight::None,
+            },
+        }
+    }
+
+    /// Whether it may change the hub (control API requests other than
+    /// reading, holding virtual time).
+    pub fn may_control(&self) -> bool {
+        match self {
+            Access::Full => true,
+            Access::ReadOnly => false,
+            Access::Granted(grant) => grant.control,
+        }
+    }
+
+    /// Whether it may see the frames of `channel` (`None`: of every channel).
+    pub fn may_read(&self, channel: Option<&str>) -> bool {
+        match (self, channel) {
+            (Access::Full | Access::ReadOnly, _) => true,
+            (Access::Granted(grant), Some(channel)) => grant.reads(channel),
+            (Access::Granted(grant), None) => grant.read_all,
+        }
+    }
+
+    /// The channels a grant names in `read` (`"*"` aside): what a monitor
+    /// of "every channel" shows it.
+    pub fn listed_reads(&self) -> Vec<String> {
+        match self {
+            Access::Granted(grant) => grant.read.iter().filter(|c| *c != ALL_CHANNELS).cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// How refusals name this access: `the monitor token`, `access 'NAME'`.
+    pub fn describe(&self) -> String {
+        match self {
+            Access::Full => "the hub's token".into(),
+            Access::ReadOnly => "the monitor token".into(),
+            Access::Granted(grant) => format!("access '{}'", grant.name),
+        }
+    }
+
+    /// The `[[access]]` name statistics show, if it came from one.
+    pub fn grant_name(&self) -> Option<&str> {
+        match self {
+            Access::Granted(grant) => Some(&grant.name),
+            _ => None,
+        }
+    }
+}
+
+/// One `[[access]]` table, as admission and the bus check it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub name: String,
+    read_all: bool,
+    read: Vec<String>,
+    write_all: bool,
+    write: Vec<String>,
+    pub control: bool,
+}
+
+impl Grant {
+    pub fn new(config: &AccessConfig) -> Self {
+        let all = |channels: &[String]| channels.iter().any(|c| c == ALL_CHANNELS);
+        Self {
+            name: config.name.clone(),
+            read_all: all(&config.read),
+            read: config.read.clone(),
+            write_all: all(&config.write),
+            write: config.write.clone(),
+            control: config.control,
+        }
+    }
+
+    /// Whether its ports receive on `channel`.
+    pub fn reads(&self, channel: &str) -> bool {
+        self.read_all || self.read.iter().any(|c| c == channel)
+    }
+
+    /// Whether its ports may send on `channel`.
+    pub fn writes(&self, channel: &str) -> bool {
+        self.write_all || self.write.iter().any(|c| c == channel)
+    }
 }
 
 /// Why a client is not admitted.
@@ -45,6 +162,8 @@ pub enum Refused {
 pub struct Credentials {
     token: Option<String>,
     monitor_token: Option<String>,
+    /// `[[access]]` tokens and their grants.
+    grants: Vec<(String, Arc<Grant>)>,
     insecure_local: bool,
 }
 
@@ -54,7 +173,17 @@ impl Credentials {
     pub fn new(token: Option<String>, monitor_token: Option<String>, insecure_local: bool) -> Self {
         let monitor_token = monitor_token.filter(|_| token.is_some());
         let insecure_local = insecure_local && token.is_none();
-        Self { token, monitor_token, insecure_local }
+        Self { token, monitor_token, grants: Vec::new(), insecure_local }
+    }
+
+    /// Add the `[[access]]` tables whose tokens were read (the
+    /// configuration needs the hub's token beside them; without it they are
+    /// ignored, as a monitor token is).
+    pub fn with_grants(mut self, access: &[AccessConfig]) -> Self {
+        if self.token.is_some() {
+            self.grants = access.iter().filter_map(|a| Some((a.token.clone()?, Arc::new(Grant::new(a))))).collect();
+        }
+        self
     }
 
     /// Whether the hub has a token (every client needs it then).
@@ -82,10 +211,16 @@ impl Credentials {
         if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
             return Ok(Access::Full);
         }
-        match &self.monitor_token {
-            Some(monitor) if constant_time_eq(monitor.as_bytes(), presented.as_bytes()) => Ok(Access::ReadOnly),
-            _ => Err(Refused::WrongToken),
+        if let Some(monitor) = &self.monitor_token {
+            if constant_time_eq(monitor.as_bytes(), presented.as_bytes()) {
+                return Ok(Access::ReadOnly);
+            }
         }
+        self.grants
+            .iter()
+            .find(|(token, _)| constant_time_eq(token.as_bytes(), presented.as_bytes()))
+            .map(|(_, grant)| Access::Granted(Arc::clone(grant)))
+            .ok_or(Refused::WrongToken)
     }
 }
 
@@ -142,6 +277,48 @@ mod tests {
         let open = Credentials::new(None, None, false);
         assert_eq!(open.access("", &certified), Ok(Access::Full));
         assert_eq!(open.access("anything", &certified), Ok(Access::Full));
+    }
+
+    fn grant(name: &str, token: &str, read: &[&str], write: &[&str], control: bool) -> AccessConfig {
+        AccessConfig {
+            name: name.into(),
+            token_file: "/unused".into(),
+            token: Some(token.into()),
+            read: read.iter().map(|c| (*c).into()).collect(),
+            write: write.iter().map(|c| (*c).into()).collect(),
+            control,
+        }
+    }
+
+    #[test]
+    fn an_access_token_gives_its_grant_channel_by_channel() {
+        let tables =
+            [grant("hil", "hil-secret", &["can0", "can1"], &["can0"], false), grant("ops", "ops", &["*"], &[], true)];
+        let creds = Credentials::new(Some("sesame".into()), Some("look".into()), false).with_grants(&tables);
+        let hil = creds.access("hil-secret", &STRANGER).unwrap();
+        assert_eq!(hil.port_right("can0"), PortRight::Both);
+        assert_eq!(hil.port_right("can1"), PortRight::Read);
+        assert_eq!(hil.port_right("can2"), PortRight::None);
+        assert!(!hil.may_control() && hil.may_read(Some("can1")) && !hil.may_read(None));
+        assert_eq!(hil.describe(), "access 'hil'");
+        let ops = creds.access("ops", &STRANGER).unwrap();
+        assert_eq!(ops.port_right("made-later"), PortRight::Read, "\"*\" covers channels created later");
+        assert!(ops.may_control() && ops.may_read(None));
+        assert_eq!(creds.access("look", &STRANGER), Ok(Access::ReadOnly), "the monitor token is unchanged");
+        assert_eq!(Access::ReadOnly.port_right("can0"), PortRight::Read);
+        assert!(!Access::ReadOnly.may_control());
+        assert_eq!(creds.access("hil-secre", &STRANGER), Err(Refused::WrongToken));
+        let write_only = Credentials::new(Some("s".into()), None, false)
+            .with_grants(&[grant("gen", "g", &[], &["*"], false)])
+            .access("g", &STRANGER)
+            .unwrap();
+        assert_eq!(write_only.port_right("can0"), PortRight::Write);
+    }
+
+    #[test]
+    fn access_tokens_without_the_hubs_token_are_ignored() {
+        let creds = Credentials::new(None, None, false).with_grants(&[grant("hil", "h", &["*"], &["*"], true)]);
+        assert!(matches!(creds.access("h", &STRANGER), Err(Refused::NotHubUser(_))));
     }
 
     #[test]

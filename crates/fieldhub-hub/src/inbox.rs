@@ -24,6 +24,7 @@ use fieldhub_shm::{AdaptiveSpin, BellSegment, WaitPolicy};
 use tokio::sync::oneshot;
 
 use crate::control::{ControlRequest, ControlResult};
+use crate::credentials::Access;
 use crate::credit::TxCredit;
 use crate::outbox::Outbox;
 
@@ -47,8 +48,8 @@ pub enum Inbound {
     /// once, for when even an error report cannot be queued to it.
     /// `credit` bounds the frames it may have waiting in the bus. `intake`
     /// is set for a client whose ring the bus reads itself. `synchronized`:
-    /// a participant of virtual time (its `HELLO` said so). `read_only`:
-    /// it presented the monitor token, so its ports never transmit.
+    /// a participant of virtual time (its `HELLO` said so). `access`:
+    /// what its token lets it do, checked as each of its ports opens.
     Attach {
         client: ClientId,
         name: String,
@@ -57,7 +58,7 @@ pub enum Inbound {
         credit: Arc<TxCredit>,
         intake: Option<Box<dyn Intake>>,
         synchronized: bool,
-        read_only: bool,
+        access: Access,
     },
     /// `OPEN_PORT`.
     OpenPort { client: ClientId, request: u32, options: PortOptions, channel: String, port_name: String },

@@ -36,6 +36,7 @@ pub mod bus_load;
 pub mod channel;
 pub mod clock;
 pub mod config;
+mod config_access;
 mod config_federation;
 mod config_silkit;
 mod config_source;
@@ -85,6 +86,11 @@ const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(
+        "access '{name}': its token was not read from {token_file}; the fieldhub binary reads every token_file, \
+         a program that starts the hub itself sets AccessConfig::token"
+    )]
+    AccessToken { name: String, token_file: String },
     // `error`, not `source`: the text already carries it, and an error
     // chain printed by the caller would repeat it.
     #[error("cannot listen on {addr}: {error}")]
@@ -131,6 +137,15 @@ impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
+        // A table without its secret would admit nobody, silently.
+        if let Some(a) = config.access.iter().find(|a| a.token.is_none()) {
+            return Err(StartError::AccessToken {
+                name: a.name.clone(),
+                token_file: a.token_file.display().to_string(),
+            });
+        }
+        let tokens = config.check_access_tokens(&config_source::ConfigSource::none());
+        tokens.map_err(|(field, message)| ConfigError::Invalid { origin: "configuration".into(), field, message })?;
         let tls = tls_server_config(&config)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
@@ -329,4 +344,5 @@ fn raise_open_file_limit() {
 /// The tokens and the rule for local users that sessions and the control API check.
 fn credentials(config: &HubConfig) -> credentials::Credentials {
     credentials::Credentials::new(config.hub.token.clone(), config.hub.monitor_token.clone(), config.hub.insecure_local)
+        .with_grants(&config.access)
 }

@@ -75,8 +75,10 @@ pub struct Member {
     /// `TRANSMIT_ONLY`: receives nothing but its own echoes, does not
     /// acknowledge.
     pub transmit_only: bool,
-    /// Opened by a client with the monitor token: it acknowledges like any
-    /// node (a monitor must not change the bus), but never transmits.
+    /// Opened by a client whose access may receive on the channel but not
+    /// send (the monitor token, an `[[access]]` without it in `write`): it
+    /// acknowledges like any node (a monitor must not change the bus), but
+    /// never transmits.
     pub read_only: bool,
 }
 
@@ -140,7 +142,7 @@ impl Member {
         if self.listen_only {
             Some("is listen-only and never transmits")
         } else if self.read_only {
-            Some("belongs to a client that presented the monitor token, which is read-only: it may not transmit")
+            Some("is read-only and may not transmit")
         } else if !self.takes_fd && frame.kind() == FrameKind::CanFd {
             Some("was opened without FD and cannot send CAN FD frames (open it with the FD option)")
         } else {

@@ -251,15 +251,19 @@ impl ClientSlot {
             };
             Violation::new(ErrorCode::Unauthorized, text)
         })?;
-        self.access = access;
         self.synchronized = hello.options.contains(SessionOptions::SYNCHRONIZED);
-        if self.synchronized && access == Access::ReadOnly {
-            return Err(Violation::new(
-                ErrorCode::Unauthorized,
-                "the monitor token is read-only: a synchronised participant holds bus time back, which needs the \
-                 hub's token",
-            ));
+        if self.synchronized && !access.may_control() {
+            let text = format!(
+                "{} is read-only for the hub: a synchronised participant holds bus time back, which needs the \
+                 hub's token or an [[access]] with control = true",
+                access.describe()
+            );
+            return Err(Violation::new(ErrorCode::Unauthorized, text));
         }
+        if let Some(grant) = access.grant_name() {
+            info!(target: CLIENT_LOG, peer = %self.peer, access = grant, "admitted with access '{grant}'");
+        }
+        self.access = access;
         if self.synchronized && !self.sessions.virtual_time {
             return Err(Violation::new(
                 ErrorCode::TimeMode,
@@ -317,7 +321,7 @@ impl ClientSlot {
     ) -> Result<(), NotQueued> {
         let name = self.name().to_owned();
         let synchronized = self.synchronized;
-        let read_only = self.access == Access::ReadOnly;
+        let access = self.access.clone();
         self.sessions.inbox.send(Inbound::Attach {
             client: self.id,
             name,
@@ -326,7 +330,7 @@ impl ClientSlot {
             credit,
             intake,
             synchronized,
-            read_only,
+            access,
         })?;
         self.attached = true;
         info!(target: CLIENT_LOG, client = self.id, name = %self.name(), peer = %self.peer, "client connected over {}", self.via);

@@ -114,7 +114,9 @@ impl Bus {
             "segment": member.segment,
             "fd": member.takes_fd(),
             "listen_only": member.listen_only,
-                    "transmit_only": member.transmit_only,
+            "transmit_only": member.transmit_only,
+            "read_only": member.read_only,
+            "access": self.clients.get(&member.client).and_then(|c| c.access.grant_name()),
             "tx_frames": member.counters.tx_frames,
             "rx_frames": member.counters.rx_frames,
             "rx_dropped": member.counters.rx_dropped,
@@ -150,7 +152,7 @@ impl Bus {
             .map(|(&id, client)| {
                 let ports: Vec<&String> =
                     client.ports.iter().flatten().filter_map(|owned| self.port_names.get(&owned.port_id)).collect();
-                (id, json!({ "id": id, "name": client.name, "ports": ports }))
+                (id, json!({ "id": id, "name": client.name, "access": client.access.grant_name(), "ports": ports }))
             })
             .collect();
         clients.sort_by_key(|(id, _)| *id);

@@ -13,6 +13,7 @@ use super::Bus;
 use crate::clock::ManualClock;
 use crate::config::HubConfig;
 use crate::control::{ControlRequest, ControlResult};
+use crate::credentials::Access;
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::{ClientId, Inbound};
 use crate::outbox::{test_outbox, Outbound, QueueOutbox};
@@ -61,15 +62,20 @@ impl Harness {
 
     /// Attach a client.
     pub fn connect(&mut self, name: &str) -> TestClient {
-        self.attach(name, false)
+        self.attach(name, false, Access::Full)
+    }
+
+    /// Attach a client whose token gave `access`.
+    pub fn connect_with(&mut self, name: &str, access: Access) -> TestClient {
+        self.attach(name, false, access)
     }
 
     /// Attach a synchronised participant of virtual time.
     pub fn connect_synchronized(&mut self, name: &str) -> TestClient {
-        self.attach(name, true)
+        self.attach(name, true, Access::Full)
     }
 
-    fn attach(&mut self, name: &str, synchronized: bool) -> TestClient {
+    fn attach(&mut self, name: &str, synchronized: bool, access: Access) -> TestClient {
         let id = self.next_client;
         self.next_client += 1;
         let (outbox, queue) = test_outbox();
@@ -82,7 +88,7 @@ impl Harness {
             credit,
             intake: None,
             synchronized,
-            read_only: false,
+            access,
         });
         TestClient { id, outbox: queue }
     }

@@ -26,6 +26,7 @@ use crate::channel::{Channel, Transmitted};
 use crate::clock::{Clock, ManualClock};
 use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
+use crate::credentials::{Access, PortRight};
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
@@ -36,6 +37,8 @@ use crate::tx_queue::{Pending, RateLimit, TxQueue};
 use fieldhub_shm::AdaptiveSpin;
 use intakes::{Intakes, Taken};
 
+#[cfg(test)]
+mod access_tests;
 mod control;
 mod federated;
 #[cfg(test)]
@@ -96,8 +99,9 @@ struct Client {
     outbox: Outbox,
     hang_up: HangUp,
     credit: Arc<TxCredit>,
-    /// It presented the monitor token: its ports receive, never transmit.
-    read_only: bool,
+    /// What its token lets it do; its ports' rights are taken from it
+    /// when they open.
+    access: Access,
     ports: [Option<OwnedPort>; MAX_PORTS_PER_CLIENT],
     /// `PONG`s waiting for the client's earlier frames to leave: (nonce,
     /// arrival number of the last frame received before the `PING`).
@@ -394,13 +398,13 @@ impl Bus {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
             Inbound::Frames { client, mut frames } => self.on_frames(client, &mut frames),
-            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized, read_only } => {
+            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized, access } => {
                 if let Some(intake) = intake {
                     self.intakes.add(client, intake);
                 }
                 let ports = [None; MAX_PORTS_PER_CLIENT];
                 let pongs = Vec::new();
-                self.clients.insert(client, Client { name, outbox, hang_up, credit, read_only, ports, pongs });
+                self.clients.insert(client, Client { name, outbox, hang_up, credit, access, ports, pongs });
                 if synchronized {
                     self.join_time(client);
                 }
@@ -481,8 +485,15 @@ impl Bus {
         if let Some(why) = member.refuses_to_send(&frame) {
             client.credit.release();
             let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
-            let text = format!("port '{name}' {why}; the frame {frame:?} was not sent");
-            let code = if member.read_only { ErrorCode::Unauthorized } else { ErrorCode::InvalidFrame };
+            let (code, text) = if member.read_only {
+                let who = client.access.describe();
+                let text = format!(
+                    "port '{name}' {why}: {who} may receive on its channel, not send; the frame {frame:?} was not sent"
+                );
+                (ErrorCode::Unauthorized, text)
+            } else {
+                (ErrorCode::InvalidFrame, format!("port '{name}' {why}; the frame {frame:?} was not sent"))
+            };
             let error = Outbound::Error { code, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
@@ -647,6 +658,12 @@ impl Bus {
             return self.reply(client_id, refused(ErrorCode::UnknownChannel, text));
         };
         let Some(client) = self.clients.get_mut(&client_id) else { return };
+        // Checked once, here: the frame path only reads the port's flags.
+        let right = client.access.port_right(&channel);
+        if right == PortRight::None {
+            let text = format!("{} may not use channel '{channel}'", client.access.describe());
+            return self.reply(client_id, refused(ErrorCode::Unauthorized, text));
+        }
         let Some(handle) = client.ports.iter().position(Option::is_none) else {
             let text = format!("a client may open at most {MAX_PORTS_PER_CLIENT} ports");
             return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
@@ -675,7 +692,8 @@ impl Bus {
             client.credit.clone(),
             TxQueue::new(limit),
         );
-        member.read_only = client.read_only;
+        member.read_only = right == PortRight::Read;
+        member.transmit_only |= right == PortRight::Write;
         info!(target: crate::session::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });

@@ -5,7 +5,11 @@
 //!
 //! Runs on its own thread with a single-threaded tokio runtime; every request
 //! becomes one [`Inbound::Control`] for the bus thread and waits for its
-//! answer. When the hub has a token, every request must carry it as
+//! answer. Only clients whose access may control (`credentials.rs`: the
+//! hub's token, an `[[access]]` with `control = true`) change anything:
+//! every other method than GET and HEAD needs it; reads are everyone's
+//! admitted, those scoped to channels (the monitor's stream) only of the
+//! channels the access may read. When the hub has a token, every request must carry it as
 //! `Authorization: Bearer <token>` — except the web monitor's page and
 //! scripts under `/ui` (constant files with no bus data, [`super::ui`]),
 //! and its WebSocket, which may carry it as `?token=` because browsers
@@ -218,7 +222,7 @@ async fn request_deadline(request: Request, next: Next) -> Response {
     }
 }
 
-async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+async fn authorize(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
     // Browsers first: another site's page, or a rebound host name, is
     // refused whatever it asks for (`origin.rs`).
     // Over TLS a rebound name fails the browser's check of the hub's
@@ -248,7 +252,7 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
     // A request that came some other way than the server's own accept
     // (a test calling the router) has no origin and is nobody's.
     let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unknown);
-    match state.credentials.access(&presented, &origin) {
+    let access = match state.credentials.access(&presented, &origin) {
         Err(Refused::TokenRequired) => {
             return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into())
         }
@@ -262,15 +266,25 @@ async fn authorize(State(state): State<Arc<ApiState>>, request: Request, next: N
             );
             return error(StatusCode::UNAUTHORIZED, text);
         }
-        Ok(Access::ReadOnly) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
-            let text = format!(
+        Ok(access) => access,
+    };
+    if !matches!(*request.method(), Method::GET | Method::HEAD) && !access.may_control() {
+        let text = match &access {
+            Access::ReadOnly => format!(
                 "{} {path}: the monitor token is read-only (GET only); changes need the hub's token",
                 request.method()
-            );
-            return error(StatusCode::FORBIDDEN, text);
-        }
-        Ok(_) => {}
+            ),
+            other => format!(
+                "{} {path}: {} may not control the hub (its control = false; GET only); changes need an \
+                 [[access]] with control = true or the hub's token",
+                request.method(),
+                other.describe()
+            ),
+        };
+        return error(StatusCode::FORBIDDEN, text);
     }
+    // Handlers that serve channel data check what it may read.
+    request.extensions_mut().insert(access);
     next.run(request).await
 }
 

@@ -9,7 +9,8 @@
 //!
 //! Invariants: only this hub's own pages (or non-browser clients) may open
 //! it, and a hub without a token only under an IP address or `localhost`
-//! (checked for every request of the API, `origin.rs`); the bus never waits
+//! (checked for every request of the API, `origin.rs`); an `[[access]]`
+//! sees only the channels in its `read` list; the bus never waits
 //! for the page (the feed is a bounded, lossy queue; a tick takes at most
 //! [`MONITOR_QUEUE`] frames); the
 //! WebSocket's end (closed by the page, or a failed send) drops the feed,
@@ -21,14 +22,17 @@ use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::Response;
+use axum::Extension;
 use fieldhub_dbc::Database;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::http::{ask_value, ApiState};
+use super::http::{ask_value, error, ApiState};
 use super::trace::TraceBatcher;
 use super::ControlRequest;
+use crate::credentials::Access;
 use crate::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
 
 /// How often a batch goes to the page.
@@ -48,11 +52,25 @@ pub struct MonitorQuery {
 
 pub async fn open(
     State(state): State<Arc<ApiState>>,
+    Extension(access): Extension<Access>,
     Query(query): Query<MonitorQuery>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let channels: Vec<String> =
+    let mut channels: Vec<String> =
         query.channels.split(',').map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect();
+    // "Every channel" for an access that reads only some is those.
+    if channels.is_empty() && !access.may_read(None) {
+        channels = access.listed_reads();
+        if channels.is_empty() {
+            let text =
+                format!("{} may read no channel (its read = []), so there is nothing to monitor", access.describe());
+            return error(StatusCode::FORBIDDEN, text);
+        }
+    }
+    if let Some(channel) = channels.iter().find(|c| !access.may_read(Some(c))) {
+        let text = format!("{} may not read channel '{channel}' (not in its read list)", access.describe());
+        return error(StatusCode::FORBIDDEN, text);
+    }
     let (tap, feed) = monitor();
     let opened = match ask_value(&state, ControlRequest::Monitor { channels, tap }).await {
         Ok(opened) => opened,

@@ -3,7 +3,8 @@
 //! /api/v1/channels/{channel}/send`, from the channel's send port, see
 //! `bus::monitor`) and downloading a recording's file (`GET
 //! /api/v1/recording-file?path=NAME`, read only inside the recordings
-//! directory, under the same rules as writing one).
+//! directory, under the same rules as writing one; only for an access
+//! that reads every channel).
 
 use std::sync::Arc;
 
@@ -11,11 +12,12 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 
 use super::http::{ask, body, error, ApiState};
 use super::ControlRequest;
+use crate::credentials::Access;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,8 +52,17 @@ const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
 /// A recording's file, from the recordings directory only.
 pub(super) async fn recording_file(
     State(s): State<Arc<ApiState>>,
+    Extension(access): Extension<Access>,
     query: Result<Query<FileQuery>, QueryRejection>,
 ) -> Response {
+    if !access.may_read(None) {
+        let text = format!(
+            "{} may not download recordings: a recording may hold any channel's frames, and it may read only some \
+             (read = [\"*\"] allows it)",
+            access.describe()
+        );
+        return error(StatusCode::FORBIDDEN, text);
+    }
     let Ok(Query(FileQuery { path })) = query else {
         return error(StatusCode::BAD_REQUEST, "give the recording's path as ?path=NAME".into());
     };
