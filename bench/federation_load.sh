@@ -99,9 +99,11 @@ sample() {
     for h in 0 1 2; do "$FIELDHUB" stats --hub "unix:$RUN/hub$h.sock" --json; done |
         python3 -c '
 import json, sys
-frames = {}
-for line in sys.stdin:
-    for c in json.loads(line)["channels"]:
+text, frames, at = sys.stdin.read(), {}, 0
+decoder = json.JSONDecoder()
+while text[at:].strip():
+    stats, at = decoder.raw_decode(text, text.index("{", at))
+    for c in stats["channels"]:
         f = c.get("federation") or {}
         if f.get("role") == "owner":
             frames[c["name"]] = c["frames"]
