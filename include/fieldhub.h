@@ -166,8 +166,8 @@ typedef enum fh_status {
    */
   FH_ERR_INVALID_ARGUMENT = -1,
   /**
-   * The hub URL is none of `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`,
-   * `ivshmem://PATH` and `serial:PATH`.
+   * The hub URL is none of `tcp://HOST:PORT`, `tls://HOST:PORT`,
+   * `unix:PATH`, `shm://NAME`, `ivshmem://PATH` and `serial:PATH`.
    */
   FH_ERR_INVALID_URL = -2,
   /**

@@ -18,8 +18,8 @@ pub enum fh_status {
     /// A pointer was NULL, a string was not UTF-8, a flag unknown, a size too small, or the
     /// token file `FIELDHUB_TOKEN_FILE` names cannot be used (missing, empty, readable by others).
     FH_ERR_INVALID_ARGUMENT = -1,
-    /// The hub URL is none of `tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`,
-    /// `ivshmem://PATH` and `serial:PATH`.
+    /// The hub URL is none of `tcp://HOST:PORT`, `tls://HOST:PORT`,
+    /// `unix:PATH`, `shm://NAME`, `ivshmem://PATH` and `serial:PATH`.
     FH_ERR_INVALID_URL = -2,
     /// Nothing answered at the hub's address (is `fieldhub hub` running?).
     FH_ERR_CONNECT = -3,
@@ -79,7 +79,7 @@ impl fh_status {
             FH_OK => c"success",
             FH_ERR_INVALID_ARGUMENT => c"invalid argument",
             FH_ERR_INVALID_URL => {
-                c"invalid hub URL (expected tcp://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH)"
+                c"invalid hub URL (expected tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH)"
             }
             FH_ERR_CONNECT => c"cannot reach the hub (is `fieldhub hub` running at that address?)",
             FH_ERR_REFUSED => c"the hub refused the connection",
