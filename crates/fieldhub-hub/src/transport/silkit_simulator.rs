@@ -492,17 +492,7 @@ fn on_frame(
     }
     if frame.is_echo() {
         let sent = frame.with_echo(false);
-        let mut skipped = Vec::new();
-        let mut matched = None;
-        while node.forwarded > 0 {
-            let Some(request) = node.requests.pop_front() else { break };
-            node.forwarded -= 1;
-            if request.frame == sent {
-                matched = Some(request);
-                break;
-            }
-            skipped.push(request);
-        }
+        let (skipped, matched) = confirmed(node, &sent);
         drop(table);
         // Frames the bus never carried (fault-dropped, discarded while
         // unplugged) went before this one in the port's queue.
@@ -512,7 +502,8 @@ fn on_frame(
         let Some(request) = matched else { return };
         let at = meta.timestamp_ns;
         let shown = producer.frame(&sent, at, Direction::Send, request.user_context, &[controller]).and_then(|()| {
-            producer.transmit_status(controller, sent.id(), TransmitStatus::Transmitted, at, request.user_context)
+            let id = request.frame.id();
+            producer.transmit_status(controller, id, TransmitStatus::Transmitted, at, request.user_context)
         });
         if let Err(e) = shown {
             warn!(participant = %shared.participant, error = %e, "cannot show a SIL Kit controller its frame");
@@ -525,6 +516,23 @@ fn on_frame(
         fanout.timestamp = meta.timestamp_ns;
         fanout.receivers.push(controller);
     }
+}
+
+/// The requests a controller's echo `sent` answers: those before it that
+/// the bus never carried (a fault rule dropped them, or they were discarded
+/// while the node was bus off or unplugged), and the one it confirms — the
+/// oldest forwarded request with this frame, else, when a fault rule changed
+/// the frame on its way, the oldest forwarded one (a port's frames reach
+/// the bus in the order it sent them).
+fn confirmed(node: &mut Node, sent: &Frame) -> (Vec<Request>, Option<Request>) {
+    let forwarded = node.forwarded.min(node.requests.len());
+    let Some(at) = node.requests.iter().take(forwarded).position(|r| r.frame == *sent) else {
+        node.forwarded = forwarded.saturating_sub(1);
+        return (Vec::new(), if forwarded > 0 { node.requests.pop_front() } else { None });
+    };
+    let skipped: Vec<Request> = node.requests.drain(..at).collect();
+    node.forwarded = forwarded - at - 1;
+    (skipped, node.requests.pop_front())
 }
 
 /// Show the collected frame to its receivers, in one event.
@@ -575,6 +583,36 @@ mod tests {
     use super::*;
     use crate::confinement::{state_change_frame, ErrorCounters, ErrorState as Confined};
     use crate::fault::corruption_error_frame;
+
+    fn node_with(frames: &[u32], forwarded: usize) -> Node {
+        let requests = frames
+            .iter()
+            .enumerate()
+            .map(|(n, &id)| Request { frame: Frame::can(id, false, &[1]).unwrap(), user_context: n + 1 })
+            .collect();
+        Node { port: Some(1), requests, forwarded, started: true, baud_warned: false }
+    }
+
+    #[test]
+    fn an_echo_confirms_its_request_and_cancels_the_ones_the_bus_never_carried() {
+        let mut node = node_with(&[1, 2, 3, 4], 3);
+        let (skipped, matched) = confirmed(&mut node, &Frame::can(3, false, &[1]).unwrap());
+        assert_eq!(skipped.iter().map(|r| r.user_context).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(matched.map(|r| r.user_context), Some(3));
+        assert_eq!((node.forwarded, node.requests.len()), (0, 1), "the fourth still waits for the bridge");
+    }
+
+    #[test]
+    fn an_echo_a_fault_rule_changed_confirms_the_oldest_forwarded_request() {
+        let mut node = node_with(&[1, 2], 2);
+        let (skipped, matched) = confirmed(&mut node, &Frame::can(1, false, &[0xFF]).unwrap());
+        assert!(skipped.is_empty());
+        assert_eq!(matched.map(|r| r.user_context), Some(1));
+        assert_eq!(node.forwarded, 1);
+        let mut idle = node_with(&[7], 0);
+        let (skipped, matched) = confirmed(&mut idle, &Frame::can(7, false, &[1]).unwrap());
+        assert!(skipped.is_empty() && matched.is_none(), "nothing forwarded, nothing to confirm");
+    }
 
     #[test]
     fn state_change_frames_map_to_silkit_error_states() {
