@@ -27,10 +27,11 @@ fn config_with(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str
     )
 }
 
-#[test]
-fn clients_on_three_hubs_see_one_identical_order() {
+/// `rack1` owning `body` (with `owner_keys` on it) and relays `rack2` and
+/// `rack3`, once both see it.
+fn owner_and_two_relays(owner_keys: &str) -> (HubProcess, [HubProcess; 2]) {
     let ports = [free_port(), free_port(), free_port()];
-    let owner = HubProcess::start_with(Some(&config("rack1", ports[0], None, None)), &[]);
+    let owner = HubProcess::start_with(Some(&config_with("rack1", ports[0], None, None, owner_keys)), &[]);
     owner.wait_for_log("this hub owns the channel");
     let relays = [
         HubProcess::start_with(Some(&config("rack2", ports[1], Some(ports[0]), Some("rack1"))), &[]),
@@ -39,6 +40,12 @@ fn clients_on_three_hubs_see_one_identical_order() {
     for relay in &relays {
         relay.wait_for_log("the owner is there");
     }
+    (owner, relays)
+}
+
+#[test]
+fn clients_on_three_hubs_see_one_identical_order() {
+    let (owner, relays) = owner_and_two_relays("");
     let hubs = [&owner, &relays[0], &relays[1]];
 
     // On every hub: a sender that sees its own frames echoed, a listener.
@@ -287,16 +294,7 @@ fn frames_pending_on_two_relays_leave_in_arbitration_order() {
     // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms:
     // long enough for the relays' frames to reach the owner meanwhile.
     let timed = "bitrate = 500\ntiming = \"timed\"\n";
-    let ports = [free_port(), free_port(), free_port()];
-    let owner = HubProcess::start_with(Some(&config_with("rack1", ports[0], None, None, timed)), &[]);
-    owner.wait_for_log("this hub owns the channel");
-    let relays = [
-        HubProcess::start_with(Some(&config("rack2", ports[1], Some(ports[0]), Some("rack1"))), &[]),
-        HubProcess::start_with(Some(&config("rack3", ports[2], Some(ports[0]), Some("rack1"))), &[]),
-    ];
-    for relay in &relays {
-        relay.wait_for_log("the owner is there");
-    }
+    let (owner, relays) = owner_and_two_relays(timed);
     let observers: Vec<_> = [&owner, &relays[0], &relays[1]]
         .iter()
         .map(|hub| {
@@ -306,15 +304,7 @@ fn frames_pending_on_two_relays_leave_in_arbitration_order() {
         })
         .collect();
     let blocker = owner.client("blocker");
-    let b = blocker.open_port("body").unwrap();
-    let block = |k: u8| fieldhub_client::Frame::can(0x7FF, false, &[k; 8]).unwrap();
-    (0..3).for_each(|k| blocker.send(&b, &block(k)).unwrap());
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let waiting = || blocker.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
-    while waiting() != 2 {
-        assert!(std::time::Instant::now() < deadline, "the blocker never started");
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    occupy_bus(&blocker, "body", 0x7FF);
     // While the first block is on the bus: rack2's high identifiers reach
     // the owner first, rack3's low ones after.
     let senders: Vec<_> = relays.iter().map(|relay| relay.client("sender")).collect();

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::silkit::{free_port, start_registry, Process, SilKit};
-use common::{ok, HubProcess, PATIENCE};
+use common::{occupy_bus, ok, HubProcess, PATIENCE};
 use fieldhub_client::{Client, Frame, FrameFlags, Port, PortConfig};
 use fieldhub_proto::bits::FrameBits;
 
@@ -281,15 +281,7 @@ fn silkit_frames_and_native_frames_pending_together_go_in_arbitration_order() {
     let contender = hub.client("contender");
     let c = contender.open_port("can0").unwrap();
     let blocker = hub.client("blocker");
-    let b = blocker.open_port("can0").unwrap();
-    let blocks: Vec<Frame> = (0..3).map(|k| Frame::can(0x7FF, false, &[k; 8]).unwrap()).collect();
-    blocks.iter().for_each(|f| blocker.send(&b, f).unwrap());
-    let deadline = Instant::now() + PATIENCE;
-    let waiting = || client.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
-    while waiting() != 2 {
-        assert!(Instant::now() < deadline, "the blocker never started");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let blocks = occupy_bus(&blocker, "can0", 0x7FF);
     // GO wins the bus after the first block. The sender (which waits for GO)
     // and the contender (which waits to see GO) answer while GO or the
     // second block is on the bus, so their frames contend together.

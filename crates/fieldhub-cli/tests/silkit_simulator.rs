@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::silkit::{free_port, start_registry, Process, SilKit};
-use common::{HubProcess, PATIENCE};
+use common::{occupy_bus, HubProcess, PATIENCE};
 use fieldhub_client::{Client, Frame, Port, PortConfig, Received};
 use fieldhub_proto::bits::FrameBits;
 
@@ -226,15 +226,7 @@ fn silkit_participants_arbitrate_by_identifier_with_the_channels_bit_timing() {
     let (client, port) = client(&hub, "observer");
     wait_until_simulated(&client, &port, &[&high, &low]);
     let blocker = hub.client("blocker");
-    let b = blocker.open_port("can0").unwrap();
-    let blocks: Vec<Frame> = (0..3).map(|k| Frame::can(BLOCK_ID, false, &[k; 8]).unwrap()).collect();
-    blocks.iter().for_each(|f| blocker.send(&b, f).unwrap());
-    let deadline = Instant::now() + PATIENCE;
-    let waiting = || client.stats().unwrap().ports.iter().find(|p| p.port_id == b.port_id).map_or(0, |p| p.tx_pending);
-    while waiting() != 2 {
-        assert!(Instant::now() < deadline, "the blocker never started");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    occupy_bus(&blocker, "can0", BLOCK_ID);
     // GO wins after the first block; both peers answer while GO or the
     // second block is on the bus, so their frames contend together.
     client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();

@@ -240,6 +240,25 @@ pub fn lossless() -> PortConfig {
     PortConfig { block_on_overflow: true, fd: true, ..Default::default() }
 }
 
+/// Keep `channel` of a slow timed hub busy: `blocker` sends three 8-byte
+/// frames of identifier `id` and this returns, with them, once the first is
+/// on the bus and two wait (at 500 bit/s each holds the bus ~220 ms, long
+/// enough for frames sent meanwhile to contend together when it ends). The
+/// blocker must stay connected: its waiting frames leave with it.
+pub fn occupy_bus(blocker: &Client, channel: &str, id: u32) -> Vec<Frame> {
+    let port = blocker.open_port(channel).unwrap();
+    let blocks: Vec<Frame> = (0..3).map(|k| Frame::can(id, false, &[k; 8]).unwrap()).collect();
+    blocks.iter().for_each(|f| blocker.send(&port, f).unwrap());
+    let deadline = Instant::now() + PATIENCE;
+    let waiting =
+        || blocker.stats().unwrap().ports.iter().find(|p| p.port_id == port.port_id).map_or(0, |p| p.tx_pending);
+    while waiting() != 2 {
+        assert!(Instant::now() < deadline, "the blocker never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    blocks
+}
+
 /// A classic frame carrying `(sender, counter)` as its payload.
 pub fn numbered(id: u32, sender: u8, counter: u32) -> Frame {
     let c = counter.to_le_bytes();
