@@ -50,7 +50,7 @@ use fieldhub_proto::frame::{fd_len_to_dlc, FD_LENGTHS};
 use fieldhub_proto::text::{parse_cansend, write_cansend};
 use fieldhub_proto::{Frame, FrameFlags};
 
-use crate::reader::Lines;
+use crate::line_reader::Lines;
 use crate::{DateZone, Direction, LogError, Record};
 
 /// SocketCAN `CAN_ERR_BUSERROR`: the class an ASC error frame without detail gets.
@@ -401,7 +401,7 @@ impl<R: BufRead> Iterator for AscReader<R> {
         loop {
             let (number, line) = match self.lines.next_line()? {
                 Ok(line) => line,
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(e.into())),
             };
             let mut context = LineContext {
                 zone: self.zone,

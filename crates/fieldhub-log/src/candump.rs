@@ -22,7 +22,7 @@ use fieldhub_proto::frame::{CAN_ERR_FLAG, ERROR_FRAME_LEN};
 use fieldhub_proto::text::{parse_log_line, write_cansend};
 use fieldhub_proto::Frame;
 
-use crate::reader::Lines;
+use crate::line_reader::Lines;
 use crate::{Direction, LogError, Record};
 
 /// Append one log line (with newline) to `out`.
@@ -91,7 +91,7 @@ impl<R: BufRead> Iterator for CandumpReader<R> {
         loop {
             let (number, line) = match self.lines.next_line()? {
                 Ok(line) => line,
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(e.into())),
             };
             if line.trim().is_empty() {
                 continue;

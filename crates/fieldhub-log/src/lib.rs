@@ -16,6 +16,8 @@
 //!   command and the hub's own recorder both use it.
 //! - [`LogReader`]: an iterator of [`Record`]s over any `BufRead`, in either
 //!   format; [`open`] picks the format from the file name or its first line.
+//!   Each format's reader ([`asc`], [`candump`]) takes its input through
+//!   `line_reader.rs`, numbered lines that name the line of any failure.
 //!
 //! # Invariants
 //!
@@ -28,6 +30,7 @@
 
 pub mod asc;
 pub mod candump;
+mod line_reader;
 mod reader;
 mod recorder;
 
@@ -141,6 +144,17 @@ impl LogError {
     }
 }
 
+impl From<line_reader::LineError> for LogError {
+    fn from(error: line_reader::LineError) -> Self {
+        match error {
+            line_reader::LineError::Io(e) => Self::Io(e),
+            line_reader::LineError::NotText(line) => {
+                Self::line(line, "not UTF-8 text; is this a binary log (BLF, MF4)?")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +172,14 @@ mod tests {
         assert_eq!("candump".parse::<Format>(), Ok(Format::Candump));
         assert_eq!("ASC".parse::<Format>(), Ok(Format::Asc));
         assert!("blf".parse::<Format>().unwrap_err().contains("candump or asc"));
+    }
+
+    #[test]
+    fn binary_input_is_reported_with_its_line() {
+        let mut reader = candump::CandumpReader::new(&b"(1.000000) can0 123#\n\xff\xfe\n"[..]);
+        assert!(reader.next().unwrap().is_ok());
+        let error = reader.next().unwrap().unwrap_err().to_string();
+        assert!(error.starts_with("line 2: not UTF-8"), "{error}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::asc::AscReader;
 use crate::candump::CandumpReader;
+use crate::line_reader::Lines;
 use crate::{DateZone, Format, LogError, Record};
 
 /// How to read a log.
@@ -74,62 +75,4 @@ pub fn open(
         }
     };
     Ok(LogReader::new(BufReader::new(File::open(path)?), format, options))
-}
-
-/// Lines of a text input with their numbers (from 1), read into one reused
-/// buffer; a line that is not UTF-8 is an error naming it.
-pub(crate) struct Lines<R> {
-    input: R,
-    bytes: Vec<u8>,
-    number: usize,
-}
-
-impl<R: BufRead> Lines<R> {
-    pub(crate) fn new(input: R) -> Self {
-        Self { input, bytes: Vec::new(), number: 0 }
-    }
-
-    /// The next line without its line ending, or `None` at the end.
-    pub(crate) fn next_line(&mut self) -> Option<Result<(usize, &str), LogError>> {
-        self.bytes.clear();
-        match self.input.read_until(b'\n', &mut self.bytes) {
-            Ok(0) => return None,
-            Ok(_) => {}
-            Err(e) => return Some(Err(e.into())),
-        }
-        self.number += 1;
-        while matches!(self.bytes.last(), Some(b'\n' | b'\r')) {
-            self.bytes.pop();
-        }
-        let number = self.number;
-        Some(
-            std::str::from_utf8(&self.bytes)
-                .map(|line| (number, line))
-                .map_err(|_| LogError::line(number, "not UTF-8 text; is this a binary log (BLF, MF4)?")),
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_numbered_and_stripped_of_line_endings() {
-        let mut lines = Lines::new("a\r\nb\n\nc".as_bytes());
-        let mut seen = Vec::new();
-        while let Some(line) = lines.next_line() {
-            let (n, text) = line.unwrap();
-            seen.push((n, text.to_owned()));
-        }
-        assert_eq!(seen, [(1, "a".into()), (2, "b".into()), (3, String::new()), (4, "c".into())]);
-    }
-
-    #[test]
-    fn binary_input_is_reported_with_its_line() {
-        let mut lines = Lines::new(&b"ok\n\xff\xfe\n"[..]);
-        assert!(lines.next_line().unwrap().is_ok());
-        let error = lines.next_line().unwrap().unwrap_err().to_string();
-        assert!(error.starts_with("line 2: not UTF-8"), "{error}");
-    }
 }
