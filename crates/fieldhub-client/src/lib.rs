@@ -19,8 +19,9 @@
 //!   API and the same errors.
 //! - `link.rs`: the `Link` trait each transport implements — send a frame or
 //!   an encoded message within a timeout, take the hub's messages, wait and
-//!   wake waiters, the link's own thread, closing — and `connect`, which
-//!   picks the transport a URL names.
+//!   wake waiters, the link's own thread, closing. `transport.rs`:
+//!   `connect`, which picks the transport a URL names (the one module that
+//!   imports the transports, so they and `link.rs` import one way).
 //! - `handshake.rs`: `HELLO` and what the hub's first message means, once
 //!   for all transports; a transport only moves the two messages.
 //! - `receive.rs`: who takes the hub's messages (one consumer at a time, a
@@ -94,6 +95,7 @@ mod stream;
 mod time;
 pub mod tls;
 pub mod token;
+mod transport;
 pub mod url;
 
 use std::os::fd::RawFd;
@@ -252,7 +254,7 @@ impl Client {
             }
             Some(_) => options,
         };
-        let (link, session) = link::connect(url, options)?;
+        let (link, session) = transport::connect(url, options)?;
         let shared = Arc::new(Shared::new());
         let own = spawn("fh-client-link", link_thread(&link, &shared)).inspect_err(|_| link.close())?;
         let client = Self {

@@ -1,5 +1,6 @@
 //! What a [`Client`](crate::Client) needs from its transport: the [`Link`]
-//! trait, and [`connect`], which picks the transport a URL names.
+//! trait and the types its methods speak. A leaf the transports import;
+//! `transport.rs` picks the transport a URL names.
 //!
 //! A link moves messages; it knows nothing of ports, requests or the
 //! receive queue. Each transport implements the trait once: `stream.rs`
@@ -21,14 +22,9 @@
 //!   [`Link::take`] reports the end after the messages published before it.
 //! - Sending a frame allocates nothing, and neither does taking one.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fieldhub_proto::Frame;
-
-use crate::handshake::Session;
-use crate::url::HubUrl;
-use crate::{ivshmem, shm, stream, ClientError, ClientOptions};
 
 /// Why a message could not be sent.
 pub(crate) enum SendFail {
@@ -116,24 +112,4 @@ pub(crate) trait Link: Send + Sync {
     /// [`GOODBYE_GRACE`](crate::GOODBYE_GRACE)), then release the hub and
     /// wake every thread waiting on the link so it returns.
     fn close(&self);
-}
-
-/// Connect to the hub at `url` over the transport it names and perform the
-/// handshake.
-pub(crate) fn connect(url: &str, options: &ClientOptions) -> Result<(Arc<dyn Link>, Session), ClientError> {
-    let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
-    Ok(match &parsed {
-        HubUrl::Shm { name, busy_poll } => {
-            let (link, session) = shm::ShmLink::connect(url, name, *busy_poll, options)?;
-            (Arc::new(link), session)
-        }
-        HubUrl::Ivshmem(path) => {
-            let (link, session) = ivshmem::IvshmemLink::connect(url, path, options)?;
-            (Arc::new(link), session)
-        }
-        HubUrl::Tcp { .. } | HubUrl::Tls { .. } | HubUrl::Unix(_) | HubUrl::Serial(_) => {
-            let (link, session) = stream::StreamLink::connect(url, &parsed, options)?;
-            (Arc::new(link), session)
-        }
-    })
 }
