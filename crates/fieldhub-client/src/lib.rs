@@ -44,10 +44,10 @@
 //! - `time.rs`: virtual time for a synchronised participant
 //!   ([`ClientOptions::synchronized`]): [`Client::step`] and [`Client::now`],
 //!   from the hub's `GRANT`s that the consumer records.
-//! - [`url`]: `tcp://HOST:PORT`, `tls://HOST:PORT`, `unix:PATH`,
-//!   `serial:PATH`, `shm://NAME` and `ivshmem://PATH`; [`tls`]: TLS
-//!   settings and the TLS stream under `tls://`; [`filter`]: acceptance
-//!   filters.
+//! - [`url`]: the forms of hub URL, one table ([`url::SCHEMES`]) that the
+//!   parser, the messages about a URL and the C library's text all take;
+//!   [`tls`]: TLS settings and the TLS stream under `tls://`; [`filter`]:
+//!   acceptance filters.
 //! - [`ClientError`]: every failure, with the hub's own text where it gave one.
 //!
 //! # Invariants

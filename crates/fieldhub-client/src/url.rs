@@ -1,13 +1,107 @@
-//! Hub URLs: `tcp://HOST:PORT`, `tls://HOST:PORT`, `unix:PATH`, `shm://NAME`,
-//! `ivshmem://PATH` and `serial:PATH`. Every message about a URL that is none of them lists
-//! them all ([`SCHEMES`]).
+//! Hub URLs: [`SCHEMES`], the one table of the forms a hub URL takes
+//! (`tcp://HOST:PORT`, `unix:PATH`, `shm://NAME`, …), and [`HubUrl::parse`],
+//! which goes by it. The table also gives the list of forms every message
+//! about a URL of no known form shows ([`FORMS`]), and the C library's
+//! `FH_ERR_INVALID_URL` text ([`forms_text`]), so a new form is added in
+//! one place.
 
 use std::path::PathBuf;
 
 use fieldhub_proto::limits::DEFAULT_TCP_PORT;
 
-/// Every form of hub URL, as error messages list them.
-pub const SCHEMES: &str = "tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH";
+/// One form of hub URL: a row of [`SCHEMES`].
+#[derive(Debug)]
+pub struct Scheme {
+    /// What a URL of this form starts with.
+    pub prefix: &'static str,
+    /// What the URL reaches.
+    pub what: &'static str,
+    /// The form as messages show it, as in `tcp://HOST:PORT`.
+    pub form: &'static str,
+    /// Turns what follows the prefix into a [`HubUrl`], or says what is wrong.
+    parse: fn(&Scheme, &str) -> Result<HubUrl, String>,
+}
+
+/// Every form of hub URL, in the order messages list them. No prefix is the
+/// start of another, so a URL matches one row at most.
+pub const SCHEMES: &[Scheme] = &[
+    Scheme { prefix: "tcp://", what: "a hub's TCP port", form: "tcp://HOST:PORT", parse: parse_tcp },
+    Scheme { prefix: "tls://", what: "a hub's TCP port that speaks TLS", form: "tls://HOST:PORT", parse: parse_tls },
+    Scheme { prefix: "unix:", what: "a hub's unix socket", form: "unix:PATH", parse: parse_unix },
+    Scheme { prefix: "shm://", what: "a local hub's shared memory", form: "shm://NAME", parse: parse_shm },
+    Scheme {
+        prefix: "ivshmem://",
+        what: "an ivshmem region a hub serves (from a QEMU guest)",
+        form: "ivshmem://PATH",
+        parse: parse_ivshmem,
+    },
+    Scheme {
+        prefix: "serial:",
+        what: "a character device to a hub's unix socket (a QEMU guest's virtio-serial port)",
+        form: "serial:PATH",
+        parse: parse_serial,
+    },
+];
+
+/// Every form of [`SCHEMES`] as messages list them: `tcp://HOST:PORT, …,
+/// ivshmem://PATH or serial:PATH`.
+pub const FORMS: &str = match std::str::from_utf8(&FORMS_BYTES) {
+    Ok(text) => text,
+    Err(_) => panic!("the forms are joined at character boundaries"),
+};
+const FORMS_BYTES: [u8; forms_text_len("", "")] = forms_text("", "");
+
+/// The length of [`forms_text`]`(before, after)`: its `N`.
+pub const fn forms_text_len(before: &str, after: &str) -> usize {
+    let mut len = before.len() + after.len();
+    let mut index = 0;
+    while index < SCHEMES.len() {
+        len += separator(index).len() + SCHEMES[index].form.len();
+        index += 1;
+    }
+    len
+}
+
+/// `before`, [`FORMS`], `after`, as bytes. A `const fn` so that a text
+/// which must be a constant — the C library's static `FH_ERR_INVALID_URL`
+/// message — is still made from [`SCHEMES`]. `N` must be
+/// [`forms_text_len`]`(before, after)` (else it does not compile).
+pub const fn forms_text<const N: usize>(before: &str, after: &str) -> [u8; N] {
+    let mut text = [0; N];
+    let mut at = put(&mut text, 0, before);
+    let mut index = 0;
+    while index < SCHEMES.len() {
+        at = put(&mut text, at, separator(index));
+        at = put(&mut text, at, SCHEMES[index].form);
+        index += 1;
+    }
+    assert!(put(&mut text, at, after) == N, "N is not forms_text_len(before, after)");
+    text
+}
+
+/// What goes before the form at `index` in a list of forms: nothing before
+/// the first, " or " before the last, ", " otherwise.
+const fn separator(index: usize) -> &'static str {
+    if index == 0 {
+        ""
+    } else if index + 1 == SCHEMES.len() {
+        " or "
+    } else {
+        ", "
+    }
+}
+
+/// Copy `part` into `text` at `at`; where it ends.
+const fn put<const N: usize>(text: &mut [u8; N], mut at: usize, part: &str) -> usize {
+    let bytes = part.as_bytes();
+    let mut index = 0;
+    while index < bytes.len() {
+        text[at] = bytes[index];
+        at += 1;
+        index += 1;
+    }
+    at
+}
 
 /// Environment variable that overrides the default hub URL.
 pub const HUB_ENV: &str = "FIELDHUB_HUB";
@@ -59,52 +153,73 @@ pub enum HubUrl {
 impl HubUrl {
     /// Parse a URL, explaining what a valid one looks like on failure.
     pub fn parse(url: &str) -> Result<Self, String> {
-        if let Some(rest) = url.strip_prefix("shm://") {
-            return parse_shm(rest);
-        }
-        if let Some(path) = url.strip_prefix("unix://").or_else(|| url.strip_prefix("unix:")) {
-            if path.is_empty() {
-                return Err("unix: needs a socket path, as in unix:/run/fieldhub.sock".into());
+        for scheme in SCHEMES {
+            if let Some(rest) = url.strip_prefix(scheme.prefix) {
+                return (scheme.parse)(scheme, rest);
             }
-            return Ok(Self::Unix(PathBuf::from(path)));
         }
-        if let Some(path) = url.strip_prefix("serial://").or_else(|| url.strip_prefix("serial:")) {
-            if path.is_empty() {
-                return Err("serial: needs a device path, as in serial:/dev/vport0p1".into());
-            }
-            return Ok(Self::Serial(PathBuf::from(path)));
-        }
-        if let Some(path) = url.strip_prefix("ivshmem://") {
-            if !path.starts_with('/') {
-                return Err("ivshmem:// needs an absolute path, as in \
-                            ivshmem:///sys/bus/pci/devices/0000:00:03.0/resource2"
-                    .into());
-            }
-            return Ok(Self::Ivshmem(PathBuf::from(path)));
-        }
-        let (scheme, rest) = match (url.strip_prefix("tcp://"), url.strip_prefix("tls://")) {
-            (Some(rest), _) => ("tcp", rest),
-            (_, Some(rest)) => ("tls", rest),
-            _ => {
-                return Err(match url.split_once("://") {
-                    Some((scheme, _)) => format!("unsupported scheme '{scheme}'; use {SCHEMES}"),
-                    None => format!("expected {SCHEMES}"),
-                })
-            }
-        };
-        let (host, port) = rest.rsplit_once(':').ok_or(format!("missing port; expected {scheme}://HOST:PORT"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(format!("missing host; expected {scheme}://HOST:PORT"));
-        }
-        let port = port.parse::<u16>().map_err(|_| format!("'{port}' is not a port number"))?;
-        let host = host.to_owned();
-        Ok(if scheme == "tls" { Self::Tls { host, port } } else { Self::Tcp { host, port } })
+        Err(match url.split_once("://") {
+            Some((scheme, _)) => format!("unsupported scheme '{scheme}'; use {FORMS}"),
+            None => format!("expected {FORMS}"),
+        })
     }
 }
 
+/// `HOST:PORT` after `tcp://`.
+fn parse_tcp(scheme: &Scheme, rest: &str) -> Result<HubUrl, String> {
+    let (host, port) = host_port(scheme, rest)?;
+    Ok(HubUrl::Tcp { host, port })
+}
+
+/// `HOST:PORT` after `tls://`.
+fn parse_tls(scheme: &Scheme, rest: &str) -> Result<HubUrl, String> {
+    let (host, port) = host_port(scheme, rest)?;
+    Ok(HubUrl::Tls { host, port })
+}
+
+/// `HOST:PORT`, HOST a name or an address (IPv6 in brackets).
+fn host_port(scheme: &Scheme, rest: &str) -> Result<(String, u16), String> {
+    let form = scheme.form;
+    let (host, port) = rest.rsplit_once(':').ok_or(format!("missing port; expected {form}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("missing host; expected {form}"));
+    }
+    let port = port.parse::<u16>().map_err(|_| format!("'{port}' is not a port number"))?;
+    Ok((host.to_owned(), port))
+}
+
+/// `PATH` after `unix:`; `unix://PATH` is taken too, as URLs are often
+/// written with `//`.
+fn parse_unix(_: &Scheme, rest: &str) -> Result<HubUrl, String> {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err("unix: needs a socket path, as in unix:/run/fieldhub.sock".into());
+    }
+    Ok(HubUrl::Unix(PathBuf::from(path)))
+}
+
+/// `PATH` after `serial:`; `serial://PATH` is taken too, as with `unix:`.
+fn parse_serial(_: &Scheme, rest: &str) -> Result<HubUrl, String> {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err("serial: needs a device path, as in serial:/dev/vport0p1".into());
+    }
+    Ok(HubUrl::Serial(PathBuf::from(path)))
+}
+
+/// The absolute `PATH` after `ivshmem://`.
+fn parse_ivshmem(_: &Scheme, path: &str) -> Result<HubUrl, String> {
+    if !path.starts_with('/') {
+        return Err("ivshmem:// needs an absolute path, as in \
+                    ivshmem:///sys/bus/pci/devices/0000:00:03.0/resource2"
+            .into());
+    }
+    Ok(HubUrl::Ivshmem(PathBuf::from(path)))
+}
+
 /// `NAME[?busy_poll=0|1]` after `shm://`.
-fn parse_shm(rest: &str) -> Result<HubUrl, String> {
+fn parse_shm(_: &Scheme, rest: &str) -> Result<HubUrl, String> {
     let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
     fieldhub_shm::socket::check_name(name)?;
     let mut busy_poll = false;
@@ -133,10 +248,27 @@ mod tests {
     }
 
     #[test]
+    fn the_forms_are_listed_in_the_table_s_order() {
+        assert_eq!(FORMS, "tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH");
+        assert_eq!(&forms_text::<{ forms_text_len("(", ")") }>("(", ")")[..], format!("({FORMS})").as_bytes());
+    }
+
+    #[test]
+    fn no_prefix_is_the_start_of_another() {
+        for a in SCHEMES {
+            for b in SCHEMES.iter().filter(|b| b.prefix != a.prefix) {
+                assert!(!b.prefix.starts_with(a.prefix), "{} would take {}'s URLs", a.prefix, b.prefix);
+            }
+        }
+    }
+
+    #[test]
     fn parses_tcp_and_unix() {
         assert_eq!(HubUrl::parse("tcp://127.0.0.1:29536"), Ok(HubUrl::Tcp { host: "127.0.0.1".into(), port: 29536 }));
         assert_eq!(HubUrl::parse("tcp://[::1]:5"), Ok(HubUrl::Tcp { host: "::1".into(), port: 5 }));
         assert_eq!(HubUrl::parse("unix:/tmp/x"), Ok(HubUrl::Unix("/tmp/x".into())));
+        assert_eq!(HubUrl::parse("unix:///tmp/x"), Ok(HubUrl::Unix("/tmp/x".into())));
+        assert!(HubUrl::parse("unix://").unwrap_err().contains("unix:/run/fieldhub.sock"));
     }
 
     #[test]
