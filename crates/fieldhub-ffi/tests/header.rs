@@ -1,6 +1,11 @@
 //! The committed C header `include/fieldhub.h` is what cbindgen generates from
 //! this crate, made portable to C89 and C++98 ([`portable`]). Set
 //! `FIELDHUB_BLESS=1` to rewrite it after changing the API.
+//!
+//! Its lists of hub URL forms are documentation comments, which cannot be
+//! made from the client's table of forms (`fieldhub_client::url::SCHEMES`)
+//! as the messages are; they and `docs/c-api.md`'s list are checked
+//! against it instead ([`every_url_form_is_named_where_the_c_api_lists_them`]).
 
 use std::path::Path;
 
@@ -27,6 +32,36 @@ fn header_is_up_to_date() {
         "include/fieldhub.h is stale: the C API changed. Regenerate it with \
          `FIELDHUB_BLESS=1 cargo test -p fieldhub-ffi --test header` and commit it."
     );
+}
+
+#[test]
+fn every_url_form_is_named_where_the_c_api_lists_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let header = std::fs::read_to_string(root.join("include/fieldhub.h")).expect("read include/fieldhub.h");
+    let guide = std::fs::read_to_string(root.join("docs/c-api.md")).expect("read docs/c-api.md");
+    let lists = [
+        ("FH_ERR_INVALID_URL's comment", comment_before(&header, "FH_ERR_INVALID_URL = ")),
+        ("fh_connect's comment", comment_before(&header, "int fh_connect(")),
+        (
+            "docs/c-api.md",
+            guide
+                .split("\n\n")
+                .find(|p| p.contains("(`FH_ERR_INVALID_URL`)"))
+                .expect("c-api.md explains FH_ERR_INVALID_URL"),
+        ),
+    ];
+    for (place, text) in lists {
+        for scheme in fieldhub_client::url::SCHEMES {
+            assert!(text.contains(&format!("`{}`", scheme.form)), "{place} does not name {}:\n{text}", scheme.form);
+        }
+    }
+}
+
+/// The documentation comment right before `marker` in the header.
+fn comment_before<'a>(header: &'a str, marker: &str) -> &'a str {
+    let end = header.find(marker).unwrap_or_else(|| panic!("the header has no {marker}"));
+    let start = header[..end].rfind("/**").unwrap_or_else(|| panic!("no comment before {marker}"));
+    &header[start..end]
 }
 
 /// cbindgen's output made valid C89 and C++98, which it has no settings
