@@ -1,15 +1,14 @@
 //! Bus time: nanoseconds since the Unix epoch, read only through a [`Clock`].
 //!
 //! The bus never calls `Instant::now` or `SystemTime::now` itself; it asks the
-//! clock it was given. [`MonotonicClock`] is real time: anchored to the wall
-//! clock once, then advanced by the monotonic clock, so a schedule is exact
-//! (end of one frame = start of the next, to the nanosecond) and never goes
-//! backwards when the wall clock is adjusted. [`ManualClock`] moves only when
-//! told to: in-process tests drive arbitration, timing and faults with it
-//! deterministically, and a virtual-time mode can build on it.
+//! clocks it was given: a [`Clock`] for bus time and, in virtual time, a
+//! [`WallClock`] for step timeouts. The runtime supplies real time (the hub's
+//! `MonotonicClock`); [`ManualClock`] moves only when told to: in-process
+//! tests drive arbitration, timing and faults with it deterministically, and
+//! virtual time moves it as its participants step.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// A source of bus time.
 pub trait Clock: Send + Sync {
@@ -17,35 +16,11 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> u64;
 }
 
-/// Real time: monotonic, anchored to the wall clock at creation.
-#[derive(Clone, Copy, Debug)]
-pub struct MonotonicClock {
-    start: Instant,
-    start_epoch_ns: u64,
-}
-
-impl MonotonicClock {
-    /// A clock anchored to the wall clock now.
-    pub fn start() -> Self {
-        let start_epoch_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        Self { start: Instant::now(), start_epoch_ns }
-    }
-
-    /// Bus time of `instant`.
-    pub fn at(&self, instant: Instant) -> u64 {
-        self.start_epoch_ns + instant.saturating_duration_since(self.start).as_nanos() as u64
-    }
-
-    /// The instant at which bus time reaches `ns`.
-    pub fn instant_of(&self, ns: u64) -> Instant {
-        self.start + Duration::from_nanos(ns.saturating_sub(self.start_epoch_ns))
-    }
-}
-
-impl Clock for MonotonicClock {
-    fn now(&self) -> u64 {
-        self.at(Instant::now())
-    }
+/// Wall-clock instants, for the little the bus measures in real time even
+/// when bus time is virtual: how long a participant has taken for its step,
+/// and how fast virtual time runs against real time.
+pub trait WallClock: Send + Sync {
+    fn now(&self) -> Instant;
 }
 
 /// Time that moves only when the owner says so.
@@ -81,14 +56,6 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn instants_and_bus_time_convert_both_ways() {
-        let clock = MonotonicClock::start();
-        let later = clock.start + Duration::from_micros(1500);
-        assert_eq!(clock.at(later) - clock.at(clock.start), 1_500_000);
-        assert_eq!(clock.instant_of(clock.at(later)), later);
-    }
 
     #[test]
     fn manual_clock_moves_only_forward_and_only_when_told() {

@@ -6,38 +6,26 @@
 //!   client's frames and requests travel in the order it sent them.
 //! - [`Intake`]: a client whose messages the bus reads itself, from a ring in
 //!   shared memory, instead of through the queue.
-//! - [`BusWake`]: the bus thread's one wait point. Shared-memory clients ring
-//!   the hub's bell in the bell segment they map; in-process senders (the
-//!   reactor, the control plane, pollers) wake the bus through a flag in the
-//!   hub's private memory, which no client can write. While clients ring
-//!   from shared memory the bus never waits longer than [`MAX_BUS_WAIT`], so
-//!   nothing a client writes there (a cleared `armed` word) can stall it.
+//! - [`Wake`]: how a sender wakes the bus thread; the runtime that runs the
+//!   bus provides it (the hub's is its futex bell, `bus_thread/wake.rs`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::Frame;
-use fieldhub_shm::{AdaptiveSpin, BellSegment, WaitPolicy};
-use tokio::sync::oneshot;
 
-use crate::control::{ControlRequest, ControlResult};
-use crate::credentials::Access;
+use crate::access::Access;
 use crate::credit::TxCredit;
 use crate::outbox::Outbox;
+use crate::request::{ControlRequest, ControlResult};
 
 /// Hub-wide client id, as sent in `WELCOME`.
 pub type ClientId = u32;
 
 /// Capacity of the bus thread's inbound queue, in items.
 pub const INBOX_CAPACITY: usize = 64 * 1024;
-
-/// The longest the bus thread sleeps without looking at its input. Wake-ups
-/// normally come sooner; this bounds what a lost one (a client that cleared
-/// the shared `armed` word) can cost: latency, never a stall.
-pub const MAX_BUS_WAIT: Duration = Duration::from_millis(50);
 
 /// Closes one client's connection from the bus side.
 pub type HangUp = Box<dyn Fn() + Send>;
@@ -77,7 +65,7 @@ pub enum Inbound {
     /// `STEP`: a synchronised participant is done up to bus time `until_ns`.
     Step { client: ClientId, until_ns: u64 },
     /// A control-plane request (HTTP API); applied between two frames.
-    Control { request: ControlRequest, reply: oneshot::Sender<ControlResult> },
+    Control { request: ControlRequest, reply: ControlReply },
     /// The client's session ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
     /// A relayed channel's owner committed a frame (`federation/`):
@@ -142,81 +130,20 @@ pub trait Intake: Send {
     fn drained(&self) -> bool;
 }
 
-/// The bus thread's wake-up: the hub's bell in shared memory, announced
-/// twice — in the bell segment for shared-memory clients, and in the hub's
-/// private memory for its own threads, which no client can write
-/// ([`BellSegment::bell_announced_in`], model-checked in `fieldhub-shm`).
-pub struct BusWake {
-    bell: Arc<BellSegment>,
-    /// The bus thread's private announcement that it is about to sleep.
-    armed: AtomicU32,
-    /// Work that is in no queue (a receiver freed room): the wait ends.
-    poked: AtomicBool,
-    /// The bus thread's last wait ended without input.
-    idle: AtomicBool,
+/// How senders wake the bus thread after queueing work for it. The runtime
+/// that runs the bus implements it (the hub: a futex bell shared with its
+/// shared-memory clients); the bus crate only calls it.
+pub trait Wake: Send + Sync {
+    /// Work was queued: wake the bus if it sleeps. Cheap when it is awake.
+    fn ring(&self);
+    /// Work the bus cannot see in its queue or rings (a lossless receiver
+    /// it waits for took frames): end its current wait.
+    fn poke(&self);
 }
 
-impl BusWake {
-    pub fn new(bell: Arc<BellSegment>) -> Self {
-        Self { bell, armed: AtomicU32::new(0), poked: AtomicBool::new(false), idle: AtomicBool::new(false) }
-    }
-
-    /// In-process sender: call after queueing work for the bus. Costs a
-    /// system call only when the bus thread announced that it sleeps.
-    pub fn ring(&self) {
-        self.bell.bell_announced_in(&self.armed).ring();
-    }
-
-    /// Wake the bus for work it cannot see in its queue or rings (a
-    /// lossless receiver it waits for took frames).
-    pub fn poke(&self) {
-        self.poked.store(true, Ordering::Relaxed);
-        self.ring();
-    }
-
-    /// Bus thread: wait until `input()` holds or `deadline` passes — with
-    /// `shared` (clients ring the bell from shared memory, where one could
-    /// clear `armed`), never longer than [`MAX_BUS_WAIT`]. Without such
-    /// clients nothing can lose a wake-up, and an idle hub sleeps until woken.
-    pub fn wait(
-        &self,
-        busy_poll: bool,
-        spin: &mut AdaptiveSpin,
-        deadline: Option<Instant>,
-        shared: bool,
-        mut input: impl FnMut() -> bool,
-    ) {
-        // A poke is taken by the wait it ends.
-        let input = || input() || self.poked.swap(false, Ordering::Relaxed);
-        let deadline = match shared {
-            true => {
-                let cap = Instant::now() + MAX_BUS_WAIT;
-                Some(deadline.map_or(cap, |d| d.min(cap)))
-            }
-            false => deadline,
-        };
-        // Announced in private for the whole wait; the shared bell below
-        // announces, re-checks and sleeps on the word both bells share.
-        let bell = self.bell.bell();
-        if busy_poll {
-            // Never sleeps, so nobody needs to wake it.
-            bell.wait(WaitPolicy::BUSY_POLL, deadline, input);
-            return;
-        }
-        let private = self.bell.bell_announced_in(&self.armed);
-        private.arm();
-        let came = if self.idle.load(Ordering::Relaxed) {
-            // Nothing came in the last wait: a look every MAX_BUS_WAIT costs
-            // a wake-up, not a spin as well.
-            bell.sleep_until(deadline, input)
-        } else {
-            bell.wait_adaptive(spin, deadline, input)
-        };
-        // Relaxed: only the bus thread reads and writes it.
-        self.idle.store(!came, Ordering::Relaxed);
-        private.disarm();
-    }
-}
+/// Where the answer to a control request goes: the control plane's
+/// waiting task, called once on the bus thread (it must not block).
+pub type ControlReply = Box<dyn FnOnce(ControlResult) + Send>;
 
 /// Frame records of one client with their ports, in order.
 pub type FrameRun = Vec<(u16, Frame)>;
@@ -242,7 +169,7 @@ impl RunPool {
 /// The bus thread's input queue.
 pub struct Inbox {
     queue: Receiver<Inbound>,
-    wake: Arc<BusWake>,
+    wake: Arc<dyn Wake>,
     runs: RunPool,
 }
 
@@ -258,7 +185,7 @@ impl Inbox {
     }
 
     /// How the bus thread waits.
-    pub fn wake(&self) -> &BusWake {
+    pub fn wake(&self) -> &Arc<dyn Wake> {
         &self.wake
     }
 
@@ -273,7 +200,7 @@ impl Inbox {
 #[derive(Clone)]
 pub struct InboxSender {
     queue: Sender<Inbound>,
-    wake: Arc<BusWake>,
+    wake: Arc<dyn Wake>,
     runs: RunPool,
 }
 
@@ -320,13 +247,13 @@ impl InboxSender {
     }
 
     /// The bus's wake-up, for outboxes that tell it about freed room.
-    pub fn bus_wake(&self) -> &Arc<BusWake> {
+    pub fn bus_wake(&self) -> &Arc<dyn Wake> {
         &self.wake
     }
 }
 
 /// A fresh inbound queue for one bus thread, woken through `wake`.
-pub fn inbox(wake: Arc<BusWake>) -> (InboxSender, Inbox) {
+pub fn inbox(wake: Arc<dyn Wake>) -> (InboxSender, Inbox) {
     let (queue, receiver) = crossbeam_channel::bounded(INBOX_CAPACITY);
     let runs = RunPool::new();
     (InboxSender { queue, wake: Arc::clone(&wake), runs: runs.clone() }, Inbox { queue: receiver, wake, runs })

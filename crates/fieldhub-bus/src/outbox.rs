@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use fieldhub_proto::wire::{self, BatchEncoder, ChannelFlags, ErrorCode, ErrorReport, Message, Packer};
 use fieldhub_proto::{Frame, FrameMeta};
 
-use crate::inbox::BusWake;
+use crate::inbox::Wake;
 
 /// Frames one queue outbox holds: the depth of a stream client's receive
 /// buffer in the hub before the receiving port's overflow policy applies.
@@ -220,7 +220,7 @@ pub struct QueueOutbox {
     notify: Notify,
     /// The bus waits for this client to take frames.
     room_wanted: AtomicBool,
-    bus: Arc<BusWake>,
+    bus: Arc<dyn Wake>,
 }
 
 /// Items a drained queue keeps room for; beyond, it gives memory back.
@@ -235,7 +235,7 @@ impl std::fmt::Debug for QueueOutbox {
 impl QueueOutbox {
     /// A fresh outbox whose consumer is woken through `notify` (`None`: a
     /// consumer thread that waits in [`QueueOutbox::take_timeout`]).
-    pub fn new(notify: Notify, bus: Arc<BusWake>) -> Arc<Self> {
+    pub fn new(notify: Notify, bus: Arc<dyn Wake>) -> Arc<Self> {
         Arc::new(Self {
             items: Mutex::new(VecDeque::new()),
             arrived: Condvar::new(),
@@ -357,15 +357,15 @@ impl OutboxSink for QueueOutbox {
     }
 }
 
-/// An outbox nobody drains, and its consumer side to read it in tests.
-#[cfg(test)]
+/// An outbox nobody drains, and its consumer side to read it in tests that
+/// step the bus themselves.
+#[cfg(any(test, feature = "testing"))]
 pub fn test_outbox() -> (Outbox, Arc<QueueOutbox>) {
-    let bell = fieldhub_shm::BellSegment::create().expect("bell segment").0;
-    let queue = QueueOutbox::new(None, Arc::new(BusWake::new(Arc::new(bell))));
+    let queue = QueueOutbox::new(None, Arc::new(crate::testing::SteppedByHand));
     (Outbox::new(queue.clone()), queue)
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl QueueOutbox {
     /// Every item waiting, taken.
     pub fn drain(&self) -> Vec<Outbound> {

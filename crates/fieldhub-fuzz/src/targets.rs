@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use fieldhub_bus::fault::{FaultRule, FaultSpec};
+use fieldhub_bus::request::{ChannelUpdate, RecordingSpec};
 use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
-use fieldhub_hub::control::{ChannelUpdate, RecordingSpec};
-use fieldhub_hub::fault::{FaultRule, FaultSpec};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
 use fieldhub_proto::wire::{check_length, decode, encode, Message, LENGTH_PREFIX};
 use fieldhub_shm::layout::SLOT_SIZE;
@@ -128,7 +128,7 @@ pub fn http_bodies(data: &[u8]) {
 pub fn recording_path(data: &[u8]) {
     let Ok(requested) = std::str::from_utf8(data) else { return };
     let dir = recordings_dir();
-    if let Ok(file) = fieldhub_hub::recording_path::resolve(dir, requested) {
+    if let Ok(file) = fieldhub_hub::recording::path::resolve(dir, requested) {
         let root = dir.canonicalize().expect("the directory exists once resolve ran");
         assert!(file.starts_with(&root), "{requested:?} resolved to {} outside {}", file.display(), root.display());
     }

@@ -13,14 +13,20 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use fieldhub_proto::frame::{MAX_EXTENDED_ID, MAX_STANDARD_ID};
-use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_NAME_LEN, MAX_TOKEN_LEN};
-use serde::{Deserialize, Serialize};
+use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_TOKEN_LEN};
+use serde::Deserialize;
 
-pub use crate::config_access::{AccessConfig, ALL_CHANNELS};
+pub use crate::config_access::AccessConfig;
 pub use crate::config_federation::{FederationConfig, Role};
 pub use crate::config_silkit::{SilKitConfig, SilKitMode};
 use crate::config_source::ConfigSource;
+pub use fieldhub_bus::access::ALL_CHANNELS;
+pub use fieldhub_bus::config::{
+    BusConfig, ChannelConfig, PortConfig, Protocol, RouteConfig, StallPolicy, TimeConfig, TimeMode, Timing,
+    DEFAULT_BITRATE, DEFAULT_STEP_TIMEOUT_MS, MAX_BITRATE, MAX_CHANNELS, MAX_DATA_BITRATE, MAX_HOP_LIMIT,
+    MIN_PORT_RATE,
+};
+pub use fieldhub_bus::names::check_name;
 
 /// The configuration used when none is given: two ideal classic CAN
 /// channels, `can0` and `can1`, listening on loopback only and serving
@@ -40,9 +46,6 @@ protocol = "can"
 name = "can1"
 protocol = "can"
 "#;
-
-/// Most channels one hub carries (channel ids are 16-bit on the wire).
-pub const MAX_CHANNELS: usize = 1024;
 
 /// Why a configuration was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -165,37 +168,6 @@ pub struct HubSection {
     pub on_stall: StallPolicy,
 }
 
-/// How the bus spends time (`[hub] time`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum TimeMode {
-    /// The wall clock: bus time is nanoseconds since the Unix epoch.
-    #[default]
-    Real,
-    /// Bus time starts at 0 and advances in steps of the synchronised
-    /// participants: deterministic, as fast as they compute.
-    Virtual,
-}
-
-/// What the hub does when a synchronised participant stalls (`[hub] on_stall`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum StallPolicy {
-    /// Log it and list it in the time status; time keeps waiting.
-    #[default]
-    Report,
-    /// Report it, then stop waiting for it: it goes on as an observer.
-    Drop,
-}
-
-/// Default `[hub] step_timeout_ms`: generous for a participant that
-/// computes, short enough that a hung one fails a CI run quickly.
-pub const DEFAULT_STEP_TIMEOUT_MS: u64 = 5_000;
-
-fn default_step_timeout_ms() -> u64 {
-    DEFAULT_STEP_TIMEOUT_MS
-}
-
 impl Default for HubSection {
     fn default() -> Self {
         Self {
@@ -220,12 +192,16 @@ impl Default for HubSection {
     }
 }
 
+fn default_step_timeout_ms() -> u64 {
+    DEFAULT_STEP_TIMEOUT_MS
+}
+
 fn default_shm_ring_slots() -> u32 {
     fieldhub_shm::layout::TO_CLIENT_SLOTS
 }
 
 fn default_recordings_dir() -> PathBuf {
-    PathBuf::from(crate::recording_path::DEFAULT_RECORDINGS_DIR)
+    PathBuf::from(crate::recording::path::DEFAULT_RECORDINGS_DIR)
 }
 
 fn default_hub_name() -> String {
@@ -276,212 +252,22 @@ impl std::fmt::Display for ListenAddr {
     }
 }
 
-/// Bus protocol of a channel.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// Classic CAN: CAN FD frames are rejected on this channel.
-    Can,
-    /// CAN FD: classic and FD frames.
-    Canfd,
-}
-
-/// How a channel spends time.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Timing {
-    /// No bandwidth limit: frames are sequenced as soon as the bus thread
-    /// sees them, in arbitration order among those pending together.
-    Ideal,
-    /// Real bit-time emulation: the channel is busy for each frame's exact
-    /// on-wire duration; frames are delivered at their end-of-frame time.
-    Timed,
-}
-
-/// The smallest `[[port]] rate` accepted (frames per second): one frame
-/// every 1,000 s. A smaller rate is a mistake (a typo'd exponent), and its
-/// token period would not fit bus time.
-pub const MIN_PORT_RATE: f64 = 0.001;
-
-/// Default nominal bitrate (bit/s).
-pub const DEFAULT_BITRATE: u32 = 500_000;
-/// Highest nominal bitrate accepted (CAN: 1 Mbit/s).
-pub const MAX_BITRATE: u32 = 1_000_000;
-/// Highest CAN FD data bitrate accepted.
-pub const MAX_DATA_BITRATE: u32 = 15_000_000;
-
-/// `[[channel]]`: one bus.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelConfig {
-    pub name: String,
-    #[serde(default = "default_protocol")]
-    pub protocol: Protocol,
-    /// Nominal (arbitration phase) bitrate in bit/s.
-    #[serde(default = "default_bitrate")]
-    pub bitrate: u32,
-    /// CAN FD data-phase bitrate in bit/s (frames with BRS); `canfd` only.
-    /// Defaults to the nominal bitrate.
-    #[serde(default)]
-    pub data_bitrate: Option<u32>,
-    #[serde(default = "default_timing")]
-    pub timing: Timing,
-    /// Emulate a missing ACK: a frame sent while no other port is attached
-    /// is not acknowledged, raises the sender's error counter and is retried,
-    /// as a lone node on a real bus does.
-    #[serde(default)]
-    pub no_ack: bool,
-    /// Leave bus-off automatically after 128 × 11 recessive bits.
-    #[serde(default = "default_true")]
-    pub auto_bus_off_recovery: bool,
-    /// A DBC file the web monitor decodes this channel's frames with;
-    /// relative to the configuration file's directory. Configuration only:
-    /// the control API takes a DBC's text (`PUT .../dbc`), never a path.
-    #[serde(default)]
-    pub dbc: Option<PathBuf>,
-    /// Shared with other hubs through `[federation]` (`docs/federation.md`).
-    #[serde(default)]
-    pub federated: bool,
-    /// The federation name of the hub that sequences this channel; omitted
-    /// (or this hub's own name) on the owner. Only with `federated = true`.
-    #[serde(default)]
-    pub owner: Option<String>,
-    /// This hub takes the channel over, with a higher epoch, when its
-    /// owner's liveliness token goes (`docs/federation.md`). Needs `owner`.
-    #[serde(default)]
-    pub standby: bool,
-}
-
-impl ChannelConfig {
-    /// A channel with every option at its default.
-    pub fn new(name: &str, protocol: Protocol) -> Self {
-        Self {
-            name: name.to_owned(),
-            protocol,
-            bitrate: DEFAULT_BITRATE,
-            data_bitrate: None,
-            timing: Timing::Ideal,
-            no_ack: false,
-            auto_bus_off_recovery: true,
-            dbc: None,
-            federated: false,
-            owner: None,
-            standby: false,
-        }
-    }
-
-    /// Check the bitrates; the error names the offending key.
-    pub fn check_rates(&self) -> Result<(), (&'static str, String)> {
-        if self.bitrate == 0 || self.bitrate > MAX_BITRATE {
-            return Err(("bitrate", format!("{} is not 1..={MAX_BITRATE} bit/s", self.bitrate)));
-        }
-        match (self.protocol, self.data_bitrate) {
-            (Protocol::Can, Some(_)) => {
-                Err(("data_bitrate", "only protocol = \"canfd\" channels have a data bitrate".into()))
-            }
-            (Protocol::Canfd, Some(rate)) if rate < self.bitrate || rate > MAX_DATA_BITRATE => Err((
-                "data_bitrate",
-                format!("{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s", self.bitrate),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The data-phase bitrate (the nominal one unless set).
-    pub fn effective_data_bitrate(&self) -> u32 {
-        self.data_bitrate.unwrap_or(self.bitrate)
-    }
-}
-
-fn default_protocol() -> Protocol {
-    Protocol::Can
-}
-
-fn default_bitrate() -> u32 {
-    DEFAULT_BITRATE
-}
-
-fn default_timing() -> Timing {
-    Timing::Ideal
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// `[[port]]`: a named connector. A client that opens a port of this name
-/// gets these settings; if `channel` is set the port is wired there and the
-/// client may leave the channel empty in `OPEN_PORT`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortConfig {
-    pub name: String,
-    /// Channel the port is wired to; none: the client names the channel.
-    #[serde(default)]
-    pub channel: Option<String>,
-    /// Transmit rate limit in frames per second (token bucket).
-    #[serde(default)]
-    pub rate: Option<f64>,
-    /// Bucket depth: frames the port may send back to back before `rate`
-    /// applies. Defaults to 1.
-    #[serde(default)]
-    pub burst: Option<u32>,
-    /// A Linux SocketCAN interface (`can0`, `vcan0`) the hub opens itself and
-    /// attaches as this port, the way a hardware connector is wired to the
-    /// bus; needs `channel`.
-    #[serde(default)]
-    pub socketcan: Option<String>,
-}
-
-/// `[[route]]`: copy frames from one channel to another, like a can-gw rule.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RouteConfig {
-    pub from: String,
-    pub to: String,
-    /// Identifier to match after masking (`frame.id & mask == id & mask`).
-    #[serde(default)]
-    pub id: u32,
-    /// Mask over the identifier; 0 (the default) matches every frame.
-    #[serde(default)]
-    pub mask: u32,
-    /// Match only extended (true) or only standard (false) identifiers.
-    #[serde(default)]
-    pub extended: Option<bool>,
-    /// Replace the identifier of routed frames.
-    #[serde(default)]
-    pub rewrite_id: Option<u32>,
-    /// How many gateway hops a frame may already have made to still be
-    /// routed; 1 (the default) routes only frames sent on `from` directly,
-    /// so two routes pointing at each other cannot loop.
-    #[serde(default = "default_hop_limit")]
-    pub hop_limit: u8,
-}
-
-impl RouteConfig {
-    /// Check identifiers and hop limit; the error names the offending key.
-    pub fn check_values(&self) -> Result<(), (&'static str, String)> {
-        let limit = if self.extended == Some(false) { MAX_STANDARD_ID } else { MAX_EXTENDED_ID };
-        for (key, value) in [("id", Some(self.id)), ("mask", Some(self.mask)), ("rewrite_id", self.rewrite_id)] {
-            if let Some(value) = value.filter(|&v| v > limit) {
-                return Err((key, format!("0x{value:X} exceeds the identifier range 0x{limit:X}")));
-            }
-        }
-        if self.hop_limit == 0 || self.hop_limit > MAX_HOP_LIMIT {
-            return Err(("hop_limit", format!("{} is not 1..={MAX_HOP_LIMIT}", self.hop_limit)));
-        }
-        Ok(())
-    }
-}
-
-fn default_hop_limit() -> u8 {
-    1
-}
-
-/// Most gateway hops any route may allow.
-pub const MAX_HOP_LIMIT: u8 = 8;
-
 impl HubConfig {
+    /// What the bus thread runs of this configuration.
+    pub fn bus_config(&self) -> BusConfig {
+        BusConfig {
+            name: self.hub.name.clone(),
+            channels: self.channels.clone(),
+            ports: self.ports.clone(),
+            routes: self.routes.clone(),
+            time: TimeConfig {
+                participants: self.hub.time_participants.clone(),
+                step_timeout_ms: self.hub.step_timeout_ms,
+                on_stall: self.hub.on_stall,
+            },
+        }
+    }
+
     /// The built-in default configuration.
     pub fn builtin() -> Self {
         Self::parse(DEFAULT_CONFIG, "built-in default configuration").expect("the built-in configuration is valid")
@@ -764,19 +550,6 @@ fn check_region_path(path: &Path) -> Result<(), String> {
         Some(dir) if path.file_name().is_some() => Err(format!("directory {} does not exist", dir.display())),
         _ => Err("must name a file, as in /dev/shm/fieldhub-vm0".into()),
     }
-}
-
-pub fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!("'{}' must be 1 to {MAX_NAME_LEN} bytes", crate::session::printable(name)));
-    }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
-        return Err(format!(
-            "'{}' may only contain letters, digits, '_', '-' and '.'",
-            crate::session::printable(name)
-        ));
-    }
-    Ok(())
 }
 
 /// Check a Linux network interface name: 1 to 15 bytes (`IFNAMSIZ` - 1),

@@ -31,44 +31,31 @@
 //!   frames ahead of the bus (transmit credit plus its transport's buffer).
 //! - A misbehaving client is disconnected alone; the bus never stops for it.
 
-pub mod bus;
-pub mod bus_load;
-pub mod channel;
-pub mod clock;
+mod bus_thread;
 pub mod config;
 mod config_access;
 mod config_federation;
 mod config_silkit;
 mod config_source;
-pub mod confinement;
-pub mod control;
-pub mod credentials;
-pub mod credit;
+mod control;
+mod credentials;
 pub mod fatal;
-pub mod fault;
 pub mod federation;
-pub mod id_counter;
-pub mod inbox;
-pub mod member;
-pub mod monitor;
-pub mod outbox;
-pub mod peer_user;
+mod peer_user;
 pub mod recording;
-pub mod recording_path;
 pub mod session;
-pub mod slots;
-pub mod transport;
-pub mod tx_queue;
+mod transport;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use bus_thread::wake::BusWake;
 pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
 use control::dbc::{DbcFileError, DbcStore};
 use control::http::ControlServer;
-use inbox::{BusWake, Inbound, InboxSender};
+use fieldhub_bus::inbox::{Inbound, InboxSender};
 use session::Sessions;
 use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
@@ -172,11 +159,8 @@ impl Hub {
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
         let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
-        let (inbox, inbox_rx) = inbox::inbox(wake);
-        let mut bus = match config.hub.time {
-            TimeMode::Real => bus::Bus::new(&config, Arc::new(clock::MonotonicClock::start())),
-            TimeMode::Virtual => bus::Bus::in_virtual_time(&config, Arc::new(clock::ManualClock::at(0))),
-        };
+        let (inbox, inbox_rx) = fieldhub_bus::inbox::inbox(wake.clone());
+        let mut bus = bus_thread::bus_for(&config);
         let federation = match federation::Federation::open(&config)? {
             Some((federation, links)) => {
                 for link in links {
@@ -186,7 +170,8 @@ impl Hub {
             }
             None => None,
         };
-        let bus_thread = spawn("fh-bus", "bus", move || bus.run(inbox_rx))?;
+        let busy_poll = config.hub.busy_poll;
+        let bus_thread = spawn("fh-bus", "bus", move || bus_thread::run(bus, inbox_rx, wake, busy_poll))?;
 
         let sessions = Arc::new(Sessions::new(
             inbox.clone(),

@@ -31,15 +31,13 @@ use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
 use crate::credentials::{Access, Credentials, Refused};
-use crate::credit::TxCredit;
-use crate::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
-use crate::outbox::Outbox;
 use crate::peer_user::PeerOrigin;
+use fieldhub_bus::credit::TxCredit;
+use fieldhub_bus::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
+use fieldhub_bus::outbox::Outbox;
 
-/// The log target of the per-client lines (connected, port opened,
-/// disconnected): `fieldhub hub --quiet` or `FIELDHUB_LOG=info,fieldhub::clients=warn`
-/// hides them on a hub with many short-lived clients.
-pub const CLIENT_LOG: &str = "fieldhub::clients";
+pub use fieldhub_bus::names::printable;
+pub use fieldhub_bus::CLIENT_LOG;
 
 /// How long a new connection has to send its `HELLO`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -374,24 +372,6 @@ impl Drop for ClientSlot {
         }
         self.sessions.live.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Text a client chose, made safe for one log line: control characters
-/// (line breaks that would forge a log line, terminal escapes) are written
-/// as escapes (`\n`, `\u{1b}`).
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// What a client's message asks of the bus: one mapping for every transport.

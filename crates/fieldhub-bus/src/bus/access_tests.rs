@@ -1,4 +1,4 @@
-//! Per-client permissions on the bus (`[[access]]`, `credentials.rs`): a
+//! Per-client permissions on the bus (`[[access]]`, [`crate::access`]): a
 //! port's rights are its client's grant on its channel, decided when it
 //! opens — refused, read-only, transmit-only or both — proven on the
 //! in-process bus.
@@ -9,8 +9,7 @@ use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::Frame;
 
 use super::harness::{Harness, TestClient};
-use crate::config::AccessConfig;
-use crate::credentials::{Access, Grant};
+use crate::access::{Access, Grant};
 use crate::outbox::Outbound;
 
 const CHANNELS: &str = r#"
@@ -23,15 +22,8 @@ const CHANNELS: &str = r#"
 "#;
 
 fn granted(name: &str, read: &[&str], write: &[&str]) -> Access {
-    let config = AccessConfig {
-        name: name.into(),
-        token_file: "/unused".into(),
-        token: None,
-        read: read.iter().map(|c| (*c).into()).collect(),
-        write: write.iter().map(|c| (*c).into()).collect(),
-        control: false,
-    };
-    Access::Granted(Arc::new(Grant::new(&config)))
+    let list = |channels: &[&str]| channels.iter().map(|c| (*c).into()).collect();
+    Access::Granted(Arc::new(Grant::new(name.into(), list(read), list(write), false)))
 }
 
 fn frame(n: u32) -> Frame {
@@ -119,7 +111,7 @@ fn a_write_only_grant_sends_in_order_and_hears_nothing_but_its_echoes() {
     let heard = h.frames(&writer);
     assert_eq!(heard.len(), 1000, "its own echoes only, not the ECU's frame");
     assert!(heard.iter().all(|(f, _)| f.is_echo()));
-    let stats = h.control(crate::control::ControlRequest::Ports).unwrap();
+    let stats = h.control(crate::request::ControlRequest::Ports).unwrap();
     let port = stats.as_array().unwrap().iter().find(|p| p["client"] == writer.id).unwrap().clone();
     assert_eq!((port["access"].as_str(), port["transmit_only"].as_bool()), (Some("gen"), Some(true)), "{port}");
 }

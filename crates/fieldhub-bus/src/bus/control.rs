@@ -2,17 +2,16 @@
 
 use std::path::PathBuf;
 
-use fieldhub_log::Format;
 use serde_json::{json, Value};
 
 use super::{Bus, Route, GATEWAY_PORT_BASE};
 use crate::channel::Channel;
 use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS};
-use crate::control::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
-use crate::recording::{Recording, MAX_RECORDINGS};
+use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
+use crate::request::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 
 /// Most gateway routes one hub carries.
 const MAX_ROUTES: usize = 1024;
@@ -26,7 +25,7 @@ fn recording_json(r: &Recording) -> Value {
         "name": r.name,
         "format": r.format.name(),
         "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
-        "dropped": r.dropped,
+        "dropped": r.dropped(),
         "error": r.failure(),
     })
 }
@@ -161,7 +160,7 @@ impl Bus {
 
     fn create_channel(&mut self, config: ChannelConfig) -> ControlResult {
         // Also checked before the request was sent; any caller may send one.
-        crate::control::check_new_channel(&config)?;
+        crate::request::check_new_channel(&config)?;
         if self.channel_ids.contains_key(&config.name) {
             return Err(ControlError::Conflict(format!("channel '{}' exists already", config.name)));
         }
@@ -367,7 +366,7 @@ impl Bus {
     }
 
     fn add_route(&mut self, spec: RouteConfig) -> ControlResult {
-        crate::control::check_route(&spec)?;
+        crate::request::check_route(&spec)?;
         let from = self.channel_index(&spec.from)?;
         let to = self.channel_index(&spec.to)?;
         if self.routes.len() >= MAX_ROUTES {
@@ -451,10 +450,10 @@ impl Bus {
 
     fn start_recording(&mut self, spec: RecordingSpec, path: PathBuf) -> ControlResult {
         let format = match spec.format.as_deref() {
-            Some("candump") => Format::Candump,
-            Some("asc") => Format::Asc,
+            Some("candump") => RecordingFormat::Candump,
+            Some("asc") => RecordingFormat::Asc,
             Some(other) => return Err(ControlError::Invalid(format!("format '{other}' is neither candump nor asc"))),
-            None => Format::from_path(&path).ok_or_else(|| {
+            None => RecordingFormat::from_path(&path).ok_or_else(|| {
                 ControlError::Invalid(format!(
                     "cannot tell the format of '{}': use .log or .asc, or give \"format\"",
                     spec.path
@@ -477,9 +476,14 @@ impl Bus {
                 "the hub writes at most {MAX_RECORDINGS} recordings at once; stop one first"
             )));
         }
+        let Some(recorder) = &self.recorder else {
+            return Err(ControlError::Conflict("this bus runs without a recorder: it cannot write recordings".into()));
+        };
         let id = self.next_recording_id;
-        let recording = Recording::start(id, path, spec.path.clone(), format, channels, self.clock.now())
-            .map_err(|e| ControlError::Invalid(format!("cannot write '{}': {e}", spec.path)))?;
+        let start = RecordingStart { id, path: &path, format, channels: &channels, start_ns: self.clock.now() };
+        let tap =
+            recorder.start(start).map_err(|e| ControlError::Invalid(format!("cannot write '{}': {e}", spec.path)))?;
+        let recording = Recording::new(id, path, spec.path.clone(), format, channels, tap);
         self.next_recording_id += 1;
         let answer = recording_json(&recording);
         self.recordings.push(recording);

@@ -1,22 +1,25 @@
 //! The bus in-process, on a manual clock: clients are plain outboxes, time
 //! moves only when a test says so, and nothing sleeps. Arbitration, exact
 //! timing, fault windows and error confinement are proven here
-//! deterministically; the integration tests under `fieldhub-cli/tests`
-//! prove the same paths through real processes and sockets.
+//! deterministically; the hub's system tests prove the same paths through
+//! real processes and sockets.
 
 use std::sync::Arc;
+
+use serde::Deserialize;
 
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameMeta};
 
 use super::Bus;
+use crate::access::Access;
 use crate::clock::ManualClock;
-use crate::config::HubConfig;
-use crate::control::{ControlRequest, ControlResult};
-use crate::credentials::Access;
+use crate::clock::WallClock;
+use crate::config::{BusConfig, ChannelConfig, PortConfig, RouteConfig, StallPolicy, TimeConfig};
 use crate::credit::{TxCredit, Waiter};
 use crate::inbox::{ClientId, Inbound};
 use crate::outbox::{test_outbox, Outbound, QueueOutbox};
+use crate::request::{ControlRequest, ControlResult};
 
 /// Bus time the harness starts at (any fixed value works; this one reads
 /// as a date in 2023 in logs).
@@ -35,29 +38,80 @@ impl TestClient {
     }
 }
 
-/// A bus and its manual clock.
+/// A bus and its manual clocks.
 pub struct Harness {
     pub bus: Bus,
     pub clock: Arc<ManualClock>,
+    /// The wall clock of virtual time's step timeouts.
+    pub wall: Arc<crate::testing::ManualWall>,
+    /// What the bus's recordings wrote.
+    pub recorder: crate::testing::MemoryRecorder,
     next_client: ClientId,
+}
+
+/// The bus's tables of a hub configuration, as tests write it: `[hub]`
+/// keys the bus does not read are ignored.
+#[derive(Deserialize)]
+struct HarnessConfig {
+    #[serde(default)]
+    hub: HarnessHub,
+    #[serde(default)]
+    channel: Vec<ChannelConfig>,
+    #[serde(default)]
+    port: Vec<PortConfig>,
+    #[serde(default)]
+    route: Vec<RouteConfig>,
+}
+
+#[derive(Default, Deserialize)]
+struct HarnessHub {
+    name: Option<String>,
+    #[serde(default)]
+    time_participants: Vec<String>,
+    step_timeout_ms: Option<u64>,
+    on_stall: Option<StallPolicy>,
+}
+
+/// `text`'s bus tables.
+fn parse(text: &str) -> BusConfig {
+    let file: HarnessConfig = toml::from_str(text).expect("valid test configuration");
+    let defaults = TimeConfig::default();
+    BusConfig {
+        name: file.hub.name.unwrap_or_else(|| "fieldhub".into()),
+        channels: file.channel,
+        ports: file.port,
+        routes: file.route,
+        time: TimeConfig {
+            participants: file.hub.time_participants,
+            step_timeout_ms: file.hub.step_timeout_ms.unwrap_or(defaults.step_timeout_ms),
+            on_stall: file.hub.on_stall.unwrap_or(defaults.on_stall),
+        },
+    }
 }
 
 impl Harness {
     /// A bus for a configuration given as TOML.
     pub fn new(config: &str) -> Self {
-        let config = HubConfig::parse(config, "harness").expect("valid test configuration");
         let clock = Arc::new(ManualClock::at(START_NS));
-        let bus = Bus::new(&config, clock.clone());
-        Self { bus, clock, next_client: 1 }
+        Self::with_bus(|config| Bus::new(config, clock.clone()), config, clock.clone())
+    }
+
+    fn with_bus(make: impl FnOnce(&BusConfig) -> Bus, config: &str, clock: Arc<ManualClock>) -> Self {
+        let recorder = crate::testing::MemoryRecorder::default();
+        let bus = make(&parse(config)).with_recorder(Box::new(recorder.clone()));
+        Self { bus, clock, wall: Arc::default(), recorder, next_client: 1 }
     }
 
     /// A bus in virtual time (`[hub] time = "virtual"` in `config`): bus
     /// time starts at 0 and moves only as its participants step.
     pub fn in_virtual_time(config: &str) -> Self {
-        let config = HubConfig::parse(config, "harness").expect("valid test configuration");
         let clock = Arc::new(ManualClock::at(0));
-        let bus = Bus::in_virtual_time(&config, clock.clone());
-        Self { bus, clock, next_client: 1 }
+        let wall = Arc::new(crate::testing::ManualWall::default());
+        let bus_wall: Arc<dyn WallClock> = wall.clone();
+        let mut harness =
+            Self::with_bus(|config| Bus::in_virtual_time(config, clock.clone(), bus_wall), config, clock.clone());
+        harness.wall = wall;
+        harness
     }
 
     /// Attach a client.
@@ -331,13 +385,11 @@ mod tests {
 
     #[test]
     fn recordings_beyond_the_limit_are_refused_until_one_stops() {
-        use crate::control::RecordingSpec;
         use crate::recording::MAX_RECORDINGS;
-        let dir = std::env::temp_dir().join(format!("fieldhub-harness-recordings-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        use crate::request::RecordingSpec;
         let start = |h: &mut Harness, n: usize| {
             let spec: RecordingSpec = serde_json::from_value(serde_json::json!({"path": format!("r{n}.log")})).unwrap();
-            h.control(ControlRequest::StartRecording { spec, file: dir.join(format!("r{n}.log")) })
+            h.control(ControlRequest::StartRecording { spec, file: format!("recordings/r{n}.log").into() })
         };
         let mut h = Harness::new(TWO_CHANNELS);
         let ids: Vec<u64> = (0..MAX_RECORDINGS).map(|n| start(&mut h, n).unwrap()["id"].as_u64().unwrap()).collect();
@@ -348,6 +400,6 @@ mod tests {
         for id in &ids[1..] {
             h.control(ControlRequest::StopRecording { id: *id as u32 }).unwrap();
         }
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(h.recorder.recordings.lock().unwrap().len(), MAX_RECORDINGS + 1, "each start reached the recorder");
     }
 }

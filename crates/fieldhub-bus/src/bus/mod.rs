@@ -14,7 +14,6 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crossbeam_channel::TryRecvError;
 use fieldhub_proto::limits::{MAX_PORTS_PER_CLIENT, MAX_STATS_LEN};
@@ -22,27 +21,27 @@ use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
 
+use crate::access::{Access, PortRight};
 use crate::channel::{Channel, Transmitted};
-use crate::clock::{Clock, ManualClock};
-use crate::config::{check_name, HubConfig, PortConfig, Protocol, RouteConfig, Timing};
+use crate::clock::{Clock, ManualClock, WallClock};
+use crate::config::{BusConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
-use crate::credentials::{Access, PortRight};
 use crate::credit::TxCredit;
 use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
+use crate::names::check_name;
 use crate::outbox::{Outbound, Outbox, Refused};
-use crate::recording::Recording;
+use crate::recording::{Recorder, Recording};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
-use fieldhub_shm::AdaptiveSpin;
 use intakes::{Intakes, Taken};
 
 #[cfg(test)]
 mod access_tests;
 mod control;
 mod federated;
-#[cfg(test)]
-mod harness;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod harness;
 mod intakes;
 mod monitor;
 #[cfg(test)]
@@ -54,6 +53,17 @@ pub mod virtual_time;
 mod virtual_time_tests;
 use fieldhub_proto::stats::{ChannelStats, HubStats, PortStats, RouteStats};
 use virtual_time::VirtualTime;
+
+/// What a round of input found ([`Bus::take_input`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Requests or ring messages were handled: serve the channels.
+    Worked,
+    /// Nothing came.
+    Idle,
+    /// `Shutdown`, or every sender is gone: every client was told; stop.
+    Stopped,
+}
 
 /// Requests handled per wake-up before the channels are served, so a flood
 /// of input cannot postpone arbitration and deadlines indefinitely.
@@ -159,10 +169,8 @@ pub struct Bus {
     monitors: Vec<MonitorTap>,
     /// Clients whose rings this thread reads.
     intakes: Intakes,
-    /// Busy-poll instead of sleeping when idle.
-    busy_poll: bool,
-    /// How long to spin before sleeping, following the clients' pace.
-    spin: AdaptiveSpin,
+    /// Starts recordings' writers; `None`: recordings are refused.
+    recorder: Option<Box<dyn Recorder>>,
     /// Bus time when the current round began: the arrival time of every
     /// frame taken in it, so a round of frames costs one clock read, not
     /// one each. `None` outside [`Bus::run`]'s rounds.
@@ -179,7 +187,7 @@ pub struct Bus {
 
 impl Bus {
     /// A bus for `config`'s channels, reading time from `clock`.
-    pub fn new(config: &HubConfig, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(config: &BusConfig, clock: Arc<dyn Clock>) -> Self {
         let mut channels: Vec<Channel> =
             config.channels.iter().enumerate().map(|(i, c)| Channel::new(i as u16, c.clone())).collect();
         let channel_ids: HashMap<String, u16> = channels.iter().map(|c| (c.name().to_owned(), c.id)).collect();
@@ -214,15 +222,14 @@ impl Bus {
             dirty: vec![false; count],
             deadlines: vec![None; count],
             sent: Vec::with_capacity(1024),
-            hub_name: config.hub.name.clone(),
+            hub_name: config.name.clone(),
             next_route_id: config.routes.len() as u32,
             next_fault_id: 1,
             recordings: Vec::new(),
             next_recording_id: 1,
             monitors: Vec::new(),
             intakes: Intakes::default(),
-            busy_poll: config.hub.busy_poll,
-            spin: AdaptiveSpin::default(),
+            recorder: None,
             round_ns: None,
             virtual_time: None,
             relays: vec![None; count],
@@ -232,67 +239,86 @@ impl Bus {
 
     /// A bus in virtual time: `clock` moves only when the bus moves it,
     /// once every synchronised participant has finished its step.
-    pub fn in_virtual_time(config: &HubConfig, clock: Arc<ManualClock>) -> Self {
+    pub fn in_virtual_time(config: &BusConfig, clock: Arc<ManualClock>, wall: Arc<dyn WallClock>) -> Self {
         let mut bus = Self::new(config, clock.clone());
-        bus.virtual_time = Some(VirtualTime::new(&config.hub, clock));
+        bus.virtual_time = Some(VirtualTime::new(&config.time, clock, wall));
         bus
     }
 
-    /// Serve until [`Inbound::Shutdown`] arrives or every sender is gone.
-    ///
-    /// Each round drains the inbound queue (up to a batch), reads every
-    /// client ring, serves the channels and flushes the outboxes of clients
-    /// that got messages. With nothing to do it waits for input or the
-    /// earliest channel deadline — but never on a client, and never longer
-    /// than [`crate::inbox::MAX_BUS_WAIT`].
-    pub fn run(mut self, inbox: Inbox) {
-        let mut deadline: Option<u64> = None;
-        loop {
-            let mut worked = false;
-            self.round_ns = Some(self.clock.now());
-            for _ in 0..DRAIN_BATCH {
-                match inbox.try_recv() {
-                    Ok(Inbound::Shutdown) => {
-                        self.say_goodbye();
-                        return;
-                    }
-                    // A ring client's messages still in its ring go first;
-                    // `read_intakes` detaches it once the ring is empty.
-                    Ok(Inbound::Detach { client, reason }) if self.intakes.leave(client, &reason) => {}
-                    Ok(Inbound::Frames { client, mut frames }) => {
-                        self.on_frames(client, &mut frames);
-                        inbox.recycle(frames);
-                    }
-                    Ok(request) => self.handle(request),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return,
+    /// Take one round of input: the waiting requests (up to a batch, so a
+    /// flood cannot postpone arbitration and deadlines indefinitely), then
+    /// what waits in the clients' rings; then, in virtual time, advance if
+    /// every participant is done. The runtime's loop calls it, then
+    /// [`Bus::serve`] when it did work or a deadline is due, else waits for
+    /// input (`Inbox::has_waiting`, [`Bus::ring_ready`]) until the earliest
+    /// deadline.
+    pub fn take_input(&mut self, inbox: &Inbox) -> Input {
+        let mut worked = false;
+        self.round_ns = Some(self.clock.now());
+        for _ in 0..DRAIN_BATCH {
+            match inbox.try_recv() {
+                Ok(Inbound::Shutdown) => {
+                    self.say_goodbye();
+                    return Input::Stopped;
                 }
-                worked = true;
+                // A ring client's messages still in its ring go first;
+                // `read_intakes` detaches it once the ring is empty.
+                Ok(Inbound::Detach { client, reason }) if self.intakes.leave(client, &reason) => {}
+                Ok(Inbound::Frames { client, mut frames }) => {
+                    self.on_frames(client, &mut frames);
+                    inbox.recycle(frames);
+                }
+                Ok(request) => self.handle(request),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Input::Stopped,
             }
-            worked |= self.read_intakes();
-            self.round_ns = None;
-            worked |= self.advance_virtual_time();
-            if worked || deadline.is_some_and(|at| at <= self.clock.now()) {
-                deadline = self.step();
-                self.flush_outboxes();
-                continue;
-            }
-            if self.stall_deadline().is_some_and(|at| at <= Instant::now()) {
-                self.report_stalls();
-                self.flush_outboxes();
-                continue;
-            }
-            // In virtual time no deadline is in wall-clock time but a
-            // participant's step timeout; bus time moves with the steps.
-            let wait_until = match self.virtual_time {
-                Some(_) => self.stall_deadline(),
-                None => deadline.map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(self.clock.now()))),
-            };
-            let intakes = &self.intakes;
-            let input = || inbox.has_waiting() || intakes.any_ready();
-            let shared = self.intakes.count() > 0;
-            inbox.wake().wait(self.busy_poll, &mut self.spin, wait_until, shared, input);
+            worked = true;
         }
+        worked |= self.read_intakes();
+        self.round_ns = None;
+        worked |= self.advance_virtual_time();
+        match worked {
+            true => Input::Worked,
+            false => Input::Idle,
+        }
+    }
+
+    /// Serve the channels ([`Bus::step`]) and wake the consumers of the
+    /// outboxes that got items. Returns the bus time to serve again at the
+    /// latest.
+    pub fn serve(&mut self) -> Option<u64> {
+        let deadline = self.step();
+        self.flush_outboxes();
+        deadline
+    }
+
+    /// Bus time now, as the bus reads it.
+    pub fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// Whether bus time is virtual: it moves with the participants' steps,
+    /// and the only wall-clock deadline is [`Bus::stall_deadline`].
+    pub fn in_virtual_time_mode(&self) -> bool {
+        self.virtual_time.is_some()
+    }
+
+    /// Whether a client's ring holds a message the bus can take now.
+    pub fn ring_ready(&self) -> bool {
+        self.intakes.any_ready()
+    }
+
+    /// Whether clients ring the bus from shared memory, where one could
+    /// clear the wake-up word: then the runtime must not wait unboundedly.
+    pub fn reads_rings(&self) -> bool {
+        self.intakes.count() > 0
+    }
+
+    /// Record with `recorder` (`POST /api/v1/recordings`); without one, the
+    /// bus refuses to start recordings.
+    pub fn with_recorder(mut self, recorder: Box<dyn Recorder>) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Wake the consumers of every outbox that got items this round.
@@ -423,7 +449,7 @@ impl Bus {
             }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Control { request, reply } => {
-                let _ = reply.send(self.apply(request));
+                reply(self.apply(request));
             }
             Inbound::Stats { client, request } => {
                 let json = stats_document::within(self.stats(), MAX_STATS_LEN);
@@ -694,7 +720,7 @@ impl Bus {
         );
         member.read_only = right == PortRight::Read;
         member.transmit_only |= right == PortRight::Write;
-        info!(target: crate::session::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
+        info!(target: crate::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());

@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 
 use super::Bus;
 use crate::config::Protocol;
-use crate::control::{ControlError, ControlResult};
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
+use crate::request::{ControlError, ControlResult};
 use crate::tx_queue::Pending;
 
 /// Hub-wide port id of channel `c`'s send port: `SEND_PORT_BASE + c`, below
@@ -85,8 +85,8 @@ mod tests {
     use fieldhub_proto::Frame;
 
     use super::super::harness::Harness;
-    use crate::control::ControlRequest;
     use crate::monitor::{monitor, MONITOR_QUEUE};
+    use crate::request::ControlRequest;
 
     const CONFIG: &str = r#"
         [[channel]]

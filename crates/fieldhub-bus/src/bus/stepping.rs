@@ -12,9 +12,9 @@ use tracing::{info, warn};
 
 use super::virtual_time::RunLimit;
 use super::Bus;
-use crate::control::{ControlError, ControlResult, TimeCommand};
 use crate::inbox::ClientId;
 use crate::outbox::Outbound;
+use crate::request::{ControlError, ControlResult, TimeCommand};
 
 impl Bus {
     /// A synchronised participant attached: it stands at the current bus
@@ -108,16 +108,16 @@ impl Bus {
     }
 
     /// When the bus must look at stalled participants at the latest.
-    pub(super) fn stall_deadline(&self) -> Option<Instant> {
+    pub fn stall_deadline(&self) -> Option<Instant> {
         self.virtual_time.as_ref().and_then(|vt| vt.stall_deadline())
     }
 
     /// Report every participant whose step timeout passed: in the log, in
-    /// the time status and to the participant itself.
-    pub(super) fn report_stalls(&mut self) {
+    /// the time status and to the participant itself (flushed at once).
+    pub fn report_stalls(&mut self) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let timeout = vt.step_timeout();
-        for stall in vt.stalls(Instant::now()) {
+        for stall in vt.stalls() {
             let consequence = match stall.dropped {
                 true => "dropped from synchronisation; bus time goes on without it",
                 false => "bus time waits for it",
@@ -127,6 +127,7 @@ impl Bus {
             let error = Outbound::Error { code: ErrorCode::StepTimeout, request: 0, fatal: false, text };
             self.reply(stall.client, error);
         }
+        self.flush_outboxes();
     }
 
     /// `GET /api/v1/time`: bus time; in virtual time also the participants

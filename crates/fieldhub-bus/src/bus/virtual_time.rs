@@ -62,8 +62,8 @@ use std::time::{Duration, Instant};
 use fieldhub_proto::Frame;
 use serde::Serialize;
 
-use crate::clock::{Clock, ManualClock};
-use crate::config::{HubSection, StallPolicy};
+use crate::clock::{Clock, ManualClock, WallClock};
+use crate::config::{StallPolicy, TimeConfig};
 use crate::inbox::ClientId;
 
 /// A frame sent during the current step, waiting for the step's end.
@@ -155,6 +155,8 @@ pub struct TimeStatus {
 /// The state of virtual time, owned by the bus thread.
 pub struct VirtualTime {
     clock: Arc<ManualClock>,
+    /// Step timeouts and the real-time factor are wall-clock figures.
+    wall: Arc<dyn WallClock>,
     participants: BTreeMap<ClientId, Participant>,
     /// `time_participants` that have not joined yet.
     awaiting: Vec<String>,
@@ -168,15 +170,16 @@ pub struct VirtualTime {
 }
 
 impl VirtualTime {
-    pub fn new(hub: &HubSection, clock: Arc<ManualClock>) -> Self {
+    pub fn new(config: &TimeConfig, clock: Arc<ManualClock>, wall: Arc<dyn WallClock>) -> Self {
         Self {
             clock,
+            wall,
             participants: BTreeMap::new(),
-            awaiting: hub.time_participants.clone(),
+            awaiting: config.participants.clone(),
             staged: Vec::new(),
             next_order: 0,
-            step_timeout: Duration::from_millis(hub.step_timeout_ms),
-            on_stall: hub.on_stall,
+            step_timeout: Duration::from_millis(config.step_timeout_ms),
+            on_stall: config.on_stall,
             limit: RunLimit::Running,
             first_advance: None,
         }
@@ -194,7 +197,7 @@ impl VirtualTime {
             name: name.to_owned(),
             granted_ns: now_ns,
             done_until: None,
-            granted_at: Instant::now(),
+            granted_at: self.wall.now(),
             stalled: false,
         };
         self.participants.insert(client, participant);
@@ -258,7 +261,7 @@ impl VirtualTime {
     /// Move the clock to `at` (a deadline inside the window, or the target).
     pub fn move_clock(&mut self, at: u64) {
         if self.first_advance.is_none() {
-            self.first_advance = Some((Instant::now(), self.now()));
+            self.first_advance = Some((self.wall.now(), self.now()));
         }
         self.clock.set(at);
     }
@@ -266,7 +269,7 @@ impl VirtualTime {
     /// The window ended at `target`: the participants whose boundary it
     /// is stand there now and compute their next step. Returns them.
     pub fn grant(&mut self, target: u64) -> Vec<ClientId> {
-        let now = Instant::now();
+        let now = self.wall.now();
         let mut granted = Vec::new();
         for (&client, participant) in self.participants.iter_mut() {
             if participant.done_until == Some(target) {
@@ -291,7 +294,8 @@ impl VirtualTime {
 
     /// Participants whose step timeout has passed, each reported once per
     /// step; with `on_stall = "drop"` they stop holding time back.
-    pub fn stalls(&mut self, now: Instant) -> Vec<Stall> {
+    pub fn stalls(&mut self) -> Vec<Stall> {
+        let now = self.wall.now();
         let timeout = self.step_timeout;
         let dropped = self.on_stall == StallPolicy::Drop;
         let mut stalls = Vec::new();
@@ -331,7 +335,9 @@ impl VirtualTime {
     pub fn status(&self) -> TimeStatus {
         let now_ns = self.now();
         let real_time_factor = match self.first_advance {
-            Some((at, from_ns)) => (now_ns - from_ns) as f64 / at.elapsed().as_nanos().max(1) as f64,
+            Some((at, from_ns)) => {
+                (now_ns - from_ns) as f64 / self.wall.now().saturating_duration_since(at).as_nanos().max(1) as f64
+            }
             None => 0.0,
         };
         let participants = self

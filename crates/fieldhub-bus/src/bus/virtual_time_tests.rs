@@ -8,9 +8,9 @@ use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
 
 use super::harness::{Harness, TestClient};
-use crate::control::ControlRequest;
 use crate::fault::FaultSpec;
 use crate::outbox::Outbound;
+use crate::request::ControlRequest;
 
 const TIMED: &str = r#"
     [hub]
@@ -163,7 +163,7 @@ fn a_stalled_participant_is_reported_and_with_drop_no_longer_holds_time_back() {
     h.items(&stuck);
     h.announce(&ecu, MS);
     assert!(!h.advance_virtual_time());
-    std::thread::sleep(Duration::from_millis(2));
+    h.wall.advance(Duration::from_millis(2));
     h.bus.report_stalls();
     let reported = h.items(&stuck);
     assert!(

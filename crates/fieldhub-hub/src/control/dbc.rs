@@ -21,8 +21,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::http::{ask_value, error, ApiState};
-use super::ControlRequest;
 use crate::config::HubConfig;
+use fieldhub_bus::request::ControlRequest;
 
 /// Largest DBC file the API takes.
 pub const MAX_DBC_BYTES: usize = 16 * 1024 * 1024;

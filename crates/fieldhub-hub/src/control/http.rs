@@ -35,19 +35,22 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::dbc::{self, DbcStore};
 use super::workbench;
-use super::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand};
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::credentials::{Access, Credentials, Refused};
-use crate::fault::{FaultSpec, FaultSpecError};
-use crate::inbox::{Inbound, InboxSender};
 use crate::peer_user::PeerOrigin;
+use fieldhub_bus::fault::{FaultSpec, FaultSpecError};
+use fieldhub_bus::inbox::{Inbound, InboxSender};
+use fieldhub_bus::request::{
+    ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand,
+};
 
 /// The OpenAPI document of this API, kept in the repository.
 pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
 
 /// Every route of the API: (method, path). The OpenAPI document must list
 /// each one (a test checks it).
-pub const ROUTES: &[(&str, &str)] = &[
+#[cfg(test)]
+const ROUTES: &[(&str, &str)] = &[
     ("get", "/openapi.yaml"),
     ("get", "/api/v1/stats"),
     ("get", "/api/v1/channels"),
@@ -307,6 +310,10 @@ pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Resu
     let (reply, answer) = oneshot::channel::<ControlResult>();
     let inbox = state.inbox.clone();
     let queued = tokio::task::spawn_blocking(move || {
+        // The bus calls it once on its own thread; a oneshot send never waits.
+        let reply = Box::new(move |result| {
+            let _ = reply.send(result);
+        });
         inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok()
     })
     .await
@@ -454,7 +461,7 @@ async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) ->
 
 async fn start_recording(State(s): State<Arc<ApiState>>, b: Result<Json<RecordingSpec>, JsonRejection>) -> Response {
     match body(b) {
-        Ok(spec) => match crate::recording_path::resolve(&s.recordings_dir, &spec.path) {
+        Ok(spec) => match crate::recording::path::resolve(&s.recordings_dir, &spec.path) {
             Ok(file) => ask(s, ControlRequest::StartRecording { spec, file }).await,
             Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
         },

@@ -1,7 +1,7 @@
 //! `GET /api/v1/monitor`: the web monitor's live trace over a WebSocket.
 //!
 //! The handler opens a monitor on the requested channels (a tap the bus
-//! offers every frame, [`crate::monitor`]) and then, on the control
+//! offers every frame, [`fieldhub_bus::monitor`]) and then, on the control
 //! server's thread, drains its feed every [`TICK`] into a
 //! [`TraceBatcher`] and sends the batch: at most 25 messages a second
 //! however busy the bus is, its frames decoded with the channels' DBC files
@@ -31,9 +31,9 @@ use serde_json::{json, Value};
 
 use super::http::{ask_value, error, ApiState};
 use super::trace::TraceBatcher;
-use super::ControlRequest;
 use crate::credentials::Access;
-use crate::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
+use fieldhub_bus::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
+use fieldhub_bus::request::ControlRequest;
 
 /// How often a batch goes to the page.
 pub const TICK: Duration = Duration::from_millis(40);

@@ -22,7 +22,7 @@ use fieldhub_dbc::Database;
 use fieldhub_proto::{text, Frame, FrameFlags, FrameKind};
 use serde_json::{json, Value};
 
-use crate::monitor::Tapped;
+use fieldhub_bus::monitor::Tapped;
 
 /// Most frames one batch carries.
 pub const FRAMES_PER_BATCH: usize = 250;

@@ -16,8 +16,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use super::http::{ask, body, error, ApiState};
-use super::ControlRequest;
 use crate::credentials::Access;
+use fieldhub_bus::request::ControlRequest;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,11 +66,11 @@ pub(super) async fn recording_file(
     let Ok(Query(FileQuery { path })) = query else {
         return error(StatusCode::BAD_REQUEST, "give the recording's path as ?path=NAME".into());
     };
-    let file = match crate::recording_path::resolve(&s.recordings_dir, &path) {
+    let file = match crate::recording::path::resolve(&s.recordings_dir, &path) {
         Ok(file) => file,
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let read = tokio::task::spawn_blocking(move || crate::recording_path::read(&file, MAX_DOWNLOAD)).await;
+    let read = tokio::task::spawn_blocking(move || crate::recording::path::read(&file, MAX_DOWNLOAD)).await;
     match read {
         Ok(Ok(bytes)) => ([("content-type", "text/plain; charset=utf-8")], bytes).into_response(),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {

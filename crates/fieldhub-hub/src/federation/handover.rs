@@ -21,8 +21,8 @@ use super::owner::{Outranked, OwnerBridge};
 use super::relay::{RelayBridge, TakeOver};
 use super::FederatedChannel;
 use crate::config::FederationConfig;
-use crate::inbox::Inbound;
 use crate::session::Sessions;
+use fieldhub_bus::inbox::Inbound;
 
 /// What a channel does next on this hub.
 pub(super) enum Next {

@@ -2,7 +2,6 @@
 //! `[federation]`, the channels it serves and the keys they use. Built with
 //! the `federation` feature only (`unbuilt.rs` stands in without it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -16,31 +15,6 @@ use crate::session::Sessions;
 
 /// How often waiting federation threads look whether the hub is stopping.
 pub(super) const LOOK: Duration = Duration::from_millis(100);
-
-impl ChannelStatus {
-    pub(super) fn new(owner: String, relay: bool) -> Self {
-        let zero = || AtomicU64::new(0);
-        let (owner, relay) = (std::sync::Mutex::new(owner), relay.into());
-        Self {
-            owner,
-            relay,
-            epoch: zero(),
-            last_seq: zero(),
-            gaps_recovered: zero(),
-            desyncs: zero(),
-            stale: zero(),
-            round: zero(),
-        }
-    }
-
-    /// Who sequences the channel from now on.
-    pub(super) fn set_owner(&self, owner: &str, relay: bool) {
-        if let Ok(mut current) = self.owner.lock() {
-            owner.clone_into(&mut current);
-        }
-        self.relay.store(relay, Ordering::Relaxed);
-    }
-}
 
 /// The liveliness token an owner of `channel` declares: its federation
 /// name and epoch in the key, so relays and other candidates know who

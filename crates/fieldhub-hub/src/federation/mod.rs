@@ -45,12 +45,7 @@ mod relay;
 #[cfg(not(feature = "federation"))]
 mod unbuilt;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-use crossbeam_channel::Sender;
-use fieldhub_proto::stats::FederationStats;
-use fieldhub_proto::Frame;
+pub use fieldhub_bus::federation::{BusLink, ChannelStatus, Uplinked};
 
 #[cfg(feature = "federation")]
 pub use link::Federation;
@@ -58,62 +53,6 @@ pub use link::Federation;
 use link::{key, owner_token, parse_owner_token, FederatedChannel, LOOK};
 #[cfg(not(feature = "federation"))]
 pub use unbuilt::Federation;
-
-/// A relayed channel's frame on its way from the bus to the owner hub.
-#[derive(Debug)]
-pub struct Uplinked {
-    pub channel: u16,
-    /// The sending port (hub-wide id) and the bus's arrival number of the
-    /// frame: what the committed event names to find it again.
-    pub port_id: u32,
-    pub arrival: u64,
-    pub frame: Frame,
-    /// The relay's resend round it was handed over in
-    /// ([`ChannelStatus::round`]): frames of an older round are sent again
-    /// in the newer one, so the uplink skips them.
-    pub round: u64,
-}
-
-/// What the bus holds of one federated channel ([`crate::bus::Bus::federate`]).
-pub struct BusLink {
-    pub channel: u16,
-    /// Where a relayed channel's frames go; `None` on the owner.
-    pub uplink: Option<Sender<Uplinked>>,
-    pub status: Arc<ChannelStatus>,
-}
-
-/// A federated channel's figures, written by its federation threads and
-/// read by the bus for `STATS`.
-pub struct ChannelStatus {
-    /// The hub sequencing the channel now, and whether it is another one:
-    /// both change when a standby takes over or an owner steps down.
-    owner: std::sync::Mutex<String>,
-    relay: std::sync::atomic::AtomicBool,
-    pub epoch: AtomicU64,
-    pub last_seq: AtomicU64,
-    pub gaps_recovered: AtomicU64,
-    pub desyncs: AtomicU64,
-    pub stale: AtomicU64,
-    /// Written by the bus alone: the resend round its relayed frames are
-    /// handed over in (`Inbound::FederationResend`).
-    pub round: AtomicU64,
-}
-
-impl ChannelStatus {
-    /// The figures now, each read on its own (they need not agree exactly).
-    pub fn snapshot(&self) -> FederationStats {
-        let read = |value: &AtomicU64| value.load(Ordering::Relaxed);
-        FederationStats {
-            role: if self.relay.load(Ordering::Relaxed) { "relay" } else { "owner" }.into(),
-            owner: self.owner.lock().map(|o| o.clone()).unwrap_or_default(),
-            epoch: read(&self.epoch),
-            last_seq: read(&self.last_seq),
-            gaps_recovered: read(&self.gaps_recovered),
-            desyncs: read(&self.desyncs),
-            stale: read(&self.stale),
-        }
-    }
-}
 
 /// Why the federation could not start.
 #[derive(Debug, thiserror::Error)]

@@ -25,8 +25,8 @@ use fieldhub_proto::Frame;
 use tracing::warn;
 
 use super::event::Origin;
-use crate::inbox::Inbound;
 use crate::session::ClientSlot;
+use fieldhub_bus::inbox::Inbound;
 
 /// How long a relay port's route stays after its last frame left.
 pub const ROUTE_IDLE: Duration = Duration::from_secs(10);

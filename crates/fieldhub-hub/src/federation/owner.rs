@@ -36,11 +36,11 @@ use super::event::{Event, TxRequest};
 use super::origin_ports::{origin_of, Forwarded, Opening, OriginPorts};
 use super::{key, FederatedChannel, LOOK};
 use crate::config::FederationConfig;
-use crate::credit::TxCredit;
-use crate::inbox::Inbound;
-use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
+use fieldhub_bus::credit::TxCredit;
+use fieldhub_bus::inbox::Inbound;
+use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
 
 /// Transmit requests Zenoh may queue for the forwarder before it holds
 /// the link back.

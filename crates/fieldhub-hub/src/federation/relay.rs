@@ -40,8 +40,8 @@ use zenoh::Wait;
 
 use super::event::{Event, Origin, TxRequest};
 use super::{key, ChannelStatus, FederatedChannel, Uplinked, LOOK};
-use crate::inbox::Inbound;
 use crate::session::Sessions;
+use fieldhub_bus::inbox::Inbound;
 
 /// Committed events Zenoh may queue for the events thread before it holds
 /// the owner's link back.

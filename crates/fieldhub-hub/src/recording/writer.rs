@@ -1,5 +1,6 @@
-//! Recordings started through the control API: every frame put on the
-//! recorded channels is written to a candump log or Vector ASC file.
+//! The hub's recorder: every frame the bus offers a recording is written to
+//! a candump log or Vector ASC file ([`FileRecorder`], the bus's
+//! [`Recorder`]).
 //!
 //! The bus thread only hands `(timestamp, channel, frame)` to a bounded
 //! queue; a thread per recording does the formatting and the file I/O, so a
@@ -10,96 +11,75 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use fieldhub_log::{Direction, Format, Recorder, RecorderOptions};
+use fieldhub_bus::recording::{Recorder, RecordingFormat, RecordingStart, RecordingTap};
+use fieldhub_log::{Direction, Format, RecorderOptions};
 use fieldhub_proto::Frame;
 use tracing::warn;
 
 /// Frames waiting for one recording's writer before it drops.
 pub const RECORDING_QUEUE: usize = 64 * 1024;
-/// Recordings at once: each holds a thread, a file and its queue.
-pub const MAX_RECORDINGS: usize = 64;
 /// How often an idle recording flushes what it has written.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 
-/// One recording in progress.
-pub struct Recording {
-    pub id: u32,
-    pub path: PathBuf,
-    /// The path as the API was given it, relative to the recordings
-    /// directory: how the file is downloaded again.
-    pub name: String,
-    pub format: Format,
-    /// Channel ids and names recorded.
-    pub channels: Vec<(u16, String)>,
+/// Writes recordings as files, each from a thread of its own.
+pub struct FileRecorder;
+
+impl Recorder for FileRecorder {
+    fn start(&self, recording: RecordingStart<'_>) -> std::io::Result<Box<dyn RecordingTap>> {
+        let file = super::path::create(recording.path)?;
+        Ok(Box::new(FileTap::into_file(recording, file)?))
+    }
+}
+
+/// One recording's file writer.
+struct FileTap {
+    path: String,
     queue: Option<Sender<(u64, u16, Frame)>>,
     writer: Option<JoinHandle<std::io::Result<u64>>>,
     /// Frames lost because the writer fell behind or failed.
-    pub dropped: u64,
+    dropped: u64,
     /// Why the writer stopped early, once it did.
     failure: Arc<OnceLock<String>>,
 }
 
-impl Recording {
-    /// Create the file and start writing.
-    pub fn start(
-        id: u32,
-        path: PathBuf,
-        name: String,
-        format: Format,
-        channels: Vec<(u16, String)>,
-        start_ns: u64,
-    ) -> std::io::Result<Self> {
-        let file = crate::recording_path::create(&path)?;
-        Self::into_file(id, path, name, format, channels, start_ns, file)
-    }
-
-    /// Start writing into `file`, which is `path` opened.
-    fn into_file(
-        id: u32,
-        path: PathBuf,
-        name: String,
-        format: Format,
-        channels: Vec<(u16, String)>,
-        start_ns: u64,
-        file: File,
-    ) -> std::io::Result<Self> {
+impl FileTap {
+    /// Start writing into `file`, which is `recording.path` opened.
+    fn into_file(recording: RecordingStart<'_>, file: File) -> std::io::Result<Self> {
+        let RecordingStart { id, path, format, channels, start_ns } = recording;
         let options = RecorderOptions {
             channels: channels.iter().map(|(_, name)| name.clone()).collect(),
             start_ns,
             ..Default::default()
         };
-        let recorder = Recorder::new(BufWriter::new(file), format, &options);
+        let format = match format {
+            RecordingFormat::Candump => Format::Candump,
+            RecordingFormat::Asc => Format::Asc,
+        };
+        let recorder = fieldhub_log::Recorder::new(BufWriter::new(file), format, &options);
         let (queue, incoming) = crossbeam_channel::bounded(RECORDING_QUEUE);
-        let names = channels.clone();
+        let names = channels.to_vec();
         let failure = Arc::new(OnceLock::new());
-        let (failed, shown) = (Arc::clone(&failure), path.display().to_string());
+        let shown = path.display().to_string();
+        let (failed, logged) = (Arc::clone(&failure), shown.clone());
         let writer = std::thread::Builder::new().name(format!("fh-record-{id}")).spawn(move || {
             let written = write_loop(recorder, &incoming, &names);
             if let Err(e) = &written {
-                warn!(recording = id, path = %shown, "recording stopped: cannot write the file: {e}");
+                warn!(recording = id, path = %logged, "recording stopped: cannot write the file: {e}");
                 let _ = failed.set(format!("cannot write the file: {e}"));
             }
             written
         })?;
-        Ok(Self { id, path, name, format, channels, queue: Some(queue), writer: Some(writer), dropped: 0, failure })
+        Ok(Self { path: shown, queue: Some(queue), writer: Some(writer), dropped: 0, failure })
     }
+}
 
-    /// Why the recording stopped writing, if it did.
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.get().map(String::as_str)
-    }
-
-    /// Hand over a frame put on `channel`, if this recording covers it.
-    pub fn offer(&mut self, timestamp_ns: u64, channel: u16, frame: &Frame) {
-        if !self.channels.iter().any(|(id, _)| *id == channel) {
-            return;
-        }
+impl RecordingTap for FileTap {
+    fn offer(&mut self, timestamp_ns: u64, channel: u16, frame: &Frame) {
         if let Some(queue) = &self.queue {
             // Full: the writer fell behind; disconnected: it failed.
             if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
@@ -110,19 +90,26 @@ impl Recording {
         }
     }
 
-    /// Finish the file; returns the number of frames written.
-    pub fn stop(mut self) -> Result<u64, String> {
+    fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.get().cloned()
+    }
+
+    fn stop(mut self: Box<Self>) -> Result<u64, String> {
         drop(self.queue.take());
         match self.writer.take().map(JoinHandle::join) {
             Some(Ok(Ok(frames))) => Ok(frames),
-            Some(Ok(Err(e))) => Err(format!("writing {} failed: {e}", self.path.display())),
-            _ => Err(format!("the writer of {} stopped unexpectedly", self.path.display())),
+            Some(Ok(Err(e))) => Err(format!("writing {} failed: {e}", self.path)),
+            _ => Err(format!("the writer of {} stopped unexpectedly", self.path)),
         }
     }
 }
 
 fn write_loop(
-    mut recorder: Recorder<BufWriter<File>>,
+    mut recorder: fieldhub_log::Recorder<BufWriter<File>>,
     incoming: &Receiver<(u64, u16, Frame)>,
     names: &[(u16, String)],
 ) -> std::io::Result<u64> {
@@ -143,6 +130,8 @@ fn write_loop(
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -150,8 +139,14 @@ mod tests {
         // /dev/full: every write fails with ENOSPC, as on a full disk.
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
         let channels = vec![(0u16, "can0".to_owned())];
-        let mut recording =
-            Recording::into_file(1, "/dev/full".into(), "full.log".into(), Format::Candump, channels, 0, full).unwrap();
+        let start = RecordingStart {
+            id: 1,
+            path: Path::new("/dev/full"),
+            format: RecordingFormat::Candump,
+            channels: &channels,
+            start_ns: 0,
+        };
+        let mut recording = Box::new(FileTap::into_file(start, full).unwrap());
         let frame = Frame::can(0x123, false, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         // Enough to fill the writer's buffer, so it writes and fails.
         let mut offered = 0u64;
@@ -160,15 +155,17 @@ mod tests {
             offered += 1;
             assert!(offered < 10_000_000, "the writer never failed");
             if offered % 1024 == 0 {
-                std::thread::sleep(Duration::from_millis(1));
+                // Lets the writer thread run on a loaded machine; the loop
+                // ends on the failure, not on this pause.
+                std::thread::yield_now();
             }
         }
         assert!(recording.failure().unwrap().contains("No space left on device"), "{:?}", recording.failure());
-        let before = recording.dropped;
+        let before = recording.dropped();
         for _ in 0..3 {
             recording.offer(offered, 0, &frame);
         }
-        assert_eq!(recording.dropped, before + 3, "frames offered after the failure are counted");
+        assert_eq!(recording.dropped(), before + 3, "frames offered after the failure are counted");
         let stopped = recording.stop().unwrap_err();
         assert!(stopped.contains("No space left on device"), "{stopped}");
     }

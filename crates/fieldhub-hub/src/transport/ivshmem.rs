@@ -49,10 +49,10 @@ use fieldhub_shm::{Backoff, ClientSegment, Consumer, Producer, Region, SegmentHe
 use tracing::warn;
 
 use super::shm::{ShmLink, ShmPeer, Starts};
-use crate::credit::{TxCredit, Waiter};
-use crate::outbox::Outbox;
 use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, Violation};
+use fieldhub_bus::credit::{TxCredit, Waiter};
+use fieldhub_bus::outbox::Outbox;
 
 /// The poller's longest sleep while no session is under way: a connect
 /// request waits at most this long for its grant.

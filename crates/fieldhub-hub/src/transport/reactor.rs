@@ -52,12 +52,12 @@ use tracing::{info, warn};
 use super::shm::{open_session, ShmLink, ShmService};
 use super::tls::{Opening, TlsFailure, TlsSocket};
 use crate::control::http::{looks_like_http, ControlServer, HttpConnection};
-use crate::credit::{TxCredit, Waiter};
-use crate::inbox::Inbound;
-use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::peer_user::{DiagSocket, PeerOrigin};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
-use crate::slots::SlotTable;
+use fieldhub_bus::credit::{TxCredit, Waiter};
+use fieldhub_bus::inbox::Inbound;
+use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
+use fieldhub_bus::slots::SlotTable;
 
 /// How long the reactor waits before it accepts again after an accept
 /// failed for want of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`).

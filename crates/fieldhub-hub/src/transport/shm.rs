@@ -34,10 +34,10 @@ use fieldhub_shm::ring::{slots_for, RingRef};
 use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
 use tracing::warn;
 
-use crate::credit::{TxCredit, Waiter, TX_CREDITS};
-use crate::inbox::{ClientId, Inbound, Intake, IntakeEnd};
-use crate::outbox::{Outbound, Outbox, OutboxSink, Refused};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
+use fieldhub_bus::credit::{TxCredit, Waiter, TX_CREDITS};
+use fieldhub_bus::inbox::{ClientId, Inbound, Intake, IntakeEnd};
+use fieldhub_bus::outbox::{Outbound, Outbox, OutboxSink, Refused};
 
 /// Slots of a to-client ring kept free of frames for replies: the largest
 /// message (a `STATS` document of `MAX_MESSAGE_LEN`, 2049 slots) plus room
@@ -50,9 +50,6 @@ pub struct ShmService {
     /// Slots of each client's to-client ring (`[hub] shm_ring_slots`).
     pub ring_slots: u32,
 }
-/// Messages the bus takes from one client's ring per round, so one busy
-/// client cannot starve the others or postpone the channels' service.
-pub const PEER_BUDGET: usize = 256;
 
 /// The session socket of a hub serving shared memory.
 pub struct ShmListener {

@@ -43,11 +43,11 @@ use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary, 
 use tracing::{error, info, warn};
 
 use crate::config::{ChannelConfig, SilKitConfig, SilKitMode};
-use crate::credit::TxCredit;
-use crate::inbox::Inbound;
-use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
+use fieldhub_bus::credit::TxCredit;
+use fieldhub_bus::inbox::Inbound;
+use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
 
 /// Frames from SIL Kit waiting for the bridge thread: enough for a burst
 /// while the bus is busy, bounded so a flood holds SIL Kit back.

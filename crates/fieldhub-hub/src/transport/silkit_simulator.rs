@@ -46,10 +46,10 @@ use tracing::{error, info, warn};
 
 use super::silkit::{Attached, SilKitBridge};
 use crate::config::SilKitConfig;
-use crate::confinement::can_err;
-use crate::inbox::{ClientId, Inbound};
-use crate::outbox::{Outbound, QueueOutbox};
 use crate::session::Sessions;
+use fieldhub_bus::confinement::can_err;
+use fieldhub_bus::inbox::{ClientId, Inbound};
+use fieldhub_bus::outbox::{Outbound, QueueOutbox};
 
 /// Requests one SIL Kit controller may have in flight (sent, not yet
 /// answered): its transmit queue.
@@ -581,8 +581,8 @@ fn wall_clock_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::confinement::{state_change_frame, ErrorCounters, ErrorState as Confined};
-    use crate::fault::corruption_error_frame;
+    use fieldhub_bus::confinement::{state_change_frame, ErrorCounters, ErrorState as Confined};
+    use fieldhub_bus::fault::corruption_error_frame;
 
     fn node_with(frames: &[u32], forwarded: usize) -> Node {
         let requests = frames

@@ -32,11 +32,11 @@ use fieldhub_socketcan::{Interface, InterfaceError};
 use tracing::{error, info, warn};
 
 use crate::config::PortConfig;
-use crate::credit::TxCredit;
-use crate::inbox::Inbound;
-use crate::outbox::{Outbound, Outbox, QueueOutbox};
 use crate::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
+use fieldhub_bus::credit::TxCredit;
+use fieldhub_bus::inbox::Inbound;
+use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
 
 /// How often the writer looks whether the bus let go of the port while no
 /// frame comes.
