@@ -33,15 +33,9 @@
 
 mod bus_thread;
 pub mod config;
-mod config_access;
-mod config_federation;
-mod config_silkit;
-mod config_source;
 mod control;
-mod credentials;
 pub mod fatal;
 pub mod federation;
-mod peer_user;
 pub mod recording;
 pub mod session;
 mod transport;
@@ -53,7 +47,7 @@ use std::thread::JoinHandle;
 
 use bus_thread::wake::BusWake;
 pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
-use control::dbc::{DbcFileError, DbcStore};
+use control::dbc_store::{DbcFileError, DbcStore};
 use control::http::ControlServer;
 use fieldhub_bus::inbox::{Inbound, InboxSender};
 use session::Sessions;
@@ -63,7 +57,7 @@ use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
-pub use transport::tls_config::TlsConfigError;
+pub use transport::tls::config::TlsConfigError;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -101,7 +95,7 @@ pub enum StartError {
 /// The TLS settings of `config`, read and checked (`None`: no TLS): what
 /// [`Hub::start`] does first, for `--check-config` too.
 pub fn tls_server_config(config: &HubConfig) -> Result<Option<Arc<rustls::ServerConfig>>, TlsConfigError> {
-    config.tls_files().map(|files| transport::tls_config::server_config(&files)).transpose()
+    config.tls_files().map(|files| transport::tls::config::server_config(&files)).transpose()
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -131,7 +125,7 @@ impl Hub {
                 token_file: a.token_file.display().to_string(),
             });
         }
-        let tokens = config.check_access_tokens(&config_source::ConfigSource::none());
+        let tokens = config.check_access_tokens(&config::ConfigSource::none());
         tokens.map_err(|(field, message)| ConfigError::Invalid { origin: "configuration".into(), field, message })?;
         let tls = tls_server_config(&config)?;
         let stopping = Arc::new(AtomicBool::new(false));
@@ -327,7 +321,11 @@ fn raise_open_file_limit() {
 }
 
 /// The tokens and the rule for local users that sessions and the control API check.
-fn credentials(config: &HubConfig) -> credentials::Credentials {
-    credentials::Credentials::new(config.hub.token.clone(), config.hub.monitor_token.clone(), config.hub.insecure_local)
-        .with_grants(&config.access)
+fn credentials(config: &HubConfig) -> session::credentials::Credentials {
+    session::credentials::Credentials::new(
+        config.hub.token.clone(),
+        config.hub.monitor_token.clone(),
+        config.hub.insecure_local,
+    )
+    .with_grants(&config.access)
 }

@@ -17,32 +17,28 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::DefaultBodyLimit;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{delete, get, patch, post, put};
-use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::json;
+use axum::Router;
+use fieldhub_bus::inbox::InboxSender;
+use fieldhub_bus::request::ControlRequest;
 use tokio::sync::{mpsc, oneshot};
 
-use super::dbc::{self, DbcStore};
-use super::workbench;
-use crate::config::{ChannelConfig, RouteConfig};
-use crate::credentials::{Access, Credentials, Refused};
-use crate::peer_user::PeerOrigin;
-use fieldhub_bus::fault::{FaultSpec, FaultSpecError};
-use fieldhub_bus::inbox::{Inbound, InboxSender};
-use fieldhub_bus::request::{
-    ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec, TimeCommand,
-};
+use super::api::error;
+use super::dbc_store::DbcStore;
+use super::handlers::requests::*;
+use super::handlers::{dbc, workbench};
+use super::state::{ask, ApiState};
+use crate::session::credentials::{Access, Credentials, Refused};
+use crate::session::peer_user::PeerOrigin;
+use crate::transport::http::{HttpConnection, HttpHandoff};
 
 /// The OpenAPI document of this API, kept in the repository.
 pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
@@ -85,33 +81,6 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/time"),
 ];
 
-/// How long an HTTP request waits for the bus thread.
-const BUS_TIMEOUT: Duration = Duration::from_secs(5);
-
-pub(super) struct ApiState {
-    inbox: InboxSender,
-    pub(super) credentials: Credentials,
-    /// The DBC files the monitor decodes with.
-    pub(super) dbc: DbcStore,
-    /// `[hub] recordings_dir`: recording paths are resolved in it here,
-    /// before a request reaches the bus.
-    pub(super) recordings_dir: PathBuf,
-}
-
-/// A connection the reactor hands over because it speaks HTTP.
-pub enum HttpConnection {
-    Plain(std::net::TcpStream),
-    /// TLS, its handshake done by the reactor, which also decrypted the
-    /// request's first bytes (`read_ahead`). `certified`: the client
-    /// presented a certificate `tls_client_ca` verified.
-    Tls {
-        tcp: std::net::TcpStream,
-        session: Box<rustls::ServerConnection>,
-        read_ahead: Vec<u8>,
-        certified: bool,
-    },
-}
-
 /// The running control server; dropping it stops the server.
 pub struct ControlServer {
     connections: mpsc::UnboundedSender<HttpConnection>,
@@ -137,11 +106,6 @@ impl ControlServer {
         Ok(Self { connections, stop: Some(stop), thread: Some(thread) })
     }
 
-    /// Serve `stream`, an accepted TCP connection that speaks HTTP.
-    pub fn hand_over(&self, stream: HttpConnection) {
-        let _ = self.connections.send(stream);
-    }
-
     /// Stop serving and wait for the server thread.
     pub fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -153,16 +117,17 @@ impl ControlServer {
     }
 }
 
+impl HttpHandoff for ControlServer {
+    /// Serve `stream`, an accepted TCP connection that speaks HTTP.
+    fn hand_over(&self, stream: HttpConnection) {
+        let _ = self.connections.send(stream);
+    }
+}
+
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Whether the first bytes of a connection are an HTTP request line.
-pub fn looks_like_http(first: &[u8]) -> bool {
-    const METHODS: [&[u8]; 9] = [b"GET ", b"POST", b"PUT ", b"DELE", b"HEAD", b"PATC", b"OPTI", b"CONN", b"TRAC"];
-    METHODS.iter().any(|m| first.starts_with(m))
 }
 
 fn router(state: Arc<ApiState>) -> Router {
@@ -194,7 +159,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/recordings/{id}", delete(stop_recording))
         .route("/api/v1/recording-file", get(workbench::recording_file))
         .route("/api/v1/channels/{channel}/send", post(workbench::send_frame))
-        .route("/api/v1/monitor", get(super::monitor_ws::open))
+        .route("/api/v1/monitor", get(super::handlers::monitor_ws::open))
         .route("/api/v1/time", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Time)).post(set_time))
         .route("/api/v1/dbc", get(dbc::list))
         .route(
@@ -291,205 +256,6 @@ async fn authorize(State(state): State<Arc<ApiState>>, mut request: Request, nex
     next.run(request).await
 }
 
-pub(super) fn error(status: StatusCode, message: String) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
-}
-
-/// Hand a request to the bus thread and turn its answer into a response.
-pub(super) async fn ask(state: Arc<ApiState>, request: ControlRequest) -> Response {
-    match ask_value(&state, request).await {
-        Ok(body) => Json(body).into_response(),
-        Err(response) => response,
-    }
-}
-
-/// Hand a request to the bus thread: its answer, or the error response.
-pub(super) async fn ask_value(state: &ApiState, request: ControlRequest) -> Result<serde_json::Value, Response> {
-    // What needs no bus state is refused here, before the bus thread sees it.
-    request.check().map_err(error_response)?;
-    let (reply, answer) = oneshot::channel::<ControlResult>();
-    let inbox = state.inbox.clone();
-    let queued = tokio::task::spawn_blocking(move || {
-        // The bus calls it once on its own thread; a oneshot send never waits.
-        let reply = Box::new(move |result| {
-            let _ = reply.send(result);
-        });
-        inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok()
-    })
-    .await
-    .unwrap_or(false);
-    if !queued {
-        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not taking requests (shutting down?)".into()));
-    }
-    match tokio::time::timeout(BUS_TIMEOUT, answer).await {
-        Ok(Ok(Ok(body))) => Ok(body),
-        Ok(Ok(Err(refused))) => Err(error_response(refused)),
-        _ => Err(error(StatusCode::SERVICE_UNAVAILABLE, "the bus did not answer in time".into())),
-    }
-}
-
-/// The response to a refused request.
-fn error_response(refused: ControlError) -> Response {
-    match refused {
-        ControlError::NotFound(m) => error(StatusCode::NOT_FOUND, m),
-        ControlError::Conflict(m) => error(StatusCode::CONFLICT, m),
-        ControlError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-    }
-}
-
-/// The request body, or the response explaining why it is unusable.
-pub(super) fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
-    parsed
-        .map(|Json(v)| v)
-        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text()))))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlugBody {
-    channel: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CutBody {
-    ports: Vec<String>,
-}
-
-async fn plug(
-    State(s): State<Arc<ApiState>>,
-    Path(port): Path<String>,
-    b: Result<Json<PlugBody>, JsonRejection>,
-) -> Response {
-    match body(b) {
-        Ok(PlugBody { channel }) => ask(s, ControlRequest::Plug { port, channel }).await,
-        Err(response) => *response,
-    }
-}
-
-async fn unplug(State(s): State<Arc<ApiState>>, Path(port): Path<String>) -> Response {
-    ask(s, ControlRequest::Unplug { port }).await
-}
-
-async fn cut(
-    State(s): State<Arc<ApiState>>,
-    Path(channel): Path<String>,
-    b: Result<Json<CutBody>, JsonRejection>,
-) -> Response {
-    match body(b) {
-        Ok(CutBody { ports }) => ask(s, ControlRequest::Cut { channel, ports }).await,
-        Err(response) => *response,
-    }
-}
-
-async fn repair(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
-    ask(s, ControlRequest::Repair { channel }).await
-}
-
-async fn create_channel(State(s): State<Arc<ApiState>>, b: Result<Json<ChannelConfig>, JsonRejection>) -> Response {
-    match body(b) {
-        Ok(config) => ask(s, ControlRequest::CreateChannel(config)).await,
-        Err(response) => *response,
-    }
-}
-
-async fn update_channel(
-    State(s): State<Arc<ApiState>>,
-    Path(channel): Path<String>,
-    b: Result<Json<ChannelUpdate>, JsonRejection>,
-) -> Response {
-    match body(b) {
-        Ok(update) => ask(s, ControlRequest::UpdateChannel { channel, update }).await,
-        Err(response) => *response,
-    }
-}
-
-async fn remove_channel(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
-    ask(s, ControlRequest::RemoveChannel { channel }).await
-}
-
-async fn short(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
-    ask(s, ControlRequest::Short { channel }).await
-}
-
-async fn unshort(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
-    ask(s, ControlRequest::Unshort { channel }).await
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StateBody {
-    state: ForcedState,
-}
-
-async fn force_state(
-    State(s): State<Arc<ApiState>>,
-    Path(port): Path<String>,
-    b: Result<Json<StateBody>, JsonRejection>,
-) -> Response {
-    match body(b) {
-        Ok(StateBody { state }) => ask(s, ControlRequest::ForceState { port, state }).await,
-        Err(response) => *response,
-    }
-}
-
-async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, JsonRejection>) -> Response {
-    match body(b) {
-        // Checked here so a malformed rule never reaches the bus thread.
-        Ok(spec) => match spec.check() {
-            Ok(()) => ask(s, ControlRequest::AddFault(spec)).await,
-            Err(e @ FaultSpecError::Malformed { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
-            Err(e @ FaultSpecError::OutOfRange { .. }) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-        },
-        Err(response) => *response,
-    }
-}
-
-async fn set_time(State(s): State<Arc<ApiState>>, b: Result<Json<TimeCommand>, JsonRejection>) -> Response {
-    match body(b) {
-        Ok(command) => ask(s, ControlRequest::SetTime(command)).await,
-        Err(response) => *response,
-    }
-}
-
-async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
-    match id.parse::<u32>() {
-        Ok(id) => ask(s, ControlRequest::RemoveFault { id }).await,
-        Err(_) => error(StatusCode::BAD_REQUEST, format!("fault id '{id}' is not a number")),
-    }
-}
-
-async fn start_recording(State(s): State<Arc<ApiState>>, b: Result<Json<RecordingSpec>, JsonRejection>) -> Response {
-    match body(b) {
-        Ok(spec) => match crate::recording::path::resolve(&s.recordings_dir, &spec.path) {
-            Ok(file) => ask(s, ControlRequest::StartRecording { spec, file }).await,
-            Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
-        },
-        Err(response) => *response,
-    }
-}
-
-async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
-    match id.parse::<u32>() {
-        Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
-        Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
-    }
-}
-
-async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, JsonRejection>) -> Response {
-    match body(b) {
-        Ok(spec) => ask(s, ControlRequest::AddRoute(spec)).await,
-        Err(response) => *response,
-    }
-}
-
-async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Path<String>) -> Response {
-    match route.parse::<u32>() {
-        Ok(id) => ask(s, ControlRequest::RemoveRoute { id }).await,
-        Err(_) => error(StatusCode::BAD_REQUEST, format!("route '{route}' is not a number (a route's `route` field)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,12 +297,5 @@ mod tests {
             let end = section[2..].find("\n  /").map_or(section.len(), |e| e + 2);
             assert!(section[..end].contains(&format!("\n    {method}:")), "{method} {path} missing");
         }
-    }
-
-    #[test]
-    fn http_methods_are_told_apart_from_the_binary_handshake() {
-        assert!(looks_like_http(b"GET /api/v1/stats HTTP/1.1"));
-        assert!(looks_like_http(b"POST"));
-        assert!(!looks_like_http(&[0x0c, 0, 0, 0]));
     }
 }

@@ -7,12 +7,13 @@
 //! the bus thread applies them between two frames, so every change is atomic
 //! with respect to traffic and the data path never takes a lock for them.
 
-pub mod dbc;
+pub mod api;
+pub mod dbc_store;
+pub mod handlers;
 pub mod http;
-mod monitor_ws;
 mod origin;
 mod serve;
+pub mod state;
 mod tls_io;
 pub mod trace;
 mod ui;
-mod workbench;

@@ -25,9 +25,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
-use super::http::HttpConnection;
 use super::tls_io::TlsIo;
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
+use crate::transport::http::HttpConnection;
 
 /// A request's extension when it came over TLS.
 #[derive(Clone, Copy, Debug)]

@@ -23,6 +23,7 @@ use fieldhub_proto::{text, Frame, FrameFlags, FrameKind};
 use serde_json::{json, Value};
 
 use fieldhub_bus::monitor::Tapped;
+use fieldhub_bus::port_id::PortId;
 
 /// Most frames one batch carries.
 pub const FRAMES_PER_BATCH: usize = 250;
@@ -182,7 +183,8 @@ impl TraceBatcher {
                     t.frame.len(),
                     text::format_cansend(&t.frame),
                     decode(t.channel, &t.frame),
-                    t.sender,
+                    t.sender.map_or(0, u32::from),
+                    t.sender.map(PortId::kind),
                 ])
             })
             .collect();
@@ -202,7 +204,12 @@ mod tests {
     use super::*;
 
     fn tapped(id: u32, us: u64, data: &[u8]) -> Tapped {
-        Tapped { channel: 0, sender: 1, timestamp_ns: us * 1_000, frame: Frame::can(id, false, data).unwrap() }
+        Tapped {
+            channel: 0,
+            sender: PortId::client(1),
+            timestamp_ns: us * 1_000,
+            frame: Frame::can(id, false, data).unwrap(),
+        }
     }
 
     #[test]
@@ -215,6 +222,7 @@ mod tests {
         let frames = batch["frames"].as_array().unwrap();
         assert_eq!(frames.len(), FRAMES_PER_BATCH);
         assert_eq!(frames.last().unwrap()[1], 9_990, "the newest frame is drawn");
+        assert_eq!(frames.last().unwrap()[9], "client", "the sender's kind");
         assert_eq!(batch["skipped"], 1_000 - FRAMES_PER_BATCH as u64);
         assert_eq!(batch["dropped"], 7);
         let row = &batch["rows"][0];
@@ -259,7 +267,12 @@ mod tests {
     fn identifiers_beyond_the_cap_are_counted_not_tracked() {
         let mut batcher = TraceBatcher::default();
         for id in 0..(MAX_IDS as u32 + 5) {
-            batcher.take(Tapped { channel: 0, sender: 1, timestamp_ns: 0, frame: Frame::can(id, true, &[]).unwrap() });
+            batcher.take(Tapped {
+                channel: 0,
+                sender: PortId::client(1),
+                timestamp_ns: 0,
+                frame: Frame::can(id, true, &[]).unwrap(),
+            });
         }
         let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use tracing::{error, info};
 
+use super::channel::FederatedChannel;
 use super::owner::{Outranked, OwnerBridge};
 use super::relay::{RelayBridge, TakeOver};
-use super::FederatedChannel;
 use crate::config::FederationConfig;
 use crate::session::Sessions;
 use fieldhub_bus::inbox::Inbound;

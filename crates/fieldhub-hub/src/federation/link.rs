@@ -1,53 +1,18 @@
-//! The Zenoh side of the federation: the session a hub opens from
-//! `[federation]`, the channels it serves and the keys they use. Built with
+//! The Zenoh session a hub opens from `[federation]` and the channel
+//! threads it starts. Built with
 //! the `federation` feature only (`unbuilt.rs` stands in without it).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crossbeam_channel::Receiver;
 use zenoh::Wait;
 
-use super::{handover, BusLink, ChannelStatus, FederationError, Uplinked};
+use super::channel::FederatedChannel;
+use super::error::FederationError;
+use super::handover;
 use crate::config::{FederationConfig, HubConfig, Role};
 use crate::session::Sessions;
-
-/// How often waiting federation threads look whether the hub is stopping.
-pub(super) const LOOK: Duration = Duration::from_millis(100);
-
-/// The liveliness token an owner of `channel` declares: its federation
-/// name and epoch in the key, so relays and other candidates know who
-/// sequences the channel under which epoch.
-pub(super) fn owner_token(channel: &str, hub: &str, epoch: u64) -> String {
-    format!("fieldhub/{channel}/owner/{hub}/{epoch}")
-}
-
-/// The hub and epoch of an owner's liveliness token, `None` for another key.
-pub(super) fn parse_owner_token(channel: &str, token: &str) -> Option<(String, u64)> {
-    let rest = token.strip_prefix(&format!("fieldhub/{channel}/owner/"))?;
-    let (hub, epoch) = rest.split_once('/')?;
-    Some((hub.to_owned(), epoch.parse().ok()?))
-}
-
-/// The key of `what` for channel `channel`.
-pub(super) fn key(channel: &str, what: &str) -> String {
-    format!("fieldhub/{channel}/{what}")
-}
-
-/// One federated channel of this hub.
-pub(super) struct FederatedChannel {
-    pub(super) id: u16,
-    pub(super) name: String,
-    pub(super) role: Role,
-    /// The bus's relayed frames, for a relay.
-    pub(super) uplink: Option<Receiver<Uplinked>>,
-    pub(super) status: Arc<ChannelStatus>,
-    /// The channel's exact bit timing, for events' end times.
-    pub(super) bitrate: u32,
-    pub(super) data_bitrate: u32,
-    pub(super) canfd: bool,
-}
+use fieldhub_bus::federation::{BusLink, ChannelStatus};
 
 /// The open Zenoh session and the channels it serves, before their threads run.
 pub struct Federation {
@@ -189,19 +154,4 @@ fn write_dictionary(token: &str) -> std::io::Result<tempfile::NamedTempFile> {
     writeln!(file, "{TOKEN_USER}:{token}")?;
     file.flush()?;
     Ok(file)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{owner_token, parse_owner_token};
-
-    #[test]
-    fn an_owner_token_names_its_hub_and_epoch_and_nothing_else_parses() {
-        let token = owner_token("body", "rack2", 7);
-        assert_eq!(token, "fieldhub/body/owner/rack2/7");
-        assert_eq!(parse_owner_token("body", &token), Some(("rack2".into(), 7)));
-        assert_eq!(parse_owner_token("chassis", &token), None, "another channel's token");
-        assert_eq!(parse_owner_token("body", "fieldhub/body/owner"), None, "the old key without hub and epoch");
-        assert_eq!(parse_owner_token("body", "fieldhub/body/owner/rack2/x"), None);
-    }
 }

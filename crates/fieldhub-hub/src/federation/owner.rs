@@ -32,11 +32,11 @@ use zenoh::qos::{CongestionControl, Priority};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use super::channel::{key, FederatedChannel, LOOK};
 use super::event::{Event, TxRequest};
 use super::origin_ports::{origin_of, Forwarded, Opening, OriginPorts};
-use super::{key, FederatedChannel, LOOK};
 use crate::config::FederationConfig;
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
@@ -195,7 +195,8 @@ impl OwnerBridge {
                 .declare_subscriber(format!("fieldhub/{name}/owner/**"))
                 .history(true)
                 .callback(move |sample| {
-                    let Some((hub, theirs)) = super::parse_owner_token(&channel, sample.key_expr().as_str()) else {
+                    let Some((hub, theirs)) = super::channel::parse_owner_token(&channel, sample.key_expr().as_str())
+                    else {
                         return;
                     };
                     if sample.kind() == SampleKind::Put && (theirs > epoch || (theirs == epoch && hub < me)) {
@@ -231,7 +232,8 @@ impl OwnerBridge {
                 .spawn(move || writer.run(&outbox, &closed, &forwarded, &history, &opening))
         };
         // Declared last: a relay that sees the owner finds its subscriber and queryable.
-        let token = self.session.liveliness().declare_token(super::owner_token(&name, &self.me, self.epoch)).wait();
+        let token =
+            self.session.liveliness().declare_token(super::channel::owner_token(&name, &self.me, self.epoch)).wait();
         if let Err(e) = &token {
             error!(channel = %name, "cannot declare the owner's liveliness token: {e}");
         }
@@ -323,7 +325,7 @@ fn wait_until_opened(outbox: &QueueOutbox, sessions: &Sessions, channel: &str) -
 /// Publishes the channel's frames as committed events.
 struct Writer {
     session: zenoh::Session,
-    status: Arc<super::ChannelStatus>,
+    status: Arc<fieldhub_bus::federation::ChannelStatus>,
     channel: String,
     epoch: u64,
     keep: usize,

@@ -38,9 +38,10 @@ use zenoh::query::ConsolidationMode;
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
+use super::channel::{key, FederatedChannel, LOOK};
 use super::event::{Event, Origin, TxRequest};
-use super::{key, ChannelStatus, FederatedChannel, Uplinked, LOOK};
 use crate::session::Sessions;
+use fieldhub_bus::federation::{ChannelStatus, Uplinked};
 use fieldhub_bus::inbox::Inbound;
 
 /// Committed events Zenoh may queue for the events thread before it holds
@@ -125,7 +126,8 @@ impl RelayBridge {
                 .declare_subscriber(format!("fieldhub/{name}/owner/**"))
                 .history(true)
                 .callback(move |sample| {
-                    let Some((owner, epoch)) = super::parse_owner_token(&name, sample.key_expr().as_str()) else {
+                    let Some((owner, epoch)) = super::channel::parse_owner_token(&name, sample.key_expr().as_str())
+                    else {
                         return;
                     };
                     let Ok(mut owners) = presence.owners.lock() else { return };

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::{BusLink, FederationError};
+use super::error::FederationError;
 use crate::config::HubConfig;
 use crate::session::Sessions;
+use fieldhub_bus::federation::BusLink;
 
 /// No federation can exist in this build: the type has no values.
 pub enum Federation {}

@@ -49,7 +49,7 @@ use fieldhub_shm::{Backoff, ClientSegment, Consumer, Producer, Region, SegmentHe
 use tracing::warn;
 
 use super::shm::{ShmLink, ShmPeer, Starts};
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, Violation};
 use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::outbox::Outbox;

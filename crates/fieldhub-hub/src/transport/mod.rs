@@ -14,21 +14,21 @@
 //! - [`socketcan`]: the SocketCAN interfaces the configuration names, as
 //!   ports of the hub's own.
 //! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
-//!   each joined as one participant and attached as one port;
-//!   [`silkit_simulator`]: or simulated by the hub, each SIL Kit controller
-//!   a port.
+//!   each joined as one participant and attached as one port, or simulated
+//!   by the hub, each SIL Kit controller a port.
+//! - [`http`]: a TCP connection that speaks HTTP, handed to the control
+//!   server through [`http::HttpHandoff`].
 //! - [`tls`]: a TLS connection in the reactor (rustls without blocking);
-//!   [`tls_config`]: `[hub] tls_*`, read once into the server's settings.
+//!   its `config`: `[hub] tls_*`, read once into the server's settings.
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
 
+pub mod http;
 pub mod ivshmem;
 pub mod listener;
 pub mod reactor;
 pub mod shm;
 pub mod silkit;
-pub mod silkit_simulator;
 pub mod socketcan;
 pub mod tls;
-pub mod tls_config;

@@ -32,7 +32,7 @@ use fieldhub_socketcan::{Interface, InterfaceError};
 use tracing::{error, info, warn};
 
 use crate::config::PortConfig;
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;

@@ -20,6 +20,8 @@
 //! takes it; only TLS connections carry this state (plaintext sessions pay
 //! nothing for it).
 
+pub mod config;
+
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;

@@ -19,6 +19,9 @@
 //! and its `Detach` after all of them; a client is counted from its first
 //! byte to its slot's drop.
 
+pub mod credentials;
+pub mod peer_user;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +33,8 @@ use fieldhub_proto::wire::{
 use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
-use crate::credentials::{Access, Credentials, Refused};
-use crate::peer_user::PeerOrigin;
+use crate::session::credentials::{Access, Credentials, Refused};
+use crate::session::peer_user::PeerOrigin;
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
 use fieldhub_bus::outbox::Outbox;

@@ -15,18 +15,19 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 
-use super::http::{ask, body, error, ApiState};
-use crate::credentials::Access;
+use crate::control::api::{body, error};
+use crate::control::state::{ask, ApiState};
+use crate::session::credentials::Access;
 use fieldhub_bus::request::ControlRequest;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct SendBody {
+pub(crate) struct SendBody {
     /// The frame in cansend syntax (`123#DEADBEEF`, `1ABCDEF0#`, `123##1AA`, `123#R`).
     frame: String,
 }
 
-pub(super) async fn send_frame(
+pub(crate) async fn send_frame(
     State(s): State<Arc<ApiState>>,
     Path(channel): Path<String>,
     b: Result<Json<SendBody>, JsonRejection>,
@@ -41,7 +42,7 @@ pub(super) async fn send_frame(
 }
 
 #[derive(Deserialize)]
-pub(super) struct FileQuery {
+pub(crate) struct FileQuery {
     path: String,
 }
 
@@ -50,7 +51,7 @@ pub(super) struct FileQuery {
 const MAX_DOWNLOAD: u64 = 256 * 1024 * 1024;
 
 /// A recording's file, from the recordings directory only.
-pub(super) async fn recording_file(
+pub(crate) async fn recording_file(
     State(s): State<Arc<ApiState>>,
     Extension(access): Extension<Access>,
     query: Result<Query<FileQuery>, QueryRejection>,

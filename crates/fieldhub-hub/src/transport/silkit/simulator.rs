@@ -44,7 +44,7 @@ use fieldhub_silkit::{
 };
 use tracing::{error, info, warn};
 
-use super::silkit::{Attached, SilKitBridge};
+use super::{Attached, SilKitBridge};
 use crate::config::SilKitConfig;
 use crate::session::Sessions;
 use fieldhub_bus::confinement::can_err;

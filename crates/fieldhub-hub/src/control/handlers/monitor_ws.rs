@@ -29,9 +29,10 @@ use fieldhub_dbc::Database;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::http::{ask_value, error, ApiState};
-use super::trace::TraceBatcher;
-use crate::credentials::Access;
+use crate::control::api::error;
+use crate::control::state::{ask_value, ApiState};
+use crate::control::trace::TraceBatcher;
+use crate::session::credentials::Access;
 use fieldhub_bus::monitor::{monitor, MonitorFeed, MONITOR_QUEUE};
 use fieldhub_bus::request::ControlRequest;
 
@@ -86,7 +87,7 @@ fn decoders(state: &ApiState, opened: &Value) -> HashMap<u16, Arc<Database>> {
 }
 
 /// Send batches until the page goes away.
-async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, opened: Value) {
+pub(crate) async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: MonitorFeed, opened: Value) {
     let hello = json!({ "channels": opened["channels"], "tick_ms": TICK.as_millis() as u64 });
     if socket.send(Message::text(hello.to_string())).await.is_err() {
         return;

@@ -10,16 +10,21 @@
 //! `config_silkit.rs`) and `[[access]]` (per-client permissions,
 //! `config_access.rs`). `docs/configuration.md` documents every key.
 
+mod access;
+mod federation;
+mod silkit;
+mod source;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use fieldhub_proto::limits::{DEFAULT_TCP_PORT, MAX_TOKEN_LEN};
 use serde::Deserialize;
 
-pub use crate::config_access::AccessConfig;
-pub use crate::config_federation::{FederationConfig, Role};
-pub use crate::config_silkit::{SilKitConfig, SilKitMode};
-use crate::config_source::ConfigSource;
+pub use crate::config::access::AccessConfig;
+pub use crate::config::federation::{FederationConfig, Role};
+pub use crate::config::silkit::{SilKitConfig, SilKitMode};
+pub(crate) use crate::config::source::ConfigSource;
 pub use fieldhub_bus::access::ALL_CHANNELS;
 pub use fieldhub_bus::config::{
     BusConfig, ChannelConfig, PortConfig, Protocol, RouteConfig, StallPolicy, TimeConfig, TimeMode, Timing,
@@ -333,9 +338,9 @@ impl HubConfig {
     }
 
     /// The files of `[hub] tls_*`, when the hub speaks TLS.
-    pub fn tls_files(&self) -> Option<crate::transport::tls_config::TlsFiles> {
+    pub fn tls_files(&self) -> Option<crate::transport::tls::config::TlsFiles> {
         let (cert, key) = (self.hub.tls_cert.clone()?, self.hub.tls_key.clone()?);
-        Some(crate::transport::tls_config::TlsFiles { cert, key, client_ca: self.hub.tls_client_ca.clone() })
+        Some(crate::transport::tls::config::TlsFiles { cert, key, client_ca: self.hub.tls_client_ca.clone() })
     }
 
     /// Check every rule; `origin` names the configuration in errors.
@@ -663,7 +668,7 @@ mod tests {
     /// lands where it should.
     #[test]
     fn documented_example_parses_with_every_option() {
-        let doc = include_str!("../../../docs/configuration.md");
+        let doc = include_str!("../../../../docs/configuration.md");
         let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
         let text = &doc[start..start + doc[start..].find("```").unwrap()];
         let config = HubConfig::parse(text, "docs/configuration.md").unwrap();

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use fieldhub_proto::limits::MAX_TOKEN_LEN;
 use serde::Deserialize;
 
+use crate::config::source::ConfigSource;
 use crate::config::{check_name, HubConfig};
-use crate::config_source::ConfigSource;
 
 /// The channel pattern that grants every channel, those created later
 /// through the control API included.

@@ -1,6 +1,7 @@
 //! DBC files the web monitor decodes with, one per channel: from the
 //! configuration (`[[channel]] dbc = "file.dbc"`, loaded when the hub
-//! starts) or uploaded through `PUT /api/v1/channels/{channel}/dbc`.
+//! starts) or uploaded through `PUT /api/v1/channels/{channel}/dbc`
+//! (`handlers/dbc.rs`).
 //!
 //! Decoding is a view of the traffic, not bus state: the files live in the
 //! control server, never on the bus thread, and are read by the monitor's
@@ -11,21 +12,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use fieldhub_dbc::{Database, DbcLoadError};
-use serde::Deserialize;
 use serde_json::json;
 
-use super::http::{ask_value, error, ApiState};
 use crate::config::HubConfig;
-use fieldhub_bus::request::ControlRequest;
-
-/// Largest DBC file the API takes.
-pub const MAX_DBC_BYTES: usize = 16 * 1024 * 1024;
 
 /// Why a configured DBC file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +59,7 @@ impl DbcStore {
         self.files.read().unwrap_or_else(|p| p.into_inner()).get(channel).cloned()
     }
 
-    fn set(&self, channel: String, db: Option<Database>) {
+    pub fn set(&self, channel: String, db: Option<Database>) {
         let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
         match db {
             Some(db) => files.insert(channel, Arc::new(db)),
@@ -77,66 +67,11 @@ impl DbcStore {
         };
     }
 
-    fn list(&self) -> serde_json::Value {
+    pub fn list(&self) -> serde_json::Value {
         let files = self.files.read().unwrap_or_else(|p| p.into_inner());
         let mut list: Vec<_> = files.iter().map(|(c, db)| json!({ "channel": c, "messages": db.len() })).collect();
         list.sort_by(|a, b| a["channel"].as_str().cmp(&b["channel"].as_str()));
         serde_json::Value::Array(list)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DbcBody {
-    /// The DBC file's text.
-    text: String,
-}
-
-/// `PUT /api/v1/channels/{channel}/dbc`: decode the channel with this file.
-pub(super) async fn put(
-    State(s): State<Arc<ApiState>>,
-    Path(channel): Path<String>,
-    body: Result<Json<DbcBody>, JsonRejection>,
-) -> Response {
-    let text = match body {
-        Ok(Json(DbcBody { text })) => text,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", e.body_text())),
-    };
-    if let Err(response) = known_channel(&s, &channel).await {
-        return response;
-    }
-    match Database::parse(&text) {
-        Ok(db) => {
-            let messages = db.len();
-            s.dbc.set(channel.clone(), Some(db));
-            Json(json!({ "channel": channel, "messages": messages })).into_response()
-        }
-        Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-    }
-}
-
-/// `DELETE /api/v1/channels/{channel}/dbc`: stop decoding the channel.
-pub(super) async fn delete(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
-    if s.dbc.get(&channel).is_none() {
-        return error(StatusCode::NOT_FOUND, format!("channel '{channel}' has no DBC file"));
-    }
-    s.dbc.set(channel.clone(), None);
-    Json(json!({ "channel": channel })).into_response()
-}
-
-/// `GET /api/v1/dbc`: the channels that have a DBC file.
-pub(super) async fn list(State(s): State<Arc<ApiState>>) -> Response {
-    Json(s.dbc.list()).into_response()
-}
-
-/// The bus's 404 for a channel it does not have.
-async fn known_channel(s: &ApiState, channel: &str) -> Result<(), Response> {
-    let channels = ask_value(s, ControlRequest::Channels).await?;
-    let known = channels.as_array().is_some_and(|list| list.iter().any(|c| c["name"] == channel));
-    if known {
-        Ok(())
-    } else {
-        Err(error(StatusCode::NOT_FOUND, format!("no channel named '{channel}'")))
     }
 }
 

@@ -49,10 +49,10 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::{info, warn};
 
+use super::http::{looks_like_http, HttpConnection, HttpHandoff};
 use super::shm::{open_session, ShmLink, ShmService};
 use super::tls::{Opening, TlsFailure, TlsSocket};
-use crate::control::http::{looks_like_http, ControlServer, HttpConnection};
-use crate::peer_user::{DiagSocket, PeerOrigin};
+use crate::session::peer_user::{DiagSocket, PeerOrigin};
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Sessions, Violation, HANDSHAKE_TIMEOUT};
 use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::inbox::Inbound;
@@ -265,7 +265,7 @@ pub struct Reactor {
     notice: Arc<Notice>,
     stop: Arc<AtomicBool>,
     sessions: Arc<Sessions>,
-    control: Option<Arc<ControlServer>>,
+    control: Option<Arc<dyn HttpHandoff>>,
     /// What every shared-memory session gets: the bell, the ring size.
     shm: Option<Arc<ShmService>>,
     /// Handshake deadlines in accept order (all equal timeouts: sorted).
@@ -292,7 +292,7 @@ impl Reactor {
     pub fn new(
         listeners: Vec<Listening>,
         sessions: Arc<Sessions>,
-        control: Option<Arc<ControlServer>>,
+        control: Option<Arc<dyn HttpHandoff>>,
         shm: Option<Arc<ShmService>>,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> std::io::Result<(Self, ReactorHandle)> {

@@ -7,8 +7,8 @@
 
 use serde::Deserialize;
 
+use crate::config::source::ConfigSource;
 use crate::config::{check_name, ChannelConfig, HubConfig};
-use crate::config_source::ConfigSource;
 
 /// The Zenoh endpoint a hub listens on when `listen` is not given:
 /// loopback only.

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use crate::config::AccessConfig;
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
 pub use fieldhub_bus::access::{Access, Grant};
 
 /// Why a client is not admitted.

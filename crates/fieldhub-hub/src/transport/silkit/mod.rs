@@ -31,6 +31,8 @@
 //!   library's absence is logged once when the hub starts; a registry not
 //!   (yet) there is retried every [`JOIN_RETRY`].
 
+pub mod simulator;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -43,7 +45,7 @@ use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SilKitLibrary, 
 use tracing::{error, info, warn};
 
 use crate::config::{ChannelConfig, SilKitConfig, SilKitMode};
-use crate::peer_user::PeerOrigin;
+use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
@@ -112,7 +114,7 @@ impl SilKitBridge {
 
     fn run(self, sessions: &Arc<Sessions>) {
         if self.config.mode == SilKitMode::Simulator {
-            return super::silkit_simulator::run(&self, sessions);
+            return simulator::run(&self, sessions);
         }
         let (to_bridge, from_silkit) = crossbeam_channel::bounded(SILKIT_QUEUE);
         let (step_tx, steps) = crossbeam_channel::unbounded();

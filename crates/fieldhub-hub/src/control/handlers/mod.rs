@@ -1,0 +1,9 @@
+//! The control API's handlers that hold more than a request to the bus:
+//! The control API's handlers: one bus request each ([`requests`]), DBC
+//! files per channel ([`dbc`]), the monitor's WebSocket ([`monitor_ws`]) and
+//! the recordings' files and the send box ([`workbench`]).
+
+pub mod dbc;
+pub mod monitor_ws;
+pub mod requests;
+pub mod workbench;

@@ -1,0 +1,171 @@
+//! The control API's requests that are one request to the bus each:
+//! wiring (plug, unplug, cut, repair), channels, shorts, error states,
+//! fault rules, virtual time, recordings and gateway routes. Each reads its
+//! path and body, asks the bus, and answers what the bus said.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use fieldhub_bus::fault::{FaultSpec, FaultSpecError};
+use fieldhub_bus::request::{ChannelUpdate, ControlRequest, ForcedState, RecordingSpec, TimeCommand};
+use serde::Deserialize;
+
+use crate::config::{ChannelConfig, RouteConfig};
+use crate::control::api::{body, error};
+use crate::control::state::{ask, ApiState};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlugBody {
+    channel: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CutBody {
+    ports: Vec<String>,
+}
+
+pub(crate) async fn plug(
+    State(s): State<Arc<ApiState>>,
+    Path(port): Path<String>,
+    b: Result<Json<PlugBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(PlugBody { channel }) => ask(s, ControlRequest::Plug { port, channel }).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn unplug(State(s): State<Arc<ApiState>>, Path(port): Path<String>) -> Response {
+    ask(s, ControlRequest::Unplug { port }).await
+}
+
+pub(crate) async fn cut(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<CutBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(CutBody { ports }) => ask(s, ControlRequest::Cut { channel, ports }).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn repair(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Repair { channel }).await
+}
+
+pub(crate) async fn create_channel(
+    State(s): State<Arc<ApiState>>,
+    b: Result<Json<ChannelConfig>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(config) => ask(s, ControlRequest::CreateChannel(config)).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn update_channel(
+    State(s): State<Arc<ApiState>>,
+    Path(channel): Path<String>,
+    b: Result<Json<ChannelUpdate>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(update) => ask(s, ControlRequest::UpdateChannel { channel, update }).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn remove_channel(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::RemoveChannel { channel }).await
+}
+
+pub(crate) async fn short(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Short { channel }).await
+}
+
+pub(crate) async fn unshort(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::Unshort { channel }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StateBody {
+    state: ForcedState,
+}
+
+pub(crate) async fn force_state(
+    State(s): State<Arc<ApiState>>,
+    Path(port): Path<String>,
+    b: Result<Json<StateBody>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(StateBody { state }) => ask(s, ControlRequest::ForceState { port, state }).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn add_fault(State(s): State<Arc<ApiState>>, b: Result<Json<FaultSpec>, JsonRejection>) -> Response {
+    match body(b) {
+        // Checked here so a malformed rule never reaches the bus thread.
+        Ok(spec) => match spec.check() {
+            Ok(()) => ask(s, ControlRequest::AddFault(spec)).await,
+            Err(e @ FaultSpecError::Malformed { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
+            Err(e @ FaultSpecError::OutOfRange { .. }) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        },
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn set_time(State(s): State<Arc<ApiState>>, b: Result<Json<TimeCommand>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(command) => ask(s, ControlRequest::SetTime(command)).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn remove_fault(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+    match id.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::RemoveFault { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("fault id '{id}' is not a number")),
+    }
+}
+
+pub(crate) async fn start_recording(
+    State(s): State<Arc<ApiState>>,
+    b: Result<Json<RecordingSpec>, JsonRejection>,
+) -> Response {
+    match body(b) {
+        Ok(spec) => match crate::recording::path::resolve(&s.recordings_dir, &spec.path) {
+            Ok(file) => ask(s, ControlRequest::StartRecording { spec, file }).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        },
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+    match id.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
+    }
+}
+
+pub(crate) async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, JsonRejection>) -> Response {
+    match body(b) {
+        Ok(spec) => ask(s, ControlRequest::AddRoute(spec)).await,
+        Err(response) => *response,
+    }
+}
+
+pub(crate) async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Path<String>) -> Response {
+    match route.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::RemoveRoute { id }).await,
+        Err(_) => error(StatusCode::BAD_REQUEST, format!("route '{route}' is not a number (a route's `route` field)")),
+    }
+}
