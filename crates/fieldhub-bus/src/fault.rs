@@ -13,6 +13,8 @@ use fieldhub_proto::frame::MAX_EXTENDED_ID;
 use fieldhub_proto::Frame;
 use serde::{Deserialize, Serialize};
 
+use crate::port_id::PortId;
+
 /// SocketCAN `CAN_ERR_PROT`: protocol violation.
 pub const CAN_ERR_PROT: u32 = 0x0000_0008;
 /// SocketCAN `CAN_ERR_PROT_LOC_CRC_SEQ`: error in the CRC sequence.
@@ -186,9 +188,8 @@ impl Dice {
 pub struct FaultRule {
     pub id: u32,
     pub at: Position,
-    /// Hub-wide port ids.
-    pub sender: Option<u32>,
-    pub receiver: Option<u32>,
+    pub sender: Option<PortId>,
+    pub receiver: Option<PortId>,
     pub id_value: u32,
     pub id_mask: u32,
     pub extended: Option<bool>,
@@ -330,10 +331,15 @@ impl FaultSpec {
 
 impl FaultRule {
     /// Check a spec and compile it; `ports` resolves port names to ids.
-    pub fn compile(id: u32, spec: &FaultSpec, now_ns: u64, port: impl Fn(&str) -> Option<u32>) -> Result<Self, String> {
+    pub fn compile(
+        id: u32,
+        spec: &FaultSpec,
+        now_ns: u64,
+        port: impl Fn(&str) -> Option<PortId>,
+    ) -> Result<Self, String> {
         spec.check_values().map_err(|e| e.to_string())?;
         let (pattern_bytes, mask_bytes) = spec.pattern().map_err(|e| e.to_string())?;
-        let resolve = |name: &Option<String>, what: &str| -> Result<Option<u32>, String> {
+        let resolve = |name: &Option<String>, what: &str| -> Result<Option<PortId>, String> {
             name.as_deref().map(|n| port(n).ok_or_else(|| format!("{what}: no open port named '{n}'"))).transpose()
         };
         let sender = resolve(&spec.sender, "sender")?;
@@ -374,7 +380,7 @@ impl FaultRule {
         })
     }
 
-    fn matches(&self, frame: &Frame, sender: u32, receiver: Option<u32>, now_ns: u64) -> bool {
+    fn matches(&self, frame: &Frame, sender: PortId, receiver: Option<PortId>, now_ns: u64) -> bool {
         if frame.is_error() || now_ns < self.from_ns || self.until_ns.is_some_and(|u| now_ns >= u) {
             return false;
         }
@@ -396,7 +402,7 @@ impl FaultRule {
 
     /// The action to take on `frame` at this rule's position, if any:
     /// counts the match, rolls the dice, counts the application.
-    pub fn decide(&mut self, frame: &Frame, sender: u32, receiver: Option<u32>, now_ns: u64) -> Option<Action> {
+    pub fn decide(&mut self, frame: &Frame, sender: PortId, receiver: Option<PortId>, now_ns: u64) -> Option<Action> {
         if !self.matches(frame, sender, receiver, now_ns) {
             return None;
         }
@@ -509,6 +515,7 @@ mod tests {
         assert_eq!(compiled.from_ns, u64::MAX);
         let frame = Frame::can(1, false, &[]).unwrap();
         let mut compiled = compiled;
-        assert_eq!(compiled.decide(&frame, 0, None, now), None, "not active before its start");
+        let sender = PortId::client(1).unwrap();
+        assert_eq!(compiled.decide(&frame, sender, None, now), None, "not active before its start");
     }
 }

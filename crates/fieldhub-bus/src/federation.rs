@@ -15,8 +15,9 @@ use fieldhub_proto::Frame;
 #[derive(Debug)]
 pub struct Uplinked {
     pub channel: u16,
-    /// The sending port (hub-wide id) and the bus's arrival number of the
-    /// frame: what the committed event names to find it again.
+    /// The sending port's hub-wide id, as the number the federation's events
+    /// carry, and the bus's arrival number of the frame: what the committed
+    /// event names to find it again.
     pub port_id: u32,
     pub arrival: u64,
     pub frame: Frame,

@@ -69,8 +69,11 @@ pub enum Inbound {
     /// The client's session ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
     /// A relayed channel's owner committed a frame (`federation/`):
-    /// deliver it to the channel's ports. `origin` names the local port and
-    /// arrival number when one of this hub's ports sent it.
+    /// deliver it to the channel's ports. `origin` names the local port (its
+    /// id's number, as [`Uplinked`] gave it out) and arrival number when one
+    /// of this hub's ports sent it.
+    ///
+    /// [`Uplinked`]: crate::federation::Uplinked
     Committed { channel: u16, origin: Option<(u32, u64)>, frame: Frame },
     /// Something its clients must know happened to a relayed channel (events
     /// lost for good, the owner hub gone): tell every client with a port on it.

@@ -50,6 +50,7 @@ pub mod member;
 pub mod monitor;
 pub mod names;
 pub mod outbox;
+pub mod port_id;
 pub mod recording;
 pub mod request;
 pub mod slots;

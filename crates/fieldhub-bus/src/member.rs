@@ -19,6 +19,7 @@ use crate::confinement::ErrorCounters;
 use crate::credit::TxCredit;
 use crate::inbox::ClientId;
 use crate::outbox::{Outbound, Outbox, Refused};
+use crate::port_id::PortId;
 use crate::tx_queue::TxQueue;
 
 /// Frames a gateway port (the sending end of a route) may hold; beyond that
@@ -50,8 +51,9 @@ pub struct Member {
     pub client: ClientId,
     /// The client's local handle for the port.
     pub port: u16,
-    /// Hub-wide port id (for gateway ports: a reserved id, see `bus`).
-    pub port_id: u32,
+    /// Hub-wide port id: a client's port, a gateway route's sending end or
+    /// a channel's send port.
+    pub port_id: PortId,
     pub receiver: Receiver,
     pub tx: TxQueue,
     /// The owning client's transmit credit, returned when a frame leaves `tx`.
@@ -87,7 +89,7 @@ impl Member {
     pub fn client(
         client: ClientId,
         port: u16,
-        port_id: u32,
+        port_id: PortId,
         options: PortOptions,
         outbox: Outbox,
         credit: Arc<TxCredit>,
@@ -105,13 +107,13 @@ impl Member {
 
     /// A port of the hub's own that only sends: a gateway route's sending
     /// end, or a channel's send port (`bus::monitor`).
-    pub fn gateway(port_id: u32) -> Self {
+    pub fn gateway(port_id: PortId) -> Self {
         Self::base(0, 0, port_id, TxQueue::new(None))
     }
 
     /// A member with nothing to receive into and no credit: a gateway port
     /// as it is, the starting point of a client's port.
-    fn base(client: ClientId, port: u16, port_id: u32, tx: TxQueue) -> Self {
+    fn base(client: ClientId, port: u16, port_id: PortId, tx: TxQueue) -> Self {
         Self {
             client,
             port,

@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use fieldhub_proto::Frame;
 
 use crate::channel::Transmitted;
+use crate::port_id::PortId;
 
 /// Frames one monitor's queue holds before the bus drops for it: a few
 /// batches' worth at 200,000 frames/s, well under a megabyte and a half.
@@ -32,8 +33,8 @@ pub const MONITOR_QUEUE: usize = 16 * 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct Tapped {
     pub channel: u16,
-    /// Hub-wide port id of the sender; 0 for the bus's own error frames.
-    pub sender: u32,
+    /// The sending port; `None` for the bus's own error frames.
+    pub sender: Option<PortId>,
     pub timestamp_ns: u64,
     pub frame: Frame,
 }
@@ -119,7 +120,7 @@ mod tests {
     use super::*;
 
     fn sent(channel: u16, timestamp_ns: u64, frame: Frame) -> Transmitted {
-        Transmitted { channel, sender: 7, frame, hops: 0, timestamp_ns }
+        Transmitted { channel, sender: PortId::client(7), frame, hops: 0, timestamp_ns }
     }
 
     #[test]
@@ -142,7 +143,7 @@ mod tests {
         tap.offer(&sent(0, 5, frame));
         tap.offer(&sent(1, 6, frame));
         let got = feed.try_take().unwrap();
-        assert_eq!((got.channel, got.timestamp_ns, got.sender), (1, 6, 7));
+        assert_eq!((got.channel, got.timestamp_ns, got.sender), (1, 6, PortId::client(7)));
         assert!(feed.try_take().is_none());
     }
 

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use fieldhub_bus::fault::{FaultRule, FaultSpec};
+use fieldhub_bus::port_id::PortId;
 use fieldhub_bus::request::{ChannelUpdate, RecordingSpec};
 use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
@@ -106,7 +107,7 @@ pub fn config(data: &[u8]) {
 /// as the bus compiles it.
 pub fn fault_rule(data: &[u8]) {
     let Ok(spec) = serde_json::from_slice::<FaultSpec>(data) else { return };
-    let port = |name: &str| (name == "ecu").then_some(7);
+    let port = |name: &str| PortId::client(7).filter(|_| name == "ecu");
     let _ = FaultRule::compile(1, &spec, 1_000_000_000, port);
 }
 

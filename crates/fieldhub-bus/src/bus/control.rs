@@ -4,12 +4,13 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{Bus, Route, GATEWAY_PORT_BASE};
+use super::{Bus, Route};
 use crate::channel::Channel;
 use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
+use crate::port_id::PortId;
 use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
 use crate::request::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 
@@ -128,7 +129,7 @@ impl Bus {
     }
 
     fn ports_json(&self) -> Vec<Value> {
-        let mut ports: Vec<(u32, Value)> = self
+        let mut ports: Vec<(PortId, Value)> = self
             .channels
             .iter()
             .enumerate()
@@ -299,7 +300,7 @@ impl Bus {
             member.discard_pending();
             member.segment = 0;
             member.plugged = true;
-            let (client_id, handle, port_id) = (member.client, member.port, member.port_id);
+            let (client_id, handle, port_id) = (member.client, member.port, member.port_id.into());
             let slot = self.channels[target].members.push(member);
             if let Some(client) = self.clients.get_mut(&client_id) {
                 if let Some(owned) = client.ports[handle as usize].as_mut() {
@@ -374,10 +375,9 @@ impl Bus {
         }
         let id = self.next_route_id;
         self.next_route_id = self.next_route_id.wrapping_add(1);
-        // Gateway port ids come from a fixed range of MAX_ROUTES, reused as
-        // routes go, so they never run into client port ids.
-        let port_id = (0..MAX_ROUTES as u32)
-            .map(|k| GATEWAY_PORT_BASE + k)
+        // Gateway slots are the first MAX_ROUTES, reused as routes go.
+        let port_id = (0..MAX_ROUTES as u16)
+            .map(PortId::gateway)
             .find(|p| !self.routes.iter().any(|r| r.port_id == *p))
             .ok_or_else(|| ControlError::Conflict(format!("a hub carries at most {MAX_ROUTES} routes")))?;
         let route = Route { id, from, to, config: spec, port_id, routed: 0 };

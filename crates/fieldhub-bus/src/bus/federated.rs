@@ -26,12 +26,8 @@ use tracing::warn;
 use super::Bus;
 use crate::federation::{BusLink, Uplinked};
 use crate::outbox::Outbound;
+use crate::port_id::PortId;
 use crate::tx_queue::Pending;
-
-/// The sender id committed frames of other hubs' ports carry here: no
-/// port of this hub has it (client ports count up from 1, gateway ends
-/// from `GATEWAY_PORT_BASE`).
-pub const REMOTE_SENDER: u32 = 0xFFFE_0000;
 
 impl Bus {
     /// Make `link`'s channel federated: its figures join `STATS`, and a
@@ -45,23 +41,25 @@ impl Bus {
     /// Hand a local port's frame to the owner hub. Without the federation
     /// (the hub is stopping) the frame stays in the FIFO and leaves with
     /// its port, as frames of a port closed before transmission do.
-    pub(super) fn uplink(&mut self, channel: u16, port_id: u32, arrival: u64, frame: Frame) {
+    pub(super) fn uplink(&mut self, channel: u16, port_id: PortId, arrival: u64, frame: Frame) {
         if let Some(uplink) = &self.relays[channel as usize] {
             let round = self.federation[channel as usize].as_ref().map_or(0, |s| s.round.load(Ordering::Relaxed));
-            if uplink.send(Uplinked { channel, port_id, arrival, frame, round }).is_err() {
+            if uplink.send(Uplinked { channel, port_id: port_id.into(), arrival, frame, round }).is_err() {
                 self.relays[channel as usize] = None;
                 warn!(channel = self.channels[channel as usize].name(), "the federation link of a channel ended");
             }
         }
     }
 
-    /// Put a frame the owner committed on the relayed channel.
+    /// Put a frame the owner committed on the relayed channel: one of a
+    /// local port when `origin` names it (its number, as `Uplinked` gave it
+    /// out), else one of another hub's ports, sent from [`PortId::REMOTE`].
     pub(super) fn on_committed(&mut self, channel: u16, origin: Option<(u32, u64)>, frame: Frame) {
         let now_ns = self.round_ns.unwrap_or_else(|| self.clock.now());
         let Some(ch) = self.channels.get_mut(channel as usize).filter(|c| !c.removed) else { return };
-        let mut sender = REMOTE_SENDER;
+        let mut sender = PortId::REMOTE;
         let mut pending = Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns: now_ns };
-        if let Some((port_id, arrival)) = origin {
+        if let Some((port_id, arrival)) = origin.and_then(|(id, arrival)| Some((PortId::from_wire(id)?, arrival))) {
             if let Some(member) = ch.member_mut(port_id) {
                 while member.tx.oldest_arrival().is_some_and(|oldest| oldest < arrival) {
                     member.drop_oldest(now_ns);
@@ -75,7 +73,7 @@ impl Bus {
                 }
             }
         }
-        if sender == REMOTE_SENDER {
+        if sender == PortId::REMOTE {
             self.next_arrival += 1;
         }
         ch.transmit(sender, pending, now_ns, &mut self.sent);
@@ -113,7 +111,7 @@ impl Bus {
         if self.relays[channel as usize].is_none() {
             return;
         }
-        let mut waiting: Vec<(u64, u32, Frame)> =
+        let mut waiting: Vec<(u64, PortId, Frame)> =
             ch.members.iter().flat_map(|m| m.tx.iter().map(|p| (p.arrival, m.port_id, p.frame))).collect();
         waiting.sort_unstable_by_key(|&(arrival, ..)| arrival);
         for (arrival, port_id, frame) in waiting {
@@ -133,5 +131,33 @@ impl Bus {
             let error = Outbound::Error { code: ErrorCode::Internal, request: 0, fatal: false, text: text.clone() };
             self.reply(client, error);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fieldhub_proto::wire::PortOptions;
+    use fieldhub_proto::Frame;
+
+    use super::super::harness::Harness;
+    use crate::monitor::monitor;
+    use crate::port_id::{PortId, PortKind};
+    use crate::request::ControlRequest;
+
+    #[test]
+    fn a_frame_of_another_hub_comes_from_the_remote_sender_not_a_send_port() {
+        let mut h = Harness::new("[[channel]]\nname = \"can0\"\n");
+        let rx = h.connect("rx");
+        h.open(&rx, "can0", "rx", PortOptions::empty());
+        let (tap, feed) = monitor();
+        h.control(ControlRequest::Monitor { channels: vec![], tap }).unwrap();
+        h.bus.on_committed(0, None, Frame::can(0x321, false, &[1]).unwrap());
+        h.step();
+        let got = h.frames(&rx);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1.sender, u32::from(PortId::REMOTE));
+        assert_ne!(got[0].1.sender, u32::from(PortId::send(0)));
+        let tapped = feed.try_take().unwrap();
+        assert_eq!(tapped.sender.map(PortId::kind), Some(PortKind::Remote), "the monitor is told the kind");
     }
 }

@@ -402,4 +402,23 @@ mod tests {
         }
         assert_eq!(h.recorder.recordings.lock().unwrap().len(), MAX_RECORDINGS + 1, "each start reached the recorder");
     }
+
+    #[test]
+    fn client_port_ids_stop_below_the_ids_of_the_hubs_own_ports() {
+        use crate::port_id::{PortId, PortKind};
+        use fieldhub_proto::wire::ErrorCode;
+        let mut h = Harness::new(TWO_CHANNELS);
+        let c = h.connect("c");
+        // The last client id lies right below the remote sender's block.
+        h.bus.next_port_id = u32::from(PortId::REMOTE) - 1;
+        h.open(&c, "can0", "last", PortOptions::empty());
+        let ports = h.control(ControlRequest::Ports).unwrap();
+        let last = PortId::from_wire(ports[0]["port_id"].as_u64().unwrap() as u32).unwrap();
+        assert_eq!(last.kind(), PortKind::Client);
+        let port_name = "one-too-many".into();
+        let options = PortOptions::empty();
+        h.bus.handle(Inbound::OpenPort { client: c.id, request: 2, options, channel: "can0".into(), port_name });
+        let refused = h.items(&c);
+        assert!(matches!(refused[..], [Outbound::Error { code: ErrorCode::TooManyPorts, .. }]), "{refused:?}");
+    }
 }

@@ -32,6 +32,7 @@ use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
 use crate::names::check_name;
 use crate::outbox::{Outbound, Outbox, Refused};
+use crate::port_id::PortId;
 use crate::recording::{Recorder, Recording};
 use crate::tx_queue::{Pending, RateLimit, TxQueue};
 use intakes::{Intakes, Taken};
@@ -69,10 +70,6 @@ pub enum Input {
 /// of input cannot postpone arbitration and deadlines indefinitely.
 const DRAIN_BATCH: usize = 4096;
 
-/// Hub-wide port ids from this value up name the sending ends of gateway
-/// routes (`GATEWAY_PORT_BASE + route index`); client ports count up from 1.
-pub const GATEWAY_PORT_BASE: u32 = 0xFFFF_0000;
-
 /// Hashes the hub's own client ids, which no client chooses: a multiply,
 /// where the default hasher (resistant to chosen keys) would cost a SipHash
 /// per frame.
@@ -99,7 +96,7 @@ impl Hasher for ClientIdHasher {
 #[derive(Clone, Copy)]
 struct OwnedPort {
     channel: u16,
-    port_id: u32,
+    port_id: PortId,
     /// Its slot among the channel's members: one lookup per frame.
     member: usize,
 }
@@ -125,7 +122,7 @@ struct Route {
     from: u16,
     to: u16,
     config: RouteConfig,
-    port_id: u32,
+    port_id: PortId,
     /// Frames copied to `to`.
     routed: u64,
 }
@@ -149,8 +146,9 @@ pub struct Bus {
     routes: Vec<Route>,
     named_ports: HashMap<String, PortConfig>,
     clients: HashMap<ClientId, Client, BuildHasherDefault<ClientIdHasher>>,
-    port_names: HashMap<u32, String>,
+    port_names: HashMap<PortId, String>,
     taken_names: HashSet<String>,
+    /// The next client port's number ([`PortId::client`]).
     next_port_id: u32,
     /// Arrival order of frames, across all clients.
     next_arrival: u64,
@@ -200,7 +198,9 @@ impl Bus {
                 from: channel_ids[&r.from],
                 to: channel_ids[&r.to],
                 config: r.clone(),
-                port_id: GATEWAY_PORT_BASE + i as u32,
+                // Route `i` sends from gateway slot `i`; a slot is a `u16`, and
+                // no configuration comes near 65,536 routes.
+                port_id: PortId::gateway(u16::try_from(i).expect("at most 65,536 routes")),
                 routed: 0,
             })
             .collect();
@@ -613,7 +613,7 @@ impl Bus {
                     name: self.port_names.get(&member.port_id).cloned().unwrap_or_default(),
                     channel: channel.name().to_owned(),
                     client: member.client,
-                    port_id: member.port_id,
+                    port_id: member.port_id.into(),
                     tx_frames: member.counters.tx_frames,
                     rx_frames: member.counters.rx_frames,
                     rx_dropped: member.counters.rx_dropped,
@@ -694,7 +694,10 @@ impl Bus {
             let text = format!("a client may open at most {MAX_PORTS_PER_CLIENT} ports");
             return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
         };
-        let port_id = self.next_port_id;
+        let Some(port_id) = PortId::client(self.next_port_id) else {
+            let text = "this hub has opened as many ports as it has client port ids".into();
+            return self.reply(client_id, refused(ErrorCode::TooManyPorts, text));
+        };
         let name = if port_name.is_empty() { format!("{}.{port_id}", client.name) } else { port_name.to_owned() };
         if let Err(why) = check_name(&name) {
             return self.reply(client_id, refused(ErrorCode::Malformed, format!("port name {why}")));
@@ -726,6 +729,7 @@ impl Bus {
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);
         let channel_flags = self.channels[channel_id as usize].flags();
+        let port_id = port_id.into();
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id, channel_flags });
     }
 

@@ -16,12 +16,9 @@ use super::Bus;
 use crate::config::Protocol;
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
+use crate::port_id::PortId;
 use crate::request::{ControlError, ControlResult};
 use crate::tx_queue::Pending;
-
-/// Hub-wide port id of channel `c`'s send port: `SEND_PORT_BASE + c`, below
-/// the gateway range and far above client port ids.
-pub const SEND_PORT_BASE: u32 = 0xFFFE_0000;
 
 /// Most monitors one hub serves at once (each holds a bounded queue).
 pub const MAX_MONITORS: usize = 64;
@@ -60,7 +57,7 @@ impl Bus {
                 "channel '{channel}' is classic CAN and cannot carry the CAN FD frame {frame:?}"
             )));
         }
-        let port_id = SEND_PORT_BASE + u32::from(index);
+        let port_id = PortId::send(index);
         if target.member_mut(port_id).is_none() {
             target.members.push(Member::gateway(port_id));
         }
@@ -86,6 +83,7 @@ mod tests {
 
     use super::super::harness::Harness;
     use crate::monitor::{monitor, MONITOR_QUEUE};
+    use crate::port_id::PortId;
     use crate::request::ControlRequest;
 
     const CONFIG: &str = r#"
@@ -170,7 +168,7 @@ mod tests {
         let got = h.frames(&rx);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0.data(), [0xAB]);
-        assert_eq!(got[0].1.sender, super::SEND_PORT_BASE);
+        assert_eq!(got[0].1.sender, u32::from(PortId::send(0)));
         assert!(h.control(ControlRequest::Send { channel: "nope".into(), frame: can(1, &[]) }).is_err());
         let fd = Frame::can_fd(0x1, fieldhub_proto::FrameFlags::empty(), &[0; 12]).unwrap();
         assert!(h.control(ControlRequest::Send { channel: "can0".into(), frame: fd }).is_err(), "FD on classic CAN");

@@ -14,6 +14,7 @@ use super::virtual_time::RunLimit;
 use super::Bus;
 use crate::inbox::ClientId;
 use crate::outbox::Outbound;
+use crate::port_id::PortId;
 use crate::request::{ControlError, ControlResult, TimeCommand};
 
 impl Bus {
@@ -49,7 +50,7 @@ impl Bus {
             .clients
             .get(&client)
             .and_then(|c| c.ports.get(port as usize).copied().flatten())
-            .map_or(0, |owned| owned.port_id);
+            .map(|owned| owned.port_id);
         if let Some(vt) = self.virtual_time.as_mut() {
             vt.stage(client, port, port_id, frame);
         }
@@ -85,7 +86,7 @@ impl Bus {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let mut staged = std::mem::take(&mut vt.staged);
         let names = &self.port_names;
-        let name = |port_id: u32| names.get(&port_id).map_or("", String::as_str);
+        let name = |port_id: Option<PortId>| port_id.and_then(|id| names.get(&id)).map_or("", String::as_str);
         staged.sort_unstable_by(|a, b| name(a.port_id).cmp(name(b.port_id)).then(a.order.cmp(&b.order)));
         for s in staged.drain(..) {
             self.queue_frame(s.client, s.port, s.frame);

@@ -65,15 +65,16 @@ use serde::Serialize;
 use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{StallPolicy, TimeConfig};
 use crate::inbox::ClientId;
+use crate::port_id::PortId;
 
 /// A frame sent during the current step, waiting for the step's end.
 #[derive(Clone, Copy, Debug)]
 pub struct Staged {
     pub client: ClientId,
     pub port: u16,
-    /// Hub-wide id of the sending port (0 if the port is not open: the
+    /// Hub-wide id of the sending port (`None` if the port is not open: the
     /// frame is refused when it is queued, in its place in the order).
-    pub port_id: u32,
+    pub port_id: Option<PortId>,
     /// Order among all staged frames: keeps a port's frames in FIFO order.
     pub order: u64,
     pub frame: Frame,
@@ -225,7 +226,7 @@ impl VirtualTime {
     }
 
     /// Hold a frame until the step ends.
-    pub fn stage(&mut self, client: ClientId, port: u16, port_id: u32, frame: Frame) {
+    pub fn stage(&mut self, client: ClientId, port: u16, port_id: Option<PortId>, frame: Frame) {
         self.staged.push(Staged { client, port, port_id, order: self.next_order, frame });
         self.next_order += 1;
     }

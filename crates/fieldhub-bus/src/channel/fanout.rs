@@ -11,6 +11,7 @@ use super::faults::{decide_fate, Delayed, Fate, Held};
 use super::{Channel, Transmitted, MAX_HELD};
 use crate::confinement::{state_change_frame, ErrorState};
 use crate::fault::{corruption_error_frame, Position};
+use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 
 impl Channel {
@@ -18,14 +19,14 @@ impl Channel {
     /// SocketCAN error frame a Linux driver would send.
     pub fn report_state_change(&mut self, index: usize, before: ErrorState, at: u64) {
         if let Some(frame) = state_change_frame(before, &self.members[index].errors) {
-            let meta = self.next_meta(0, at);
+            let meta = self.next_meta(None, at);
             self.members[index].deliver(frame, meta);
         }
     }
 
     /// Put an error frame on the bus in place of a destroyed frame.
-    pub(super) fn destroyed_on_wire(&mut self, sender: u32, now_ns: u64, sent: &mut Vec<Transmitted>) {
-        let meta = self.next_meta(0, now_ns);
+    pub(super) fn destroyed_on_wire(&mut self, sender: PortId, now_ns: u64, sent: &mut Vec<Transmitted>) {
+        let meta = self.next_meta(None, now_ns);
         let error = corruption_error_frame();
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
         for member in self.members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
@@ -37,25 +38,34 @@ impl Channel {
         self.frames += 1;
         sent.push(Transmitted {
             channel: self.id,
-            sender: meta.sender,
+            sender: None,
             frame: error,
             hops: 0,
             timestamp_ns: meta.timestamp_ns,
         });
     }
 
-    pub(super) fn next_meta(&mut self, sender: u32, now_ns: u64) -> FrameMeta {
+    /// The next sequence number and timestamp, for a frame of `sender`
+    /// (`None`: the bus's own, sender 0 on the wire).
+    pub(super) fn next_meta(&mut self, sender: Option<PortId>, now_ns: u64) -> FrameMeta {
         self.last_seq += 1;
         // Receivers rely on timestamps that never go backwards within a
         // channel, even if the wall clock does.
         self.last_timestamp_ns = now_ns.max(self.last_timestamp_ns);
+        let sender = sender.map_or(0, u32::from);
         FrameMeta { channel: self.id, sender, seq: self.last_seq, timestamp_ns: self.last_timestamp_ns }
     }
 
     /// Put a frame that won arbitration on the bus at `now_ns` and fan it
     /// out, applying receiver-position fault rules per port.
-    pub fn transmit(&mut self, sender: u32, pending: Pending, now_ns: u64, sent: &mut Vec<Transmitted>) -> FrameMeta {
-        let meta = self.next_meta(sender, now_ns);
+    pub fn transmit(
+        &mut self,
+        sender: PortId,
+        pending: Pending,
+        now_ns: u64,
+        sent: &mut Vec<Transmitted>,
+    ) -> FrameMeta {
+        let meta = self.next_meta(Some(sender), now_ns);
         let frame = pending.frame;
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
         let Channel { members, rules, held, held_order, held_overflow, .. } = self;
@@ -106,7 +116,7 @@ impl Channel {
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
         sent.push(Transmitted {
             channel: self.id,
-            sender: meta.sender,
+            sender: Some(sender),
             frame,
             hops: pending.hops,
             timestamp_ns: meta.timestamp_ns,

@@ -7,6 +7,7 @@ use fieldhub_proto::{Frame, FrameMeta};
 
 use super::{Channel, Transmitted, MAX_HELD};
 use crate::fault::{transform, Action, FaultRule, Position};
+use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 
 /// What a chain of fault rules decided for a frame at one position.
@@ -30,8 +31,8 @@ pub(super) fn decide_fate(
     rules: &mut [FaultRule],
     at: Position,
     frame: Frame,
-    sender: u32,
-    receiver: Option<u32>,
+    sender: PortId,
+    receiver: Option<PortId>,
     now_ns: u64,
 ) -> Fate {
     let mut frame = frame;
@@ -53,9 +54,9 @@ pub(super) fn decide_fate(
 #[derive(Debug)]
 pub(super) enum Held {
     /// Not yet on the bus; `bus_rules` says whether bus-position rules still apply.
-    ToBus { sender: u32, pending: Pending, bus_rules: bool },
+    ToBus { sender: PortId, pending: Pending, bus_rules: bool },
     /// Sequenced already; one receiver gets it late.
-    ToPort { port_id: u32, frame: Frame, meta: FrameMeta },
+    ToPort { port_id: PortId, frame: Frame, meta: FrameMeta },
 }
 
 #[derive(Debug)]
@@ -88,7 +89,7 @@ impl Channel {
     pub(super) fn apply_bus_fate(
         &mut self,
         fate: Fate,
-        sender: u32,
+        sender: PortId,
         pending: Pending,
         now_ns: u64,
         sent: &mut Vec<Transmitted>,

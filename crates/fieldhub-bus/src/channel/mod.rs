@@ -37,6 +37,7 @@ use crate::config::{ChannelConfig, Protocol, Timing};
 use crate::fault::FaultRule;
 use crate::id_counter::IdCounter;
 use crate::member::Member;
+use crate::port_id::PortId;
 pub use arbitration::arbitration_key;
 use faults::Delayed;
 pub use members::Members;
@@ -50,8 +51,8 @@ pub const MAX_HELD: usize = 64 * 1024;
 #[derive(Clone, Copy, Debug)]
 pub struct Transmitted {
     pub channel: u16,
-    /// Hub-wide port id of the sender; 0 for the bus's own error frames.
-    pub sender: u32,
+    /// The sending port; `None` for the bus's own error frames.
+    pub sender: Option<PortId>,
     pub frame: Frame,
     pub hops: u8,
     pub timestamp_ns: u64,
@@ -91,7 +92,7 @@ pub struct Channel {
     /// Removed through the control API; the slot is free for a new channel.
     pub removed: bool,
     /// A lossless port without room holds the channel: its hub-wide port id.
-    pub held_by: Option<u32>,
+    pub held_by: Option<PortId>,
     /// How long to wait before looking for that port's room again (grows
     /// while the hold lasts; an outbox that can tell the bus comes sooner).
     hold_recheck_ns: u64,
@@ -151,13 +152,13 @@ impl Channel {
     }
 
     /// The member with hub-wide port id `port_id`.
-    pub fn member_mut(&mut self, port_id: u32) -> Option<&mut Member> {
+    pub fn member_mut(&mut self, port_id: PortId) -> Option<&mut Member> {
         self.members.iter_mut().find(|m| m.port_id == port_id)
     }
 
     /// Remove the member with hub-wide port id `port_id`, discarding the
     /// frames it had not sent yet.
-    pub fn detach(&mut self, port_id: u32) -> Option<Member> {
+    pub fn detach(&mut self, port_id: PortId) -> Option<Member> {
         let at = self.members.find(|m| m.port_id == port_id)?;
         let mut member = self.members.remove(at)?;
         member.discard_pending();

@@ -11,6 +11,7 @@ use super::{Channel, Transmitted};
 use crate::config::Timing;
 use crate::fault::{ack_error_frame, Position};
 use crate::member::Member;
+use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 
 /// An error frame on the wire: 6-bit flag, 8-bit delimiter, 3-bit
@@ -32,7 +33,7 @@ pub(super) enum Outcome {
 /// A frame that won arbitration, with its fate decided at its start.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Attempt {
-    pub(super) sender: u32,
+    pub(super) sender: PortId,
     pub(super) pending: Pending,
     pub(super) outcome: Outcome,
 }
@@ -276,11 +277,11 @@ impl Channel {
     ) {
         let (bitrate, auto) = (self.config.bitrate, self.config.auto_bus_off_recovery);
         if no_ack {
-            let meta = self.next_meta(0, at);
+            let meta = self.next_meta(None, at);
             self.members[index].deliver(ack_error_frame(), meta);
             sent.push(Transmitted {
                 channel: self.id,
-                sender: meta.sender,
+                sender: None,
                 frame: ack_error_frame(),
                 hops: 0,
                 timestamp_ns: meta.timestamp_ns,

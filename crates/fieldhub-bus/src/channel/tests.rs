@@ -18,10 +18,15 @@ fn channel() -> Channel {
     Channel::new(0, ChannelConfig::new("can0", Protocol::Can))
 }
 
-fn member(port_id: u32, options: PortOptions) -> (Member, Arc<QueueOutbox>) {
+/// Client port `n`, of client `n`.
+fn port(n: u32) -> PortId {
+    PortId::client(n).unwrap()
+}
+
+fn member(n: u32, options: PortOptions) -> (Member, Arc<QueueOutbox>) {
     let (tx, rx) = test_outbox();
     let credit = Arc::new(TxCredit::for_current_thread());
-    (Member::client(port_id, 0, port_id, options, tx, credit, TxQueue::new(None)), rx)
+    (Member::client(n, 0, port(n), options, tx, credit, TxQueue::new(None)), rx)
 }
 
 fn frames(rx: &QueueOutbox) -> Vec<Frame> {
@@ -34,8 +39,8 @@ fn frames(rx: &QueueOutbox) -> Vec<Frame> {
         .collect()
 }
 
-fn offer(channel: &mut Channel, port_id: u32, frame: Frame, arrival: u64) {
-    channel.member_mut(port_id).unwrap().tx.push(Pending { frame, arrival, hops: 0, arrived_ns: 0 });
+fn offer(channel: &mut Channel, n: u32, frame: Frame, arrival: u64) {
+    channel.member_mut(port(n)).unwrap().tx.push(Pending { frame, arrival, hops: 0, arrived_ns: 0 });
 }
 
 #[test]
@@ -48,8 +53,8 @@ fn sequence_numbers_start_at_one_and_sender_gets_echo_only_if_asked() {
     }
     let frame = Frame::can(0x10, false, &[1]).unwrap();
     let mut sent = Vec::new();
-    let first = channel.transmit(1, Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 100, &mut sent);
-    let second = channel.transmit(2, Pending { frame, arrival: 1, hops: 0, arrived_ns: 0 }, 50, &mut sent);
+    let first = channel.transmit(port(1), Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 100, &mut sent);
+    let second = channel.transmit(port(2), Pending { frame, arrival: 1, hops: 0, arrived_ns: 0 }, 50, &mut sent);
     assert_eq!((first.seq, second.seq), (1, 2));
     assert_eq!(second.timestamp_ns, 100, "timestamps never go backwards");
     assert_eq!(frames(&rx_a).iter().map(Frame::is_echo).collect::<Vec<_>>(), [true, false]);
@@ -123,11 +128,11 @@ fn full_receiver_drops_counts_and_reports_before_its_next_frame() {
     let frame = Frame::can(0x10, false, &[]).unwrap();
     let mut sent = Vec::new();
     for arrival in 0..OUTBOX_FRAMES as u64 + 3 {
-        channel.transmit(9, Pending { frame, arrival, hops: 0, arrived_ns: 0 }, 0, &mut sent);
+        channel.transmit(port(9), Pending { frame, arrival, hops: 0, arrived_ns: 0 }, 0, &mut sent);
     }
     assert_eq!(channel.members[0].counters.rx_dropped, 3);
     assert_eq!(rx_slow.drain().len().min(10), 10);
-    channel.transmit(9, Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 0, &mut sent);
+    channel.transmit(port(9), Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 0, &mut sent);
     let tail: Vec<Outbound> = rx_slow.drain();
     let report_at = tail.iter().position(|i| matches!(i, Outbound::RxOverflow { dropped: 3, .. }));
     assert_eq!(report_at, Some(tail.len() - 2), "the report precedes the next frame");
