@@ -14,13 +14,17 @@ const names = new Map();
 const channelName = (id) => names.get(id) ?? String(id);
 /// Port names by hub-wide port id, from the statistics polled each second.
 const ports = new Map();
-/// Who put a frame on the bus: a port, the page's send port, a bridge, or
-/// the bus itself (error frames).
-function senderName(id) {
-  if (id === 0) return 'bus';
-  if (id >= 0xffff0000) return 'bridge';
-  if (id >= 0xfffe0000) return 'send port';
-  return ports.get(id) ?? `port ${id}`;
+/// Who put a frame on the bus, by the kind the hub sends with its port id:
+/// a client's port, a bridge, the page's send port, another hub of a
+/// federation, or (no kind) the bus itself (error frames).
+function senderName(id, kind) {
+  switch (kind) {
+    case 'client': return ports.get(id) ?? `port ${id}`;
+    case 'gateway': return 'bridge';
+    case 'send': return 'send port';
+    case 'remote': return 'remote hub';
+    default: return 'bus';
+  }
 }
 
 const trace = new Trace(document.getElementById('trace'), channelName, senderName);

@@ -46,7 +46,7 @@ export class Trace {
       this.pausedDrops += batch.frames.length;
     } else {
       for (const f of batch.frames) {
-        const frame = { ch: f[0], us: f[1], id: f[2], flags: f[3], hex: f[4], len: f[5], text: f[6], decoded: f[7], sender: f[8] };
+        const frame = { ch: f[0], us: f[1], id: f[2], flags: f[3], hex: f[4], len: f[5], text: f[6], decoded: f[7], sender: f[8], kind: f[9] };
         this.frames.push(frame);
         if (this.matches(frame)) this.visible.push(frame);
       }
@@ -100,7 +100,7 @@ export class Trace {
 
   /// The searchable text of a frame: what its row shows.
   line(frame) {
-    const where = `${this.channelName(frame.ch)} ${this.senderName(frame.sender)}`;
+    const where = `${this.channelName(frame.ch)} ${this.senderName(frame.sender, frame.kind)}`;
     return `${where} ${idText(frame.id, frame.flags)} ${flagText(frame.flags)} ${frame.text} ${frame.decoded || ''}`;
   }
 
@@ -144,7 +144,7 @@ export class Trace {
       },
       el('span', { class: 'c-time' }, time),
       el('span', { class: 'c-ch' }, this.channelName(frame.ch)),
-      el('span', { class: 'c-sender' }, this.senderName(frame.sender)),
+      el('span', { class: 'c-sender' }, this.senderName(frame.sender, frame.kind)),
       el('span', { class: 'c-id' }, idText(frame.id, frame.flags)),
       el('span', { class: 'c-flags' }, flagText(frame.flags)),
       el('span', { class: 'c-len' }, String(frame.len)),
