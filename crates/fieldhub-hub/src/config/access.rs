@@ -15,8 +15,10 @@ use std::path::PathBuf;
 use fieldhub_proto::limits::MAX_TOKEN_LEN;
 use serde::Deserialize;
 
-use crate::config::source::ConfigSource;
-use crate::config::{check_name, HubConfig};
+use super::source::ConfigSource;
+use fieldhub_bus::names::check_name;
+
+use super::hub_section::HubSection;
 
 /// The channel pattern that grants every channel, those created later
 /// through the control API included.
@@ -44,62 +46,64 @@ pub struct AccessConfig {
     pub control: bool,
 }
 
-impl HubConfig {
-    /// Check the `[[access]]` tables' names and channels.
-    pub(crate) fn check_access(&self, source: &ConfigSource<'_>) -> Result<(), (String, String)> {
-        for (i, a) in self.access.iter().enumerate() {
-            let field = |key: &str| source.table_field("access", i, key);
-            check_name(&a.name).map_err(|m| (field("name"), m))?;
-            if self.access[..i].iter().any(|other| other.name == a.name) {
-                return Err((
-                    field("name"),
-                    format!("access '{}' is defined twice; give each a name of its own", a.name),
-                ));
-            }
-            if a.token_file.as_os_str().is_empty() {
-                return Err((field("token_file"), "names no file; give the file holding this access's token".into()));
-            }
-            for (key, channels) in [("read", &a.read), ("write", &a.write)] {
-                for channel in channels.iter().filter(|c| *c != ALL_CHANNELS) {
-                    self.check_channel_ref(channel)
-                        .map_err(|m| (field(key), format!("{m}; or \"{ALL_CHANNELS}\" for every channel")))?;
-                }
+/// Check the `[[access]]` tables' names and channels (`channel_ref`: the
+/// configuration's check that a channel exists).
+pub fn check(
+    access: &[AccessConfig],
+    hub: &HubSection,
+    channel_ref: impl Fn(&str) -> Result<(), String>,
+    source: &ConfigSource<'_>,
+) -> Result<(), (String, String)> {
+    for (i, a) in access.iter().enumerate() {
+        let field = |key: &str| source.table_field("access", i, key);
+        check_name(&a.name).map_err(|m| (field("name"), m))?;
+        if access[..i].iter().any(|other| other.name == a.name) {
+            return Err((field("name"), format!("access '{}' is defined twice; give each a name of its own", a.name)));
+        }
+        if a.token_file.as_os_str().is_empty() {
+            return Err((field("token_file"), "names no file; give the file holding this access's token".into()));
+        }
+        for (key, channels) in [("read", &a.read), ("write", &a.write)] {
+            for channel in channels.iter().filter(|c| *c != ALL_CHANNELS) {
+                channel_ref(channel)
+                    .map_err(|m| (field(key), format!("{m}; or \"{ALL_CHANNELS}\" for every channel")))?;
             }
         }
-        self.check_access_tokens(source)
     }
+    check_tokens(access, hub, source)
+}
 
-    /// Check the `[[access]]` tokens read so far: each needs the hub's
-    /// token beside it and differs from it, from the monitor token and from
-    /// every other. Tokens not read yet are checked when they are.
-    pub(crate) fn check_access_tokens(&self, source: &ConfigSource<'_>) -> Result<(), (String, String)> {
-        for (i, a) in self.access.iter().enumerate() {
-            let Some(token) = &a.token else { continue };
-            let field = || source.table_field("access", i, "token_file");
-            if token.is_empty() || token.len() > MAX_TOKEN_LEN {
-                return Err((field(), format!("the token must be 1 to {MAX_TOKEN_LEN} bytes")));
-            }
-            let Some(hub_token) = &self.hub.token else {
-                let text = "needs the hub's token (--token-file, FIELDHUB_TOKEN_FILE or [hub] token): per-client \
-                            permissions are tokens beside the hub's";
-                return Err((field(), text.into()));
-            };
-            let same_as = if token == hub_token {
-                Some("the hub's token".to_owned())
-            } else if self.hub.monitor_token.as_ref() == Some(token) {
-                Some("the monitor token".to_owned())
-            } else {
-                self.access[..i]
-                    .iter()
-                    .find(|o| o.token.as_ref() == Some(token))
-                    .map(|o| format!("access '{}''s", o.name))
-            };
-            if let Some(other) = same_as {
-                return Err((field(), format!("holds the same token as {other}; give each access a token of its own")));
-            }
+/// Check the `[[access]]` tokens read so far: each needs the hub's token
+/// beside it and differs from it, from the monitor token and from every
+/// other. Tokens not read yet are checked when they are.
+pub fn check_tokens(
+    access: &[AccessConfig],
+    hub: &HubSection,
+    source: &ConfigSource<'_>,
+) -> Result<(), (String, String)> {
+    for (i, a) in access.iter().enumerate() {
+        let Some(token) = &a.token else { continue };
+        let field = || source.table_field("access", i, "token_file");
+        if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+            return Err((field(), format!("the token must be 1 to {MAX_TOKEN_LEN} bytes")));
         }
-        Ok(())
+        let Some(hub_token) = &hub.token else {
+            let text = "needs the hub's token (--token-file, FIELDHUB_TOKEN_FILE or [hub] token): per-client \
+                            permissions are tokens beside the hub's";
+            return Err((field(), text.into()));
+        };
+        let same_as = if token == hub_token {
+            Some("the hub's token".to_owned())
+        } else if hub.monitor_token.as_ref() == Some(token) {
+            Some("the monitor token".to_owned())
+        } else {
+            access[..i].iter().find(|o| o.token.as_ref() == Some(token)).map(|o| format!("access '{}''s", o.name))
+        };
+        if let Some(other) = same_as {
+            return Err((field(), format!("holds the same token as {other}; give each access a token of its own")));
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 
 use serde::Deserialize;
 
-use crate::config::source::ConfigSource;
-use crate::config::{check_name, ChannelConfig, HubConfig};
+use super::source::ConfigSource;
+use fieldhub_bus::config::{ChannelConfig, TimeMode, Timing};
+use fieldhub_bus::names::check_name;
+
+use super::hub_section::HubSection;
 
 /// The Zenoh endpoint a hub listens on when `listen` is not given:
 /// loopback only.
@@ -118,75 +121,78 @@ fn is_loopback(endpoint: &str) -> bool {
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-impl HubConfig {
-    /// Check `[federation]` and the channels' `federated`/`owner` keys; the
-    /// error names the offending field.
-    pub(crate) fn check_federation(&self, source: &ConfigSource<'_>) -> Result<(), (String, String)> {
-        let section = |key: &str| source.section_field("federation", key);
-        if let Some(f) = &self.federation {
-            if self.hub.time == crate::config::TimeMode::Virtual {
-                let text = "a federated hub runs in real time; virtual time is one hub's".to_owned();
-                return Err((source.hub_field("time"), text));
-            }
-            if let Some(name) = &f.name {
-                check_name(name).map_err(|m| (section("name"), m))?;
-            }
-            if f.listen.is_empty() && f.connect.is_empty() {
-                let text = "a federated hub needs at least one listen or connect endpoint".to_owned();
-                return Err((section("listen"), text));
-            }
-            for endpoint in &f.listen {
-                check_endpoint(endpoint).map_err(|m| (section("listen"), m))?;
-            }
-            for endpoint in &f.connect {
-                check_endpoint(endpoint).map_err(|m| (section("connect"), m))?;
-            }
-            let remote = f.listen.iter().map(|e| ("listen", e)).chain(f.connect.iter().map(|e| ("connect", e)));
-            if let (None, Some((key, endpoint))) = (&f.token_file, remote.clone().find(|(_, e)| !is_loopback(e))) {
-                let text = format!(
-                    "'{endpoint}' is reachable from other machines: set token_file to a file with a secret every \
+/// Check `[federation]` and the channels' `federated`/`owner` keys; the
+/// error names the offending field.
+pub fn check(
+    federation: Option<&FederationConfig>,
+    hub: &HubSection,
+    channels: &[ChannelConfig],
+    source: &ConfigSource<'_>,
+) -> Result<(), (String, String)> {
+    let section = |key: &str| source.section_field("federation", key);
+    if let Some(f) = federation {
+        if hub.time == TimeMode::Virtual {
+            let text = "a federated hub runs in real time; virtual time is one hub's".to_owned();
+            return Err((source.hub_field("time"), text));
+        }
+        if let Some(name) = &f.name {
+            check_name(name).map_err(|m| (section("name"), m))?;
+        }
+        if f.listen.is_empty() && f.connect.is_empty() {
+            let text = "a federated hub needs at least one listen or connect endpoint".to_owned();
+            return Err((section("listen"), text));
+        }
+        for endpoint in &f.listen {
+            check_endpoint(endpoint).map_err(|m| (section("listen"), m))?;
+        }
+        for endpoint in &f.connect {
+            check_endpoint(endpoint).map_err(|m| (section("connect"), m))?;
+        }
+        let remote = f.listen.iter().map(|e| ("listen", e)).chain(f.connect.iter().map(|e| ("connect", e)));
+        if let (None, Some((key, endpoint))) = (&f.token_file, remote.clone().find(|(_, e)| !is_loopback(e))) {
+            let text = format!(
+                "'{endpoint}' is reachable from other machines: set token_file to a file with a secret every \
                      hub of the federation shares, so that only hubs that know it can link"
-                );
-                return Err((section(key), text));
-            }
-            if f.epoch == 0 {
-                return Err((section("epoch"), "must be 1 or more (0 means no owner)".into()));
-            }
-            if f.history == 0 || f.history > MAX_HISTORY {
-                return Err((section("history"), format!("{} is not 1..={MAX_HISTORY} events", f.history)));
-            }
+            );
+            return Err((section(key), text));
         }
-        for (i, c) in self.channels.iter().enumerate() {
-            let field = |key: &str| source.table_field("channel", i, key);
-            if let Some(owner) = &c.owner {
-                if !c.federated {
-                    return Err((field("owner"), "only a federated channel has an owner; add federated = true".into()));
-                }
-                check_name(owner).map_err(|m| (field("owner"), m))?;
-            }
-            if c.standby && (!c.federated || c.owner.is_none()) {
-                let text = "a standby takes over from the channel's owner: add federated = true and owner = \"HUB\"";
-                return Err((field("standby"), text.into()));
-            }
-            let own_name = self.federation.as_ref().map(|f| f.hub_name(&self.hub.name));
-            if c.standby && c.owner.as_deref() == own_name {
-                return Err((field("standby"), "the owner cannot be its own standby".into()));
-            }
-            if c.federated && self.federation.is_none() {
-                let text = format!("channel '{}' is federated but the hub has no [federation] section", c.name);
-                return Err((field("federated"), text));
-            }
-            // The owner times the channel; a relay (or standby) applies the
-            // owner's events and never schedules frames itself.
-            if c.federated && c.owner.is_some() && c.timing == crate::config::Timing::Timed {
-                let text = "a relayed channel is timed by its owner: set timing = \"timed\" on the owner hub's \
-                            channel, not on a relay's or standby's"
-                    .to_owned();
-                return Err((field("timing"), text));
-            }
+        if f.epoch == 0 {
+            return Err((section("epoch"), "must be 1 or more (0 means no owner)".into()));
         }
-        Ok(())
+        if f.history == 0 || f.history > MAX_HISTORY {
+            return Err((section("history"), format!("{} is not 1..={MAX_HISTORY} events", f.history)));
+        }
     }
+    for (i, c) in channels.iter().enumerate() {
+        let field = |key: &str| source.table_field("channel", i, key);
+        if let Some(owner) = &c.owner {
+            if !c.federated {
+                return Err((field("owner"), "only a federated channel has an owner; add federated = true".into()));
+            }
+            check_name(owner).map_err(|m| (field("owner"), m))?;
+        }
+        if c.standby && (!c.federated || c.owner.is_none()) {
+            let text = "a standby takes over from the channel's owner: add federated = true and owner = \"HUB\"";
+            return Err((field("standby"), text.into()));
+        }
+        let own_name = federation.map(|f| f.hub_name(&hub.name));
+        if c.standby && c.owner.as_deref() == own_name {
+            return Err((field("standby"), "the owner cannot be its own standby".into()));
+        }
+        if c.federated && federation.is_none() {
+            let text = format!("channel '{}' is federated but the hub has no [federation] section", c.name);
+            return Err((field("federated"), text));
+        }
+        // The owner times the channel; a relay (or standby) applies the
+        // owner's events and never schedules frames itself.
+        if c.federated && c.owner.is_some() && c.timing == Timing::Timed {
+            let text = "a relayed channel is timed by its owner: set timing = \"timed\" on the owner hub's \
+                            channel, not on a relay's or standby's"
+                .to_owned();
+            return Err((field("timing"), text));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

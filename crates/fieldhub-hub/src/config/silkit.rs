@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::config::check_name;
+use fieldhub_bus::names::check_name;
 
 /// The scheme of a SIL Kit registry URI.
 const REGISTRY_SCHEME: &str = "silkit://";

@@ -14,10 +14,6 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
-/// `[hub] recordings_dir` when the configuration does not set it: relative
-/// to the hub's working directory, created on the first recording.
-pub const DEFAULT_RECORDINGS_DIR: &str = "recordings";
-
 /// Why a recording path was refused; each says what the API takes instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordingPathError {

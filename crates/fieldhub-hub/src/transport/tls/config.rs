@@ -16,16 +16,7 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// The files of `[hub] tls_*`, as the configuration names them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// The server's certificate chain, its own certificate first.
-    pub cert: PathBuf,
-    /// The private key of that certificate.
-    pub key: PathBuf,
-    /// When set, clients must present a certificate signed by one of these CAs.
-    pub client_ca: Option<PathBuf>,
-}
+use crate::config::TlsFiles;
 
 /// Why the TLS settings cannot be used.
 #[derive(Debug, thiserror::Error)]
