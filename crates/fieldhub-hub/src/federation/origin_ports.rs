@@ -16,7 +16,7 @@
 //! requests (`Forwarded`), so the writer needs no echo from these ports.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
@@ -25,14 +25,12 @@ use fieldhub_proto::Frame;
 use tracing::warn;
 
 use super::event::Origin;
+use crate::session::bridge_port::{LateAnswer, NotOpened, PortOpenings};
 use crate::session::ClientSlot;
 use fieldhub_bus::inbox::Inbound;
 
 /// How long a relay port's route stays after its last frame left.
 pub const ROUTE_IDLE: Duration = Duration::from_secs(10);
-
-/// How often the bridge looks whether an answer came or it must stop.
-const LOOK: Duration = Duration::from_millis(100);
 
 /// Requests forwarded into one bridge port and not seen on the bus yet,
 /// oldest first, by the port's hub-wide id.
@@ -52,37 +50,13 @@ pub fn origin_of(forwarded: &mut Forwarded, sender: u32, frame: &Frame) -> Optio
 
 /// The bus's answers to the bridge's `OPEN_PORT`s, by request id, which
 /// the writer thread (the outbox's reader) fills in.
-#[derive(Default)]
-pub struct Opening {
-    answers: Mutex<HashMap<u32, Answer>>,
-    answered: Condvar,
-}
+pub type Opening = PortOpenings;
 
-enum Answer {
-    Waiting,
-    Opened { port: u16, port_id: u32 },
-    Refused(String),
-}
-
-impl Opening {
-    /// The writer saw `PORT_OPENED` for `request`.
-    pub fn opened(&self, request: u32, port: u16, port_id: u32) {
-        self.answer(request, Answer::Opened { port, port_id });
-    }
-
-    /// The writer saw an error for `request`; `false` if no open waited
-    /// for it.
-    pub fn refused(&self, request: u32, text: &str) -> bool {
-        self.answer(request, Answer::Refused(text.to_owned()))
-    }
-
-    fn answer(&self, request: u32, answer: Answer) -> bool {
-        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(slot) = answers.get_mut(&request) else { return false };
-        *slot = answer;
-        self.answered.notify_all();
-        true
-    }
+/// The table of the bridge's `OPEN_PORT`s: request 1 opened the main port,
+/// relay ports' ports are 2 and up; an answer that comes after the bridge
+/// stopped waiting is no request's.
+pub fn opening() -> Opening {
+    PortOpenings::new(2, LateAnswer::Unknown)
 }
 
 /// Where one relay port's frames go.
@@ -101,7 +75,6 @@ pub struct OriginPorts {
     options: PortOptions,
     /// By relay (its Zenoh session id), then by the relay's port id.
     routes: HashMap<String, HashMap<u32, Route>>,
-    next_request: u32,
 }
 
 impl OriginPorts {
@@ -112,8 +85,7 @@ impl OriginPorts {
         if fd {
             options |= PortOptions::FD;
         }
-        // Request 1 opened the main port.
-        Self { main, channel, options, routes: HashMap::new(), next_request: 1 }
+        Self { main, channel, options, routes: HashMap::new() }
     }
 
     /// The port (handle, hub-wide id) `origin`'s frame goes through,
@@ -161,16 +133,13 @@ impl OriginPorts {
     /// Open a port for relay port `key`: its handle and id, or the bus's
     /// refusal; `None` when the bridge is stopping.
     fn open(
-        &mut self,
+        &self,
         key: &(String, u32),
         slot: &ClientSlot,
         opening: &Opening,
         stop: &dyn Fn() -> bool,
     ) -> Option<Result<(u16, u32), String>> {
-        self.next_request = self.next_request.wrapping_add(1).max(2);
-        let request = self.next_request;
-        opening.answers.lock().unwrap_or_else(|e| e.into_inner()).insert(request, Answer::Waiting);
-        let open = Inbound::OpenPort {
+        let open = |request| Inbound::OpenPort {
             client: slot.id(),
             request,
             options: self.options,
@@ -178,21 +147,10 @@ impl OriginPorts {
             // Unique on the hub: the relay's session id, its port's id.
             port_name: format!("federation-{}-{}-{}", self.channel, short(&key.0), key.1),
         };
-        if slot.sessions().inbox.send(open).is_err() {
-            return None;
-        }
-        let mut answers = opening.answers.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(Answer::Waiting) = answers.get(&request) {
-            if stop() {
-                answers.remove(&request);
-                return None;
-            }
-            answers = opening.answered.wait_timeout(answers, LOOK).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        match answers.remove(&request) {
-            Some(Answer::Opened { port, port_id }) => Some(Ok((port, port_id))),
-            Some(Answer::Refused(text)) => Some(Err(text)),
-            Some(Answer::Waiting) | None => None,
+        match opening.open(&slot.sessions().inbox, (), open, stop) {
+            Ok(opened) => Some(Ok((opened.port, opened.port_id))),
+            Err(NotOpened::Refused(text)) => Some(Err(text)),
+            Err(NotOpened::Stopped) => None,
         }
     }
 

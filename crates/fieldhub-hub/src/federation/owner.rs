@@ -34,8 +34,9 @@ use zenoh::Wait;
 
 use super::channel::{key, FederatedChannel, LOOK};
 use super::event::{Event, TxRequest};
-use super::origin_ports::{origin_of, Forwarded, Opening, OriginPorts};
+use super::origin_ports::{opening, origin_of, Forwarded, Opening, OriginPorts};
 use crate::config::FederationConfig;
+use crate::session::bridge_port::OpenedPort;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use fieldhub_bus::credit::TxCredit;
@@ -160,7 +161,7 @@ impl OwnerBridge {
         }
         let main = wait_until_opened(&outbox, sessions, &name)?;
         let mut routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
-        let opening: Arc<Opening> = Arc::default();
+        let opening: Arc<Opening> = Arc::new(opening());
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
         let history: Arc<Mutex<History>> = Arc::default();
         let queryable = {
@@ -365,11 +366,11 @@ impl Writer {
             let (frame, meta) = match item {
                 Outbound::Frame { frame, meta, .. } => (frame, meta),
                 Outbound::PortOpened { request, port, port_id, .. } => {
-                    opening.opened(request, port, port_id);
+                    opening.answer(request, Ok(OpenedPort { port, port_id }));
                     continue;
                 }
                 Outbound::Error { request, text, fatal, .. } => {
-                    if !opening.refused(request, &text) {
+                    if !opening.answer(request, Err(text.clone())) {
                         warn!(channel = %self.channel, "the bus reports: {text}");
                     }
                     if fatal {

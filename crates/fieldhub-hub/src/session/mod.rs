@@ -19,6 +19,7 @@
 //! and its `Detach` after all of them; a client is counted from its first
 //! byte to its slot's drop.
 
+pub mod bridge_port;
 pub mod credentials;
 pub mod peer_user;
 

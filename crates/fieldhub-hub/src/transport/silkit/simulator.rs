@@ -28,10 +28,12 @@
 //! slow SIL Kit holds its channel, as any lossless port does, but the bus
 //! thread only queues); per controller, requests go to the bus in the
 //! order SIL Kit delivered them, and answers come in that order.
+//!
+//! Imports `bridge.rs` only of `silkit/`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -44,8 +46,9 @@ use fieldhub_silkit::{
 };
 use tracing::{error, info, warn};
 
-use super::{Attached, SilKitBridge};
+use super::bridge::{Attached, SilKitBridge};
 use crate::config::SilKitConfig;
+use crate::session::bridge_port::{LateAnswer, NotOpened, OpenedPort, PortOpenings};
 use crate::session::Sessions;
 use fieldhub_bus::confinement::can_err;
 use fieldhub_bus::inbox::{ClientId, Inbound};
@@ -95,17 +98,15 @@ struct Node {
 struct Table {
     nodes: HashMap<ControllerDescriptor, Node>,
     by_port: HashMap<u16, ControllerDescriptor>,
-    /// `OPEN_PORT` requests in flight, by request id.
-    opening: HashMap<u32, ControllerDescriptor>,
-    next_request: u32,
     carries_fd: bool,
 }
 
 /// What the three threads share.
 struct Shared {
     table: Mutex<Table>,
-    /// Signalled when a port opened (or failed to).
-    opened: Condvar,
+    /// `OPEN_PORT` requests in flight, by request id, with the controller
+    /// each is for; never locked while `table` is.
+    openings: PortOpenings<ControllerDescriptor>,
     closed: Arc<AtomicBool>,
     /// Requests answered `Canceled` or `TransmitQueueFull`, and frames SIL
     /// Kit cannot be shown: counted, logged once each.
@@ -163,7 +164,10 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
     };
     let shared = Arc::new(Shared {
         table: Mutex::new(Table::default()),
-        opened: Condvar::new(),
+        // No port of the client's own: requests from 1. A refusal that comes
+        // after the bridge stopped waiting still cancels the controller's
+        // frames.
+        openings: PortOpenings::new(1, LateAnswer::Ours),
         closed: Arc::clone(&closed),
         canceled: AtomicU64::new(0),
         queue_full: AtomicU64::new(0),
@@ -315,14 +319,7 @@ fn open_port(
     controller: ControllerDescriptor,
     stop: &dyn Fn() -> bool,
 ) -> bool {
-    let request = {
-        let mut table = shared.table();
-        table.next_request = table.next_request.wrapping_add(1);
-        let request = table.next_request;
-        table.opening.insert(request, controller);
-        request
-    };
-    let open = Inbound::OpenPort {
+    let open = |request| Inbound::OpenPort {
         client,
         request,
         // Classic channels refuse CAN FD frames: the bridge thread answers
@@ -331,17 +328,12 @@ fn open_port(
         channel: config.channel.clone(),
         port_name: format!("silkit-{}-{controller}", config.network),
     };
-    if sessions.inbox.send(open).is_err() {
-        return false;
+    // The delivery thread handled the answer (a refused controller is no
+    // node any more) before this one wakes.
+    match shared.openings.open(&sessions.inbox, controller, open, stop) {
+        Ok(_) | Err(NotOpened::Refused(_)) => true,
+        Err(NotOpened::Stopped) => false,
     }
-    let mut table = shared.table();
-    while table.opening.contains_key(&request) {
-        if stop() {
-            return false;
-        }
-        table = shared.opened.wait_timeout(table, LOOK).unwrap_or_else(|e| e.into_inner()).0;
-    }
-    true
 }
 
 /// Close a controller's port and cancel what it still waits for.
@@ -425,25 +417,25 @@ fn deliver(shared: &Shared, outbox: &QueueOutbox, producer: &EventProducer) {
                     }
                     on_frame(shared, producer, &mut fanout, port, frame, meta);
                 }
-                Outbound::PortOpened { request, port, channel_flags, .. } => {
-                    let mut table = shared.table();
-                    if let Some(controller) = table.opening.remove(&request) {
+                Outbound::PortOpened { request, port, port_id, channel_flags, .. } => {
+                    // The port is the controller's before the bridge thread
+                    // wakes and forwards to it.
+                    if let Some(controller) = shared.openings.waiting(request) {
+                        let mut table = shared.table();
                         table.carries_fd = channel_flags.contains(ChannelFlags::CANFD);
                         table.by_port.insert(port, controller);
                         if let Some(node) = table.nodes.get_mut(&controller) {
                             node.port = Some(port);
                         }
                     }
-                    shared.opened.notify_all();
+                    shared.openings.answer(request, Ok(OpenedPort { port, port_id }));
                 }
                 Outbound::Error { request, text, fatal, .. } => {
-                    let mut table = shared.table();
-                    if let Some(controller) = table.opening.remove(&request) {
+                    if let Some(controller) = shared.openings.waiting(request) {
                         // Without a port the controller is no node of the
                         // channel: all it asks is answered Canceled.
-                        let refused = table.nodes.remove(&controller);
-                        shared.opened.notify_all();
-                        drop(table);
+                        let refused = shared.table().nodes.remove(&controller);
+                        shared.openings.answer(request, Err(text.clone()));
                         error!(participant = %shared.participant, controller,
                             "the bus refused a SIL Kit controller's port, its frames are canceled: {text}");
                         for request in refused.iter().flat_map(|node| &node.requests) {
