@@ -1,0 +1,205 @@
+//! One connection as the reactor holds it: its socket (TCP, unix, TLS), its
+//! client slot, the phase it is in, its input and its output — the state
+//! every other job of the reactor works on.
+//!
+//! Invariants: a phase only moves forward (`Sniff` → `Hello` → `Stream` or
+//! `Shm`; any of them → `Closing`); once `Closing`, nothing more is read or
+//! queued, and the message queued last is the last written; a connection
+//! that ends ends its shared-memory link (if it has one) and, through its
+//! stream session's drop, its outbox. Imports from the reactor only the
+//! input buffer and the stream session it holds.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::Weak;
+
+use fieldhub_proto::wire::{ErrorCode, Packer, LENGTH_PREFIX};
+
+use super::forward::StreamSession;
+use super::input::Input;
+use crate::session::{ClientSlot, Violation};
+use crate::transport::shm::ShmLink;
+use crate::transport::tls::TlsSocket;
+
+pub(super) enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+    /// TCP on a hub with TLS; boxed, so plaintext connections stay small.
+    Tls(Box<TlsSocket>),
+}
+
+impl Socket {
+    pub(super) fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+            Socket::Tls(s) => s.tcp.as_raw_fd(),
+        }
+    }
+
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
+            Socket::Tls(s) => s.read(buf),
+        }
+    }
+
+    pub(super) fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Unix(s) => s.write(buf),
+            Socket::Tls(s) => s.write(buf),
+        }
+    }
+
+    /// Take a TLS connection's state out, leaving a plain duplicate of its
+    /// socket in its place (to close, or to write plaintext on); `None`
+    /// for a plain socket.
+    pub(super) fn take_tls(&mut self) -> std::io::Result<Option<Box<TlsSocket>>> {
+        let Socket::Tls(tls) = self else { return Ok(None) };
+        let duplicate = Socket::Tcp(tls.tcp.try_clone()?);
+        match std::mem::replace(self, duplicate) {
+            Socket::Tls(tls) => Ok(Some(tls)),
+            Socket::Tcp(_) | Socket::Unix(_) => Ok(None),
+        }
+    }
+
+    /// Send what the socket's own layer still holds (TLS records); plain
+    /// sockets hold nothing.
+    pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Socket::Tls(s) => s.flush(),
+            Socket::Tcp(_) | Socket::Unix(_) => Ok(()),
+        }
+    }
+}
+
+pub(super) enum Phase {
+    /// TCP: looking at the first bytes for an HTTP request line.
+    Sniff,
+    /// Waiting for `HELLO`; `shm` for a shared-memory session socket.
+    Hello {
+        shm: bool,
+    },
+    Stream(StreamSession),
+    /// A shared-memory session: the socket only signals its end. Only the
+    /// bus holds the link: when it lets go of the client, the link's drop
+    /// shuts the socket, which ends this session too.
+    Shm(Weak<ShmLink>),
+    /// Writing a last message (a refusal, an error), then closing.
+    Closing,
+}
+
+impl Phase {
+    /// Whether the connection is still in its handshake (no `WELCOME` yet,
+    /// no last message queued).
+    pub(super) fn in_handshake(&self) -> bool {
+        matches!(self, Phase::Sniff | Phase::Hello { .. })
+    }
+}
+
+pub(super) struct Conn {
+    pub(super) socket: Socket,
+    pub(super) slot: ClientSlot,
+    pub(super) phase: Phase,
+    pub(super) input: Input,
+    /// Bytes to write: `output.finish()[written..]`.
+    pub(super) output: Packer,
+    pub(super) written: usize,
+    /// The last read stopped before the socket said it would block: readiness
+    /// was not used up, so reading must resume without a new event.
+    pub(super) unread: bool,
+    /// The peer closed its side; what is buffered is still handled first.
+    pub(super) at_end: bool,
+    /// Which handshake deadline entry is this connection's.
+    pub(super) serial: u64,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Phase::Shm(link) = &self.phase {
+            if let Some(link) = link.upgrade() {
+                link.end();
+            }
+        }
+    }
+}
+
+/// How processing a connection went.
+pub(super) enum Flow {
+    /// Go on (read more when the socket has more).
+    Continue,
+    /// Stop reading: no credit (resumed by a notice) or a partial message.
+    Paused,
+    /// Close the connection now (for the log: why).
+    Close(String),
+    /// TCP that speaks HTTP: give it to the control server.
+    HandOver,
+}
+
+impl Conn {
+    /// A connection just accepted, with nothing read or written yet; its
+    /// readiness is not used up.
+    pub(super) fn new(socket: Socket, slot: ClientSlot, phase: Phase, serial: u64) -> Self {
+        Self {
+            socket,
+            slot,
+            phase,
+            input: Input::default(),
+            output: Packer::new(),
+            written: 0,
+            unread: true,
+            at_end: false,
+            serial,
+        }
+    }
+
+    /// Read once from the socket into the input buffer.
+    pub(super) fn read_some(&mut self) -> std::io::Result<usize> {
+        let socket = &mut self.socket;
+        self.input.read_from(|buf| socket.read(buf))
+    }
+
+    /// Queue a refusal and switch to closing.
+    pub(super) fn refuse(&mut self, violation: &Violation) {
+        self.slot.log_refusal(violation);
+        self.output.push_encoded(&violation.refusal());
+        self.phase = Phase::Closing;
+    }
+
+    /// Queue a fatal error for a client that broke the protocol, detach it
+    /// and switch to closing.
+    pub(super) fn reject(&mut self, violation: &Violation) {
+        // The bus hears of the detach before the client hears of its
+        // rejection: whatever the client does next reaches the bus after
+        // its ports closed.
+        self.slot.reject(violation);
+        self.output.push_encoded(&violation.fatal_error());
+        self.phase = Phase::Closing;
+    }
+
+    /// Why the connection's input ended, for the log (or a violation).
+    pub(super) fn end_of_input(&mut self) -> String {
+        let buffered = self.input.len();
+        match &self.phase {
+            Phase::Sniff | Phase::Closing => String::new(),
+            Phase::Hello { .. } => {
+                self.slot.log_refusal(&Violation::new(ErrorCode::Malformed, "during handshake: connection closed"));
+                String::new()
+            }
+            Phase::Stream(_) if buffered > 0 => {
+                let need = LENGTH_PREFIX + self.input.body_len().map_or(0, |len| len as usize);
+                let violation = Violation::new(
+                    ErrorCode::Malformed,
+                    format!("disconnected mid-message: got {buffered} of {need} bytes"),
+                );
+                self.slot.reject(&violation);
+                violation.text
+            }
+            Phase::Stream(_) | Phase::Shm(_) => "connection closed".into(),
+        }
+    }
+}
