@@ -77,6 +77,10 @@ pub const DEFAULT_STEP_TIMEOUT_MS: u64 = 5_000;
 /// Most channels one hub carries.
 pub const MAX_CHANNELS: usize = 1024;
 
+/// Most gateway routes one hub carries (configured and added through the
+/// API together): each holds one of the gateway port ids.
+pub const MAX_ROUTES: usize = 1024;
+
 /// Bus protocol of a channel.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route};
 use crate::channel::Channel;
-use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS};
+use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
@@ -14,8 +14,6 @@ use crate::port_id::PortId;
 use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
 use crate::request::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 
-/// Most gateway routes one hub carries.
-const MAX_ROUTES: usize = 1024;
 /// Most fault rules one channel carries.
 const MAX_FAULTS: usize = 256;
 

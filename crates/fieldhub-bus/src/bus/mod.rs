@@ -200,7 +200,8 @@ impl Bus {
                 config: r.clone(),
                 // Route `i` sends from gateway slot `i`; a slot is a `u16`, and
                 // no configuration comes near 65,536 routes.
-                port_id: PortId::gateway(u16::try_from(i).expect("at most 65,536 routes")),
+                // The configuration holds at most MAX_ROUTES (`HubConfig::validate`).
+                port_id: PortId::gateway(u16::try_from(i).expect("at most MAX_ROUTES routes")),
                 routed: 0,
             })
             .collect();

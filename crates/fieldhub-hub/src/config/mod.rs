@@ -30,7 +30,7 @@ pub(crate) use crate::config::source::ConfigSource;
 pub use fieldhub_bus::access::ALL_CHANNELS;
 pub use fieldhub_bus::config::{
     BusConfig, ChannelConfig, PortConfig, Protocol, RouteConfig, StallPolicy, TimeConfig, TimeMode, Timing,
-    DEFAULT_BITRATE, DEFAULT_STEP_TIMEOUT_MS, MAX_BITRATE, MAX_CHANNELS, MAX_DATA_BITRATE, MAX_HOP_LIMIT,
+    DEFAULT_BITRATE, DEFAULT_STEP_TIMEOUT_MS, MAX_BITRATE, MAX_CHANNELS, MAX_DATA_BITRATE, MAX_HOP_LIMIT, MAX_ROUTES,
     MIN_PORT_RATE,
 };
 pub use fieldhub_bus::names::check_name;
@@ -340,6 +340,9 @@ impl HubConfig {
         }
         if self.channels.len() > MAX_CHANNELS {
             return Err(invalid("channel".into(), format!("at most {MAX_CHANNELS} channels")));
+        }
+        if self.routes.len() > MAX_ROUTES {
+            return Err(invalid("route".into(), format!("at most {MAX_ROUTES} routes")));
         }
         for (i, c) in self.channels.iter().enumerate() {
             let field = |key: &str| source.table_field("channel", i, key);
