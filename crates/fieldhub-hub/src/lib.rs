@@ -2,23 +2,24 @@
 //!
 //! # Layout
 //!
-//! The data path reads top to bottom, the same for every transport:
+//! The bus itself — channels, arbitration, timing, faults, fan-out — is the
+//! `fieldhub-bus` crate, a state machine without I/O; this crate is its
+//! runtime and every way to reach it, one folder per layer. Imports point down
+//! this list, never up (`tests/layers.rs` checks every edge):
 //!
-//! - [`transport`]: moves bytes or ring messages. The [`transport::reactor`]
-//!   thread serves every TCP, unix-socket and `shm://` session socket;
-//!   ivshmem regions have a poller; SocketCAN ports and SIL Kit networks a
-//!   thread per direction.
+//! - [`Hub`] (this file) starts and stops the layers below.
+//! - `control/`: the HTTP/JSON control API and the web monitor.
+//! - [`federation`]: hubs sharing channels over Eclipse Zenoh.
+//! - `transport/`: moves bytes or ring messages. The reactor thread serves
+//!   every TCP, unix-socket and `shm://` session socket; ivshmem regions have
+//!   a poller; SocketCAN ports and SIL Kit networks a thread per direction.
 //! - [`session`]: the session layer: admission ([`session::ClientSlot`]),
 //!   handshake, the one mapping from a client's message to a bus request,
-//!   errors and goodbyes.
-//! - [`inbox`] / [`outbox`]: what goes to the bus thread (one bounded queue,
-//!   plus the rings it reads itself) and what comes back to each client
-//!   (each transport's kind of [`outbox::Outbox`]).
-//! - [`bus`]: the bus thread — one sequencer for its channels; it owns all
-//!   bus state (clients, ports, channels, routes) and reads time only
-//!   through a [`clock::Clock`].
-//! - [`channel`]: one channel's arbitration, timing, faults and fan-out.
+//!   errors and goodbyes; credentials and peer users.
+//! - `bus_thread/`: the loop that runs the bus, its wake-up and clock.
+//! - [`recording`]: where recordings may be written, and their writers.
 //! - [`config`]: the TOML configuration and the built-in default.
+//! - [`fatal`]: the panic hook of a hub process.
 //!
 //! # Invariants
 //!

@@ -171,7 +171,7 @@ pub struct Bus {
     recorder: Option<Box<dyn Recorder>>,
     /// Bus time when the current round began: the arrival time of every
     /// frame taken in it, so a round of frames costs one clock read, not
-    /// one each. `None` outside [`Bus::run`]'s rounds.
+    /// one each. `None` outside [`Bus::take_input`]'s rounds.
     round_ns: Option<u64>,
     /// Virtual time's participants, staged frames and limits; `None` in
     /// real time, where the data path costs one branch more and nothing else.

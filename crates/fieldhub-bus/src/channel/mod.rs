@@ -13,9 +13,9 @@
 //! one). Members are visited in one fixed order, and every member's queue is
 //! FIFO, so all receivers see the channel's single order.
 
-//! The parts, in the order a frame meets them: [`arbitration`] picks the
-//! next frame, [`schedule`] decides when it goes and what a failed attempt
-//! costs, [`faults`] applies fault rules and holds delayed frames, [`fanout`]
+//! The parts, in the order a frame meets them: `arbitration` picks the
+//! next frame, `schedule` decides when it goes and what a failed attempt
+//! costs, `faults` applies fault rules and holds delayed frames, `fanout`
 //! sequences it and hands it to every port.
 
 mod arbitration;

@@ -7,7 +7,7 @@
 //!
 //! Checked in two steps: the structure (names, channels) when the text is
 //! parsed, the secrets (needs the hub's token, every token distinct) once
-//! the binary has read them ([`HubConfig::check_access_tokens`]), because
+//! the binary has read them ([`check_tokens`], `HubConfig::check_access_tokens`), because
 //! the hub's own token may come from `--token-file` or the environment.
 
 use std::path::PathBuf;

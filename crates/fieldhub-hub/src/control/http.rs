@@ -4,7 +4,7 @@
 //! (`spec/control-api.yaml`) is served at `/openapi.yaml`.
 //!
 //! Runs on its own thread with a single-threaded tokio runtime; every request
-//! becomes one [`Inbound::Control`] for the bus thread and waits for its
+//! becomes one `Inbound::Control` for the bus thread and waits for its
 //! answer. Only clients whose access may control (`credentials.rs`: the
 //! hub's token, an `[[access]]` with `control = true`) change anything:
 //! every other method than GET and HEAD needs it; reads are everyone's
