@@ -112,3 +112,15 @@ impl Drop for Certs {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_file_is_written_as_pem() {
+        let certs = super::Certs::make("certs-unit-test");
+        for name in super::FILES {
+            let text = std::fs::read_to_string(certs.path(name)).unwrap();
+            assert!(text.starts_with("-----BEGIN "), "{name}: {text}");
+        }
+    }
+}

@@ -62,3 +62,23 @@ pub fn wait_until_asleep(tid: i32) {
     };
     wait_until(deadline(), format_args!("thread {tid} sleeps in a blocking call"), || state().as_deref() == Some("S"));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_for_returns_what_the_probe_found_once_it_finds_it() {
+        let mut tries = 0;
+        let found = wait_for(deadline(), "the third try", || {
+            tries += 1;
+            (tries == 3).then_some(tries)
+        });
+        assert_eq!(found, 3);
+    }
+
+    #[test]
+    fn poll_gives_up_at_the_deadline() {
+        assert_eq!(poll(Instant::now() + Duration::from_millis(30), || None::<()>), None);
+    }
+}

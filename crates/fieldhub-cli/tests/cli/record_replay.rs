@@ -300,11 +300,7 @@ fn record_stops_on_sigint_with_a_complete_file() {
     }
     sender.flush().unwrap();
     // An idle recorder flushes its file: wait until every frame is in it.
-    let deadline = Instant::now() + PATIENCE;
-    while read_log(&path).len() < sent.len() {
-        assert!(Instant::now() < deadline, "the recording never held all frames");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(deadline(), "the recording holds every frame", || read_log(&path).len() >= sent.len());
     // SAFETY: kill(2) takes plain integers; signalling our own child cannot
     // affect this process's memory.
     unsafe { libc::kill(recorder.id() as libc::pid_t, libc::SIGINT) };

@@ -2,7 +2,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::FIELDHUB;
 use fieldhub_client::PortConfig;
@@ -200,11 +199,7 @@ fn tools_open_named_ports_that_the_control_api_and_the_configuration_know() {
         ports.as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect()
     };
     let wait_for = |name: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !names().iter().any(|n| n == name) {
-            assert!(std::time::Instant::now() < deadline, "no port '{name}' among {:?}", names());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(deadline(), format_args!("a port named '{name}' opens"), || names().iter().any(|n| n == name))
     };
     let logger = spawn(&["dump", "--port", "logger", "-n", "20", "can0"]);
     wait_for("logger");
@@ -249,11 +244,8 @@ fn dump_any_listens_on_every_channel() {
     let hub = FIELDHUB.start();
     let dump =
         FIELDHUB.command().args(["dump", "--hub", &hub.url, "-n", "2", "any"]).stdout(Stdio::piped()).spawn().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while ok(&hub, "GET", "/api/v1/ports", None).as_array().unwrap().len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "dump did not open a port on each channel");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let ports = || ok(&hub, "GET", "/api/v1/ports", None).as_array().unwrap().len();
+    wait_until(deadline(), "dump opens a port on each channel", || ports() >= 2);
     assert!(fieldhub(&hub, &["send", "can0", "100#01"]).status.success());
     assert!(fieldhub(&hub, &["send", "can1", "101#02"]).status.success());
     let out = dump.wait_with_output().unwrap();

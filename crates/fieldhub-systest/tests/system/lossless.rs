@@ -59,17 +59,11 @@ const FLOOD_TAG: u8 = 9;
 /// Wait until a port whose name starts with `prefix` is open on the hub.
 fn wait_for_port(hub: &HubProcess, prefix: &str) {
     let agent = patient_agent();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    wait_until(deadline(), format_args!("a port named {prefix}… opens"), || {
         let (status, ports) = api_via(&agent, hub, "GET", "/api/v1/ports", None);
         assert_eq!(status, 200, "{ports}");
-        let open = ports.as_array().unwrap().iter().any(|p| p["name"].as_str().is_some_and(|n| n.starts_with(prefix)));
-        if open {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no port named {prefix}… opened: {ports}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        ports.as_array().unwrap().iter().any(|p| p["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+    });
 }
 
 /// Start a hub, run `prepare` on it, then attach a stalled lossless reader

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::FIELDHUB;
 use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, Frame, PortConfig};
 use fieldhub_proto::text::format_log_line;
-use fieldhub_testkit::{ok, HubProcess};
+use fieldhub_testkit::{deadline, ok, poll, HubProcess};
 use serde_json::json;
 
 const MS: u64 = 1_000_000;
@@ -269,15 +269,8 @@ fn time_status(hub: &HubProcess) -> serde_json::Value {
 
 /// Poll the time status until `done` holds for it.
 fn wait_for_time(hub: &HubProcess, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + fieldhub_testkit::PATIENCE;
-    loop {
-        let status = time_status(hub);
-        if done(&status) {
-            return status;
-        }
-        assert!(std::time::Instant::now() < deadline, "time never got there: {status}");
-        thread::sleep(Duration::from_millis(10));
-    }
+    let reached = poll(deadline(), || Some(time_status(hub)).filter(|status| done(status)));
+    reached.unwrap_or_else(|| panic!("time never got there: {}", time_status(hub)))
 }
 
 #[test]

@@ -142,21 +142,15 @@ fn a_standby_takes_over_a_killed_owner_with_a_higher_epoch_and_the_old_owner_the
             }
         });
         // Mid-traffic: once the listeners have seen a quarter of the frames.
-        while progress.load(Ordering::Relaxed) < PER_SENDER as usize || !first_half_committed.load(Ordering::Acquire) {
-            assert!(Instant::now() < started + PATIENCE, "the traffic before the owner's death stalled");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(started + PATIENCE, "the traffic before the owner's death goes on", || {
+            progress.load(Ordering::Relaxed) >= PER_SENDER as usize && first_half_committed.load(Ordering::Acquire)
+        });
         let killed_at = Instant::now();
         drop(owner);
         // The bound: the relay reports the channel down within 1 s.
         let deadline = killed_at + Duration::from_secs(1);
-        let report = loop {
-            if let Some(text) = flush_errors(&watcher).into_iter().find(|t| t.contains("is down")) {
-                break text;
-            }
-            assert!(Instant::now() < deadline, "no ERROR within 1 s of the owner's death; log: {:#?}", relay.log());
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let report = poll(deadline, || flush_errors(&watcher).into_iter().find(|t| t.contains("is down")))
+            .unwrap_or_else(|| panic!("no ERROR within 1 s of the owner's death; log: {:#?}", relay.log()));
         assert!(report.contains("body") && report.contains("rack1"), "{report}");
         let reported_after = killed_at.elapsed();
         let frames: Vec<Vec<Received>> = receiving.into_iter().map(|t| t.join().unwrap()).collect();

@@ -205,11 +205,9 @@ fn an_ivshmem_client_killed_mid_traffic_leaves_the_hub_and_others_running_and_it
     sender.send(&tx, &numbered(0x7FF, 3, 0)).unwrap();
     sender.flush().unwrap();
     // Its port is released once its beat has been still for 3 s.
-    let deadline = Instant::now() + PATIENCE;
-    while sender.stats().unwrap().ports.len() != 2 {
-        assert!(Instant::now() < deadline, "the killed client's port was never released");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(fieldhub_testkit::deadline(), "the killed client's port is released", || {
+        sender.stats().unwrap().ports.len() == 2
+    });
     let released = killed.elapsed();
     println!("killed ivshmem client's port released after {:.1} s", released.as_secs_f64());
     assert!(released >= Duration::from_millis(2500), "released after {released:?}, before the beat timeout");
@@ -273,6 +271,9 @@ fn an_idle_hub_with_an_ivshmem_client_attached_stays_cheap() {
     let client = ivshmem_client(&region, "idle");
     client.open_port("can0").unwrap();
     client.flush().unwrap();
+    // Part of what is measured, not a wait for an event: the hub's polling
+    // backs off once nothing has moved for a moment, and the window below
+    // measures the idle hub, not that backing off.
     std::thread::sleep(Duration::from_millis(500));
     let window = Duration::from_secs(5);
     let before = cpu_ticks(hub.pid());
