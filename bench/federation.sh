@@ -19,7 +19,7 @@ FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
 SAMPLES=${SAMPLES:-5000}
 FLOOD=${FLOOD:-100000}
 fail() { echo "bench/federation.sh: $*" >&2; exit 1; }
-[ -x "$FIELDHUB" ] || fail "$FIELDHUB missing; run cargo build --release -p fieldhub-cli"
+[ -x "$FIELDHUB" ] || fail "$FIELDHUB missing; run make build"
 command -v python3 >/dev/null || fail "python3 missing (the raw TCP baseline)"
 
 TAG=fhb$$

@@ -18,7 +18,7 @@ FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
 CHANNELS=${CHANNELS:-10}
 SECONDS_=${SECONDS:-10}
 fail() { echo "bench/federation_load.sh: $*" >&2; exit 1; }
-[ -x "$FIELDHUB" ] || fail "$FIELDHUB missing; run cargo build --release -p fieldhub-cli"
+[ -x "$FIELDHUB" ] || fail "$FIELDHUB missing; run make build"
 command -v python3 >/dev/null || fail "python3 missing"
 
 TAG=fhl$$

@@ -20,7 +20,7 @@ FLOOD=${FLOOD:-200000}
 for tool in qemu-system-x86_64 cpio busybox; do
     command -v $tool >/dev/null || { echo "bench/vm.sh: $tool missing; run make test-vm once (it installs the VM tools)" >&2; exit 1; }
 done
-[ -x "$FIELDHUB" ] || { echo "bench/vm.sh: $FIELDHUB missing; run cargo build --release -p fieldhub-cli" >&2; exit 1; }
+[ -x "$FIELDHUB" ] || { echo "bench/vm.sh: $FIELDHUB missing; run make build" >&2; exit 1; }
 FIELDHUB_GUEST_BIN="$FIELDHUB" "$ROOT/tests/vm/build-initramfs.sh" >&2
 
 RUN=$(mktemp -d /dev/shm/fieldhub-bench-vm.XXXXXX)

@@ -12,11 +12,8 @@ C_PREFIX := $(C_BUILD)/prefix
 .PHONY: test-c
 test-c:
 	$(CARGO) test --locked --workspace --test header --test header_standards
+	$(call need,test-c,cc c++ cmake pkg-config readelf)
 	$(WORKSPACE_BUILD)
-	@command -v pkg-config >/dev/null 2>&1 || { \
-	  echo "test-c: installing pkg-config (Debian package pkgconf)"; \
-	  apt-get update -qq && apt-get install -y -qq pkgconf >/dev/null; } || { \
-	  echo "test-c: pkg-config is missing and cannot be installed here; install pkgconf"; exit 1; }
 	rm -rf $(C_BUILD)
 	cmake -S c -B $(C_BUILD)/lib -DCMAKE_INSTALL_PREFIX=$(C_PREFIX) -DFIELDHUB_TEST_HOOKS=ON \
 	  -DFIELDHUB_CARGO_PROFILE=dev -DFIELDHUB_CARGO_TARGET_DIR=$(C_TARGET_DIR)

@@ -8,10 +8,8 @@
 
 .PHONY: test-docs
 test-docs: python-env
+	$(call need,test-docs,curl cmake cc)
 	$(WORKSPACE_BUILD)
-	@command -v curl >/dev/null 2>&1 || { \
-	  echo "test-docs: installing curl (Debian), which the docs' HTTP examples use"; \
-	  apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 	$(PYTHON) tests/docs/run_docs.py --fieldhub $(C_TARGET_DIR)/debug/fieldhub --python $(VENV_PY)
 
 TEST_PARTS += test-docs

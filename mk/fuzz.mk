@@ -1,15 +1,16 @@
 # Fuzzing (crates/fieldhub-fuzz): every decoder and parser of untrusted input.
 #
-#   make test-fuzz   build the libFuzzer targets (stable Rust: coverage
-#                    instrumentation through codegen flags, no cargo-fuzz) and
-#                    run each for FUZZ_SECONDS (default 3) from its committed
-#                    corpus; a crash fails the test and its input lands in
-#                    target/fuzz/found/TARGET/.
+#   make fuzz   build the libFuzzer targets (stable Rust: coverage
+#               instrumentation through codegen flags, no cargo-fuzz) and run
+#               each for FUZZ_SECONDS (default 30) from its committed corpus;
+#               a crash fails and its input lands in target/fuzz/found/TARGET/.
+#               Run by anyone who touches a decoder, before the change goes in.
 #   make fuzz FUZZ_TARGET=wire FUZZ_SECONDS=600   one target, longer.
 #
-# `cargo test` also replays each corpus and 20,000 mutations of it
-# (crates/fieldhub-fuzz/tests/corpus.rs). Inputs libFuzzer finds go to
-# target/fuzz/found/, never into the committed corpus; add the good ones by hand.
+# Not part of `make test`, whose `cargo test` replays each corpus and 20,000
+# mutations of it (crates/fieldhub-fuzz/tests/corpus.rs) in seconds, without
+# the instrumented build. Inputs libFuzzer finds go to target/fuzz/found/,
+# never into the committed corpus; add the good ones by hand.
 
 FUZZ_DIR := $(CURDIR)/crates/fieldhub-fuzz
 FUZZ_BUILD := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/fuzz
@@ -18,18 +19,16 @@ FUZZ_BUILD := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/fuzz
 FUZZ_TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p')
 FUZZ_BINS := $(FUZZ_BUILD)/$(FUZZ_TRIPLE)/release
 FUZZ_TARGETS := $(basename $(notdir $(wildcard $(FUZZ_DIR)/fuzz/fuzz_targets/*.rs)))
-FUZZ_SECONDS ?= 3
-FUZZ_TARGET ?= wire
+FUZZ_SECONDS ?= 30
+FUZZ_TARGET ?= $(FUZZ_TARGETS)
 FUZZ_RUSTFLAGS := --cfg fuzzing -Cdebug-assertions -Coverflow-checks -Cpasses=sancov-module \
   -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
   -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares
 FOUND := $(CURDIR)/target/fuzz/found
 
-.PHONY: test-fuzz fuzz fuzz-build
+.PHONY: fuzz fuzz-build
 fuzz-build:
-	@command -v c++ >/dev/null 2>&1 || { \
-	  echo "test-fuzz: installing g++ (Debian), which libFuzzer is built with"; \
-	  apt-get update -qq && apt-get install -y -qq g++ >/dev/null; }
+	$(call need,fuzz,c++)
 	cd $(FUZZ_DIR)/fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" CARGO_TARGET_DIR=$(FUZZ_BUILD) \
 	  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 $(CARGO) build --locked --release --target $(FUZZ_TRIPLE) --bins
 
@@ -43,8 +42,4 @@ fuzz-run-%: fuzz-build
 	  || { tail -40 $(FOUND)/$*/log; echo "fuzz target $* failed; its input is in $(FOUND)/$*/"; exit 1; }
 	@grep -h "stat::number_of_executed_units" $(FOUND)/$*/log | sed 's/^/$*: /'
 
-test-fuzz: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
-
-fuzz: fuzz-run-$(FUZZ_TARGET)
-
-TEST_PARTS += test-fuzz
+fuzz: $(addprefix fuzz-run-,$(FUZZ_TARGET))

@@ -10,9 +10,10 @@
 # parts' tests and for people); it stays between runs, as does pip's cache,
 # so re-runs are quick. The wheel is built by the venv's maturin (no
 # isolated build environment to set up) into cargo's incremental target
-# directory.
+# directory, with the release profile (python/pyproject.toml): the build of
+# the fieldhub command (RELEASE_BUILD in the Makefile, which resolves
+# features as this build does), whose compiled dependencies it shares.
 
-PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
 VENV_PIP := $(VENV)/bin/pip
@@ -27,11 +28,10 @@ PYTHON_TEST_TOOLS := "maturin>=1.5,<2" "python-can>=4.2" $(PYTHON_TEST_PROGRAMS)
 # Debian's python3 creates venvs only with python3-venv (ensurepip); a
 # failed attempt leaves a venv without pip, hence pip as the target.
 $(VENV_PIP):
+	$(call need,test-python,$(PYTHON))
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
-	  echo "test-python: installing python3-venv (Debian) to create $(VENV)"; \
-	  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); } || { \
-	  echo "test-python: cannot create a venv with $(PYTHON) -m venv; install python3-venv"; exit 1; }
+	  echo "test-python: cannot create a venv with $(PYTHON) -m venv (Debian: python3-venv); run make deps"; exit 1; }
 	$(VENV_PY) -m pip install -q --upgrade pip
 
 wheel: $(VENV_PIP)

@@ -2,8 +2,10 @@
 #
 #   make test-silkit   fetch SIL Kit 5.0.3 once (libSilKit.so and sil-kit-registry, from the
 #                      silkit-py 1.0.5 wheel on the Python package index) into target/silkit/,
-#                      build the test participant (tests/silkit/) against it, and run the SIL
-#                      Kit tests for real: the real registry, real participants, a real hub.
+#                      build the test participants (tests/silkit/) against it, and run the SIL
+#                      Kit system tests (fieldhub-systest's test `silkit`, feature silkit-peers)
+#                      for real: the real registry, real participants, a real hub. The
+#                      fieldhub-silkit crate's own tests run in test-rust.
 #
 # The Rust tests find SIL Kit through FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and
 # FIELDHUB_SILKIT_PEER (FIELDHUB_SILKIT_SYNC_PEER for synchronised time, FIELDHUB_SILKIT_NETSIM_PEER
@@ -27,7 +29,7 @@ $(SILKIT_LIB): $(VENV_PIP)
 	  $(VENV_PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 \
 	    --platform manylinux_2_28_x86_64 $(SILKIT_WHEEL) -d $(SILKIT_DIR)
 	rm -rf $(SILKIT_DIR)/wheel
-	python3 -m zipfile -e $(SILKIT_DIR)/silkit_py-*.whl $(SILKIT_DIR)/wheel
+	$(PYTHON) -m zipfile -e $(SILKIT_DIR)/silkit_py-*.whl $(SILKIT_DIR)/wheel
 	chmod +x $(SILKIT_LIBDIR)/bin/*
 	touch $@
 
@@ -43,11 +45,9 @@ $(SILKIT_NETSIM_PEER): tests/silkit/silkit_netsim_peer.c tests/silkit/silkit_cap
 .PHONY: test-silkit
 test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER) $(SILKIT_NETSIM_PEER)
 	test -x $(SILKIT_REGISTRY) || { echo "test-silkit: $(SILKIT_REGISTRY) is missing; remove $(SILKIT_DIR) and run again"; exit 1; }
-	$(CARGO) test --locked -p fieldhub-silkit
 	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
 	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) \
 	FIELDHUB_SILKIT_NETSIM_PEER=$(SILKIT_NETSIM_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
-	  $(CARGO) test --locked --workspace --test silkit_bridge --test silkit_missing_library --test silkit_time \
-	    --test silkit_simulator
+	  $(CARGO) test --locked -p fieldhub-systest --features silkit-peers --test silkit
 
 TEST_PARTS += test-silkit

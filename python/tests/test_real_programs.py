@@ -247,7 +247,7 @@ def test_can_logger_and_player_round_trip_through_blf_and_asc(fieldhub_hub, tmp_
 def test_a_c_poll_reader_sees_a_python_senders_frames_in_order(fieldhub_hub, tmp_path):
     prefix = os.environ.get("FIELDHUB_C_PREFIX", os.path.join(REPO, "target", "c-build", "prefix"))
     if not os.path.exists(os.path.join(prefix, "lib", "libfieldhub.so")):
-        pytest.skip(f"libfieldhub is not installed in {prefix}: `make test-c` installs it there")
+        pytest.fail(f"libfieldhub is not installed in {prefix}: `make test-c` installs it there (or set FIELDHUB_C_PREFIX)")
     candump = tmp_path / "candump"
     subprocess.run(
         ["gcc", "-std=c99", "-O1", "-o", str(candump), os.path.join(REPO, "examples", "c", "candump.c"),

@@ -2,6 +2,7 @@
 thread while calls are blocked, KeyboardInterrupt during a blocking wait,
 and a request timing out behind a full send queue."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -39,13 +40,47 @@ def _fill(bus):
             return
 
 
-def _in_thread(call):
-    """Run `call` in a thread; return it and a list that gets its outcome."""
+def _wait_until(condition, what):
+    """Poll ``condition`` until it holds; fail after PATIENCE seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"waited in vain: {what}"
+        time.sleep(0.005)
+
+
+def _asleep(pid, tid=None):
+    """Whether the process (or its thread ``tid``) sleeps in the kernel:
+    state S in /proc, what a thread blocked in a call shows."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+    try:
+        with open(path) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "S"
+
+
+def _blocked_in_a_call(thread, name):
+    """Whether ``thread`` sleeps in the kernel inside a Python function
+    called ``name`` (``recv``, ``send``): blocked in that call — twice in a
+    row, so not merely waiting for the GIL on its way."""
+    def once():
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None and frame.f_code.co_name != name:
+            frame = frame.f_back
+        return frame is not None and _asleep(os.getpid(), thread.native_id)
+    if not once():
+        return False
+    time.sleep(0.01)
+    return once()
+
+
+def _in_thread(call, name):
+    """Run `call` in a thread; return it, once blocked in the function
+    `name` that the call makes, and a list that gets its outcome."""
     outcome = []
-    started = threading.Event()
 
     def run():
-        started.set()
         try:
             outcome.append(call())
         except Exception as e:  # the outcome under test
@@ -53,16 +88,13 @@ def _in_thread(call):
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    started.wait(PATIENCE)
-    # Give the thread time to block inside the call; the outcome must be
-    # the same if it has not yet.
-    time.sleep(0.2)
+    _wait_until(lambda: _blocked_in_a_call(thread, name) or not thread.is_alive(), "the thread blocks in the call")
     return thread, outcome
 
 
 def test_shutdown_from_another_thread_ends_a_blocked_recv_with_an_operation_error(fieldhub_hub):
     bus = fieldhub_hub.bus("can0")
-    thread, outcome = _in_thread(bus.recv)
+    thread, outcome = _in_thread(bus.recv, "recv")
     bus.shutdown()
     thread.join(PATIENCE)
     assert not thread.is_alive(), "recv() still blocked after shutdown()"
@@ -82,8 +114,11 @@ def test_shutdown_while_a_notifier_runs_reports_to_its_listener(fieldhub_hub):
         def on_error(self, exc):
             errors.append(exc)
 
+    before = set(threading.enumerate())
     notifier = can.Notifier(bus, [Recorder()], timeout=30)
-    time.sleep(0.2)  # the notifier's thread is inside recv(30)
+    # The notifier's thread is inside recv(30).
+    (reader,) = set(threading.enumerate()) - before
+    _wait_until(lambda: _blocked_in_a_call(reader, "recv"), "the notifier's thread blocks in recv")
     bus.shutdown()
     notifier.stop(PATIENCE)
     assert all(isinstance(e, can.CanOperationError) for e in errors), errors
@@ -93,7 +128,7 @@ def test_shutdown_while_a_notifier_runs_reports_to_its_listener(fieldhub_hub):
 def test_shutdown_from_another_thread_ends_a_send_blocked_on_a_held_bus(fieldhub_hub):
     bus = fieldhub_hub.bus("slow")
     _fill(bus)
-    thread, outcome = _in_thread(lambda: bus.send(_frame()))
+    thread, outcome = _in_thread(lambda: bus.send(_frame()), "send")
     bus.shutdown()
     thread.join(PATIENCE)
     assert not thread.is_alive(), "send() still blocked after shutdown()"
@@ -142,7 +177,8 @@ def test_ctrl_c_interrupts_a_blocking_call(call):
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(0.5)  # let it block; a signal before then proves nothing
+        # Blocked in the call: a signal before then proves nothing.
+        _wait_until(lambda: _asleep(child.pid), "the child blocks in the call")
         child.send_signal(signal.SIGINT)
         _, stderr = child.communicate(timeout=PATIENCE)
     finally:

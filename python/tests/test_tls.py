@@ -1,7 +1,10 @@
 """The python-can interface over TLS (``tls://HOST:PORT``) and mutual TLS:
 the ``tls_ca``, ``tls_cert`` and ``tls_key`` keyword arguments, and errors
-that say what to set. The certificates are made with the openssl command."""
+that say what to set. The certificates are made by the Rust test kit's
+``fieldhub-test-certs`` (crates/fieldhub-testkit): the test venv has no
+certificate library, and no test skips for want of one."""
 
+import os
 import shutil
 import subprocess
 
@@ -10,26 +13,30 @@ import pytest
 
 from fieldhub import Hub
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the certificates are made with openssl")
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-MAKE_CERTS = """
-set -e
-key="-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
-openssl req -x509 $key -keyout ca.key -out ca.crt -days 2 -subj "/CN=fieldhub test CA"
-openssl req -x509 $key -keyout other-ca.key -out other-ca.crt -days 2 -subj "/CN=another CA"
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > hub.ext
-openssl req $key -keyout hub.key -out hub.csr -subj "/CN=localhost"
-openssl x509 -req -in hub.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out hub.crt -days 2 -extfile hub.ext
-openssl req $key -keyout client.key -out client.csr -subj "/CN=python"
-printf 'extendedKeyUsage=clientAuth\\n' > client.ext
-openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 -extfile client.ext
-"""
+
+def make_certs(directory):
+    """Write ca.crt, other-ca.crt, hub.crt/.key and client.crt/.key into
+    ``directory``: with the program ``FIELDHUB_TEST_CERTS`` names, else
+    built and run by cargo from this repository."""
+    program = os.environ.get("FIELDHUB_TEST_CERTS")
+    if program:
+        command = [program, str(directory)]
+    elif shutil.which("cargo"):
+        command = ["cargo", "run", "--locked", "--quiet", "-p", "fieldhub-testkit", "--bin", "fieldhub-test-certs",
+                   "--", str(directory)]
+    else:
+        pytest.fail("the TLS tests' certificates are made by fieldhub-test-certs: set FIELDHUB_TEST_CERTS to it "
+                    "(cargo build -p fieldhub-testkit --bin fieldhub-test-certs) or install Rust's cargo")
+    made = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert made.returncode == 0, f"{' '.join(command)} failed: {made.stderr}"
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("certs")
-    subprocess.run(["sh", "-c", MAKE_CERTS], cwd=directory, check=True, capture_output=True)
+    make_certs(directory)
     return directory
 
 

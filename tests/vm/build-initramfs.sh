@@ -1,7 +1,8 @@
 #!/bin/sh
-# Build the guest for the VM tests: Debian's kernel (downloaded once, cached
-# under target/vm/), an initramfs with busybox-static, the CAN, virtio-serial,
-# virtio-net and netem modules with their dependencies, target/dist/fieldhub
+# Build the guest for the VM tests: Debian's kernel (the package `make deps`
+# downloads into target/vm/dl/, unpacked once), an initramfs with busybox-static,
+# the CAN, virtio-serial, virtio-net and netem modules with their dependencies,
+# target/release/fieldhub (stripped: the build the wheel and the benchmarks use)
 # and iproute2's tc with their shared libraries, the static test programs of guest/, the awk
 # programs of seq/ (in /lib/fieldhub-vm) and every scenario directory of
 # scenarios/.
@@ -9,36 +10,33 @@
 # Usage: tests/vm/build-initramfs.sh     (prints nothing but progress)
 # Output: target/vm/vmlinuz, target/vm/initramfs.cpio.gz
 #
-# Needs: apt-get (download only), dpkg, cpio, busybox-static, gcc, strings, iproute2.
+# Needs what `make deps` installs: dpkg, cpio, busybox-static, gcc, strings, iproute2.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 HERE=$ROOT/tests/vm
-FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub}
+FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
 # Modules the guest loads, in load order after their dependencies.
 MODULES="can can-raw vcan virtio_pci virtio_console virtio_net sch_netem"
 
 mkdir -p "$VM/dl"
 
-# --- kernel, cached --------------------------------------------------------
+# --- kernel: the package `make deps` downloads, unpacked once ------------
 if [ ! -f "$VM/vmlinuz" ] || [ ! -d "$VM/kernel/lib/modules" ]; then
-    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | cut -d' ' -f1 | sort -V | tail -1)
-    [ -n "$pkg" ] || { echo "build-initramfs: no linux-image-6.1.0-*-amd64 package in apt; run apt-get update" >&2; exit 1; }
-    echo "build-initramfs: downloading $pkg"
-    (cd "$VM/dl" && ls "$pkg"_*.deb >/dev/null 2>&1 || apt-get download "$pkg" >/dev/null 2>&1 \
-        || { echo "build-initramfs: apt-get download $pkg failed" >&2; exit 1; })
+    deb=$(ls "$VM"/dl/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | sort -V | tail -1)
+    [ -n "$deb" ] || { echo "build-initramfs: no kernel package in $VM/dl; run make deps" >&2; exit 1; }
     rm -rf "$VM/kernel"
-    dpkg -x "$VM/dl/$pkg"_*.deb "$VM/kernel"
+    dpkg -x "$deb" "$VM/kernel"
     cp "$VM"/kernel/boot/vmlinuz-* "$VM/vmlinuz"
 fi
 MODDIR=$(ls -d "$VM"/kernel/lib/modules/* | head -1)
 
 # --- initramfs tree --------------------------------------------------------
-[ -x "$FIELDHUB" ] || { echo "build-initramfs: $FIELDHUB missing; run cargo build --profile dist -p fieldhub-cli" >&2; exit 1; }
+[ -x "$FIELDHUB" ] || { echo "build-initramfs: $FIELDHUB missing; run make build" >&2; exit 1; }
 BUSYBOX=$(command -v busybox || true)
 [ -n "$BUSYBOX" ] && ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' \
-    || { echo "build-initramfs: needs a static busybox: apt-get install busybox-static" >&2; exit 1; }
+    || { echo "build-initramfs: needs a static busybox (busybox-static): run make deps" >&2; exit 1; }
 
 TREE=$VM/initramfs
 rm -rf "$TREE"
@@ -75,7 +73,7 @@ done
 
 # iproute2's tc, for netem (busybox's tc has no netem), with its libraries.
 TC=$(command -v tc || true)
-[ -n "$TC" ] && ! ldd "$TC" 2>&1 | grep -q 'not a dynamic' || { echo "build-initramfs: needs iproute2's tc: apt-get install iproute2" >&2; exit 1; }
+[ -n "$TC" ] && ! ldd "$TC" 2>&1 | grep -q 'not a dynamic' || { echo "build-initramfs: needs iproute2's tc: run make deps" >&2; exit 1; }
 cp "$TC" "$TREE/sbin/tc"
 for lib in $(ldd "$TC" | grep -o '/[^ ]*'); do
     mkdir -p "$TREE$(dirname "$lib")"

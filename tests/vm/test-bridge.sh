@@ -19,15 +19,15 @@
 # frames pass each way again (host 0x340 first, then the guest's 0x1C0).
 # Prints throughput both ways. Exit status 0 only if every check passes.
 #
-# Needs target/dist/fieldhub, qemu-system-x86_64, busybox-static, cpio.
+# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub
+FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
 COUNT=10000
 AFTER_RESTART=2000
 for tool in qemu-system-x86_64 cpio; do
-    command -v $tool >/dev/null || { echo "test-bridge: $tool missing (make test-vm installs it)" >&2; exit 1; }
+    command -v $tool >/dev/null || { echo "test-bridge: $tool missing (make deps installs it)" >&2; exit 1; }
 done
 
 "$ROOT/tests/vm/build-initramfs.sh"

@@ -9,14 +9,14 @@
 # each family complete and in order: order and completeness survive the
 # impaired link.
 #
-# Needs target/dist/fieldhub, qemu-system-x86_64, busybox-static, cpio,
+# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio,
 # iproute2's tc (copied into the guest).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub}
+FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
 SEQ=$ROOT/tests/vm/seq
 COUNT=${COUNT:-2000}
-command -v qemu-system-x86_64 >/dev/null || { echo "test-federation: qemu-system-x86_64 missing (make test-vm installs it)" >&2; exit 1; }
+command -v qemu-system-x86_64 >/dev/null || { echo "test-federation: qemu-system-x86_64 missing (make deps installs it)" >&2; exit 1; }
 
 "$ROOT/tests/vm/build-initramfs.sh"
 RUN=$(mktemp -d /tmp/fieldhub-vm-federation.XXXXXX)

@@ -15,11 +15,11 @@
 #   Checks: COUNT guest frames reach a host client in order, none lost (here);
 #   COUNT host frames reach the guest in order (the scenario).
 #
-# Exit status 0 only if every check passes. Needs target/dist/fieldhub,
+# Exit status 0 only if every check passes. Needs target/release/fieldhub,
 # qemu-system-x86_64, busybox-static, cpio (as test-bridge.sh).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/dist/fieldhub
+FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
 COUNT=${COUNT:-100000}
 SIDE=6000
 command -v qemu-system-x86_64 >/dev/null || { echo "test-ivshmem: qemu-system-x86_64 missing" >&2; exit 1; }

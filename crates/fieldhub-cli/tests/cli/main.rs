@@ -1,0 +1,19 @@
+//! Tests of the `fieldhub` command itself: its tools (`dump`, `send`,
+//! `gen`, `ctl`, `stats`, `record`, `replay`, `frame-bits`, `bench`,
+//! `bridge`) and the `hub` command's flags, ready signal and messages —
+//! against real hubs where a tool needs one. What the hub does is
+//! `crates/fieldhub-systest`'s to test.
+
+use fieldhub_testkit::Fieldhub;
+
+/// The command under test.
+pub const FIELDHUB: Fieldhub = Fieldhub::at(env!("CARGO_BIN_EXE_fieldhub"));
+
+mod bench;
+mod bench_report;
+mod bridge;
+mod frame_bits;
+mod ready_signal;
+mod record_replay;
+mod stats;
+mod tools;

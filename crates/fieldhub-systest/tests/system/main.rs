@@ -1,0 +1,44 @@
+//! fieldhub's system tests: real `fieldhub hub` processes and real clients,
+//! one module per topic — look for a behaviour under its topic:
+//!
+//! | module | what it proves |
+//! | --- | --- |
+//! | [`transports`] | how clients reach the hub: TCP and unix sockets, shared memory, ivshmem, TLS, the default hub |
+//! | [`ordering`] | one total order per channel, no loss, no duplicates |
+//! | [`bus_semantics`] | wiring, gateway routes, rate limits, CAN FD refusals, statistics |
+//! | [`timing`] | `timed` channels: bit times and arbitration |
+//! | [`backpressure`] | a sender ahead of a busy bus is held back within a bound |
+//! | [`lossless`] | a stalled lossless reader holds only its own channel |
+//! | [`faults`] | fault rules, shorts, forced error states |
+//! | [`hostile_input`] | bad or hostile clients, over streams and shared memory |
+//! | [`client_api`] | client features that need a hub: the ready fd, filters, threads, timeouts |
+//! | [`control_api`] | the HTTP control API and `fieldhub ctl` |
+//! | [`access`] | who may do what: `[[access]]` grants, the monitor token, other local users |
+//! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
+//! | [`virtual_time`] | synchronised participants and deterministic runs |
+//! | [`capacity`] | thousands of sessions, slots given back |
+//!
+//! The SIL Kit tests are another target (`tests/silkit`, feature
+//! `silkit-peers`); the `fieldhub` command's own tests are the CLI crate's.
+//! The hubs run [`FIELDHUB`]; the support is `fieldhub-testkit`'s.
+
+use fieldhub_testkit::Fieldhub;
+
+/// The hub under test: the `fieldhub` command, as this package's
+/// `fieldhub-under-test` binary (`src/bin/`).
+pub const FIELDHUB: Fieldhub = Fieldhub::at(env!("CARGO_BIN_EXE_fieldhub-under-test"));
+
+mod access;
+mod backpressure;
+mod bus_semantics;
+mod capacity;
+mod client_api;
+mod control_api;
+mod faults;
+mod federation;
+mod hostile_input;
+mod lossless;
+mod ordering;
+mod timing;
+mod transports;
+mod virtual_time;
