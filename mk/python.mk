@@ -34,7 +34,7 @@ $(VENV_PIP):
 	  echo "test-python: cannot create a venv with $(PYTHON) -m venv (Debian: python3-venv); run make deps"; exit 1; }
 	$(VENV_PY) -m pip install -q --upgrade pip
 
-wheel: $(VENV_PIP)
+wheel: $(VENV_PIP) release-wait
 	$(VENV_PY) -m pip install -q "maturin>=1.5,<2"
 	rm -rf $(WHEEL_DIR)
 	$(VENV)/bin/maturin build --quiet --locked -m python/Cargo.toml -o $(WHEEL_DIR)

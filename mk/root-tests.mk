@@ -1,10 +1,11 @@
 # Tests that need root, which `make test` runs as root and skips otherwise:
 #
 # - the federation tests of hubs in three network namespaces joined by veth
-#   pairs (crates/fieldhub-cli/tests/federation_netns.rs), which also need
-#   iproute2's `ip`;
-# - the tests of other local users (crates/fieldhub-cli/tests/local_users.rs),
-#   which become `nobody` to knock on the hub's door.
+#   pairs (crates/fieldhub-systest/tests/system/federation/netns.rs), which
+#   also need iproute2's `ip`;
+# - the tests of other local users
+#   (crates/fieldhub-systest/tests/system/access/local_users.rs), which become
+#   `nobody` to knock on the hub's door.
 #
 # Run as root, `make test` sets FIELDHUB_NETNS_REQUIRED=1 and
 # FIELDHUB_OTHER_USER_REQUIRED=1, so those tests fail rather than skip (and

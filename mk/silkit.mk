@@ -7,6 +7,12 @@
 #                      for real: the real registry, real participants, a real hub. The
 #                      fieldhub-silkit crate's own tests run in test-rust.
 #
+# `--workspace --features fieldhub-systest/silkit-peers --test silkit` is
+# `-p fieldhub-systest --features silkit-peers --test silkit` with the
+# workspace's feature resolution: the build of test-rust, so only the silkit
+# test and the systest binary compile here (resolved for fieldhub-systest
+# alone, some sixty crates, the hub among them, would compile again).
+#
 # The Rust tests find SIL Kit through FIELDHUB_SILKIT_LIB, FIELDHUB_SILKIT_REGISTRY and
 # FIELDHUB_SILKIT_PEER (FIELDHUB_SILKIT_SYNC_PEER for synchronised time, FIELDHUB_SILKIT_NETSIM_PEER
 # for the simulator mode); plain `cargo test`
@@ -48,6 +54,6 @@ test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER) $(SILKIT_NETSIM_PE
 	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
 	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) \
 	FIELDHUB_SILKIT_NETSIM_PEER=$(SILKIT_NETSIM_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
-	  $(CARGO) test --locked -p fieldhub-systest --features silkit-peers --test silkit
+	  $(CARGO) test --locked --workspace --features fieldhub-systest/silkit-peers --test silkit
 
 TEST_PARTS += test-silkit

@@ -14,7 +14,7 @@
 #                  from `make deps`.
 
 .PHONY: test-vm
-test-vm:
+test-vm: release-wait
 	$(call need,test-vm,qemu-system-x86_64 busybox cpio xz tc gcc strip strings dpkg)
 	@! ldd "$$(command -v busybox)" >/dev/null 2>&1 || \
 	  { echo "test-vm: busybox is not the static one (busybox-static); run make deps"; exit 1; }

@@ -2,7 +2,7 @@
 //!
 //! Python code never speaks the wire protocol itself: it calls the same
 //! client crate as every other binding. Every blocking call releases the GIL
-//! while it waits, and waits in slices of [`SIGNAL_SLICE`] with Python's
+//! while it waits, and waits in short slices (`SIGNAL_SLICE`) with Python's
 //! signal handlers run between them, so Ctrl-C interrupts a `recv` or `send`
 //! that would wait forever. A client may be closed from any thread while
 //! others are blocked in it: they return with a `closed` error. Errors become `fieldhub._native.Error` with a `kind`

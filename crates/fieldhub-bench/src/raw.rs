@@ -6,7 +6,7 @@
 //!
 //! - Ping-pong ([`ping_pong`]): one message out, the same message back. Over
 //!   shared memory the message travels a `fieldhub-shm` ring and the other
-//!   side waits on a `fieldhub-shm` [`Bell`] — sleeping at once (`futex`) or
+//!   side waits on a `fieldhub-shm` [`Bell`](fieldhub_shm::Bell) — sleeping at once (`futex`) or
 //!   never sleeping (`spin`); over TCP both sides use TCP_NODELAY; over a
 //!   unix stream socket both sides block in read.
 //! - Stream ([`stream`]): one side sends as fast as it can, the other counts.

@@ -59,7 +59,7 @@ enum Command {
 /// `--port NAME`, shared by the tools that open one port.
 #[derive(clap::Args, Clone)]
 pub struct PortSelect {
-    /// Open the port under this name: one the hub's [[port]] tables wire (its rate limit applies), and
+    /// Open the port under this name: one the hub's `[[port]]` tables wire (its rate limit applies), and
     /// the name `ctl unplug`, `ctl cut` and fault rules use. Default: the hub names it TOOL.N.
     #[arg(long = "port", value_name = "NAME")]
     pub name: Option<String>,

@@ -67,7 +67,10 @@ fn the_header_compiles_pedantically_as_c89_c99_and_c11() {
 
 #[test]
 fn the_header_compiles_pedantically_as_cxx98_and_later() {
-    assert!(compiler_present("g++"), "g++ is needed to check that fieldhub.h compiles as C++: install g++ (Debian: g++)");
+    assert!(
+        compiler_present("g++"),
+        "g++ is needed to check that fieldhub.h compiles as C++: install g++ (Debian: g++)"
+    );
     for std in ["c++98", "c++11", "c++17"] {
         assert_compiles("g++", "c++", std);
     }

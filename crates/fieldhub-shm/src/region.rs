@@ -65,7 +65,8 @@ impl Region {
     /// Hub: open or create the region file at `path` (never through a
     /// symlink), make it owner-only, grow it to [`REGION_LEN`] if it is
     /// shorter, and write the region header. `generation` stays 0 — the
-    /// region is not served — until [`Region::publish`].
+    /// region is not served — until the hub stores a new one through
+    /// [`Region::generation`].
     pub fn create(path: &Path) -> Result<Self, CreateError> {
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let file = rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;

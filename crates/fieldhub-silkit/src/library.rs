@@ -65,7 +65,7 @@ pub(crate) struct NetSimApi {
     pub produce: netsim_ffi::CanEventProducerProduce,
 }
 
-/// An open `libSilKit.so`. The functions in [`Api`] stay valid while it
+/// An open `libSilKit.so`. The functions it resolved stay valid while it
 /// lives; whatever calls them holds it (participants keep an `Arc`).
 pub struct SilKitLibrary {
     api: Api,

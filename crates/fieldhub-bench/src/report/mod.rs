@@ -5,19 +5,19 @@
 //!
 //! One module per section, each measuring (or reusing the benchmark that
 //! does) and turning its figures into a [`Section`]:
-//! 1. [`round_trips`]: round-trip distributions over shm, unix, tcp (and a
+//! 1. `round_trips`: round-trip distributions over shm, unix, tcp (and a
 //!    remote path) against the raw primitive of each, with their shape.
-//! 2. [`throughput_series`]: throughput second by second.
-//! 3. [`cpu_load`]: CPU of hub and clients, idle and at 500 kbit/s.
-//! 4. [`call_times`]: time inside `send` and `recv`.
-//! 5. [`footprint`]: min/avg/max and memory as ring slots grow.
-//! 6. [`jitter`]: periodic senders and the control-loop classes served.
-//! 7. [`bus_timing`]: a timed channel against the closed-form bus
+//! 2. `throughput_series`: throughput second by second.
+//! 3. `cpu_load`: CPU of hub and clients, idle and at 500 kbit/s.
+//! 4. `call_times`: time inside `send` and `recv`.
+//! 5. `footprint`: min/avg/max and memory as ring slots grow.
+//! 6. `jitter`: periodic senders and the control-loop classes served.
+//! 7. `bus_timing`: a timed channel against the closed-form bus
 //!    [`model`]s.
-//! 8. [`machine`]: where it ran, and how quiet the machine was.
+//! 8. `machine`: where it ran, and how quiet the machine was.
 //!
-//! [`html`] and [`markdown`] render the [`document`]; [`figure`] draws the
-//! plots; [`progress`] is the bar on stderr.
+//! `html` and `markdown` render the [`document`]; `figure` draws the
+//! plots; `progress` is the bar on stderr.
 
 mod bus_timing;
 mod call_times;
