@@ -65,7 +65,7 @@ for h in host1 host2; do
     awk -v n="$COUNT" -v base=$base -v channel=body -f "$SEQ/frames.awk" >"$RUN/$h.frames"
     (
         for _ in $(seq 1800); do grep -q ' body 7FE#' "$RUN/$h.dump" && break; sleep 0.1; done
-        "$FIELDHUB" replay --hub "unix:$RUN/$h.sock" "$RUN/$h.frames" >"$RUN/$h.replay" 2>&1
+        "$FIELDHUB" replay --hub "unix:$RUN/$h.sock" --timeout 60 "$RUN/$h.frames" >"$RUN/$h.replay" 2>&1
     ) &
     pids="$pids $!"
     base=$((base + 256))

@@ -83,6 +83,19 @@ pub struct HubSelect {
     /// Hub to connect to: tcp://HOST:PORT, tls://HOST:PORT, unix:PATH, shm://NAME, ivshmem://PATH or serial:PATH [env: FIELDHUB_HUB; default: shm://default if the local hub serves it, else tcp://127.0.0.1:29536]. A hub that requires a token gets $FIELDHUB_TOKEN, else the content of the file $FIELDHUB_TOKEN_FILE names. tls:// trusts the CA bundle $FIELDHUB_TLS_CA (else the system's) and presents $FIELDHUB_TLS_CERT with $FIELDHUB_TLS_KEY to a hub with mutual TLS.
     #[arg(long = "hub", value_name = "URL")]
     url: Option<String>,
+    /// How long to wait for the hub's answers and confirmations, in seconds (a frame on the bus, a
+    /// request answered). Raise it for a federated channel whose owner is far or slow to reach.
+    #[arg(long = "timeout", value_name = "SECONDS", env = "FIELDHUB_TIMEOUT", default_value = "5", value_parser = parse_timeout)]
+    timeout: std::time::Duration,
+}
+
+/// `--timeout`: seconds, fractions allowed, more than 0.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("'{text}' is not a number of seconds (5, 0.5, 30)"))?;
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(format!("{text} s is not a timeout: give more than 0 and at most 86400 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 impl HubSelect {
@@ -114,7 +127,7 @@ impl HubSelect {
                         path.display()
                     )
                 })?;
-                Self { url: Some(published.trim().to_owned()) }.http_base()
+                Self { url: Some(published.trim().to_owned()), timeout: self.timeout }.http_base()
             }
             Ok(_) => anyhow::bail!(
                 "the control API is served over TCP (or found through shm://NAME); give --hub tcp://HOST:PORT or tls://HOST:PORT"
@@ -128,15 +141,20 @@ impl HubSelect {
         use anyhow::Context;
         let url = self.url();
         // The token comes from the environment (`ClientOptions::token`).
-        let options = fieldhub_client::ClientOptions { name: tool.to_owned(), ..Default::default() };
+        let options =
+            fieldhub_client::ClientOptions { name: tool.to_owned(), timeout: self.timeout, ..Default::default() };
         fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
     }
 
     /// Connect as a synchronised participant of a hub in virtual time.
     pub fn connect_synchronized(&self, tool: &str) -> anyhow::Result<fieldhub_client::Client> {
         use anyhow::Context;
-        let options =
-            fieldhub_client::ClientOptions { name: tool.to_owned(), synchronized: true, ..Default::default() };
+        let options = fieldhub_client::ClientOptions {
+            name: tool.to_owned(),
+            synchronized: true,
+            timeout: self.timeout,
+            ..Default::default()
+        };
         fieldhub_client::Client::connect_with(&self.url(), &options).with_context(|| format!("fieldhub {tool}"))
     }
 }

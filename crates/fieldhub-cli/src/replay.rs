@@ -187,12 +187,28 @@ fn play_wall_clock(
                 .with_context(|| format!("sending {:?} on '{}'", record.frame, port.channel))?;
             *sent += 1;
             if start.is_none() && !args.fast {
-                client.flush().context("the hub refused a replayed frame")?;
+                confirm(client)?;
                 start = Some(Instant::now());
             }
         }
     }
     // The hub reports refused frames (CAN FD onto a classic channel…) by the time it answers this.
-    client.flush().context("the hub refused a replayed frame")?;
+    confirm(client)?;
     Ok(targets)
+}
+
+/// Wait until every frame sent so far is on the bus: the hub's refusals
+/// become errors, and a confirmation that does not come in time says so
+/// rather than calling the frames refused.
+pub(crate) fn confirm(client: &fieldhub_client::Client) -> anyhow::Result<()> {
+    match client.flush() {
+        Ok(_) => Ok(()),
+        Err(fieldhub_client::ClientError::Timeout(waited)) => bail!(
+            "the hub did not confirm the replayed frames within {} s: they are queued, not refused (a \
+             federated channel's owner far away, a busy timed channel or a lossless receiver that reads slowly \
+             holds them); give --timeout SECONDS to wait longer",
+            waited.as_secs_f64()
+        ),
+        Err(e) => Err(e).context("the hub refused a replayed frame"),
+    }
 }

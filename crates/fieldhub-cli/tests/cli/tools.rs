@@ -315,3 +315,32 @@ fn a_token_file_other_users_can_read_is_refused_before_the_hub_starts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("chmod 600 {}", path.display())), "{stderr}");
 }
+
+#[test]
+fn a_confirmation_that_does_not_come_within_timeout_is_reported_as_queued_not_refused() {
+    let hub = FIELDHUB.start_with(Some("[[channel]]\nname = \"body\"\nno_ack = true\n"), &[]);
+    let log = std::env::temp_dir().join(format!("fieldhub-timeout-{}.log", std::process::id()));
+    std::fs::write(&log, "(0.000000) body 123#01\n(0.001000) body 124#02\n").unwrap();
+    let out = fieldhub(&hub, &["replay", "--timeout", "0.5", log.to_str().unwrap()]);
+    std::fs::remove_file(&log).unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in ["did not confirm the replayed frames within 0.5 s", "queued, not refused", "--timeout"] {
+        assert!(stderr.contains(needle), "{needle:?} missing from: {stderr}");
+    }
+    assert!(!stderr.contains("refused a replayed frame"), "{stderr}");
+
+    let out = fieldhub(&hub, &["send", "--timeout", "0.25", "body", "123#00"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not on the bus after 0.25 s"));
+}
+
+#[test]
+fn a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_by_name() {
+    let hub = FIELDHUB.start();
+    for (given, needle) in [("0", "more than 0"), ("1e9", "at most 86400"), ("soon", "not a number of seconds")] {
+        let out = fieldhub(&hub, &["send", "--timeout", given, "can0", "123#00"]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--timeout") && stderr.contains(needle), "{given}: {stderr}");
+    }
+}
