@@ -41,8 +41,9 @@ RELEASE_BIN = $(TARGET_DIR)/release/fieldhub
 # is done, at idle priority (chrt --idle): it gets only the CPU time the
 # debug build and the tests leave, which is plenty while tests wait on
 # sockets and timers, and takes none from them. Its users (the wheel, the VM
-# tests) first wait for it (release-wait), then build whatever is left in the
-# foreground, where errors show.
+# tests) first wait for it (release-wait), at normal priority from then on
+# (on a machine busy with other work an idle build would hardly move), then
+# build whatever is left in the foreground, where errors show.
 RELEASE_BG := $(TARGET_DIR)/release-background
 .PHONY: release-start release-wait
 release-start:
@@ -52,6 +53,7 @@ release-start:
 release-wait:
 	@if [ -f $(RELEASE_BG).pid ]; then \
 	  pid=$$(cat $(RELEASE_BG).pid); rm -f $(RELEASE_BG).pid; \
+	  for p in $$pid $$(pgrep -P $$pid); do chrt -a -o -p 0 $$p || renice -n 0 -p $$p; done >/dev/null 2>&1; \
 	  while kill -0 $$pid 2>/dev/null; do sleep 1; done; fi
 
 # $(call need,PART,COMMAND…): fail naming `make deps` when a command is missing.
