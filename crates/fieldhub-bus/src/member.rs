@@ -9,9 +9,16 @@
 //! A port is a SocketCAN socket in what it takes: CAN FD frames only when
 //! opened with `FD`, nothing from a `LISTEN_ONLY` port (`spec/protocol.md`
 //! 6.7). Frames a port never asked for are skipped, not counted as drops.
+//!
+//! A frame leaves the transmit FIFO in one of two ways (the fate contract,
+//! `spec/protocol.md` 6.9): sent ([`Member::sent_one`]) or dropped for a
+//! [`DropReason`] ([`Member::drop_oldest`], [`Member::discard_pending`],
+//! [`Member::dropped`]) — counted by reason and reported to the sender as
+//! `TX_DROPPED`. Either way its transmit credit comes back.
 
 use std::sync::Arc;
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
@@ -42,8 +49,26 @@ pub struct PortCounters {
     pub rx_frames: u64,
     /// Frames dropped because the port's receive queue was full.
     pub rx_dropped: u64,
-    /// Frames discarded from the transmit queue (port closed, gateway full).
+    /// Frames this port sent that are off the bus: the sum of
+    /// `tx_dropped_by_reason`, plus a gateway's full queue.
     pub tx_dropped: u64,
+    /// `tx_dropped` by [`DropReason`], in the order of [`DropReason::ALL`].
+    pub tx_dropped_by_reason: [u64; DropReason::ALL.len()],
+    /// Frames refused as they came (`ERROR`: CAN FD on a classic channel,
+    /// a listen-only or read-only port sending).
+    pub tx_refused: u64,
+}
+
+impl PortCounters {
+    /// The non-zero drop counts by reason name, for `STATS`.
+    pub fn tx_dropped_reasons(&self) -> serde_json::Map<String, serde_json::Value> {
+        DropReason::ALL
+            .iter()
+            .zip(self.tx_dropped_by_reason)
+            .filter(|&(_, n)| n > 0)
+            .map(|(reason, n)| (reason.name().to_owned(), n.into()))
+            .collect()
+    }
 }
 
 /// A port attached to a channel.
@@ -60,6 +85,9 @@ pub struct Member {
     credit: Option<Arc<TxCredit>>,
     /// Frames dropped since the last `RX_OVERFLOW` report was queued.
     unreported_drops: u32,
+    /// This port's frames dropped, by reason, since the last `TX_DROPPED`
+    /// report of that reason was queued.
+    unreported_tx: [u32; DropReason::ALL.len()],
     pub counters: PortCounters,
     /// False while the port's cable is pulled: it neither sends nor receives.
     pub plugged: bool,
@@ -122,6 +150,7 @@ impl Member {
             tx,
             credit: None,
             unreported_drops: 0,
+            unreported_tx: [0; DropReason::ALL.len()],
             counters: PortCounters::default(),
             plugged: true,
             segment: 0,
@@ -170,23 +199,67 @@ impl Member {
         }
     }
 
-    /// Discard the oldest waiting frame, counted as dropped, returning its
-    /// credit: a relayed frame the owner hub did not commit.
-    pub fn drop_oldest(&mut self, now_ns: u64) {
+    /// Discard the oldest waiting frame for `reason` (a relayed frame the
+    /// owner hub did not commit), returning its credit.
+    pub fn drop_oldest(&mut self, now_ns: u64, reason: DropReason) {
         if self.tx.take(now_ns).is_some() {
-            self.counters.tx_dropped += 1;
-            if let Some(credit) = &self.credit {
-                credit.release();
-            }
+            self.release_credit(1);
+            self.dropped(reason, 1);
         }
     }
 
-    /// Discard every waiting frame, returning their credits.
-    pub fn discard_pending(&mut self) {
-        let discarded = self.tx.drain().count() as u64;
-        self.counters.tx_dropped += discarded;
+    /// Discard every waiting frame for `reason`, returning their credits.
+    pub fn discard_pending(&mut self, reason: DropReason) {
+        let discarded = self.tx.drain().count();
+        self.release_credit(discarded);
+        self.dropped(reason, discarded);
+    }
+
+    /// Discard every waiting frame of a port that is going away: its client
+    /// closed it or left, so there is no one to tell.
+    pub fn discard_on_close(&mut self) {
+        let discarded = self.tx.drain().count();
+        self.release_credit(discarded);
+        self.counters.tx_dropped += discarded as u64;
+    }
+
+    /// Count `count` of this port's frames as off the bus for `reason` and
+    /// tell its client (`TX_DROPPED`) — now if its outbox has room, else
+    /// with the next report ([`Member::report_drops`]). The frames' credit
+    /// is the caller's: it has returned it, or returns it with
+    /// [`Member::release_credit`].
+    pub fn dropped(&mut self, reason: DropReason, count: usize) {
+        if count == 0 {
+            return;
+        }
+        let index = reason as usize - 1;
+        self.counters.tx_dropped += count as u64;
+        self.counters.tx_dropped_by_reason[index] += count as u64;
+        self.unreported_tx[index] = self.unreported_tx[index].saturating_add(count.try_into().unwrap_or(u32::MAX));
+        self.report_tx_drops();
+    }
+
+    /// Return the transmit credit of `count` frames that left the FIFO
+    /// without being sent.
+    pub fn release_credit(&self, count: usize) {
         if let Some(credit) = &self.credit {
-            (0..discarded).for_each(|_| credit.release());
+            (0..count).for_each(|_| credit.release());
+        }
+    }
+
+    /// Queue `TX_DROPPED` for every reason with unreported drops; what does
+    /// not fit waits for the next chance.
+    fn report_tx_drops(&mut self) {
+        let Receiver::Client { outbox, .. } = &self.receiver else {
+            // A hub-owned port has no one to tell; its counters show it.
+            self.unreported_tx = [0; DropReason::ALL.len()];
+            return;
+        };
+        for (index, reason) in DropReason::ALL.into_iter().enumerate() {
+            let dropped = self.unreported_tx[index];
+            if dropped > 0 && outbox.try_control(Outbound::TxDropped { port: self.port, reason, dropped }).is_ok() {
+                self.unreported_tx[index] = 0;
+            }
         }
     }
 
@@ -251,9 +324,10 @@ impl Member {
         }
     }
 
-    /// Queue an `RX_OVERFLOW` report for drops not yet reported; if even the
-    /// reserve is full they wait for the next chance.
+    /// Queue `TX_DROPPED` and `RX_OVERFLOW` reports for drops not yet
+    /// reported; if even the reserve is full they wait for the next chance.
     pub fn report_drops(&mut self) {
+        self.report_tx_drops();
         if let Receiver::Client { outbox, .. } = &self.receiver {
             if self.unreported_drops > 0 {
                 let report = Outbound::RxOverflow { port: self.port, dropped: self.unreported_drops };

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::wire::{self, BatchEncoder, ChannelFlags, ErrorCode, ErrorReport, Message, Packer};
 use fieldhub_proto::{Frame, FrameMeta};
 
@@ -46,6 +47,19 @@ pub enum Outbound {
     RxOverflow {
         port: u16,
         dropped: u32,
+    },
+    /// `TX_DROPPED`: frames the port sent that are off the bus, and why.
+    TxDropped {
+        port: u16,
+        reason: DropReason,
+        dropped: u32,
+    },
+    /// `CHANNEL_STATE`: the port's channel changed condition.
+    ChannelState {
+        port: u16,
+        condition: ChannelCondition,
+        missed: u32,
+        text: String,
     },
     PortOpened {
         request: u32,
@@ -96,6 +110,12 @@ impl Outbound {
         Wire::Message(match self {
             Outbound::Frame { port, frame, meta } => return Wire::Frame(*port, frame, meta),
             &Outbound::RxOverflow { port, dropped } => Message::RxOverflow(wire::RxOverflow { port, dropped }),
+            &Outbound::TxDropped { port, reason, dropped } => {
+                Message::TxDropped(wire::TxDropped { port, reason: reason as u16, dropped })
+            }
+            Outbound::ChannelState { port, condition, missed, text } => {
+                Message::ChannelState(wire::ChannelState { port: *port, condition: *condition as u8, missed: *missed, text })
+            }
             &Outbound::PortOpened { request, port, channel_id, port_id, channel_flags } => {
                 Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id, channel_flags })
             }

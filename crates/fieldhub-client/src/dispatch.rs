@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
-use fieldhub_proto::wire::{self, ChannelFlags, FrameBatch, Message, PortOpened, PortOptions};
+use fieldhub_proto::wire::{self, ChannelFlags, FrameBatch, Message, PortOpened, PortOptions, TxDropped};
 use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
 use crate::link::Flow;
 use crate::ready::ReadySignal;
+use crate::fate::{ChannelCondition, ChannelEvent};
 use crate::{filter, lock, ClientError, Filter, Received, RECEIVE_QUEUE};
 
 /// `Shared::port_channels` value of a handle that is not open.
@@ -95,6 +96,12 @@ pub(crate) struct Shared {
     /// consumer only, so frames for a closed handle are never delivered.
     port_channels: [AtomicU32; MAX_PORTS_PER_CLIENT],
     pub rx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
+    /// Per port handle: frames the hub reported off the bus (`TX_DROPPED`).
+    pub tx_dropped: [AtomicU64; MAX_PORTS_PER_CLIENT],
+    /// `TX_DROPPED` reports not yet returned by a flush, oldest first.
+    pub drops: Mutex<Vec<TxDropped>>,
+    /// `CHANNEL_STATE` reports not yet taken by `channel_events`.
+    pub channel_events: Mutex<Vec<ChannelEvent>>,
     /// Per port handle: opened with `block_on_overflow`. Written by the
     /// consumer when the port opens, from `opening`.
     lossless: [AtomicBool; MAX_PORTS_PER_CLIENT],
@@ -210,6 +217,9 @@ impl Shared {
             errors: Mutex::new(Vec::new()),
             port_channels: std::array::from_fn(|_| AtomicU32::new(CLOSED_PORT)),
             rx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            tx_dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            drops: Mutex::new(Vec::new()),
+            channel_events: Mutex::new(Vec::new()),
             lossless: std::array::from_fn(|_| AtomicBool::new(false)),
             send_rules: std::array::from_fn(|_| AtomicU8::new(0)),
             opening: Mutex::new(HashMap::new()),
@@ -384,6 +394,7 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
                     let options = lock(&shared.opening).get(&opened.request).copied().unwrap_or_default();
                     shared.lossless[handle].store(options.contains(PortOptions::BLOCK_ON_OVERFLOW), Ordering::Relaxed);
                     shared.rx_dropped[handle].store(0, Ordering::Relaxed);
+                    shared.tx_dropped[handle].store(0, Ordering::Relaxed);
                     shared.filters[handle].store(None);
                     options
                 } else {
@@ -415,6 +426,24 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
             if let Some(counter) = shared.rx_dropped.get(overflow.port as usize) {
                 counter.fetch_add(u64::from(overflow.dropped), Ordering::Relaxed);
             }
+        }
+        Message::TxDropped(dropped) => {
+            if let Some(counter) = shared.tx_dropped.get(dropped.port as usize) {
+                counter.fetch_add(u64::from(dropped.dropped), Ordering::Relaxed);
+            }
+            let reason = fieldhub_proto::fate::DropReason::from_wire(dropped.reason);
+            tracing::warn!(port = dropped.port, dropped = dropped.dropped, reason = reason.map(|r| r.name()), "frames off the bus");
+            lock(&shared.drops).push(dropped);
+        }
+        Message::ChannelState(state) => {
+            let event = ChannelEvent {
+                port: state.port,
+                condition: ChannelCondition::from_wire(state.condition),
+                missed: state.missed,
+                text: state.text.to_owned(),
+            };
+            tracing::warn!(port = state.port, "{}", state.text);
+            lock(&shared.channel_events).push(event);
         }
         Message::Error(report) if report.fatal => {
             return Flow::Close(format!("the hub disconnected this client: {}", report.text));

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::wire::ErrorCode;
 
 /// What went wrong talking to a hub.
@@ -52,6 +53,12 @@ pub enum ClientError {
     /// participant ([`crate::ClientOptions::synchronized`]).
     #[error("this client is not a synchronised participant of virtual time (connect with `synchronized`)")]
     NotSynchronized,
+    /// Frames this client sent are off the bus (`spec/protocol.md` 6.9):
+    /// the hub dropped `dropped` frames of port `port` for `reason`, and
+    /// told so before it answered the flush. The first such report since
+    /// the last flush; [`crate::Client::tx_dropped`] counts them all.
+    #[error("{dropped} frame(s) sent on port {port} {}", reason_text(*.reason))]
+    Dropped { port: u16, reason: u16, dropped: u32 },
     /// `step` to a bus time not later than the one the participant stands at.
     #[error("cannot step to {until_ns} ns: the participant already stands at {now_ns} ns")]
     StepNotForward { until_ns: u64, now_ns: u64 },
@@ -65,6 +72,11 @@ impl ClientError {
             _ => None,
         }
     }
+}
+
+fn reason_text(reason: u16) -> String {
+    DropReason::from_wire(reason)
+        .map_or_else(|| format!("dropped for a reason this client does not know (code {reason})"), |r| r.describe().to_owned())
 }
 
 fn code_name(code: u16) -> String {

@@ -81,6 +81,7 @@
 
 mod dispatch;
 mod error;
+pub mod fate;
 pub mod filter;
 mod handshake;
 mod ivshmem;
@@ -106,6 +107,7 @@ use std::time::{Duration, Instant};
 
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
+pub use fate::{ChannelCondition, ChannelEvent, DropReason};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
@@ -507,7 +509,32 @@ impl Client {
             let (code, text) = errors.remove(0);
             return Err(ClientError::Rejected { code, text });
         }
+        drop(errors);
+        // Every drop before the PING was reported before its PONG: each
+        // flush returns the oldest report not returned yet.
+        let mut drops = lock(&self.shared.drops);
+        if !drops.is_empty() {
+            let dropped = drops.remove(0);
+            return Err(ClientError::Dropped { port: dropped.port, reason: dropped.reason, dropped: dropped.dropped });
+        }
         Ok(elapsed)
+    }
+
+    /// Frames sent on `port` that the hub reported off the bus
+    /// (`TX_DROPPED`: bus-off, a fault rule, a lost federation owner, an
+    /// unplugged port), since the port was opened. After a
+    /// [`Client::flush`] the count is complete.
+    pub fn tx_dropped(&self, port: &Port) -> u64 {
+        receive::pump(&*self.link, &self.shared);
+        self.shared.tx_dropped.get(port.handle as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Changes of this client's ports' channels the hub reported since the
+    /// last call (`CHANNEL_STATE`: a federation's owner gone or back, a gap
+    /// in the sequence), oldest first.
+    pub fn channel_events(&self) -> Vec<fate::ChannelEvent> {
+        receive::pump(&*self.link, &self.shared);
+        std::mem::take(&mut *lock(&self.shared.channel_events))
     }
 
     /// The hub's statistics: channels (frames, per-id counts and rates),

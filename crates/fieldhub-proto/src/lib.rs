@@ -11,6 +11,9 @@
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
 //!   messages, the handshake, frame batches — as a decoder that borrows from
 //!   the caller's buffer and an encoder that appends to a caller's `Vec`.
+//! - [`fate`]: what the hub tells a sender about frames that will never be
+//!   on the bus ([`fate::TxDropped`], why: [`fate::DropReason`]) and a
+//!   receiver about its channel ([`fate::ChannelState`]).
 //! - [`stats`]: the statistics document of `STATS`.
 //! - [`stream`]: message framing over any `std::io::Read` the caller owns.
 //! - [`text`]: the can-utils text forms: cansend's `123#DEADBEEF` and
@@ -31,6 +34,7 @@
 
 pub mod bits;
 pub mod error_text;
+pub mod fate;
 pub mod frame;
 pub mod limits;
 pub mod stats;

@@ -117,8 +117,16 @@ pub struct PortStats {
     pub rx_frames: u64,
     /// Frames dropped because the port's receive queue was full.
     pub rx_dropped: u64,
-    /// Frames discarded from the transmit queue.
+    /// Frames this port sent that are off the bus (`spec/protocol.md` 6.9).
     pub tx_dropped: u64,
+    /// `tx_dropped` by reason name (`bus_off`, `fault_rule`, `owner_lost`,
+    /// `unplugged`; [`crate::fate::DropReason::name`]): only reasons that
+    /// dropped any.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub tx_dropped_by_reason: std::collections::BTreeMap<String, u64>,
+    /// Frames refused as they came, each answered with an `ERROR`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub tx_refused: u64,
     /// Frames waiting in the transmit queue now.
     pub tx_pending: u32,
     /// `active`, `passive` or `bus_off`.

@@ -9,6 +9,7 @@
 //! Frame batches ([`FrameBatch`]) are validated completely when the message
 //! is decoded: a batch either is accepted whole or rejected whole.
 
+pub use crate::fate::{ChannelState, TxDropped};
 use crate::frame::{Frame, FrameError, FrameFlags, FrameKind, FrameMeta};
 use crate::limits::*;
 
@@ -30,6 +31,8 @@ pub mod msg {
     pub const PORT_CLOSED: u8 = 0x13;
     pub const FRAMES: u8 = 0x20;
     pub const RX_OVERFLOW: u8 = 0x21;
+    pub const TX_DROPPED: u8 = 0x22;
+    pub const CHANNEL_STATE: u8 = 0x23;
     pub const ERROR: u8 = 0x30;
     pub const PING: u8 = 0x40;
     pub const PONG: u8 = 0x41;
@@ -343,6 +346,10 @@ pub enum Message<'a> {
     },
     Frames(FrameBatch<'a>),
     RxOverflow(RxOverflow),
+    /// Frames a port sent that are off the bus, and why (`fate`).
+    TxDropped(TxDropped),
+    /// A change of a receiving port's channel (`fate`).
+    ChannelState(ChannelState<'a>),
     Error(ErrorReport<'a>),
     Ping {
         nonce: u64,
@@ -385,6 +392,8 @@ impl Message<'_> {
             Message::PortClosed { .. } => "PORT_CLOSED",
             Message::Frames(_) => "FRAMES",
             Message::RxOverflow(_) => "RX_OVERFLOW",
+            Message::TxDropped(_) => "TX_DROPPED",
+            Message::ChannelState(_) => "CHANNEL_STATE",
             Message::Error(_) => "ERROR",
             Message::Ping { .. } => "PING",
             Message::Pong { .. } => "PONG",
@@ -630,6 +639,19 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
             r.finish()?;
             Message::RxOverflow(overflow)
         }
+        msg::TX_DROPPED => {
+            let mut r = Reader::new(payload, "TX_DROPPED");
+            let dropped = TxDropped { port: r.u16()?, reason: r.u16()?, dropped: r.u32()? };
+            r.finish()?;
+            Message::TxDropped(dropped)
+        }
+        msg::CHANNEL_STATE => {
+            let mut r = Reader::new(payload, "CHANNEL_STATE");
+            let (port, condition, missed) = (r.u16()?, r.u8()?, r.u32()?);
+            let text = r.str16("text", MAX_TEXT_LEN)?;
+            r.finish()?;
+            Message::ChannelState(ChannelState { port, condition, missed, text })
+        }
         msg::STEP | msg::GRANT => {
             let mut r = Reader::new(payload, if kind == msg::STEP { "STEP" } else { "GRANT" });
             let ns = r.u64()?;
@@ -862,6 +884,21 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             out.extend_from_slice(&o.dropped.to_le_bytes());
             end(out, s);
         }
+        Message::TxDropped(d) => {
+            let s = begin(out, msg::TX_DROPPED);
+            out.extend_from_slice(&d.port.to_le_bytes());
+            out.extend_from_slice(&d.reason.to_le_bytes());
+            out.extend_from_slice(&d.dropped.to_le_bytes());
+            end(out, s);
+        }
+        Message::ChannelState(c) => {
+            let s = begin(out, msg::CHANNEL_STATE);
+            out.extend_from_slice(&c.port.to_le_bytes());
+            out.push(c.condition);
+            out.extend_from_slice(&c.missed.to_le_bytes());
+            put_str16(out, c.text, MAX_TEXT_LEN);
+            end(out, s);
+        }
         Message::StatsRequest { request } => {
             let s = begin(out, msg::STATS_REQUEST);
             out.extend_from_slice(&request.to_le_bytes());
@@ -1079,6 +1116,8 @@ mod tests {
         roundtrip(Message::ClosePort { port: 1 });
         roundtrip(Message::PortClosed { port: 1 });
         roundtrip(Message::RxOverflow(RxOverflow { port: 1, dropped: 12 }));
+        roundtrip(Message::TxDropped(TxDropped { port: 1, reason: 1, dropped: 3 }));
+        roundtrip(Message::ChannelState(ChannelState { port: 2, condition: 3, missed: 7, text: "gap" }));
         roundtrip(Message::Error(ErrorReport { code: 7, request: 0, fatal: true, text: "port 4 is not open" }));
         roundtrip(Message::Refuse(ErrorReport { code: 2, request: 0, fatal: true, text: "bad magic" }));
         roundtrip(Message::Goodbye(ErrorReport { code: 13, request: 0, fatal: true, text: "bye" }));

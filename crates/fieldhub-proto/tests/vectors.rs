@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::frame::FrameKind;
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
 use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, ErrorReport, Message};
@@ -193,6 +194,15 @@ fn to_json(message: &Message<'_>) -> Value {
         Message::RxOverflow(o) => {
             json!({"type": "rx_overflow", "port": o.port, "dropped": o.dropped})
         }
+        Message::TxDropped(d) => json!({
+            "type": "tx_dropped", "port": d.port, "reason": d.reason,
+            "reason_name": DropReason::from_wire(d.reason).map(DropReason::name), "dropped": d.dropped,
+        }),
+        Message::ChannelState(c) => json!({
+            "type": "channel_state", "port": c.port, "condition": c.condition,
+            "condition_name": ChannelCondition::from_wire(c.condition).map(ChannelCondition::name),
+            "missed": c.missed, "text": c.text,
+        }),
         Message::StatsRequest { request } => json!({"type": "stats_request", "request": request}),
         Message::Stats { request, json } => json!({"type": "stats", "request": request, "json": json}),
         Message::Ping { nonce } => json!({"type": "ping", "nonce": nonce}),
@@ -293,6 +303,8 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             "port_closed",
             "frames",
             "rx_overflow",
+            "tx_dropped",
+            "channel_state",
             "error",
             "ping",
             "pong",

@@ -9,6 +9,7 @@ use crate::channel::Channel;
 use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
+use fieldhub_proto::fate::DropReason;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
 use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
@@ -119,6 +120,8 @@ impl Bus {
             "rx_frames": member.counters.rx_frames,
             "rx_dropped": member.counters.rx_dropped,
             "tx_dropped": member.counters.tx_dropped,
+            "tx_dropped_by_reason": member.counters.tx_dropped_reasons(),
+            "tx_refused": member.counters.tx_refused,
             "tx_pending": member.tx.len(),
             "error_state": member.errors.state(),
             "tec": member.errors.tec,
@@ -295,7 +298,7 @@ impl Bus {
                 return Err(ControlError::NotFound(format!("port '{port}' is not attached to any channel")));
             };
             // Frames queued for the old bus never reach the new one.
-            member.discard_pending();
+            member.discard_pending(DropReason::Unplugged);
             member.segment = 0;
             member.plugged = true;
             let (client_id, handle, port_id) = (member.client, member.port, member.port_id.into());
@@ -325,7 +328,7 @@ impl Bus {
             return Err(ControlError::Conflict(format!("port '{port}' is already unplugged")));
         }
         member.plugged = false;
-        member.discard_pending();
+        member.discard_pending(DropReason::Unplugged);
         Ok(self.port_json(c, &self.channels[c].members[at]))
     }
 
@@ -426,7 +429,7 @@ impl Bus {
             ForcedState::BusOff => {
                 member.errors.tec = 248;
                 member.errors.transmit_error(now_ns, bitrate, auto);
-                member.discard_pending();
+                member.discard_pending(DropReason::BusOff);
             }
         }
         self.channels[c].report_state_change(at, before, now_ns);

@@ -19,6 +19,7 @@
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Sender;
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::Frame;
 use tracing::warn;
@@ -62,7 +63,7 @@ impl Bus {
         if let Some((port_id, arrival)) = origin.and_then(|(id, arrival)| Some((PortId::from_wire(id)?, arrival))) {
             if let Some(member) = ch.member_mut(port_id) {
                 while member.tx.oldest_arrival().is_some_and(|oldest| oldest < arrival) {
-                    member.drop_oldest(now_ns);
+                    member.drop_oldest(now_ns, DropReason::OwnerLost);
                 }
                 if member.tx.oldest_arrival() == Some(arrival) {
                     if let Some(own) = member.tx.take(now_ns) {

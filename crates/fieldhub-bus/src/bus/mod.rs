@@ -16,6 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crossbeam_channel::TryRecvError;
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::limits::{MAX_PORTS_PER_CLIENT, MAX_STATS_LEN};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameKind};
@@ -40,6 +41,8 @@ use intakes::{Intakes, Taken};
 #[cfg(test)]
 mod access_tests;
 mod control;
+#[cfg(test)]
+mod fate_tests;
 mod federated;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod harness;
@@ -499,6 +502,9 @@ impl Bus {
         let channel = &mut self.channels[owned.channel as usize];
         if frame.kind() == FrameKind::CanFd && channel.config.protocol == Protocol::Can {
             client.credit.release();
+            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
+                member.counters.tx_refused += 1;
+            }
             let text = format!(
                 "channel '{}' is classic CAN and cannot carry the CAN FD frame {frame:?}; configure it with protocol = \"canfd\"",
                 channel.name()
@@ -511,6 +517,7 @@ impl Bus {
         };
         if let Some(why) = member.refuses_to_send(&frame) {
             client.credit.release();
+            member.counters.tx_refused += 1;
             let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
             let (code, text) = if member.read_only {
                 let who = client.access.describe();
@@ -524,10 +531,16 @@ impl Bus {
             let error = Outbound::Error { code, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
-        if !member.plugged {
-            // Like a node whose cable is pulled: the frame goes nowhere.
-            member.counters.tx_dropped += 1;
-            return client.credit.release();
+        // Like a node whose cable is pulled, or a controller that is
+        // bus-off: the frame goes nowhere, and its sender hears why.
+        let off_the_bus = match member.errors.bus_off_until {
+            _ if !member.plugged => Some(DropReason::Unplugged),
+            Some(until) if arrived_ns < until => Some(DropReason::BusOff),
+            _ => None,
+        };
+        if let Some(reason) = off_the_bus {
+            client.credit.release();
+            return member.dropped(reason, 1);
         }
         let arrival = self.next_arrival;
         member.tx.push(Pending { frame, arrival, hops: 0, arrived_ns });
@@ -619,6 +632,13 @@ impl Bus {
                     rx_frames: member.counters.rx_frames,
                     rx_dropped: member.counters.rx_dropped,
                     tx_dropped: member.counters.tx_dropped,
+                    tx_dropped_by_reason: DropReason::ALL
+                        .iter()
+                        .zip(member.counters.tx_dropped_by_reason)
+                        .filter(|&(_, n)| n > 0)
+                        .map(|(reason, n)| (reason.name().to_owned(), n))
+                        .collect(),
+                    tx_refused: member.counters.tx_refused,
                     tx_pending: member.tx.len() as u32,
                     error_state: match member.errors.state() {
                         ErrorState::Active => "active".into(),

@@ -1,6 +1,7 @@
 //! Arbitration: which port's frame a channel carries next (ISO 11898
 //! precedence over each port's oldest frame, oldest first on ties).
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::Frame;
 
 use super::{earliest, Channel};
@@ -36,7 +37,7 @@ impl Channel {
         for (index, member) in self.members.indexed_mut() {
             if !member.plugged {
                 // A node without a cable cannot send: its frames are lost.
-                member.discard_pending();
+                member.discard_pending(DropReason::Unplugged);
                 continue;
             }
             if let Some(until) = member.errors.bus_off_until {

@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::{Frame, FrameMeta};
 
 use super::{Channel, Transmitted, MAX_HELD};
@@ -94,11 +95,24 @@ impl Channel {
         now_ns: u64,
         sent: &mut Vec<Transmitted>,
     ) {
+        // The frame left its FIFO when it was held: it is counted here, as
+        // sent or as dropped, and its sender told of a drop.
+        let off_the_bus = |channel: &mut Channel| {
+            if let Some(member) = channel.member_mut(sender) {
+                member.dropped(DropReason::FaultRule, 1);
+            }
+        };
         match fate {
-            Fate::Drop => {}
+            Fate::Drop => off_the_bus(self),
             Fate::Delay(ns) => self.hold(now_ns.saturating_add(ns), Held::ToBus { sender, pending, bus_rules: false }),
-            Fate::Corrupt => self.destroyed_on_wire(sender, now_ns, sent),
+            Fate::Corrupt => {
+                self.destroyed_on_wire(sender, now_ns, sent);
+                off_the_bus(self);
+            }
             Fate::Deliver { frame, copies } => {
+                if let Some(member) = self.member_mut(sender) {
+                    member.counters.tx_frames += 1;
+                }
                 for _ in 0..=copies {
                     self.transmit(sender, Pending { frame, ..pending }, now_ns, sent);
                 }

@@ -161,7 +161,7 @@ impl Channel {
     pub fn detach(&mut self, port_id: PortId) -> Option<Member> {
         let at = self.members.find(|m| m.port_id == port_id)?;
         let mut member = self.members.remove(at)?;
-        member.discard_pending();
+        member.discard_on_close();
         Some(member)
     }
 
@@ -178,6 +178,20 @@ impl Channel {
         let on_wire = self.on_wire.as_ref().filter(|w| {
             self.members.iter().any(|m| m.is_client() && m.client == client && m.port_id == w.attempt.sender)
         });
-        earliest(queued, on_wire.map(|w| w.attempt.pending.arrival))
+        // Nor is a frame a fault rule delays on its way to the bus: its
+        // sender learns its fate when the delay ends.
+        let held = self
+            .held
+            .iter()
+            .filter_map(|Reverse(delayed)| match &delayed.held {
+                faults::Held::ToBus { sender, pending, .. }
+                    if self.members.iter().any(|m| m.is_client() && m.client == client && m.port_id == *sender) =>
+                {
+                    Some(pending.arrival)
+                }
+                _ => None,
+            })
+            .min();
+        earliest(earliest(queued, on_wire.map(|w| w.attempt.pending.arrival)), held)
     }
 }

@@ -5,6 +5,7 @@
 //! holds its channel's next frame, never the bus thread.
 
 use fieldhub_proto::bits::FrameBits;
+use fieldhub_proto::fate::DropReason;
 
 use super::faults::{decide_fate, Fate, Held};
 use super::{Channel, Transmitted};
@@ -164,11 +165,13 @@ impl Channel {
         }
         let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, at) {
             Fate::Drop => {
-                self.members[index].sent_one();
+                self.members[index].release_credit(1);
+                self.members[index].dropped(DropReason::FaultRule, 1);
                 return None;
             }
             Fate::Delay(ns) => {
-                self.members[index].sent_one();
+                // Counted as sent when it reaches the bus (`apply_bus_fate`).
+                self.members[index].release_credit(1);
                 self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: true });
                 return None;
             }
@@ -195,10 +198,15 @@ impl Channel {
     pub(super) fn finish(&mut self, attempt: Attempt, at: u64, occupied: Occupied, sent: &mut Vec<Transmitted>) -> u64 {
         let Attempt { sender, pending, outcome } = attempt;
         let index = self.members.find(|m| m.port_id == sender);
-        let leaves = |channel: &mut Channel| {
+        // The controller transmitted; whether the frame is on the bus is the
+        // outcome's: `sent` counts it as sent, else the caller accounts for it.
+        let leaves = |channel: &mut Channel, sent: bool| {
             if let Some(i) = index {
                 let before = channel.members[i].errors.state();
-                channel.members[i].sent_one();
+                match sent {
+                    true => channel.members[i].sent_one(),
+                    false => channel.members[i].release_credit(1),
+                }
                 channel.members[i].errors.transmitted();
                 channel.report_state_change(i, before, at);
             }
@@ -214,18 +222,22 @@ impl Channel {
         };
         match outcome {
             Outcome::Deliver { copies } => {
-                leaves(self);
+                leaves(self, true);
                 for _ in 0..=copies {
                     self.transmit(sender, pending, at, sent);
                 }
                 at
             }
             Outcome::Drop => {
-                leaves(self);
+                leaves(self, false);
+                if let Some(i) = index {
+                    self.members[i].dropped(DropReason::FaultRule, 1);
+                }
                 at
             }
             Outcome::Delay(ns) => {
-                leaves(self);
+                // Counted as sent when it reaches the bus (`apply_bus_fate`).
+                leaves(self, false);
                 self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: false });
                 at
             }
@@ -299,7 +311,7 @@ impl Channel {
         };
         if bus_off {
             // A bus-off controller drops what it had queued.
-            member.discard_pending();
+            member.discard_pending(DropReason::BusOff);
         }
         self.report_state_change(index, before, at);
     }

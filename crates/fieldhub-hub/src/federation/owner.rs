@@ -379,9 +379,14 @@ impl Writer {
                     continue;
                 }
                 Outbound::Goodbye { .. } => break,
+                Outbound::TxDropped { reason, dropped, .. } => {
+                    warn!(channel = %self.channel, dropped, "relayed frames {}", reason.describe());
+                    continue;
+                }
                 // A lossless port is never overrun; the rest answer
                 // requests the bridge does not make.
                 Outbound::RxOverflow { .. }
+                | Outbound::ChannelState { .. }
                 | Outbound::PortClosed { .. }
                 | Outbound::Pong { .. }
                 | Outbound::Stats { .. }

@@ -212,6 +212,10 @@ fn write_loop(interface: &Interface, port: &str, outbox: &QueueOutbox, closed: &
                 }
             }
             Outbound::Goodbye { .. } => break,
+            Outbound::TxDropped { reason, dropped, .. } => {
+                warn!(port, interface = %interface.name(), dropped, "frames from the interface {}", reason.describe());
+            }
+            Outbound::ChannelState { text, .. } => warn!(port, interface = %interface.name(), "{text}"),
             Outbound::PortOpened { .. }
             | Outbound::PortClosed { .. }
             | Outbound::Pong { .. }

@@ -374,9 +374,14 @@ impl ToSilKit<'_> {
                 }
             }
             Outbound::Goodbye { .. } => Taken::Leaving,
+            Outbound::TxDropped { reason, dropped, .. } => {
+                warn!(participant = self.name, dropped, "frames from SIL Kit {}", reason.describe());
+                Taken::Going
+            }
             // A lossless port is never overrun; the rest are answers to
             // requests the bridge does not make.
             Outbound::RxOverflow { .. }
+            | Outbound::ChannelState { .. }
             | Outbound::PortOpened { .. }
             | Outbound::PortClosed { .. }
             | Outbound::Pong { .. }

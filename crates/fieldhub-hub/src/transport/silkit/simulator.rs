@@ -449,7 +449,11 @@ fn deliver(shared: &Shared, outbox: &QueueOutbox, producer: &EventProducer) {
                     }
                 }
                 Outbound::Goodbye { .. } => return,
+                Outbound::TxDropped { reason, dropped, .. } => {
+                    warn!(participant = %shared.participant, dropped, "frames of a SIL Kit controller {}", reason.describe());
+                }
                 Outbound::RxOverflow { .. }
+                | Outbound::ChannelState { .. }
                 | Outbound::PortClosed { .. }
                 | Outbound::Pong { .. }
                 | Outbound::Grant { .. }
