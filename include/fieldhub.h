@@ -222,7 +222,14 @@ typedef enum fh_status {
   /**
    * A bug inside libfieldhub was caught before it could crash the program.
    */
-  FH_ERR_INTERNAL = -15
+  FH_ERR_INTERNAL = -15,
+  /**
+   * Frames this client sent are off the bus: the hub dropped them (a
+   * controller bus-off, a fault rule, a lost federation owner, an
+   * unplugged port) and said so; the last error says which port, how
+   * many and why. Returned by `fh_flush`.
+   */
+  FH_ERR_DROPPED = -16
 } fh_status;
 
 /**
@@ -506,9 +513,13 @@ int fh_recv(struct fh_client *client, struct fh_frame *frame, struct fh_meta *me
 
 /**
  * Wait until every frame sent so far is on the bus (sequenced and handed to
- * every receiver), at most 5 seconds, and report the first error the hub
- * raised about this client's frames since the last `fh_flush` (for example
- * `FH_ERR_INVALID_FRAME` for a CAN FD frame sent on a classic channel).
+ * every receiver) or reported off it, at most 5 seconds, and report the
+ * first error the hub raised about this client's frames since the last
+ * `fh_flush`: `FH_ERR_INVALID_FRAME` for a CAN FD frame sent on a classic
+ * channel, `FH_ERR_DROPPED` for frames the hub dropped (a bus-off
+ * controller, a fault rule, a lost federation owner, an unplugged port;
+ * the last error says which port, how many and why). Each call reports one
+ * error; call it again until `FH_OK` to hear of them all.
  *
  * # Safety
  * `client` is a live handle.

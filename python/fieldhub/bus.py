@@ -34,6 +34,13 @@ can.logger --passive`` does) receives everything but never transmits or
 acknowledges; changing the state reopens the port, as a SocketCAN interface
 must be taken down to change its mode.
 
+A frame the hub takes off the bus (the controller went bus-off, a fault rule
+dropped it, a federated channel's owner died first, the port is unplugged;
+docs/frame-fate.md) is never silently gone: ``flush_tx_buffer()`` raises
+``can.CanOperationError`` naming how many and why, and so does the next
+``send()`` (which then does not send its message), as a SocketCAN socket
+reports a failed transmission on its next write.
+
 Filters are applied in the client before Python sees a frame; ``fileno()``
 works with ``select``/asyncio; every wait releases the GIL, and Ctrl-C
 interrupts it (``KeyboardInterrupt``). ``shutdown()`` is safe from any
@@ -278,7 +285,7 @@ class FieldhubBus(BusABC):
             )
         except _native.Error as e:
             kind = getattr(e, "kind", "")
-            if kind == "not_allowed":
+            if kind in ("not_allowed", "dropped"):
                 raise can.CanOperationError(str(e)) from None
             if kind == "invalid":
                 raise ValueError(str(e)) from None

@@ -102,3 +102,35 @@ def test_send_on_a_held_bus_times_out_and_loses_nothing_it_accepted(fieldhub_hub
         got.append(int.from_bytes(m.data, "little"))
     assert got == list(range(accepted))
     assert holder.recv(0.3) is None
+
+
+def test_a_frame_sent_to_a_bus_off_controller_raises_operation_error_naming_bus_off(fieldhub_hub):
+    bus = fieldhub_hub.bus("can0")
+    try:
+        fieldhub_hub.short("can0")
+        bus.send(can.Message(arbitration_id=0x123, data=[1], is_extended_id=False))
+        with pytest.raises(can.CanOperationError, match="bus-off"):
+            bus.flush_tx_buffer()
+        stats = fieldhub_hub.stats()
+        can0 = next(c for c in stats["channels"] if c["name"] == "can0")
+        assert can0["tx_dropped_by_reason"] == {"bus_off": 1}
+    finally:
+        fieldhub_hub.unshort("can0")
+        bus.shutdown()
+
+
+def test_a_frame_a_fault_rule_drops_raises_on_flush_and_the_others_reach_the_bus(fieldhub_hub):
+    tx, rx = fieldhub_hub.bus("can0"), fieldhub_hub.bus("can0")
+    rule = fieldhub_hub.add_fault(channel="can0", at="sender", id=0x66, mask=0x7FF, action={"type": "drop"})
+    try:
+        tx.send(can.Message(arbitration_id=0x66, data=[1], is_extended_id=False))
+        with pytest.raises(can.CanOperationError, match="dropped by a fault rule"):
+            tx.flush_tx_buffer()
+        tx.send(can.Message(arbitration_id=0x67, data=[2], is_extended_id=False))
+        tx.flush_tx_buffer()
+        got = rx.recv(5)
+        assert got is not None and got.arbitration_id == 0x67, "only the frame the rule spared is on the bus"
+    finally:
+        fieldhub_hub.remove_fault(rule["id"])
+        tx.shutdown()
+        rx.shutdown()

@@ -37,6 +37,13 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
             waited.as_secs_f64(),
             why_waiting(&client, &port)
         ),
+        Err(ClientError::Dropped { reason, .. }) => bail!(
+            "{} is not on '{}': {}",
+            args.frame,
+            args.channel,
+            fieldhub_client::DropReason::from_wire(reason)
+                .map_or_else(|| format!("dropped by the hub (reason code {reason})"), |r| r.describe().to_owned())
+        ),
         Err(e) => Err(e).with_context(|| format!("sending {} on '{}'", args.frame, args.channel)),
     }
 }

@@ -51,6 +51,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>6.1}% {:>6.1}%",
             c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
         )?;
+        if !c.tx_dropped_by_reason.is_empty() {
+            writeln!(out, "    dropped off the bus: {}", by_reason(&c.tx_dropped_by_reason))?;
+        }
         if let Some(f) = &c.federation {
             writeln!(
                 out,
@@ -74,6 +77,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             "{:<24} {:<16} {:>12} {:>12} {:>10} {:>10} {:>8}",
             p.name, p.channel, p.tx_frames, p.rx_frames, p.rx_dropped, p.tx_dropped, p.tx_pending
         )?;
+        if !p.tx_dropped_by_reason.is_empty() {
+            writeln!(out, "    dropped off the bus: {}", by_reason(&p.tx_dropped_by_reason))?;
+        }
     }
     if !stats.routes.is_empty() {
         writeln!(out)?;
@@ -129,4 +135,9 @@ mod tests {
         assert_eq!(identifier(0x8000_0000 | 0x4000_0000 | 0x42), "00000042R");
         assert_eq!(identifier(0x2000_0000 | 0x4), "ERR 4");
     }
+}
+
+/// `bus_off 3, fault_rule 1`: drop counts by reason.
+fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
+    counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
 }

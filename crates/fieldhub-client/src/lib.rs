@@ -512,12 +512,24 @@ impl Client {
         drop(errors);
         // Every drop before the PING was reported before its PONG: each
         // flush returns the oldest report not returned yet.
-        let mut drops = lock(&self.shared.drops);
-        if !drops.is_empty() {
-            let dropped = drops.remove(0);
-            return Err(ClientError::Dropped { port: dropped.port, reason: dropped.reason, dropped: dropped.dropped });
+        match self.take_dropped() {
+            Some(dropped) => Err(dropped),
+            None => Ok(elapsed),
         }
-        Ok(elapsed)
+    }
+
+    /// The oldest report of frames off the bus (`TX_DROPPED`) that neither
+    /// a flush nor this call has returned yet, as [`ClientError::Dropped`];
+    /// `None` when there is none. Does not wait: a flush first makes the
+    /// reports complete.
+    pub fn take_dropped(&self) -> Option<ClientError> {
+        receive::pump(&*self.link, &self.shared);
+        let mut drops = lock(&self.shared.drops);
+        (!drops.is_empty()).then(|| drops.remove(0)).map(|d| ClientError::Dropped {
+            port: d.port,
+            reason: d.reason,
+            dropped: d.dropped,
+        })
     }
 
     /// Frames sent on `port` that the hub reported off the bus

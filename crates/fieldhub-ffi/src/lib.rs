@@ -503,9 +503,13 @@ pub unsafe extern "C" fn fh_recv(
 }
 
 /// Wait until every frame sent so far is on the bus (sequenced and handed to
-/// every receiver), at most 5 seconds, and report the first error the hub
-/// raised about this client's frames since the last `fh_flush` (for example
-/// `FH_ERR_INVALID_FRAME` for a CAN FD frame sent on a classic channel).
+/// every receiver) or reported off it, at most 5 seconds, and report the
+/// first error the hub raised about this client's frames since the last
+/// `fh_flush`: `FH_ERR_INVALID_FRAME` for a CAN FD frame sent on a classic
+/// channel, `FH_ERR_DROPPED` for frames the hub dropped (a bus-off
+/// controller, a fault rule, a lost federation owner, an unplugged port;
+/// the last error says which port, how many and why). Each call reports one
+/// error; call it again until `FH_OK` to hear of them all.
 ///
 /// # Safety
 /// `client` is a live handle.

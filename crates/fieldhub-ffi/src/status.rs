@@ -49,12 +49,17 @@ pub enum fh_status {
     FH_ERR_PROTOCOL = -14,
     /// A bug inside libfieldhub was caught before it could crash the program.
     FH_ERR_INTERNAL = -15,
+    /// Frames this client sent are off the bus: the hub dropped them (a
+    /// controller bus-off, a fault rule, a lost federation owner, an
+    /// unplugged port) and said so; the last error says which port, how
+    /// many and why. Returned by `fh_flush`.
+    FH_ERR_DROPPED = -16,
 }
 
 use fh_status::*;
 
 /// Every code.
-const ALL: [fh_status; 16] = [
+const ALL: [fh_status; 17] = [
     FH_OK,
     FH_ERR_INVALID_ARGUMENT,
     FH_ERR_INVALID_URL,
@@ -71,6 +76,7 @@ const ALL: [fh_status; 16] = [
     FH_ERR_REJECTED,
     FH_ERR_PROTOCOL,
     FH_ERR_INTERNAL,
+    FH_ERR_DROPPED,
 ];
 
 impl fh_status {
@@ -93,6 +99,7 @@ impl fh_status {
             FH_ERR_REJECTED => c"the hub rejected the request",
             FH_ERR_PROTOCOL => c"protocol error talking to the hub",
             FH_ERR_INTERNAL => c"internal error in libfieldhub (a bug; please report it)",
+            FH_ERR_DROPPED => c"the hub dropped frames this client sent (fh_last_error says which and why)",
         }
     }
 
@@ -178,6 +185,7 @@ impl From<ClientError> for Failure {
             // A step the caller asked for wrongly: not a participant, or
             // not forward in time.
             ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,
+            ClientError::Dropped { .. } => FH_ERR_DROPPED,
         };
         Self::new(status, error.to_string())
     }
@@ -200,7 +208,7 @@ mod tests {
             assert!(seen.insert(status.message()), "{status:?} repeats a message");
         }
         assert_eq!(fh_status::from_int(1), None);
-        assert_eq!(fh_status::from_int(-16), None);
+        assert_eq!(fh_status::from_int(-17), None);
     }
 
     #[test]

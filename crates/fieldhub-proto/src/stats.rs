@@ -70,6 +70,11 @@ pub struct ChannelStats {
     pub load_10s: f64,
     /// Per identifier (SocketCAN form), most frequent first.
     pub ids: Vec<IdStats>,
+    /// Frames its ports sent, present and gone, that were dropped off the
+    /// bus, by reason name (`spec/protocol.md` 6.9); only reasons that
+    /// dropped any.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty"))]
+    pub tx_dropped_by_reason: std::collections::BTreeMap<String, u64>,
     /// A channel shared with other hubs (`[federation]`): this hub's view.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub federation: Option<FederationStats>,

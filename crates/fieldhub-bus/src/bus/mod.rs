@@ -466,7 +466,10 @@ impl Bus {
                 }
             }
             Inbound::Committed { channel, origin, frame } => self.on_committed(channel, origin, frame),
-            Inbound::FederationAlert { channel, text } => self.on_federation_alert(channel, &text),
+            Inbound::CommitDropped { channel, origin, reason } => self.on_commit_dropped(channel, origin, reason),
+            Inbound::FederationState { channel, condition, missed, text } => {
+                self.on_federation_state(channel, condition, missed, &text)
+            }
             Inbound::FederationRole { channel, uplink } => self.on_federation_role(channel, uplink),
             Inbound::FederationResend { channel, round } => self.on_federation_resend(channel, round),
             Inbound::Shutdown => {}
@@ -617,6 +620,7 @@ impl Bus {
                 load_1s: c.load.percent(now_ns, 1_000_000_000),
                 load_10s: c.load.percent(now_ns, 10_000_000_000),
                 ids: c.ids.snapshot(now_ns),
+                tx_dropped_by_reason: by_reason_name(c.tx_dropped_by_reason()),
                 federation: self.federation[c.id as usize].as_ref().map(|status| status.snapshot()),
             })
             .collect();
@@ -632,12 +636,7 @@ impl Bus {
                     rx_frames: member.counters.rx_frames,
                     rx_dropped: member.counters.rx_dropped,
                     tx_dropped: member.counters.tx_dropped,
-                    tx_dropped_by_reason: DropReason::ALL
-                        .iter()
-                        .zip(member.counters.tx_dropped_by_reason)
-                        .filter(|&(_, n)| n > 0)
-                        .map(|(reason, n)| (reason.name().to_owned(), n))
-                        .collect(),
+                    tx_dropped_by_reason: by_reason_name(member.counters.tx_dropped_by_reason),
                     tx_refused: member.counters.tx_refused,
                     tx_pending: member.tx.len() as u32,
                     error_state: match member.errors.state() {
@@ -752,6 +751,7 @@ impl Bus {
         let channel_flags = self.channels[channel_id as usize].flags();
         let port_id = port_id.into();
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id, channel_flags });
+        self.tell_waiting(channel_id, client_id, handle);
     }
 
     fn on_close_port(&mut self, client_id: ClientId, port: u16) {
@@ -827,4 +827,10 @@ impl Bus {
             client.outbox.flush();
         }
     }
+}
+
+/// Drop counts in the order of [`DropReason::ALL`] as `STATS` shows them: by
+/// reason name, only reasons that dropped any.
+fn by_reason_name(counts: [u64; DropReason::ALL.len()]) -> std::collections::BTreeMap<String, u64> {
+    DropReason::ALL.iter().zip(counts).filter(|&(_, n)| n > 0).map(|(reason, n)| (reason.name().to_owned(), n)).collect()
 }

@@ -29,6 +29,7 @@ mod tests;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::wire::ChannelFlags;
 use fieldhub_proto::Frame;
 
@@ -74,6 +75,9 @@ pub struct Channel {
     last_timestamp_ns: u64,
     pub members: Members,
     /// Frames put on the channel (error frames included).
+    /// Frames of ports gone from the channel that were dropped, by
+    /// [`DropReason`] (`Channel::tx_dropped_by_reason` adds the present ports').
+    pub departed_drops: [u64; DropReason::ALL.len()],
     pub frames: u64,
     pub ids: IdCounter,
     pub load: BusLoad,
@@ -107,6 +111,7 @@ impl Channel {
             last_timestamp_ns: 0,
             members: Members::default(),
             frames: 0,
+            departed_drops: [0; DropReason::ALL.len()],
             ids: IdCounter::default(),
             load: BusLoad::default(),
             rules: Vec::new(),
@@ -162,7 +167,22 @@ impl Channel {
         let at = self.members.find(|m| m.port_id == port_id)?;
         let mut member = self.members.remove(at)?;
         member.discard_on_close();
+        for (sum, n) in self.departed_drops.iter_mut().zip(member.counters.tx_dropped_by_reason) {
+            *sum += n;
+        }
         Some(member)
+    }
+
+    /// Frames of this channel's ports, present and gone, dropped off the
+    /// bus, by [`DropReason`] in the order of [`DropReason::ALL`].
+    pub fn tx_dropped_by_reason(&self) -> [u64; DropReason::ALL.len()] {
+        let mut sums = self.departed_drops;
+        for member in self.members.iter() {
+            for (sum, n) in sums.iter_mut().zip(member.counters.tx_dropped_by_reason) {
+                *sum += n;
+            }
+        }
+        sums
     }
 
     /// Arrival number of the oldest frame any port of `client` still has

@@ -344,3 +344,16 @@ fn a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_by_name() {
         assert!(stderr.contains("--timeout") && stderr.contains(needle), "{given}: {stderr}");
     }
 }
+
+#[test]
+fn send_to_a_bus_off_controller_exits_non_zero_naming_bus_off() {
+    let hub = FIELDHUB.start();
+    let out = fieldhub(&hub, &["ctl", "short", "can0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fieldhub(&hub, &["send", "--port", "s1", "can0", "123#01"]);
+    assert!(!out.status.success(), "a frame that never reached the bus was confirmed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("123#01 is not on 'can0'") && stderr.contains("bus-off"), "{stderr}");
+    let stats = fieldhub(&hub, &["stats"]);
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("bus_off"), "counted by reason");
+}
