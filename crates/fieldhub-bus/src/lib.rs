@@ -29,6 +29,14 @@
 //! - **One sequencer per channel**: every frame of a channel passes
 //!   `Channel::transmit`; sequence numbers are 1, 2, 3… without gaps and
 //!   timestamps never decrease.
+//! - **A frame's fate** (`spec/protocol.md` 6.9, `docs/frame-fate.md`):
+//!   every frame a port hands over leaves its transmit FIFO in exactly one of
+//!   two ways — sent (`Channel::transmit`, its sender confirmed by its echo
+//!   and the `PONG` of a later `PING`), or dropped for a
+//!   [`fieldhub_proto::fate::DropReason`] through [`member::Member::dropped`],
+//!   which counts it by reason and reports it to its sender (`TX_DROPPED`)
+//!   before any later `PONG`. A `PONG` waits while a frame sent before its
+//!   `PING` is queued, on the wire or held by a delay rule.
 //! - **The bus never waits on a client**: outboxes answer at once (taken,
 //!   full or gone); a lossless receiver without room holds its own channel
 //!   only.
