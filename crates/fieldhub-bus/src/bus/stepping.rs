@@ -1,18 +1,20 @@
 //! The bus side of virtual time ([`super::virtual_time`] says how and why):
 //! participants joining and announcing their steps, frames held until the
-//! step ends, each advance of bus time, stalled participants reported.
+//! step ends, each advance of bus time, observers that hold nothing back,
+//! stalled participants reported with what holds them.
 
 use std::time::Instant;
 
 use fieldhub_proto::stats::TimeStats;
-use fieldhub_proto::wire::ErrorCode;
+use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::Frame;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use super::virtual_time::RunLimit;
+use super::virtual_time::{Lingering, RunLimit};
 use super::Bus;
 use crate::inbox::ClientId;
+use crate::member::Receiver;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
 use crate::request::{ControlError, ControlResult, TimeCommand};
@@ -60,8 +62,13 @@ impl Bus {
     /// the staged frames in their fixed order, serve the channels at every
     /// deadline up to the target and at the target, then grant the
     /// participants whose boundary it is. Returns whether time moved.
+    ///
+    /// The bus calls it after every round of input, so a port an observer
+    /// opened in the round is made lossy here before any frame reaches it.
     pub(super) fn advance_virtual_time(&mut self) -> bool {
+        self.observers_lossy();
         let Some(target) = self.virtual_time.as_ref().and_then(|vt| vt.target()) else { return false };
+        self.return_lingering();
         self.queue_staged();
         let mut next = self.step();
         while let Some(at) = next.filter(|&at| at <= target) {
@@ -73,6 +80,7 @@ impl Bus {
         let Some(vt) = self.virtual_time.as_mut() else { return false };
         vt.move_clock(target);
         self.step();
+        self.retire_lingering();
         let granted = self.virtual_time.as_mut().map(|vt| vt.grant(target)).unwrap_or_default();
         for client in granted {
             self.reply(client, Outbound::Grant { now_ns: target });
@@ -97,14 +105,140 @@ impl Bus {
         }
     }
 
-    /// Drop the frames `client` sent on `port` (every port: `None`) in the
-    /// current step, returning their transmit credit: the port closes, or
-    /// the client leaves, before the step ends.
+    /// `client`'s `port` (every port: `None`) closes, or the client leaves,
+    /// before bus time moves on; the bus releases the ports right after.
+    /// A participant's frames of its unfinished step go with it, their
+    /// transmit credit returned. An observer's frames are not lost: its
+    /// ports with frames waiting linger ([`Bus::linger`]).
     pub(super) fn discard_staged(&mut self, client: ClientId, port: Option<u16>) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
+        if !vt.is_participant(client) {
+            return self.linger(client, port);
+        }
         let discarded = vt.discard(client, port);
         if let Some(owner) = self.clients.get(&client) {
             (0..discarded).for_each(|_| owner.credit.release());
+        }
+    }
+
+    /// Keep an observer's ports (`port`, or all: `None`) that have frames
+    /// waiting for bus time: their staged frames join the port's transmit
+    /// FIFO now, at the current bus time (refused there, with the reply a
+    /// refusal gets, if the port may not send them), and a port with frames
+    /// in its FIFO comes off its channel — before the bus releases it, so
+    /// the release finds nothing — to return at the next advance, receiving
+    /// nothing, until its frames are on the bus. Their transmit credit
+    /// returns as they go, as for any port.
+    fn linger(&mut self, client: ClientId, port: Option<u16>) {
+        let Some(owner) = self.clients.get(&client) else { return };
+        let ports: Vec<(u16, super::OwnedPort)> = (0..owner.ports.len() as u16)
+            .filter(|&handle| port.is_none_or(|p| p == handle))
+            .filter_map(|handle| Some((handle, owner.ports[handle as usize]?)))
+            .collect();
+        for (handle, owned) in ports {
+            let staged = self.virtual_time.as_mut().map(|vt| vt.take_staged(client, handle)).unwrap_or_default();
+            for s in staged {
+                self.queue_frame(client, handle, s.frame);
+            }
+            let channel = &mut self.channels[owned.channel as usize];
+            let waiting =
+                channel.members.get(owned.member).is_some_and(|m| m.port_id == owned.port_id && !m.tx.is_empty());
+            if !waiting {
+                continue;
+            }
+            let Some(mut member) = channel.members.remove(owned.member) else { continue };
+            // Its client closed it or is gone: nothing may reach it now.
+            member.receiver = Receiver::Gateway;
+            let lingering = Lingering { channel: owned.channel, port_id: owned.port_id, member: Some(member) };
+            if let Some(vt) = self.virtual_time.as_mut() {
+                vt.lingering.push(lingering);
+            }
+        }
+    }
+
+    /// Put lingering ports back on their channels: bus time moves now, and
+    /// their frames compete with the advance's others at the current bus time.
+    fn return_lingering(&mut self) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        for lingering in &mut vt.lingering {
+            let Some(member) = lingering.member.take() else { continue };
+            let index = lingering.channel as usize;
+            // A channel removed meanwhile took its ports' frames along.
+            if !self.channels[index].removed {
+                self.channels[index].members.push(member);
+                self.dirty[index] = true;
+            }
+        }
+    }
+
+    /// Let go of lingering ports whose frames are all on the bus. A port
+    /// stays while its channel is still busy (a deadline pending: a frame
+    /// on the wire may fail and need its port to retransmit from).
+    fn retire_lingering(&mut self) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        let (channels, deadlines) = (&mut self.channels, &self.deadlines);
+        vt.lingering.retain(|lingering| {
+            if lingering.member.is_some() {
+                return true;
+            }
+            let index = lingering.channel as usize;
+            let channel = &mut channels[index];
+            let sending = channel.member_mut(lingering.port_id).is_some_and(|m| !m.tx.is_empty());
+            if sending || (deadlines[index].is_some() && !channel.removed) {
+                return true;
+            }
+            channel.detach(lingering.port_id);
+            false
+        });
+    }
+
+    /// Make the lossless ports of every observer lossy once a port has
+    /// opened since the last look (the module doc's "Observers" says why).
+    fn observers_lossy(&mut self) {
+        let Some(vt) = self.virtual_time.as_mut() else { return };
+        if vt.ports_seen == self.next_port_id {
+            return;
+        }
+        vt.ports_seen = self.next_port_id;
+        let observers: Vec<ClientId> = self.clients.keys().copied().filter(|&c| !vt.is_participant(c)).collect();
+        for client in observers {
+            self.make_lossy(client);
+        }
+    }
+
+    /// Clear `BLOCK_ON_OVERFLOW` on `client`'s ports: from now on what a
+    /// port has no room for is dropped, counted and reported to it with
+    /// `RX_OVERFLOW`. A port is taken off its channel and put back, so the
+    /// channel's count of lossless ports stays right.
+    fn make_lossy(&mut self, client: ClientId) {
+        let Some(owner) = self.clients.get_mut(&client) else { return };
+        for owned in owner.ports.iter_mut().flatten() {
+            let index = owned.channel as usize;
+            let members = &mut self.channels[index].members;
+            let lossless = members.get(owned.member).is_some_and(|m| m.port_id == owned.port_id && m.is_lossless());
+            if !lossless {
+                continue;
+            }
+            let Some(mut member) = members.remove(owned.member) else { continue };
+            if let Receiver::Client { options, .. } = &mut member.receiver {
+                options.remove(PortOptions::BLOCK_ON_OVERFLOW);
+            }
+            owned.member = members.push(member);
+            // A hold for this port ends at the channel's next service.
+            self.dirty[index] = true;
+            if let Some(vt) = self.virtual_time.as_mut().filter(|vt| !vt.told_lossless) {
+                vt.told_lossless = true;
+                let port = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+                warn!(
+                    client,
+                    name = %owner.name,
+                    "lossless port '{port}' of observer '{}' cannot hold virtual time: bus time waits only for \
+                     synchronised participants, so in virtual time a lossless observer's port is lossy — frames \
+                     it has no room for are dropped, counted (rx_dropped) and reported to it (RX_OVERFLOW). \
+                     Logged once per hub",
+                    owner.name
+                );
+            }
         }
     }
 
@@ -114,7 +248,8 @@ impl Bus {
     }
 
     /// Report every participant whose step timeout passed: in the log, in
-    /// the time status and to the participant itself (flushed at once).
+    /// the time status and to the participant itself (flushed at once) —
+    /// with the lossless port that holds its frames back, if one does.
     pub fn report_stalls(&mut self) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let timeout = vt.step_timeout();
@@ -123,12 +258,45 @@ impl Bus {
                 true => "dropped from synchronisation; bus time goes on without it",
                 false => "bus time waits for it",
             };
-            warn!(client = stall.client, name = %stall.name, "participant stalled: no STEP within {timeout:?} of GRANT {}; {consequence}", stall.granted_ns);
-            let text = format!("no STEP within {timeout:?} of GRANT {}; {consequence}", stall.granted_ns);
+            let held = self.held_behind(stall.client).map(|why| format!("; {why}")).unwrap_or_default();
+            warn!(client = stall.client, name = %stall.name, "participant stalled: no STEP within {timeout:?} of GRANT {}; {consequence}{held}", stall.granted_ns);
+            let text = format!("no STEP within {timeout:?} of GRANT {}; {consequence}{held}", stall.granted_ns);
             let error = Outbound::Error { code: ErrorCode::StepTimeout, request: 0, fatal: false, text };
             self.reply(stall.client, error);
+            if stall.dropped {
+                // It goes on as an observer, which holds nothing back.
+                self.make_lossy(stall.client);
+            }
         }
         self.flush_outboxes();
+    }
+
+    /// Why `client`'s step may be unable to end: its frames wait on a
+    /// channel that a lossless port without room holds, so its transmit
+    /// credit does not come back. Names that port and its client.
+    fn held_behind(&self, client: ClientId) -> Option<String> {
+        let owner = self.clients.get(&client)?;
+        owner.ports.iter().flatten().find_map(|owned| {
+            let channel = &self.channels[owned.channel as usize];
+            let holder = channel.held_by?;
+            let waiting =
+                channel.members.get(owned.member).is_some_and(|m| m.port_id == owned.port_id && !m.tx.is_empty());
+            if !waiting {
+                return None;
+            }
+            let port = self.port_names.get(&holder).map_or("?", String::as_str);
+            let reader = channel.members.iter().find(|m| m.port_id == holder).map(|m| m.client);
+            let holder = match reader.and_then(|reader| self.clients.get(&reader).map(|c| (reader, c))) {
+                Some((reader, _)) if reader == client => format!("its own lossless port '{port}'"),
+                Some((_, reader)) => format!("the lossless port '{port}' of '{}'", reader.name),
+                None => format!("the lossless port '{port}'"),
+            };
+            Some(format!(
+                "its frames wait on channel '{}', held by {holder}, which does not read what it receives (a \
+                 participant's lossless port holds its channel until it has room)",
+                channel.name()
+            ))
+        })
     }
 
     /// `GET /api/v1/time`: bus time; in virtual time also the participants

@@ -42,18 +42,59 @@
 //! order too. What remains is the wall clock, which decides nothing but
 //! when a stalled participant is reported.
 //!
+//! # Observers
+//!
+//! Observers (sessions without the option) are never waited for, and
+//! nothing of theirs holds bus time back:
+//!
+//! - Their frames are staged like a participant's, at the current bus time,
+//!   and join the next advance (sorted by port name with the others). A
+//!   `PING` never waits for a staged frame, so a flush confirms that the
+//!   frame has its place in bus time. If the observer closes the port or
+//!   leaves before time moves, its frames are not lost: the port lingers on
+//!   its channel, sending only ([`Lingering`]), until they are on the bus.
+//! - A lossless (`block_on_overflow`) port of an observer is lossy here: it
+//!   would hold its channel while its reader does not read (a `fieldhub dump
+//!   --lossless` stopped with Ctrl-Z), so the participants' frames would wait
+//!   behind it, their transmit credit would run out and they would be
+//!   reported as stalled — for what an observer did. What it has no room for
+//!   is dropped, counted and reported to it with `RX_OVERFLOW`, as on any
+//!   lossy port; the hub logs once that it happens. A participant dropped
+//!   for stalling is an observer from then on, and its ports become lossy too.
+//!
+//! # Stalls
+//!
+//! A participant that does not end its step within the step timeout is
+//! reported by name; only a participant that has not announced its step is
+//! (one that is done and waits is not). When its step cannot end because its
+//! frames wait on a channel that a lossless port holds, the report names that
+//! port and its client too: that is who actually holds. After `on_stall =
+//! "drop"` a `STEP` of the dropped participant is refused with the reason.
+//!
 //! # Limits
 //!
 //! A participant's staged frames still hold its transmit credit (256 frames
 //! in the bus): a step that sends more waits for the step's end, which
-//! never comes — the participant is reported as stalled. A `PING` is
-//! answered once the participant's frames are staged, so a flush never
-//! waits for the participant's own `STEP`. Observers (sessions without the
-//! option) are never waited for; their frames join the next advance. A
-//! `block_on_overflow` port without room holds its channel until the bus-time
-//! deadline of its next look, as in real time, but bus time does not wait
-//! for its reader: a lossless reader that falls behind within a window
-//! changes when frames go, so keep such readers reading.
+//! never comes — the participant is reported as stalled. The same credit
+//! bounds an observer's frames while bus time stands still. A `PING` is
+//! answered once the sender's frames are staged, so a flush never waits for
+//! a participant's own `STEP`. A participant's `block_on_overflow` port
+//! without room holds its channel until the bus-time deadline of its next
+//! look, as in real time, but bus time does not wait for its reader: a
+//! lossless reader that falls behind within a window changes when frames
+//! go, so keep such readers reading.
+//!
+//! # The real-time factor
+//!
+//! Bus time advanced per wall-clock time in which it was free to move: from
+//! the moment the hub could advance as soon as the participants were done
+//! (every `time_participants` name joined, the control API not holding time,
+//! someone to move it: a participant or a `run_until`) to each advance.
+//! Waits in which bus time was held (paused, or nobody there to step it,
+//! before the first participant or after the last) do not count, so a run
+//! that went at 8× shows 8× however long the hub idles afterwards. A
+//! participant's compute time and a stalled participant's wait do count:
+//! they are the run's own pace.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +106,7 @@ use serde::Serialize;
 use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{StallPolicy, TimeConfig};
 use crate::inbox::ClientId;
+use crate::member::Member;
 use crate::port_id::PortId;
 
 /// A frame sent during the current step, waiting for the step's end.
@@ -78,6 +120,19 @@ pub struct Staged {
     /// Order among all staged frames: keeps a port's frames in FIFO order.
     pub order: u64,
     pub frame: Frame,
+}
+
+/// An observer's port that closed, or whose client left, while frames it
+/// had sent still waited for bus time: it stays on its channel, receiving
+/// nothing and sending only, until they are on the bus — a frame an
+/// observer sent is never lost to its leaving.
+pub struct Lingering {
+    pub channel: u16,
+    pub port_id: PortId,
+    /// The port while it is off its channel: from its departure (when the
+    /// bus releases it) to the next advance, at which its frames compete
+    /// at the current bus time. `None` once it is back on the channel.
+    pub member: Option<Member>,
 }
 
 /// How far the control API lets bus time run.
@@ -123,6 +178,15 @@ pub struct Stall {
 pub enum StepError {
     #[error("STEP from a session that is not a synchronised participant (connect with the synchronized option)")]
     NotParticipant,
+    /// The participant stalled and `on_stall = "drop"` took it out of
+    /// synchronisation: it is an observer now, and must hear that, not
+    /// that it never was a participant.
+    #[error(
+        "STEP from a participant that was dropped for stalling: it sent no STEP within {timeout:?} of GRANT \
+         {granted_ns} ns (on_stall = \"drop\"), so bus time went on without it and it is an observer now; \
+         reconnect with the synchronized option to take part in bus time again"
+    )]
+    Dropped { granted_ns: u64, timeout: Duration },
     #[error("STEP to {until_ns} ns does not move forward: the participant stands at {granted_ns} ns")]
     NotForward { until_ns: u64, granted_ns: u64 },
     /// A second `STEP` before the first one's `GRANT`: the boundary it
@@ -146,11 +210,25 @@ pub struct ParticipantStatus {
 pub struct TimeStatus {
     pub now_ns: u64,
     pub limit: RunLimit,
-    /// Bus time advanced per wall-clock time since time first moved.
+    /// Bus time advanced per wall-clock time in which it was free to move
+    /// (the module doc's "The real-time factor").
     pub real_time_factor: f64,
     pub participants: Vec<ParticipantStatus>,
     /// `time_participants` that have not joined yet.
     pub awaiting: Vec<String>,
+}
+
+/// The figures of the real-time factor: the wall-clock time in which bus
+/// time was free to move, and how far it moved in it.
+#[derive(Debug, Default)]
+struct Pace {
+    /// Since when (wall clock, and the bus time then) bus time has been
+    /// free to move; `None` while it is held.
+    free_since: Option<(Instant, u64)>,
+    /// Wall-clock time free to move that ended in an advance.
+    spent: Duration,
+    /// Bus time advanced in it.
+    advanced_ns: u64,
 }
 
 /// The state of virtual time, owned by the bus thread.
@@ -161,13 +239,23 @@ pub struct VirtualTime {
     participants: BTreeMap<ClientId, Participant>,
     /// `time_participants` that have not joined yet.
     awaiting: Vec<String>,
+    /// Participants `on_stall = "drop"` took out, with the grant they
+    /// stalled at: their `STEP` is refused with that reason.
+    dropped: BTreeMap<ClientId, u64>,
     pub(super) staged: Vec<Staged>,
     next_order: u64,
     step_timeout: Duration,
     on_stall: StallPolicy,
     limit: RunLimit,
-    /// When bus time first moved, for the real-time factor.
-    first_advance: Option<(Instant, u64)>,
+    pace: Pace,
+    /// The bus's next port id when observers' ports were last made lossy:
+    /// only a port opened since needs a look.
+    pub(super) ports_seen: u32,
+    /// Whether the hub has logged that a lossless observer cannot hold
+    /// virtual time (once per hub: every `dump --lossless` would repeat it).
+    pub(super) told_lossless: bool,
+    /// Observers' ports that stay until their frames are on the bus.
+    pub(super) lingering: Vec<Lingering>,
 }
 
 impl VirtualTime {
@@ -177,13 +265,22 @@ impl VirtualTime {
             wall,
             participants: BTreeMap::new(),
             awaiting: config.participants.clone(),
+            dropped: BTreeMap::new(),
             staged: Vec::new(),
             next_order: 0,
             step_timeout: Duration::from_millis(config.step_timeout_ms),
             on_stall: config.on_stall,
             limit: RunLimit::Running,
-            first_advance: None,
+            pace: Pace::default(),
+            ports_seen: 0,
+            told_lossless: false,
+            lingering: Vec::new(),
         }
+    }
+
+    /// Whether `client` is a synchronised participant (not an observer).
+    pub fn is_participant(&self, client: ClientId) -> bool {
+        self.participants.contains_key(&client)
     }
 
     /// Current bus time.
@@ -203,17 +300,25 @@ impl VirtualTime {
         };
         self.participants.insert(client, participant);
         self.awaiting.retain(|awaited| awaited != name);
+        self.reconsider_pace();
         now_ns
     }
 
     /// A participant left (or its session ended): it holds nothing back.
     pub fn leave(&mut self, client: ClientId) {
         self.participants.remove(&client);
+        self.dropped.remove(&client);
+        self.reconsider_pace();
     }
 
     /// `STEP`: the participant is done up to `until_ns`.
     pub fn announce(&mut self, client: ClientId, until_ns: u64) -> Result<(), StepError> {
-        let participant = self.participants.get_mut(&client).ok_or(StepError::NotParticipant)?;
+        let Some(participant) = self.participants.get_mut(&client) else {
+            return Err(match self.dropped.get(&client) {
+                Some(&granted_ns) => StepError::Dropped { granted_ns, timeout: self.step_timeout },
+                None => StepError::NotParticipant,
+            });
+        };
         if let Some(done_ns) = participant.done_until {
             return Err(StepError::AlreadyDone { until_ns, done_ns });
         }
@@ -229,6 +334,19 @@ impl VirtualTime {
     pub fn stage(&mut self, client: ClientId, port: u16, port_id: Option<PortId>, frame: Frame) {
         self.staged.push(Staged { client, port, port_id, order: self.next_order, frame });
         self.next_order += 1;
+    }
+
+    /// Take the staged frames of `client`'s `port` out, in the order sent.
+    pub fn take_staged(&mut self, client: ClientId, port: u16) -> Vec<Staged> {
+        let mut taken = Vec::new();
+        self.staged.retain(|s| match s.client == client && s.port == port {
+            true => {
+                taken.push(*s);
+                false
+            }
+            false => true,
+        });
+        taken
     }
 
     /// Forget the staged frames of `client` on `port` (all its ports:
@@ -261,16 +379,43 @@ impl VirtualTime {
 
     /// Move the clock to `at` (a deadline inside the window, or the target).
     pub fn move_clock(&mut self, at: u64) {
-        if self.first_advance.is_none() {
-            self.first_advance = Some((self.wall.now(), self.now()));
-        }
         self.clock.set(at);
+    }
+
+    /// Whether bus time is free to move: it advances as soon as the
+    /// participants are done, rather than being held by the control API,
+    /// by `time_participants` not joined yet, or by having nobody (no
+    /// participant, no `run_until`) to move it.
+    fn free_to_move(&self) -> bool {
+        self.awaiting.is_empty()
+            && match self.limit {
+                RunLimit::Paused => false,
+                RunLimit::Until(_) => true,
+                RunLimit::Running | RunLimit::SingleStep => !self.participants.is_empty(),
+            }
+    }
+
+    /// Start or stop counting wall-clock time for the real-time factor
+    /// after a change of who or what may move bus time. A wait that ends
+    /// held rather than in an advance is not counted.
+    fn reconsider_pace(&mut self) {
+        match (self.free_to_move(), self.pace.free_since) {
+            (true, None) => self.pace.free_since = Some((self.wall.now(), self.now())),
+            (false, Some(_)) => self.pace.free_since = None,
+            _ => {}
+        }
     }
 
     /// The window ended at `target`: the participants whose boundary it
     /// is stand there now and compute their next step. Returns them.
     pub fn grant(&mut self, target: u64) -> Vec<ClientId> {
         let now = self.wall.now();
+        // Bus time moves only in advances, so it stood where the wait began.
+        if let Some((since, from_ns)) = self.pace.free_since {
+            self.pace.spent += now.saturating_duration_since(since);
+            self.pace.advanced_ns += target.saturating_sub(from_ns);
+        }
+        self.pace.free_since = Some((now, target));
         let mut granted = Vec::new();
         for (&client, participant) in self.participants.iter_mut() {
             if participant.done_until == Some(target) {
@@ -285,6 +430,7 @@ impl VirtualTime {
             RunLimit::Until(until) if until <= target => RunLimit::Paused,
             other => other,
         };
+        self.reconsider_pace();
         granted
     }
 
@@ -314,7 +460,9 @@ impl VirtualTime {
         if dropped {
             for stall in &stalls {
                 self.participants.remove(&stall.client);
+                self.dropped.insert(stall.client, stall.granted_ns);
             }
+            self.reconsider_pace();
         }
         stalls
     }
@@ -331,15 +479,14 @@ impl VirtualTime {
     /// The control API's hold on time.
     pub fn set_limit(&mut self, limit: RunLimit) {
         self.limit = limit;
+        self.reconsider_pace();
     }
 
     pub fn status(&self) -> TimeStatus {
         let now_ns = self.now();
-        let real_time_factor = match self.first_advance {
-            Some((at, from_ns)) => {
-                (now_ns - from_ns) as f64 / self.wall.now().saturating_duration_since(at).as_nanos().max(1) as f64
-            }
-            None => 0.0,
+        let real_time_factor = match self.pace.advanced_ns {
+            0 => 0.0,
+            advanced => advanced as f64 / self.pace.spent.as_nanos().max(1) as f64,
         };
         let participants = self
             .participants

@@ -1,5 +1,6 @@
 //! Virtual time on the in-process bus: how bus time advances, what a step's
-//! frames become, and that nothing depends on the order the bus reads them.
+//! frames become, that nothing depends on the order the bus reads them, and
+//! that observers hold nothing back and lose nothing.
 
 use std::time::Duration;
 
@@ -9,8 +10,9 @@ use fieldhub_proto::{Frame, FrameMeta};
 
 use super::harness::{Harness, TestClient};
 use crate::fault::FaultSpec;
-use crate::outbox::Outbound;
-use crate::request::ControlRequest;
+use crate::inbox::Inbound;
+use crate::outbox::{Outbound, OUTBOX_FRAMES};
+use crate::request::{ControlRequest, TimeCommand};
 
 const TIMED: &str = r#"
     [hub]
@@ -19,6 +21,14 @@ const TIMED: &str = r#"
     name = "can0"
     timing = "timed"
     bitrate = 500000
+"#;
+
+/// An ideal channel: every frame of a window goes at its start.
+const IDEAL: &str = r#"
+    [hub]
+    time = "virtual"
+    [[channel]]
+    name = "can0"
 "#;
 
 const MS: u64 = 1_000_000;
@@ -173,4 +183,186 @@ fn a_stalled_participant_is_reported_and_with_drop_no_longer_holds_time_back() {
     assert!(h.advance_virtual_time(), "time goes on without the stalled participant");
     assert_eq!(grants(&h, &ecu), [0, MS]);
     assert!(h.items(&stuck).is_empty(), "a dropped participant gets no more grants");
+}
+
+/// A port's counters as `STATS` shows them.
+fn port_stats(h: &mut Harness, name: &str) -> fieldhub_proto::stats::PortStats {
+    h.bus.stats().ports.into_iter().find(|p| p.name == name).expect("the port is open")
+}
+
+/// `TIME` as the control API answers it.
+fn real_time_factor(h: &mut Harness) -> f64 {
+    h.control(ControlRequest::Time).unwrap()["real_time_factor"].as_f64().unwrap()
+}
+
+#[test]
+fn a_lossless_observer_that_falls_behind_holds_nothing_and_is_told_what_it_missed() {
+    let mut h = Harness::in_virtual_time(IDEAL);
+    let (ecu, dump) = (h.connect_synchronized("ecu"), h.connect("dump"));
+    let port = h.open(&ecu, "can0", "ecu", PortOptions::empty());
+    h.open(&dump, "can0", "dump", PortOptions::BLOCK_ON_OVERFLOW);
+    // The observer reads nothing: one window carries more than its outbox holds.
+    let total = OUTBOX_FRAMES as u32 + 10;
+    for n in 0..total {
+        h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+    }
+    h.announce(&ecu, MS);
+    assert!(h.advance_virtual_time());
+    assert!(h.bus.channels[0].held_by.is_none(), "an observer's port never holds the channel");
+    assert_eq!(port_stats(&mut h, "ecu").tx_frames, u64::from(total), "every frame of the participant went");
+    assert_eq!(port_stats(&mut h, "dump").rx_dropped, 10, "what did not fit is counted");
+    assert_eq!(h.frames(&dump).len(), OUTBOX_FRAMES);
+
+    // It reads again: the next frame comes after the report of what it missed.
+    h.send(&ecu, port, can(0x100, &total.to_le_bytes()));
+    h.announce(&ecu, 2 * MS);
+    assert!(h.advance_virtual_time());
+    let items = h.items(&dump);
+    assert!(matches!(items[..], [Outbound::RxOverflow { dropped: 10, .. }, Outbound::Frame { .. }]), "{items:?}");
+}
+
+#[test]
+fn a_participant_s_stall_report_names_the_lossless_port_that_holds_its_frames() {
+    let config = IDEAL.replace("time = \"virtual\"", "time = \"virtual\"\nstep_timeout_ms = 1");
+    let mut h = Harness::in_virtual_time(&config);
+    let (slow_reader, sender) = (h.connect_synchronized("slow_reader"), h.connect_synchronized("sender"));
+    h.open(&slow_reader, "can0", "slow_port", PortOptions::BLOCK_ON_OVERFLOW);
+    let port = h.open(&sender, "can0", "sender", PortOptions::empty());
+    for n in 0..OUTBOX_FRAMES as u32 + 5 {
+        h.send(&sender, port, can(0x100, &n.to_le_bytes()));
+    }
+    // The reader is done up to 100 ms and reads nothing meanwhile; the
+    // sender's last frames wait behind its full port and never leave.
+    h.announce(&slow_reader, 100 * MS);
+    h.announce(&sender, MS);
+    assert!(h.advance_virtual_time());
+    assert!(h.bus.channels[0].held_by.is_some(), "a participant's lossless port still holds its channel");
+    h.items(&sender);
+    h.wall.advance(Duration::from_millis(2));
+    h.bus.report_stalls();
+    let text = match &h.items(&sender)[..] {
+        [Outbound::Error { code: ErrorCode::StepTimeout, text, .. }] => text.clone(),
+        other => panic!("the stalled sender was not told: {other:?}"),
+    };
+    assert!(text.contains("held by the lossless port 'slow_port' of 'slow_reader'"), "{text}");
+    let reported: Vec<Outbound> =
+        h.items(&slow_reader).into_iter().filter(|i| matches!(i, Outbound::Error { .. })).collect();
+    assert!(reported.is_empty(), "a participant that is done is never reported: {reported:?}");
+}
+
+#[test]
+fn a_participant_dropped_for_stalling_is_told_so_when_it_steps_again_and_holds_nothing_as_an_observer() {
+    let config = IDEAL.replace("time = \"virtual\"", "time = \"virtual\"\nstep_timeout_ms = 1\non_stall = \"drop\"");
+    let mut h = Harness::in_virtual_time(&config);
+    let (ecu, stuck) = (h.connect_synchronized("ecu"), h.connect_synchronized("stuck"));
+    let port = h.open(&ecu, "can0", "ecu", PortOptions::empty());
+    h.open(&stuck, "can0", "stuck", PortOptions::BLOCK_ON_OVERFLOW);
+    h.announce(&ecu, MS);
+    h.wall.advance(Duration::from_millis(2));
+    h.bus.report_stalls();
+    assert!(h.advance_virtual_time(), "time goes on without it");
+    h.items(&stuck);
+    // Resumed, it steps as if nothing happened.
+    h.announce(&stuck, 2 * MS);
+    let text = match &h.items(&stuck)[..] {
+        [Outbound::Error { code: ErrorCode::TimeMode, fatal: false, text, .. }] => text.clone(),
+        other => panic!("the refused step was not reported: {other:?}"),
+    };
+    assert!(text.contains("dropped for stalling") && text.contains("GRANT 0 ns"), "{text}");
+    assert!(!text.contains("is not a synchronised participant"), "{text}");
+    // As an observer its lossless port no longer holds the participants' frames.
+    for n in 0..OUTBOX_FRAMES as u32 + 1 {
+        h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+    }
+    h.announce(&ecu, 2 * MS);
+    assert!(h.advance_virtual_time());
+    assert!(h.bus.channels[0].held_by.is_none());
+    assert_eq!(port_stats(&mut h, "stuck").rx_dropped, 1);
+}
+
+#[test]
+fn an_observer_s_frames_wait_at_the_bus_time_they_were_sent_and_go_out_when_time_moves() {
+    let mut h = Harness::in_virtual_time(IDEAL);
+    let (tool, rx) = (h.connect("send"), h.connect("rx"));
+    let port = h.open(&tool, "can0", "send", PortOptions::empty());
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    h.send(&tool, port, can(0x123, &[1]));
+    h.bus.handle(Inbound::Ping { client: tool.id, nonce: 7 });
+    assert!(!h.advance_virtual_time(), "nothing moves bus time");
+    h.bus.serve();
+    assert!(h.items(&tool).iter().any(|i| matches!(i, Outbound::Pong { nonce: 7 })), "placed: confirmed");
+    assert!(h.frames(&rx).is_empty(), "not on the bus before bus time moves");
+    h.control(ControlRequest::SetTime(TimeCommand::RunUntil { until_ns: 5 * MS })).unwrap();
+    assert!(h.advance_virtual_time());
+    let got = h.frames(&rx);
+    assert_eq!(got.iter().map(|(f, m)| (f.id(), m.timestamp_ns)).collect::<Vec<_>>(), [(0x123, 0)], "at bus time 0");
+}
+
+#[test]
+fn an_observer_that_leaves_before_bus_time_moves_loses_none_of_its_frames() {
+    let mut h = Harness::in_virtual_time(TIMED);
+    let (ecu, tool, closer, rx) =
+        (h.connect_synchronized("ecu"), h.connect("gen"), h.connect("closer"), h.connect("rx"));
+    let port = h.open(&tool, "can0", "gen", PortOptions::empty());
+    let closing = h.open(&closer, "can0", "closer", PortOptions::empty());
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    // Ten 8-byte frames take about 2.2 ms at 500 kbit/s: a 1 ms window
+    // leaves most of them in the port's FIFO.
+    for n in 0..10u8 {
+        h.send(&tool, port, can(0x200, &[n; 8]));
+    }
+    h.announce(&ecu, MS);
+    assert!(h.advance_virtual_time());
+    let first = h.frames(&rx).len();
+    assert!((1..10).contains(&first), "{first} of 10 in the first window");
+    // Two more frames placed at 1 ms, then the client leaves; another
+    // observer closes its port with a frame placed.
+    h.send(&tool, port, can(0x200, &[10; 8]));
+    h.send(&tool, port, can(0x200, &[11; 8]));
+    h.bus.handle(Inbound::Detach { client: tool.id, reason: "said goodbye".into() });
+    h.send(&closer, closing, can(0x300, &[1]));
+    h.items(&closer);
+    h.bus.handle(Inbound::ClosePort { client: closer.id, port: closing });
+    h.announce(&ecu, 10 * MS);
+    assert!(h.advance_virtual_time());
+    let rest: Vec<(u32, u8)> = h.frames(&rx).iter().map(|(f, _)| (f.id(), f.data()[0])).collect();
+    let from_gen: Vec<u8> = rest.iter().filter(|(id, _)| *id == 0x200).map(|&(_, n)| n).collect();
+    assert_eq!(from_gen, (first as u8..12).collect::<Vec<_>>(), "the rest of gen's frames, in order");
+    assert!(rest.contains(&(0x300, 1)), "the closed port's frame too: {rest:?}");
+    let after_closing = h.items(&closer);
+    assert!(
+        matches!(after_closing[..], [Outbound::PortClosed { .. }]),
+        "a closed port receives nothing: {after_closing:?}"
+    );
+    // Once their frames are on the bus the ports are gone.
+    h.announce(&ecu, 20 * MS);
+    assert!(h.advance_virtual_time());
+    let ports = h.control(ControlRequest::Ports).unwrap();
+    let names: Vec<&str> = ports.as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, ["rx"]);
+    assert_eq!(h.bus.channels[0].members.iter().count(), 1, "only rx is on the channel");
+}
+
+#[test]
+fn the_real_time_factor_counts_only_wall_clock_time_in_which_bus_time_was_free_to_move() {
+    let mut h = Harness::in_virtual_time(IDEAL);
+    h.wall.advance(Duration::from_secs(3));
+    let ecu = h.connect_synchronized("ecu");
+    // It computes a 100 ms step in 10 ms.
+    h.wall.advance(Duration::from_millis(10));
+    h.announce(&ecu, 100 * MS);
+    assert!(h.advance_virtual_time());
+    assert_eq!(real_time_factor(&mut h), 10.0);
+    // Held by the control API for a second: not the run's pace.
+    h.control(ControlRequest::SetTime(TimeCommand::Pause)).unwrap();
+    h.wall.advance(Duration::from_secs(1));
+    h.control(ControlRequest::SetTime(TimeCommand::Resume)).unwrap();
+    h.wall.advance(Duration::from_millis(20));
+    h.announce(&ecu, 200 * MS);
+    assert!(h.advance_virtual_time());
+    assert_eq!(real_time_factor(&mut h), 200.0 / 30.0);
+    // The run is over: idling afterwards changes nothing.
+    h.bus.handle(Inbound::Detach { client: ecu.id, reason: "done".into() });
+    h.wall.advance(Duration::from_secs(60));
+    assert_eq!(real_time_factor(&mut h), 200.0 / 30.0);
 }
