@@ -2,7 +2,8 @@
 //! runs the links; this is the bus side's vocabulary): the frames a relayed
 //! channel hands to its uplink ([`Uplinked`]), the link the bus is given for
 //! a channel ([`BusLink`]) and the channel's figures ([`ChannelStatus`]),
-//! written by the federation threads and read by the bus for `STATS`.
+//! written by the federation threads and read by the bus for `STATS`, with
+//! what a port opened on the channel is told first (it waits for its owner).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,10 @@ pub struct ChannelStatus {
     /// Written by the bus alone: the resend round its relayed frames are
     /// handed over in (`Inbound::FederationResend`).
     pub round: AtomicU64,
+    /// Written by the bus alone: while the channel waits for its owner, what
+    /// its clients were told (`CHANNEL_STATE` waiting), for a port opened
+    /// meanwhile; `None` while it is live.
+    pub waiting: Mutex<Option<String>>,
 }
 
 impl ChannelStatus {
@@ -65,6 +70,7 @@ impl ChannelStatus {
             desyncs: zero(),
             stale: zero(),
             round: zero(),
+            waiting: Mutex::new(None),
         }
     }
 

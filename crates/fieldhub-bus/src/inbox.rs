@@ -75,9 +75,19 @@ pub enum Inbound {
     ///
     /// [`Uplinked`]: crate::federation::Uplinked
     Committed { channel: u16, origin: Option<(u32, u64)>, frame: Frame },
-    /// Something its clients must know happened to a relayed channel (events
-    /// lost for good, the owner hub gone): tell every client with a port on it.
-    FederationAlert { channel: u16, text: String },
+    /// The owner hub dropped a frame of a local port of a relayed channel
+    /// (`origin`: its number and arrival, as in `Committed`) for `reason`:
+    /// it leaves its FIFO and its sender is told (`TX_DROPPED`).
+    CommitDropped { channel: u16, origin: (u32, u64), reason: fieldhub_proto::fate::DropReason },
+    /// What its clients must know of a federated channel (its owner hub gone
+    /// or back, events lost for good): tell every client port on it
+    /// (`CHANNEL_STATE`); a port opened while it waits is told at once.
+    FederationState {
+        channel: u16,
+        condition: fieldhub_proto::fate::ChannelCondition,
+        missed: u32,
+        text: String,
+    },
     /// A federated channel changes hands: with `uplink`, this hub relays it
     /// from now on (an owner that found a newer one); without, it sequences
     /// it (a standby taking over).
@@ -103,7 +113,12 @@ impl std::fmt::Debug for Inbound {
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Committed { channel, frame, .. } => write!(f, "Committed({channel}, {frame:?})"),
-            Inbound::FederationAlert { channel, text } => write!(f, "FederationAlert({channel}, {text})"),
+            Inbound::CommitDropped { channel, origin, reason } => {
+                write!(f, "CommitDropped({channel}, {origin:?}, {})", reason.name())
+            }
+            Inbound::FederationState { channel, condition, missed, text } => {
+                write!(f, "FederationState({channel}, {}, {missed}, {text})", condition.name())
+            }
             Inbound::FederationRole { channel, uplink } => {
                 write!(f, "FederationRole({channel}, {})", if uplink.is_some() { "relay" } else { "owner" })
             }

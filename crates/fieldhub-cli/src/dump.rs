@@ -4,12 +4,20 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use anyhow::{bail, Context};
-use fieldhub_client::{Filter, Frame, PortConfig, CAN_INV_FILTER};
+use fieldhub_client::fate::{ChannelCondition, ChannelEvent};
+use fieldhub_client::{Client, Filter, Frame, PortConfig, CAN_INV_FILTER};
 use fieldhub_proto::error_text::describe_error_frame;
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
 use fieldhub_proto::FrameFlags;
 
 use crate::{HubSelect, PortSelect};
+
+/// How long an idle dump waits for a frame before it looks for channel
+/// events (`CHANNEL_STATE`), which wake no receiver.
+const IDLE_LOOK: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// While frames keep coming, look for channel events every this many.
+const EVENTS_EVERY: u64 = 256;
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
@@ -116,18 +124,24 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let (mut first_ns, mut previous_ns) = (None, None);
+    let mut taken = 0u64;
     while args.count.is_none_or(|n| printed < n) {
         // Flush while idle so a terminal or pipe sees frames promptly.
         let received = match client.try_recv()? {
             Some(r) => r,
             None => {
                 out.flush()?;
-                match client.recv(None)? {
+                report_channel_events(&client);
+                match client.recv(Some(IDLE_LOOK))? {
                     Some(r) => r,
                     None => continue,
                 }
             }
         };
+        taken += 1;
+        if taken % EVENTS_EVERY == 0 {
+            report_channel_events(&client);
+        }
         let Some((channel, filters)) = by_port.get(&received.port) else {
             continue;
         };
@@ -167,6 +181,25 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Print what the hub reported about the dumped channels (a federation's
+/// owner gone or back, frames this hub's sequence lacks) to stderr, a line
+/// each, apart from the frames on stdout.
+fn report_channel_events(client: &Client) {
+    for event in client.channel_events() {
+        eprintln!("{}", channel_event_line(&event));
+    }
+}
+
+/// `dump: waiting: channel 'body' waits for …`, `dump: gap, 2 frames missed: …`.
+fn channel_event_line(event: &ChannelEvent) -> String {
+    let condition = match event.condition {
+        Some(ChannelCondition::Gap) => format!("gap, {} frames missed", event.missed),
+        Some(condition) => condition.name().to_owned(),
+        None => "unknown channel condition".to_owned(),
+    };
+    format!("dump: {condition}: {}", event.text)
 }
 
 /// candump -x's details: direction, then bit rate switch and error state indicator.
@@ -228,6 +261,17 @@ mod tests {
         let classic = parse_cansend("123#01").unwrap();
         let extra = extra_info(classic.flags() | FrameFlags::ECHO);
         assert_eq!(candump_line("can0", Some(&extra), &classic), "  can0  TX - -  123   [1]  01");
+    }
+
+    #[test]
+    fn channel_events_are_one_line_each_with_the_condition_first() {
+        let event = |condition, missed| ChannelEvent { port: 0, condition, missed, text: "channel 'body' …".into() };
+        assert_eq!(channel_event_line(&event(Some(ChannelCondition::Waiting), 0)), "dump: waiting: channel 'body' …");
+        assert_eq!(
+            channel_event_line(&event(Some(ChannelCondition::Gap), 2)),
+            "dump: gap, 2 frames missed: channel 'body' …"
+        );
+        assert_eq!(channel_event_line(&event(None, 0)), "dump: unknown channel condition: channel 'body' …");
     }
 
     #[test]

@@ -4,27 +4,35 @@
 //! credit, and a `PING` waits for it) and handed to the federation's uplink.
 //! The owner's committed events come back as [`Inbound::Committed`] and are
 //! fanned out here in the owner's order; a frame of a local port leaves its
-//! FIFO (returning the credit, echoing to the sender) only then.
+//! FIFO (returning the credit, echoing to the sender) only then — or, when
+//! the owner's bus dropped it, with [`Inbound::CommitDropped`], its sender
+//! told why (`TX_DROPPED`). What the channel's clients must know of it (its
+//! owner gone or back, a gap) reaches every client port as `CHANNEL_STATE`
+//! ([`Inbound::FederationState`]).
 //!
 //! Invariants:
 //! - A relayed channel transmits nothing but committed events, in the order
 //!   they are applied: one total order with the owner and every relay.
-//! - A port's frames are committed in the order it sent them (the owner
-//!   forwards each relay port's frames through one FIFO), so a committed frame
-//!   of a local port is the oldest in its FIFO; older ones the owner never
-//!   committed (it refused them) are counted as dropped, never delivered.
+//! - A port's frames are committed or dropped in the order it sent them (the
+//!   owner forwards each relay port's frames through one FIFO), so such a
+//!   frame of a local port is the oldest in its FIFO; older ones the owner
+//!   neither committed nor reported dropped are counted as dropped
+//!   (`owner_lost`), never delivered.
+//! - A port opened while the channel waits for its owner is told so at once.
 //!
 //! [`Inbound::Committed`]: crate::inbox::Inbound::Committed
+//! [`Inbound::CommitDropped`]: crate::inbox::Inbound::CommitDropped
+//! [`Inbound::FederationState`]: crate::inbox::Inbound::FederationState
 
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Sender;
-use fieldhub_proto::fate::DropReason;
-use fieldhub_proto::wire::ErrorCode;
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::Frame;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::Bus;
+use crate::inbox::ClientId;
 use crate::federation::{BusLink, Uplinked};
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
@@ -120,18 +128,53 @@ impl Bus {
         }
     }
 
-    /// Tell every client with a port on `channel` what happened to it.
-    pub(super) fn on_federation_alert(&mut self, channel: u16, text: &str) {
+    /// The owner's bus dropped a frame of a local port for `reason`: it
+    /// leaves its FIFO (older ones the owner never reported are lost with
+    /// it) and its sender is told.
+    pub(super) fn on_commit_dropped(&mut self, channel: u16, (port_id, arrival): (u32, u64), reason: DropReason) {
+        let now_ns = self.round_ns.unwrap_or_else(|| self.clock.now());
+        let Some(ch) = self.channels.get_mut(channel as usize).filter(|c| !c.removed) else { return };
+        let Some(member) = PortId::from_wire(port_id).and_then(|id| ch.member_mut(id)) else { return };
+        while member.tx.oldest_arrival().is_some_and(|oldest| oldest < arrival) {
+            member.drop_oldest(now_ns, DropReason::OwnerLost);
+        }
+        if member.tx.oldest_arrival() == Some(arrival) {
+            member.drop_oldest(now_ns, reason);
+        }
+    }
+
+    /// Tell every client port on `channel` what changed (`CHANNEL_STATE`);
+    /// while it waits for its owner, ports opened later are told too.
+    pub(super) fn on_federation_state(&mut self, channel: u16, condition: ChannelCondition, missed: u32, text: &str) {
         let Some(ch) = self.channels.get(channel as usize) else { return };
         let text = format!("channel '{}' {text}", ch.name());
-        warn!("{text}");
-        let mut clients: Vec<u32> = ch.members.iter().filter(|m| m.is_client()).map(|m| m.client).collect();
-        clients.sort_unstable();
-        clients.dedup();
-        for client in clients {
-            let error = Outbound::Error { code: ErrorCode::Internal, request: 0, fatal: false, text: text.clone() };
-            self.reply(client, error);
+        match condition {
+            ChannelCondition::Live => info!("{text}"),
+            _ => warn!("{text}"),
         }
+        if let Some(status) = self.federation.get(channel as usize).and_then(Option::as_ref) {
+            if let Ok(mut waiting) = status.waiting.lock() {
+                match condition {
+                    ChannelCondition::Waiting => *waiting = Some(text.clone()),
+                    ChannelCondition::Live => *waiting = None,
+                    ChannelCondition::Gap => {}
+                }
+            }
+        }
+        let ports: Vec<(ClientId, u16)> = ch.members.iter().filter(|m| m.is_client()).map(|m| (m.client, m.port)).collect();
+        for (client, port) in ports {
+            let state = Outbound::ChannelState { port, condition, missed, text: text.clone() };
+            self.reply(client, state);
+        }
+    }
+
+    /// A port just opened on `channel`: tell it when the channel waits for
+    /// its owner, as the ports open before were told.
+    pub(super) fn tell_waiting(&mut self, channel: u16, client: ClientId, port: u16) {
+        let Some(status) = self.federation.get(channel as usize).and_then(Option::as_ref) else { return };
+        let Some(text) = status.waiting.lock().ok().and_then(|w| w.clone()) else { return };
+        let state = Outbound::ChannelState { port, condition: ChannelCondition::Waiting, missed: 0, text };
+        self.reply(client, state);
     }
 }
 

@@ -1,6 +1,8 @@
 //! What federated hubs send each other, as bytes: a relay's transmit
-//! request and an owner's committed event. Little-endian, fixed layout,
-//! checked on decoding (a frame is rebuilt through `Frame::from_parts`).
+//! request, an owner's committed event, and the answer to a history query
+//! (any hub that applied or sequenced a channel's events answers it). Little-
+//! endian, fixed layout, checked on decoding (a frame is rebuilt through
+//! `Frame::from_parts`).
 //!
 //! Layouts:
 //! - origin: `len u8`, the relay's Zenoh session id (UTF-8), `port_id u32`,
@@ -8,9 +10,17 @@
 //! - frame: `kind u8`, `flags u8`, `id u32`, `len u8`, `len8_dlc u8`,
 //!   `data_len u8`, `data`.
 //! - request: origin, frame.
-//! - event: `epoch u64`, `seq u64`, `start_ns u64`, `end_ns u64`,
-//!   `has_origin u8` (0 or 1), origin when 1, frame.
+//! - event: `epoch u64`, `incarnation u64`, `seq u64`, `start_ns u64`,
+//!   `end_ns u64`, `has_origin u8` (0 or 1), origin when 1, then `body u8`:
+//!   0 and a frame (on the bus), or 1 and `reason u16` (the owner's bus
+//!   dropped the relay port's frame, `spec/protocol.md` 3.8a).
+//! - history reply: `last u64`, `done u8` (0 or 1), then events, each
+//!   `len u32` and the event's bytes.
+//!
+//! A history query's selector parameters: `epoch`, `incarnation`, `from`,
+//! `to` ([`HistoryQuery`]).
 
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::{Frame, FrameError, FrameFlags, FrameKind};
 
 /// Why bytes from another hub were refused.
@@ -26,6 +36,10 @@ pub enum DecodeError {
     Flags(u8),
     #[error("origin is not UTF-8")]
     Origin,
+    #[error("unknown event body {0}")]
+    Body(u8),
+    #[error("unknown drop reason {0}")]
+    Reason(u16),
     #[error("invalid frame: {0}")]
     Frame(#[from] FrameError),
 }
@@ -47,20 +61,107 @@ pub struct TxRequest {
     pub frame: Frame,
 }
 
-/// One frame the owner put on the channel, in the channel's total order.
+/// Who sequenced an event: the owner's epoch (configured, or one above the
+/// highest a standby applied) and its incarnation (the wall-clock time in
+/// nanoseconds its owner bridge started), so an owner restarted with the
+/// same epoch numbers a sequence of its own, newer than the one before.
+/// Ordered by epoch, then incarnation: relays and owners rank terms alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Term {
+    pub epoch: u64,
+    pub incarnation: u64,
+}
+
+impl std::fmt::Display for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "epoch {} (incarnation {})", self.epoch, self.incarnation)
+    }
+}
+
+/// What an event says happened to its frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// On the owner's bus, in this place of the channel's order.
+    Frame(Frame),
+    /// The owner's bus took a relay port's frame off the bus (its bridge
+    /// port was told `TX_DROPPED`): the relay tells the sender why.
+    Dropped(DropReason),
+}
+
+/// One thing the owner did with the channel, in its total order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
-    /// The owner's epoch; a new owner starts a higher one.
-    pub epoch: u64,
-    /// Per channel and epoch, strictly +1 from 1.
+    pub term: Term,
+    /// Per channel and term, strictly +1 from 1.
     pub seq: u64,
     /// The owner's bus time when the frame went on the bus, and when it
-    /// ended (start plus its exact bit time at the channel's rates).
+    /// ended (start plus its exact bit time at the channel's rates); 0 for
+    /// a drop.
     pub start_ns: u64,
     pub end_ns: u64,
     /// The relay port that sent it; `None` for the owner's own ports.
     pub origin: Option<Origin>,
-    pub frame: Frame,
+    pub body: Body,
+}
+
+/// A history query: the events `from..=to` of `term`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryQuery {
+    pub term: Term,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl HistoryQuery {
+    /// The selector's parameters, `epoch=…;incarnation=…;from=…;to=…`.
+    pub fn parameters(&self) -> String {
+        let Self { term, from, to } = self;
+        format!("epoch={};incarnation={};from={from};to={to}", term.epoch, term.incarnation)
+    }
+
+    /// The query from its parameters (`get` looks one up); `None` when one
+    /// is missing or not a number.
+    pub fn parse<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<Self> {
+        let number = |key: &str| get(key)?.parse::<u64>().ok();
+        let term = Term { epoch: number("epoch")?, incarnation: number("incarnation")? };
+        Some(Self { term, from: number("from")?, to: number("to")? })
+    }
+}
+
+/// A hub's answer to a [`HistoryQuery`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryReply {
+    /// The newest `seq` of the term the hub applied (or sequenced); 0: none.
+    pub last: u64,
+    /// Whether the hub will apply no more events of the term: its owner left
+    /// and it applied every event it had received, or it follows a newer
+    /// term. An owner still sequencing the term, or a relay still taking its
+    /// events, is not done: its `last` may grow.
+    pub done: bool,
+    /// The encoded events of the range the hub still keeps, in order.
+    pub events: Vec<Vec<u8>>,
+}
+
+impl HistoryReply {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.last.to_le_bytes());
+        out.push(u8::from(self.done));
+        for event in &self.events {
+            out.extend_from_slice(&(event.len() as u32).to_le_bytes());
+            out.extend_from_slice(event);
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader(bytes);
+        let (last, done) = (r.u64()?, r.u8()? != 0);
+        let mut events = Vec::new();
+        while !r.0.is_empty() {
+            let len = r.u32()? as usize;
+            events.push(r.take(len)?.to_vec());
+        }
+        Ok(Self { last, done, events })
+    }
 }
 
 impl TxRequest {
@@ -79,7 +180,8 @@ impl TxRequest {
 
 impl Event {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        for value in [self.epoch, self.seq, self.start_ns, self.end_ns] {
+        let Term { epoch, incarnation } = self.term;
+        for value in [epoch, incarnation, self.seq, self.start_ns, self.end_ns] {
             out.extend_from_slice(&value.to_le_bytes());
         }
         match &self.origin {
@@ -89,17 +191,35 @@ impl Event {
             }
             None => out.push(0),
         }
-        put_frame(out, &self.frame);
+        match self.body {
+            Body::Frame(frame) => {
+                out.push(0);
+                put_frame(out, &frame);
+            }
+            Body::Dropped(reason) => {
+                out.push(1);
+                out.extend_from_slice(&(reason as u16).to_le_bytes());
+            }
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader(bytes);
-        let (epoch, seq, start_ns, end_ns) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+        let term = Term { epoch: r.u64()?, incarnation: r.u64()? };
+        let (seq, start_ns, end_ns) = (r.u64()?, r.u64()?, r.u64()?);
         let origin = match r.u8()? {
             0 => None,
             _ => Some(r.origin()?),
         };
-        let event = Self { epoch, seq, start_ns, end_ns, origin, frame: r.frame()? };
+        let body = match r.u8()? {
+            0 => Body::Frame(r.frame()?),
+            1 => {
+                let reason = r.u16()?;
+                Body::Dropped(DropReason::from_wire(reason).ok_or(DecodeError::Reason(reason))?)
+            }
+            other => return Err(DecodeError::Body(other)),
+        };
+        let event = Self { term, seq, start_ns, end_ns, origin, body };
         r.end()?;
         Ok(event)
     }
@@ -139,6 +259,12 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let mut b = [0; 2];
+        b.copy_from_slice(self.take(2)?);
+        Ok(u16::from_le_bytes(b))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -200,24 +326,50 @@ mod tests {
             let mut bytes = Vec::new();
             request.encode(&mut bytes);
             assert_eq!(TxRequest::decode(&bytes), Ok(request));
+            let term = Term { epoch: 3, incarnation: u64::MAX - 1 };
             for origin in [None, Some(origin.clone())] {
-                let event = Event { epoch: 3, seq: 1 << 40, start_ns: 5, end_ns: 9, origin, frame };
-                let mut bytes = Vec::new();
-                event.encode(&mut bytes);
-                assert_eq!(Event::decode(&bytes), Ok(event));
+                for body in [Body::Frame(frame), Body::Dropped(DropReason::FaultRule)] {
+                    let event = Event { term, seq: 1 << 40, start_ns: 5, end_ns: 9, origin: origin.clone(), body };
+                    let mut bytes = Vec::new();
+                    event.encode(&mut bytes);
+                    assert_eq!(Event::decode(&bytes), Ok(event));
+                }
             }
         }
     }
 
     #[test]
+    fn terms_rank_by_epoch_then_incarnation() {
+        let term = |epoch, incarnation| Term { epoch, incarnation };
+        assert!(term(1, 9) < term(2, 1), "a standby's higher epoch beats an owner restarted later");
+        assert!(term(1, 1) < term(1, 2), "the same owner restarted is newer");
+    }
+
+    #[test]
+    fn history_queries_and_replies_come_back_unchanged() {
+        let query = HistoryQuery { term: Term { epoch: 2, incarnation: 77 }, from: 5, to: u64::MAX };
+        let parameters = query.parameters();
+        let lookup = |key: &str| {
+            parameters.split(';').find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v))
+        };
+        assert_eq!(HistoryQuery::parse(lookup), Some(query));
+        assert_eq!(HistoryQuery::parse(|key| (key != "incarnation").then_some("1")), None, "a part missing");
+        let reply = HistoryReply { last: 9, done: true, events: vec![vec![1, 2], vec![], vec![3]] };
+        let mut bytes = Vec::new();
+        reply.encode(&mut bytes);
+        assert_eq!(HistoryReply::decode(&bytes), Ok(reply));
+        assert_eq!(HistoryReply::decode(&bytes[..bytes.len() - 1]), Err(DecodeError::Truncated));
+    }
+
+    #[test]
     fn every_cut_and_extension_is_refused() {
         let event = Event {
-            epoch: 1,
+            term: Term { epoch: 1, incarnation: 1 },
             seq: 2,
             start_ns: 3,
             end_ns: 4,
             origin: Some(Origin { relay: "r".into(), port_id: 1, arrival: 2 }),
-            frame: frames()[2],
+            body: Body::Frame(frames()[2]),
         };
         let mut bytes = Vec::new();
         event.encode(&mut bytes);
@@ -226,6 +378,14 @@ mod tests {
         }
         bytes.push(0);
         assert_eq!(Event::decode(&bytes), Err(DecodeError::TrailingBytes(1)));
+        let drop = Event { body: Body::Dropped(DropReason::BusOff), ..event };
+        let mut bytes = Vec::new();
+        drop.encode(&mut bytes);
+        let reason_at = bytes.len() - 2;
+        bytes[reason_at] = 99;
+        assert_eq!(Event::decode(&bytes), Err(DecodeError::Reason(99)));
+        bytes[reason_at - 1] = 7;
+        assert_eq!(Event::decode(&bytes), Err(DecodeError::Body(7)));
     }
 
     #[test]

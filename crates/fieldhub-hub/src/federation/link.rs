@@ -1,18 +1,30 @@
-//! The Zenoh session a hub opens from `[federation]` and the channel
-//! threads it starts. Built with
+//! The Zenoh session a hub opens from `[federation]`, the channel threads
+//! it starts, and the link watch: while a relayed channel waits for its
+//! owner, it tries each `connect` endpoint with a short-lived session of its
+//! own, and an endpoint that refuses this hub's authentication (the hubs'
+//! federation tokens differ) is named in the log with the fix and told to
+//! the waiting clients ([`LinkTrouble`]) — Zenoh itself only logs a closed
+//! handshake, and on the side that refuses, nothing above debug. Built with
 //! the `federation` feature only (`unbuilt.rs` stands in without it).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use zenoh::Wait;
 
-use super::channel::FederatedChannel;
+use super::channel::{FederatedChannel, LinkTrouble, LOOK};
 use super::error::FederationError;
 use super::handover;
 use crate::config::{FederationConfig, HubConfig, Role};
 use crate::session::Sessions;
 use fieldhub_bus::federation::{BusLink, ChannelStatus};
+
+/// How long a relayed channel waits for its owner before the link watch
+/// tries the `connect` endpoints, and how long between its tries then.
+const WATCH_AFTER: Duration = Duration::from_secs(2);
+const WATCH_EVERY: Duration = Duration::from_secs(20);
 
 /// The open Zenoh session and the channels it serves, before their threads run.
 pub struct Federation {
@@ -73,9 +85,12 @@ impl Federation {
         Ok(Some((Self { session, name, config: federation, channels }, links)))
     }
 
-    /// Start each federated channel's thread.
+    /// Start each federated channel's thread, and the link watch when this
+    /// hub connects to others.
     pub fn start(self, sessions: &Arc<Sessions>) -> Result<Vec<JoinHandle<()>>, FederationError> {
         let mut threads = Vec::new();
+        let trouble: Arc<LinkTrouble> = Arc::default();
+        let statuses: Vec<Arc<ChannelStatus>> = self.channels.iter().map(|c| Arc::clone(&c.status)).collect();
         for channel in self.channels {
             let name = channel.name.clone();
             let next = match channel.role.clone() {
@@ -83,17 +98,133 @@ impl Federation {
                 Role::Relay { owner } => handover::Next::Relay { owner, standby: false },
                 Role::Standby { owner } => handover::Next::Relay { owner, standby: true },
             };
-            let (session, config, me, sessions) =
-                (self.session.clone(), self.config.clone(), self.name.clone(), Arc::clone(sessions));
+            let (session, config, me, sessions, trouble) = (
+                self.session.clone(),
+                self.config.clone(),
+                self.name.clone(),
+                Arc::clone(sessions),
+                Arc::clone(&trouble),
+            );
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("fh-fed-{name}"))
-                    .spawn(move || handover::serve(&session, &config, &me, channel, next, &sessions))
+                    .spawn(move || handover::serve(&session, (&config, &me), channel, next, &sessions, &trouble))
                     .map_err(|error| FederationError::Thread { channel: name.clone(), error })?,
+            );
+        }
+        if !self.config.connect.is_empty() {
+            let (config, sessions) = (self.config, Arc::clone(sessions));
+            threads.push(
+                std::thread::Builder::new()
+                    .name("fh-fed-links".into())
+                    .spawn(move || watch_links(&config, &statuses, &trouble, &sessions))
+                    .map_err(|error| FederationError::Thread { channel: "(link watch)".into(), error })?,
             );
         }
         Ok(threads)
     }
+}
+
+/// While a relayed channel waits for its owner, try the `connect`
+/// endpoints now and then; name those that refuse this hub's
+/// authentication, in the log and to the waiting clients (`trouble`).
+fn watch_links(config: &FederationConfig, statuses: &[Arc<ChannelStatus>], trouble: &LinkTrouble, sessions: &Sessions) {
+    let mut refused: HashMap<&str, bool> = HashMap::new();
+    let mut waiting_since: Option<Instant> = None;
+    let mut next_try = Instant::now();
+    while !sessions.stopping() {
+        std::thread::sleep(LOOK);
+        let waiting = statuses.iter().any(|s| s.waiting.lock().is_ok_and(|w| w.is_some()));
+        let now = Instant::now();
+        let since = match (waiting, waiting_since) {
+            (false, _) => {
+                waiting_since = None;
+                continue;
+            }
+            (true, None) => *waiting_since.insert(now),
+            (true, Some(since)) => since,
+        };
+        if now < since + WATCH_AFTER || now < next_try {
+            continue;
+        }
+        next_try = now + WATCH_EVERY;
+        for endpoint in &config.connect {
+            let Some(tried) = try_link_aside(config, endpoint, sessions) else { return };
+            let now_refused = tried.is_err_and(|why| refuses_token(&why));
+            if now_refused && refused.get(endpoint.as_str()) != Some(&true) {
+                tracing::error!(endpoint = %endpoint, "federation: {}", refusal_fix(config, endpoint));
+            } else if !now_refused && refused.get(endpoint.as_str()) == Some(&true) {
+                tracing::info!(endpoint = %endpoint, "federation: the endpoint no longer refuses this hub's link");
+            }
+            refused.insert(endpoint, now_refused);
+        }
+        let named: Vec<&str> = refused.iter().filter(|(_, r)| **r).map(|(e, _)| *e).collect();
+        trouble.set((!named.is_empty()).then(|| {
+            format!(
+                "{} refused this hub's federation link: the hubs' federation tokens differ \
+                 (every hub needs the same secret in its [federation] token_file)",
+                named.join(", ")
+            )
+        }));
+    }
+}
+
+/// [`try_link`] on a thread of its own, which the hub does not wait for when
+/// it stops (a TCP connect to a host that does not answer takes minutes);
+/// `None` when the hub stops first.
+fn try_link_aside(config: &FederationConfig, endpoint: &str, sessions: &Sessions) -> Option<Result<(), String>> {
+    let (tried, outcome) = crossbeam_channel::bounded(1);
+    let (config, endpoint) = (config.clone(), endpoint.to_owned());
+    let spawned = std::thread::Builder::new().name("fh-fed-try".into()).spawn(move || {
+        let _ = tried.send(try_link(&config, &endpoint));
+    });
+    if let Err(e) = spawned {
+        return Some(Err(format!("cannot start a thread to try the link: {e}")));
+    }
+    while !sessions.stopping() {
+        match outcome.recv_timeout(LOOK) {
+            Ok(outcome) => return Some(outcome),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Some(Err("the try ended".into())),
+        }
+    }
+    None
+}
+
+/// Open a short-lived Zenoh session with this hub's settings to `endpoint`
+/// alone; the reason when it cannot link.
+fn try_link(config: &FederationConfig, endpoint: &str) -> Result<(), String> {
+    let probe = FederationConfig { listen: Vec::new(), connect: vec![endpoint.to_owned()], ..config.clone() };
+    let (mut zenoh_config, dictionary) = zenoh_config(&probe).map_err(|e| e.to_string())?;
+    // One attempt, its failure the session's; nothing else to link to.
+    for (key, value) in
+        [("connect/timeout_ms", "0"), ("connect/exit_on_failure", "true"), ("scouting/gossip/enabled", "false")]
+    {
+        zenoh_config.insert_json5(key, value).map_err(|e| e.to_string())?;
+    }
+    let session = zenoh::open(zenoh_config).wait().map_err(|e| e.to_string());
+    drop(dictionary);
+    session?.close().wait().map_err(|e| e.to_string())
+}
+
+/// Whether Zenoh's reason for a failed link is the other hub refusing this
+/// hub's user-password authentication (or this hub refusing the other's
+/// answer): the hubs do not share the federation token.
+fn refuses_token(why: &str) -> bool {
+    why.contains("reason INVALID") || why.contains("UsrPwd")
+}
+
+/// What to do about `endpoint` refusing this hub's link.
+fn refusal_fix(config: &FederationConfig, endpoint: &str) -> String {
+    let here = match &config.token_file {
+        Some(path) => format!("this hub's is {}", path.display()),
+        None => "this hub has none".into(),
+    };
+    format!(
+        "the hub at {endpoint} refused this hub's link: the two hubs' federation tokens differ. Every hub of the \
+         federation needs the same secret in the file [federation] token_file names ({here}); put the same secret \
+         in both files and restart the hub whose token was wrong"
+    )
 }
 
 /// The user every hub of a federation authenticates as; the token is the

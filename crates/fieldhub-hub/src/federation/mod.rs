@@ -10,26 +10,36 @@
 //! `origin_ports.rs`, so they arbitrate as a local port's), and
 //! **relays** (`relay.rs`), whose clients' frames go to the owner and whose
 //! channel transmits only the owner's committed events (`bus/federated.rs`).
+//! Every hub keeps the newest events it sequenced or applied in the
+//! channel's ledger (`ledger.rs`) and answers history queries from it
+//! (`handover.rs`), so events outlive the owner that published them.
 //!
 //! Keys, per channel `C`: `fieldhub/C/events` (the owner's events),
-//! `fieldhub/C/tx` (relays' transmit requests), `fieldhub/C/history` (the
-//! owner's queryable over its recent events), `fieldhub/C/owner/HUB/EPOCH`
-//! (the owner's liveliness token).
+//! `fieldhub/C/tx` (relays' transmit requests), `fieldhub/C/history` (every
+//! hub's queryable over the events it keeps),
+//! `fieldhub/C/owner/HUB/EPOCH/INCARNATION` (the owner's liveliness token).
 //!
 //! Invariants:
 //! - One total order: only the owner sequences; an event's `seq` is +1 per
-//!   event within an epoch and relays apply events strictly in `seq` order.
+//!   event within a term (an owner's epoch and incarnation) and relays
+//!   apply events strictly in `seq` order, and terms in rising order.
 //! - Nothing is lost silently: every Zenoh publication here is Reliable (the
 //!   default, over the TCP links the hub is built with) with
-//!   `CongestionControl::Block`; a relay that sees a gap fetches it from the
-//!   owner's history and, if it cannot, reports the channel desynchronised
-//!   to its clients and counts it.
+//!   `CongestionControl::Block`; a relay that sees a gap fetches it from
+//!   every hub's ledger and, if it cannot, reports it to its clients as a
+//!   gap (`CHANNEL_STATE`) and counts it. A term ends on every relay with
+//!   the events any of them applied, or with the gap reported.
 //! - A relay's sender gets its transmit confirmation (credit back, echo)
-//!   only when the owner's event for its frame is applied.
+//!   only when the owner's event for its frame is applied; a frame the
+//!   owner's bus dropped comes back as an event too, and its sender is told
+//!   why (`TX_DROPPED`).
 //! - Ownership is configured (`[[channel]] owner`, with `[federation]
 //!   epoch`), not elected; the owner's liveliness token tells relays that it
-//!   is there, and its loss is reported to their clients; a `standby` takes
-//!   over with a higher epoch (`handover.rs`).
+//!   is there, and its loss and return are reported to their clients; a
+//!   `standby` takes over with a higher epoch (`handover.rs`).
+//! - A link another hub refuses (a different federation token) is named in
+//!   the log with the fix, and the relays' waiting clients are told
+//!   (`link.rs`).
 
 #[cfg(feature = "federation")]
 mod channel;
@@ -37,6 +47,8 @@ mod error;
 pub mod event;
 #[cfg(feature = "federation")]
 mod handover;
+#[cfg(feature = "federation")]
+mod ledger;
 #[cfg(feature = "federation")]
 mod link;
 #[cfg(feature = "federation")]

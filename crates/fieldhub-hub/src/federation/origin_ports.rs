@@ -13,7 +13,9 @@
 //!
 //! Which relay port sent a frame is known from the frame's sender (the
 //! hub-wide port id in its metadata) and that port's queue of forwarded
-//! requests (`Forwarded`), so the writer needs no echo from these ports.
+//! requests (`Forwarded`), so the writer needs no echo from these ports;
+//! which ones the bus dropped, from the port's `TX_DROPPED` reports: a port
+//! drops the oldest frames it holds ([`dropped`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -32,20 +34,59 @@ use fieldhub_bus::inbox::Inbound;
 /// How long a relay port's route stays after its last frame left.
 pub const ROUTE_IDLE: Duration = Duration::from_secs(10);
 
-/// Requests forwarded into one bridge port and not seen on the bus yet,
-/// oldest first, by the port's hub-wide id.
-pub type Forwarded = HashMap<u32, VecDeque<(Origin, Frame)>>;
+/// Requests forwarded into the bridge's ports and not seen on the bus yet,
+/// by the port's hub-wide id.
+pub type Forwarded = HashMap<u32, PortForwarded>;
+
+/// One bridge port's forwarded requests.
+#[derive(Default)]
+pub struct PortForwarded {
+    /// Not seen on the bus yet, oldest first.
+    waiting: VecDeque<(Origin, Frame)>,
+    /// Passed by a later frame of the port on the bus: off the bus, as the
+    /// port's next `TX_DROPPED` report will say, oldest first.
+    passed: VecDeque<Origin>,
+}
+
+impl PortForwarded {
+    /// Queue a request forwarded into the port.
+    pub fn push(&mut self, origin: Origin, frame: Frame) {
+        self.waiting.push_back((origin, frame));
+    }
+
+    /// Whether a request of relay port (`relay`, `port_id`) is still here.
+    fn holds(&self, relay: &str, port_id: u32) -> bool {
+        let of = |o: &Origin| o.relay == relay && o.port_id == port_id;
+        self.waiting.iter().any(|(o, _)| of(o)) || self.passed.iter().any(of)
+    }
+}
 
 /// The origin of a frame the bus carried from bridge port `sender`: the
 /// oldest request forwarded there with this frame. Older requests with
-/// other frames never reached the bus (refused or dropped by a fault rule)
-/// and are forgotten; the relay counts them as dropped when a later frame
-/// of the same port is committed.
+/// other frames never reached the bus before it (a fault rule dropped them,
+/// the controller was bus-off): kept for the port's `TX_DROPPED` report.
 pub fn origin_of(forwarded: &mut Forwarded, sender: u32, frame: &Frame) -> Option<Origin> {
-    let queue = forwarded.get_mut(&sender)?;
-    let at = queue.iter().position(|(_, sent)| sent == frame)?;
-    queue.drain(..at);
-    queue.pop_front().map(|(origin, _)| origin)
+    let port = forwarded.get_mut(&sender)?;
+    let at = port.waiting.iter().position(|(_, sent)| sent == frame)?;
+    let passed: Vec<Origin> = port.waiting.drain(..at).map(|(origin, _)| origin).collect();
+    port.passed.extend(passed);
+    port.waiting.pop_front().map(|(origin, _)| origin)
+}
+
+/// The origins of the `count` frames bridge port `port_id` reported dropped
+/// (`TX_DROPPED`): those passed by later frames first, then the oldest still
+/// waiting — a port's transmit FIFO drops from its front. Fewer when the
+/// port holds fewer.
+pub fn dropped(forwarded: &mut Forwarded, port_id: u32, count: u32) -> Vec<Origin> {
+    let Some(port) = forwarded.get_mut(&port_id) else { return Vec::new() };
+    let mut origins = Vec::new();
+    while origins.len() < count as usize {
+        match port.passed.pop_front().or_else(|| port.waiting.pop_front().map(|(origin, _)| origin)) {
+            Some(origin) => origins.push(origin),
+            None => break,
+        }
+    }
+    origins
 }
 
 /// The bus's answers to the bridge's `OPEN_PORT`s, by request id, which
@@ -159,9 +200,7 @@ impl OriginPorts {
     /// route forgotten.
     fn close_idle(&mut self, slot: &ClientSlot, forwarded: &Mutex<Forwarded>, now: Instant) {
         let forwarded = forwarded.lock().unwrap_or_else(|e| e.into_inner());
-        let waiting = |key: &(String, u32), port_id: u32| {
-            forwarded.get(&port_id).is_some_and(|q| q.iter().any(|(o, _)| o.relay == key.0 && o.port_id == key.1))
-        };
+        let waiting = |key: &(String, u32), port_id: u32| forwarded.get(&port_id).is_some_and(|p| p.holds(&key.0, key.1));
         let idle: Vec<(String, u32)> = self
             .routes
             .iter()
@@ -194,20 +233,42 @@ fn short(relay: &str) -> &str {
 mod tests {
     use super::*;
 
+    fn port(requests: &[(Origin, Frame)]) -> PortForwarded {
+        let mut port = PortForwarded::default();
+        requests.iter().for_each(|(o, f)| port.push(o.clone(), *f));
+        port
+    }
+
     #[test]
     fn a_frame_belongs_to_the_oldest_request_with_it_at_its_port() {
         let frame = |id| Frame::can(id, false, &[1]).unwrap();
         let origin = |arrival| Origin { relay: "r".into(), port_id: 1, arrival };
         let mut forwarded = Forwarded::new();
-        forwarded.insert(7, [(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(2))].into());
-        forwarded.insert(8, [(origin(4), frame(2))].into());
+        forwarded.insert(7, port(&[(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(2))]));
+        forwarded.insert(8, port(&[(origin(4), frame(2))]));
         // Frame 1 never reached the bus: the frame 2 port 7 sent skips it.
         assert_eq!(origin_of(&mut forwarded, 7, &frame(2)), Some(origin(2)));
         assert_eq!(origin_of(&mut forwarded, 8, &frame(2)), Some(origin(4)), "each port its own queue");
         assert_eq!(origin_of(&mut forwarded, 7, &frame(2)), Some(origin(3)));
-        assert!(forwarded[&7].is_empty());
+        assert!(forwarded[&7].waiting.is_empty());
         assert_eq!(origin_of(&mut forwarded, 7, &frame(5)), None);
         assert_eq!(origin_of(&mut forwarded, 9, &frame(2)), None, "a local port's frame");
+        // Frame 1's drop is reported after frame 2 passed it.
+        assert_eq!(dropped(&mut forwarded, 7, 1), [origin(1)]);
+        assert_eq!(dropped(&mut forwarded, 7, 1), []);
+    }
+
+    #[test]
+    fn a_drop_report_names_the_oldest_frames_of_its_port() {
+        let frame = |id| Frame::can(id, false, &[1]).unwrap();
+        let origin = |arrival| Origin { relay: "r".into(), port_id: 1, arrival };
+        let mut forwarded = Forwarded::new();
+        forwarded.insert(7, port(&[(origin(1), frame(1)), (origin(2), frame(2)), (origin(3), frame(3))]));
+        assert_eq!(dropped(&mut forwarded, 7, 2), [origin(1), origin(2)], "a bus-off port's flushed queue");
+        assert_eq!(origin_of(&mut forwarded, 7, &frame(3)), Some(origin(3)));
+        assert_eq!(dropped(&mut forwarded, 7, 5), [], "nothing left to drop");
+        assert_eq!(dropped(&mut forwarded, 9, 1), [], "a port that forwarded nothing");
+        assert!(forwarded[&7].waiting.is_empty() && !forwarded[&7].holds("r", 1));
     }
 
     #[test]

@@ -7,20 +7,29 @@
 //! relay port's through a `TRANSMIT_ONLY` port of its own
 //! (`origin_ports`), so they arbitrate by identifier with each other and
 //! with the owner's local ports as on one hub. The writer thread turns each
-//! frame into a committed event (`fieldhub/C/events`), keeps the newest
-//! `history` events for the queryable (`fieldhub/C/history`), and names
-//! the relay port of each frame a bridge port sent: a port's FIFO keeps its
-//! frames in order, so they reach the bus in the order forwarded — less
-//! those the bus refused or a fault rule dropped, which is why each is
-//! matched to the oldest forwarded request with the same frame.
+//! frame into a committed event (`fieldhub/C/events`), keeps it in the
+//! channel's ledger (which answers `fieldhub/C/history`, `ledger.rs`), and
+//! names the relay port of each frame a bridge port sent: a port's FIFO
+//! keeps its frames in order, so they reach the bus in the order forwarded
+//! — less those the bus dropped (a fault rule, a bus-off controller), which
+//! the port's `TX_DROPPED` report names and the writer publishes as events
+//! of their own, so the relay tells their senders why.
+//!
+//! Each run of the bridge sequences one term: the configured (or a
+//! standby's) epoch and an incarnation of its own, the time it started, so
+//! an owner restarted with its configured epoch starts a term every relay
+//! ranks above the one it had before.
 //!
 //! Invariants:
-//! - `seq` is +1 per published event, from 1, under one epoch.
+//! - `seq` is +1 per published event, from 1, under one term.
 //! - Nothing is dropped: the port is lossless (a slow publisher holds the
 //!   channel), publications block under congestion, requests wait for
 //!   credit and the request subscriber's queue holds Zenoh back when full.
+//! - A relay port's frame is forwarded once: a relay sends its waiting
+//!   frames again to an owner that comes back, and one already forwarded
+//!   (or committed under an older term) is skipped.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -33,9 +42,9 @@ use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use super::channel::{key, FederatedChannel, LOOK};
-use super::event::{Event, TxRequest};
-use super::origin_ports::{opening, origin_of, Forwarded, Opening, OriginPorts};
-use crate::config::FederationConfig;
+use super::event::{Body, Event, Origin, Term, TxRequest};
+use super::ledger::Ledger;
+use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts};
 use crate::session::bridge_port::OpenedPort;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
@@ -47,84 +56,53 @@ use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
 /// the link back.
 const REQUEST_QUEUE: usize = 4096;
 
-/// Most events one history reply carries; a relay asks again for the rest.
-pub const MAX_REPLY_EVENTS: u64 = 4096;
-
-/// The newest committed events, by sequence number.
-#[derive(Default)]
-pub struct History {
-    events: VecDeque<(u64, Vec<u8>)>,
-}
-
-impl History {
-    fn push(&mut self, seq: u64, bytes: Vec<u8>, keep: usize) {
-        if self.events.len() == keep {
-            self.events.pop_front();
-        }
-        self.events.push_back((seq, bytes));
-    }
-
-    /// Events `from..=to` (at most [`MAX_REPLY_EVENTS`]), each length-
-    /// prefixed (`u32` little-endian); empty when `from` is no longer kept.
-    pub fn range(&self, from: u64, to: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        let Some(&(first, _)) = self.events.front() else { return out };
-        if from < first || to < from {
-            return out;
-        }
-        let start = (from - first) as usize;
-        let last = to.min(from + MAX_REPLY_EVENTS - 1);
-        for (seq, bytes) in self.events.iter().skip(start).take_while(|(seq, _)| *seq <= last) {
-            debug_assert!(*seq >= from);
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
-        out
-    }
-}
-
 pub struct OwnerBridge {
     session: zenoh::Session,
     /// This hub's federation name, in its liveliness token.
     me: String,
-    epoch: u64,
-    history: usize,
+    term: Term,
     channel: FederatedChannel,
-    /// Relay ports' frames the previous owner committed (on a takeover):
-    /// a relay sends them again when it did not see the commit, and they
-    /// are not committed twice.
-    committed: super::relay::Committed,
+    ledger: Arc<Mutex<Ledger>>,
+    /// Per relay port (Zenoh session id, port id), the arrival number of the
+    /// newest of its frames forwarded here or committed under an older
+    /// term (a standby's takeover): a relay sends its waiting frames again
+    /// to an owner that comes back, and those are not sequenced twice.
+    newest: super::relay::Committed,
 }
 
 /// Another owner of the channel whose claim beats this hub's: a higher
-/// epoch, or the same epoch and a lower name (two standbys that took over
-/// at once).
+/// term (a higher epoch, or the same epoch started later).
 pub(super) struct Outranked {
     pub channel: FederatedChannel,
     pub by: String,
-    pub epoch: u64,
+    pub term: Term,
 }
 
 impl OwnerBridge {
+    /// The bridge that sequences `channel` under `epoch`, from now (its
+    /// incarnation), keeping its events in `ledger`.
     pub(super) fn new(
         session: zenoh::Session,
-        config: &FederationConfig,
         me: String,
         channel: FederatedChannel,
         epoch: u64,
+        ledger: Arc<Mutex<Ledger>>,
     ) -> Self {
-        Self { session, me, epoch, history: config.history as usize, channel, committed: Default::default() }
+        // The wall clock: a restarted hub's owner bridge starts after the one before.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let term = Term { epoch, incarnation: u64::try_from(now.as_nanos()).unwrap_or(u64::MAX) };
+        Self { session, me, term, channel, ledger, newest: Default::default() }
     }
 
-    /// Skip relays' frames already committed under an older epoch.
+    /// Skip relays' frames already committed under an older term.
     pub(super) fn after(mut self, committed: super::relay::Committed) -> Self {
-        self.committed = committed;
+        self.newest = committed;
         self
     }
 
     /// Sequence the channel until the hub stops (`None`) or another owner
     /// outranks this one.
-    pub fn run(self, sessions: &Arc<Sessions>) -> Option<Outranked> {
+    pub fn run(mut self, sessions: &Arc<Sessions>) -> Option<Outranked> {
         let name = self.channel.name.clone();
         let mut slot = match sessions.admit("federation", format!("federation:{name}"), PeerOrigin::Operator) {
             Ok(slot) => slot,
@@ -163,34 +141,17 @@ impl OwnerBridge {
         let mut routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
         let opening: Arc<Opening> = Arc::new(opening());
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
-        let history: Arc<Mutex<History>> = Arc::default();
-        let queryable = {
-            let history = Arc::clone(&history);
-            let reply_key = key(&name, "history");
-            self.session
-                .declare_queryable(key(&name, "history"))
-                .callback(move |query| {
-                    let parameters = query.parameters();
-                    let bound = |k: &str| parameters.get(k).and_then(|v| v.parse::<u64>().ok());
-                    let (Some(from), Some(to)) = (bound("from"), bound("to")) else { return };
-                    let events = history.lock().map(|h| h.range(from, to)).unwrap_or_default();
-                    if let Err(e) = query.reply(&reply_key, events).wait() {
-                        warn!(key = %reply_key, "cannot answer a history query: {e}");
-                    }
-                })
-                .wait()
-        };
-        let requests = self.session.declare_subscriber(key(&name, "tx")).with(FifoChannel::new(REQUEST_QUEUE)).wait();
-        let (queryable, requests) = match (queryable, requests) {
-            (Ok(q), Ok(r)) => (q, r),
-            (Err(e), _) | (_, Err(e)) => {
-                error!(channel = %name, "cannot declare the owner's Zenoh entities: {e}");
+        let requests = match self.session.declare_subscriber(key(&name, "tx")).with(FifoChannel::new(REQUEST_QUEUE)).wait()
+        {
+            Ok(requests) => requests,
+            Err(e) => {
+                error!(channel = %name, "cannot subscribe to the relays' transmit requests: {e}");
                 return None;
             }
         };
-        let outranked: Arc<Mutex<Option<(String, u64)>>> = Arc::default();
+        let outranked: Arc<Mutex<Option<(String, Term)>>> = Arc::default();
         let rivals = {
-            let (outranked, me, epoch, channel) = (Arc::clone(&outranked), self.me.clone(), self.epoch, name.clone());
+            let (outranked, term, channel) = (Arc::clone(&outranked), self.term, name.clone());
             self.session
                 .liveliness()
                 .declare_subscriber(format!("fieldhub/{name}/owner/**"))
@@ -200,7 +161,7 @@ impl OwnerBridge {
                     else {
                         return;
                     };
-                    if sample.kind() == SampleKind::Put && (theirs > epoch || (theirs == epoch && hub < me)) {
+                    if sample.kind() == SampleKind::Put && theirs > term {
                         if let Ok(mut outranked) = outranked.lock() {
                             outranked.get_or_insert((hub, theirs));
                         }
@@ -211,34 +172,34 @@ impl OwnerBridge {
         if let Err(e) = &rivals {
             error!(channel = %name, "cannot watch for other owners of the channel: {e}");
         }
+        if let Ok(mut ledger) = self.ledger.lock() {
+            ledger.follow(self.term);
+        }
         let writer = {
-            let (outbox, closed, forwarded, history, opening) = (
-                Arc::clone(&outbox),
-                Arc::clone(&closed),
-                Arc::clone(&forwarded),
-                Arc::clone(&history),
-                Arc::clone(&opening),
-            );
+            let (outbox, closed, forwarded, opening) =
+                (Arc::clone(&outbox), Arc::clone(&closed), Arc::clone(&forwarded), Arc::clone(&opening));
             let writer = Writer {
                 session: self.session.clone(),
                 status: Arc::clone(&self.channel.status),
                 channel: name.clone(),
-                epoch: self.epoch,
-                keep: self.history,
+                term: self.term,
+                ledger: Arc::clone(&self.ledger),
                 bitrate: self.channel.bitrate,
                 data_bitrate: self.channel.data_bitrate,
+                ports: HashMap::from([(main.0, main.1)]),
             };
             std::thread::Builder::new()
                 .name(format!("fh-fed-pub-{name}"))
-                .spawn(move || writer.run(&outbox, &closed, &forwarded, &history, &opening))
+                .spawn(move || writer.run(&outbox, &closed, &forwarded, &opening))
         };
-        // Declared last: a relay that sees the owner finds its subscriber and queryable.
+        // Declared last: a relay that sees the owner finds its subscriber.
         let token =
-            self.session.liveliness().declare_token(super::channel::owner_token(&name, &self.me, self.epoch)).wait();
+            self.session.liveliness().declare_token(super::channel::owner_token(&name, &self.me, self.term)).wait();
         if let Err(e) = &token {
             error!(channel = %name, "cannot declare the owner's liveliness token: {e}");
         }
-        info!(channel = %name, epoch = self.epoch, "federation: this hub owns the channel");
+        info!(channel = %name, epoch = self.term.epoch, incarnation = self.term.incarnation,
+            "federation: this hub owns the channel");
         let beaten = || outranked.lock().map(|o| o.is_some()).unwrap_or(false);
         let stop = || sessions.stopping() || closed.load(Ordering::Acquire) || beaten();
         while !stop() {
@@ -254,9 +215,7 @@ impl OwnerBridge {
                     continue;
                 }
             };
-            let origin = &request.origin;
-            let seen = self.committed.get(&(origin.relay.clone(), origin.port_id));
-            if seen.is_some_and(|&newest| origin.arrival <= newest) {
+            if !self.first_time(&request.origin) {
                 continue;
             }
             let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else { break };
@@ -265,7 +224,6 @@ impl OwnerBridge {
             }
         }
         drop(token);
-        drop(queryable);
         slot.detach("the federation is closing");
         outbox.close();
         closed.store(true, Ordering::Release);
@@ -273,11 +231,28 @@ impl OwnerBridge {
             let _ = handle.join();
         }
         drop(rivals);
-        let (by, epoch) = outranked.lock().ok()?.take()?;
+        if let Ok(mut ledger) = self.ledger.lock() {
+            ledger.settle(self.term);
+        }
+        let (by, term) = outranked.lock().ok()?.take()?;
         if sessions.stopping() {
             return None;
         }
-        Some(Outranked { channel: self.channel, by, epoch })
+        Some(Outranked { channel: self.channel, by, term })
+    }
+
+    /// Whether `origin`'s frame comes for the first time: a relay port's
+    /// frames come in arrival order, and what comes again (a relay sent its
+    /// waiting frames once more) is no newer than what came before.
+    fn first_time(&mut self, origin: &Origin) -> bool {
+        let key = (origin.relay.clone(), origin.port_id);
+        match self.newest.get(&key) {
+            Some(&newest) if origin.arrival <= newest => false,
+            _ => {
+                self.newest.insert(key, origin.arrival);
+                true
+            }
+        }
     }
 }
 
@@ -296,7 +271,7 @@ fn forward(
     }
     // Queued before the frame: the bus cannot carry it first.
     if let Ok(mut forwarded) = forwarded.lock() {
-        forwarded.entry(port_id).or_default().push_back((request.origin, request.frame));
+        forwarded.entry(port_id).or_default().push(request.origin, request.frame);
     }
     slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame: request.frame }).is_ok()
 }
@@ -323,26 +298,22 @@ fn wait_until_opened(outbox: &QueueOutbox, sessions: &Sessions, channel: &str) -
     None
 }
 
-/// Publishes the channel's frames as committed events.
+/// Publishes the channel's frames, and relay ports' frames its bus
+/// dropped, as committed events.
 struct Writer {
     session: zenoh::Session,
     status: Arc<fieldhub_bus::federation::ChannelStatus>,
     channel: String,
-    epoch: u64,
-    keep: usize,
+    term: Term,
+    ledger: Arc<Mutex<Ledger>>,
     bitrate: u32,
     data_bitrate: u32,
+    /// The bridge's ports: handle → hub-wide id (`TX_DROPPED` names a handle).
+    ports: HashMap<u16, u32>,
 }
 
 impl Writer {
-    fn run(
-        self,
-        outbox: &QueueOutbox,
-        closed: &AtomicBool,
-        forwarded: &Mutex<Forwarded>,
-        history: &Mutex<History>,
-        opening: &Opening,
-    ) {
+    fn run(mut self, outbox: &QueueOutbox, closed: &AtomicBool, forwarded: &Mutex<Forwarded>, opening: &Opening) {
         let publisher = match self
             .session
             .declare_publisher(key(&self.channel, "events"))
@@ -358,14 +329,32 @@ impl Writer {
             }
         };
         let mut seq = 0u64;
-        self.status.epoch.store(self.epoch, Ordering::Relaxed);
+        self.status.epoch.store(self.term.epoch, Ordering::Relaxed);
+        self.status.last_seq.store(0, Ordering::Relaxed);
         // SYNC POINT with the hang-up's and the bridge's Release stores.
         while !closed.load(Ordering::Acquire) {
             let Some(item) = outbox.take_timeout(LOOK) else { continue };
             outbox.took();
-            let (frame, meta) = match item {
-                Outbound::Frame { frame, meta, .. } => (frame, meta),
+            let events: Vec<(Option<Origin>, Body, u64, u64)> = match item {
+                Outbound::Frame { frame, meta, .. } => {
+                    let frame = frame.with_echo(false);
+                    let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
+                    let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
+                    vec![(origin, Body::Frame(frame), meta.timestamp_ns, meta.timestamp_ns + busy_ns)]
+                }
+                Outbound::TxDropped { port, reason, dropped: count } => {
+                    let port_id = self.ports.get(&port).copied();
+                    let origins = port_id
+                        .and_then(|id| forwarded.lock().ok().map(|mut f| dropped(&mut f, id, count)))
+                        .unwrap_or_default();
+                    if origins.len() < count as usize {
+                        warn!(channel = %self.channel, port, count, named = origins.len(),
+                            "relayed frames {}, not all of them forwarded here", reason.describe());
+                    }
+                    origins.into_iter().map(|origin| (Some(origin), Body::Dropped(reason), 0, 0)).collect()
+                }
                 Outbound::PortOpened { request, port, port_id, .. } => {
+                    self.ports.insert(port, port_id);
                     opening.answer(request, Ok(OpenedPort { port, port_id }));
                     continue;
                 }
@@ -379,10 +368,6 @@ impl Writer {
                     continue;
                 }
                 Outbound::Goodbye { .. } => break,
-                Outbound::TxDropped { reason, dropped, .. } => {
-                    warn!(channel = %self.channel, dropped, "relayed frames {}", reason.describe());
-                    continue;
-                }
                 // A lossless port is never overrun; the rest answer
                 // requests the bridge does not make.
                 Outbound::RxOverflow { .. }
@@ -392,47 +377,23 @@ impl Writer {
                 | Outbound::Stats { .. }
                 | Outbound::Grant { .. } => continue,
             };
-            let frame = frame.with_echo(false);
-            let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
-            seq += 1;
-            let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
-            let event = Event {
-                epoch: self.epoch,
-                seq,
-                start_ns: meta.timestamp_ns,
-                end_ns: meta.timestamp_ns + busy_ns,
-                origin,
-                frame,
-            };
-            let mut bytes = Vec::with_capacity(96);
-            event.encode(&mut bytes);
-            if let Ok(mut history) = history.lock() {
-                history.push(seq, bytes.clone(), self.keep);
+            for (origin, body, start_ns, end_ns) in events {
+                seq += 1;
+                let event = Event { term: self.term, seq, start_ns, end_ns, origin, body };
+                let mut bytes = Vec::with_capacity(96);
+                event.encode(&mut bytes);
+                if let Ok(mut ledger) = self.ledger.lock() {
+                    ledger.push(self.term, seq, bytes.clone());
+                }
+                if let Err(e) = publisher.put(bytes).wait() {
+                    error!(channel = %self.channel, seq, "cannot publish a committed event: {e}");
+                    closed.store(true, Ordering::Release);
+                    return;
+                }
+                self.status.last_seq.store(seq, Ordering::Relaxed);
             }
-            if let Err(e) = publisher.put(bytes).wait() {
-                error!(channel = %self.channel, seq, "cannot publish a committed event: {e}");
-                break;
-            }
-            self.status.last_seq.store(seq, Ordering::Relaxed);
         }
         closed.store(true, Ordering::Release);
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn history_serves_what_it_keeps_and_nothing_older() {
-        let mut history = History::default();
-        for seq in 1..=10u64 {
-            history.push(seq, vec![seq as u8], 4);
-        }
-        let read = |bytes: Vec<u8>| -> Vec<u8> { bytes.chunks(5).map(|c| c[4]).collect() };
-        assert_eq!(read(history.range(7, 9)), [7, 8, 9]);
-        assert_eq!(read(history.range(9, 100)), [9, 10]);
-        assert!(history.range(6, 8).is_empty(), "6 is no longer kept");
-        assert!(history.range(9, 8).is_empty());
-    }
-}

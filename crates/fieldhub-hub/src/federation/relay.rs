@@ -2,34 +2,46 @@
 //!
 //! Two threads. The uplink thread takes the bus's relayed frames (each still
 //! waiting in its port's FIFO, holding its client's credit) and publishes
-//! them to the owner (`fieldhub/C/tx`) once the owner's liveliness token is
-//! there. The events thread applies the owner's committed events
+//! them to the owner (`fieldhub/C/tx`) while the owner of the term this hub
+//! follows is there. The events thread applies the owner's committed events
 //! (`fieldhub/C/events`) strictly in sequence order, as
-//! [`Inbound::Committed`]; on a gap it fetches the missing events from the
-//! owner's history (`fieldhub/C/history`), and when that fails it reports
-//! the channel desynchronised ([`Inbound::FederationAlert`]) before going on
-//! from the event it has — a reported loss, never a silent one.
+//! [`Inbound::Committed`] (a frame) or [`Inbound::CommitDropped`] (a frame
+//! of this hub's the owner's bus dropped), and keeps each in the channel's
+//! ledger, from which this hub answers other hubs' history queries. On a gap
+//! it fetches the missing events from every hub that answers
+//! (`fieldhub/C/history`: the owner, the other relays, a standby); what none
+//! holds any more it reports to the channel's clients as a gap
+//! ([`Inbound::FederationState`], `CHANNEL_STATE` gap) and counts as a
+//! desynchronisation — a reported loss, never a silent one.
 //!
-//! The owner's liveliness token is watched: while it is away the uplink
-//! thread holds frames back (a request published with no owner subscribed
-//! would vanish), and when it goes the channel's clients are told the
-//! channel is down ([`Inbound::FederationAlert`]); the owner that comes
-//! back numbers its events afresh.
+//! Owners come and go (their liveliness tokens). While none is there the
+//! channel's clients are told it waits, and the uplink thread holds frames
+//! back (a request published with no owner subscribed would vanish). An
+//! owner of a newer term — the owner restarted, a standby that took over —
+//! starts only once the old term is finished: this hub collects the old
+//! owner's last events from every hub that applied them, waiting for those
+//! still applying theirs, so every relay ends the term with the same events,
+//! or reports the ones it lacks. Then its clients are told the channel is
+//! live and the frames still waiting here (those the old owner never
+//! committed) go to the new owner, in their order.
 //!
 //! Invariants:
-//! - An event is applied at most once and never after a higher `seq` of
-//!   its epoch; events of an older epoch than one applied are refused.
+//! - An event is applied at most once and never after a higher `seq` of its
+//!   term; events of an older term than one applied are refused.
 //! - A relay starts at the first event it sees: it has no clients' frames
 //!   committed before, as its subscriber is declared before anything is
 //!   uplinked.
+//! - Nothing is sent to the owner of a newer term before the old term is
+//!   finished here: a frame the old owner committed is never sent again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use fieldhub_proto::fate::ChannelCondition;
 use tracing::{error, info, warn};
 use zenoh::handlers::{FifoChannel, FifoChannelHandler};
 use zenoh::pubsub::Subscriber;
@@ -38,8 +50,9 @@ use zenoh::query::ConsolidationMode;
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
-use super::channel::{key, FederatedChannel, LOOK};
-use super::event::{Event, Origin, TxRequest};
+use super::channel::{key, FederatedChannel, LinkTrouble, LOOK};
+use super::event::{Body, Event, HistoryQuery, HistoryReply, Origin, Term, TxRequest};
+use super::ledger::Ledger;
 use crate::session::Sessions;
 use fieldhub_bus::federation::{ChannelStatus, Uplinked};
 use fieldhub_bus::inbox::Inbound;
@@ -48,24 +61,31 @@ use fieldhub_bus::inbox::Inbound;
 /// the owner's link back.
 const EVENT_QUEUE: usize = 16 * 1024;
 
-/// How long a history query or a look for the owner's token may take.
+/// How long a history query may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Whether an owner's liveliness token is there, as its subscriber saw it.
+/// How long finishing a term waits for hubs still applying its last
+/// events (one whose link to the old owner lingers) before it reports what
+/// it could not collect.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The owners there, as their liveliness tokens say.
 #[derive(Default)]
 struct Presence {
-    present: AtomicBool,
-    /// The owners' tokens there now (hub, epoch): one, but for a moment
-    /// two when a standby took over while the old owner's link lingers.
-    owners: Mutex<Vec<(String, u64)>>,
-    /// Set when the owner left: the next owner's events start a new
-    /// sequence (of the same epoch or a higher one).
-    left: AtomicBool,
+    /// The owners' tokens there now (hub, term): one, but for a moment two
+    /// when a standby took over while the old owner's link lingers.
+    owners: Mutex<Vec<(String, Term)>>,
+    /// Bumped by the liveliness callback on every token that comes or goes.
+    changes: AtomicU64,
+    /// The uplink may publish: the owner of the term the events thread
+    /// follows is there. Set by the events thread, cleared by the liveliness
+    /// callback when that owner leaves, both under `owners`' lock.
+    live: AtomicBool,
+    /// Bumped by the events thread each time it goes live: the frames
+    /// waiting in the bus then go to the owner (again), in order.
+    round: AtomicU64,
     /// Set when the last owner left on a standby: it takes over.
     takeover: AtomicBool,
-    /// How often the last owner left: frames handed to one that left are
-    /// sent again to the next.
-    departures: AtomicU64,
     /// Set, under the lock, once the channel is taken over: the uplink
     /// thread, which publishes under the lock, sends nothing more, so no
     /// frame reaches this hub's own owner bridge as a relay's.
@@ -95,11 +115,19 @@ pub struct RelayBridge {
     channel: FederatedChannel,
     owner: String,
     standby: bool,
+    ledger: Arc<Mutex<Ledger>>,
+    trouble: Arc<LinkTrouble>,
 }
 
 impl RelayBridge {
-    pub(super) fn new(session: zenoh::Session, channel: FederatedChannel, owner: String, standby: bool) -> Self {
-        Self { session, channel, owner, standby }
+    pub(super) fn new(
+        session: zenoh::Session,
+        channel: FederatedChannel,
+        (owner, standby): (String, bool),
+        ledger: Arc<Mutex<Ledger>>,
+        trouble: Arc<LinkTrouble>,
+    ) -> Self {
+        Self { session, channel, owner, standby, ledger, trouble }
     }
 
     /// Declare the events subscriber, then start the uplink thread and the
@@ -119,50 +147,43 @@ impl RelayBridge {
         info!(channel = %name, owner = %self.owner, "federation: this hub relays the channel");
         let presence: Arc<Presence> = Arc::default();
         let watch = {
-            let (presence, sessions, name) = (Arc::clone(&presence), Arc::clone(sessions), name.clone());
-            let (channel, status, standby) = (self.channel.id, Arc::clone(&self.channel.status), self.standby);
+            let (presence, name) = (Arc::clone(&presence), name.clone());
+            let (status, standby) = (Arc::clone(&self.channel.status), self.standby);
             self.session
                 .liveliness()
                 .declare_subscriber(format!("fieldhub/{name}/owner/**"))
                 .history(true)
                 .callback(move |sample| {
-                    let Some((owner, epoch)) = super::channel::parse_owner_token(&name, sample.key_expr().as_str())
+                    let Some((owner, term)) = super::channel::parse_owner_token(&name, sample.key_expr().as_str())
                     else {
                         return;
                     };
                     let Ok(mut owners) = presence.owners.lock() else { return };
                     match sample.kind() {
                         SampleKind::Put => {
-                            owners.push((owner.clone(), epoch));
-                            // An old owner back with an older epoch is not the owner.
-                            if let Some((newest, _)) = owners.iter().max_by_key(|(_, e)| *e) {
-                                status.set_owner(newest, true);
-                            }
-                            presence.present.store(true, Ordering::Release);
-                            info!(channel = %name, owner = %owner, epoch, "federation: the owner is there");
+                            owners.push((owner.clone(), term));
+                            info!(channel = %name, owner = %owner, epoch = term.epoch,
+                                incarnation = term.incarnation, "federation: the owner is there");
                         }
                         SampleKind::Delete => {
-                            owners.retain(|o| *o != (owner.clone(), epoch));
-                            warn!(channel = %name, owner = %owner, epoch, "federation: the owner hub left");
-                            if let Some((newest, _)) = owners.iter().max_by_key(|(_, e)| *e) {
-                                return status.set_owner(newest, true);
+                            let newest = owners.iter().map(|(_, t)| *t).max();
+                            owners.retain(|o| *o != (owner.clone(), term));
+                            warn!(channel = %name, owner = %owner, epoch = term.epoch,
+                                incarnation = term.incarnation, "federation: the owner hub left");
+                            if newest == Some(term) && owners.iter().all(|(_, t)| *t < term) {
+                                // Nothing more may be sent: no owner of the term is subscribed.
+                                presence.live.store(false, Ordering::Release);
+                                if standby {
+                                    presence.takeover.store(true, Ordering::Release);
+                                }
                             }
-                            presence.left.store(true, Ordering::Release);
-                            presence.departures.fetch_add(1, Ordering::AcqRel);
-                            presence.present.store(false, Ordering::Release);
-                            let next = if standby {
-                                presence.takeover.store(true, Ordering::Release);
-                                "this hub, its standby, takes it over"
-                            } else {
-                                "frames sent now wait for an owner"
-                            };
-                            let text = format!(
-                                "is down: its owner hub '{owner}' (epoch {epoch}) left; {next}; frames in \
-                                 flight to it may be lost (counted as dropped)"
-                            );
-                            let _ = sessions.inbox.send(Inbound::FederationAlert { channel, text });
                         }
                     }
+                    // An old owner back with an older term is not the owner.
+                    if let Some((newest, _)) = owners.iter().max_by_key(|(_, t)| *t) {
+                        status.set_owner(newest, true);
+                    }
+                    presence.changes.fetch_add(1, Ordering::Release);
                 })
                 .wait()
         };
@@ -190,14 +211,20 @@ impl RelayBridge {
                     channel: &self.channel,
                     sessions: &sessions,
                     me: self.session.zid().to_string(),
+                    owner: self.owner.clone(),
                     status: &self.channel.status,
                     presence: &presence,
-                    epoch: 0,
+                    ledger: &self.ledger,
+                    trouble: (&self.trouble, u64::MAX),
+                    seen_changes: u64::MAX,
+                    term: None,
                     last: None,
+                    live_term: None,
+                    told_waiting: false,
                     committed: Committed::new(),
                 };
                 let take_over = sequencer.run(&events, standby);
-                let seen_epoch = sequencer.epoch;
+                let seen_epoch = sequencer.term.map_or(0, |t| t.epoch);
                 if take_over {
                     if let Ok(mut handed_over) = presence.handed_over.lock() {
                         *handed_over = true;
@@ -218,7 +245,7 @@ impl RelayBridge {
     }
 }
 
-/// Publish the bus's relayed frames to the owner, once it is there.
+/// Publish the bus's relayed frames to the owner while it is live.
 fn uplink_loop(
     session: &zenoh::Session,
     (id, channel): (u16, &str),
@@ -238,17 +265,16 @@ fn uplink_loop(
     };
     let me = session.zid().to_string();
     let mut bytes = Vec::with_capacity(96);
-    // The owners' departures this thread has resent for, and the bus's
-    // resend round that goes with them.
-    let (mut synced, mut round) = (0, 0);
+    // The resend round this thread asked the bus for.
+    let mut synced = 0;
     while !sessions.stopping() {
-        // SYNC POINT with the liveliness callback's Release stores. A new
-        // owner after one left: frames handed to the old one (still in their
-        // FIFOs, uncommitted) go to the new one, in order, before any later.
-        let departures = presence.departures.load(Ordering::Acquire);
-        if departures != synced && presence.present.load(Ordering::Acquire) {
-            synced = departures;
-            round += 1;
+        // SYNC POINT with the events thread's Release increment. Each time
+        // it goes live, every frame still waiting (whatever an owner that
+        // left had of them, uncommitted) goes to the owner, in order, before
+        // any later; the owner skips those it already has.
+        let round = presence.round.load(Ordering::Acquire);
+        if round != synced {
+            synced = round;
             if sessions.inbox.send(Inbound::FederationResend { channel: id, round }).is_err() {
                 return;
             }
@@ -258,14 +284,14 @@ fn uplink_loop(
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        if up.round != round {
+        if up.round != synced {
             continue;
         }
         // A request published while no owner subscribes would be lost.
-        if !wait_for_owner(channel, sessions, presence) {
+        if !wait_until_live(channel, sessions, presence) {
             return;
         }
-        if presence.departures.load(Ordering::Acquire) != synced {
+        if presence.round.load(Ordering::Acquire) != synced {
             // Still in its FIFO: the next round sends it.
             continue;
         }
@@ -282,12 +308,12 @@ fn uplink_loop(
     }
 }
 
-/// Wait until the owner's liveliness token is there; false when the hub
+/// Wait until the owner of the followed term is there; false when the hub
 /// stops first. Frames wait meanwhile, holding their senders' credit.
-fn wait_for_owner(channel: &str, sessions: &Sessions, presence: &Presence) -> bool {
+fn wait_until_live(channel: &str, sessions: &Sessions, presence: &Presence) -> bool {
     let mut looks = 0u64;
-    // SYNC POINT with the liveliness callback's Release stores.
-    while !presence.present.load(Ordering::Acquire) {
+    // SYNC POINT with the events thread's and the callback's Release stores.
+    while !presence.live.load(Ordering::Acquire) {
         if sessions.stopping() || presence.handed_over.lock().map_or(true, |h| *h) {
             return false;
         }
@@ -300,18 +326,31 @@ fn wait_for_owner(channel: &str, sessions: &Sessions, presence: &Presence) -> bo
     true
 }
 
-/// Applies committed events in sequence order.
+/// Applies committed events in sequence order, term after term.
 struct Sequencer<'a> {
     session: &'a zenoh::Session,
     channel: &'a FederatedChannel,
     sessions: &'a Sessions,
     /// This hub's Zenoh session id: events naming it are its own ports' frames.
     me: String,
+    /// The configured owner, named while none is there yet.
+    owner: String,
     status: &'a ChannelStatus,
     presence: &'a Presence,
-    epoch: u64,
-    /// The last sequence number applied in `epoch`.
+    ledger: &'a Mutex<Ledger>,
+    /// What the link watch knows is wrong, and the change of it last told.
+    trouble: (&'a LinkTrouble, u64),
+    /// The owners' changes (`Presence::changes`) last looked at.
+    seen_changes: u64,
+    /// The term whose events are applied now.
+    term: Option<Term>,
+    /// The last `seq` applied in `term`; `None`: none yet, and the first
+    /// event seen starts it (this hub's first term only).
     last: Option<u64>,
+    /// The term whose owner this hub saw there (it went live under it).
+    live_term: Option<Term>,
+    /// Whether the clients were told the channel waits (and not live since).
+    told_waiting: bool,
     /// Relay ports' newest committed frames, for a standby's takeover.
     committed: Committed,
 }
@@ -321,20 +360,25 @@ impl Sequencer<'_> {
     /// owner is gone and this hub takes over (true).
     fn run(&mut self, events: &Subscriber<FifoChannelHandler<Sample>>, standby: bool) -> bool {
         while !self.sessions.stopping() {
+            if !self.watch_owners(!events.is_empty()) {
+                return false;
+            }
             // SYNC POINT with the liveliness callback's Release store. Events
             // still queued are the old owner's last: applied first, below,
             // as long as they come before the takeover is seen.
             if standby && self.presence.takeover.load(Ordering::Acquire) && events.is_empty() {
-                return true;
+                // The new term starts from what the other hubs applied too.
+                return self.term.is_none_or(|term| self.finish(term));
             }
             let sample = match events.recv_timeout(LOOK) {
                 Ok(Some(sample)) => sample,
                 Ok(None) => continue,
                 Err(_) => return false,
             };
-            match Event::decode(&sample.payload().to_bytes()) {
+            let bytes = sample.payload().to_bytes().into_owned();
+            match Event::decode(&bytes) {
                 Ok(event) => {
-                    if !self.receive(event) {
+                    if !self.receive(event, bytes) {
                         return false;
                     }
                 }
@@ -344,107 +388,305 @@ impl Sequencer<'_> {
         false
     }
 
-    /// Take one event from the subscription; false when the bus is gone.
-    fn receive(&mut self, event: Event) -> bool {
-        // SYNC POINT with the liveliness callback's Release store: a new
-        // owner numbers its events afresh; its epoch may not be older.
-        if self.presence.left.swap(false, Ordering::AcqRel) {
-            self.last = None;
-        }
-        if event.epoch < self.epoch {
-            if self.status.stale.fetch_add(1, Ordering::Relaxed) == 0 {
-                warn!(channel = %self.channel.name, epoch = event.epoch, current = self.epoch,
-                    "refusing events of an older owner epoch");
-            }
+    /// Follow the owners' comings and goings: tell the clients the channel
+    /// waits when no owner of the followed term (or a newer one) is there,
+    /// start a newer owner's term once the events queued here are applied,
+    /// and go live under an owner of the followed term. False when the bus
+    /// is gone.
+    fn watch_owners(&mut self, events_queued: bool) -> bool {
+        // SYNC POINT with the callback's Release increment and store: while
+        // live and nothing changed there is nothing to do (once per event).
+        let changes = self.presence.changes.load(Ordering::Acquire);
+        if changes == self.seen_changes && !self.told_waiting && self.presence.live.load(Ordering::Acquire) {
             return true;
         }
-        if event.epoch > self.epoch {
-            if self.epoch != 0 {
-                info!(channel = %self.channel.name, epoch = event.epoch, "federation: a new owner epoch");
-            }
-            self.epoch = event.epoch;
-            self.status.epoch.store(event.epoch, Ordering::Relaxed);
-            self.last = None;
-        }
-        match self.last {
-            Some(last) if event.seq <= last => true,
-            Some(last) if event.seq > last + 1 => {
-                if !self.recover(last + 1, event.seq - 1) {
-                    return false;
+        self.seen_changes = changes;
+        let newest = self.presence.owners.lock().ok().and_then(|o| o.iter().max_by_key(|(_, t)| *t).cloned());
+        match newest {
+            Some((hub, term)) if self.term.is_none_or(|followed| term > followed) => {
+                // The old owner's last events, queued before its departure, come first.
+                if events_queued {
+                    return true;
                 }
-                self.apply(event)
+                if let Some(old) = self.term {
+                    if !self.finish(old) {
+                        return false;
+                    }
+                }
+                self.start(term);
+                self.go_live(&hub, term)
             }
-            _ => self.apply(event),
+            Some((hub, term)) if Some(term) == self.term => {
+                // SYNC POINT with the callback's Release store of `live`.
+                if self.presence.live.load(Ordering::Acquire) {
+                    return true;
+                }
+                self.go_live(&hub, term)
+            }
+            Some((hub, term)) => self.tell_waiting(|this| {
+                format!(
+                    "waits for an owner: hub '{hub}' is there with {term}, older than the {} this hub follows, \
+                     and its events are refused; frames sent now wait (none is lost)",
+                    this.term.map(|t| t.to_string()).unwrap_or_default()
+                )
+            }),
+            None => {
+                // Its owner gone and every event it sent applied: this hub's
+                // part of the term is final.
+                if !events_queued && self.live_term.is_some() && self.live_term == self.term {
+                    if let Some(term) = self.term {
+                        self.ledger.lock().map(|mut l| l.settle(term)).unwrap_or_default();
+                    }
+                }
+                self.tell_waiting(|this| match this.live_term {
+                    None => format!(
+                        "waits for its owner hub '{}', which this hub has not linked to yet; frames sent now \
+                         wait for it (none is lost)",
+                        this.owner
+                    ),
+                    Some(term) => {
+                        let standby = this.presence.takeover.load(Ordering::Acquire);
+                        format!(
+                            "waits for an owner: its owner hub '{}' ({term}) left; frames sent now wait for it to \
+                             come back{} (none is lost)",
+                            this.status.snapshot().owner,
+                            if standby { " or for this hub, its standby, to take over" } else { "" }
+                        )
+                    }
+                })
+            }
         }
     }
 
-    /// Fetch and apply events `from..=to` from the owner's history; when
-    /// some cannot be had, report the channel desynchronised. False when
-    /// the bus is gone.
-    fn recover(&mut self, from: u64, to: u64) -> bool {
-        let mut next = from;
-        while next <= to {
-            let fetched = self.fetch(next, to);
-            let Some(fetched) = fetched.filter(|events| !events.is_empty()) else { break };
-            for event in fetched {
-                // Only the very next one: anything else is not what was asked.
-                if event.epoch != self.epoch || event.seq != next {
-                    continue;
+    /// Tell the clients the channel waits (once, or again when the link
+    /// watch found out why); false when the bus is gone.
+    fn tell_waiting(&mut self, text: impl FnOnce(&Self) -> String) -> bool {
+        let (trouble, told) = self.trouble;
+        let changes = trouble.changes();
+        if self.told_waiting && changes == told {
+            return true;
+        }
+        self.trouble.1 = changes;
+        self.told_waiting = true;
+        let text = text(self);
+        let text = match trouble.text() {
+            Some(why) => format!("{text}: {why}"),
+            None => text,
+        };
+        self.tell(ChannelCondition::Waiting, 0, text)
+    }
+
+    /// Go live under `hub`'s `term`, the followed one, if its owner is still
+    /// there: frames waiting here go to it. False when the bus is gone.
+    fn go_live(&mut self, hub: &str, term: Term) -> bool {
+        {
+            let Ok(owners) = self.presence.owners.lock() else { return false };
+            if !owners.iter().any(|(h, t)| h == hub && *t == term) {
+                return true;
+            }
+            self.presence.live.store(true, Ordering::Release);
+            self.presence.round.fetch_add(1, Ordering::AcqRel);
+        }
+        self.live_term = Some(term);
+        self.ledger.lock().map(|mut l| l.follow(term)).unwrap_or_default();
+        if !self.told_waiting {
+            return true;
+        }
+        self.told_waiting = false;
+        self.tell(ChannelCondition::Live, 0, format!("is live: its owner hub '{hub}' sequences it ({term})"))
+    }
+
+    /// Follow `term` from now on: its events are applied from its first
+    /// (fetched when missed), but on this hub's first term, which starts
+    /// with the first event seen.
+    fn start(&mut self, term: Term) {
+        if let Some(old) = self.term {
+            info!(channel = %self.channel.name, epoch = term.epoch, incarnation = term.incarnation,
+                previous = %old, "federation: a new owner term");
+            self.last = Some(0);
+        }
+        self.term = Some(term);
+        self.status.epoch.store(term.epoch, Ordering::Relaxed);
+        self.status.last_seq.store(0, Ordering::Relaxed);
+        self.ledger.lock().map(|mut l| l.follow(term)).unwrap_or_default();
+    }
+
+    /// Take one event from the subscription; false when the bus is gone.
+    fn receive(&mut self, event: Event, bytes: Vec<u8>) -> bool {
+        match self.term {
+            None => self.start(event.term),
+            Some(term) if event.term < term => {
+                if self.status.stale.fetch_add(1, Ordering::Relaxed) == 0 {
+                    warn!(channel = %self.channel.name, refused = %event.term, current = %term,
+                        "refusing events of an older owner term");
                 }
-                if !self.apply(event) {
+                return true;
+            }
+            Some(term) if event.term > term => {
+                // A new owner's events came before its token: the old term ends here.
+                if !self.finish(term) {
                     return false;
                 }
-                next += 1;
+                self.start(event.term);
+            }
+            Some(_) => {}
+        }
+        match self.last {
+            Some(last) if event.seq <= last => true,
+            Some(last) if event.seq > last + 1 => self.recover(event.seq - 1) && self.apply(event, bytes),
+            _ => self.apply(event, bytes),
+        }
+    }
+
+    /// Fetch and apply the events after the last applied up to `to` of the
+    /// followed term from every hub that still holds them; report what none
+    /// holds. False when the bus is gone.
+    fn recover(&mut self, to: u64) -> bool {
+        let Some(term) = self.term else { return true };
+        while self.last.unwrap_or(0) < to {
+            let next = self.last.unwrap_or(0) + 1;
+            match self.fetch(HistoryQuery { term, from: next, to }) {
+                Some((replies, _)) if !replies.is_empty() => {
+                    if !self.apply_fetched(term, replies) {
+                        return false;
+                    }
+                }
+                _ => break,
             }
         }
+        let next = self.last.unwrap_or(0) + 1;
         if next > to {
             self.status.gaps_recovered.fetch_add(1, Ordering::Relaxed);
             return true;
         }
-        self.status.desyncs.fetch_add(1, Ordering::Relaxed);
+        self.last = Some(to);
         let text = format!(
-            "is desynchronised from its owner hub: events {next}..={to} of epoch {} are lost (no longer in the owner's history)",
-            self.epoch
+            "lacks events {next}..={to} of its owner's {term}: no hub that answered holds them any more; \
+             from here on this hub's frames differ from the other hubs' (raise [federation] history if this recurs)"
         );
-        let channel = self.channel.id;
-        self.sessions.inbox.send(Inbound::FederationAlert { channel, text }).is_ok()
+        self.report_gap(to - next + 1, text)
     }
 
-    /// The owner's events `from..=to` (a first part of them), or `None`.
-    fn fetch(&self, from: u64, to: u64) -> Option<Vec<Event>> {
-        let selector = format!("{}?from={from};to={to}", key(&self.channel.name, "history"));
+    /// End `term` here: collect its events this hub lacks from every hub
+    /// that applied more of it, waiting for those still taking its last
+    /// events, and report what none holds. False when the bus is gone.
+    fn finish(&mut self, term: Term) -> bool {
+        self.ledger.lock().map(|mut l| l.settle(term)).unwrap_or_default();
+        // A first term this hub applied nothing of: no client saw any of it.
+        let Some(mut last) = self.last.filter(|_| self.term == Some(term)) else { return true };
+        let settle_by = Instant::now() + SETTLE_TIMEOUT;
+        let mut known = last;
+        while let Some((replies, pending)) = self.fetch(HistoryQuery { term, from: last + 1, to: u64::MAX }) {
+            known = known.max(replies.iter().map(|r| r.last).max().unwrap_or(0));
+            if !self.apply_fetched(term, replies) {
+                return false;
+            }
+            let now = self.last.unwrap_or(0);
+            if now > last {
+                last = now;
+                continue;
+            }
+            // Nobody has more for now: done, unless a hub still takes them.
+            if !pending || Instant::now() >= settle_by || self.sessions.stopping() {
+                break;
+            }
+            std::thread::sleep(LOOK);
+        }
+        if known <= last {
+            return true;
+        }
+        let text = format!(
+            "lacks {} events its owner published under {term} before it left: this hub applied {last}, \
+             another hub {known}, and no hub that answered holds the rest; from here on this hub's frames differ \
+             from the other hubs'",
+            known - last
+        );
+        self.report_gap(known - last, text)
+    }
+
+    /// The replies to `query` from every hub that answers (this one too),
+    /// and whether one of them may still apply more of the term; `None`
+    /// when the query could not be made.
+    fn fetch(&self, query: HistoryQuery) -> Option<(Vec<HistoryReply>, bool)> {
+        let selector = format!("{}?{}", key(&self.channel.name, "history"), query.parameters());
         let replies = self
             .session
             .get(selector)
             .consolidation(ConsolidationMode::None)
             .timeout(QUERY_TIMEOUT)
             .wait()
-            .map_err(|e| warn!(channel = %self.channel.name, "cannot query the owner's history: {e}"))
+            .map_err(|e| warn!(channel = %self.channel.name, "cannot query the other hubs' history: {e}"))
             .ok()?;
-        let reply = replies.recv().ok()?;
-        let sample = reply.result().ok()?;
-        let bytes = sample.payload().to_bytes();
-        let mut events = Vec::new();
-        let mut rest: &[u8] = &bytes;
-        while rest.len() >= 4 {
-            let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-            let body = rest.get(4..4 + len)?;
-            events.push(Event::decode(body).ok()?);
-            rest = &rest[4 + len..];
+        let mut got = Vec::new();
+        let mut pending = false;
+        while let Ok(reply) = replies.recv() {
+            let Ok(sample) = reply.result() else { continue };
+            match HistoryReply::decode(&sample.payload().to_bytes()) {
+                Ok(reply) => {
+                    pending |= !reply.done;
+                    got.push(reply);
+                }
+                Err(e) => warn!(channel = %self.channel.name, "refusing a history reply: {e}"),
+            }
         }
-        Some(events)
+        Some((got, pending))
     }
 
-    /// Hand one event to the bus; false when the bus is gone.
-    fn apply(&mut self, event: Event) -> bool {
+    /// Apply the events of `term` after the last applied that `replies`
+    /// hold, consecutively; false when the bus is gone.
+    fn apply_fetched(&mut self, term: Term, replies: Vec<HistoryReply>) -> bool {
+        let after = self.last.unwrap_or(0);
+        let mut found: BTreeMap<u64, (Event, Vec<u8>)> = BTreeMap::new();
+        for bytes in replies.into_iter().flat_map(|r| r.events) {
+            match Event::decode(&bytes) {
+                Ok(event) if event.term == term && event.seq > after => {
+                    found.entry(event.seq).or_insert((event, bytes));
+                }
+                Ok(_) => {}
+                Err(e) => warn!(channel = %self.channel.name, "refusing a fetched event: {e}"),
+            }
+        }
+        for (seq, (event, bytes)) in found {
+            if seq != self.last.unwrap_or(0) + 1 {
+                break;
+            }
+            if !self.apply(event, bytes) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Count a desynchronisation and tell the clients what they lack.
+    fn report_gap(&mut self, missed: u64, text: String) -> bool {
+        self.status.desyncs.fetch_add(1, Ordering::Relaxed);
+        self.tell(ChannelCondition::Gap, u32::try_from(missed).unwrap_or(u32::MAX), text)
+    }
+
+    fn tell(&self, condition: ChannelCondition, missed: u32, text: String) -> bool {
+        let state = Inbound::FederationState { channel: self.channel.id, condition, missed, text };
+        self.sessions.inbox.send(state).is_ok()
+    }
+
+    /// Hand one event to the bus and keep it; false when the bus is gone.
+    fn apply(&mut self, event: Event, bytes: Vec<u8>) -> bool {
         self.last = Some(event.seq);
         self.status.last_seq.store(event.seq, Ordering::Relaxed);
+        if let Ok(mut ledger) = self.ledger.lock() {
+            ledger.push(event.term, event.seq, bytes);
+        }
         if let Some(o) = &event.origin {
             let newest = self.committed.entry((o.relay.clone(), o.port_id)).or_insert(o.arrival);
             *newest = o.arrival.max(*newest);
         }
-        let origin = event.origin.filter(|o| o.relay == self.me).map(|o| (o.port_id, o.arrival));
-        let committed = Inbound::Committed { channel: self.channel.id, origin, frame: event.frame };
-        self.sessions.inbox.send(committed).is_ok()
+        let mine = event.origin.filter(|o| o.relay == self.me).map(|o| (o.port_id, o.arrival));
+        let channel = self.channel.id;
+        let inbound = match (event.body, mine) {
+            (Body::Frame(frame), origin) => Inbound::Committed { channel, origin, frame },
+            (Body::Dropped(reason), Some(origin)) => Inbound::CommitDropped { channel, origin, reason },
+            // Another hub's frame off the bus: its own relay tells its sender.
+            (Body::Dropped(_), None) => return true,
+        };
+        self.sessions.inbox.send(inbound).is_ok()
     }
 }
