@@ -87,6 +87,10 @@ enum Operation {
     #[command(subcommand)]
     Channel(ChannelOperation),
     /// Bus time; in virtual time: pause, resume, single-step, run until a time.
+    ///
+    /// Shows the bus time, each participant, the hold on time and the real-time factor:
+    /// bus time advanced per wall-clock second in which it was free to move (waits while
+    /// it was held — paused, or nobody there to step it — do not count).
     Time {
         #[command(subcommand)]
         operation: Option<TimeOperation>,
@@ -95,7 +99,7 @@ enum Operation {
 
 #[derive(clap::Subcommand)]
 enum TimeOperation {
-    /// Bus time, participants and the hold on time (the default).
+    /// Bus time, participants, the hold on time and the real-time factor (the default).
     Show,
     /// Hold bus time where it is.
     Pause,
