@@ -27,6 +27,13 @@
 //!   handler takes the receive direction only.
 //! - Order is kept each way: SIL Kit delivers on one thread into one FIFO,
 //!   one thread forwards; one writer sends.
+//! - A frame from SIL Kit that the bus takes off the bus (a fault rule,
+//!   bus-off, unplugged: `TX_DROPPED`, `spec/protocol.md` 6.9) cannot be
+//!   answered to its sender: SIL Kit's own simple simulation acknowledged
+//!   it `Transmitted` when it was sent, before the hub got it, and a
+//!   participant has no call that answers another's request. So the drops
+//!   are counted by reason (here and in the port's `STATS`) and logged: the
+//!   first of each reason, and the totals when the bridge leaves.
 //!
 //! Imports `bridge.rs` only of `silkit/`.
 
@@ -35,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::frame::Frame;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_silkit::{CanParticipant, ConvertError, JoinOptions, SyncOptions};
@@ -254,7 +262,7 @@ impl Forwarder<'_> {
 /// Hand the bus's frames to SIL Kit until the bus says goodbye or drops the
 /// port's client; then leave the simulation.
 fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &AtomicBool) {
-    let mut to_silkit = ToSilKit { member: &member, name, refused: 0 };
+    let mut to_silkit = ToSilKit::new(&member, name);
     // SYNC POINT with the hang-up's Release store.
     while !closed.load(Ordering::Acquire) {
         let Some(item) = outbox.take_timeout(LOOK) else { continue };
@@ -264,9 +272,8 @@ fn write_loop(member: Membership, name: &str, outbox: &QueueOutbox, closed: &Ato
             break;
         }
     }
-    if to_silkit.refused > 0 {
-        warn!(participant = name, refused = to_silkit.refused, "frames that did not go to SIL Kit");
-    }
+    // Its totals are logged before the participant goes.
+    drop(to_silkit);
     // Leaving: `member`'s drop closes the bridge and destroys the
     // participant; the bridge thread sees `closed` and detaches.
     drop(member);
@@ -294,7 +301,7 @@ fn step_loop(
 ) {
     let name = forwarder.participant;
     let mut pending: std::collections::VecDeque<Stamped> = std::collections::VecDeque::new();
-    let mut to_silkit = ToSilKit { member, name, refused: 0 };
+    let mut to_silkit = ToSilKit::new(member, name);
     while !stop() {
         let (now, duration) = match steps.recv_timeout(LOOK) {
             Ok(step) => step,
@@ -344,14 +351,39 @@ enum Taken {
 }
 
 /// Hands the bus's outbox items to SIL Kit, counting the frames SIL Kit
-/// refused.
+/// refused and the bridge's frames the bus dropped; logs the totals when
+/// dropped, as the bridge leaves.
 struct ToSilKit<'a> {
     member: &'a Membership,
     name: &'a str,
     refused: u64,
+    /// By reason, as [`DropReason::ALL`].
+    dropped: [u64; DropReason::ALL.len()],
 }
 
-impl ToSilKit<'_> {
+impl Drop for ToSilKit<'_> {
+    fn drop(&mut self) {
+        if self.refused > 0 {
+            warn!(participant = self.name, refused = self.refused, "frames that did not go to SIL Kit");
+        }
+        let dropped: Vec<String> = DropReason::ALL
+            .iter()
+            .zip(self.dropped)
+            .filter(|&(_, n)| n > 0)
+            .map(|(reason, n)| format!("{}={n}", reason.name()))
+            .collect();
+        if !dropped.is_empty() {
+            warn!(participant = self.name, dropped = %dropped.join(","),
+                "frames from SIL Kit the bus dropped, each already acknowledged to its sender by SIL Kit");
+        }
+    }
+}
+
+impl<'a> ToSilKit<'a> {
+    fn new(member: &'a Membership, name: &'a str) -> Self {
+        Self { member, name, refused: 0, dropped: [0; DropReason::ALL.len()] }
+    }
+
     fn take(&mut self, item: Outbound) -> Taken {
         match item {
             Outbound::Frame { frame, .. } => {
@@ -375,7 +407,19 @@ impl ToSilKit<'_> {
             }
             Outbound::Goodbye { .. } => Taken::Leaving,
             Outbound::TxDropped { reason, dropped, .. } => {
-                warn!(participant = self.name, dropped, "frames from SIL Kit {}", reason.describe());
+                // DropReason's wire values are 1 to 4, in the order of DropReason::ALL.
+                let count = &mut self.dropped[reason as usize - 1];
+                if *count == 0 {
+                    warn!(
+                        participant = self.name,
+                        dropped,
+                        "frames from SIL Kit {}; SIL Kit acknowledged them to \
+                        their senders when they were sent (a participant cannot answer another's request): \
+                        mode = \"simulator\" answers such frames Canceled",
+                        reason.describe()
+                    );
+                }
+                *count += u64::from(dropped);
                 Taken::Going
             }
             // A lossless port is never overrun; the rest are answers to
