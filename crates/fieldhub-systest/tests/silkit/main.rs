@@ -17,6 +17,7 @@ use fieldhub_testkit::Fieldhub;
 pub const FIELDHUB: Fieldhub = Fieldhub::at(env!("CARGO_BIN_EXE_fieldhub-under-test"));
 
 mod bridge;
+mod fate;
 mod missing_library;
 mod simulator;
 mod time;

@@ -28,24 +28,24 @@ const HUB_TAG: u8 = 0xF1;
 const START_ID: u32 = 0x7FF;
 const READY_ID: u32 = 0x7FE;
 const DONE_ID: u32 = 0x7FD;
-const GO_ID: u32 = 0x7FC;
+pub(super) const GO_ID: u32 = 0x7FC;
 const FIN_ID: u32 = 0x7FB;
 /// Frames that keep the bus busy: after GO in arbitration, ignored by the
 /// peers (they answer only START, GO and DONE).
 const BLOCK_ID: u32 = READY_ID;
 /// `SilKit_CanTransmitStatus` values.
-const TRANSMITTED: u32 = 1;
-const CANCELED: u32 = 2;
+pub(super) const TRANSMITTED: u32 = 1;
+pub(super) const CANCELED: u32 = 2;
 const QUEUE_FULL: u32 = 4;
 
 /// A SIL Kit participant of silkit_netsim_peer.c.
-struct Peer {
+pub(super) struct Peer {
     process: Process,
     role: u8,
 }
 
 /// `window`: requests the peer keeps unanswered at most (0: a flood).
-fn start_peer(silkit: &SilKit, uri: &str, role: u8, count: u32, id: u32, window: u32) -> Peer {
+pub(super) fn start_peer(silkit: &SilKit, uri: &str, role: u8, count: u32, id: u32, window: u32) -> Peer {
     start_peer_with(silkit, uri, role, count, id, window, &[])
 }
 
@@ -63,7 +63,7 @@ fn start_peer_with(silkit: &SilKit, uri: &str, role: u8, count: u32, id: u32, wi
 }
 
 /// A hub simulating SIL Kit network CAN1 of `uri` on channel `can0`.
-fn start_hub(silkit: &SilKit, uri: &str, channel_keys: &str) -> HubProcess {
+pub(super) fn start_hub(silkit: &SilKit, uri: &str, channel_keys: &str) -> HubProcess {
     let config = format!(
         "[[channel]]\nname = \"can0\"\n{channel_keys}\n[[silkit]]\nchannel = \"can0\"\nregistry = \"{uri}\"\n\
          network = \"CAN1\"\nmode = \"simulator\"\n"
@@ -74,7 +74,7 @@ fn start_hub(silkit: &SilKit, uri: &str, channel_keys: &str) -> HubProcess {
 }
 
 /// A client with a lossless port on can0 that also receives its own frames.
-fn client(hub: &HubProcess, name: &str) -> (Client, Port) {
+pub(super) fn client(hub: &HubProcess, name: &str) -> (Client, Port) {
     let client = hub.client(name);
     let config = PortConfig { block_on_overflow: true, receive_own: true, ..Default::default() };
     let port = client.open_port_with("can0", &config).unwrap();
@@ -82,7 +82,7 @@ fn client(hub: &HubProcess, name: &str) -> (Client, Port) {
 }
 
 /// Send START until every peer answered READY through the simulator.
-fn wait_until_simulated(client: &Client, port: &Port, peers: &[&Peer]) {
+pub(super) fn wait_until_simulated(client: &Client, port: &Port, peers: &[&Peer]) {
     let start = Frame::can(START_ID, false, &[]).unwrap();
     let mut ready = HashSet::new();
     let deadline = Instant::now() + PATIENCE;
@@ -98,7 +98,7 @@ fn wait_until_simulated(client: &Client, port: &Port, peers: &[&Peer]) {
 }
 
 /// A numbered frame: (tag or role, n) from its payload.
-fn number(frame: &Frame) -> Option<(u8, u32)> {
+pub(super) fn number(frame: &Frame) -> Option<(u8, u32)> {
     match frame.data() {
         [PEER_TAG, role, n @ ..] if n.len() == 6 => Some((*role, u32::from_le_bytes(n[..4].try_into().unwrap()))),
         [HUB_TAG, who, n @ ..] if n.len() == 6 => Some((*who, u32::from_le_bytes(n[..4].try_into().unwrap()))),
@@ -115,7 +115,7 @@ fn hub_frame(who: u8, n: u32) -> Frame {
 /// Every frame the client receives until each of `peers` said FIN and
 /// `native` more numbered frames of fieldhub clients came: the numbered
 /// ones, in order.
-fn collect(client: &Client, hub: &HubProcess, peers: usize, native: usize) -> Vec<Received> {
+pub(super) fn collect(client: &Client, hub: &HubProcess, peers: usize, native: usize) -> Vec<Received> {
     let (mut got, mut fins, mut natives) = (Vec::new(), 0, 0);
     while fins < peers || natives < native {
         let Some(r) = client.recv(Some(PATIENCE)).unwrap() else {
@@ -134,7 +134,7 @@ fn collect(client: &Client, hub: &HubProcess, peers: usize, native: usize) -> Ve
 }
 
 /// End a peer and parse what it saw: its lines, split into words.
-fn finish(client: &Client, port: &Port, peer: &mut Peer) -> Vec<Vec<String>> {
+pub(super) fn finish(client: &Client, port: &Port, peer: &mut Peer) -> Vec<Vec<String>> {
     client.send(port, &Frame::can(DONE_ID, false, &[]).unwrap()).unwrap();
     let mut out = String::new();
     peer.process.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
@@ -144,7 +144,7 @@ fn finish(client: &Client, port: &Port, peer: &mut Peer) -> Vec<Vec<String>> {
 
 /// The frames a peer's frame events show, as (tag or role, n), with their
 /// timestamps, in the order SIL Kit showed them.
-fn shown_frames(lines: &[Vec<String>]) -> Vec<((u8, u32), u64)> {
+pub(super) fn shown_frames(lines: &[Vec<String>]) -> Vec<((u8, u32), u64)> {
     lines
         .iter()
         .filter(|w| w[0] == "F")
@@ -207,7 +207,7 @@ fn silkit_participants_and_fieldhub_clients_share_one_order() {
     }
 }
 
-fn hex_bytes(text: &str) -> Vec<u8> {
+pub(super) fn hex_bytes(text: &str) -> Vec<u8> {
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
 }
 
