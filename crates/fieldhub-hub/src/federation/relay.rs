@@ -160,11 +160,7 @@ impl RelayBridge {
                     };
                     let Ok(mut owners) = presence.owners.lock() else { return };
                     match sample.kind() {
-                        SampleKind::Put => {
-                            owners.push((owner.clone(), term));
-                            info!(channel = %name, owner = %owner, epoch = term.epoch,
-                                incarnation = term.incarnation, "federation: the owner is there");
-                        }
+                        SampleKind::Put => owners.push((owner.clone(), term)),
                         SampleKind::Delete => {
                             let newest = owners.iter().map(|(_, t)| *t).max();
                             owners.retain(|o| *o != (owner.clone(), term));
@@ -489,6 +485,8 @@ impl Sequencer<'_> {
         }
         self.live_term = Some(term);
         self.ledger.lock().map(|mut l| l.follow(term)).unwrap_or_default();
+        info!(channel = %self.channel.name, owner = %hub, epoch = term.epoch, incarnation = term.incarnation,
+            "federation: the owner is there");
         if !self.told_waiting {
             return true;
         }
@@ -544,14 +542,15 @@ impl Sequencer<'_> {
     fn recover(&mut self, to: u64) -> bool {
         let Some(term) = self.term else { return true };
         while self.last.unwrap_or(0) < to {
-            let next = self.last.unwrap_or(0) + 1;
-            match self.fetch(HistoryQuery { term, from: next, to }) {
-                Some((replies, _)) if !replies.is_empty() => {
-                    if !self.apply_fetched(term, replies) {
-                        return false;
-                    }
-                }
-                _ => break,
+            let before = self.last;
+            let Some((replies, _)) = self.fetch(HistoryQuery { term, from: before.unwrap_or(0) + 1, to }) else {
+                break;
+            };
+            if !self.apply_fetched(term, replies) {
+                return false;
+            }
+            if self.last == before {
+                break;
             }
         }
         let next = self.last.unwrap_or(0) + 1;
@@ -575,6 +574,7 @@ impl Sequencer<'_> {
         // A first term this hub applied nothing of: no client saw any of it.
         let Some(mut last) = self.last.filter(|_| self.term == Some(term)) else { return true };
         let settle_by = Instant::now() + SETTLE_TIMEOUT;
+        let had = last;
         let mut known = last;
         while let Some((replies, pending)) = self.fetch(HistoryQuery { term, from: last + 1, to: u64::MAX }) {
             known = known.max(replies.iter().map(|r| r.last).max().unwrap_or(0));
@@ -592,6 +592,8 @@ impl Sequencer<'_> {
             }
             std::thread::sleep(LOOK);
         }
+        info!(channel = %self.channel.name, term = %term, last, fetched = last - had,
+            lacking = known.saturating_sub(last), "federation: the old owner's term ends here");
         if known <= last {
             return true;
         }

@@ -15,6 +15,7 @@
 //! | [`control_api`] | the HTTP control API and `fieldhub ctl` |
 //! | [`access`] | who may do what: `[[access]]` grants, the monitor token, other local users |
 //! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
+//! | [`federation_fate`] | a frame's fate when a federation's owner dies: on every relay, or reported |
 //! | [`virtual_time`] | synchronised participants and deterministic runs |
 //! | [`capacity`] | thousands of sessions, slots given back |
 //!
@@ -36,6 +37,7 @@ mod client_api;
 mod control_api;
 mod faults;
 mod federation;
+mod federation_fate;
 mod hostile_input;
 mod lossless;
 mod ordering;

@@ -6,6 +6,7 @@
 //! hub.
 
 use crate::FIELDHUB;
+use fieldhub_client::fate::ChannelCondition;
 use fieldhub_client::{PortConfig, Received};
 use fieldhub_testkit::federation::{check_senders, free_port, token_file};
 use fieldhub_testkit::*;
@@ -252,19 +253,22 @@ fn the_owner_leaving_is_reported_and_its_return_resumes_traffic() {
     sender.flush().unwrap();
     assert_eq!(counters_from(&recv_n(&listener, 100), 3), (0..100).collect::<Vec<_>>());
 
-    // The owner dies: the relay's clients are told the channel is down.
+    // The owner dies: every client port on the channel is told it waits,
+    // the sender's too; nothing is an error.
     drop(owner);
     relay.wait_for_log("the owner hub left");
-    match listener.flush() {
-        Err(fieldhub_client::ClientError::Rejected { text, .. }) => {
-            assert!(text.contains("body") && text.contains("is down") && text.contains("main"), "{text}")
-        }
-        other => panic!("the owner's loss was not reported: {other:?}"),
-    }
-    // Every client with a port on the channel is told, the sender too.
-    assert!(matches!(sender.flush(), Err(fieldhub_client::ClientError::Rejected { .. })));
+    let told = |client: &fieldhub_client::Client, condition| {
+        wait_for(deadline(), format!("{condition:?} told"), || {
+            client.channel_events().into_iter().find(|e| e.condition == Some(condition))
+        })
+    };
+    let waiting = told(&listener, ChannelCondition::Waiting);
+    assert!(waiting.text.contains("body") && waiting.text.contains("waits") && waiting.text.contains("main"), "{waiting:?}");
+    told(&sender, ChannelCondition::Waiting);
+    listener.flush().unwrap();
 
-    // Frames sent while it is away wait; when it returns they are committed.
+    // Frames sent while it is away wait; when it returns they are committed
+    // and the clients are told the channel is live again.
     for n in 100..200 {
         sender.send_timeout(&tx, &numbered(0x400, 3, n), Some(PATIENCE)).unwrap();
     }
@@ -273,6 +277,8 @@ fn the_owner_leaving_is_reported_and_its_return_resumes_traffic() {
     relay.wait_for_log_times("the owner is there", 2);
     sender.flush().unwrap();
     assert_eq!(counters_from(&recv_n(&listener, 100), 3), (100..200).collect::<Vec<_>>());
+    let live = told(&listener, ChannelCondition::Live);
+    assert!(live.text.contains("is live") && live.text.contains("main"), "{live:?}");
     assert_nothing_pending(&listener);
 }
 
