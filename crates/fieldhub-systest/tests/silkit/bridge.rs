@@ -186,7 +186,8 @@ fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
 }
 
 /// On a timed channel SIL Kit's frames take the bus for their exact bit
-/// time, and a fault rule on the bridge's port applies to them.
+/// time, and a fault rule on the bridge's port applies to them: the frames
+/// it drops are counted on the port and logged.
 #[test]
 fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
     const COUNT: u32 = 2000;
@@ -214,6 +215,15 @@ fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
         let bit_time = FrameBits::of(&got[k].frame).duration_ns(500_000, 2_000_000);
         assert!(gap >= bit_time, "frame {k} ended {gap} ns after the one before, its bit time is {bit_time} ns");
     }
+    // SIL Kit acknowledged each dropped frame to its sender when it was sent;
+    // the hub cannot answer otherwise, so it counts the drops on the bridge's
+    // port and logs them.
+    let stats = ok(&hub, "GET", "/api/v1/stats", None);
+    let ports = stats["ports"].as_array().unwrap();
+    let bridge =
+        ports.iter().find(|p| p["name"] == "fieldhub-can0").unwrap_or_else(|| panic!("no bridge port: {stats}"));
+    assert_eq!(bridge["tx_dropped_by_reason"], serde_json::json!({"fault_rule": COUNT / 4}), "{stats}");
+    hub.wait_for_log("frames from SIL Kit dropped by a fault rule");
     end_peer(&client, &port, &mut sender, "sender");
 }
 
