@@ -1,11 +1,14 @@
 //! The Zenoh session a hub opens from `[federation]`, the channel threads
 //! it starts, and the link watch: while a relayed channel waits for its
-//! owner, it tries each `connect` endpoint with a short-lived session of its
-//! own, and an endpoint that refuses this hub's authentication (the hubs'
-//! federation tokens differ) is named in the log with the fix and told to
-//! the waiting clients ([`LinkTrouble`]) — Zenoh itself only logs a closed
-//! handshake, and on the side that refuses, nothing above debug. Built with
-//! the `federation` feature only (`unbuilt.rs` stands in without it).
+//! owner, or fewer hubs are linked than this one connects to, it tries each
+//! `connect` endpoint with a short-lived session of its own, and an
+//! endpoint that refuses this hub's authentication (the hubs' federation
+//! tokens differ) is named in the log with the fix and told to the waiting
+//! clients ([`LinkTrouble`]). Zenoh itself logs only a closed handshake on
+//! the side that connects, and on the side that refuses nothing above
+//! debug: a hub learns of a refusal only by connecting, so a hub that only
+//! listens cannot name it. Built with the `federation` feature only
+//! (`unbuilt.rs` stands in without it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,11 +116,11 @@ impl Federation {
             );
         }
         if !self.config.connect.is_empty() {
-            let (config, sessions) = (self.config, Arc::clone(sessions));
+            let (session, config, sessions) = (self.session, self.config, Arc::clone(sessions));
             threads.push(
                 std::thread::Builder::new()
                     .name("fh-fed-links".into())
-                    .spawn(move || watch_links(&config, &statuses, &trouble, &sessions))
+                    .spawn(move || watch_links((&session, &config), &statuses, &trouble, &sessions))
                     .map_err(|error| FederationError::Thread { channel: "(link watch)".into(), error })?,
             );
         }
@@ -125,16 +128,23 @@ impl Federation {
     }
 }
 
-/// While a relayed channel waits for its owner, try the `connect`
-/// endpoints now and then; name those that refuse this hub's
-/// authentication, in the log and to the waiting clients (`trouble`).
-fn watch_links(config: &FederationConfig, statuses: &[Arc<ChannelStatus>], trouble: &LinkTrouble, sessions: &Sessions) {
+/// While a relayed channel waits for its owner, or fewer hubs are linked
+/// than this one connects to, try the `connect` endpoints now and then;
+/// name those that refuse this hub's authentication, in the log and to the
+/// waiting clients (`trouble`).
+fn watch_links(
+    (session, config): (&zenoh::Session, &FederationConfig),
+    statuses: &[Arc<ChannelStatus>],
+    trouble: &LinkTrouble,
+    sessions: &Sessions,
+) {
     let mut refused: HashMap<&str, bool> = HashMap::new();
     let mut waiting_since: Option<Instant> = None;
     let mut next_try = Instant::now();
     while !sessions.stopping() {
         std::thread::sleep(LOOK);
-        let waiting = statuses.iter().any(|s| s.waiting.lock().is_ok_and(|w| w.is_some()));
+        let waiting = statuses.iter().any(|s| s.waiting.lock().is_ok_and(|w| w.is_some()))
+            || session.info().peers_zid().wait().count() < config.connect.len();
         let now = Instant::now();
         let since = match (waiting, waiting_since) {
             (false, _) => {
@@ -196,10 +206,12 @@ fn try_link_aside(config: &FederationConfig, endpoint: &str, sessions: &Sessions
 fn try_link(config: &FederationConfig, endpoint: &str) -> Result<(), String> {
     let probe = FederationConfig { listen: Vec::new(), connect: vec![endpoint.to_owned()], ..config.clone() };
     let (mut zenoh_config, dictionary) = zenoh_config(&probe).map_err(|e| e.to_string())?;
-    // One attempt, its failure the session's; nothing else to link to.
-    for (key, value) in
-        [("connect/timeout_ms", "0"), ("connect/exit_on_failure", "true"), ("scouting/gossip/enabled", "false")]
-    {
+    // One attempt, its failure the session's; no other hub to link to.
+    for (key, value) in [
+        ("connect/timeout_ms", "0"),
+        ("connect/exit_on_failure", "true"),
+        ("scouting/gossip/autoconnect", "{ router: [], peer: [], client: [] }"),
+    ] {
         zenoh_config.insert_json5(key, value).map_err(|e| e.to_string())?;
     }
     let session = zenoh::open(zenoh_config).wait().map_err(|e| e.to_string());
@@ -207,11 +219,14 @@ fn try_link(config: &FederationConfig, endpoint: &str) -> Result<(), String> {
     session?.close().wait().map_err(|e| e.to_string())
 }
 
-/// Whether Zenoh's reason for a failed link is the other hub refusing this
-/// hub's user-password authentication (or this hub refusing the other's
-/// answer): the hubs do not share the federation token.
+/// Whether Zenoh's reason for a failed link is the other hub closing the
+/// handshake at its authentication steps (`InitSyn`: this hub sent no
+/// token; `OpenSyn`: another one), or this hub refusing the other's answer
+/// (it sent none): the hubs do not share the federation token. A hub that
+/// is not there refuses the connection, it closes no handshake.
 fn refuses_token(why: &str) -> bool {
-    why.contains("reason INVALID") || why.contains("UsrPwd")
+    let closed = why.contains("Received a close message") && (why.contains("OpenSyn") || why.contains("InitSyn"));
+    closed || why.contains("UsrPwd")
 }
 
 /// What to do about `endpoint` refusing this hub's link.
@@ -221,7 +236,8 @@ fn refusal_fix(config: &FederationConfig, endpoint: &str) -> String {
         None => "this hub has none".into(),
     };
     format!(
-        "the hub at {endpoint} refused this hub's link: the two hubs' federation tokens differ. Every hub of the \
+        "the hub at {endpoint} refused this hub's link: the two hubs' federation tokens differ (or one has \
+         none). Every hub of the \
          federation needs the same secret in the file [federation] token_file names ({here}); put the same secret \
          in both files and restart the hub whose token was wrong"
     )
@@ -285,4 +301,20 @@ fn write_dictionary(token: &str) -> std::io::Result<tempfile::NamedTempFile> {
     writeln!(file, "{TOKEN_USER}:{token}")?;
     file.flush()?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuses_token;
+
+    #[test]
+    fn a_handshake_closed_at_authentication_is_a_token_refused_and_a_closed_port_is_not() {
+        // Zenoh 1.10's reasons, as `zenoh::open` returns them.
+        let other_token = "Received a close message (reason GENERIC) in response to an OpenSyn on: TransportLinkUnicast";
+        let no_token = "Received a close message (reason INVALID) in response to an InitSyn on: TransportLinkUnicast";
+        let none_there = "Can not create a new TCP link bound to 127.0.0.1:7447: Connection refused (os error 111)";
+        let unanswered = "UsrPwd extension - Recv OpenAck. Expected extension.";
+        assert!(refuses_token(other_token) && refuses_token(no_token) && refuses_token(unanswered));
+        assert!(!refuses_token(none_there));
+    }
 }

@@ -1,20 +1,28 @@
-//! A frame's fate across federated hubs (issue 33, `spec/protocol.md` 6.9):
-//! the owner hub is killed while every hub sends numbered frames, then
-//! restarted. Every frame committed before it died is on every relay, in
-//! one order — fetched from the other relays when a relay lacked the owner's
-//! last events — or reported to the relays that lack it (`CHANNEL_STATE`
-//! gap, counted as a desynchronisation); every relay sender's frame is on
-//! every relay exactly once, or reported to its sender as dropped; the
-//! relays' clients are told when the channel waits for its owner and when it
-//! is live again. Three namespaced hubs joined by veth pairs, as on three
-//! machines (root needed: the test fails without it, it never skips).
+//! A frame's fate across federated hubs (issue 33, `spec/protocol.md` 6.9).
+//!
+//! The owner hub is killed while every hub sends numbered frames, then
+//! restarted (three namespaced hubs joined by veth pairs, as on three
+//! machines; root needed: the test fails without it, it never skips). Every
+//! frame committed before it died is on every relay, in one order — fetched
+//! from the other relays when a relay lacked the owner's last events — or
+//! reported to the relays that lack it (`CHANNEL_STATE` gap, counted as a
+//! desynchronisation); every relay sender's frame is on every relay exactly
+//! once, or reported to its sender as dropped; the relays' clients are told
+//! when the channel waits for its owner and when it is live again.
+//!
+//! On loopback: `fieldhub gen` and `fieldhub dump` on a relay ride out the
+//! owner's restart (gen exits 0, dump prints the channel's waiting and live
+//! to stderr); a relay's frame the owner's bus drops reaches its sender as
+//! `TX_DROPPED` with the owner's reason; a federation token another hub
+//! refuses is named in both hubs' logs with the fix and told to the relay's
+//! waiting clients.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use fieldhub_client::fate::{ChannelCondition, ChannelEvent};
+use fieldhub_client::fate::{ChannelCondition, ChannelEvent, DropReason};
 use fieldhub_client::{Client, ClientError, Port, Received};
-use fieldhub_testkit::federation::{order, token_file};
+use fieldhub_testkit::federation::{free_port, order, token_file};
 use fieldhub_testkit::netns::Lab;
 use fieldhub_testkit::*;
 use rand::rngs::StdRng;
@@ -271,4 +279,162 @@ fn the_owner_killed_mid_traffic_and_restarted_every_frame_is_on_every_relay_or_r
     for seed in [0x0F_A7E1, 0x0F_A7E2, 0x0F_A7E3] {
         owner_killed_and_restarted(seed);
     }
+}
+
+/// A loopback hub `name` listening for federation on `listen`, connecting
+/// to `connect`, with `extra` keys in `[federation]` and the channel's
+/// `owner` when it relays.
+fn loopback(name: &str, listen: u16, connect: &[u16], owner: Option<&str>, extra: &str) -> String {
+    let connect: Vec<String> = connect.iter().map(|p| format!("\"tcp/127.0.0.1:{p}\"")).collect();
+    let owner = owner.map(|o| format!("owner = \"{o}\"\n")).unwrap_or_default();
+    format!(
+        "[hub]\nname = \"{name}\"\n\n[federation]\nlisten = [\"tcp/127.0.0.1:{listen}\"]\nconnect = [{}]\n{extra}\n\
+         [[channel]]\nname = \"body\"\nfederated = true\n{owner}",
+        connect.join(", ")
+    )
+}
+
+/// Read `child`'s standard output to its end on a thread, counting lines in `lines`.
+fn read_lines(child: &mut std::process::Child, lines: &std::sync::Arc<AtomicUsize>) -> std::thread::JoinHandle<String> {
+    use std::io::BufRead;
+    let (out, lines) = (child.stdout.take().unwrap(), std::sync::Arc::clone(lines));
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            text.push_str(&line);
+            text.push('\n');
+            lines.fetch_add(1, Ordering::Relaxed);
+        }
+        text
+    })
+}
+
+#[test]
+fn gen_and_dump_on_a_relay_ride_out_the_owners_restart_and_dump_tells_waiting_and_live() {
+    use std::process::Stdio;
+    const FRAMES: usize = 2_000;
+    let ports = [free_port(), free_port()];
+    let owner_config = loopback("rack1", ports[0], &[], None, "");
+    let owner = FIELDHUB.start_with(Some(&owner_config), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay = FIELDHUB.start_with(Some(&loopback("rack2", ports[1], &[ports[0]], Some("rack1"), "")), &[]);
+    relay.wait_for_log("the owner is there");
+
+    let mut dump = FIELDHUB
+        .command()
+        .args(["dump", "--hub", &relay.url, "--lossless", "--port", "dumper", "-n", &FRAMES.to_string(), "body"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dumped = std::sync::Arc::new(AtomicUsize::new(0));
+    let dump_out = read_lines(&mut dump, &dumped);
+    let probe = relay.client("probe");
+    wait_until(deadline(), "dump's port is open", || {
+        probe.stats().unwrap().ports.iter().any(|p| p.name == "dumper")
+    });
+    // One frame a millisecond, incrementing payload; confirmations may
+    // wait out the owner's absence.
+    let gen = FIELDHUB
+        .command()
+        .args(["gen", "--hub", &relay.url, "--timeout", "60", "-n", &FRAMES.to_string(), "-g", "1"])
+        .args(["-I", "123", "-L", "8", "-D", "i", "body"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(deadline(), "a fifth of the frames dumped", || dumped.load(Ordering::Relaxed) >= FRAMES / 5);
+    drop(owner);
+    relay.wait_for_log("the owner hub left");
+    let owner = FIELDHUB.start_with(Some(&owner_config), &[]);
+    owner.wait_for_log("this hub owns the channel");
+
+    let gen = gen.wait_with_output().unwrap();
+    let gen_err = String::from_utf8_lossy(&gen.stderr);
+    assert!(gen.status.success(), "gen on the relay failed across the owner's restart: {gen_err}");
+    let status = dump.wait().unwrap();
+    let mut dump_err = String::new();
+    std::io::Read::read_to_string(&mut dump.stderr.take().unwrap(), &mut dump_err).unwrap();
+    let out = dump_out.join().unwrap();
+    assert!(status.success(), "dump: {dump_err}");
+    // Every frame once, in the order gen sent them: the payload counts up.
+    let counters: Vec<u64> = out
+        .lines()
+        .map(|line| {
+            let bytes: Vec<u8> =
+                line.split_whitespace().skip(3).map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+            u64::from_le_bytes(bytes.try_into().unwrap())
+        })
+        .collect();
+    assert_eq!(counters, (0..FRAMES as u64).collect::<Vec<_>>(), "dump's frames");
+    let waiting = dump_err.find("dump: waiting: channel 'body'");
+    let live = dump_err.rfind("dump: live: channel 'body'");
+    assert!(
+        waiting.zip(live).is_some_and(|(w, l)| w < l),
+        "dump did not print the channel's waiting, then live: {dump_err}"
+    );
+    assert!(dump_err.contains("rack1"), "the owner is named: {dump_err}");
+}
+
+#[test]
+fn a_relay_frame_the_owners_bus_drops_reaches_its_sender_as_dropped_with_the_reason() {
+    let ports = [free_port(), free_port()];
+    let owner = FIELDHUB.start_with(Some(&loopback("rack1", ports[0], &[], None, "")), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay = FIELDHUB.start_with(Some(&loopback("rack2", ports[1], &[ports[0]], Some("rack1"), "")), &[]);
+    relay.wait_for_log("the owner is there");
+    // The owner's fault rule drops 0x666 as it leaves its sender's queue.
+    let rule = serde_json::json!({"channel": "body", "at": "sender", "id": 0x666, "mask": 0x7FF,
+        "action": {"type": "drop"}});
+    ok(&owner, "POST", "/api/v1/faults", Some(rule));
+    let (sender, listener) = (relay.client("sender"), relay.client("listener"));
+    let tx = sender.open_port_with("body", &lossless()).unwrap();
+    listener.open_port_with("body", &lossless()).unwrap();
+    listener.flush().unwrap();
+
+    // Alone in its queue, with nothing after it: the flush is answered, and
+    // says why the frame is not on the bus.
+    sender.send(&tx, &fieldhub_client::Frame::can(0x666, false, &[1]).unwrap()).unwrap();
+    match sender.flush() {
+        Err(ClientError::Dropped { reason, dropped: 1, .. }) if reason == DropReason::FaultRule as u16 => {}
+        other => panic!("the owner's drop did not reach the relay's sender: {other:?}"),
+    }
+    // The next frame is on the bus, and the drop is not counted again.
+    sender.send(&tx, &numbered(0x123, 1, 0)).unwrap();
+    sender.flush().unwrap();
+    assert_eq!(recv_n(&listener, 1)[0].frame.id(), 0x123);
+    assert_nothing_pending(&listener);
+    assert_eq!(sender.tx_dropped(&tx), 1);
+    let stats = sender.stats().unwrap();
+    let port = stats.ports.iter().find(|p| p.port_id == tx.port_id).unwrap();
+    assert_eq!(port.tx_dropped_by_reason, [("fault_rule".to_owned(), 1)].into(), "counted by the owner's reason");
+}
+
+#[test]
+fn a_federation_token_another_hub_refuses_is_named_on_both_sides_and_told_to_waiting_clients() {
+    let (secret, other) = (token_file("rack-secret"), token_file("another-secret"));
+    let token = |path: &std::path::Path| format!("token_file = \"{}\"\n", path.display());
+    let ports = [free_port(), free_port()];
+    // Each connects to the other: a refusal is seen only by the side that connects.
+    let owner = FIELDHUB.start_with(Some(&loopback("rack1", ports[0], &[ports[1]], None, &token(&secret))), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay =
+        FIELDHUB.start_with(Some(&loopback("rack2", ports[1], &[ports[0]], Some("rack1"), &token(&other))), &[]);
+    relay.wait_for_log("this hub relays the channel");
+    let sender = relay.client("sender");
+    let tx = sender.open_port_with("body", &lossless()).unwrap();
+    sender.send(&tx, &numbered(0x123, 1, 0)).unwrap();
+
+    // The frame waits; its sender is told why, with what to fix.
+    let told = wait_for(deadline(), "the relay's client told the token is refused", || {
+        sender.channel_events().into_iter().find(|e| {
+            e.condition == Some(ChannelCondition::Waiting) && e.text.contains("federation tokens differ")
+        })
+    });
+    assert!(told.text.contains("rack1") && told.text.contains("token_file"), "{told:?}");
+    for (hub, file) in [(&relay, &other), (&owner, &secret)] {
+        let line = hub.wait_for_log("refused this hub's link");
+        assert!(line.contains("token_file") && line.contains(&file.display().to_string()), "{line}");
+    }
+    assert_eq!(sender.stats().unwrap().ports.iter().find(|p| p.port_id == tx.port_id).unwrap().tx_pending, 1);
 }
