@@ -82,12 +82,7 @@ pub enum Inbound {
     /// What its clients must know of a federated channel (its owner hub gone
     /// or back, events lost for good): tell every client port on it
     /// (`CHANNEL_STATE`); a port opened while it waits is told at once.
-    FederationState {
-        channel: u16,
-        condition: fieldhub_proto::fate::ChannelCondition,
-        missed: u32,
-        text: String,
-    },
+    FederationState { channel: u16, condition: fieldhub_proto::fate::ChannelCondition, missed: u32, text: String },
     /// A federated channel changes hands: with `uplink`, this hub relays it
     /// from now on (an owner that found a newer one); without, it sequences
     /// it (a standby taking over).

@@ -32,8 +32,8 @@ use fieldhub_proto::Frame;
 use tracing::{info, warn};
 
 use super::Bus;
-use crate::inbox::ClientId;
 use crate::federation::{BusLink, Uplinked};
+use crate::inbox::ClientId;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
 use crate::tx_queue::Pending;
@@ -161,7 +161,8 @@ impl Bus {
                 }
             }
         }
-        let ports: Vec<(ClientId, u16)> = ch.members.iter().filter(|m| m.is_client()).map(|m| (m.client, m.port)).collect();
+        let ports: Vec<(ClientId, u16)> =
+            ch.members.iter().filter(|m| m.is_client()).map(|m| (m.client, m.port)).collect();
         for (client, port) in ports {
             let state = Outbound::ChannelState { port, condition, missed, text: text.clone() };
             self.reply(client, state);
@@ -180,13 +181,105 @@ impl Bus {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use fieldhub_proto::fate::{ChannelCondition, DropReason};
     use fieldhub_proto::wire::PortOptions;
     use fieldhub_proto::Frame;
 
-    use super::super::harness::Harness;
+    use super::super::harness::{Harness, TestClient};
+    use crate::federation::{BusLink, ChannelStatus, Uplinked};
+    use crate::inbox::Inbound;
     use crate::monitor::monitor;
+    use crate::outbox::Outbound;
     use crate::port_id::{PortId, PortKind};
     use crate::request::ControlRequest;
+
+    /// A hub relaying `can0` from another hub: what it hands the owner comes out of the receiver.
+    fn relayed() -> (Harness, crossbeam_channel::Receiver<Uplinked>) {
+        let mut h = Harness::new("[[channel]]\nname = \"can0\"\n");
+        let (uplink, to_owner) = crossbeam_channel::unbounded();
+        let status = Arc::new(ChannelStatus::new("rack1".into(), true));
+        h.bus.federate(BusLink { channel: 0, uplink: Some(uplink), status });
+        (h, to_owner)
+    }
+
+    /// The `TX_DROPPED`, `CHANNEL_STATE` and `PONG` items `client` was sent, in order.
+    fn told(h: &Harness, client: &TestClient) -> Vec<String> {
+        h.items(client)
+            .into_iter()
+            .filter_map(|item| match item {
+                Outbound::TxDropped { port, reason, dropped } => Some(format!("port {port}: {dropped} {reason:?}")),
+                Outbound::ChannelState { port, condition, missed, text } => {
+                    Some(format!("port {port}: {condition:?} {missed} {text}"))
+                }
+                Outbound::Pong { nonce } => Some(format!("pong {nonce}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_frame_the_owners_bus_dropped_leaves_its_fifo_and_its_sender_is_told_why() {
+        let (mut h, to_owner) = relayed();
+        let tx = h.connect("tx");
+        let port = h.open(&tx, "can0", "tx", PortOptions::empty());
+        for n in 0..3 {
+            h.send(&tx, port, Frame::can(0x100, false, &[n]).unwrap());
+        }
+        h.step();
+        let uplinked: Vec<Uplinked> = to_owner.try_iter().collect();
+        assert_eq!(uplinked.len(), 3, "each frame goes to the owner and waits");
+        // The owner reports the second dropped by a fault rule: the first,
+        // older and never reported, is lost with the owner; the third waits.
+        let second = &uplinked[1];
+        h.bus.handle(Inbound::CommitDropped {
+            channel: 0,
+            origin: (second.port_id, second.arrival),
+            reason: DropReason::FaultRule,
+        });
+        h.bus.handle(Inbound::Ping { client: tx.id, nonce: 7 });
+        h.step();
+        assert_eq!(told(&h, &tx), [format!("port {port}: 1 OwnerLost"), format!("port {port}: 1 FaultRule")]);
+        let third = &uplinked[2];
+        h.bus.handle(Inbound::Committed {
+            channel: 0,
+            origin: Some((third.port_id, third.arrival)),
+            frame: third.frame,
+        });
+        h.step();
+        assert_eq!(told(&h, &tx), ["pong 7"], "the PING waited for the third frame's commit");
+    }
+
+    #[test]
+    fn every_client_port_is_told_what_the_channel_does_and_one_opened_while_it_waits_at_once() {
+        let (mut h, _to_owner) = relayed();
+        let (a, b, c) = (h.connect("a"), h.connect("b"), h.connect("c"));
+        let a1 = h.open(&a, "can0", "a1", PortOptions::empty());
+        let a2 = h.open(&a, "can0", "a2", PortOptions::empty());
+        let state = |condition, missed: u32, text: &str| Inbound::FederationState {
+            channel: 0,
+            condition,
+            missed,
+            text: text.into(),
+        };
+        h.bus.handle(state(ChannelCondition::Waiting, 0, "waits for an owner"));
+        h.step();
+        let waiting = "Waiting 0 channel 'can0' waits for an owner";
+        assert_eq!(told(&h, &a), [format!("port {a1}: {waiting}"), format!("port {a2}: {waiting}")]);
+        let b1 = h.open(&b, "can0", "b1", PortOptions::empty());
+        assert_eq!(told(&h, &b), [format!("port {b1}: {waiting}")], "told as its port opens");
+        h.bus.handle(state(ChannelCondition::Gap, 2, "lacks 2 events"));
+        h.bus.handle(state(ChannelCondition::Live, 0, "is live"));
+        h.step();
+        let after = [
+            format!("port {b1}: Gap 2 channel 'can0' lacks 2 events"),
+            format!("port {b1}: Live 0 channel 'can0' is live"),
+        ];
+        assert_eq!(told(&h, &b), after);
+        h.open(&c, "can0", "c1", PortOptions::empty());
+        assert_eq!(told(&h, &c), [] as [String; 0], "a port opened while it is live is told nothing");
+    }
 
     #[test]
     fn a_frame_of_another_hub_comes_from_the_remote_sender_not_a_send_port() {

@@ -89,7 +89,8 @@ pub(super) fn serve(
                 );
                 error!(channel = %channel.name, "federation: the channel {text}");
                 let id = channel.id;
-                let state = Inbound::FederationState { channel: id, condition: ChannelCondition::Live, missed: 0, text };
+                let state =
+                    Inbound::FederationState { channel: id, condition: ChannelCondition::Live, missed: 0, text };
                 if sessions.inbox.send(Inbound::FederationRole { channel: id, uplink: Some(to_owner) }).is_err()
                     || sessions.inbox.send(state).is_err()
                 {
@@ -99,8 +100,13 @@ pub(super) fn serve(
             }
             Next::Relay { owner, standby } => {
                 let name = channel.name.clone();
-                let relay =
-                    RelayBridge::new(session.clone(), channel, (owner, standby), Arc::clone(&ledger), Arc::clone(trouble));
+                let relay = RelayBridge::new(
+                    session.clone(),
+                    channel,
+                    (owner, standby),
+                    Arc::clone(&ledger),
+                    Arc::clone(trouble),
+                );
                 let (uplinker, applier) = match relay.start(sessions) {
                     Ok(Some(threads)) => threads,
                     Ok(None) => return,
@@ -121,7 +127,8 @@ pub(super) fn serve(
                     return;
                 }
                 let text = format!("is live: this hub, its standby, took it over with epoch {epoch}");
-                let state = Inbound::FederationState { channel: id, condition: ChannelCondition::Live, missed: 0, text };
+                let state =
+                    Inbound::FederationState { channel: id, condition: ChannelCondition::Live, missed: 0, text };
                 if sessions.inbox.send(state).is_err() {
                     return;
                 }

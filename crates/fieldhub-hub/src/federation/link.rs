@@ -310,7 +310,8 @@ mod tests {
     #[test]
     fn a_handshake_closed_at_authentication_is_a_token_refused_and_a_closed_port_is_not() {
         // Zenoh 1.10's reasons, as `zenoh::open` returns them.
-        let other_token = "Received a close message (reason GENERIC) in response to an OpenSyn on: TransportLinkUnicast";
+        let other_token =
+            "Received a close message (reason GENERIC) in response to an OpenSyn on: TransportLinkUnicast";
         let no_token = "Received a close message (reason INVALID) in response to an InitSyn on: TransportLinkUnicast";
         let none_there = "Can not create a new TCP link bound to 127.0.0.1:7447: Connection refused (os error 111)";
         let unanswered = "UsrPwd extension - Recv OpenAck. Expected extension.";

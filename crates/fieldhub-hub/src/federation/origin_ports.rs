@@ -200,7 +200,8 @@ impl OriginPorts {
     /// route forgotten.
     fn close_idle(&mut self, slot: &ClientSlot, forwarded: &Mutex<Forwarded>, now: Instant) {
         let forwarded = forwarded.lock().unwrap_or_else(|e| e.into_inner());
-        let waiting = |key: &(String, u32), port_id: u32| forwarded.get(&port_id).is_some_and(|p| p.holds(&key.0, key.1));
+        let waiting =
+            |key: &(String, u32), port_id: u32| forwarded.get(&port_id).is_some_and(|p| p.holds(&key.0, key.1));
         let idle: Vec<(String, u32)> = self
             .routes
             .iter()

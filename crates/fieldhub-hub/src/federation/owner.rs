@@ -141,14 +141,14 @@ impl OwnerBridge {
         let mut routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
         let opening: Arc<Opening> = Arc::new(opening());
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
-        let requests = match self.session.declare_subscriber(key(&name, "tx")).with(FifoChannel::new(REQUEST_QUEUE)).wait()
-        {
-            Ok(requests) => requests,
-            Err(e) => {
-                error!(channel = %name, "cannot subscribe to the relays' transmit requests: {e}");
-                return None;
-            }
-        };
+        let requests =
+            match self.session.declare_subscriber(key(&name, "tx")).with(FifoChannel::new(REQUEST_QUEUE)).wait() {
+                Ok(requests) => requests,
+                Err(e) => {
+                    error!(channel = %name, "cannot subscribe to the relays' transmit requests: {e}");
+                    return None;
+                }
+            };
         let outranked: Arc<Mutex<Option<(String, Term)>>> = Arc::default();
         let rivals = {
             let (outranked, term, channel) = (Arc::clone(&outranked), self.term, name.clone());
@@ -396,4 +396,3 @@ impl Writer {
         closed.store(true, Ordering::Release);
     }
 }
-

@@ -97,7 +97,9 @@ fn flush_drops(client: &Client) -> HashMap<u16, u64> {
     loop {
         match client.flush() {
             Ok(_) => return drops,
-            Err(ClientError::Dropped { reason, dropped, .. }) => *drops.entry(reason).or_default() += u64::from(dropped),
+            Err(ClientError::Dropped { reason, dropped, .. }) => {
+                *drops.entry(reason).or_default() += u64::from(dropped)
+            }
             Err(other) => panic!("flush failed: {other:?}"),
         }
     }
@@ -121,9 +123,8 @@ fn common(a: &[(u8, u32)], b: &[(u8, u32)]) -> (Vec<(u8, u32)>, Vec<(u8, u32)>) 
 fn owner_killed_and_restarted(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let kill_after = rng.gen_range(2_000..8_000usize);
-    let lab = Lab::new(FIELDHUB, "owner_killed_mid_traffic", 3).unwrap_or_else(|| {
-        panic!("seed {seed}: network namespaces are needed (run as root); this test does not skip")
-    });
+    let lab = Lab::new(FIELDHUB, "owner_killed_mid_traffic", 3)
+        .unwrap_or_else(|| panic!("seed {seed}: network namespaces are needed (run as root); this test does not skip"));
     let token = token_file("fate-federation-secret");
     let owner = lab.hub(0, &config(&lab, 0, &token));
     owner.wait_for_log("this hub owns the channel");
@@ -330,9 +331,7 @@ fn gen_and_dump_on_a_relay_ride_out_the_owners_restart_and_dump_tells_waiting_an
     let dumped = std::sync::Arc::new(AtomicUsize::new(0));
     let dump_out = read_lines(&mut dump, &dumped);
     let probe = relay.client("probe");
-    wait_until(deadline(), "dump's port is open", || {
-        probe.stats().unwrap().ports.iter().any(|p| p.name == "dumper")
-    });
+    wait_until(deadline(), "dump's port is open", || probe.stats().unwrap().ports.iter().any(|p| p.name == "dumper"));
     // One frame a millisecond, incrementing payload; confirmations may
     // wait out the owner's absence.
     let gen = FIELDHUB
@@ -361,8 +360,7 @@ fn gen_and_dump_on_a_relay_ride_out_the_owners_restart_and_dump_tells_waiting_an
     let counters: Vec<u64> = out
         .lines()
         .map(|line| {
-            let bytes: Vec<u8> =
-                line.split_whitespace().skip(3).map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+            let bytes: Vec<u8> = line.split_whitespace().skip(3).map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
             u64::from_le_bytes(bytes.try_into().unwrap())
         })
         .collect();
@@ -427,9 +425,10 @@ fn a_federation_token_another_hub_refuses_is_named_on_both_sides_and_told_to_wai
 
     // The frame waits; its sender is told why, with what to fix.
     let told = wait_for(deadline(), "the relay's client told the token is refused", || {
-        sender.channel_events().into_iter().find(|e| {
-            e.condition == Some(ChannelCondition::Waiting) && e.text.contains("federation tokens differ")
-        })
+        sender
+            .channel_events()
+            .into_iter()
+            .find(|e| e.condition == Some(ChannelCondition::Waiting) && e.text.contains("federation tokens differ"))
     });
     assert!(told.text.contains("rack1") && told.text.contains("token_file"), "{told:?}");
     for (hub, file) in [(&relay, &other), (&owner, &secret)] {

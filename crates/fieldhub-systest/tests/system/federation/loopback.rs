@@ -263,7 +263,10 @@ fn the_owner_leaving_is_reported_and_its_return_resumes_traffic() {
         })
     };
     let waiting = told(&listener, ChannelCondition::Waiting);
-    assert!(waiting.text.contains("body") && waiting.text.contains("waits") && waiting.text.contains("main"), "{waiting:?}");
+    assert!(
+        waiting.text.contains("body") && waiting.text.contains("waits") && waiting.text.contains("main"),
+        "{waiting:?}"
+    );
     told(&sender, ChannelCondition::Waiting);
     listener.flush().unwrap();
 
