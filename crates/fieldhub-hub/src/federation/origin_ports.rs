@@ -89,6 +89,41 @@ pub fn dropped(forwarded: &mut Forwarded, port_id: u32, count: u32) -> Vec<Origi
     origins
 }
 
+/// The relay ports' requests an owner bridge already took: per relay
+/// (Zenoh session id) and its port id, one more than the arrival number of
+/// the newest (0: none). A relay port's frames come in arrival order, and a
+/// relay sends its waiting frames again to an owner that comes back: what
+/// comes again is no newer than what came before. By relay first, so a
+/// known port is looked up without an allocation.
+#[derive(Default)]
+pub struct SeenRequests(HashMap<String, HashMap<u32, u64>>);
+
+impl SeenRequests {
+    /// Whether `origin`'s frame comes for the first time; it is seen from now on.
+    pub fn first_time(&mut self, origin: &Origin) -> bool {
+        let ports = match self.0.get_mut(origin.relay.as_str()) {
+            Some(ports) => ports,
+            None => self.0.entry(origin.relay.clone()).or_default(),
+        };
+        let past_newest = ports.entry(origin.port_id).or_insert(0);
+        let next = origin.arrival.saturating_add(1);
+        let first = next > *past_newest;
+        *past_newest = next.max(*past_newest);
+        first
+    }
+}
+
+impl From<super::relay::Committed> for SeenRequests {
+    /// The frames an older term committed, as seen.
+    fn from(committed: super::relay::Committed) -> Self {
+        let mut seen = Self::default();
+        for ((relay, port_id), arrival) in committed {
+            seen.0.entry(relay).or_default().insert(port_id, arrival.saturating_add(1));
+        }
+        seen
+    }
+}
+
 /// The bus's answers to the bridge's `OPEN_PORT`s, by request id, which
 /// the writer thread (the outbox's reader) fills in.
 pub type Opening = PortOpenings;
@@ -270,6 +305,18 @@ mod tests {
         assert_eq!(dropped(&mut forwarded, 7, 5), [], "nothing left to drop");
         assert_eq!(dropped(&mut forwarded, 9, 1), [], "a port that forwarded nothing");
         assert!(forwarded[&7].waiting.is_empty() && !forwarded[&7].holds("r", 1));
+    }
+
+    #[test]
+    fn a_request_that_comes_again_is_seen_and_a_newer_one_is_not() {
+        let origin = |relay: &str, port_id, arrival| Origin { relay: relay.into(), port_id, arrival };
+        let mut seen = SeenRequests::from(super::super::relay::Committed::from([(("r".into(), 1), 5)]));
+        assert!(!seen.first_time(&origin("r", 1, 5)), "committed under the older term");
+        assert!(seen.first_time(&origin("r", 1, 6)));
+        assert!(!seen.first_time(&origin("r", 1, 6)), "sent again");
+        assert!(seen.first_time(&origin("r", 2, 0)), "another port, its first frame");
+        assert!(!seen.first_time(&origin("r", 2, 0)));
+        assert!(seen.first_time(&origin("s", 1, 0)), "another relay");
     }
 
     #[test]

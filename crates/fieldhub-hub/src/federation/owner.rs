@@ -44,7 +44,7 @@ use zenoh::Wait;
 use super::channel::{key, FederatedChannel, LOOK};
 use super::event::{Body, Event, Origin, Term, TxRequest};
 use super::ledger::Ledger;
-use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts};
+use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts, SeenRequests};
 use crate::session::bridge_port::OpenedPort;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
@@ -63,11 +63,10 @@ pub struct OwnerBridge {
     term: Term,
     channel: FederatedChannel,
     ledger: Arc<Mutex<Ledger>>,
-    /// Per relay port (Zenoh session id, port id), the arrival number of the
-    /// newest of its frames forwarded here or committed under an older
-    /// term (a standby's takeover): a relay sends its waiting frames again
-    /// to an owner that comes back, and those are not sequenced twice.
-    newest: super::relay::Committed,
+    /// The relay ports' requests already forwarded here or committed under
+    /// an older term (a standby's takeover), so a frame a relay sends again
+    /// is not sequenced twice.
+    seen: SeenRequests,
 }
 
 /// Another owner of the channel whose claim beats this hub's: a higher
@@ -91,12 +90,12 @@ impl OwnerBridge {
         // The wall clock: a restarted hub's owner bridge starts after the one before.
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let term = Term { epoch, incarnation: u64::try_from(now.as_nanos()).unwrap_or(u64::MAX) };
-        Self { session, me, term, channel, ledger, newest: Default::default() }
+        Self { session, me, term, channel, ledger, seen: SeenRequests::default() }
     }
 
     /// Skip relays' frames already committed under an older term.
     pub(super) fn after(mut self, committed: super::relay::Committed) -> Self {
-        self.newest = committed;
+        self.seen = SeenRequests::from(committed);
         self
     }
 
@@ -215,7 +214,7 @@ impl OwnerBridge {
                     continue;
                 }
             };
-            if !self.first_time(&request.origin) {
+            if !self.seen.first_time(&request.origin) {
                 continue;
             }
             let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else { break };
@@ -239,20 +238,6 @@ impl OwnerBridge {
             return None;
         }
         Some(Outranked { channel: self.channel, by, term })
-    }
-
-    /// Whether `origin`'s frame comes for the first time: a relay port's
-    /// frames come in arrival order, and what comes again (a relay sent its
-    /// waiting frames once more) is no newer than what came before.
-    fn first_time(&mut self, origin: &Origin) -> bool {
-        let key = (origin.relay.clone(), origin.port_id);
-        match self.newest.get(&key) {
-            Some(&newest) if origin.arrival <= newest => false,
-            _ => {
-                self.newest.insert(key, origin.arrival);
-                true
-            }
-        }
     }
 }
 

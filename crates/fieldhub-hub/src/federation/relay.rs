@@ -400,8 +400,10 @@ impl Sequencer<'_> {
         let newest = self.presence.owners.lock().ok().and_then(|o| o.iter().max_by_key(|(_, t)| *t).cloned());
         match newest {
             Some((hub, term)) if self.term.is_none_or(|followed| term > followed) => {
-                // The old owner's last events, queued before its departure, come first.
+                // The old owner's last events, queued before its departure,
+                // come first; then look again.
                 if events_queued {
+                    self.seen_changes = u64::MAX;
                     return true;
                 }
                 if let Some(old) = self.term {
