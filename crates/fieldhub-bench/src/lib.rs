@@ -38,6 +38,7 @@
 
 pub mod background;
 pub mod bystanders;
+pub mod chaos;
 pub mod cpu;
 pub mod hub_process;
 pub mod latency;

@@ -324,6 +324,14 @@ impl Member {
         }
     }
 
+    /// A frame meant for this port is lost on its way (a delay rule had no
+    /// room to hold it): counted and reported as a receive overflow.
+    pub fn missed_one(&mut self) {
+        self.counters.rx_dropped += 1;
+        self.unreported_drops = self.unreported_drops.saturating_add(1);
+        self.report_drops();
+    }
+
     /// Queue `TX_DROPPED` and `RX_OVERFLOW` reports for drops not yet
     /// reported; if even the reserve is full they wait for the next chance.
     pub fn report_drops(&mut self) {

@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 use fieldhub_bench::{
-    cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize, Launcher, Transport,
+    chaos, cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize, Launcher,
+    Transport,
 };
 
 use crate::HubSelect;
@@ -132,18 +133,29 @@ enum Kind {
     },
     /// A soak run, not a measurement: numbered traffic through many shm and TCP clients while some are
     /// killed (SIGKILL) and replaced; afterwards every receiver must have seen one gap-free order and
-    /// the hub's descriptors and threads must be back. Exits 1 if anything was wrong (bench/soak.sh).
+    /// the hub's descriptors and threads must be back. With --chaos: seeded fault rules, shorts,
+    /// bus-off, pulled cables and kills, and every numbered frame must be on every receiver in one
+    /// order or reported to its sender and counted (docs/frame-fate.md). Exits 1 if anything was wrong
+    /// (bench/soak.sh).
     Soak {
-        /// Numbered frames in all, spread over the senders.
-        #[arg(long, default_value = "10000000")]
-        frames: u64,
+        /// Numbered frames: in all, spread over the senders [default: 10000000]; with --chaos, per sender
+        /// and seed [default: 2000].
+        #[arg(long)]
+        frames: Option<u64>,
+        /// The chaos run of the frame-fate contract instead: seeds --seed .. --seed + --runs, each its
+        /// own hub and schedule.
+        #[arg(long)]
+        chaos: bool,
+        /// With --chaos: how many seeds.
+        #[arg(long, default_value = "200")]
+        runs: u64,
         /// Clients on the channel at any time: a quarter lossless receivers, a sixteenth numbered senders, the rest killable.
         #[arg(long, default_value = "64")]
         clients: usize,
         /// Killable clients killed and replaced during the run.
         #[arg(long, default_value = "1000")]
         kills: usize,
-        /// Seed of the kill schedule.
+        /// Seed of the kill schedule (with --chaos: the first seed).
         #[arg(long, default_value = "1")]
         seed: u64,
         /// Print the report as JSON.
@@ -321,8 +333,23 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
                 println!("{}", path.display());
             }
         }
-        Kind::Soak { frames, clients, kills, seed, json } => {
-            let spec = soak::SoakRun { frames, clients, kills, seed };
+        Kind::Soak { frames, chaos: true, runs, seed, json, .. } => {
+            let spec = chaos::ChaosRun { seed, runs, frames: frames.unwrap_or(2000) };
+            let made = chaos::run(this_command, &spec, &mut progress).context("chaos run");
+            clear_progress();
+            let made = made?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&made)?);
+            } else {
+                chaos::print(&made);
+            }
+            let problems = made.problems();
+            if !problems.is_empty() {
+                anyhow::bail!("the chaos run found {} problem(s): {}", problems.len(), problems.join("; "));
+            }
+        }
+        Kind::Soak { frames, clients, kills, seed, json, .. } => {
+            let spec = soak::SoakRun { frames: frames.unwrap_or(10_000_000), clients, kills, seed };
             let made = soak::run(this_command, &spec, &mut progress).context("soak run");
             clear_progress();
             let made = made?;

@@ -123,6 +123,11 @@ fn print(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// `bus_off 3, fault_rule 1`: drop counts by reason.
+fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
+    counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::identifier;
@@ -135,9 +140,4 @@ mod tests {
         assert_eq!(identifier(0x8000_0000 | 0x4000_0000 | 0x42), "00000042R");
         assert_eq!(identifier(0x2000_0000 | 0x4), "ERR 4");
     }
-}
-
-/// `bus_off 3, fault_rule 1`: drop counts by reason.
-fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
-    counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
 }

@@ -106,7 +106,10 @@ fn a_frame_a_fault_rule_drops_is_reported_to_its_sender_not_confirmed_as_sent() 
         let (tx, rx) = (h.connect("tx"), h.connect("rx"));
         let port = h.open(&tx, "can0", "tx", PortOptions::empty());
         h.open(&rx, "can0", "rx", PortOptions::empty());
-        fault(&mut h, serde_json::json!({"channel": "can0", "at": at, "id": 0x66, "mask": 0x7FF, "action": {"type": "drop"}}));
+        fault(
+            &mut h,
+            serde_json::json!({"channel": "can0", "at": at, "id": 0x66, "mask": 0x7FF, "action": {"type": "drop"}}),
+        );
         h.send(&tx, port, can(0x66, 1));
         h.send(&tx, port, can(0x67, 2));
         ping(&mut h, &tx, 9);
@@ -166,4 +169,33 @@ fn frames_of_an_unplugged_port_are_reported_unplugged() {
     assert_eq!(on_bus + dropped, 3, "every frame on the bus or reported: {reports:?}");
     assert_eq!(reports.last(), Some(&Told::Pong(5)));
     assert_eq!(port_stats(&mut h, "tx").tx_dropped, u64::from(dropped));
+}
+
+#[test]
+fn a_frame_a_full_delay_rule_cannot_hold_is_reported_not_lost() {
+    use crate::channel::MAX_HELD;
+    let mut h = Harness::new(CHANNELS);
+    let (tx, rx) = (h.connect("tx"), h.connect("rx"));
+    let port = h.open(&tx, "can0", "tx", PortOptions::empty());
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    fault(&mut h, serde_json::json!({"channel": "can0", "at": "sender", "action": {"type": "delay", "ms": 1000}}));
+    let total = MAX_HELD as u32 + 3;
+    for n in 0..total {
+        h.send(&tx, port, Frame::can(0x40, false, &n.to_le_bytes()).unwrap());
+        if n % 1024 == 1023 {
+            h.step();
+        }
+    }
+    h.step();
+    let dropped: u32 = told(&h, &tx)
+        .iter()
+        .map(|t| match t {
+            Told::Dropped(DropReason::FaultRule, n) => *n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(dropped, 3, "the frames beyond what the rule can hold are reported to their sender");
+    h.advance(1_000_000_000);
+    let on_bus = h.bus.stats().channels[0].frames as u32;
+    assert_eq!(on_bus + dropped, total);
 }

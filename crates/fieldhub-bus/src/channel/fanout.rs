@@ -86,6 +86,7 @@ impl Channel {
                 Fate::Delay(ns) => {
                     if held.len() >= MAX_HELD {
                         *held_overflow += 1;
+                        member.missed_one();
                     } else {
                         *held_order += 1;
                         let port_id = member.port_id;

@@ -144,7 +144,21 @@ impl Channel {
 
     pub(super) fn hold(&mut self, due_ns: u64, held: Held) {
         if self.held.len() >= MAX_HELD {
+            // No room to hold it: the frame is lost to the fault, and whoever
+            // it was for is told (the contract has no silent loss).
             self.held_overflow += 1;
+            match held {
+                Held::ToBus { sender, .. } => {
+                    if let Some(member) = self.member_mut(sender) {
+                        member.dropped(DropReason::FaultRule, 1);
+                    }
+                }
+                Held::ToPort { port_id, .. } => {
+                    if let Some(member) = self.member_mut(port_id) {
+                        member.missed_one();
+                    }
+                }
+            }
             return;
         }
         self.held_order += 1;

@@ -17,6 +17,7 @@
 //! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
 //! | [`federation_fate`] | a frame's fate when a federation's owner dies: on every relay, or reported |
 //! | [`virtual_time`] | synchronised participants and deterministic runs |
+//! | [`chaos`] | seeded faults, shorts, bus-off, pulled cables and kills: every frame on every receiver or reported |
 //! | [`capacity`] | thousands of sessions, slots given back |
 //!
 //! The SIL Kit tests are another target (`tests/silkit`, feature
@@ -33,6 +34,7 @@ mod access;
 mod backpressure;
 mod bus_semantics;
 mod capacity;
+mod chaos;
 mod client_api;
 mod control_api;
 mod faults;
