@@ -541,19 +541,30 @@ impl Sequencer<'_> {
     /// Fetch and apply the events after the last applied up to `to` of the
     /// followed term from every hub that still holds them; report what none
     /// holds. False when the bus is gone.
+    ///
+    /// Until a hub that got as far as `to` answers, the query is asked again
+    /// for a while: on a link just made, the owner's events can come before
+    /// its history's queryable is known here.
     fn recover(&mut self, to: u64) -> bool {
         let Some(term) = self.term else { return true };
+        let settle_by = Instant::now() + SETTLE_TIMEOUT;
         while self.last.unwrap_or(0) < to {
             let before = self.last;
             let Some((replies, _)) = self.fetch(HistoryQuery { term, from: before.unwrap_or(0) + 1, to }) else {
                 break;
             };
+            let reached = replies.iter().any(|r| r.last >= to);
             if !self.apply_fetched(term, replies) {
                 return false;
             }
-            if self.last == before {
+            if self.last != before {
+                continue;
+            }
+            // Nobody holds them: gone, unless the hub that has them is not heard yet.
+            if reached || Instant::now() >= settle_by || self.sessions.stopping() {
                 break;
             }
+            std::thread::sleep(LOOK);
         }
         let next = self.last.unwrap_or(0) + 1;
         if next > to {

@@ -61,15 +61,18 @@ fn federation(client: &Client) -> fieldhub_proto::stats::FederationStats {
 
 /// A lossless listener: every frame it receives until the last frames of
 /// the relays' and the restarted owner's senders are in (or its hub dies:
-/// the first owner's listener).
-fn listen(client: &Client, received: &AtomicUsize) -> Vec<Received> {
+/// the first owner's listener); what it got when it stalled.
+fn listen(client: &Client, received: &AtomicUsize) -> Result<Vec<Received>, String> {
     let mut got = Vec::new();
     let mut finished: HashSet<u8> = HashSet::new();
     while finished.len() < 3 {
         let r = match client.recv(Some(PATIENCE)) {
             Ok(Some(r)) => r,
-            Ok(None) => panic!("a listener stalled after {} frames; finished: {finished:?}", got.len()),
-            Err(_) => return got,
+            Ok(None) => {
+                let last = got.last().map(|r: &Received| number_of(&r.frame));
+                return Err(format!("stalled after {} frames (the last {last:?}); finished: {finished:?}", got.len()));
+            }
+            Err(_) => return Ok(got),
         };
         let (tag, counter) = number_of(&r.frame);
         let last = if tag == RESTARTED_TAG { AFTER_RESTART - 1 } else { PER_RELAY_SENDER - 1 };
@@ -79,7 +82,12 @@ fn listen(client: &Client, received: &AtomicUsize) -> Vec<Received> {
         got.push(r);
         received.fetch_add(1, Ordering::Relaxed);
     }
-    got
+    Ok(got)
+}
+
+/// A hub's log lines of the federation, for a failure's message.
+fn federation_log(hub: &HubProcess) -> Vec<String> {
+    hub.log().into_iter().filter(|l| l.contains("federation") || l.contains("WARN") || l.contains("ERROR")).collect()
 }
 
 /// Send `count` numbered frames; every one must be taken (credit waits
@@ -180,8 +188,18 @@ fn owner_killed_and_restarted(seed: u64) {
         restarted.wait_for_log("this hub owns the channel");
         let (sender, tx) = open(&restarted, "sender-after-restart");
         send_all(&sender, &tx, 0x103, RESTARTED_TAG, AFTER_RESTART);
-        let frames: Vec<Vec<Received>> = listening.into_iter().map(|t| t.join().unwrap()).collect();
-        (frames, first_owner_listening.join().unwrap(), (restarted, sender))
+        let frames: Vec<Vec<Received>> = listening
+            .into_iter()
+            .enumerate()
+            .map(|(r, t)| {
+                t.join().unwrap().unwrap_or_else(|why| {
+                    let logs: Vec<Vec<String>> = relays.iter().chain([&restarted]).map(federation_log).collect();
+                    panic!("seed {seed}: rack{}'s listener {why}; rack1, rack2, rack0: {logs:#?}", r + 1)
+                })
+            })
+            .collect();
+        let first_owner_frames = first_owner_listening.join().unwrap().unwrap_or_else(|why| panic!("{why}"));
+        (frames, first_owner_frames, (restarted, sender))
     });
     assert!(killed.load(Ordering::Acquire));
     let orders: Vec<Vec<(u8, u32)>> = relay_frames.iter().map(|f| order(f)).collect();
@@ -267,8 +285,12 @@ fn owner_killed_and_restarted(seed: u64) {
     let (restarted, sender) = restarted;
     assert_eq!(flush_drops(&sender), HashMap::new(), "seed {seed}: the restarted owner's sender");
     drop(restarted);
+    // How each relay ended the first owner's term: what it fetched from the
+    // other, what it lacked.
+    let ends: Vec<String> = relays.iter().flat_map(|r| r.log()).filter(|l| l.contains("term ends here")).collect();
     eprintln!(
-        "seed {seed}: killed after {kill_after} frames; the relays hold {} and {} frames; the first owner's listener saw {}",
+        "seed {seed}: killed after {kill_after} frames; the relays hold {} and {} frames; the first owner's listener \
+         saw {}; {ends:#?}",
         orders[0].len(),
         orders[1].len(),
         first_owner_frames.len()
