@@ -17,6 +17,7 @@
 //! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
 //! | [`federation_fate`] | a frame's fate when a federation's owner dies: on every relay, or reported |
 //! | [`virtual_time`] | synchronised participants and deterministic runs |
+//! | [`virtual_time_fate`] | observers in virtual time hold nothing back and lose nothing; who stalled, and why |
 //! | [`chaos`] | seeded faults, shorts, bus-off, pulled cables and kills: every frame on every receiver or reported |
 //! | [`capacity`] | thousands of sessions, slots given back |
 //!
@@ -46,3 +47,4 @@ mod ordering;
 mod timing;
 mod transports;
 mod virtual_time;
+mod virtual_time_fate;
