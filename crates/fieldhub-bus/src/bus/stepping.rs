@@ -161,30 +161,35 @@ impl Bus {
     fn return_lingering(&mut self) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         for lingering in &mut vt.lingering {
-            let Some(member) = lingering.member.take() else { continue };
             let index = lingering.channel as usize;
-            // A channel removed meanwhile took its ports' frames along.
-            if !self.channels[index].removed {
-                self.channels[index].members.push(member);
-                self.dirty[index] = true;
+            // A channel removed meanwhile takes its ports' frames along.
+            if self.channels[index].removed {
+                continue;
             }
+            let Some(member) = lingering.member.take() else { continue };
+            self.channels[index].members.push(member);
+            self.dirty[index] = true;
         }
     }
 
     /// Let go of lingering ports whose frames are all on the bus. A port
     /// stays while its channel is still busy (a deadline pending: a frame
-    /// on the wire may fail and need its port to retransmit from).
+    /// on the wire may fail and need its port to retransmit from); one
+    /// whose channel was removed went with it.
     fn retire_lingering(&mut self) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let (channels, deadlines) = (&mut self.channels, &self.deadlines);
         vt.lingering.retain(|lingering| {
+            let index = lingering.channel as usize;
+            let channel = &mut channels[index];
+            if channel.removed {
+                return false;
+            }
             if lingering.member.is_some() {
                 return true;
             }
-            let index = lingering.channel as usize;
-            let channel = &mut channels[index];
             let sending = channel.member_mut(lingering.port_id).is_some_and(|m| !m.tx.is_empty());
-            if sending || (deadlines[index].is_some() && !channel.removed) {
+            if sending || deadlines[index].is_some() {
                 return true;
             }
             channel.detach(lingering.port_id);
