@@ -113,9 +113,12 @@ impl Outbound {
             &Outbound::TxDropped { port, reason, dropped } => {
                 Message::TxDropped(wire::TxDropped { port, reason: reason as u16, dropped })
             }
-            Outbound::ChannelState { port, condition, missed, text } => {
-                Message::ChannelState(wire::ChannelState { port: *port, condition: *condition as u8, missed: *missed, text })
-            }
+            Outbound::ChannelState { port, condition, missed, text } => Message::ChannelState(wire::ChannelState {
+                port: *port,
+                condition: *condition as u8,
+                missed: *missed,
+                text,
+            }),
             &Outbound::PortOpened { request, port, channel_id, port_id, channel_flags } => {
                 Message::PortOpened(wire::PortOpened { request, port, channel_id, port_id, channel_flags })
             }

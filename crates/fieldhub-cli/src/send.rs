@@ -29,7 +29,12 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     client.send(&port, &frame)?;
     // Wait until the hub has put the frame on the bus, and report if it refused it.
     match client.flush() {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            if let Some(note) = queued_for_bus_time(&client, &port, &args) {
+                eprintln!("{note}");
+            }
+            Ok(())
+        }
         Err(ClientError::Timeout(waited)) => bail!(
             "{} is queued on '{}' but not on the bus after {} s: {}",
             args.frame,
@@ -46,6 +51,25 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         ),
         Err(e) => Err(e).with_context(|| format!("sending {} on '{}'", args.frame, args.channel)),
     }
+}
+
+/// On a hub in virtual time, a frame from a client that is not a participant
+/// is confirmed once it is placed at the current bus time, and goes on the
+/// bus when bus time moves: say so, rather than let exit 0 suggest it is on
+/// the bus already.
+fn queued_for_bus_time(client: &Client, port: &Port, args: &SendArgs) -> Option<String> {
+    let stats = client.stats().ok()?;
+    let time = stats.time.as_ref()?;
+    let me = stats.ports.iter().find(|p| p.port_id == port.port_id)?;
+    (me.tx_frames == 0).then(|| {
+        format!(
+            "{} is queued on '{}' for bus time {:.6} s: it goes on the bus when bus time moves \
+             (the participants' next step, or fieldhub ctl time run-until TIME)",
+            args.frame,
+            args.channel,
+            time.now_ns as f64 / 1e9
+        )
+    })
 }
 
 /// What the hub's statistics say about a frame that does not leave `port`.

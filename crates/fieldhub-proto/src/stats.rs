@@ -38,7 +38,8 @@ pub struct OmittedStats {
 pub struct TimeStats {
     /// Bus time in nanoseconds since the run began.
     pub now_ns: u64,
-    /// Bus time advanced per wall-clock time since bus time first moved.
+    /// Bus time advanced per wall-clock time in which bus time was free to
+    /// move (pauses, waits for participants to join and idle time left out).
     pub real_time_factor: f64,
     /// Synchronised participants now.
     pub participants: u32,

@@ -9,11 +9,11 @@ use crate::channel::Channel;
 use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
-use fieldhub_proto::fate::DropReason;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
 use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
 use crate::request::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
+use fieldhub_proto::fate::DropReason;
 
 /// Most fault rules one channel carries.
 const MAX_FAULTS: usize = 256;

@@ -832,5 +832,10 @@ impl Bus {
 /// Drop counts in the order of [`DropReason::ALL`] as `STATS` shows them: by
 /// reason name, only reasons that dropped any.
 fn by_reason_name(counts: [u64; DropReason::ALL.len()]) -> std::collections::BTreeMap<String, u64> {
-    DropReason::ALL.iter().zip(counts).filter(|&(_, n)| n > 0).map(|(reason, n)| (reason.name().to_owned(), n)).collect()
+    DropReason::ALL
+        .iter()
+        .zip(counts)
+        .filter(|&(_, n)| n > 0)
+        .map(|(reason, n)| (reason.name().to_owned(), n))
+        .collect()
 }

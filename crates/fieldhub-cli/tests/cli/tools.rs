@@ -357,3 +357,12 @@ fn send_to_a_bus_off_controller_exits_non_zero_naming_bus_off() {
     let stats = fieldhub(&hub, &["stats"]);
     assert!(String::from_utf8_lossy(&stats.stdout).contains("bus_off"), "counted by reason");
 }
+
+#[test]
+fn send_on_a_hub_in_virtual_time_says_the_frame_waits_for_bus_time() {
+    let hub = FIELDHUB.start_with(None, &["--time", "virtual"]);
+    let out = fieldhub(&hub, &["send", "can0", "123#01"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("123#01 is queued on 'can0' for bus time") && stderr.contains("run-until"), "{stderr}");
+}
