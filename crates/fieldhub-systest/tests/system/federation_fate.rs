@@ -119,8 +119,11 @@ fn conditions(events: &[ChannelEvent]) -> (Vec<ChannelCondition>, u64) {
     (events.iter().filter_map(|e| e.condition).collect(), missed.sum())
 }
 
+/// A numbered frame: its sender's tag and counter.
+type Numbered = (u8, u32);
+
 /// The frames both sequences hold, in `a`'s order and in `b`'s.
-fn common(a: &[(u8, u32)], b: &[(u8, u32)]) -> (Vec<(u8, u32)>, Vec<(u8, u32)>) {
+fn common(a: &[Numbered], b: &[Numbered]) -> (Vec<Numbered>, Vec<Numbered>) {
     let (in_a, in_b): (HashSet<_>, HashSet<_>) = (a.iter().collect(), b.iter().collect());
     (a.iter().copied().filter(|f| in_b.contains(f)).collect(), b.iter().copied().filter(|f| in_a.contains(f)).collect())
 }
@@ -202,7 +205,7 @@ fn owner_killed_and_restarted(seed: u64) {
         (frames, first_owner_frames, (restarted, sender))
     });
     assert!(killed.load(Ordering::Acquire));
-    let orders: Vec<Vec<(u8, u32)>> = relay_frames.iter().map(|f| order(f)).collect();
+    let orders: Vec<Vec<Numbered>> = relay_frames.iter().map(|f| order(f)).collect();
 
     // Nothing doubled, each sender's frames in the order sent, on every relay.
     for (r, seq) in orders.iter().enumerate() {
@@ -222,7 +225,7 @@ fn owner_killed_and_restarted(seed: u64) {
 
     // A frame one relay lacks is reported to its listener as a gap and
     // counted; a relay that reports nothing lacks nothing.
-    let everywhere: HashSet<(u8, u32)> = orders.iter().flatten().copied().collect();
+    let everywhere: HashSet<Numbered> = orders.iter().flatten().copied().collect();
     for (r, (listener, seq)) in relay_listeners.iter().zip(&orders).enumerate() {
         let held: HashSet<_> = seq.iter().copied().collect();
         let lacking = everywhere.difference(&held).count() as u64;
