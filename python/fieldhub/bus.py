@@ -36,10 +36,11 @@ must be taken down to change its mode.
 
 A frame the hub takes off the bus (the controller went bus-off, a fault rule
 dropped it, a federated channel's owner died first, the port is unplugged;
-docs/frame-fate.md) is never silently gone: ``flush_tx_buffer()`` raises
-``can.CanOperationError`` naming how many and why, and so does the next
-``send()`` (which then does not send its message), as a SocketCAN socket
-reports a failed transmission on its next write.
+docs/frame-fate.md) is never silently gone: ``flush_tx_buffer()`` waits until
+every frame sent before is on the bus or reported, and raises
+``can.CanOperationError`` naming how many and why (one report per call: call it
+again until it returns to hear of all of them). ``send()`` only queues, as
+python-can's ``send`` does on SocketCAN.
 
 Filters are applied in the client before Python sees a frame; ``fileno()``
 works with ``select``/asyncio; every wait releases the GIL, and Ctrl-C

@@ -239,12 +239,6 @@ impl NativeClient {
         };
         let port = self.port(handle)?;
         let client = self.client()?;
-        // Frames sent earlier that the hub dropped (bus-off, a fault rule…)
-        // are told here, as a socket reports a failed transmission on its
-        // next write; this frame is not sent.
-        if let Some(dropped) = client.take_dropped() {
-            return Err(client_error(dropped));
-        }
         let timeout = seconds(timeout)?;
         let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, &frame, Some(slice)) {
             Ok(()) => Ok(Some(())),

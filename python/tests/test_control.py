@@ -14,7 +14,15 @@ def run_seeded_drop(seed):
                              action={"type": "drop"}, probability=0.1, seed=seed)
         for i in range(1000):
             a.send(can.Message(arbitration_id=0x100, data=i.to_bytes(2, "little"), is_extended_id=False))
-        a.flush_tx_buffer()
+        reports = 0
+        while True:
+            try:
+                a.flush_tx_buffer()
+                break
+            except can.CanOperationError as e:
+                assert "dropped by a fault rule" in str(e)
+                reports += 1
+        assert reports >= 1, "the frames the rule dropped were reported to their sender"
         got = []
         while (m := b.recv(0.5)) is not None:
             got.append(int.from_bytes(m.data, "little"))

@@ -39,6 +39,7 @@ pub use hub::{unique, Fieldhub, HubProcess};
 pub use raw::{shm_words, RawMapping, RawShm, RawStream};
 pub use traffic::{
     assert_nothing_pending, assert_ready_fd_follows_the_receive_queue, counters_from, drain_delivered,
-    exchange_numbered, lossless, number_of, numbered, occupy_bus, readable, receive_on_threads_at_once, recv_n,
+    exchange_numbered, flush_all, lossless, number_of, numbered, occupy_bus, readable, receive_on_threads_at_once,
+    recv_n,
 };
 pub use wait::{deadline, poll, thread_id, wait_for, wait_until, wait_until_asleep, PATIENCE};

@@ -22,12 +22,12 @@ impl Node {
         for i in 0..count {
             self.client.send(&self.port, &numbered(0x100 + u32::from(tag), tag, i)).unwrap();
         }
-        self.client.flush().unwrap();
+        flush_all(&self.client);
     }
 
     /// Tags of every frame received so far (after a barrier).
     fn heard(&self) -> Vec<(u8, u32)> {
-        self.client.flush().unwrap();
+        flush_all(&self.client);
         let mut got = Vec::new();
         while let Some(r) = self.client.try_recv().unwrap() {
             got.push(number_of(&r.frame));
