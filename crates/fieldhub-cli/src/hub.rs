@@ -6,8 +6,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig, TimeMode};
 use signal_hook::consts::{SIGINT, SIGTERM};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
+use crate::federation_log;
 use crate::ready::{Ready, ReadySignal};
 
 #[derive(clap::Args)]
@@ -109,14 +112,17 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         let clients = format!("{}=warn", fieldhub_hub::session::CLIENT_LOG);
         filter = filter.add_directive(clients.parse().expect("a valid log directive"));
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(filter);
+    tracing_subscriber::registry().with(log).with(federation_log::layer()).init();
     // Before any hub thread exists: a panic anywhere ends the process loudly.
     fieldhub_hub::fatal::exit_on_panic(args.ready_file.clone());
     let config = load_config(&args)?;
+    if let Some(federation) = &config.federation {
+        federation_log::watch(fieldhub_hub::federation::RefusalLog::new(federation.token_file.as_deref()));
+    }
     let ready = ready_signal(&args)?;
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;

@@ -11,6 +11,7 @@ mod bench;
 mod bridge;
 mod ctl;
 mod dump;
+mod federation_log;
 mod frame_bits;
 mod gen;
 mod hub;

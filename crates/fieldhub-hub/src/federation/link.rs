@@ -20,6 +20,7 @@ use zenoh::Wait;
 use super::channel::{FederatedChannel, LinkTrouble, LOOK};
 use super::error::FederationError;
 use super::handover;
+use super::refusal::{refusal_fix, refuses_token};
 use crate::config::{FederationConfig, HubConfig, Role};
 use crate::session::Sessions;
 use fieldhub_bus::federation::{BusLink, ChannelStatus};
@@ -162,7 +163,7 @@ fn watch_links(
             let Some(tried) = try_link_aside(config, endpoint, sessions) else { return };
             let now_refused = tried.is_err_and(|why| refuses_token(&why));
             if now_refused && refused.get(endpoint.as_str()) != Some(&true) {
-                tracing::error!(endpoint = %endpoint, "federation: {}", refusal_fix(config, endpoint));
+                tracing::error!(endpoint = %endpoint, "federation: {}", refusal_fix(config.token_file.as_deref(), endpoint));
             } else if !now_refused && refused.get(endpoint.as_str()) == Some(&true) {
                 tracing::info!(endpoint = %endpoint, "federation: the endpoint no longer refuses this hub's link");
             }
@@ -217,30 +218,6 @@ fn try_link(config: &FederationConfig, endpoint: &str) -> Result<(), String> {
     let session = zenoh::open(zenoh_config).wait().map_err(|e| e.to_string());
     drop(dictionary);
     session?.close().wait().map_err(|e| e.to_string())
-}
-
-/// Whether Zenoh's reason for a failed link is the other hub closing the
-/// handshake at its authentication steps (`InitSyn`: this hub sent no
-/// token; `OpenSyn`: another one), or this hub refusing the other's answer
-/// (it sent none): the hubs do not share the federation token. A hub that
-/// is not there refuses the connection, it closes no handshake.
-fn refuses_token(why: &str) -> bool {
-    let closed = why.contains("Received a close message") && (why.contains("OpenSyn") || why.contains("InitSyn"));
-    closed || why.contains("UsrPwd")
-}
-
-/// What to do about `endpoint` refusing this hub's link.
-fn refusal_fix(config: &FederationConfig, endpoint: &str) -> String {
-    let here = match &config.token_file {
-        Some(path) => format!("this hub's is {}", path.display()),
-        None => "this hub has none".into(),
-    };
-    format!(
-        "the hub at {endpoint} refused this hub's link: the two hubs' federation tokens differ (or one has \
-         none). Every hub of the \
-         federation needs the same secret in the file [federation] token_file names ({here}); put the same secret \
-         in both files and restart the hub whose token was wrong"
-    )
 }
 
 /// The user every hub of a federation authenticates as; the token is the
@@ -301,21 +278,4 @@ fn write_dictionary(token: &str) -> std::io::Result<tempfile::NamedTempFile> {
     writeln!(file, "{TOKEN_USER}:{token}")?;
     file.flush()?;
     Ok(file)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::refuses_token;
-
-    #[test]
-    fn a_handshake_closed_at_authentication_is_a_token_refused_and_a_closed_port_is_not() {
-        // Zenoh 1.10's reasons, as `zenoh::open` returns them.
-        let other_token =
-            "Received a close message (reason GENERIC) in response to an OpenSyn on: TransportLinkUnicast";
-        let no_token = "Received a close message (reason INVALID) in response to an InitSyn on: TransportLinkUnicast";
-        let none_there = "Can not create a new TCP link bound to 127.0.0.1:7447: Connection refused (os error 111)";
-        let unanswered = "UsrPwd extension - Recv OpenAck. Expected extension.";
-        assert!(refuses_token(other_token) && refuses_token(no_token) && refuses_token(unanswered));
-        assert!(!refuses_token(none_there));
-    }
 }

@@ -39,7 +39,8 @@
 //!   `standby` takes over with a higher epoch (`handover.rs`).
 //! - A link another hub refuses (a different federation token) is named in
 //!   the log with the fix, and the relays' waiting clients are told
-//!   (`link.rs`).
+//!   (`link.rs`); a hub that only listens names the refusal too
+//!   (`refusal.rs`, through the binary's log setup).
 
 #[cfg(feature = "federation")]
 mod channel;
@@ -55,12 +56,14 @@ mod link;
 mod origin_ports;
 #[cfg(feature = "federation")]
 mod owner;
+mod refusal;
 #[cfg(feature = "federation")]
 mod relay;
 #[cfg(not(feature = "federation"))]
 mod unbuilt;
 
 pub use error::FederationError;
+pub use refusal::{RefusalLog, ACCEPT_LOG_TARGET};
 
 #[cfg(feature = "federation")]
 pub use link::Federation;
