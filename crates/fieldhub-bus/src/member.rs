@@ -59,18 +59,6 @@ pub struct PortCounters {
     pub tx_refused: u64,
 }
 
-impl PortCounters {
-    /// The non-zero drop counts by reason name, for `STATS`.
-    pub fn tx_dropped_reasons(&self) -> serde_json::Map<String, serde_json::Value> {
-        DropReason::ALL
-            .iter()
-            .zip(self.tx_dropped_by_reason)
-            .filter(|&(_, n)| n > 0)
-            .map(|(reason, n)| (reason.name().to_owned(), n.into()))
-            .collect()
-    }
-}
-
 /// A port attached to a channel.
 pub struct Member {
     pub client: ClientId,

@@ -61,6 +61,12 @@ impl DropReason {
 
     /// Every reason, in wire order.
     pub const ALL: [Self; 4] = [Self::BusOff, Self::FaultRule, Self::OwnerLost, Self::Unplugged];
+
+    /// Drop counts in the order of [`DropReason::ALL`] as `STATS` and the
+    /// control API show them: by reason name, only reasons that dropped any.
+    pub fn counts_by_name(counts: [u64; Self::ALL.len()]) -> std::collections::BTreeMap<String, u64> {
+        Self::ALL.iter().zip(counts).filter(|&(_, n)| n > 0).map(|(reason, n)| (reason.name().to_owned(), n)).collect()
+    }
 }
 
 /// `TX_DROPPED`: `dropped` frames `port` sent are off the bus for `reason`,

@@ -120,7 +120,7 @@ impl Bus {
             "rx_frames": member.counters.rx_frames,
             "rx_dropped": member.counters.rx_dropped,
             "tx_dropped": member.counters.tx_dropped,
-            "tx_dropped_by_reason": member.counters.tx_dropped_reasons(),
+            "tx_dropped_by_reason": DropReason::counts_by_name(member.counters.tx_dropped_by_reason),
             "tx_refused": member.counters.tx_refused,
             "tx_pending": member.tx.len(),
             "error_state": member.errors.state(),

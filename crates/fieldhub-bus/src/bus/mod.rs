@@ -620,7 +620,7 @@ impl Bus {
                 load_1s: c.load.percent(now_ns, 1_000_000_000),
                 load_10s: c.load.percent(now_ns, 10_000_000_000),
                 ids: c.ids.snapshot(now_ns),
-                tx_dropped_by_reason: by_reason_name(c.tx_dropped_by_reason()),
+                tx_dropped_by_reason: DropReason::counts_by_name(c.tx_dropped_by_reason()),
                 federation: self.federation[c.id as usize].as_ref().map(|status| status.snapshot()),
             })
             .collect();
@@ -636,7 +636,7 @@ impl Bus {
                     rx_frames: member.counters.rx_frames,
                     rx_dropped: member.counters.rx_dropped,
                     tx_dropped: member.counters.tx_dropped,
-                    tx_dropped_by_reason: by_reason_name(member.counters.tx_dropped_by_reason),
+                    tx_dropped_by_reason: DropReason::counts_by_name(member.counters.tx_dropped_by_reason),
                     tx_refused: member.counters.tx_refused,
                     tx_pending: member.tx.len() as u32,
                     error_state: match member.errors.state() {
@@ -827,15 +827,4 @@ impl Bus {
             client.outbox.flush();
         }
     }
-}
-
-/// Drop counts in the order of [`DropReason::ALL`] as `STATS` shows them: by
-/// reason name, only reasons that dropped any.
-fn by_reason_name(counts: [u64; DropReason::ALL.len()]) -> std::collections::BTreeMap<String, u64> {
-    DropReason::ALL
-        .iter()
-        .zip(counts)
-        .filter(|&(_, n)| n > 0)
-        .map(|(reason, n)| (reason.name().to_owned(), n))
-        .collect()
 }
