@@ -165,19 +165,12 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     // while: wait as long as the hub is there, not one request's timeout.
     // Every report of frames off the bus comes before the answer; each flush
     // returns one, so flush until none is left and say them all at once.
-    let mut dropped: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let mut dropped = fieldhub_client::DropTally::default();
     loop {
-        match client.flush() {
+        match client.flush_all(&mut dropped) {
             Ok(_) if dropped.is_empty() => return Ok(()),
             Ok(_) => {
-                let total: u64 = dropped.values().sum();
-                let why: Vec<String> = dropped.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
-                bail!("{total} of {sent} frames are not on the bus ({}; docs/frame-fate.md)", why.join(", "))
-            }
-            Err(ClientError::Dropped { reason, dropped: n, .. }) => {
-                let name = fieldhub_client::DropReason::from_wire(reason)
-                    .map_or_else(|| format!("reason {reason}"), |r| r.name().to_owned());
-                *dropped.entry(name).or_default() += u64::from(n);
+                bail!("{} of {sent} frames are not on the bus ({dropped}; docs/frame-fate.md)", dropped.total())
             }
             Err(ClientError::Timeout(after)) => {
                 eprintln!("gen: the bus has not taken the last frames after {after:?}; still waiting (Ctrl-C to stop)")

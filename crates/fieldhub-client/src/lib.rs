@@ -107,7 +107,7 @@ use std::time::{Duration, Instant};
 
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
-pub use fate::{ChannelCondition, ChannelEvent, DropReason};
+pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
 pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
@@ -515,6 +515,21 @@ impl Client {
         match self.take_dropped() {
             Some(dropped) => Err(dropped),
             None => Ok(elapsed),
+        }
+    }
+
+    /// [`Client::flush`] until a flush comes back with no report of frames
+    /// off the bus, adding every report to `dropped`: when it returns `Ok`,
+    /// every frame sent before the call is on the bus or counted there.
+    /// Any other error (a [`ClientError::Timeout`] on a channel that holds
+    /// frames long) returns with the reports so far kept in `dropped`, so
+    /// the caller can ask again.
+    pub fn flush_all(&self, dropped: &mut DropTally) -> Result<Duration, ClientError> {
+        loop {
+            match self.flush() {
+                Err(ClientError::Dropped { reason, dropped: n, .. }) => dropped.add(reason, n),
+                done => return done,
+            }
         }
     }
 

@@ -201,12 +201,9 @@ pub fn exchange_numbered(sender: &Client, tx: &fieldhub_client::Port, receiver: 
 /// bus or was reported off it. Returns how many frames the hub reported off
 /// the bus (`TX_DROPPED`, docs/frame-fate.md); any other error fails the test.
 pub fn flush_all(client: &Client) -> u64 {
-    let mut dropped = 0;
-    loop {
-        match client.flush() {
-            Ok(_) => return dropped,
-            Err(fieldhub_client::ClientError::Dropped { dropped: n, .. }) => dropped += u64::from(n),
-            Err(e) => panic!("flush: {e}"),
-        }
+    let mut dropped = fieldhub_client::DropTally::default();
+    if let Err(e) = client.flush_all(&mut dropped) {
+        panic!("flush: {e}");
     }
+    dropped.total()
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientError, ClientOptions, DropReason, Frame, PortConfig};
+use fieldhub_client::{Client, ClientError, ClientOptions, DropTally, Frame, PortConfig};
 use serde::Serialize;
 
 mod schedule;
@@ -290,20 +290,14 @@ fn send_numbered(
     gate: &AtomicU64,
     sent: &AtomicU64,
 ) -> Result<SenderOutcome, BenchError> {
-    let mut dropped = BTreeMap::new();
-    let mut heard = |result: Result<Duration, ClientError>| -> Result<bool, BenchError> {
-        match result {
-            Ok(_) => Ok(true),
-            Err(ClientError::Dropped { reason, dropped: n, .. }) => {
-                let name = DropReason::from_wire(reason).map_or_else(|| format!("code {reason}"), |r| r.name().into());
-                *dropped.entry(name).or_insert(0) += u64::from(n);
-                Ok(false)
-            }
-            // A confirmation that takes long (a channel held by a short)
-            // is asked for again.
-            Err(ClientError::Timeout(_)) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+    let mut dropped = DropTally::default();
+    // Whether every frame sent so far is on the bus or reported off it; a
+    // confirmation that takes long (a channel held by a short) is asked for
+    // again.
+    let settled = |dropped: &mut DropTally| match client.flush_all(dropped) {
+        Ok(_) => Ok(true),
+        Err(ClientError::Timeout(_)) => Ok(false),
+        Err(e) => Err(BenchError::from(e)),
     };
     for n in 0..frames {
         // `n` handed over before this one: what the schedule waits for.
@@ -313,17 +307,17 @@ fn send_numbered(
         }
         client.send(port, &Frame::can(BASE_ID + k as u32, false, &n.to_le_bytes()).expect("a valid frame"))?;
         if n % FLUSH_EVERY == FLUSH_EVERY - 1 {
-            heard(client.flush())?;
+            settled(&mut dropped)?;
         }
     }
     sent.store(frames, Ordering::Release);
     let deadline = Instant::now() + PATIENCE * 12;
-    while !heard(client.flush())? {
+    while !settled(&mut dropped)? {
         if Instant::now() > deadline {
             return Err(BenchError::Stalled(format!("sender {k}: frames neither on the bus nor reported")));
         }
     }
-    Ok(SenderOutcome { dropped, on_bus: 0 })
+    Ok(SenderOutcome { dropped: dropped.by_reason().clone(), on_bus: 0 })
 }
 
 /// Until the end marker: `(sender port id, counter)` of the numbered frames.
