@@ -24,27 +24,10 @@ use crate::simulator::{
     GO_ID, TRANSMITTED,
 };
 
-/// The fault rules' dice (`fieldhub_bus::fault::Dice`, SplitMix64), as the
-/// spec of the rules invites any language to reimplement it: which frames a
-/// rule with `seed` and `probability` acts on, given the frames it matches
-/// in order.
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// The numbers of the `count` frames a rule with `seed` drops at
 /// `probability`, when it matches exactly those frames, in order.
 fn dropped_by(seed: u64, probability: f64, count: u32) -> Vec<u32> {
-    let mut dice = Dice(seed);
+    let mut dice = fieldhub_bus::fault::Dice::new(seed);
     (0..count).filter(|_| dice.roll() < probability).collect()
 }
 
