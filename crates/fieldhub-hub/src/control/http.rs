@@ -13,7 +13,10 @@
 //! `Authorization: Bearer <token>` — except the web monitor's page and
 //! scripts under `/ui` (constant files with no bus data, [`super::ui`]),
 //! and its WebSocket, which may carry it as `?token=` because browsers
-//! cannot set a WebSocket's headers.
+//! cannot set a WebSocket's headers. A request refused for its
+//! credentials (`401`) closes its connection (`Connection: close`), and an
+//! authorised request keeps its connection's slot until it is answered
+//! (`http_slots.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,10 +37,12 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::error;
 use super::dbc_store::DbcStore;
 use super::handlers::requests::*;
-use super::handlers::{dbc, workbench};
+use super::handlers::{cannelloni, dbc, workbench};
+use super::http_slots::SlotHandle;
 use super::state::{ask, ApiState};
 use crate::session::credentials::{Access, Credentials, Refused};
 use crate::session::peer_user::PeerOrigin;
+use crate::transport::cannelloni::stats::CannelloniStats;
 use crate::transport::http::{HttpConnection, HttpHandoff};
 
 /// The OpenAPI document of this API, kept in the repository.
@@ -78,6 +83,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/api/v1/channels/{channel}/dbc"),
     ("delete", "/api/v1/channels/{channel}/dbc"),
     ("get", "/api/v1/time"),
+    ("get", "/api/v1/cannelloni"),
     ("post", "/api/v1/time"),
 ];
 
@@ -95,11 +101,12 @@ impl ControlServer {
         credentials: Credentials,
         recordings_dir: PathBuf,
         dbc: DbcStore,
+        cannelloni: Arc<CannelloniStats>,
     ) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, credentials, recordings_dir, dbc });
+        let state = Arc::new(ApiState { inbox, credentials, recordings_dir, dbc, cannelloni });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(super::serve::serve(router(state), incoming, stopped));
         })?;
@@ -162,6 +169,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/monitor", get(super::handlers::monitor_ws::open))
         .route("/api/v1/time", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Time)).post(set_time))
         .route("/api/v1/dbc", get(dbc::list))
+        .route("/api/v1/cannelloni", get(cannelloni::report))
         .route(
             "/api/v1/channels/{channel}/dbc",
             put(dbc::put).delete(dbc::delete).layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)),
@@ -222,20 +230,20 @@ async fn authorize(State(state): State<Arc<ApiState>>, mut request: Request, nex
     let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unknown);
     let access = match state.credentials.access(&presented, &origin) {
         Err(Refused::TokenRequired) => {
-            return error(StatusCode::UNAUTHORIZED, "this hub requires 'Authorization: Bearer <token>'".into())
+            return unauthorized("this hub requires 'Authorization: Bearer <token>'".into());
         }
-        Err(Refused::WrongToken) => {
-            return error(StatusCode::UNAUTHORIZED, "wrong token in 'Authorization: Bearer <token>'".into())
-        }
+        Err(Refused::WrongToken) => return unauthorized("wrong token in 'Authorization: Bearer <token>'".into()),
         Err(Refused::NotHubUser(who)) => {
             let text = format!(
                 "this hub answers without a token only processes of the user it runs as, and this is {who}: \
                  send 'Authorization: Bearer <token>' (see docs/security.md)"
             );
-            return error(StatusCode::UNAUTHORIZED, text);
+            return unauthorized(text);
         }
         Ok(access) => access,
     };
+    // Kept from being closed to make room until it is answered.
+    let _busy = request.extensions().get::<SlotHandle>().map(SlotHandle::authorised);
     if !matches!(*request.method(), Method::GET | Method::HEAD) && !access.may_control() {
         let text = match &access {
             Access::ReadOnly => format!(
@@ -254,6 +262,14 @@ async fn authorize(State(state): State<Arc<ApiState>>, mut request: Request, nex
     // Handlers that serve channel data check what it may read.
     request.extensions_mut().insert(access);
     next.run(request).await
+}
+
+/// `401` with `text`, closing the connection: a client without valid
+/// credentials keeps no slot by asking again.
+fn unauthorized(text: String) -> Response {
+    let mut response = error(StatusCode::UNAUTHORIZED, text);
+    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]

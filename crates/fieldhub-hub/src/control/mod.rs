@@ -11,6 +11,7 @@ pub mod api;
 pub mod dbc_store;
 pub mod handlers;
 pub mod http;
+mod http_slots;
 mod origin;
 mod serve;
 pub mod state;

@@ -21,11 +21,12 @@
 
 pub mod bridge_port;
 pub mod credentials;
+pub mod peer_key;
 pub mod peer_user;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
 use fieldhub_proto::wire::{
@@ -35,6 +36,7 @@ use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
 use crate::session::credentials::{Access, Credentials, Refused};
+use crate::session::peer_key::{held_back, PeerKey, RefusalLog};
 use crate::session::peer_user::PeerOrigin;
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
@@ -49,9 +51,14 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CLIENTS: usize = 4096;
 /// Most connections in their handshake at once (accepted, no `HELLO`
 /// accepted yet): strangers that connect and say nothing cannot take the
-/// places of clients that present a token; one more is refused at once and
-/// may try again.
+/// places of clients that present a token. The reactor keeps each peer
+/// to [`MAX_HANDSHAKES_PER_PEER`] of them and makes room for a new
+/// connection by closing the oldest that has not sent its `HELLO`.
 pub const MAX_HANDSHAKES: usize = 128;
+/// Most connections of one peer (`peer_key.rs`: a local user, or a remote
+/// address) in their handshake at once: one party alone cannot fill the
+/// hub's handshake slots.
+pub const MAX_HANDSHAKES_PER_PEER: usize = 16;
 
 /// What every session of one hub shares.
 pub struct Sessions {
@@ -64,6 +71,8 @@ pub struct Sessions {
     live: AtomicUsize,
     /// Slots whose client has no name yet: handshakes under way.
     handshaking: AtomicUsize,
+    /// Refused connections, logged once per peer per interval.
+    refusals: Mutex<RefusalLog>,
     /// Set when the hub shuts down.
     pub stopping: Arc<AtomicBool>,
 }
@@ -120,7 +129,18 @@ impl Sessions {
             next_client: AtomicU32::new(1),
             live: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
+            refusals: Mutex::new(RefusalLog::default()),
             stopping,
+        }
+    }
+
+    /// Log the refusal of a connection from `key` (at `peer`), unless this
+    /// peer's refusals were logged less than an interval ago: then it is
+    /// counted, and the next line says how many were not logged.
+    pub fn log_refusal(&self, key: PeerKey, peer: &str, text: &str) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(held) = refusals.refused(key, Instant::now()) {
+            warn!(peer, from = %key, "refusing connection: {text}{}", held_back(held));
         }
     }
 
@@ -132,6 +152,18 @@ impl Sessions {
         via: &'static str,
         peer: impl Into<String>,
         origin: PeerOrigin,
+    ) -> Result<ClientSlot, Violation> {
+        self.admit_from(via, peer, origin, PeerKey::of(&origin))
+    }
+
+    /// [`admit`](Self::admit) a client whose party (`key`) the caller
+    /// found already.
+    pub fn admit_from(
+        self: &Arc<Self>,
+        via: &'static str,
+        peer: impl Into<String>,
+        origin: PeerOrigin,
+        key: PeerKey,
     ) -> Result<ClientSlot, Violation> {
         if self.live.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
             self.live.fetch_sub(1, Ordering::AcqRel);
@@ -152,6 +184,7 @@ impl Sessions {
             via,
             peer: peer.into(),
             origin,
+            key,
             name: None,
             // The hub's own clients (SocketCAN, SIL Kit) send no HELLO.
             access: Access::Full,
@@ -181,6 +214,8 @@ pub struct ClientSlot {
     via: &'static str,
     peer: String,
     origin: PeerOrigin,
+    /// Whom it counts against (`peer_key.rs`).
+    key: PeerKey,
     name: Option<String>,
     /// What the token of its `HELLO` lets it do.
     access: Access,
@@ -292,6 +327,13 @@ impl ClientSlot {
         self.greet(name);
     }
 
+    /// Name a client whose protocol has no `HELLO` (socketcand) and give it
+    /// the access its transport decided by the same credentials.
+    pub fn admit_as(&mut self, name: String, access: Access) {
+        self.access = access;
+        self.greet(name);
+    }
+
     /// Name the client: its handshake is over.
     fn greet(&mut self, name: String) {
         if self.name.replace(name).is_none() {
@@ -307,9 +349,15 @@ impl ClientSlot {
         bytes
     }
 
-    /// Log a refused handshake once, the same way for every transport.
+    /// Whom the client counts against.
+    pub fn peer_key(&self) -> PeerKey {
+        self.key
+    }
+
+    /// Log a refused handshake once, the same way for every transport (at
+    /// most one line per peer per interval, with a count).
     pub fn log_refusal(&self, violation: &Violation) {
-        warn!(peer = %self.peer, "refusing connection: {}", violation.text);
+        self.sessions.log_refusal(self.key, &self.peer, &violation.text);
     }
 
     /// Hand the client to the bus. Before `WELCOME` goes out, so whatever the

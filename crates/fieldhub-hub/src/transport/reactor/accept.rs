@@ -24,6 +24,7 @@ use mio::{Interest, Registry, Token};
 use tracing::{info, warn};
 
 use super::conn::{Phase, Socket};
+use crate::session::peer_key::PeerKey;
 use crate::session::peer_user::PeerOrigin;
 use crate::transport::tls::TlsSocket;
 
@@ -57,6 +58,8 @@ pub(super) struct Accepted {
     pub(super) via: &'static str,
     pub(super) peer: String,
     pub(super) origin: PeerOrigin,
+    /// Whom it counts against (`session/peer_key.rs`).
+    pub(super) key: PeerKey,
     pub(super) phase: Phase,
 }
 
@@ -113,21 +116,30 @@ impl Acceptor {
                     let _ = s.set_nodelay(true);
                     let origin = PeerOrigin::tcp(s.local_addr(), Ok(peer));
                     let via = if self.tls.is_some() { "TLS" } else { "TCP" };
-                    Accepted { socket: Socket::Tcp(s), via, peer: peer.to_string(), origin, phase: Phase::Sniff }
+                    let key = PeerKey::of(&origin);
+                    Accepted { socket: Socket::Tcp(s), via, peer: peer.to_string(), origin, key, phase: Phase::Sniff }
                 }),
-                Listening::Unix(l, path) => l.accept().map(|(s, _)| Accepted {
-                    origin: PeerOrigin::unix(&s),
-                    socket: Socket::Unix(s),
-                    via: "a unix socket",
-                    peer: format!("unix:{}", path.display()),
-                    phase: Phase::Hello { shm: false },
+                Listening::Unix(l, path) => l.accept().map(|(s, _)| {
+                    let origin = PeerOrigin::unix(&s);
+                    Accepted {
+                        key: PeerKey::of(&origin),
+                        origin,
+                        socket: Socket::Unix(s),
+                        via: "a unix socket",
+                        peer: format!("unix:{}", path.display()),
+                        phase: Phase::Hello { shm: false },
+                    }
                 }),
-                Listening::Shm(l, _) => l.accept().map(|(s, _)| Accepted {
-                    origin: PeerOrigin::unix(&s),
-                    socket: Socket::Unix(s),
-                    via: "shared memory",
-                    peer: "shm".to_owned(),
-                    phase: Phase::Hello { shm: true },
+                Listening::Shm(l, _) => l.accept().map(|(s, _)| {
+                    let origin = PeerOrigin::unix(&s);
+                    Accepted {
+                        key: PeerKey::of(&origin),
+                        origin,
+                        socket: Socket::Unix(s),
+                        via: "shared memory",
+                        peer: "shm".to_owned(),
+                        phase: Phase::Hello { shm: true },
+                    }
                 }),
             };
             match accepted {
@@ -160,7 +172,7 @@ impl Acceptor {
     /// An accepted connection wrapped in TLS when the hub speaks it, and
     /// non-blocking; `None` (dropped) when either fails.
     fn ready(&self, accepted: Accepted) -> Option<Accepted> {
-        let Accepted { socket, via, peer, origin, phase } = accepted;
+        let Accepted { socket, via, peer, origin, key, phase } = accepted;
         let socket = match (socket, &self.tls) {
             (Socket::Tcp(tcp), Some(config)) => match TlsSocket::new(tcp, config) {
                 Ok(tls) => Socket::Tls(Box::new(tls)),
@@ -176,7 +188,7 @@ impl Acceptor {
             Socket::Unix(s) => s.set_nonblocking(true),
             Socket::Tls(s) => s.tcp.set_nonblocking(true),
         };
-        nonblocking.ok().map(|()| Accepted { socket, via, peer, origin, phase })
+        nonblocking.ok().map(|()| Accepted { socket, via, peer, origin, key, phase })
     }
 
     /// When accepting is to be tried again after it failed.

@@ -19,6 +19,7 @@ use fieldhub_proto::wire::{ErrorCode, Packer, LENGTH_PREFIX};
 
 use super::forward::StreamSession;
 use super::input::Input;
+use crate::session::peer_key::PeerKey;
 use crate::session::{ClientSlot, Violation};
 use crate::transport::shm::ShmLink;
 use crate::transport::tls::TlsSocket;
@@ -116,6 +117,9 @@ pub(super) struct Conn {
     pub(super) at_end: bool,
     /// Which handshake deadline entry is this connection's.
     pub(super) serial: u64,
+    /// The peer it is held for among the pending handshakes
+    /// (`pending.rs`), until the reactor releases it.
+    pub(super) held: Option<PeerKey>,
 }
 
 impl Drop for Conn {
@@ -154,6 +158,7 @@ impl Conn {
             unread: true,
             at_end: false,
             serial,
+            held: None,
         }
     }
 

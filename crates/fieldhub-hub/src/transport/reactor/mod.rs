@@ -15,7 +15,9 @@
 //! - [`accept`]: the listeners, and new connections from them.
 //! - [`sniff`]: what a TCP connection speaks (the protocol, HTTP for the
 //!   control server, plaintext on a TLS port), from its first bytes.
-//! - [`handshake`]: `HELLO` to `WELCOME`, and the handshake deadlines.
+//! - [`handshake`]: `HELLO` to `WELCOME`, and the handshake deadlines;
+//!   [`pending`]: the connections in their handshake per peer, and which
+//!   to close to make room for a new one.
 //! - [`forward`]: a stream session's messages to the bus as transmit credit
 //!   allows (reading on only up to [`forward::INPUT_LIMIT`] without it),
 //!   and the bus's items back to the client.
@@ -27,7 +29,9 @@
 //! without blocking; its handshake counts against the same deadline.
 //!
 //! Invariants: the reactor never blocks (all sockets are non-blocking; the
-//! only wait is `epoll_wait`); a client's messages reach the bus in order
+//! only wait is `epoll_wait`); no peer holds more than its share of the
+//! handshake slots, and a new connection always gets one (the oldest
+//! without a `HELLO` makes room); a client's messages reach the bus in order
 //! and its detach after them; one connection's failure closes that
 //! connection only; the bus is woken once per round for everything
 //! forwarded in it.
@@ -38,6 +42,7 @@ mod forward;
 mod handshake;
 mod input;
 mod notice;
+mod pending;
 mod sniff;
 #[cfg(test)]
 mod testing;
@@ -61,6 +66,7 @@ use conn::{Conn, Flow, Phase};
 use forward::{Forwarded, INPUT_LIMIT};
 use handshake::Deadlines;
 use notice::Notice;
+use pending::{Pending, Victim};
 
 use super::http::HttpHandoff;
 use super::shm::ShmService;
@@ -101,6 +107,8 @@ pub struct Reactor {
     /// What every shared-memory session gets: the bell, the ring size.
     shm: Option<Arc<ShmService>>,
     deadlines: Deadlines,
+    /// The connections in their handshake, per peer.
+    pending: Pending,
     /// The read buffer lent to whichever connection is being read.
     spare: Vec<u8>,
     /// Who a TCP peer is, asked on the reactor's thread: opened here, while
@@ -136,6 +144,7 @@ impl Reactor {
             control,
             shm,
             deadlines: Deadlines::default(),
+            pending: Pending::default(),
             spare: Vec::with_capacity(input::READ_CHUNK),
             diag: Some(DiagSocket::open()),
         };
@@ -227,14 +236,17 @@ impl Reactor {
         self.acceptor.retried();
     }
 
-    /// Count a new connection, watch it, start its handshake clock, and
-    /// read what it sent already.
+    /// Count a new connection (making room for it first, `pending.rs`),
+    /// watch it, start its handshake clock, and read what it sent already.
     fn admit(&mut self, accepted: Accepted) {
-        let Accepted { mut socket, via, peer, origin, phase } = accepted;
-        let slot = match self.sessions.admit(via, peer.clone(), origin) {
+        let Accepted { mut socket, via, peer, origin, key, phase } = accepted;
+        if let Some(victim) = self.pending.room_for(key) {
+            self.make_room(victim);
+        }
+        let slot = match self.sessions.admit_from(via, peer.clone(), origin, key) {
             Ok(slot) => slot,
             Err(violation) => {
-                warn!(peer, "refusing connection: {}", violation.text);
+                self.sessions.log_refusal(key, &peer, &violation.text);
                 // A fresh socket has room for one small message.
                 let _ = socket.write(&violation.refusal());
                 return;
@@ -250,9 +262,45 @@ impl Reactor {
             return;
         }
         let serial = self.deadlines.start(index, Instant::now());
-        let inserted = self.conns.insert(Conn::new(socket, slot, phase, serial));
+        let mut conn = Conn::new(socket, slot, phase, serial);
+        conn.held = Some(key);
+        self.pending.hold(key, index, serial);
+        let inserted = self.conns.insert(conn);
         debug_assert_eq!(inserted, index);
         self.pump(index);
+    }
+
+    /// Close `victim`, a connection still in its handshake, to make room
+    /// for a new one; it is told why.
+    fn make_room(&mut self, victim: Victim) {
+        self.pending.release(victim.peer, victim.serial);
+        let Some(conn) = self.conns.get_mut(victim.index) else { return };
+        if conn.serial != victim.serial {
+            return;
+        }
+        conn.held = None;
+        if conn.phase.in_handshake() {
+            conn.refuse(&Violation::new(ErrorCode::HubFull, victim.why.text()));
+            self.drain(victim.index);
+        }
+    }
+
+    /// Let go of connection `index`'s handshake slot once it is past its
+    /// handshake (welcomed, refused, or handed over).
+    fn settle(&mut self, index: usize) {
+        let Some(conn) = self.conns.get_mut(index) else { return };
+        if !conn.phase.in_handshake() {
+            if let Some(key) = conn.held.take() {
+                self.pending.release(key, conn.serial);
+            }
+        }
+    }
+
+    /// Forget connection `conn`, just removed, among the pending handshakes.
+    fn forget(&mut self, conn: &mut Conn) {
+        if let Some(key) = conn.held.take() {
+            self.pending.release(key, conn.serial);
+        }
     }
 
     /// Refuse connections whose handshake ran out of time by `now`.
@@ -260,6 +308,7 @@ impl Reactor {
         while let Some((index, serial)) = self.deadlines.pop_expired(now) {
             let Some(conn) = self.conns.get_mut(index) else { continue };
             if handshake::time_out(conn, serial) {
+                self.settle(index);
                 self.drain(index);
             }
         }
@@ -290,6 +339,7 @@ impl Reactor {
         if let Some(conn) = self.conns.get_mut(index) {
             conn.input.give_back_if_drained(&mut self.spare);
         }
+        self.settle(index);
         self.drain(index);
     }
 
@@ -351,6 +401,7 @@ impl Reactor {
     fn hand_over(&mut self, index: usize) {
         let Some(mut conn) = self.conns.remove(index) else { return };
         let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+        self.forget(&mut conn);
         let Some(control) = &self.control else { return };
         match sniff::http_connection(&mut conn) {
             Some(Ok(connection)) => control.hand_over(connection),
@@ -401,6 +452,7 @@ impl Reactor {
     fn close(&mut self, index: usize, reason: String) {
         if let Some(mut conn) = self.conns.remove(index) {
             let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+            self.forget(&mut conn);
             if !reason.is_empty() {
                 conn.slot.detach(&reason);
             }

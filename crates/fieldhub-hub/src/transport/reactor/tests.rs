@@ -14,7 +14,9 @@ use mio::Events;
 use super::input::READ_CHUNK;
 use super::testing::{self, frames_message};
 use super::*;
+use crate::session::peer_key::PeerKey;
 use crate::session::peer_user::PeerOrigin;
+use crate::session::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER};
 
 /// A reactor without listeners, and the inbox its bus would read.
 fn reactor() -> (Reactor, Inbox) {
@@ -26,6 +28,11 @@ fn reactor() -> (Reactor, Inbox) {
 /// A unix-socket client accepted by `reactor`: the client's end, and the
 /// connection's index.
 fn connect(reactor: &mut Reactor) -> (UnixStream, usize) {
+    connect_as(reactor, PeerKey::Unknown)
+}
+
+/// [`connect`] a client that counts against `key`.
+fn connect_as(reactor: &mut Reactor, key: PeerKey) -> (UnixStream, usize) {
     let (ours, client) = UnixStream::pair().expect("a socket pair");
     ours.set_nonblocking(true).expect("non-blocking");
     let index = reactor.conns.next_index();
@@ -34,6 +41,7 @@ fn connect(reactor: &mut Reactor) -> (UnixStream, usize) {
         via: "a unix socket",
         peer: "test".into(),
         origin: PeerOrigin::Operator,
+        key,
         phase: Phase::Hello { shm: false },
     });
     (client, index)
@@ -217,4 +225,48 @@ fn a_sender_without_credit_is_read_only_as_far_as_the_read_ahead_and_resumes_whe
         ids.extend(forwarded(&inbox).concat());
     }
     assert_eq!(ids, (0..FRAMES).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_peer_that_opens_more_silent_connections_than_its_share_loses_its_oldest_and_others_still_get_in() {
+    let (mut reactor, inbox) = reactor();
+    let mut events = Events::with_capacity(64);
+    let nobody = PeerKey::User(65534);
+    let mut silent: Vec<(UnixStream, usize)> =
+        (0..MAX_HANDSHAKES_PER_PEER).map(|_| connect_as(&mut reactor, nobody)).collect();
+    let (mut oldest, oldest_index) = silent.remove(0);
+    let serial = reactor.conns.get(oldest_index).expect("open").serial;
+    let _one_more = connect_as(&mut reactor, nobody);
+    let reused = reactor.conns.get(oldest_index).is_some_and(|conn| conn.serial != serial);
+    assert!(reused, "its oldest was closed to make room, the new one took its place");
+    let messages = read_until_closed(&mut oldest);
+    assert!(refusal_text(&messages[0]).contains("its oldest goes first"), "told why");
+    assert!(
+        silent.iter().all(|(_, index)| reactor.conns.get(*index).is_some()),
+        "the others stay until their deadline"
+    );
+
+    let (mut client, index) = connect_as(&mut reactor, PeerKey::User(0));
+    welcome(&mut reactor, &mut events, &mut client, &inbox);
+    assert!(reactor.conns.get(index).is_some_and(|conn| conn.held.is_none()), "past its handshake, holds no slot");
+}
+
+#[test]
+fn with_every_handshake_slot_taken_a_new_connection_closes_the_oldest_of_all_and_is_welcomed() {
+    let (mut reactor, inbox) = reactor();
+    let mut events = Events::with_capacity(4 * MAX_HANDSHAKES);
+    let peers = (MAX_HANDSHAKES / MAX_HANDSHAKES_PER_PEER) as u8;
+    let mut silent: Vec<(UnixStream, usize)> = (0..MAX_HANDSHAKES)
+        .map(|i| connect_as(&mut reactor, PeerKey::Address([10, 0, 0, i as u8 % peers].into())))
+        .collect();
+    let (mut oldest, oldest_index) = silent.remove(0);
+    let serial = reactor.conns.get(oldest_index).expect("open").serial;
+    let (mut client, _) = connect_as(&mut reactor, PeerKey::User(0));
+    // The new connection takes the place of the one that made room.
+    let index = oldest_index;
+    assert!(reactor.conns.get(index).is_some_and(|conn| conn.serial != serial), "the oldest of all made room");
+    assert!(refusal_text(&read_until_closed(&mut oldest)[0]).contains("the oldest goes first"));
+    welcome(&mut reactor, &mut events, &mut client, &inbox);
+    assert!(reactor.conns.get(index).is_some());
+    assert_eq!(reactor.pending.total(), MAX_HANDSHAKES - 1, "the silent ones still wait, the client holds none");
 }
