@@ -48,6 +48,7 @@ use std::thread::JoinHandle;
 
 use bus_thread::wake::BusWake;
 pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
+use config::CannelloniListen;
 use control::dbc_store::{DbcFileError, DbcStore};
 use control::http::ControlServer;
 use fieldhub_bus::inbox::{Inbound, InboxSender};
@@ -56,9 +57,12 @@ use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
 use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
+use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 pub use transport::tls::config::TlsConfigError;
+/// cannelloni's packet and stream formats (the fuzz targets read them).
+pub use transport::cannelloni::codec as cannelloni_codec;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -85,6 +89,8 @@ pub enum StartError {
     Ivshmem(#[from] RegionError),
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
+    #[error(transparent)]
+    Cannelloni(#[from] CannelloniError),
     #[error(transparent)]
     Dbc(#[from] DbcFileError),
     #[error(transparent)]
@@ -113,6 +119,8 @@ pub struct Hub {
     reactor: Option<(ReactorHandle, JoinHandle<()>)>,
     threads: Vec<JoinHandle<()>>,
     control: Option<Arc<ControlServer>>,
+    /// Where the cannelloni endpoints listen (port 0 resolved).
+    cannelloni_addrs: Vec<CannelloniListen>,
 }
 
 impl Hub {
@@ -152,6 +160,7 @@ impl Hub {
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+        let cannelloni = CannelloniEndpoints::bind_all(&config.cannelloni)?;
         let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
         let (inbox, inbox_rx) = fieldhub_bus::inbox::inbox(wake.clone());
@@ -186,9 +195,10 @@ impl Hub {
             reactor: None,
             threads: Vec::new(),
             control: None,
+            cannelloni_addrs: cannelloni.addrs.clone(),
         };
         let control =
-            ControlServer::start(hub.inbox.clone(), credentials(&config), config.hub.recordings_dir.clone(), dbc)
+            ControlServer::start(hub.inbox.clone(), credentials(&config), config.hub.recordings_dir.clone(), dbc, cannelloni.stats())
                 .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
@@ -211,6 +221,8 @@ impl Hub {
                 .map_err(|error| StartError::Thread { what: "SocketCAN port", error })?;
             hub.threads.push(thread);
         }
+        let endpoints = cannelloni.start(&sessions);
+        hub.threads.extend(endpoints.map_err(|error| StartError::Thread { what: "cannelloni endpoint", error })?);
         let bridges = SilKitBridge::start_all(&config.silkit, &config.channels, &sessions)
             .map_err(|error| StartError::Thread { what: "SIL Kit bridge", error })?;
         hub.threads.extend(bridges);
@@ -223,6 +235,11 @@ impl Hub {
     /// The addresses the hub listens on (port 0 resolved to the real port).
     pub fn listen_addrs(&self) -> &[ListenAddr] {
         &self.addrs
+    }
+
+    /// Where the cannelloni endpoints listen (port 0 resolved), in configuration order.
+    pub fn cannelloni_addrs(&self) -> &[CannelloniListen] {
+        &self.cannelloni_addrs
     }
 
     /// The session socket clients reach as `shm://NAME`, when serving shared memory.

@@ -7,10 +7,12 @@
 //! `[[port]]` (named connectors clients claim, optionally wired to a channel
 //! and rate-limited), `[[route]]` (gateway rules between channels, like
 //! Linux can-gw), `[[silkit]]` (channels on Vector SIL Kit CAN networks,
-//! `config_silkit.rs`) and `[[access]]` (per-client permissions,
+//! `config_silkit.rs`), `[[cannelloni]]` (cannelloni endpoints,
+//! `cannelloni.rs`) and `[[access]]` (per-client permissions,
 //! `config_access.rs`). `docs/configuration.md` documents every key.
 
 mod access;
+mod cannelloni;
 mod federation;
 mod hub_section;
 mod silkit;
@@ -23,6 +25,7 @@ use fieldhub_proto::limits::MAX_TOKEN_LEN;
 use serde::Deserialize;
 
 pub use crate::config::access::AccessConfig;
+pub use crate::config::cannelloni::{CannelloniConfig, CannelloniListen, MAX_LEARNED_PEERS};
 pub use crate::config::federation::{FederationConfig, Role};
 pub use crate::config::hub_section::{HubSection, TlsFiles};
 pub use crate::config::silkit::{SilKitConfig, SilKitMode};
@@ -74,6 +77,8 @@ pub struct HubConfig {
     pub routes: Vec<RouteConfig>,
     /// SIL Kit CAN networks channels join (`[[silkit]]`).
     pub silkit: Vec<SilKitConfig>,
+    /// cannelloni endpoints (`[[cannelloni]]`).
+    pub cannelloni: Vec<CannelloniConfig>,
     /// Hubs this one shares channels with (`[federation]`).
     pub federation: Option<FederationConfig>,
     /// Per-client permissions (`[[access]]`).
@@ -94,6 +99,8 @@ struct ConfigFile {
     route: Vec<RouteConfig>,
     #[serde(default)]
     silkit: Vec<SilKitConfig>,
+    #[serde(default)]
+    cannelloni: Vec<CannelloniConfig>,
     #[serde(default)]
     federation: Option<FederationConfig>,
     #[serde(default)]
@@ -192,6 +199,7 @@ impl HubConfig {
             ports: file.port,
             routes: file.route,
             silkit: file.silkit,
+            cannelloni: file.cannelloni,
             federation: file.federation,
             access: file.access,
         };
@@ -207,7 +215,7 @@ impl HubConfig {
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes, silkit: Vec::new(), federation: None, access: Vec::new() }
+        Self { hub, channels, ports, routes, silkit: Vec::new(), cannelloni: Vec::new(), federation: None, access: Vec::new() }
     }
 
     /// Listen addresses, parsed.
@@ -421,6 +429,17 @@ impl HubConfig {
             if let Some(j) = earlier.iter().position(|o| o.participant_name() == name) {
                 let text = format!("participant name '{name}' is already silkit[{j}]'s; SIL Kit needs unique names");
                 return Err(invalid(field("participant"), text));
+            }
+        }
+        for (i, c) in self.cannelloni.iter().enumerate() {
+            let field = |key: &str| source.table_field("cannelloni", i, key);
+            self.check_channel_ref(&c.channel).map_err(|m| invalid(field("channel"), m))?;
+            c.check_values().map_err(|(key, m)| invalid(field(key), m))?;
+            let listen = c.listen_addr().map_err(|m| invalid(field("listen"), m))?;
+            if listen.addr().port() != 0 {
+                if let Some(j) = self.cannelloni[..i].iter().position(|o| o.listen_addr() == Ok(listen)) {
+                    return Err(invalid(field("listen"), format!("{listen} is already cannelloni[{j}]'s")));
+                }
             }
         }
         Ok(())

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use super::api::{error, error_response};
 use super::dbc_store::DbcStore;
 use crate::session::credentials::Credentials;
+use crate::transport::cannelloni::stats::CannelloniStats;
 
 /// How long an HTTP request waits for the bus thread.
 pub const BUS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,6 +29,8 @@ pub struct ApiState {
     /// `[hub] recordings_dir`: recording paths are resolved in it here,
     /// before a request reaches the bus.
     pub recordings_dir: PathBuf,
+    /// The cannelloni endpoints' counters.
+    pub cannelloni: Arc<CannelloniStats>,
 }
 
 /// Hand a request to the bus thread and turn its answer into a response.

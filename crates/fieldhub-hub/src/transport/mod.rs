@@ -16,6 +16,8 @@
 //! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
 //!   each joined as one participant and attached as one port, or simulated
 //!   by the hub, each SIL Kit controller a port.
+//! - [`cannelloni`]: cannelloni endpoints (UDP packets, TCP streams) on a
+//!   channel, every peer a client with one port.
 //! - [`http`]: a TCP connection that speaks HTTP, handed to the control
 //!   server through [`http::HttpHandoff`].
 //! - [`tls`]: a TLS connection in the reactor (rustls without blocking);
@@ -24,6 +26,7 @@
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
 
+pub mod cannelloni;
 pub mod http;
 pub mod ivshmem;
 pub mod listener;

@@ -1,8 +1,10 @@
 //! The control API's handlers that hold more than a request to the bus:
 //! The control API's handlers: one bus request each ([`requests`]), DBC
 //! files per channel ([`dbc`]), the monitor's WebSocket ([`monitor_ws`]) and
-//! the recordings' files and the send box ([`workbench`]).
+//! the recordings' files and the send box ([`workbench`]), the cannelloni
+//! endpoints' counters ([`cannelloni`]).
 
+pub mod cannelloni;
 pub mod dbc;
 pub mod monitor_ws;
 pub mod requests;
