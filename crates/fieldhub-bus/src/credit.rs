@@ -11,6 +11,14 @@
 //! shared-memory ring) just looks again next round. Only when the waiter has
 //! announced that it waits does the bus pay for a wake-up, so a flowing
 //! sender costs two atomic operations per frame and no system call.
+//!
+//! In virtual time a synchronised participant's limit is raised to
+//! [`PARTICIPANT_CREDITS`] (`Bus` does it as the participant joins): its
+//! sends are part of its step, and a send that waited for credit would wait
+//! for bus time to move, which waits for that very step to end. Its frames
+//! queue per port instead, as on an overloaded real bus, and the hub tells
+//! it when more than [`TX_CREDITS`] wait (`docs/virtual-time.md`). The
+//! higher limit still bounds what one participant makes the hub hold.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::Thread;
@@ -18,6 +26,12 @@ use std::time::Duration;
 
 /// Frames one client may have queued in the bus at once.
 pub const TX_CREDITS: u32 = 256;
+
+/// Frames a synchronised participant of virtual time may have queued in
+/// the bus at once: 64 real-time queues, about 1.5 MiB of frames. Beyond
+/// it its send waits, its step cannot end, and the hub's stall report says
+/// so (send blocked on credit).
+pub const PARTICIPANT_CREDITS: u32 = 64 * TX_CREDITS;
 
 /// How long an acquiring thread sleeps before it re-checks on its own; a
 /// safety net only, wake-ups come from [`TxCredit::release`].
@@ -35,6 +49,8 @@ pub enum Waiter {
 
 pub struct TxCredit {
     in_flight: AtomicU32,
+    /// [`TX_CREDITS`], or [`PARTICIPANT_CREDITS`] for a participant.
+    limit: AtomicU32,
     waiting: AtomicBool,
     /// Set by the bus when it drops the client: no credit will come back.
     closed: AtomicBool,
@@ -43,7 +59,13 @@ pub struct TxCredit {
 
 impl TxCredit {
     pub fn new(waiter: Waiter) -> Self {
-        Self { in_flight: AtomicU32::new(0), waiting: AtomicBool::new(false), closed: AtomicBool::new(false), waiter }
+        Self {
+            in_flight: AtomicU32::new(0),
+            limit: AtomicU32::new(TX_CREDITS),
+            waiting: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            waiter,
+        }
     }
 
     /// Credit for frames forwarded by the calling thread.
@@ -78,7 +100,10 @@ impl TxCredit {
         }
         // SYNC POINT with `release`'s fetch_sub, as in `acquire`.
         let mut current = self.in_flight.load(Ordering::Acquire);
-        while current < TX_CREDITS {
+        // Relaxed: the limit changes when a participant joins or leaves
+        // virtual time; a send that sees the old one waits or not once more.
+        let limit = self.limit.load(Ordering::Relaxed);
+        while current < limit {
             match self.in_flight.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return true,
                 Err(now) => current = now,
@@ -100,7 +125,7 @@ impl TxCredit {
         // SYNC POINT with `release`'s load of `waiting` (SeqCst on both
         // sides: store-then-load against store-then-load).
         self.waiting.store(true, Ordering::SeqCst);
-        if self.in_flight.load(Ordering::SeqCst) < TX_CREDITS && self.try_acquire() {
+        if self.in_flight.load(Ordering::SeqCst) < self.limit.load(Ordering::Relaxed) && self.try_acquire() {
             self.waiting.store(false, Ordering::Relaxed);
             return true;
         }
@@ -137,6 +162,27 @@ impl TxCredit {
     /// Frames currently queued in the bus.
     pub fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Set how many frames may be queued at once (bus thread): raised for
+    /// a synchronised participant, lowered again when it stops being one.
+    /// A raised limit wakes a waiting acquirer: it may have room now.
+    pub fn set_limit(&self, limit: u32) {
+        self.limit.store(limit, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            self.wake();
+        }
+    }
+
+    /// How many frames may be queued at once.
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Whether every credit is out: the client's next frame waits (for
+    /// stall reports; a transport's acquirer may not have asked yet).
+    pub fn exhausted(&self) -> bool {
+        self.in_flight() >= self.limit()
     }
 }
 
@@ -175,6 +221,24 @@ mod tests {
         let credit = TxCredit::for_current_thread();
         credit.close();
         assert!(!credit.acquire(|| false));
+    }
+
+    #[test]
+    fn a_participant_s_limit_lets_more_frames_in_and_lowering_it_lets_them_drain() {
+        let credit = TxCredit::new(Waiter::Bus);
+        for _ in 0..TX_CREDITS {
+            assert!(credit.try_acquire());
+        }
+        assert!(!credit.acquire_or_wait() && credit.exhausted(), "a real-time client waits at its limit");
+        credit.set_limit(PARTICIPANT_CREDITS);
+        assert!(!credit.exhausted());
+        while credit.try_acquire() {}
+        assert_eq!(credit.in_flight(), PARTICIPANT_CREDITS);
+        credit.set_limit(TX_CREDITS);
+        (0..PARTICIPANT_CREDITS - TX_CREDITS).for_each(|_| credit.release());
+        assert!(!credit.try_acquire(), "back at the real-time limit: nothing until one more returns");
+        credit.release();
+        assert!(credit.try_acquire());
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
-use fieldhub_proto::wire::{self, ChannelFlags, FrameBatch, Message, PortOpened, PortOptions, TxDropped};
+use fieldhub_proto::wire::{self, ChannelFlags, ErrorCode, FrameBatch, Message, PortOpened, PortOptions, TxDropped};
 use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
 use crate::link::Flow;
@@ -128,6 +128,13 @@ pub(crate) struct Shared {
     /// Virtual time: the bus time of the last `GRANT` ([`NOT_GRANTED`]
     /// before the first). Written by the consumer only.
     pub granted_ns: AtomicU64,
+    /// Virtual time: more of this participant's frames waited in the hub
+    /// than a real-time transmit queue holds at its last `GRANT` (the hub
+    /// said so with `ERROR tx_queue_full` before it): a send that must not
+    /// wait reports a full queue. Written by the consumer only.
+    pub queue_full: AtomicBool,
+    /// `ERROR tx_queue_full` came since the last `GRANT`.
+    queue_full_next: AtomicBool,
 }
 
 /// `Shared::granted_ns` before the hub's first `GRANT`.
@@ -230,6 +237,8 @@ impl Shared {
             held: AtomicUsize::new(0),
             consuming: AtomicBool::new(false),
             granted_ns: AtomicU64::new(NOT_GRANTED),
+            queue_full: AtomicBool::new(false),
+            queue_full_next: AtomicBool::new(false),
         }
     }
 
@@ -415,6 +424,10 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
             shared.reply(Waiting::Pong(nonce), Reply::Done);
         }
         Message::Grant { now_ns } => {
+            // The hub tells a full queue before the GRANT it holds for.
+            // Relaxed: stored before `granted_ns`'s Release store below.
+            let full = shared.queue_full_next.swap(false, Ordering::Relaxed);
+            shared.queue_full.store(full, Ordering::Relaxed);
             // SYNC POINT with `Client::step`'s Acquire load: the frames
             // of the window were queued before this store.
             shared.granted_ns.store(now_ns, Ordering::Release);
@@ -447,6 +460,13 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
         }
         Message::Error(report) if report.fatal => {
             return Flow::Close(format!("the hub disconnected this client: {}", report.text));
+        }
+        Message::Error(report) if report.request == 0 && report.code == ErrorCode::TxQueueFull as u16 => {
+            // Told at every step boundary it holds for: log when it begins.
+            shared.queue_full_next.store(true, Ordering::Relaxed);
+            if !shared.queue_full.load(Ordering::Relaxed) {
+                tracing::warn!("the hub holds more of this participant's frames than a real-time queue: {}", report.text);
+            }
         }
         Message::Error(report) => {
             let failed = Reply::Failed { code: report.code, text: report.text.to_owned() };

@@ -372,6 +372,12 @@ impl Client {
         if let Some(why) = self.shared.send_rules(port.handle).refusal(frame) {
             return Err(ClientError::FrameNotAllowed { port: port.handle, channel: port.channel.clone(), why });
         }
+        // A participant in virtual time never waits for the hub (its send
+        // is part of its step): the hub's word at the last GRANT is the
+        // full queue a send that must not wait reports, as in real time.
+        if timeout == Some(Duration::ZERO) && self.tx_queue_full() {
+            return Err(ClientError::SendQueueFull(Duration::ZERO));
+        }
         let frame = frame.with_echo(false);
         let mut sent = if self.link.direct() {
             // Relaxed: a rough count, nothing is read through it.

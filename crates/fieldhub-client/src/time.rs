@@ -92,6 +92,17 @@ impl Client {
         lock(&self.shared.errors).iter().position(|(code, _)| *code == ErrorCode::TimeMode as u16)
     }
 
+    /// Whether more of this participant's frames waited in the hub at its
+    /// last `GRANT` than a real-time transmit queue holds (256): its
+    /// channel carries less than it sends, and its lower-priority frames
+    /// wait for later steps. Meanwhile a send with a zero timeout reports
+    /// [`ClientError::SendQueueFull`]; a send that may wait still queues
+    /// its frame, as waiting would hold bus time (`spec/protocol.md` 6.8).
+    /// Always false outside virtual time.
+    pub fn tx_queue_full(&self) -> bool {
+        self.shared.queue_full.load(Ordering::Relaxed)
+    }
+
     /// A participant's first `GRANT` follows `WELCOME`: wait for it, so
     /// [`Client::now`] has a value when `connect` returns.
     pub(crate) fn await_first_grant(&self) -> Result<(), ClientError> {

@@ -129,6 +129,10 @@ pub enum ErrorCode {
     /// A synchronised participant did not finish its step within the hub's
     /// step timeout.
     StepTimeout = 16,
+    /// More of a synchronised participant's frames wait in the hub than a
+    /// real-time transmit queue holds: its channel carries less than it
+    /// sends. Not fatal; the frames go on the bus in later steps.
+    TxQueueFull = 17,
 }
 
 impl ErrorCode {
@@ -152,6 +156,7 @@ impl ErrorCode {
             14 => Internal,
             15 => TimeMode,
             16 => StepTimeout,
+            17 => TxQueueFull,
             _ => return None,
         })
     }
@@ -176,6 +181,7 @@ impl ErrorCode {
             Internal => "internal",
             TimeMode => "time_mode",
             StepTimeout => "step_timeout",
+            TxQueueFull => "tx_queue_full",
         }
     }
 }

@@ -29,6 +29,8 @@ pub const START_NS: u64 = 1_700_000_000_000_000_000;
 pub struct TestClient {
     pub id: ClientId,
     outbox: Arc<QueueOutbox>,
+    /// Its transmit credit, as the bus sees it.
+    pub credit: Arc<TxCredit>,
 }
 
 impl TestClient {
@@ -139,12 +141,12 @@ impl Harness {
             name: name.into(),
             outbox,
             hang_up: Box::new(|| {}),
-            credit,
+            credit: credit.clone(),
             intake: None,
             synchronized,
             access,
         });
-        TestClient { id, outbox: queue }
+        TestClient { id, outbox: queue, credit }
     }
 
     /// Open a port named `name` on `channel`; returns its handle.
@@ -171,6 +173,17 @@ impl Harness {
     /// A frame from `client`'s port, as its transport would forward it.
     pub fn send(&mut self, client: &TestClient, port: u16, frame: Frame) {
         self.bus.handle(Inbound::Frame { client: client.id, port, frame });
+    }
+
+    /// A frame from `client`'s port as a transport forwards it: only with a
+    /// transmit credit. Returns false, sending nothing, when none is left
+    /// (the transport would wait, and the client's send with it).
+    pub fn send_with_credit(&mut self, client: &TestClient, port: u16, frame: Frame) -> bool {
+        if !client.credit.try_acquire() {
+            return false;
+        }
+        self.send(client, port, frame);
+        true
     }
 
     /// Serve the channels at the current time; returns the next deadline.

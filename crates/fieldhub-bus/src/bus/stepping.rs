@@ -13,6 +13,7 @@ use tracing::{info, warn};
 
 use super::virtual_time::{Lingering, RunLimit};
 use super::Bus;
+use crate::credit::{PARTICIPANT_CREDITS, TX_CREDITS};
 use crate::inbox::ClientId;
 use crate::member::Receiver;
 use crate::outbox::Outbound;
@@ -27,6 +28,10 @@ impl Bus {
         let Some(name) = self.clients.get(&client).map(|c| c.name.clone()) else { return };
         let now_ns = vt.join(client, &name);
         info!(client, name, now_ns, "participant joined virtual time");
+        // Its sends are part of its step: none may wait for bus time.
+        if let Some(owner) = self.clients.get(&client) {
+            owner.credit.set_limit(PARTICIPANT_CREDITS);
+        }
         self.reply(client, Outbound::Grant { now_ns });
     }
 
@@ -83,9 +88,46 @@ impl Bus {
         self.retire_lingering();
         let granted = self.virtual_time.as_mut().map(|vt| vt.grant(target)).unwrap_or_default();
         for client in granted {
+            if let Some(text) = self.queue_full(client) {
+                let error = Outbound::Error { code: ErrorCode::TxQueueFull, request: 0, fatal: false, text };
+                self.reply(client, error);
+            }
             self.reply(client, Outbound::Grant { now_ns: target });
         }
         true
+    }
+
+    /// What to tell a participant about to be granted whose frames waiting
+    /// in the hub are more than a real-time transmit queue holds
+    /// ([`TX_CREDITS`]): its channel carries less than it sends. `None`
+    /// while they fit. Counted in its ports' FIFOs, so when it is told
+    /// depends on bus time only.
+    fn queue_full(&self, client: ClientId) -> Option<String> {
+        let owner = self.clients.get(&client)?;
+        let mut queued = 0;
+        let mut fullest: Option<(usize, &str, &str)> = None;
+        for owned in owner.ports.iter().flatten() {
+            let channel = &self.channels[owned.channel as usize];
+            let Some(member) = channel.members.get(owned.member).filter(|m| m.port_id == owned.port_id) else {
+                continue;
+            };
+            let waiting = member.tx.len();
+            queued += waiting;
+            if fullest.is_none_or(|(most, ..)| waiting > most) {
+                let port = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+                fullest = Some((waiting, port, channel.name()));
+            }
+        }
+        if queued <= TX_CREDITS as usize {
+            return None;
+        }
+        let (waiting, port, channel) = fullest?;
+        Some(format!(
+            "{queued} frames of this participant wait in the hub (more than the {TX_CREDITS} of a real-time transmit \
+             queue; {waiting} on port '{port}' of channel '{channel}'): the channel carries less than is sent, so \
+             lower-priority frames wait. They go on the bus in arbitration order in the coming steps; send with \
+             timeout 0 reports the queue full meanwhile. Beyond {PARTICIPANT_CREDITS} a send waits and bus time stalls"
+        ))
     }
 
     /// The step's frames, in (port name, order sent) order — never in the
@@ -263,17 +305,41 @@ impl Bus {
                 true => "dropped from synchronisation; bus time goes on without it",
                 false => "bus time waits for it",
             };
-            let held = self.held_behind(stall.client).map(|why| format!("; {why}")).unwrap_or_default();
-            warn!(client = stall.client, name = %stall.name, "participant stalled: no STEP within {timeout:?} of GRANT {}; {consequence}{held}", stall.granted_ns);
-            let text = format!("no STEP within {timeout:?} of GRANT {}; {consequence}{held}", stall.granted_ns);
+            let waits_for = self.waits_for(stall.client);
+            warn!(client = stall.client, name = %stall.name, "participant stalled: no STEP within {timeout:?} of GRANT {}; {consequence}; {waits_for}", stall.granted_ns);
+            let text = format!("no STEP within {timeout:?} of GRANT {}; {consequence}; {waits_for}", stall.granted_ns);
+            if let Some(vt) = self.virtual_time.as_mut() {
+                vt.stalled_for(stall.client, &waits_for);
+            }
             let error = Outbound::Error { code: ErrorCode::StepTimeout, request: 0, fatal: false, text };
             self.reply(stall.client, error);
             if stall.dropped {
-                // It goes on as an observer, which holds nothing back.
+                // It goes on as an observer, which holds nothing back, and
+                // whose sends wait for credit as in real time.
                 self.make_lossy(stall.client);
+                if let Some(owner) = self.clients.get(&stall.client) {
+                    owner.credit.set_limit(TX_CREDITS);
+                }
             }
         }
         self.flush_outboxes();
+    }
+
+    /// What a stalled participant waits for, as its report names it: a
+    /// send blocked on transmit credit (and what holds the credit), a
+    /// lossless receiver without room, or its own step not ended.
+    fn waits_for(&self, client: ClientId) -> String {
+        let held = self.held_behind(client);
+        let blocked = self.clients.get(&client).is_some_and(|c| c.credit.exhausted());
+        match (blocked, held) {
+            (true, held) => format!(
+                "send blocked on credit: {PARTICIPANT_CREDITS} of its frames wait in the hub, the most a participant \
+                 may queue, so its send waits for bus time to move{}",
+                held.map(|why| format!("; {why}")).unwrap_or_default()
+            ),
+            (false, Some(why)) => format!("lossless receiver full: {why}"),
+            (false, None) => "step not ended: it has not sent STEP (still computing, or hung)".to_owned(),
+        }
     }
 
     /// Why `client`'s step may be unable to end: its frames wait on a

@@ -71,12 +71,30 @@
 //! port and its client too: that is who actually holds. After `on_stall =
 //! "drop"` a `STEP` of the dropped participant is refused with the reason.
 //!
+//! # Overload: bus time never waits on what only bus time releases
+//!
+//! A participant's sends are part of its step, so none may wait for the
+//! bus: a send that waited for transmit credit would wait for bus time to
+//! move, and bus time for that step to end. Its credit limit is raised to
+//! [`PARTICIPANT_CREDITS`] while it takes part: its frames queue per port
+//! as on an overloaded real bus — arbitration decides, lower priorities
+//! wait or starve, `tx_pending` grows — and go out over the following
+//! windows. A participant granted with more than [`TX_CREDITS`] frames
+//! waiting (a real-time queue) is told first (`ERROR tx_queue_full`,
+//! counted from its ports' FIFOs, so it depends on bus time only); its
+//! client library then reports a full queue to a send that must not wait.
+//! Only past [`PARTICIPANT_CREDITS`] does a send wait, and the step timeout
+//! reports the participant as blocked on credit. Every stall report names
+//! what the participant waits for: step not ended, send blocked on credit,
+//! lossless receiver full.
+//!
+//! [`PARTICIPANT_CREDITS`]: crate::credit::PARTICIPANT_CREDITS
+//! [`TX_CREDITS`]: crate::credit::TX_CREDITS
+//!
 //! # Limits
 //!
-//! A participant's staged frames still hold its transmit credit (256 frames
-//! in the bus): a step that sends more waits for the step's end, which
-//! never comes — the participant is reported as stalled. The same credit
-//! bounds an observer's frames while bus time stands still. A `PING` is
+//! An observer's frames wait for credit (256 frames in the bus) as in real
+//! time, so it places at most that many while bus time stands still. A `PING` is
 //! answered once the sender's frames are staged, so a flush never waits for
 //! a participant's own `STEP`. A participant's `block_on_overflow` port
 //! without room holds its channel until the bus-time deadline of its next
@@ -161,6 +179,8 @@ struct Participant {
     granted_at: Instant,
     /// Reported as stalled in the current step.
     stalled: bool,
+    /// What it waits for, as its stall report named it.
+    waits_for: Option<String>,
 }
 
 /// A participant that did not finish its step within the timeout.
@@ -203,6 +223,10 @@ pub struct ParticipantStatus {
     pub now_ns: u64,
     pub done_until_ns: Option<u64>,
     pub stalled: bool,
+    /// What a stalled participant waits for: step not ended, send blocked
+    /// on credit, lossless receiver full (with who holds it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
 }
 
 /// Virtual time as the control API and `STATS` show it.
@@ -297,6 +321,7 @@ impl VirtualTime {
             done_until: None,
             granted_at: self.wall.now(),
             stalled: false,
+            waits_for: None,
         };
         self.participants.insert(client, participant);
         self.awaiting.retain(|awaited| awaited != name);
@@ -327,6 +352,7 @@ impl VirtualTime {
         }
         participant.done_until = Some(until_ns);
         participant.stalled = false;
+        participant.waits_for = None;
         Ok(())
     }
 
@@ -467,6 +493,13 @@ impl VirtualTime {
         stalls
     }
 
+    /// Keep what a stalled participant waits for, for the time status.
+    pub fn stalled_for(&mut self, client: ClientId, waits_for: &str) {
+        if let Some(participant) = self.participants.get_mut(&client) {
+            participant.waits_for = Some(waits_for.to_owned());
+        }
+    }
+
     /// The step timeout, for reports.
     pub fn step_timeout(&self) -> Duration {
         self.step_timeout
@@ -497,6 +530,7 @@ impl VirtualTime {
                 now_ns: p.granted_ns,
                 done_until_ns: p.done_until,
                 stalled: p.stalled,
+                waits_for: p.waits_for.clone(),
             })
             .collect();
         TimeStatus { now_ns, limit: self.limit, real_time_factor, participants, awaiting: self.awaiting.clone() }

@@ -366,3 +366,5 @@ fn the_real_time_factor_counts_only_wall_clock_time_in_which_bus_time_was_free_t
     h.wall.advance(Duration::from_secs(60));
     assert_eq!(real_time_factor(&mut h), 200.0 / 30.0);
 }
+
+mod overload;
