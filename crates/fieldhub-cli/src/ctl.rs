@@ -28,7 +28,12 @@ enum Operation {
     /// Gateway routes.
     Routes,
     /// Plug a port's cable into a channel (moves it from its current one).
-    Plug { port: String, channel: String },
+    Plug {
+        /// The port's name (`ctl ports`).
+        port: String,
+        /// The channel to plug it into.
+        channel: String,
+    },
     /// Pull a port's cable: it neither sends nor receives until plugged again.
     Unplug { port: String },
     /// Cut a channel: the given ports form a segment isolated from the others.
@@ -41,7 +46,9 @@ enum Operation {
     Repair { channel: String },
     /// Add a gateway route from one channel to another (like can-gw).
     Bridge {
+        /// The channel whose frames the route takes.
         from: String,
+        /// The channel the route sends them on.
         to: String,
         /// Identifier to match (hex): alone, exactly that identifier; with
         /// --mask, the bits the mask selects. Neither: every frame.
@@ -277,8 +284,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
     };
     let answer = call(&base, method, &path, body)?;
-    println!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(())
+    crate::output::outln!("{}", serde_json::to_string_pretty(&answer)?)
 }
 
 /// One API call; a 4xx answer becomes an error carrying the hub's message.
@@ -300,15 +306,37 @@ pub fn call(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow
         Some(body) => request.send_json(body),
         None => request.call(),
     };
+    // A fieldhub hub answers every request with JSON, its errors with an
+    // `error` text; anything else is another program on that address.
+    let not_a_hub = |what: String| {
+        anyhow::anyhow!(
+            "something that is not a fieldhub hub answers at {base} ({what} to {method} {path}); \
+             give --hub the address of a fieldhub hub"
+        )
+    };
     match result {
-        Ok(response) => response.into_json::<Value>().context("the hub's answer is not JSON"),
+        Ok(response) => {
+            let status = response.status();
+            response.into_json::<Value>().map_err(|_| not_a_hub(format!("an answer {status} that is not JSON")))
+        }
         Err(ureq::Error::Status(code, response)) => {
             let text = response.into_json::<Value>().ok().and_then(|v| v["error"].as_str().map(str::to_owned));
-            bail!("{method} {path}: {code}: {}", text.unwrap_or_else(|| "no reason given".into()))
+            match text {
+                Some(text) => bail!("{method} {path}: {code}: {text}"),
+                None => Err(not_a_hub(format!("{code} without a fieldhub error"))),
+            }
         }
         Err(e) => match tls_failure(&e, base) {
             Some(tls) => Err(tls).with_context(|| format!("TLS with the hub's control API at {base}")),
-            None => Err(e).with_context(|| format!("cannot reach the hub's control API at {base}")),
+            None => match e.kind() {
+                ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => Err(e).with_context(|| {
+                    format!("cannot reach the hub's control API at {base} (is `fieldhub hub` running there?)")
+                }),
+                ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader => {
+                    Err(not_a_hub("an answer that is not HTTP".into()))
+                }
+                _ => Err(e).with_context(|| format!("the hub's control API at {base}")),
+            },
         },
     }
 }

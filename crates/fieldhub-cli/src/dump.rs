@@ -10,6 +10,7 @@ use fieldhub_proto::error_text::describe_error_frame;
 use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
 use fieldhub_proto::FrameFlags;
 
+use crate::output::closed_pipe;
 use crate::{HubSelect, PortSelect};
 
 /// How long an idle dump waits for a frame before it looks for channel
@@ -130,7 +131,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         let received = match client.try_recv()? {
             Some(r) => r,
             None => {
-                out.flush()?;
+                out.flush().map_err(closed_pipe)?;
                 report_channel_events(&client);
                 match client.recv(Some(IDLE_LOOK))? {
                     Some(r) => r,
@@ -173,14 +174,10 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
             }
             line
         };
-        if writeln!(out, "{line}").is_err() {
-            // The reader went away (`| head`): not an error for a dump tool.
-            return Ok(());
-        }
+        writeln!(out, "{line}").map_err(closed_pipe)?;
         printed += 1;
     }
-    out.flush()?;
-    Ok(())
+    out.flush().map_err(closed_pipe)
 }
 
 /// Print what the hub reported about the dumped channels (a federation's

@@ -34,9 +34,9 @@ pub fn run(args: FrameBitsArgs) -> anyhow::Result<()> {
             "nominal_bits": bits.nominal_bits,
             "data_bits": bits.data_bits,
         });
-        println!("{answer}");
+        crate::output::outln!("{answer}")?;
     } else {
-        println!(
+        crate::output::outln!(
             "{}: {} bits ({} stuff bits, 3-bit intermission included), {:.3} µs at {} bit/s{}",
             args.frame,
             bits.total,
@@ -44,7 +44,7 @@ pub fn run(args: FrameBitsArgs) -> anyhow::Result<()> {
             duration_ns as f64 / 1000.0,
             args.bitrate,
             if bits.data_bits > 0 { format!(" / {data_bitrate} bit/s data phase") } else { String::new() }
-        );
+        )?;
     }
     Ok(())
 }

@@ -59,11 +59,15 @@ enum Mode<T> {
     Fixed(T),
 }
 
-fn mode<T>(text: &str, what: &str, fixed: impl Fn(&str) -> Option<T>) -> anyhow::Result<Mode<T>> {
+/// `r`, `i` or a fixed value `fixed` parses; `value` says which values
+/// are valid, for the message when none is given.
+fn mode<T>(text: &str, what: &str, value: &str, fixed: impl Fn(&str) -> Option<T>) -> anyhow::Result<Mode<T>> {
     match text {
         "r" => Ok(Mode::Random),
         "i" => Ok(Mode::Increment),
-        other => fixed(other).map(Mode::Fixed).with_context(|| format!("{what} '{other}': expected r, i or a value")),
+        other => fixed(other)
+            .map(Mode::Fixed)
+            .with_context(|| format!("{what} {other}: expected r (random), i (incrementing) or {value}")),
     }
 }
 
@@ -81,12 +85,20 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     }
     let max_len = if fd { 64 } else { 8 };
     let max_id = if args.extended { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
-    let id_mode = mode(&args.id, "-I", |s| u32::from_str_radix(s, 16).ok().filter(|&id| id <= max_id))?;
-    let data_mode = mode(&args.data, "-D", parse_hex_data)?;
+    let ids = if args.extended {
+        format!("a hex identifier 0 to {max_id:X}")
+    } else {
+        format!("a hex identifier 0 to {max_id:X} (to {MAX_EXTENDED_ID:X} with -e)")
+    };
+    let id_mode = mode(&args.id, "-I", &ids, |s| u32::from_str_radix(s, 16).ok().filter(|&id| id <= max_id))?;
+    let data_mode = mode(&args.data, "-D", "hex bytes, two digits each (DEADBEEF)", parse_hex_data)?;
     let len_mode = match &data_mode {
         // Fixed data fixes the length, as in cangen.
         Mode::Fixed(bytes) => Mode::Fixed(bytes.len()),
-        _ => mode(&args.len, "-L", |s| s.parse::<usize>().ok().filter(|&l| l <= max_len))?,
+        _ => {
+            let lengths = if fd { "a length 0 to 64".to_owned() } else { "a length 0 to 8 (to 64 with -f)".to_owned() };
+            mode(&args.len, "-L", &lengths, |s| s.parse::<usize>().ok().filter(|&l| l <= max_len))?
+        }
     };
     if args.gap_ms < 0.0 || !args.gap_ms.is_finite() {
         bail!("-g {}: the gap must be 0 or more milliseconds", args.gap_ms);
@@ -150,7 +162,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         };
         client.send(&port, &frame)?;
         if args.verbose {
-            println!("  {}  {}", args.channel, format_cansend(&frame));
+            crate::output::outln!("  {}  {}", args.channel, format_cansend(&frame))?;
         }
         sent += 1;
         if !gap.is_zero() {

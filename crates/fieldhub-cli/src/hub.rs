@@ -97,15 +97,13 @@ pub struct HubArgs {
 
 pub fn run(args: HubArgs) -> anyhow::Result<()> {
     if args.print_default_config {
-        print!("{DEFAULT_CONFIG}");
-        return Ok(());
+        return crate::output::text(DEFAULT_CONFIG);
     }
     if args.check_config {
         let config = load_config(&args)?;
         // The certificate files too: a hub that would not start is not ok.
         fieldhub_hub::tls_server_config(&config)?;
-        println!("ok");
-        return Ok(());
+        return crate::output::outln!("ok");
     }
     let mut filter = EnvFilter::try_from_env("FIELDHUB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     if args.quiet {

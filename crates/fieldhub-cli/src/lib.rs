@@ -15,6 +15,7 @@ mod federation_log;
 mod frame_bits;
 mod gen;
 mod hub;
+mod output;
 mod ready;
 mod record;
 mod replay;
@@ -176,6 +177,12 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(ours) = args.get(1).and_then(|tool| can_utils_name(&tool.to_string_lossy())) {
+        let theirs = args[1].to_string_lossy();
+        eprintln!("error: fieldhub has no '{theirs}'; did you mean 'fieldhub {ours}'? (docs/can-utils.md maps can-utils to fieldhub)");
+        return 2;
+    }
     let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Hub(args) => hub::run(args),
@@ -192,11 +199,24 @@ where
     };
     match result {
         Ok(()) => 0,
+        Err(e) if e.is::<output::StdoutClosed>() => output::CLOSED_PIPE_STATUS,
         Err(e) => {
             eprintln!("error: {}", error_text(&e));
             1
         }
     }
+}
+
+/// The fieldhub tool for a can-utils tool's name a user types out of habit.
+fn can_utils_name(tool: &str) -> Option<&'static str> {
+    Some(match tool {
+        "candump" => "dump",
+        "cansend" => "send",
+        "cangen" => "gen",
+        "canplayer" => "replay",
+        "canbusload" => "stats",
+        _ => return None,
+    })
 }
 
 /// An error and its causes on one line, `context: cause: cause`, leaving out

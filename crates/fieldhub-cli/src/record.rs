@@ -94,7 +94,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     if let Err(e) = written.and(finished) {
         // A closed pipe (`| head`) ends a recording to stdout, as for dump.
         if args.output.is_none() && is_broken_pipe(&e) {
-            return Ok(());
+            return Err(crate::output::StdoutClosed.into());
         }
         return Err(e).with_context(|| format!("writing {destination}"));
     }

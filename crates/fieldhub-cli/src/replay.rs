@@ -151,13 +151,12 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let (port, sent) = &sent[channel];
         total += sent;
         if port.channel == *channel {
-            println!("{channel}: {sent} frames");
+            crate::output::outln!("{channel}: {sent} frames")?;
         } else {
-            println!("{channel} -> {}: {sent} frames", port.channel);
+            crate::output::outln!("{channel} -> {}: {sent} frames", port.channel)?;
         }
     }
-    println!("replayed {total} frames from {}", args.file.display());
-    Ok(())
+    crate::output::outln!("replayed {total} frames from {}", args.file.display())
 }
 
 /// Play with the recorded timing on the wall clock (or `--fast`); returns

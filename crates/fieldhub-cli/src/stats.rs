@@ -1,11 +1,9 @@
 //! `fieldhub stats`: channel and port statistics of a running hub.
 //!
 //! The report is composed first and written at once; a reader that stops
-//! early (`fieldhub stats | head`) ends the command quietly, as it would
-//! end `cat`.
+//! early (`fieldhub stats | head`) ends the command quietly (`crate::output`).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use crate::HubSelect;
 
@@ -27,7 +25,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let mut out = String::new();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?;
-        return print(&out);
+        return crate::output::text(&out);
     }
     writeln!(out, "hub {}", stats.hub)?;
     if let Some(time) = &stats.time {
@@ -95,7 +93,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             o.channels, o.ids, o.ports, o.routes
         )?;
     }
-    print(&out)
+    crate::output::text(&out)
 }
 
 /// A statistics identifier (SocketCAN form) as cansend writes it: 3 hex
@@ -111,15 +109,6 @@ fn identifier(socketcan_id: u32) -> String {
         format!("{:08X}{remote}", socketcan_id & 0x1FFF_FFFF)
     } else {
         format!("{:03X}{remote}", socketcan_id & 0x7FF)
-    }
-}
-
-/// Write `text` to standard output; a closed pipe is the reader's choice,
-/// not an error.
-fn print(text: &str) -> anyhow::Result<()> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        written => Ok(written?),
     }
 }
 

@@ -40,7 +40,7 @@ pub(crate) enum Fault {
     #[error("the hub closed the connection during the handshake")]
     Closed,
     /// What arrived cannot be a message.
-    #[error("the answer to HELLO is not a fieldhub message ({0}); is a fieldhub hub serving this address?")]
+    #[error("the answer to HELLO is not a fieldhub message ({0})")]
     Garbled(String),
     /// A shared ring breaks `spec/shm.md`'s rules.
     #[error("the hub broke the shared ring during the handshake: {0}")]
@@ -76,9 +76,19 @@ pub(crate) fn handshake(
             Ok(tls) => ClientError::Tls { url: url.into(), error: Box::new(tls) },
             Err(source) => ClientError::Connect { url: url.into(), source },
         },
-        Fault::TimedOut => ClientError::Timeout(options.timeout),
+        // A hub answers HELLO at once: silence or another protocol is
+        // another program on the address (an HTTP server on the hub's
+        // port waits for a request line that never comes).
+        Fault::TimedOut => ClientError::Protocol(format!(
+            "something that is not a fieldhub hub answers at {url}: no answer to HELLO within {:?} \
+             (or a hub too busy to answer); give the address of a fieldhub hub",
+            options.timeout
+        )),
+        Fault::Garbled(_) => ClientError::Protocol(format!(
+            "something that is not a fieldhub hub answers at {url}: {fault}; give the address of a fieldhub hub"
+        )),
         Fault::Closed => ClientError::Closed { reason: fault.to_string() },
-        Fault::Garbled(_) | Fault::Corrupt(_) => ClientError::Protocol(fault.to_string()),
+        Fault::Corrupt(_) => ClientError::Protocol(fault.to_string()),
     };
     let mut hello = Vec::new();
     let token = options.token.as_deref().unwrap_or("");
@@ -249,8 +259,11 @@ mod tests {
     }
 
     #[test]
-    fn no_answer_in_time_is_a_timeout() {
+    fn no_answer_in_time_says_something_else_answers_there() {
         let err = outcome(None).unwrap_err();
-        assert!(matches!(err, ClientError::Timeout(t) if t == options().timeout), "{err:?}");
+        assert!(matches!(err, ClientError::Protocol(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("something that is not a fieldhub hub answers at {URL}")), "{text}");
+        assert!(text.contains(&format!("within {:?}", options().timeout)), "{text}");
     }
 }

@@ -15,5 +15,6 @@ mod bridge;
 mod frame_bits;
 mod ready_signal;
 mod record_replay;
+mod rough_edges;
 mod stats;
 mod tools;

@@ -1,7 +1,7 @@
 //! `fieldhub stats`: on a hub larger than one `STATS` message (issue 16: it
 //! printed invalid JSON past ~1,900 ports) the document stays valid JSON,
-//! says how much it left out, and the control API still has everything;
-//! into a pipe closed early it ends quietly.
+//! says how much it left out, and the control API still has everything.
+//! (Into a pipe closed early it ends quietly: `rough_edges`.)
 
 use crate::FIELDHUB;
 use fieldhub_proto::stats::HubStats;
@@ -31,30 +31,4 @@ fn stats_of_two_thousand_ports_are_valid_json_that_says_what_was_left_out() {
     assert_eq!(status, 200);
     assert_eq!(all["ports"].as_array().unwrap().len(), 64 * 32, "the control API has them all");
     assert!(all.get("omitted").is_none());
-}
-
-/// `fieldhub stats | head`: a reader that closes the pipe before the
-/// report is written ends the command quietly, not with a panic.
-#[test]
-fn stats_into_a_closed_pipe_ends_quietly() {
-    let hub = FIELDHUB.start();
-    for json in [false, true] {
-        let mut args = vec!["stats", "--hub", &hub.url];
-        if json {
-            args.push("--json");
-        }
-        let mut child = FIELDHUB
-            .command()
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Closed before the command has even reached the hub.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "stats (json: {json}) into a closed pipe: {:?}: {stderr}", out.status);
-        assert!(!stderr.contains("panicked"), "{stderr}");
-    }
 }
