@@ -11,7 +11,9 @@ use crate::HubSelect;
 pub struct StatsArgs {
     #[command(flatten)]
     hub: HubSelect,
-    /// Print the statistics document as JSON.
+    /// Print the statistics document as JSON. Each identifier is its number without flag bits
+    /// (`"id": 291`) with `extended`, `remote` and `error` beside it (the control API's
+    /// `/api/v1/stats` has the SocketCAN form, flags inside the number).
     #[arg(long)]
     json: bool,
     /// Identifiers to list per channel (most frequent first).
@@ -24,7 +26,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let stats = client.stats()?;
     let mut out = String::new();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&json_document(&stats)?)?)?;
         return crate::output::text(&out);
     }
     writeln!(out, "hub {}", stats.hub)?;
@@ -96,6 +98,24 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     crate::output::text(&out)
 }
 
+/// The statistics document with every identifier split into its number
+/// and its flags, for a reader (`jq`) that should not need SocketCAN's bits.
+fn json_document(stats: &fieldhub_proto::stats::HubStats) -> serde_json::Result<serde_json::Value> {
+    use fieldhub_proto::frame::{CAN_EFF_FLAG, CAN_ERR_FLAG, CAN_RTR_FLAG};
+    let mut document = serde_json::to_value(stats)?;
+    let channels = document["channels"].as_array_mut().into_iter().flatten();
+    for id in channels.flat_map(|channel| channel["ids"].as_array_mut().into_iter().flatten()) {
+        let socketcan = id["id"].as_u64().unwrap_or_default() as u32;
+        let (extended, error) = (socketcan & CAN_EFF_FLAG != 0, socketcan & CAN_ERR_FLAG != 0);
+        let bits = if extended || error { 0x1FFF_FFFF } else { 0x7FF };
+        id["id"] = (socketcan & bits).into();
+        id["extended"] = extended.into();
+        id["remote"] = (socketcan & CAN_RTR_FLAG != 0).into();
+        id["error"] = error.into();
+    }
+    Ok(document)
+}
+
 /// A statistics identifier (SocketCAN form) as cansend writes it: 3 hex
 /// digits for an 11-bit id, 8 for a 29-bit one, `R` after a remote
 /// frame's, `ERR` and the error class bits for error frames.
@@ -119,7 +139,8 @@ fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::identifier;
+    use super::{identifier, json_document};
+    use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats};
 
     #[test]
     fn identifiers_read_as_cansend_writes_them_not_with_socketcan_flag_bits() {
@@ -128,5 +149,20 @@ mod tests {
         assert_eq!(identifier(0x4000_0000 | 0x123), "123R");
         assert_eq!(identifier(0x8000_0000 | 0x4000_0000 | 0x42), "00000042R");
         assert_eq!(identifier(0x2000_0000 | 0x4), "ERR 4");
+    }
+
+    #[test]
+    fn json_identifiers_carry_the_id_and_its_flags_apart() {
+        let id = |id| IdStats { id, frames: 1, rate_hz: 0.0 };
+        let ids = vec![id(0x4000_0000 | 0x123), id(0x8000_0000 | 0x1ABC_DEF0), id(0x2000_0000 | 0x4)];
+        let stats = HubStats { channels: vec![ChannelStats { ids, ..Default::default() }], ..Default::default() };
+        let document = json_document(&stats).unwrap();
+        let split: Vec<_> = document["channels"][0]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["id"].as_u64().unwrap(), i["extended"] == true, i["remote"] == true, i["error"] == true))
+            .collect();
+        assert_eq!(split, [(0x123, false, true, false), (0x1ABC_DEF0, true, false, false), (0x4, false, false, true)]);
     }
 }
