@@ -1,18 +1,33 @@
 //! Virtual time: how fast a hub in virtual time runs a whole bus. N
 //! synchronised participants on [`TIMED_CHANNEL`] (exact bit times at
-//! 500 kbit/s) each send one frame per step of their own period for a given
-//! span of bus time; the figure is the real-time factor — bus time per
-//! wall-clock time — against real time, where the same traffic takes exactly
-//! its bus time (the baseline, 1.0, needs no measuring). Also the wall time
-//! each advance of bus time costs, and a check that every frame arrived.
+//! 500 kbit/s) each send their share of the offered load every step of
+//! their own period, for a given span of bus time; the figure is the
+//! real-time factor — bus time per wall-clock time — against real time,
+//! where the same traffic takes exactly its bus time, and against SIL Kit's
+//! own synchronised time with the same participants and steps, measured in
+//! the same run ([`silkit`]). Also the wall time each advance of bus time
+//! costs, and a check that every frame arrived.
+//!
+//! The offered load may exceed the channel (`--load 125`): then frames
+//! queue, arbitration decides and the lowest priorities wait, as on a real
+//! bus, and the run still ends; the observer receives what the channel
+//! carried, and the frames still queued at the end are counted as such.
 
+pub mod silkit;
+
+use std::path::PathBuf;
 use std::time::Instant;
 
 use fieldhub_client::{Client, ClientOptions, Frame};
+use fieldhub_proto::bits::FrameBits;
 use serde::Serialize;
 
 use crate::hub_process::{HubProcess, TIMED_CHANNEL};
 use crate::{BenchError, Launcher, Transport};
+use silkit::SilKitBaseline;
+
+/// The timed channel's bit rate.
+const BITRATE: u32 = 500_000;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -24,6 +39,11 @@ pub struct VirtualTimeRun {
     pub bus_seconds: f64,
     /// Each participant's period and step, in milliseconds of bus time.
     pub period_ms: u64,
+    /// The channel's offered load in percent of its capacity, shared by the
+    /// participants; `None`: one frame per participant per step.
+    pub load_percent: Option<f64>,
+    /// SIL Kit's folder for the baseline; `None`: no comparison.
+    pub silkit: Option<PathBuf>,
 }
 
 /// What it gave.
@@ -38,12 +58,37 @@ pub struct VirtualTimeResult {
     /// Advances of bus time (one per period: every participant steps together).
     pub advances: u64,
     pub wall_us_per_advance: f64,
+    /// The load offered to the channel, in percent of its capacity.
+    pub offered_load_percent: f64,
     /// Frames the observer received, and how many were sent.
     pub frames_received: u64,
     pub frames_sent: u64,
+    /// SIL Kit's synchronised time, same participants and steps, same run.
+    pub silkit: Option<SilKitBaseline>,
+    /// Wall time per step of SIL Kit over fieldhub's: at 1 ms steps the
+    /// ratio of the real-time factors.
+    pub times_silkit: Option<f64>,
 }
 
 const NS_PER_MS: u64 = 1_000_000;
+
+/// The frame participant `i` sends as its `n`th of step `k`.
+fn frame(i: usize, k: u64, n: u64) -> Result<Frame, BenchError> {
+    let data = (k << 16 | n).to_le_bytes();
+    Frame::can(0x100 + i as u32, false, &data).map_err(|e| BenchError::Invalid(e.to_string()))
+}
+
+/// Frames each participant sends per step for the offered load.
+fn frames_per_step(spec: &VirtualTimeRun, period_ns: u64) -> Result<Vec<u64>, BenchError> {
+    let Some(load) = spec.load_percent else { return Ok(vec![1; spec.participants]) };
+    if !(load > 0.0 && load <= 10_000.0) {
+        return Err(BenchError::Invalid(format!("--load {load}: give the offered load in percent, above 0")));
+    }
+    let frame_ns = FrameBits::of(&frame(0, 0, 0)?).duration_ns(BITRATE, BITRATE);
+    let total = (load / 100.0 * period_ns as f64 / frame_ns as f64).round() as u64;
+    let p = spec.participants as u64;
+    Ok((0..p).map(|i| total / p + u64::from(i < total % p)).collect())
+}
 
 pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResult, BenchError> {
     // Identifiers 0x100 and up, one per participant, stay 11-bit.
@@ -52,6 +97,10 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
             "virtual time needs 1 to 1791 participants, a period and some bus time".into(),
         ));
     }
+    let end_ns = (spec.bus_seconds * 1e9) as u64;
+    let period_ns = spec.period_ms * NS_PER_MS;
+    let steps = end_ns.div_ceil(period_ns);
+    let shares = frames_per_step(spec, period_ns)?;
     let hub = HubProcess::start_in_virtual_time(launcher)?;
     let url = hub.url(spec.transport, false);
     let observer = Client::connect_with(&url, &ClientOptions { name: "bench-observer".into(), ..Default::default() })?;
@@ -64,20 +113,18 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
             Ok((client, port))
         })
         .collect::<Result<Vec<_>, BenchError>>()?;
-    let end_ns = (spec.bus_seconds * 1e9) as u64;
-    let period_ns = spec.period_ms * NS_PER_MS;
-    let steps = end_ns.div_ceil(period_ns);
     let started = Instant::now();
     std::thread::scope(|s| {
         let senders: Vec<_> = participants
             .iter()
+            .zip(&shares)
             .enumerate()
-            .map(|(i, (client, port))| {
+            .map(|(i, ((client, port), &share))| {
                 s.spawn(move || -> Result<(), BenchError> {
                     for k in 0..steps {
-                        let frame = Frame::can(0x100 + i as u32, false, &k.to_le_bytes())
-                            .map_err(|e| BenchError::Invalid(e.to_string()))?;
-                        client.send(port, &frame)?;
+                        for n in 0..share {
+                            client.send(port, &frame(i, k, n)?)?;
+                        }
                         client.step((k + 1) * period_ns)?;
                         while client.try_recv()?.is_some() {}
                     }
@@ -89,13 +136,21 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         senders.into_iter().try_for_each(|t| t.join().unwrap_or_else(|_| panicked()))
     })?;
     let wall = started.elapsed().as_secs_f64();
-    // The observer's deliveries were queued before the last grant; its PONG after them.
+    // The observer's deliveries were queued before the last grant; its
+    // PONG after them (it sent nothing, so nothing of its own holds it).
     observer.flush()?;
     let mut received = 0u64;
     while observer.try_recv()?.is_some() {
         received += 1;
     }
+    drop(participants);
     let bus_seconds = (steps * period_ns) as f64 / 1e9;
+    let frames_sent = steps * shares.iter().sum::<u64>();
+    let frame_ns = FrameBits::of(&frame(0, 0, 0)?).duration_ns(BITRATE, BITRATE);
+    let offered_load_percent = (frames_sent * frame_ns) as f64 / (steps * period_ns) as f64 * 100.0;
+    let wall_us_per_advance = wall * 1e6 / steps as f64;
+    let silkit = spec.silkit.as_deref().map(|dir| silkit::run(dir, spec.participants, steps)).transpose()?;
+    let times_silkit = silkit.as_ref().map(|s| s.wall_us_per_step / wall_us_per_advance);
     Ok(VirtualTimeResult {
         transport: spec.transport.name(),
         participants: spec.participants,
@@ -103,8 +158,11 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         wall_seconds: wall,
         real_time_factor: bus_seconds / wall,
         advances: steps,
-        wall_us_per_advance: wall * 1e6 / steps as f64,
+        wall_us_per_advance,
+        offered_load_percent,
         frames_received: received,
-        frames_sent: steps * spec.participants as u64,
+        frames_sent,
+        silkit,
+        times_silkit,
     })
 }

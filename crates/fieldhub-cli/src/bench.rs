@@ -175,6 +175,12 @@ enum Kind {
         /// Each participant's period and step (ms of bus time).
         #[arg(long, default_value = "10")]
         period_ms: u64,
+        /// The channel's offered load in percent of its capacity (8-byte frames shared by the participants; over 100 overloads it, and the run still ends); default: one frame per participant per step.
+        #[arg(long)]
+        load: Option<f64>,
+        /// SIL Kit's folder (silkit_sync_peer and wheel/SilKit_py/bin/, as `make target/silkit/silkit_sync_peer` leaves it) for its synchronised time with the same participants and steps in the same run; `none`: no comparison.
+        #[arg(long, env = "FIELDHUB_SILKIT_DIR", default_value = "target/silkit")]
+        silkit: String,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -369,9 +375,17 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             let phases = phases?;
             report(&phases[..], json, print_cpu)?;
         }
-        Kind::VirtualTime { transport, participants, seconds, period_ms, json } => {
-            progress(&format!("virtual time: {participants} participants, {seconds} s of bus time"));
-            let spec = virtual_time::VirtualTimeRun { transport, participants, bus_seconds: seconds, period_ms };
+        Kind::VirtualTime { transport, participants, seconds, period_ms, load, silkit, json } => {
+            progress(&format!("virtual time: {participants} participants, {seconds} s of bus time, then SIL Kit's"));
+            let silkit = (silkit != "none").then(|| silkit.into());
+            let spec = virtual_time::VirtualTimeRun {
+                transport,
+                participants,
+                bus_seconds: seconds,
+                period_ms,
+                load_percent: load,
+                silkit,
+            };
             let result = virtual_time::run(this_command, &spec).context("virtual-time benchmark");
             clear_progress();
             report(&result?, json, print_virtual_time)?;
@@ -382,9 +396,11 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
 
 fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
     println!(
-        "{} participants over {}: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per advance, {} of {} frames)",
+        "{} participants over {}, {:.0} % offered load: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per \
+         advance; {} of {} frames on the bus, the rest still queued)",
         r.participants,
         r.transport,
+        r.offered_load_percent,
         r.bus_seconds,
         r.wall_seconds,
         r.real_time_factor,
@@ -392,6 +408,13 @@ fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
         r.frames_received,
         r.frames_sent
     );
+    if let (Some(s), Some(times)) = (&r.silkit, r.times_silkit) {
+        println!(
+            "  = {times:.1}x SIL Kit 5.0.3 (its synchronised time, same run: {} participants, {} steps of 1 ms, one frame \
+             each per step, in {:.2} s: {:.1}x real time, {:.0} µs per step)",
+            s.participants, s.steps, s.wall_seconds, s.real_time_factor, s.wall_us_per_step
+        );
+    }
 }
 
 fn print_latency(scenarios: &[latency::LatencyScenario]) {
