@@ -59,6 +59,10 @@ pub struct HubArgs {
     /// replaces the configured ones. Comma-separated or repeated.
     #[arg(long, value_name = "PATH[,PATH…]", value_delimiter = ',')]
     ivshmem: Vec<PathBuf>,
+    /// Serve socketcand's protocol on ADDR (HOST:PORT, e.g. 127.0.0.1:29537) for python-can's
+    /// `socketcand` interface, SavvyCAN and Kayak (docs/socketcand.md); replaces `[hub] socketcand`.
+    #[arg(long, value_name = "ADDR")]
+    socketcand: Option<String>,
     /// The only directory recordings started through the control API are written in;
     /// replaces `[hub] recordings_dir` (default: `recordings` in the working directory).
     #[arg(long, value_name = "DIR")]
@@ -73,7 +77,7 @@ pub struct HubArgs {
     /// Once the hub is started (listeners bound, shared memory served, channels up), write
     /// one JSON line with its actual addresses to this inherited file descriptor, e.g. a
     /// pipe's write end, and close it: {"tcp":[…],"unix":[…],"http":…,"tls":…,"shm":…,"ivshmem":[…],
-    /// "channels":[…],"pid":…}. For programs that start a hub: no log parsing, any FIELDHUB_LOG.
+    /// "socketcand":…,"channels":[…],"pid":…}. For programs that start a hub: no log parsing, any FIELDHUB_LOG.
     #[arg(long, value_name = "N", conflicts_with = "ready_file")]
     ready_fd: Option<RawFd>,
     /// Like --ready-fd, but write the line to this file: replaced atomically (temporary file,
@@ -168,6 +172,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
     if !args.ivshmem.is_empty() {
         config.hub.ivshmem = args.ivshmem.clone();
     }
+    if args.socketcand.is_some() {
+        config.hub.socketcand = args.socketcand.clone();
+    }
     let token = match &args.token_file {
         Some(path) => Some(fieldhub_client::token::read_token_file(path)?),
         None => fieldhub_client::token::token_from_environment()?,
@@ -254,6 +261,9 @@ fn log_started(hub: &Hub, config: &HubConfig) {
     }
     for path in &config.hub.ivshmem {
         tracing::info!("serving QEMU guests through the ivshmem region {}", path.display());
+    }
+    if let Some(addr) = hub.socketcand_addr() {
+        tracing::info!("serving socketcand on {addr} (a bus name is a channel)");
     }
     let channels: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
     tracing::info!("channels: {}", channels.join(", "));

@@ -10,7 +10,7 @@
 //!
 //! ```json
 //! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123","tls":false,
-//!  "shm":"shm://name","ivshmem":[],"channels":["can0","can1"],"pid":1234}
+//!  "shm":"shm://name","ivshmem":[],"socketcand":null,"channels":["can0","can1"],"pid":1234}
 //! ```
 
 use std::fmt;
@@ -41,6 +41,8 @@ pub struct Ready {
     shm: Option<String>,
     /// ivshmem region files QEMU guests reach the hub through.
     ivshmem: Vec<PathBuf>,
+    /// `HOST:PORT` of the socketcand server (port 0 resolved), when served.
+    socketcand: Option<SocketAddr>,
     /// The configured channels, in configuration order.
     channels: Vec<String>,
     /// The hub's process id, for whoever has to signal it.
@@ -69,6 +71,7 @@ impl Ready {
             unix,
             shm: hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")),
             ivshmem: config.hub.ivshmem.clone(),
+            socketcand: hub.socketcand_addr(),
             channels: config.channels.iter().map(|c| c.name.clone()).collect(),
             pid: std::process::id(),
         }

@@ -60,6 +60,7 @@ use transport::shm::{ShmListener, ShmService};
 use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
+use transport::socketcand::{SocketcandError, SocketcandServer};
 pub use transport::tls::config::TlsConfigError;
 /// cannelloni's packet and stream formats (the fuzz targets read them).
 pub use transport::cannelloni::codec as cannelloni_codec;
@@ -89,6 +90,8 @@ pub enum StartError {
     Ivshmem(#[from] RegionError),
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
+    #[error(transparent)]
+    Socketcand(#[from] SocketcandError),
     #[error(transparent)]
     Cannelloni(#[from] CannelloniError),
     #[error(transparent)]
@@ -121,6 +124,8 @@ pub struct Hub {
     control: Option<Arc<ControlServer>>,
     /// Where the cannelloni endpoints listen (port 0 resolved).
     cannelloni_addrs: Vec<CannelloniListen>,
+    /// Where the socketcand server listens, when configured.
+    socketcand_addr: Option<std::net::SocketAddr>,
 }
 
 impl Hub {
@@ -160,6 +165,10 @@ impl Hub {
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+        let socketcand = config.hub.socketcand.as_deref();
+        let socketcand =
+            socketcand.map(|addr| SocketcandServer::bind(addr, config.hub.socketcand_allow_unauthenticated)).transpose()?;
+        let socketcand_addr = socketcand.as_ref().and_then(|s| s.local_addr().ok());
         let cannelloni = CannelloniEndpoints::bind_all(&config.cannelloni)?;
         let dbc = DbcStore::load(&config)?;
         let wake = Arc::new(BusWake::new(Arc::new(bell)));
@@ -196,6 +205,7 @@ impl Hub {
             threads: Vec::new(),
             control: None,
             cannelloni_addrs: cannelloni.addrs.clone(),
+            socketcand_addr,
         };
         let control =
             ControlServer::start(hub.inbox.clone(), credentials(&config), config.hub.recordings_dir.clone(), dbc, cannelloni.stats())
@@ -221,6 +231,12 @@ impl Hub {
                 .map_err(|error| StartError::Thread { what: "SocketCAN port", error })?;
             hub.threads.push(thread);
         }
+        if let Some(server) = socketcand {
+            let thread = server
+                .start(Arc::clone(&sessions))
+                .map_err(|error| StartError::Thread { what: "socketcand server", error })?;
+            hub.threads.push(thread);
+        }
         let endpoints = cannelloni.start(&sessions);
         hub.threads.extend(endpoints.map_err(|error| StartError::Thread { what: "cannelloni endpoint", error })?);
         let bridges = SilKitBridge::start_all(&config.silkit, &config.channels, &sessions)
@@ -235,6 +251,11 @@ impl Hub {
     /// The addresses the hub listens on (port 0 resolved to the real port).
     pub fn listen_addrs(&self) -> &[ListenAddr] {
         &self.addrs
+    }
+
+    /// Where the socketcand server listens (port 0 resolved), when configured.
+    pub fn socketcand_addr(&self) -> Option<std::net::SocketAddr> {
+        self.socketcand_addr
     }
 
     /// Where the cannelloni endpoints listen (port 0 resolved), in configuration order.

@@ -84,6 +84,15 @@ pub struct HubSection {
     /// waiting for it) or `drop` (it becomes an observer, time goes on).
     #[serde(default)]
     pub on_stall: StallPolicy,
+    /// Serve socketcand's protocol on this `HOST:PORT` (`docs/socketcand.md`):
+    /// python-can's `socketcand` interface, SavvyCAN and Kayak open a
+    /// channel as a bus.
+    #[serde(default)]
+    pub socketcand: Option<String>,
+    /// Let a socketcand listener beyond loopback admit clients without a
+    /// token (socketcand has none); the hub warns at start.
+    #[serde(default)]
+    pub socketcand_allow_unauthenticated: bool,
 }
 
 impl Default for HubSection {
@@ -106,6 +115,8 @@ impl Default for HubSection {
             time_participants: Vec::new(),
             step_timeout_ms: DEFAULT_STEP_TIMEOUT_MS,
             on_stall: StallPolicy::Report,
+            socketcand: None,
+            socketcand_allow_unauthenticated: false,
         }
     }
 }

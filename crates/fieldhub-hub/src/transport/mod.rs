@@ -16,6 +16,8 @@
 //! - [`silkit`]: the Vector SIL Kit CAN networks the configuration names,
 //!   each joined as one participant and attached as one port, or simulated
 //!   by the hub, each SIL Kit controller a port.
+//! - [`socketcand`]: socketcand's text protocol on its own listener, so
+//!   socketcand clients (python-can, SavvyCAN, Kayak) open channels as buses.
 //! - [`cannelloni`]: cannelloni endpoints (UDP packets, TCP streams) on a
 //!   channel, every peer a client with one port.
 //! - [`http`]: a TCP connection that speaks HTTP, handed to the control
@@ -34,4 +36,5 @@ pub mod reactor;
 pub mod shm;
 pub mod silkit;
 pub mod socketcan;
+pub mod socketcand;
 pub mod tls;

@@ -1,10 +1,11 @@
 //! How clients reach the hub: TCP and unix sockets, shared memory (and
-//! receiving from it without a reader thread), ivshmem, TLS, and the
-//! default hub local clients find without a URL.
+//! receiving from it without a reader thread), ivshmem, TLS, the default
+//! hub local clients find without a URL, and the socketcand server.
 
 mod default_hub;
 mod ivshmem;
 mod shm;
 mod shm_receive;
+mod socketcand;
 mod tcp_and_unix;
 mod tls;

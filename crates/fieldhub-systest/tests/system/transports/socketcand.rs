@@ -1,0 +1,206 @@
+//! The socketcand server (`[hub] socketcand`): a raw TCP client drives
+//! NO_BUS, BCM, RAW and CONTROL mode byte for byte as linux-can/socketcand's
+//! `doc/protocol.md` shows them, errors included, with a native client on
+//! the same channel; hostile clients (garbage, an oversize command, a
+//! connection that says nothing, one that never reads) leave the hub and
+//! the other clients serving.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use fieldhub_proto::Frame;
+use fieldhub_testkit::federation::free_port;
+use fieldhub_testkit::*;
+
+use crate::FIELDHUB;
+
+fn hub_with_socketcand() -> (HubProcess, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let config =
+        format!("[hub]\nsocketcand = \"{addr}\"\n\n[[channel]]\nname = \"can0\"\n\n[[channel]]\nname = \"can1\"\n");
+    (FIELDHUB.start_with(Some(&config), &[]), addr)
+}
+
+/// A socketcand client that reads whole `< … >` elements.
+struct Scd {
+    stream: TcpStream,
+    pending: Vec<u8>,
+}
+
+impl Scd {
+    fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect to the socketcand listener");
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        Self { stream, pending: Vec::new() }
+    }
+
+    /// Connect, take `< hi >` and open `channel`.
+    fn open(addr: &str, channel: &str) -> Self {
+        let mut scd = Self::connect(addr);
+        assert_eq!(scd.element(), "< hi >");
+        scd.ask(&format!("< open {channel} >"), "< ok >");
+        scd
+    }
+
+    fn say(&mut self, text: &str) {
+        self.stream.write_all(text.as_bytes()).expect("write to the hub");
+    }
+
+    fn ask(&mut self, text: &str, answer: &str) {
+        self.say(text);
+        assert_eq!(self.element(), answer, "the answer to {text}");
+    }
+
+    /// The next element the hub sends, `<` to `>`.
+    fn element(&mut self) -> String {
+        loop {
+            if let Some(end) = self.pending.iter().position(|&b| b == b'>') {
+                let element: Vec<u8> = self.pending.drain(..=end).collect();
+                let element = String::from_utf8(element).expect("the hub writes ASCII");
+                return element.trim_start().to_owned();
+            }
+            let mut buf = [0u8; 4096];
+            let n = self.stream.read(&mut buf).expect("the hub answers within the patience");
+            assert!(n > 0, "the hub closed the connection; pending: {:?}", String::from_utf8_lossy(&self.pending));
+            self.pending.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// Whether the hub closed the connection (after whatever it still sends).
+    fn closed(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// `< frame ID SEC.USEC DATA >` without its timestamp: `(ID, DATA)`.
+fn frame_parts(element: &str) -> (String, String) {
+    let words: Vec<&str> = element.split(' ').collect();
+    assert_eq!((words[0], words[1]), ("<", "frame"), "{element}");
+    let (secs, usecs) = words[3].split_once('.').expect("SEC.USEC");
+    assert!(secs.parse::<u64>().is_ok() && usecs.len() == 6, "{element}");
+    (words[2].to_owned(), words[4].to_owned())
+}
+
+#[test]
+fn socketcand_modes_answer_byte_for_byte_as_the_protocol_document_shows() {
+    let (hub, addr) = hub_with_socketcand();
+    let native = hub.client("native");
+    let port = native.open_port("can0").unwrap();
+
+    // NO_BUS: an unknown bus names the channels and ends the connection.
+    let mut stranger = Scd::connect(&addr);
+    assert_eq!(stranger.element(), "< hi >");
+    stranger.ask("< echo >", "< echo >");
+    stranger.ask("< send 123 0 >", "< error no bus is open; send 'open NAME' first >");
+    stranger.say("< can0 B 500000 875 0 0 0 0 0 0 >");
+    let said = stranger.element();
+    assert!(said.starts_with("< error bus 'can0' is a fieldhub channel") && said.contains("PATCH"), "{said}");
+    stranger.say("< open nope >");
+    assert_eq!(stranger.element(), "< error unknown channel 'nope'; this hub has: can0, can1 >");
+    assert!(stranger.closed(), "socketcand ends the connection when a bus cannot be opened");
+
+    // BCM: subscriptions choose the frames; send goes on the bus.
+    let mut scd = Scd::open(&addr, "can0");
+    scd.ask("< echo >", "< echo >");
+    scd.say("< subscribe 0 0 123 >");
+    scd.say("< filter 0 0 00000321 1 FF >");
+    // Commands are taken in order: the echo's answer says both are in place.
+    scd.ask("< echo >", "< echo >");
+    native.send(&port, &Frame::can(0x124, false, &[1]).unwrap()).unwrap();
+    native.send(&port, &Frame::can(0x123, false, &[0x1A, 0x22, 0x03, 0x44]).unwrap()).unwrap();
+    native.send(&port, &Frame::can(0x321, true, &[7, 1]).unwrap()).unwrap();
+    native.send(&port, &Frame::can(0x321, true, &[7, 2]).unwrap()).unwrap();
+    native.send(&port, &Frame::can(0x321, true, &[8]).unwrap()).unwrap();
+    assert_eq!(frame_parts(&scd.element()), ("123".into(), "1A220344".into()));
+    assert_eq!(frame_parts(&scd.element()), ("00000321".into(), "0701".into()));
+    assert_eq!(frame_parts(&scd.element()), ("00000321".into(), "08".into()), "[7, 2] did not change byte 0");
+    scd.say("< unsubscribe 123 >");
+    scd.ask("< unsubscribe 123 >", "< error no subscription or filter for 123 to remove >");
+    scd.say("< send 1AAAAAAA 2 1 f1 >");
+    let got = native.recv(Some(PATIENCE)).unwrap().expect("the frame sent over socketcand");
+    assert_eq!((got.frame.id(), got.frame.is_extended(), got.frame.data()), (0x1AAA_AAAA, true, &[1, 0xf1][..]));
+    scd.ask("< send 123 9 >", "< error data length '9' is not 0 to 8 (socketcand carries classic CAN frames only) >");
+    scd.ask("< frobnicate >", "< error unknown command 'frobnicate' >");
+    scd.ask("< statistics 100 >", "< error statistics is not a command of BCM mode >");
+    scd.ask("< open can1 >", "< error a bus is open already; one session serves one bus >");
+    let add = "< error cyclic transmission jobs (add, update, delete) are not served by this hub yet; send each frame \
+               with 'send' >";
+    scd.ask("< add 1 0 123 8 11 22 33 44 55 66 77 88 >", add);
+
+    // RAW: every frame of the channel.
+    scd.ask("< rawmode >", "< ok >");
+    native.send(&port, &Frame::can(0x7FF, false, &[]).unwrap()).unwrap();
+    assert_eq!(frame_parts(&scd.element()), ("7FF".into(), String::new()), "no data: two spaces before '>'");
+    scd.ask("< subscribe 0 0 123 >", "< error subscribe is not a command of RAW mode >");
+    scd.ask("< isotpmode >", "< error ISO-TP mode is not served by a fieldhub hub; use RAW mode with an ISO-TP stack in the client (python-can with can-isotp) >");
+
+    // CONTROL: statistics every 100 ms, counting what the session saw and sent.
+    scd.ask("< controlmode >", "< ok >");
+    scd.say("< statistics 100 >");
+    let stat = scd.element();
+    let words: Vec<&str> = stat.split(' ').collect();
+    assert_eq!((words[1], words.len()), ("stat", 7), "{stat}");
+    let counts: Vec<u64> = words[2..6].iter().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(counts[1], 6, "rpackets: every frame of the channel the session received: {stat}");
+    assert_eq!((counts[2], counts[3]), (2, 1), "tbytes, tpackets: {stat}");
+    scd.say("< statistics 0 >");
+    scd.ask("< bcmmode >", "< ok >");
+    drop(scd);
+    drop(native);
+    assert!(hub.terminate().success());
+}
+
+#[test]
+fn garbage_oversize_silence_and_a_client_that_never_reads_leave_the_hub_serving() {
+    let (hub, addr) = hub_with_socketcand();
+    let native = hub.client("native");
+    let port = native.open_port("can0").unwrap();
+
+    // Garbage outside elements is skipped; binary inside one is refused.
+    let mut garbage = Scd::connect(&addr);
+    assert_eq!(garbage.element(), "< hi >");
+    garbage.say("\u{1}\u{2}not a command at all\r\n");
+    garbage.stream.write_all(b"< \xff\xfe >").unwrap();
+    assert_eq!(garbage.element(), "< error a command that is not ASCII text >");
+    assert!(garbage.closed());
+
+    // An oversize command is refused and its connection closed.
+    let mut oversize = Scd::open(&addr, "can0");
+    oversize.say(&format!("< send {}", "0 ".repeat(10_000)));
+    assert_eq!(oversize.element(), "< error a command longer than 8192 bytes >");
+    assert!(oversize.closed());
+
+    // A connection that never opens a bus is told and closed.
+    let mut silent = Scd::connect(&addr);
+    assert_eq!(silent.element(), "< hi >");
+    assert_eq!(silent.element(), "< error no bus opened within 5 s; send 'open NAME' >");
+    assert!(silent.closed());
+
+    // A client in RAW mode that never reads while the channel is busy.
+    let mut sleeper = Scd::open(&addr, "can0");
+    sleeper.ask("< rawmode >", "< ok >");
+    for i in 0..20_000u32 {
+        native.send(&port, &Frame::can(0x100, false, &i.to_le_bytes()).unwrap()).unwrap();
+    }
+    native.flush().unwrap();
+
+    // Everyone else is still served: a new socketcand session and the native client.
+    let mut fresh = Scd::open(&addr, "can0");
+    fresh.ask("< rawmode >", "< ok >");
+    native.send(&port, &Frame::can(0x555, false, &[0x55]).unwrap()).unwrap();
+    assert_eq!(frame_parts(&fresh.element()), ("555".into(), "55".into()));
+    let other = hub.client("other");
+    let other_port = other.open_port("can0").unwrap();
+    other.send(&other_port, &Frame::can(0x556, false, &[]).unwrap()).unwrap();
+    assert_eq!(frame_parts(&fresh.element()).0, "556");
+    drop(sleeper);
+    drop((fresh, native, other));
+    assert!(hub.terminate().success());
+}
