@@ -334,13 +334,6 @@ impl ClientSlot {
         self.greet(name);
     }
 
-    /// Name a client whose protocol has no `HELLO` (socketcand) and give it
-    /// the access its transport decided by the same credentials.
-    pub fn admit_as(&mut self, name: String, access: Access) {
-        self.access = access;
-        self.greet(name);
-    }
-
     /// Name the client: its handshake is over.
     fn greet(&mut self, name: String) {
         if self.name.replace(name).is_none() {
