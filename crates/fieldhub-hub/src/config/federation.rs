@@ -43,7 +43,9 @@ pub struct FederationConfig {
     pub history: u32,
     /// A file holding the secret every hub of the federation shares
     /// (owner-only, as `--token-file`): a hub that does not know it cannot
-    /// link. Needed when an endpoint is not loopback.
+    /// link. Needed when an endpoint is not loopback; without it, the hub
+    /// uses its user's own token (`federation/token.rs`): links are always
+    /// authenticated.
     #[serde(default)]
     pub token_file: Option<std::path::PathBuf>,
     /// The secret read from `token_file` (by the binary, which reads every

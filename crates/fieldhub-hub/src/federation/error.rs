@@ -11,6 +11,21 @@ pub enum FederationError {
         path.display()
     )]
     TokenNotRead { path: std::path::PathBuf },
+    #[error(
+        "federation: [federation] names no token_file, and this user has no place for its own federation token \
+         (neither XDG_CONFIG_HOME nor HOME is set): set token_file to an owner-only file holding a secret every \
+         hub of the federation shares"
+    )]
+    NoTokenPlace,
+    #[error("federation: a link without a token was asked for; every federation link is authenticated")]
+    NoToken,
+    #[error(
+        "federation: [federation] names no token_file, so this hub uses its user's own federation token in {}, \
+         which it cannot use: {error}. Fix that, or set token_file to an owner-only file holding a secret every \
+         hub of the federation shares",
+        path.display()
+    )]
+    OwnToken { path: std::path::PathBuf, error: std::io::Error },
     #[error("federation: the token may not contain line breaks or start or end with spaces")]
     BadToken,
     #[error("federation: cannot write the token's dictionary for Zenoh: {error}")]

@@ -21,6 +21,7 @@ use super::channel::{FederatedChannel, LinkTrouble, LOOK};
 use super::error::FederationError;
 use super::handover;
 use super::refusal::{refusal_fix, refuses_token};
+use super::token;
 use crate::config::{FederationConfig, HubConfig, Role};
 use crate::session::Sessions;
 use fieldhub_bus::federation::{BusLink, ChannelStatus};
@@ -43,7 +44,21 @@ impl Federation {
     /// Open the Zenoh session when `config` has `[federation]`. Returns the
     /// federation and, per federated channel, what the bus holds of it.
     pub fn open(config: &HubConfig) -> Result<Option<(Self, Vec<BusLink>)>, FederationError> {
-        let Some(federation) = config.federation.clone() else { return Ok(None) };
+        let Some(mut federation) = config.federation.clone() else { return Ok(None) };
+        if federation.token.is_none() && federation.token_file.is_none() {
+            // Never unauthenticated, loopback included: the user's own token.
+            let path = token::own_token_path()?;
+            let (secret, made) = token::own_token(&path)?;
+            let what = if made { "made its user's federation token" } else { "uses its user's federation token" };
+            tracing::info!(
+                "federation: [federation] names no token_file, so this hub {what} in {} (owner-only): hubs of \
+                 this user on this machine link with it; a hub on another machine needs a copy, named by its \
+                 token_file",
+                path.display()
+            );
+            federation.token_file = Some(path);
+            federation.token = Some(secret);
+        }
         let mut channels = Vec::new();
         let mut links = Vec::new();
         for (id, channel) in config.channels.iter().enumerate() {
@@ -251,7 +266,7 @@ fn zenoh_config(f: &FederationConfig) -> Result<(zenoh::Config, Option<tempfile:
     let token = match (&f.token, &f.token_file) {
         (Some(token), _) => token,
         (None, Some(path)) => return Err(FederationError::TokenNotRead { path: path.clone() }),
-        (None, None) => return Ok((config, None)),
+        (None, None) => return Err(FederationError::NoToken),
     };
     if token.contains(['\n', '\r']) || token.trim() != token {
         return Err(FederationError::BadToken);

@@ -37,6 +37,9 @@
 //!   epoch`), not elected; the owner's liveliness token tells relays that it
 //!   is there, and its loss and return are reported to their clients; a
 //!   `standby` takes over with a higher epoch (`handover.rs`).
+//! - Every link is authenticated, loopback included: a hub with no
+//!   `token_file` uses its user's own token, made owner-only at its first
+//!   start (`token.rs`), so another local user's hub cannot link.
 //! - A link another hub refuses (a different federation token) is named in
 //!   the log with the fix, and the relays' waiting clients are told
 //!   (`link.rs`); a hub that only listens names the refusal too
@@ -59,6 +62,8 @@ mod owner;
 mod refusal;
 #[cfg(feature = "federation")]
 mod relay;
+#[cfg(feature = "federation")]
+mod token;
 #[cfg(not(feature = "federation"))]
 mod unbuilt;
 

@@ -55,7 +55,9 @@ pub(crate) fn refusal_fix(token_file: Option<&Path>, endpoint: &str) -> String {
 fn this_hubs(token_file: Option<&Path>) -> String {
     match token_file {
         Some(path) => format!("this hub's is {}", path.display()),
-        None => "this hub has none".into(),
+        None => "this hub names none and uses its user's own, ~/.config/fieldhub/federation.token or under \
+                 $XDG_CONFIG_HOME"
+            .into(),
     }
 }
 

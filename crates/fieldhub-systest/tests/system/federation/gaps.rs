@@ -3,7 +3,8 @@
 //! the gaps and old epochs an owner hub never produces on purpose: a gap the
 //! owner's history fills is filled in order; one it cannot fill is reported
 //! to the channel's clients (`CHANNEL_STATE` gap) and counted, never skipped
-//! silently; events of an older epoch are refused.
+//! silently; events of an older epoch are refused. Federation links are
+//! always authenticated, so the played owner knows the hubs' token.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use crate::FIELDHUB;
 use fieldhub_client::fate::ChannelCondition;
 use fieldhub_client::Frame;
 use fieldhub_hub::federation::event::{Body, Event, HistoryQuery, HistoryReply, Term};
-use fieldhub_testkit::federation::free_port;
+use fieldhub_testkit::federation::{free_port, token_file};
 use fieldhub_testkit::*;
 use zenoh::qos::CongestionControl;
 use zenoh::Wait;
@@ -37,12 +38,17 @@ fn term(epoch: u64) -> Term {
 }
 
 impl PlayedOwner {
-    fn listen(port: u16) -> Self {
+    /// Listen on `port`, admitting hubs that know `secret` as the hubs'
+    /// user-password authentication does (`dictionary`: `fieldhub:SECRET`).
+    fn listen(port: u16, secret: &str, dictionary: &std::path::Path) -> Self {
         let mut config = zenoh::Config::default();
         for (key, value) in [
             ("mode", "\"peer\"".to_owned()),
             ("listen/endpoints", format!("[\"tcp/127.0.0.1:{port}\"]")),
             ("scouting/multicast/enabled", "false".to_owned()),
+            ("transport/auth/usrpwd/user", "\"fieldhub\"".to_owned()),
+            ("transport/auth/usrpwd/password", format!("\"{secret}\"")),
+            ("transport/auth/usrpwd/dictionary_file", format!("\"{}\"", dictionary.display())),
         ] {
             config.insert_json5(key, &value).unwrap();
         }
@@ -113,11 +119,15 @@ impl PlayedOwner {
 #[test]
 fn gaps_are_filled_from_history_or_reported_never_skipped() {
     let ports = [free_port(), free_port()];
-    let owner = PlayedOwner::listen(ports[0]);
+    let (secret, dictionary) = ("gaps-federation-secret", token_file("fieldhub:gaps-federation-secret"));
+    let token = token_file(secret);
+    let owner = PlayedOwner::listen(ports[0], secret, &dictionary);
     let config = format!(
         "[hub]\nname = \"edge\"\n[federation]\nlisten = [\"tcp/127.0.0.1:{}\"]\nconnect = [\"tcp/127.0.0.1:{}\"]\n\
-         [[channel]]\nname = \"body\"\nfederated = true\nowner = \"played\"\n",
-        ports[1], ports[0]
+         token_file = \"{}\"\n[[channel]]\nname = \"body\"\nfederated = true\nowner = \"played\"\n",
+        ports[1],
+        ports[0],
+        token.display()
     );
     let relay = FIELDHUB.start_with(Some(&config), &[]);
     relay.wait_for_log("the owner is there");

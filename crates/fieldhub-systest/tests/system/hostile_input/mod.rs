@@ -1,5 +1,6 @@
 //! Bad and hostile input: what one client sends or scribbles never stops
 //! the others.
 
+mod local_users;
 mod shm;
 mod stream;

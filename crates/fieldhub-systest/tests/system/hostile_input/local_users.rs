@@ -1,0 +1,253 @@
+//! Another local user against root's hub (issue 34, attacks 1, 2 and 3):
+//! `nobody` (through `setpriv`) links a hub of its own to root's federation,
+//! fills the hub's handshake slots with silent connections, and holds the
+//! control API's connections. Each is refused while a numbered pair of
+//! root's clients runs throughout and loses nothing, and root's new
+//! clients — TCP, shared memory, HTTP — get in.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::FIELDHUB;
+use fieldhub_client::Client;
+use fieldhub_testkit::federation::free_port;
+use fieldhub_testkit::*;
+
+/// The pair's frames: identifier and sender tag.
+const PAIR_ID: u32 = 0x3A;
+const PAIR_TAG: u8 = 3;
+/// The uid of `nobody`, the attacker.
+const NOBODY: u32 = 65534;
+
+/// A numbered sender and a lossless receiver on one channel, from threads
+/// of their own until [`Pair::finish`]: every frame must arrive once, in
+/// order, and nothing else.
+struct Pair {
+    stop: Arc<AtomicBool>,
+    sender: JoinHandle<u32>,
+    receiver: JoinHandle<u32>,
+}
+
+impl Pair {
+    fn start(talker: Client, listener: Client, channel: &str) -> Self {
+        let port = talker.open_port(channel).unwrap();
+        listener.open_port_with(channel, &lossless()).unwrap();
+        listener.flush().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (total_tx, total_rx) = mpsc::channel::<u32>();
+        let sender = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Ordering::Acquire) {
+                    talker.send_timeout(&port, &numbered(PAIR_ID, PAIR_TAG, n), Some(PATIENCE)).expect("pair send");
+                    n += 1;
+                    if n % 16 == 0 {
+                        // A gentle pace: progress, not throughput, is the point.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                assert_eq!(flush_all(&talker), 0, "the hub put every frame of the pair on the bus");
+                let _ = total_tx.send(n);
+                n
+            })
+        };
+        let receiver = std::thread::spawn(move || {
+            let mut next = 0u32;
+            let mut total = None;
+            while total != Some(next) {
+                total = total.or_else(|| total_rx.try_recv().ok());
+                let Some(got) = listener.recv(Some(Duration::from_millis(100))).expect("pair recv") else { continue };
+                assert_eq!(got.frame.id(), PAIR_ID, "a frame from elsewhere reached the pair's channel");
+                assert_eq!(number_of(&got.frame), (PAIR_TAG, next), "the pair lost or reordered a frame");
+                next += 1;
+            }
+            next
+        });
+        Self { stop, sender, receiver }
+    }
+
+    /// Stop sending; every frame sent must have arrived. Returns how many.
+    fn finish(self) -> u32 {
+        self.stop.store(true, Ordering::Release);
+        let sent = self.sender.join().expect("the pair's sender");
+        assert_eq!(self.receiver.join().expect("the pair's receiver"), sent);
+        assert!(sent > 0, "the pair ran");
+        sent
+    }
+}
+
+/// A bash script run as `nobody`, its output lines read on a thread.
+struct AsNobody {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// Closing it ends the script's final `read`.
+    stdin: Option<ChildStdin>,
+}
+
+impl AsNobody {
+    fn bash(script: &str) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "becoming the attacker `nobody` (setpriv) needs root");
+        let mut child = nobody_command("bash")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv (util-linux) runs bash");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Self { child, lines, stdin }
+    }
+
+    /// Wait for the script's next line.
+    fn line(&self) -> String {
+        self.lines.recv_timeout(PATIENCE).expect("the attacker's script goes on")
+    }
+}
+
+impl Drop for AsNobody {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `program` run as `nobody:nogroup` with no other groups.
+fn nobody_command(program: &str) -> Command {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", program]);
+    command
+}
+
+/// bash that opens `count` connections to the hub at `address`
+/// (`HOST:PORT`), writes `first` on each, says `held` and holds them.
+fn hold_connections(address: &str, count: u32, first: &str) -> String {
+    let (host, port) = address.rsplit_once(':').expect("HOST:PORT");
+    format!(
+        "trap '' PIPE; for i in $(seq {count}); do exec {{fd}}<>/dev/tcp/{host}/{port} || exit 1; \
+         printf '{first}' >&$fd; done; echo held"
+    )
+}
+
+/// The hub's lines refusing `nobody`'s connections.
+fn refusals_of_nobody(hub: &HubProcess, needle: &str) -> usize {
+    let who = format!("user id {NOBODY}");
+    hub.log().iter().filter(|l| l.contains(needle) && l.contains(&who)).count()
+}
+
+/// At most one line per peer per interval (`session/peer_key.rs`), over
+/// the time the attack has run.
+fn refusal_lines_allowed(since: Instant) -> usize {
+    1 + (since.elapsed().as_secs() / 10) as usize
+}
+
+#[test]
+fn silent_connections_of_another_user_hold_only_their_share_of_handshakes_and_every_transport_still_admits() {
+    let hub = FIELDHUB.start_shm();
+    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let address = hub.url.strip_prefix("tcp://").expect("a TCP hub");
+    let started = Instant::now();
+    let attack = AsNobody::bash(&format!("{}; read", hold_connections(address, 300, "")));
+    assert_eq!(attack.line(), "held");
+
+    // While nobody holds its connections, every way in admits root's.
+    let (tcp, shm) = (hub.client("late-tcp"), hub.shm_client("late-shm"));
+    let tx = tcp.open_port("can1").unwrap();
+    shm.open_port_with("can1", &lossless()).unwrap();
+    shm.flush().unwrap();
+    exchange_numbered(&tcp, &tx, &shm, 0x100, 1, 200);
+    let stats = fieldhub_testkit::control::ok(&hub, "GET", "/api/v1/stats", None);
+    assert!(stats.is_object(), "{stats}");
+
+    let made_room = refusals_of_nobody(&hub, "closed to make room");
+    assert!(made_room >= 1, "nobody's oldest connections were closed for its new ones: {:#?}", hub.log());
+    let lines = refusals_of_nobody(&hub, "refusing connection");
+    assert!(lines <= refusal_lines_allowed(started), "{lines} lines for one peer: {:#?}", hub.log());
+    drop(attack);
+    pair.finish();
+}
+
+#[test]
+fn http_connections_of_another_user_cannot_hold_the_control_api_and_a_refused_request_closes_its_connection() {
+    let hub = FIELDHUB.start();
+    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let address = hub.url.strip_prefix("tcp://").expect("a TCP hub");
+    let (host, port) = address.rsplit_once(':').unwrap();
+    // 100 slow requests whose heads never end, then one whole request
+    // without credentials on a keep-alive connection: its 401 must close it.
+    let script = format!(
+        "{}; exec {{k}}<>/dev/tcp/{host}/{port}; \
+         printf 'GET /api/v1/stats HTTP/1.1\\r\\nHost: {address}\\r\\nConnection: keep-alive\\r\\n\\r\\n' >&$k; \
+         echo \"$(head -c 12 <&$k)\"; cat <&$k >/dev/null; echo closed; read",
+        hold_connections(address, 100, "GET /api/v1/stats HTTP/1.1\\r\\nHost: x\\r\\n")
+    );
+    let attack = AsNobody::bash(&script);
+    assert_eq!(attack.line(), "held");
+    assert_eq!(attack.line(), "HTTP/1.1 401", "nobody is refused");
+    assert_eq!(attack.line(), "closed", "and its connection closed after the 401");
+
+    let agent = fieldhub_testkit::control::patient_agent();
+    for path in ["/api/v1/stats", "/api/v1/channels", "/ui", "/api/v1/clients"] {
+        for _ in 0..5 {
+            let (status, answer) = fieldhub_testkit::control::api_via(&agent, &hub, "GET", path, None);
+            assert_eq!(status, 200, "GET {path} while nobody holds connections: {answer}");
+        }
+    }
+    drop(attack);
+    pair.finish();
+}
+
+#[test]
+fn a_hub_of_another_user_cannot_link_to_a_federation_that_names_no_token_file() {
+    let zenoh = free_port();
+    let root_config = tempfile::tempdir().unwrap();
+    let owner_config = format!(
+        "[hub]\nname = \"rack\"\n\n[federation]\nlisten = [\"tcp/127.0.0.1:{zenoh}\"]\n\n\
+         [[channel]]\nname = \"body\"\nfederated = true\n"
+    );
+    let xdg = root_config.path().to_str().unwrap();
+    let owner = FIELDHUB.start_with_env(Some(&owner_config), &[], &[("XDG_CONFIG_HOME", xdg)]);
+    let made = owner.wait_for_log("made its user's federation token");
+    let token = root_config.path().join("fieldhub/federation.token");
+    assert!(made.contains(&token.display().to_string()), "the path is told: {made}");
+    let mode = std::fs::metadata(&token).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o600, "owner-only");
+    assert_eq!(std::fs::metadata(token.parent().unwrap()).unwrap().mode() & 0o777, 0o700, "in a private folder");
+    owner.wait_for_log("this hub owns the channel");
+    let pair = Pair::start(owner.client("pair-sender"), owner.client("pair-receiver"), "body");
+
+    // nobody's hub: the same channel with a higher epoch, linking to root's.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(home.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    let intruder_config = format!(
+        "[hub]\nname = \"intruder\"\n\n[federation]\nlisten = []\nconnect = [\"tcp/127.0.0.1:{zenoh}\"]\n\
+         epoch = 99\n\n[[channel]]\nname = \"body\"\nfederated = true\n"
+    );
+    let xdg = format!("XDG_CONFIG_HOME={}", home.path().display());
+    let launcher = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "env", &xdg];
+    let intruder = FIELDHUB.start_via(&launcher, &home.path().join("hub.sock"), &intruder_config);
+    intruder.wait_for_log("refused this hub's link");
+    owner.wait_for_log("another hub tried to link to this hub and was refused");
+    assert!(
+        !owner.log().iter().any(|l| l.contains("intruder")),
+        "root's hub never heard of nobody's: {:#?}",
+        owner.log()
+    );
+    pair.finish();
+}
