@@ -322,6 +322,19 @@ impl Bus {
                 }
             }
         }
+        if let Some((names, held)) = self.virtual_time.as_mut().and_then(|vt| vt.awaited_too_long()) {
+            let text = format!(
+                "bus time has not moved for {timeout:?}: it waits for '{}' of [hub] time_participants to join \
+                 (start them with the synchronized option, or remove them from time_participants)",
+                names.join("', '")
+            );
+            warn!("{text}");
+            for client in held {
+                let error =
+                    Outbound::Error { code: ErrorCode::StepTimeout, request: 0, fatal: false, text: text.clone() };
+                self.reply(client, error);
+            }
+        }
         self.flush_outboxes();
     }
 

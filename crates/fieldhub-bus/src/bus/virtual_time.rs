@@ -263,6 +263,8 @@ pub struct VirtualTime {
     participants: BTreeMap<ClientId, Participant>,
     /// `time_participants` that have not joined yet.
     awaiting: Vec<String>,
+    /// The participants were told that bus time waits for `awaiting`.
+    told_awaiting: bool,
     /// Participants `on_stall = "drop"` took out, with the grant they
     /// stalled at: their `STEP` is refused with that reason.
     dropped: BTreeMap<ClientId, u64>,
@@ -289,6 +291,7 @@ impl VirtualTime {
             wall,
             participants: BTreeMap::new(),
             awaiting: config.participants.clone(),
+            told_awaiting: false,
             dropped: BTreeMap::new(),
             staged: Vec::new(),
             next_order: 0,
@@ -460,9 +463,30 @@ impl VirtualTime {
         granted
     }
 
-    /// When the next participant runs out of time for its step.
+    /// When the next participant runs out of time for its step, or bus
+    /// time, held for `time_participants` that have not joined, has waited
+    /// a step timeout.
     pub fn stall_deadline(&self) -> Option<Instant> {
-        self.computing().map(|p| p.granted_at + self.step_timeout).min()
+        self.computing().map(|p| p.granted_at + self.step_timeout).chain(self.awaiting_deadline()).min()
+    }
+
+    /// A step timeout after the earliest grant of a participant that bus
+    /// time holds for `time_participants` not joined yet (once per hub).
+    fn awaiting_deadline(&self) -> Option<Instant> {
+        if self.awaiting.is_empty() || self.told_awaiting {
+            return None;
+        }
+        self.participants.values().map(|p| p.granted_at + self.step_timeout).min()
+    }
+
+    /// The `time_participants` that bus time has waited a step timeout for
+    /// (reported once), and the participants it holds: `None` while none.
+    pub fn awaited_too_long(&mut self) -> Option<(Vec<String>, Vec<ClientId>)> {
+        if self.awaiting_deadline()? > self.wall.now() {
+            return None;
+        }
+        self.told_awaiting = true;
+        Some((self.awaiting.clone(), self.participants.keys().copied().collect()))
     }
 
     /// Participants whose step timeout has passed, each reported once per

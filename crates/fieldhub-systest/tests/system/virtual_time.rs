@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::FIELDHUB;
 use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, Frame, PortConfig};
+use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::text::format_log_line;
 use fieldhub_testkit::{deadline, ok, poll, HubProcess};
 use serde_json::json;
@@ -215,6 +216,75 @@ fn a_minute_of_bus_time_with_ten_senders_completes_identically() {
     let first = run();
     assert_eq!(first.len(), 60_000, "every frame of every sender");
     assert_eq!(first, run());
+}
+
+/// Five participants, each sending an 8-byte frame (identifier 0x100 +
+/// its number: 0 wins arbitration) in every 1 ms step for 2 s of bus time on
+/// a 500 kbit/s timed channel — 125 % load. Returns what an observer got as
+/// (seq, end of frame, identifier, step sent in).
+fn overloaded_run() -> Vec<(u64, u64, u32, u32)> {
+    let config = r#"
+        [hub]
+        time = "virtual"
+        time_participants = ["p0", "p1", "p2", "p3", "p4"]
+        [[channel]]
+        name = "can0"
+        timing = "timed"
+        bitrate = 500000
+    "#;
+    let hub = FIELDHUB.start_with(Some(config), &[]);
+    let observer = hub.client("observer");
+    observer.open_port("can0").unwrap();
+    let senders: Vec<_> = (0..5u32)
+        .map(|n| {
+            let name = format!("p{n}");
+            let client = participant(&hub, &name);
+            thread::spawn(move || {
+                let port = client.open_port_with("can0", &port_named(&name)).unwrap();
+                for k in 0..2000u32 {
+                    let data = [k.to_le_bytes(), n.to_le_bytes()].concat();
+                    client.send(&port, &Frame::can(0x100 + n, false, &data).unwrap()).unwrap();
+                    client.step(u64::from(k + 1) * MS).unwrap();
+                    while client.try_recv().unwrap().is_some() {}
+                }
+                // The lowest priority starved: more of its frames wait than a
+                // real-time queue holds, and a send that must not wait says so.
+                let full = client.tx_queue_full();
+                let refused =
+                    client.send_timeout(&port, &Frame::can(0x100 + n, false, &[]).unwrap(), Some(Duration::ZERO));
+                (client.now().unwrap(), full, matches!(refused, Err(ClientError::SendQueueFull(_))))
+            })
+        })
+        .collect();
+    let ends: Vec<(u64, bool, bool)> = senders.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(ends.iter().all(|&(end, ..)| end == 2000 * MS), "every participant reached 2 s: {ends:?}");
+    assert_eq!(ends[4].1..=ends[4].2, true..=true, "the starving participant was told its queue is full");
+    assert!(!ends[0].1 && !ends[0].2, "the winner's queue never filled");
+    observer.flush().unwrap();
+    let mut digest = Vec::new();
+    while let Some(rx) = observer.try_recv().unwrap() {
+        let step = u32::from_le_bytes(rx.frame.data()[..4].try_into().unwrap());
+        digest.push((rx.meta.seq, rx.meta.timestamp_ns, rx.frame.id(), step));
+    }
+    digest
+}
+
+#[test]
+fn five_participants_overloading_a_500_kbit_channel_at_1_ms_steps_finish_in_arbitration_order_identically() {
+    let first = overloaded_run();
+    // No frame queued before another started, with a lower identifier,
+    // went after it (one queued at the very bit time it started came too
+    // late: the bus chose as the intermission before it ended).
+    for (n, &(_, end, id, step)) in first.iter().enumerate() {
+        let data = [step.to_le_bytes(), (id - 0x100).to_le_bytes()].concat();
+        let start = end - FrameBits::of(&Frame::can(id, false, &data).unwrap()).duration_ns(500_000, 500_000);
+        let overtaken = first[n + 1..].iter().find(|&&(_, _, other, sent)| other < id && u64::from(sent) * MS < start);
+        assert!(overtaken.is_none(), "{:?} went before {overtaken:?}", first[n]);
+    }
+    let from = |id: u32| first.iter().filter(|f| f.2 == id).count();
+    assert_eq!(from(0x100), 2000, "the highest priority loses nothing");
+    assert!(from(0x104) < 400, "the lowest priority starves: {} of 2000", from(0x104));
+    assert_eq!(first, overloaded_run(), "the same bus on the second run");
 }
 
 #[test]

@@ -188,3 +188,26 @@ fn a_participant_that_does_not_end_its_step_is_reported_as_step_not_ended() {
     let slow_status = status["participants"].as_array().unwrap().iter().find(|p| p["name"] == "slow").cloned();
     assert!(slow_status.is_some_and(|p| p["waits_for"].as_str().unwrap().starts_with("step not ended")), "{status}");
 }
+
+#[test]
+fn participants_held_for_a_time_participant_that_never_joins_are_told_whom_bus_time_waits_for() {
+    let config = TIMED.replace(
+        "time = \"virtual\"",
+        "time = \"virtual\"\nstep_timeout_ms = 1\ntime_participants = [\"ecu\", \"late\"]",
+    );
+    let mut h = Harness::in_virtual_time(&config);
+    let ecu = h.connect_synchronized("ecu");
+    h.announce(&ecu, MS);
+    assert!(!h.advance_virtual_time(), "'late' has not joined");
+    h.items(&ecu);
+    h.wall.advance(Duration::from_millis(2));
+    h.bus.report_stalls();
+    let text = match &h.items(&ecu)[..] {
+        [Outbound::Error { code: ErrorCode::StepTimeout, fatal: false, text, .. }] => text.clone(),
+        other => panic!("the waiting participant was not told: {other:?}"),
+    };
+    assert!(text.contains("waits for 'late' of [hub] time_participants to join"), "{text}");
+    h.wall.advance(Duration::from_millis(2));
+    h.bus.report_stalls();
+    assert!(h.items(&ecu).is_empty(), "told once");
+}
