@@ -37,4 +37,5 @@ pub const TARGETS: &[Target] = &[
     ("asc", asc),
     ("cansend", cansend),
     ("dbc", dbc),
+    ("cannelloni", cannelloni),
 ];

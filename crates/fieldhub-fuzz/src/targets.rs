@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use fieldhub_bus::fault::{FaultRule, FaultSpec};
 use fieldhub_bus::port_id::PortId;
 use fieldhub_bus::request::{ChannelUpdate, RecordingSpec};
+use fieldhub_hub::cannelloni_codec::{decode_packet, encode_record, StreamDecoder};
 use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
 use fieldhub_proto::wire::{check_length, decode, encode, Message, LENGTH_PREFIX};
@@ -93,6 +94,30 @@ pub fn shm_headers(data: &[u8]) {
         assert_eq!(RegionHeader::parse(&header.encode()).ok(), Some(header));
     }
     let _ = parse_bell_header(data);
+}
+
+/// cannelloni's formats as a peer sends them (`transport/cannelloni/`): a
+/// UDP packet, and the same bytes as a TCP stream fed in two pieces. Every
+/// frame decoded encodes to a record that decodes to the same frame.
+pub fn cannelloni(data: &[u8]) {
+    let mut frames = Vec::new();
+    let _ = decode_packet(data, &mut frames);
+    let mut stream = StreamDecoder::default();
+    let (front, back) = data.split_at(data.len() / 2);
+    for piece in [front, back] {
+        stream.feed(piece);
+        while let Ok(Some(frame)) = stream.next_frame() {
+            frames.push(frame);
+        }
+    }
+    let mut bytes = Vec::new();
+    frames.iter().for_each(|frame| encode_record(frame, &mut bytes));
+    let mut again = StreamDecoder::default();
+    again.feed(&bytes);
+    for frame in &frames {
+        assert_eq!(again.next_frame(), Ok(Some(*frame)), "a decoded frame re-encodes to itself");
+    }
+    assert_eq!(again.next_frame(), Ok(None));
 }
 
 /// A hub configuration file.
