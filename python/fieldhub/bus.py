@@ -28,7 +28,9 @@ without the option observes: it sends and receives, and time never waits for it.
 
 As on a SocketCAN bus: ``fd=True`` needs a CAN FD channel (refused at open on
 a classic one); a bus opened without it neither receives nor sends CAN FD
-frames (``send`` raises ``can.CanOperationError``). A listen-only bus
+frames (``send`` raises ``can.CanOperationError``); a CAN FD message of 9–11,
+13–15, … bytes goes out padded with zeros to the next CAN FD length (12, 16, …),
+as python-can's socketcan interface sends it. A listen-only bus
 (``state=can.BusState.PASSIVE``, or ``bus.state = ...`` as ``python -m
 can.logger --passive`` does) receives everything but never transmits or
 acknowledges; changing the state reopens the port, as a SocketCAN interface
@@ -47,9 +49,13 @@ works with ``select``/asyncio; every wait releases the GIL, and Ctrl-C
 interrupts it (``KeyboardInterrupt``). ``shutdown()`` is safe from any
 thread at any time: a ``recv()`` or ``send()`` blocked in another thread (a
 ``can.Notifier``, a periodic task) returns with ``can.CanOperationError``.
+A script may end (or take an uncaught Ctrl-C) while such a thread still waits:
+the interpreter exits as with python-can's own buses.
 """
 
+import atexit
 import os
+import time
 import warnings
 from typing import Any, List, Optional, Tuple
 
@@ -101,8 +107,35 @@ def _seconds(name: str, value: Any) -> float:
 
 
 # Keywords python-can itself hands every interface (its config sources and
-# Bus()); the fieldhub bus reads none of them but has nothing to warn about.
-_PYTHON_CAN_KEYWORDS = {"interface", "bustype", "context", "auto_reset", "ignore_config"}
+# Bus(); its tools add single_handle, for interfaces whose driver shares one
+# handle between threads); the fieldhub bus reads none of them but has
+# nothing to warn about.
+_PYTHON_CAN_KEYWORDS = {"interface", "bustype", "context", "auto_reset", "ignore_config", "single_handle"}
+
+# CAN FD's lengths: a payload of another length is padded to the next one.
+_FD_LENGTHS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64)
+
+
+def _fd_padded(data: bytes) -> bytes:
+    """``data`` with zeros up to the next CAN FD length (9 bytes become 12),
+    as python-can's socketcan interface and the kernel send it."""
+    for length in _FD_LENGTHS:
+        if len(data) <= length:
+            return data.ljust(length, b"\x00")
+    return data
+
+
+@atexit.register
+def _wait_for_calls_at_exit() -> None:
+    """At interpreter exit, let no thread come back into Python from a wait
+    in the extension (a ``can.Notifier``'s ``recv()``): one that did while
+    the interpreter finalizes would abort the process. Threads that come
+    back from now on stay parked until the process ends, as daemon threads
+    do; this waits (releasing the GIL) for those between the two, each at
+    most one wait slice or one request's timeout."""
+    _native.begin_exit()
+    while _native.calls_in_progress():
+        time.sleep(0.001)
 
 
 def _listen_only(state: Any) -> bool:
@@ -265,10 +298,12 @@ class FieldhubBus(BusABC):
         return message, getattr(self, "_is_filtered", False)
 
     def send(self, msg: Message, timeout: Optional[float] = None) -> None:
+        data = bytes(msg.data) if not msg.is_remote_frame else b""
         if msg.is_error_frame:
             kind = "error"
         elif msg.is_fd:
             kind = "canfd"
+            data = _fd_padded(data)
         else:
             kind = "can"
         try:
@@ -281,7 +316,7 @@ class FieldhubBus(BusABC):
                 bool(msg.bitrate_switch),
                 bool(msg.error_state_indicator),
                 int(msg.dlc),
-                bytes(msg.data) if not msg.is_remote_frame else b"",
+                data,
                 timeout,
             )
         except _native.Error as e:

@@ -9,6 +9,8 @@
 //! (`connect`, `refused`, `rejected`, `closed`, `timeout`, `invalid`) and the
 //! client's full message; the Python layer maps them to python-can's errors.
 
+mod exit;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -77,7 +79,7 @@ fn wait_in_slices<T: Send>(
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         let slice = deadline.map_or(SIGNAL_SLICE, |d| d.saturating_duration_since(Instant::now()).min(SIGNAL_SLICE));
-        if let Some(value) = py.allow_threads(|| attempt(slice)).map_err(client_error)? {
+        if let Some(value) = exit::released(py, || attempt(slice)).map_err(client_error)? {
             return Ok(Some(value));
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -124,6 +126,8 @@ impl NativeClient {
     }
 
     fn port(&self, handle: u16) -> PyResult<Port> {
+        // A closed client has no ports: say why, not which.
+        self.client()?;
         lock(&self.ports).get(&handle).cloned().ok_or_else(|| error("rejected", format!("port {handle} is not open")))
     }
 }
@@ -152,7 +156,7 @@ impl NativeClient {
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
         let options = ClientOptions { name, token, timeout, synchronized, tls };
-        let client = py.allow_threads(|| Client::connect_with(&url, &options)).map_err(client_error)?;
+        let client = exit::released(py, || Client::connect_with(&url, &options)).map_err(client_error)?;
         Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
     }
 
@@ -174,7 +178,7 @@ impl NativeClient {
     ) -> PyResult<(u16, u16, u32, bool)> {
         let config = PortConfig { name, receive_own, block_on_overflow, fd, listen_only, transmit_only };
         let client = self.client()?;
-        let port = py.allow_threads(|| client.open_port_with(&channel, &config)).map_err(client_error)?;
+        let port = exit::released(py, || client.open_port_with(&channel, &config)).map_err(client_error)?;
         let answer = (port.handle, port.channel_id, port.port_id, port.channel_fd);
         lock(&self.ports).insert(port.handle, port);
         Ok(answer)
@@ -183,7 +187,7 @@ impl NativeClient {
     fn close_port(&self, py: Python<'_>, handle: u16) -> PyResult<()> {
         let port = self.port(handle)?;
         let client = self.client()?;
-        py.allow_threads(|| client.close_port(&port)).map_err(client_error)?;
+        exit::released(py, || client.close_port(&port)).map_err(client_error)?;
         lock(&self.ports).remove(&handle);
         Ok(())
     }
@@ -292,7 +296,7 @@ impl NativeClient {
     /// Wait until everything sent so far is on the bus; returns the round trip in seconds.
     fn flush(&self, py: Python<'_>) -> PyResult<f64> {
         let client = self.client()?;
-        py.allow_threads(|| client.flush()).map(|d| d.as_secs_f64()).map_err(client_error)
+        exit::released(py, || client.flush()).map(|d| d.as_secs_f64()).map_err(client_error)
     }
 
     /// Virtual time: the bus time (ns) this participant stands at; None for
@@ -305,7 +309,7 @@ impl NativeClient {
     /// wait (Ctrl-C interrupts) until bus time is there; returns it.
     fn step(&self, py: Python<'_>, until_ns: u64) -> PyResult<u64> {
         let client = self.client()?;
-        py.allow_threads(|| client.begin_step(until_ns)).map_err(client_error)?;
+        exit::released(py, || client.begin_step(until_ns)).map_err(client_error)?;
         let reached = wait_in_slices(py, None, |slice| client.await_time(until_ns, Some(slice)))?;
         reached.ok_or_else(|| error("closed", "the wait for bus time ended without it".into()))
     }
@@ -314,7 +318,7 @@ impl NativeClient {
     fn port_state(&self, py: Python<'_>, handle: u16) -> PyResult<String> {
         let port_id = self.port(handle)?.port_id;
         let client = self.client()?;
-        let stats = py.allow_threads(|| client.stats()).map_err(client_error)?;
+        let stats = exit::released(py, || client.stats()).map_err(client_error)?;
         stats
             .ports
             .into_iter()
@@ -327,7 +331,7 @@ impl NativeClient {
     fn channel_bitrates(&self, py: Python<'_>, handle: u16) -> PyResult<(u32, u32)> {
         let port = self.port(handle)?;
         let client = self.client()?;
-        let stats = py.allow_threads(|| client.stats()).map_err(client_error)?;
+        let stats = exit::released(py, || client.stats()).map_err(client_error)?;
         let channel_id = stats.ports.iter().find(|p| p.port_id == port.port_id).map(|p| p.channel.clone());
         let channel = channel_id.unwrap_or_else(|| port.channel.clone());
         stats
@@ -349,7 +353,7 @@ impl NativeClient {
         let client = lock(&self.client).take();
         if let Some(client) = client {
             // Whichever thread lets go of the client last joins its threads.
-            py.allow_threads(|| {
+            exit::released(py, || {
                 client.close();
                 drop(client);
             });
@@ -508,5 +512,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_hub_url, m)?)?;
     m.add_function(wrap_pyfunction!(shm_socket_path, m)?)?;
     m.add_function(wrap_pyfunction!(shm_control_path, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::begin_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::calls_in_progress, m)?)?;
     Ok(())
 }

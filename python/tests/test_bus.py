@@ -59,8 +59,6 @@ def test_can_fd_frames_keep_length_and_flags(fieldhub_hub):
         m = b.recv(5)
         assert m.is_fd and m.bitrate_switch and m.dlc == length and m.data == bytearray(range(length))
         assert m.error_state_indicator == (length == 12)
-    with pytest.raises(ValueError, match="not a valid CAN FD length"):
-        a.send(can.Message(arbitration_id=1, data=bytes(13), is_fd=True))
 
 
 def test_error_frames_pass_through(fieldhub_hub):
@@ -186,3 +184,20 @@ def test_asyncio_with_async_buffered_reader(fieldhub_hub):
         return [m.arbitration_id for m in got]
 
     assert asyncio.run(main()) == [0x200 + i for i in range(20)]
+
+
+@pytest.mark.fieldhub_config(FD)
+def test_can_fd_payloads_between_lengths_are_padded_to_the_next_as_socketcan_does(fieldhub_hub):
+    a = fieldhub_hub.bus("fd0", fd=True)
+    b = fieldhub_hub.bus("fd0", fd=True)
+    for length, padded in ((9, 12), (11, 12), (13, 16), (21, 24), (33, 48), (63, 64)):
+        a.send(can.Message(arbitration_id=0x42, data=b"\x11" * length, is_fd=True, is_extended_id=False))
+        m = b.recv(5)
+        assert m.dlc == padded and m.data == bytearray(b"\x11" * length + b"\x00" * (padded - length)), length
+
+
+def test_python_cans_tool_keywords_raise_no_warning(fieldhub_hub, recwarn):
+    # python-can's tools (can.logger, can.player, can.viewer) pass single_handle=True.
+    bus = can.Bus(interface="fieldhub", channel="can0", hub=fieldhub_hub.url, single_handle=True)
+    bus.shutdown()
+    assert not [w for w in recwarn if "ignores" in str(w.message)], [str(w.message) for w in recwarn]

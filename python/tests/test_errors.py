@@ -134,3 +134,15 @@ def test_a_frame_a_fault_rule_drops_raises_on_flush_and_the_others_reach_the_bus
         fieldhub_hub.remove_fault(rule["id"])
         tx.shutdown()
         rx.shutdown()
+
+
+def test_send_after_shutdown_says_the_bus_has_been_shut_down(fieldhub_hub):
+    bus = fieldhub_hub.bus("can0")
+    bus.shutdown()
+    with pytest.raises(can.CanOperationError, match="the bus has been shut down"):
+        bus.send(can.Message(arbitration_id=1))
+
+
+def test_an_ipv4_address_out_of_range_is_an_invalid_url():
+    with pytest.raises(can.CanInitializationError, match="invalid hub URL .*'256.1.1.1' is not an IPv4 address"):
+        can.Bus(interface="fieldhub", channel="can0", hub="tcp://256.1.1.1:5")

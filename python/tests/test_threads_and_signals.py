@@ -187,3 +187,39 @@ def test_ctrl_c_interrupts_a_blocking_call(call):
             child.wait()
     assert child.returncode != 0
     assert "KeyboardInterrupt" in stderr, stderr
+
+
+@pytest.mark.parametrize("ending", ["end of script", "uncaught Ctrl-C"])
+def test_the_interpreter_exits_cleanly_while_notifier_threads_wait_in_recv(ending):
+    # Issue 39: a thread coming back from recv() while the interpreter
+    # finalized aborted the process (FATAL: exception not rethrown).
+    # Eight notifiers, each with a thread inside recv(), make it likely.
+    script = textwrap.dedent(
+        """
+        import time, can, fieldhub
+        hub = fieldhub.Hub()
+        buses = [hub.bus("can0") for _ in range(8)]
+        notifiers = [can.Notifier(bus, [can.Printer()], timeout=0.01) for bus in buses]
+        print("ready", flush=True)
+        if ENDING == "uncaught Ctrl-C":
+            time.sleep(PATIENCE)
+        """
+    ).replace("ENDING", repr(ending)).replace("PATIENCE", str(PATIENCE))
+    for _ in range(3):
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            if ending == "uncaught Ctrl-C":
+                _wait_until(lambda: _asleep(child.pid), "the script sleeps")
+                child.send_signal(signal.SIGINT)
+            _, stderr = child.communicate(timeout=PATIENCE)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        assert "FATAL" not in stderr and child.returncode != -signal.SIGABRT, stderr
+        if ending == "end of script":
+            assert child.returncode == 0, stderr
+        else:
+            # Python ends on an uncaught KeyboardInterrupt by SIGINT, as a shell expects.
+            assert child.returncode == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
