@@ -46,6 +46,8 @@ pub struct HubProcess {
     tcp: SocketAddr,
     unix: PathBuf,
     config: PathBuf,
+    /// cannelloni endpoints (`udp/ADDR`, `tcp/ADDR`), from the ready line.
+    cannelloni: Vec<String>,
 }
 
 /// The part of the hub's ready line the benchmarks use; serde skips the rest.
@@ -54,6 +56,8 @@ struct Ready {
     tcp: Vec<SocketAddr>,
     unix: Vec<PathBuf>,
     shm: Option<String>,
+    #[serde(default)]
+    cannelloni: Vec<String>,
 }
 
 /// Hubs started by this process so far, to keep their shm names apart.
@@ -63,29 +67,35 @@ impl HubProcess {
     /// Start a hub with the benchmark channel only; with `busy_poll` its
     /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
-        Self::spawn(launcher, busy_poll, 1, false, None, false)
+        Self::spawn(launcher, busy_poll, 1, false, None, false, false)
+    }
+
+    /// Start a hub with the benchmark channel and a cannelloni endpoint on
+    /// it over TCP and over UDP (loopback, learning its UDP peers).
+    pub fn start_with_cannelloni(launcher: &Launcher) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, false, None, false, true)
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
     pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, channels, false, None, false)
+        Self::spawn(launcher, false, channels, false, None, false, false)
     }
 
     /// Start a hub with the benchmark channel and [`TIMED_CHANNEL`].
     pub fn start_with_timed_channel(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true, None, false)
+        Self::spawn(launcher, false, 1, true, None, false, false)
     }
 
     /// Start a hub whose shm clients get to-client rings of `slots` slots
     /// (`[hub] shm_ring_slots`).
     pub fn start_with_ring_slots(launcher: &Launcher, slots: u32) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, Some(slots), false)
+        Self::spawn(launcher, false, 1, false, Some(slots), false, false)
     }
 
     /// Start a hub in virtual time (`--time virtual`) with the benchmark
     /// channel and [`TIMED_CHANNEL`].
     pub fn start_in_virtual_time(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true, None, true)
+        Self::spawn(launcher, false, 1, true, None, true, false)
     }
 
     fn spawn(
@@ -95,6 +105,7 @@ impl HubProcess {
         timed: bool,
         ring_slots: Option<u32>,
         virtual_time: bool,
+        cannelloni: bool,
     ) -> Result<Self, BenchError> {
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
@@ -118,6 +129,11 @@ impl HubProcess {
                 "[[channel]]\nname = \"{TIMED_CHANNEL}\"\nprotocol = \"canfd\"\ntiming = \"timed\"\n\
                  bitrate = {TIMED_BITRATE}\ndata_bitrate = {TIMED_DATA_BITRATE}\n"
             );
+        }
+        if cannelloni {
+            let endpoint = |listen: &str| format!("[[cannelloni]]\nchannel = \"{CHANNEL}\"\nlisten = \"{listen}\"\n");
+            text += &endpoint("tcp/127.0.0.1:0");
+            text += &(endpoint("udp/127.0.0.1:0") + "learn_peers = true\n");
         }
         std::fs::write(&config, text)?;
         let mut command = launcher.command();
@@ -145,6 +161,7 @@ impl HubProcess {
             tcp: SocketAddr::from(([127, 0, 0, 1], 0)),
             unix: PathBuf::new(),
             config,
+            cannelloni: Vec::new(),
         };
         let line = match ready.recv_timeout(START_STOP) {
             Ok(line) if !line.is_empty() => line,
@@ -155,6 +172,7 @@ impl HubProcess {
             .map_err(|e| BenchError::Hub(format!("the hub's ready line {line:?} is not what it should be: {e}")))?;
         hub.tcp = *ready.tcp.first().ok_or_else(|| BenchError::Hub("the hub reports no TCP address".into()))?;
         hub.shm = ready.shm.ok_or_else(|| BenchError::Hub("the hub reports no shared memory".into()))?;
+        hub.cannelloni = ready.cannelloni;
         hub.unix =
             ready.unix.into_iter().next().ok_or_else(|| BenchError::Hub("the hub reports no unix socket".into()))?;
         Ok(hub)
@@ -168,6 +186,11 @@ impl HubProcess {
             Transport::Unix => format!("unix:{}", self.unix.display()),
             Transport::Tcp => format!("tcp://{}", self.tcp),
         }
+    }
+
+    /// The cannelloni endpoint of `kind` (`tcp` or `udp`), when the hub has one.
+    pub fn cannelloni(&self, kind: &str) -> Option<SocketAddr> {
+        self.cannelloni.iter().find_map(|a| a.strip_prefix(kind)?.strip_prefix('/')?.parse().ok())
     }
 
     pub fn pid(&self) -> u32 {

@@ -14,6 +14,9 @@
 //! - [`throughput`]: one sender as fast as it can, one or more receivers —
 //!   against a raw two-process stream: an SPSC ring of `fieldhub-shm`, or
 //!   a unix socket or TCP with 64 records a write.
+//! - [`cannelloni`]: a cannelloni peer (TCP, UDP) through the hub's
+//!   `[[cannelloni]]` endpoint next to a native TCP client: round trips and
+//!   one-way frames/s (`fieldhub bench cannelloni`).
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
 //! - [`virtual_time`]: the real-time factor of a hub in virtual time —
@@ -38,6 +41,7 @@
 
 pub mod background;
 pub mod bystanders;
+pub mod cannelloni;
 pub mod chaos;
 pub mod cpu;
 pub mod hub_process;

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 use fieldhub_bench::{
-    chaos, cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize, Launcher,
-    Transport,
+    cannelloni, chaos, cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize,
+    Launcher, Transport,
 };
 
 use crate::HubSelect;
@@ -117,6 +117,19 @@ enum Kind {
         #[command(flatten)]
         sizes: Sizes,
         /// Print the scenarios as JSON: hub, baseline and ratio for each.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A cannelloni peer through the hub's [[cannelloni]] endpoint (TCP and UDP) next to a native TCP client, same hub,
+    /// same run: round trips to a native echo, and one-way frames/s to a native receiver.
+    Cannelloni {
+        /// Round trips per path (after a warm-up that does not count).
+        #[arg(long, default_value = "2000")]
+        samples: usize,
+        /// Frames per throughput run.
+        #[arg(long, default_value = "100000")]
+        frames: usize,
+        /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -368,6 +381,12 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
                 anyhow::bail!("the soak run found {} problem(s)", made.problems.len());
             }
         }
+        Kind::Cannelloni { samples, frames, json } => {
+            let spec = cannelloni::CannelloniRun { samples, frames };
+            let made = cannelloni::run(this_command, &spec, &mut progress).context("cannelloni benchmark");
+            clear_progress();
+            report(&made?, json, print_cannelloni)?;
+        }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
                 cpu::run(this_command, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
@@ -545,6 +564,24 @@ fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {
         );
         println!("  ratio hub/baseline: {:.4}", s.ratio);
         println!();
+    }
+}
+
+fn print_cannelloni(r: &cannelloni::CannelloniReport) {
+    println!("round trip (8-byte frames, to a native echo on the same channel)");
+    for t in &r.round_trips {
+        let d = &t.round_trip;
+        println!(
+            "  {:<15} p50 {:>8.1} µs  p99 {:>8.1} µs  ({} samples)  p50 / native tcp {:.2}",
+            t.path, d.p50_us, d.p99_us, d.samples, t.p50_ratio
+        );
+    }
+    println!("one-way to a native receiver");
+    for t in &r.throughput {
+        println!(
+            "  {:<15} {:>10.0} frames/s  {} of {} frames  / native tcp {:.2}",
+            t.path, t.frames_per_s, t.received, t.sent, t.ratio
+        );
     }
 }
 

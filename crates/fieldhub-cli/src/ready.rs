@@ -10,7 +10,8 @@
 //!
 //! ```json
 //! {"tcp":["127.0.0.1:40123"],"unix":["/tmp/x.sock"],"http":"http://127.0.0.1:40123","tls":false,
-//!  "shm":"shm://name","ivshmem":[],"socketcand":null,"channels":["can0","can1"],"pid":1234}
+//!  "shm":"shm://name","ivshmem":[],"socketcand":null,"channels":["can0","can1"],
+//!  "cannelloni":["udp/127.0.0.1:20000"],"pid":1234}
 //! ```
 
 use std::fmt;
@@ -45,6 +46,9 @@ pub struct Ready {
     socketcand: Option<SocketAddr>,
     /// The configured channels, in configuration order.
     channels: Vec<String>,
+    /// cannelloni endpoints as `udp/HOST:PORT` or `tcp/HOST:PORT`, port 0
+    /// resolved, in configuration order.
+    cannelloni: Vec<String>,
     /// The hub's process id, for whoever has to signal it.
     pid: u32,
 }
@@ -73,6 +77,7 @@ impl Ready {
             ivshmem: config.hub.ivshmem.clone(),
             socketcand: hub.socketcand_addr(),
             channels: config.channels.iter().map(|c| c.name.clone()).collect(),
+            cannelloni: hub.cannelloni_addrs().iter().map(|a| a.to_string()).collect(),
             pid: std::process::id(),
         }
     }
