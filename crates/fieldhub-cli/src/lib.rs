@@ -118,10 +118,14 @@ impl HubSelect {
                 Ok(format!("https://[{host}]:{port}"))
             }
             Ok(fieldhub_client::HubUrl::Tls { host, port }) => Ok(format!("https://{host}:{port}")),
-            Ok(fieldhub_client::HubUrl::Shm { name, .. }) => {
+            Ok(fieldhub_client::HubUrl::Shm { name, dir, .. }) => {
                 // The hub publishes its control API's address next to its
                 // session socket.
-                let path = fieldhub_shm::socket::control_path(&name).map_err(|why| anyhow::anyhow!(why))?;
+                let path = match &dir {
+                    Some(dir) => fieldhub_shm::socket::control_path_in(dir, &name),
+                    None => fieldhub_shm::socket::control_path(&name),
+                };
+                let path = path.map_err(|why| anyhow::anyhow!(why))?;
                 let published = std::fs::read_to_string(&path).map_err(|e| {
                     anyhow::anyhow!(
                         "the hub serving shm://{name} publishes no control address ({}: {e}); it serves the \

@@ -38,7 +38,9 @@ pub struct Ready {
     http: Option<String>,
     /// Whether the TCP listeners speak TLS (clients connect with `tls://`).
     tls: bool,
-    /// `shm://NAME` when shared memory is served.
+    /// `shm://NAME` when shared memory is served; `shm://NAME?dir=PATH`
+    /// when the hub serves it from a private directory of its own (the
+    /// usual one was another user's).
     shm: Option<String>,
     /// ivshmem region files QEMU guests reach the hub through.
     ivshmem: Vec<PathBuf>,
@@ -73,7 +75,7 @@ impl Ready {
             tls: config.tls_files().is_some(),
             tcp,
             unix,
-            shm: hub.shm_socket().and(config.hub.shm.as_ref()).map(|name| format!("shm://{name}")),
+            shm: hub.shm_url().map(str::to_owned),
             ivshmem: config.hub.ivshmem.clone(),
             socketcand: hub.socketcand_addr(),
             channels: config.channels.iter().map(|c| c.name.clone()).collect(),

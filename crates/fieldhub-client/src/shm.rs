@@ -25,6 +25,7 @@
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -63,14 +64,20 @@ struct ToClient {
 }
 
 impl ShmLink {
-    /// Connect to the hub serving `name` and perform the handshake.
+    /// Connect to the hub serving `name` (in `dir` when its URL names one)
+    /// and perform the handshake.
     pub fn connect(
         url: &str,
         name: &str,
+        dir: Option<&Path>,
         busy_poll: bool,
         options: &ClientOptions,
     ) -> Result<(Self, Session), ClientError> {
-        let path = socket::socket_path(name).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
+        let path = match dir {
+            Some(dir) => socket::socket_path_in(dir, name),
+            None => socket::socket_path(name),
+        };
+        let path = path.map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
         let connect_error = |source| ClientError::Connect { url: url.into(), source };
         // Only a hub of this user's is told anything (the token included).
         if let Some(dir) = path.parent() {

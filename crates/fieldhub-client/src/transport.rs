@@ -16,8 +16,8 @@ use crate::{ivshmem, shm, stream, ClientError, ClientOptions};
 pub(crate) fn connect(url: &str, options: &ClientOptions) -> Result<(Arc<dyn Link>, Session), ClientError> {
     let parsed = HubUrl::parse(url).map_err(|why| ClientError::InvalidUrl { url: url.into(), why })?;
     Ok(match &parsed {
-        HubUrl::Shm { name, busy_poll } => {
-            let (link, session) = shm::ShmLink::connect(url, name, *busy_poll, options)?;
+        HubUrl::Shm { name, busy_poll, dir } => {
+            let (link, session) = shm::ShmLink::connect(url, name, dir.as_deref(), *busy_poll, options)?;
             (Arc::new(link), session)
         }
         HubUrl::Ivshmem(path) => {

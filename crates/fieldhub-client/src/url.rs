@@ -117,7 +117,11 @@ pub fn default_hub_url() -> String {
     if let Ok(url) = std::env::var(HUB_ENV) {
         return url;
     }
-    let serves_shm = fieldhub_shm::socket::socket_path(DEFAULT_SHM_NAME).is_ok_and(|path| path.exists());
+    // Only in this user's private directory: a socket another user planted
+    // in a directory of theirs is not a hub to try.
+    let dir = fieldhub_shm::socket::socket_dir();
+    let serves_shm = fieldhub_shm::socket::check_private_dir(&dir).is_ok()
+        && fieldhub_shm::socket::socket_path(DEFAULT_SHM_NAME).is_ok_and(|path| path.exists());
     if serves_shm {
         format!("shm://{DEFAULT_SHM_NAME}")
     } else {
@@ -135,10 +139,13 @@ pub enum HubUrl {
     Tls { host: String, port: u16 },
     /// `unix:PATH` (also `unix://PATH`).
     Unix(PathBuf),
-    /// `shm://NAME[?busy_poll=1]`: a local hub serving shared memory under
-    /// NAME (`fieldhub hub --shm NAME`). With `busy_poll` the client spins
-    /// instead of sleeping while it waits (lowest latency, costs a core).
-    Shm { name: String, busy_poll: bool },
+    /// `shm://NAME[?busy_poll=1][&dir=PATH]`: a local hub serving shared
+    /// memory under NAME (`fieldhub hub --shm NAME`). With `busy_poll` the
+    /// client spins instead of sleeping while it waits (lowest latency,
+    /// costs a core). `dir`: the private directory of its session socket
+    /// when it is not the usual one (the hub's ready line says so; the
+    /// usual one was another user's).
+    Shm { name: String, busy_poll: bool, dir: Option<PathBuf> },
     /// `serial:PATH` (also `serial://PATH`): a character device opened
     /// read+write as the byte stream, as a QEMU guest's virtio-serial port
     /// (`serial:/dev/vport0p1`) whose host end is the hub's unix socket.
@@ -223,19 +230,26 @@ fn parse_ivshmem(_: &Scheme, path: &str) -> Result<HubUrl, String> {
     Ok(HubUrl::Ivshmem(PathBuf::from(path)))
 }
 
-/// `NAME[?busy_poll=0|1]` after `shm://`.
+/// `NAME[?busy_poll=0|1][&dir=PATH]` after `shm://`.
 fn parse_shm(_: &Scheme, rest: &str) -> Result<HubUrl, String> {
     let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
     fieldhub_shm::socket::check_name(name)?;
-    let mut busy_poll = false;
+    let (mut busy_poll, mut dir) = (false, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("busy_poll", "1" | "true")) => busy_poll = true,
             Some(("busy_poll", "0" | "false")) => busy_poll = false,
-            _ => return Err(format!("unknown shm:// option '{pair}'; the only option is busy_poll=0|1")),
+            Some(("dir", path)) if path.starts_with('/') => dir = Some(PathBuf::from(path)),
+            Some(("dir", path)) => return Err(format!("shm:// dir={path} is not an absolute path")),
+            _ => {
+                return Err(format!(
+                    "unknown shm:// option '{pair}'; the options are busy_poll=0|1 and dir=PATH (the private \
+                     directory a hub's ready line names)"
+                ))
+            }
         }
     }
-    Ok(HubUrl::Shm { name: name.to_owned(), busy_poll })
+    Ok(HubUrl::Shm { name: name.to_owned(), busy_poll, dir })
 }
 
 #[cfg(test)]
@@ -315,8 +329,15 @@ mod tests {
 
     #[test]
     fn parses_shm_names_and_the_busy_poll_option() {
-        assert_eq!(HubUrl::parse("shm://bench"), Ok(HubUrl::Shm { name: "bench".into(), busy_poll: false }));
-        assert_eq!(HubUrl::parse("shm://b?busy_poll=1"), Ok(HubUrl::Shm { name: "b".into(), busy_poll: true }));
+        assert_eq!(HubUrl::parse("shm://bench"), Ok(HubUrl::Shm { name: "bench".into(), busy_poll: false, dir: None }));
+        assert_eq!(
+            HubUrl::parse("shm://b?busy_poll=1"),
+            Ok(HubUrl::Shm { name: "b".into(), busy_poll: true, dir: None })
+        );
+        let dir = Some(PathBuf::from("/tmp/fieldhub-0-0123456789abcdef"));
+        let url = "shm://b?dir=/tmp/fieldhub-0-0123456789abcdef&busy_poll=1";
+        assert_eq!(HubUrl::parse(url), Ok(HubUrl::Shm { name: "b".into(), busy_poll: true, dir }));
+        assert!(HubUrl::parse("shm://b?dir=relative").unwrap_err().contains("not an absolute path"));
         assert!(HubUrl::parse("shm://a/b").unwrap_err().contains("not a valid shared-memory hub name"));
         assert!(HubUrl::parse("shm://a?spin=1").unwrap_err().contains("busy_poll"));
         assert!(HubUrl::parse("shm://").is_err());

@@ -115,6 +115,11 @@ pub struct Hub {
     addrs: Vec<ListenAddr>,
     /// The session socket when serving shared memory.
     shm_socket: Option<PathBuf>,
+    /// The URL clients reach it by: `shm://NAME`, with `?dir=PATH` when
+    /// the hub serves it from a private directory of its own.
+    shm_url: Option<String>,
+    /// That private directory, removed at shutdown.
+    private_dir: Option<PathBuf>,
     /// Where the control API's URL is published for `shm://` tools.
     control_file: Option<PathBuf>,
     sessions: Arc<Sessions>,
@@ -155,9 +160,15 @@ impl Hub {
             .map_err(|error| StartError::Listen { addr: ListenAddr::Unix("?".into()), error })?;
 
         let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
-        let shm = config.hub.shm.as_deref().map(ShmListener::bind).transpose().map_err(shm_error)?;
-        let control_file = match (&config.hub.shm, control_url(&addrs, tls.is_some())) {
-            (Some(name), Some(url)) => Some(publish_control_url(name, &url).map_err(shm_error)?),
+        let runtime = config.hub.shm.as_deref().map(shm_runtime_dir).transpose().map_err(shm_error)?;
+        let shm = match (&config.hub.shm, &runtime) {
+            (Some(name), Some(runtime)) => Some(ShmListener::bind(&runtime.path, name).map_err(shm_error)?),
+            _ => None,
+        };
+        let control_file = match (&config.hub.shm, &runtime, control_url(&addrs, tls.is_some())) {
+            (Some(name), Some(runtime), Some(url)) => {
+                Some(publish_control_url(&runtime.path, name, &url).map_err(shm_error)?)
+            }
             _ => None,
         };
         // The bus thread's doorbell: its descriptor goes to every
@@ -198,6 +209,11 @@ impl Hub {
             stopping,
             addrs,
             shm_socket: shm.as_ref().map(|l| l.path().to_owned()),
+            shm_url: config.hub.shm.as_ref().zip(runtime.as_ref()).map(|(name, runtime)| match &runtime.squatted {
+                None => format!("shm://{name}"),
+                Some(_) => format!("shm://{name}?dir={}", runtime.path.display()),
+            }),
+            private_dir: runtime.and_then(|runtime| runtime.squatted.map(|_| runtime.path)),
             control_file,
             sessions: Arc::clone(&sessions),
             bus_thread: Some(bus_thread),
@@ -268,6 +284,13 @@ impl Hub {
         self.shm_socket.as_deref()
     }
 
+    /// The URL shared-memory clients reach the hub by (its ready line says
+    /// it): `shm://NAME`, or `shm://NAME?dir=PATH` when the usual runtime
+    /// directory was another user's and the hub made a private one.
+    pub fn shm_url(&self) -> Option<&str> {
+        self.shm_url.as_deref()
+    }
+
     /// Clients connected now (handshakes under way included).
     pub fn clients(&self) -> usize {
         self.sessions.live()
@@ -302,6 +325,10 @@ impl Hub {
         if let Some(file) = self.control_file.take() {
             let _ = std::fs::remove_file(file);
         }
+        // Empty once the reactor removed the session socket.
+        if let Some(dir) = self.private_dir.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -323,12 +350,29 @@ fn control_url(addrs: &[ListenAddr], tls: bool) -> Option<String> {
     })
 }
 
-/// Write `url` to the control file of `shm://name` (owner-only, in the
-/// private directory the session socket lives in).
-fn publish_control_url(name: &str, url: &str) -> std::io::Result<PathBuf> {
+/// The private directory of the hub's session socket: the usual one, or,
+/// when another user made that first (squatted), one of the hub's own,
+/// logged with the URL that names it.
+fn shm_runtime_dir(name: &str) -> std::io::Result<fieldhub_shm::socket::RuntimeDir> {
+    let runtime = fieldhub_shm::socket::runtime_dir()?;
+    if let Some(why) = &runtime.squatted {
+        tracing::warn!(
+            "cannot use the runtime directory {why} (another user may have made it first); serving shared memory \
+             from the private directory {} instead: clients reach this hub as shm://{name}?dir={} (the ready \
+             line gives the URL; or set FIELDHUB_HUB to it)",
+            runtime.path.display(),
+            runtime.path.display()
+        );
+    }
+    Ok(runtime)
+}
+
+/// Write `url` to the control file of `shm://name` (owner-only, in `dir`,
+/// the private directory the session socket lives in).
+fn publish_control_url(dir: &std::path::Path, name: &str, url: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let path = fieldhub_shm::socket::control_path(name)
+    let path = fieldhub_shm::socket::control_path_in(dir, name)
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
     writeln!(file, "{url}")?;

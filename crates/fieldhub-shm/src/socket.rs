@@ -6,6 +6,12 @@
 //! that variable, `/tmp/fieldhub-UID`. DIR is created with mode 0700 and
 //! refused if it belongs to someone else or is open to others, so only the
 //! user who runs the hub can reach it.
+//!
+//! When DIR exists but is not private (another user made `/tmp/fieldhub-UID`
+//! first), a hub does not give up: [`runtime_dir`] makes a private directory
+//! of its own next to it, under a name no one can guess
+//! (`/tmp/fieldhub-UID-XXXXXXXXXXXXXXXX`), and the hub's URL names it
+//! (`shm://NAME?dir=PATH`); clients check it as they check DIR.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -46,8 +52,62 @@ pub fn socket_dir() -> PathBuf {
 
 /// The session socket of the hub named `name`.
 pub fn socket_path(name: &str) -> Result<PathBuf, String> {
+    socket_path_in(&socket_dir(), name)
+}
+
+/// The session socket of the hub named `name` in `dir`.
+pub fn socket_path_in(dir: &Path, name: &str) -> Result<PathBuf, String> {
     check_name(name)?;
-    Ok(socket_dir().join(format!("{name}.sock")))
+    Ok(dir.join(format!("{name}.sock")))
+}
+
+/// Where a hub serving shared memory puts its session sockets.
+#[derive(Debug)]
+pub struct RuntimeDir {
+    pub path: PathBuf,
+    /// Why [`socket_dir`] could not be used (another user's, or open to
+    /// others) when `path` is a private directory made instead.
+    pub squatted: Option<String>,
+}
+
+/// [`socket_dir`], made private if needed; when it exists and is not
+/// private (squatted), a new private directory next to it, made with an
+/// unguessable name (as `mkdtemp` does).
+pub fn runtime_dir() -> std::io::Result<RuntimeDir> {
+    private_dir_or_next_to(socket_dir())
+}
+
+/// `dir`, made private if needed, or (when it is not private) a new private
+/// directory next to it.
+fn private_dir_or_next_to(dir: PathBuf) -> std::io::Result<RuntimeDir> {
+    let why = match ensure_private_dir(&dir) {
+        Ok(()) => return Ok(RuntimeDir { path: dir, squatted: None }),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    let (Some(parent), Some(base)) = (dir.parent(), dir.file_name()) else {
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+    };
+    let mut random = std::fs::File::open("/dev/urandom")?;
+    for _ in 0..16 {
+        let mut suffix = [0u8; 8];
+        std::io::Read::read_exact(&mut random, &mut suffix)?;
+        let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+        let path = parent.join(format!("{}-{suffix}", base.to_string_lossy()));
+        // Made here or not at all: a name someone else took is skipped.
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {
+                check_private_dir(&path)?;
+                return Ok(RuntimeDir { path, squatted: Some(why) });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("no free private directory next to {}", dir.display()),
+    ))
 }
 
 /// Where the hub named `name` publishes the URL of its control API (its
@@ -55,8 +115,13 @@ pub fn socket_path(name: &str) -> Result<PathBuf, String> {
 /// in the same private directory, so tools given `shm://NAME` can reach the
 /// control plane too.
 pub fn control_path(name: &str) -> Result<PathBuf, String> {
+    control_path_in(&socket_dir(), name)
+}
+
+/// [`control_path`] for a hub whose session socket is in `dir`.
+pub fn control_path_in(dir: &Path, name: &str) -> Result<PathBuf, String> {
     check_name(name)?;
-    Ok(socket_dir().join(format!("{name}.control")))
+    Ok(dir.join(format!("{name}.control")))
 }
 
 /// Create `dir` (mode 0700) if needed and check that it is private: a real
@@ -150,6 +215,26 @@ pub fn recv_with_fds(socket: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_squatted_runtime_directory_gives_a_private_one_next_to_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("fieldhub-socket-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        // Not private: as another user's directory would be.
+        let runtime = base.join("runtime");
+        std::fs::create_dir_all(runtime.join("fieldhub")).unwrap();
+        std::fs::set_permissions(runtime.join("fieldhub"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let chosen = private_dir_or_next_to(runtime.join("fieldhub")).unwrap();
+        let squatted = chosen.squatted.expect("the squatted directory is named");
+        assert!(squatted.contains("open to other users"), "{squatted}");
+        assert_ne!(chosen.path, base.join("runtime/fieldhub"));
+        assert!(chosen.path.file_name().unwrap().to_string_lossy().starts_with("fieldhub-"));
+        check_private_dir(&chosen.path).unwrap();
+        let own = private_dir_or_next_to(chosen.path.clone()).unwrap();
+        assert_eq!((own.path, own.squatted), (chosen.path, None), "a private directory is used as it is");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn names_are_plain_file_names() {

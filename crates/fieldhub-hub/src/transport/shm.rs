@@ -58,14 +58,13 @@ pub struct ShmListener {
 }
 
 impl ShmListener {
-    /// Listen as `shm://name`: create the private directory, refuse a name
-    /// another live hub serves, replace a dead hub's socket.
-    pub fn bind(name: &str) -> std::io::Result<Self> {
-        let path =
-            socket::socket_path(name).map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
-        if let Some(dir) = path.parent() {
-            socket::ensure_private_dir(dir)?;
-        }
+    /// Listen as `shm://name` in `dir` (`socket::runtime_dir`): create the
+    /// private directory, refuse a name another live hub serves, replace a
+    /// dead hub's socket.
+    pub fn bind(dir: &Path, name: &str) -> std::io::Result<Self> {
+        let path = socket::socket_path_in(dir, name)
+            .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+        socket::ensure_private_dir(dir)?;
         if std::fs::symlink_metadata(&path).is_ok() {
             if UnixStream::connect(&path).is_ok() {
                 return Err(std::io::Error::new(

@@ -251,3 +251,32 @@ fn a_hub_of_another_user_cannot_link_to_a_federation_that_names_no_token_file() 
     );
     pair.finish();
 }
+
+#[test]
+fn a_runtime_directory_another_user_made_first_gives_the_hub_a_private_one_that_its_ready_line_names() {
+    // The runtime directory's parent is open to everyone, as /tmp is, and
+    // nobody made the hub's directory there first.
+    let runtime = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let squatted = runtime.path().join("fieldhub");
+    let made = nobody_command("mkdir").arg(&squatted).status().expect("setpriv (util-linux) runs mkdir");
+    assert!(made.success(), "nobody makes {}", squatted.display());
+
+    let name = format!("squat-{}-{}", std::process::id(), unique());
+    let xdg = runtime.path().to_str().unwrap();
+    let hub = FIELDHUB.start_with_env(None, &["--shm", &name], &[("XDG_RUNTIME_DIR", xdg)]);
+    let url = hub.shm_url.clone().expect("the hub serves shared memory");
+    let private = format!("shm://{name}?dir={}/fieldhub-", runtime.path().display());
+    assert!(url.starts_with(&private), "the ready line names the private directory: {url}");
+    let told = hub.wait_for_log("cannot use the runtime directory");
+    assert!(told.contains(&format!("belongs to user {NOBODY}")) && told.contains(&url), "{told}");
+
+    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let stats = fieldhub_testkit::control::ok(&hub, "GET", "/api/v1/clients", None);
+    assert!(stats.to_string().contains("pair-sender"), "{stats}");
+    pair.finish();
+    assert_eq!(std::fs::read_dir(&squatted).unwrap().count(), 0, "nothing of root's in nobody's directory");
+    let dir = std::path::PathBuf::from(url.split_once("?dir=").unwrap().1);
+    assert!(hub.terminate().success());
+    assert!(!dir.exists(), "the private directory goes with the hub");
+}
