@@ -47,6 +47,8 @@ pub struct DumpArgs {
     lossless: bool,
     #[command(flatten)]
     port: PortSelect,
+    #[command(flatten)]
+    reconnect: crate::reconnect::Reconnect,
     /// Channels (`any`: every channel of the hub), each optionally with filters as in candump:
     /// can0,123:7FF,200:700 (ID:MASK passes matching ids, ID~MASK the others, #MASK error frames
     /// of those classes only; without #MASK every error frame is printed)
@@ -101,42 +103,21 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
             bail!("-t {mode}: use a (absolute), d (delta) or z (zero-based)");
         }
     }
-    let mut specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
-    let client = args.hub.connect("dump")?;
-    if let Some(at) = specs.iter().position(|(channel, _)| channel == "any") {
-        // As candump's `any`: every channel, with the filters given for it.
-        let (_, filters) = specs.remove(at);
-        let stats = client.stats().context("cannot list the hub's channels for 'any'")?;
-        for channel in stats.channels {
-            if !specs.iter().any(|(c, _)| *c == channel.name) {
-                specs.push((channel.name, filters.clone()));
-            }
-        }
-    }
-    let mut by_port = HashMap::new();
-    let specs_len = specs.len();
-    for (channel, filters) in specs {
-        // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
-        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(specs_len)? };
-        let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
-        by_port.insert(port.handle, (channel, filters));
-    }
+    let specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let (mut client, mut by_port) = args.reconnect.until_connected("dump", || listen(&args, specs.clone()))?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let (mut first_ns, mut previous_ns) = (None, None);
     let mut taken = 0u64;
     while args.count.is_none_or(|n| printed < n) {
-        // Flush while idle so a terminal or pipe sees frames promptly.
-        let received = match client.try_recv()? {
-            Some(r) => r,
-            None => {
-                out.flush().map_err(closed_pipe)?;
-                report_channel_events(&client);
-                match client.recv(Some(IDLE_LOOK))? {
-                    Some(r) => r,
-                    None => continue,
-                }
+        let received = match next_frame(&client, &mut out) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                args.reconnect.after("dump", e)?;
+                (client, by_port) = args.reconnect.until_connected("dump", || listen(&args, specs.clone()))?;
+                continue;
             }
         };
         taken += 1;
@@ -178,6 +159,44 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         printed += 1;
     }
     out.flush().map_err(closed_pipe)
+}
+
+/// The ports of one session: a port's handle → its channel and filters.
+type Listening = HashMap<u16, (String, Filters)>;
+
+/// Connect and open a port on every channel of `specs` (`any`: every
+/// channel of the hub, with the filters given for it, as candump's).
+fn listen(args: &DumpArgs, mut specs: Vec<(String, Filters)>) -> anyhow::Result<(Client, Listening)> {
+    let client = args.hub.connect("dump")?;
+    if let Some(at) = specs.iter().position(|(channel, _)| channel == "any") {
+        let (_, filters) = specs.remove(at);
+        let stats = client.stats().context("cannot list the hub's channels for 'any'")?;
+        for channel in stats.channels {
+            if !specs.iter().any(|(c, _)| *c == channel.name) {
+                specs.push((channel.name, filters.clone()));
+            }
+        }
+    }
+    let mut by_port = HashMap::new();
+    let specs_len = specs.len();
+    for (channel, filters) in specs {
+        // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
+        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(specs_len)? };
+        let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
+        by_port.insert(port.handle, (channel, filters));
+    }
+    Ok((client, by_port))
+}
+
+/// The next frame; `None` after an idle look without one. Flushes `out`
+/// while idle so a terminal or pipe sees frames promptly.
+fn next_frame(client: &Client, out: &mut impl Write) -> anyhow::Result<Option<fieldhub_client::Received>> {
+    if let Some(r) = client.try_recv()? {
+        return Ok(Some(r));
+    }
+    out.flush().map_err(closed_pipe)?;
+    report_channel_events(client);
+    Ok(client.recv(Some(IDLE_LOOK))?)
 }
 
 /// Print what the hub reported about the dumped channels (a federation's

@@ -49,6 +49,8 @@ pub struct GenArgs {
     seed: Option<u64>,
     #[command(flatten)]
     port: PortSelect,
+    #[command(flatten)]
+    reconnect: crate::reconnect::Reconnect,
     /// Channel to send on.
     channel: String,
 }
@@ -105,10 +107,14 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     }
     let gap = Duration::from_secs_f64(args.gap_ms / 1000.0);
 
-    let client = args.hub.connect("gen")?;
-    let port = client
-        .open_port_with(&args.channel, &args.port.config(1)?)
-        .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+    let open = || -> anyhow::Result<_> {
+        let client = args.hub.connect("gen")?;
+        let port = client
+            .open_port_with(&args.channel, &args.port.config(1)?)
+            .with_context(|| format!("cannot open a port on '{}'", args.channel))?;
+        Ok((client, port))
+    };
+    let (mut client, mut port) = args.reconnect.until_connected("gen", open)?;
     let mut rng = match args.seed {
         Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
         None => rand::rngs::StdRng::from_entropy(),
@@ -160,7 +166,12 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         } else {
             Frame::can(id, args.extended, &data[..len])?
         };
-        client.send(&port, &frame)?;
+        while let Err(e) = client.send(&port, &frame) {
+            // The frames the gone hub had not confirmed are lost with it;
+            // this one goes to the hub that comes back.
+            args.reconnect.after("gen", e.into())?;
+            (client, port) = args.reconnect.until_connected("gen", open)?;
+        }
         if args.verbose {
             crate::output::outln!("  {}  {}", args.channel, format_cansend(&frame))?;
         }

@@ -17,6 +17,7 @@ mod gen;
 mod hub;
 mod output;
 mod ready;
+mod reconnect;
 mod record;
 mod replay;
 mod replay_bus_time;

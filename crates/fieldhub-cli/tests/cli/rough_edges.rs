@@ -2,7 +2,7 @@
 //! the hub's address, no hub at all, out-of-range values, a can-utils name
 //! typed out of habit. Each is how a newcomer met it.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
@@ -157,5 +157,60 @@ fn a_can_utils_name_gets_the_fieldhub_tool_it_means() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(&format!("did you mean 'fieldhub {ours}'?")), "{stderr}");
+    }
+}
+
+/// A hub on a fixed loopback port, so a restarted one is at the same address.
+fn hub_at(port: u16) -> fieldhub_testkit::HubProcess {
+    FIELDHUB.start_with(None, &["--listen", &format!("127.0.0.1:{port}")])
+}
+
+#[test]
+fn dump_and_gen_exit_when_the_hub_goes_away_naming_reconnect() {
+    let port = free_port();
+    let hub = hub_at(port);
+    let url = format!("tcp://127.0.0.1:{port}");
+    let dump = fieldhub(&["dump", "--hub", &url, "can0"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let gen = fieldhub(&["gen", "--hub", &url, "-g", "5", "can1"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn();
+    hub.wait_for_log_times("port opened", 2);
+    drop(hub);
+    for (tool, child) in [("dump", dump), ("gen", gen.unwrap())] {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("`fieldhub {tool} --reconnect` waits for the hub to come back")), "{stderr}");
+    }
+}
+
+#[test]
+fn dump_and_gen_with_reconnect_go_on_across_a_hub_restart() {
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let hub = hub_at(port);
+    let mut dump = fieldhub(&["dump", "--reconnect", "--hub", &url, "-L", "can0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut gen = fieldhub(&["gen", "--reconnect", "--hub", &url, "-g", "5", "-I", "123", "can0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(dump.stdout.take().unwrap()).lines();
+    let mut next_line = move || lines.next().expect("dump goes on").expect("a line");
+    assert!(next_line().contains(" can0 123#"), "gen's frames reach dump before the restart");
+    drop(hub);
+    let hub = hub_at(port);
+    hub.wait_for_log_times("port opened", 2);
+    let watcher = hub.client("watcher");
+    let watching = watcher.open_port("can0").unwrap();
+    assert_eq!(fieldhub_testkit::recv_n(&watcher, 1)[0].frame.id(), 0x123, "gen sends on the new hub");
+    watcher.send(&watching, &fieldhub_proto::text::parse_cansend("7AB#CAFE").unwrap()).unwrap();
+    while !next_line().ends_with(" can0 7AB#CAFE") {}
+    for child in [&mut gen, &mut dump] {
+        assert!(child.try_wait().unwrap().is_none(), "still running after the restart");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
