@@ -24,9 +24,14 @@ pub struct StatsArgs {
 pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("stats")?;
     let stats = client.stats()?;
+    let cannelloni = cannelloni(&args.hub);
     let mut out = String::new();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&json_document(&stats)?)?)?;
+        let mut document = json_document(&stats)?;
+        if let Some(endpoints) = cannelloni {
+            document["cannelloni"] = endpoints;
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
         return crate::output::text(&out);
     }
     writeln!(out, "hub {}", stats.hub)?;
@@ -87,6 +92,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             writeln!(out, "route {} -> {}: {} routed, {} dropped", r.from, r.to, r.routed, r.dropped)?;
         }
     }
+    if let Some(endpoints) = cannelloni {
+        write_cannelloni(&mut out, &endpoints)?;
+    }
     if let Some(o) = &stats.omitted {
         writeln!(
             out,
@@ -96,6 +104,54 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
         )?;
     }
     crate::output::text(&out)
+}
+
+/// The cannelloni endpoints' counters (`GET /api/v1/cannelloni`, docs/cannelloni.md),
+/// which the bus's `STATS` does not carry: UDP sequence gaps and malformed
+/// packets per peer. `None` when the hub has no endpoint, or no control API
+/// this URL reaches (a unix-socket hub).
+fn cannelloni(hub: &HubSelect) -> Option<serde_json::Value> {
+    let base = hub.http_base().ok()?;
+    let endpoints = crate::ctl::call(&base, "GET", "/api/v1/cannelloni", None).ok()?;
+    endpoints.as_array().is_some_and(|list| !list.is_empty()).then_some(endpoints)
+}
+
+fn write_cannelloni(out: &mut String, endpoints: &serde_json::Value) -> std::fmt::Result {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<28} {:<16} {:>10} {:>12} {:>12} {:>9} {:>6} {:>9}",
+        "CANNELLONI PEER", "CHANNEL", "PACKETS", "FRAMES-IN", "FRAMES-OUT", "SEQ-GAPS", "LATE", "MALFORMED"
+    )?;
+    let n = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap_or(0);
+    for endpoint in endpoints.as_array().into_iter().flatten() {
+        let channel = endpoint["channel"].as_str().unwrap_or("");
+        let gone = &endpoint["gone"];
+        let peers = endpoint["peers"].as_array().into_iter().flatten();
+        let named = peers.map(|p| (p["peer"].as_str().unwrap_or("").to_owned(), p));
+        let gone_peers = n(endpoint, "gone_peers");
+        let folded = (gone_peers > 0).then(|| (format!("({gone_peers} gone)"), gone));
+        for (peer, p) in named.chain(folded) {
+            writeln!(
+                out,
+                "{:<28} {:<16} {:>10} {:>12} {:>12} {:>9} {:>6} {:>9}",
+                peer,
+                channel,
+                n(p, "packets_in"),
+                n(p, "frames_in"),
+                n(p, "frames_out"),
+                n(p, "seq_gaps"),
+                n(p, "seq_late"),
+                n(p, "malformed")
+            )?;
+        }
+        let refused = n(endpoint, "refused");
+        if refused > 0 {
+            let listen = endpoint["listen"].as_str().unwrap_or("");
+            writeln!(out, "    {listen}: {refused} packets from senders that are no peer, dropped")?;
+        }
+    }
+    Ok(())
 }
 
 /// The statistics document with every identifier split into its number
