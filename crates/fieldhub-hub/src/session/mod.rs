@@ -51,13 +51,14 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CLIENTS: usize = 4096;
 /// Most connections in their handshake at once (accepted, no `HELLO`
 /// accepted yet): strangers that connect and say nothing cannot take the
-/// places of clients that present a token. The reactor keeps each peer
-/// to [`MAX_HANDSHAKES_PER_PEER`] of them and makes room for a new
-/// connection by closing the oldest that has not sent its `HELLO`.
+/// places of clients that present a token. The reactor makes room for a
+/// new connection by closing the oldest that has not sent its `HELLO`,
+/// and once half of them are taken holds each peer to
+/// [`MAX_HANDSHAKES_PER_PEER`] (`transport/reactor/pending.rs`).
 pub const MAX_HANDSHAKES: usize = 128;
-/// Most connections of one peer (`peer_key.rs`: a local user, or a remote
-/// address) in their handshake at once: one party alone cannot fill the
-/// hub's handshake slots.
+/// A peer's share of the handshake slots (`peer_key.rs`: a local user, or
+/// a remote address) once they are scarce: one party alone cannot fill
+/// them.
 pub const MAX_HANDSHAKES_PER_PEER: usize = 16;
 
 /// What every session of one hub shares.

@@ -2,23 +2,28 @@
 //! per peer: which one to close to make room for a new one.
 //!
 //! Strangers that connect and say nothing must not lock everyone else out.
-//! One peer (`session/peer_key.rs`: a local user, a remote address) holds
-//! at most [`MAX_HANDSHAKES_PER_PEER`]; when it opens one more, its own
-//! oldest is closed. When all [`MAX_HANDSHAKES`] are taken, the oldest of
-//! all is closed. So a new connection always gets its slot, and a client
-//! that sends its `HELLO` at once (every fieldhub client does) is past its
-//! handshake before anyone else's connections could push it out.
+//! Once half the [`MAX_HANDSHAKES`] slots are taken ([`SCARCE`]), one peer
+//! (`session/peer_key.rs`: a local user, a remote address) holding
+//! [`MAX_HANDSHAKES_PER_PEER`] or more gets a new slot only by closing its
+//! own oldest; until then a burst of one user's clients connecting at once
+//! is not held back. When all slots are taken, the oldest of all is closed.
+//! So a new connection always gets its slot, no peer can take more than
+//! half of them from the others, and a client that sends its `HELLO` at
+//! once (every fieldhub client does) is past its handshake before anyone
+//! else's connections could push it out.
 //!
 //! Invariants: a connection is held here from its admission until it
 //! leaves its handshake or ends (the reactor releases it); each peer's
-//! queue is in accept order (serials grow), at most
-//! [`MAX_HANDSHAKES_PER_PEER`] long, and the total at most
+//! queue is in accept order (serials grow); the total is at most
 //! [`MAX_HANDSHAKES`]; nothing here touches a socket.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::session::peer_key::PeerKey;
 use crate::session::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER};
+
+/// Slots taken from which each peer is held to its share.
+pub(super) const SCARCE: usize = MAX_HANDSHAKES / 2;
 
 /// The connections in their handshake, by peer: (serial, connection index).
 #[derive(Default)]
@@ -50,8 +55,8 @@ impl Room {
     pub(super) fn text(self) -> String {
         match self {
             Room::PeerFull => format!(
-                "closed to make room: this peer opened more than {MAX_HANDSHAKES_PER_PEER} connections that have \
-                 not sent their HELLO; its oldest goes first"
+                "closed to make room: this peer has {MAX_HANDSHAKES_PER_PEER} or more connections that have not \
+                 sent their HELLO while the hub's handshake slots are scarce; its oldest goes first"
             ),
             Room::HubFull => format!(
                 "closed to make room: {MAX_HANDSHAKES} connections were waiting for their HELLO; the oldest goes \
@@ -65,7 +70,8 @@ impl Pending {
     /// The connection to close before one more of `peer` is admitted, and
     /// why; `None` when there is room.
     pub(super) fn room_for(&self, peer: PeerKey) -> Option<Victim> {
-        if let Some(queue) = self.peers.get(&peer).filter(|q| q.len() >= MAX_HANDSHAKES_PER_PEER) {
+        let over_share = |q: &&VecDeque<(u64, usize)>| q.len() >= MAX_HANDSHAKES_PER_PEER && self.total >= SCARCE;
+        if let Some(queue) = self.peers.get(&peer).filter(over_share) {
             let &(serial, index) = queue.front()?;
             return Some(Victim { peer, index, serial, why: Room::PeerFull });
         }
@@ -110,19 +116,38 @@ mod tests {
     const ROOT: PeerKey = PeerKey::User(0);
 
     #[test]
-    fn a_peer_over_its_quota_makes_room_with_its_own_oldest_and_others_are_untouched() {
+    fn while_slots_are_scarce_a_peer_over_its_share_makes_room_with_its_own_oldest_and_others_are_untouched() {
         let mut pending = Pending::default();
-        pending.hold(ROOT, 900, 1);
-        for serial in 2..2 + MAX_HANDSHAKES_PER_PEER as u64 {
+        let mut serial = 0;
+        // Others hold a share each, and root one.
+        while pending.total() < SCARCE - MAX_HANDSHAKES_PER_PEER {
+            serial += 1;
+            let peer = PeerKey::Address([10, 0, 0, (serial / MAX_HANDSHAKES_PER_PEER as u64) as u8].into());
+            pending.hold(peer, serial as usize + 1000, serial);
+        }
+        pending.hold(ROOT, 900, 900);
+        let first = serial + 1;
+        for serial in first..first + MAX_HANDSHAKES_PER_PEER as u64 {
             assert_eq!(pending.room_for(NOBODY), None);
             pending.hold(NOBODY, serial as usize, serial);
         }
-        let victim = Victim { peer: NOBODY, index: 2, serial: 2, why: Room::PeerFull };
+        let victim = Victim { peer: NOBODY, index: first as usize, serial: first, why: Room::PeerFull };
         assert_eq!(pending.room_for(NOBODY), Some(victim), "nobody's oldest, not root's");
         assert_eq!(pending.room_for(ROOT), None, "root still has room");
-        pending.release(NOBODY, 2);
-        assert_eq!(pending.room_for(NOBODY), None);
-        assert_eq!(pending.total(), MAX_HANDSHAKES_PER_PEER);
+        pending.release(NOBODY, first);
+        assert_eq!(pending.room_for(NOBODY), None, "not scarce any more");
+    }
+
+    #[test]
+    fn while_slots_are_plentiful_a_burst_of_one_peer_is_not_held_to_its_share() {
+        let mut pending = Pending::default();
+        for serial in 1..SCARCE as u64 {
+            pending.hold(ROOT, serial as usize, serial);
+            assert_eq!(pending.room_for(ROOT), None, "{serial} of root's at once");
+        }
+        pending.hold(ROOT, SCARCE, SCARCE as u64);
+        assert_eq!(pending.room_for(ROOT).map(|v| (v.serial, v.why)), Some((1, Room::PeerFull)));
+        assert_eq!(pending.room_for(NOBODY), None, "another peer still gets a slot without closing any");
     }
 
     #[test]

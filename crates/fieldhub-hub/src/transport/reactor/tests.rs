@@ -230,8 +230,12 @@ fn a_sender_without_credit_is_read_only_as_far_as_the_read_ahead_and_resumes_whe
 #[test]
 fn a_peer_that_opens_more_silent_connections_than_its_share_loses_its_oldest_and_others_still_get_in() {
     let (mut reactor, inbox) = reactor();
-    let mut events = Events::with_capacity(64);
+    let mut events = Events::with_capacity(4 * MAX_HANDSHAKES);
     let nobody = PeerKey::User(65534);
+    // Slots are scarce: others hold theirs, nobody its share.
+    let _others: Vec<(UnixStream, usize)> = (0..MAX_HANDSHAKES / 2 - MAX_HANDSHAKES_PER_PEER)
+        .map(|i| connect_as(&mut reactor, PeerKey::Address([10, 0, 0, (i / MAX_HANDSHAKES_PER_PEER) as u8].into())))
+        .collect();
     let mut silent: Vec<(UnixStream, usize)> =
         (0..MAX_HANDSHAKES_PER_PEER).map(|_| connect_as(&mut reactor, nobody)).collect();
     let (mut oldest, oldest_index) = silent.remove(0);
