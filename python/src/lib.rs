@@ -465,6 +465,8 @@ fn ready_dict<'py>(py: Python<'py>, hub: &Hub, config: &HubConfig) -> PyResult<B
     let ivshmem: Vec<String> = config.hub.ivshmem.iter().map(|path| path.display().to_string()).collect();
     ready.set_item("ivshmem", ivshmem)?;
     ready.set_item("channels", config.channels.iter().map(|c| c.name.as_str()).collect::<Vec<_>>())?;
+    let cannelloni: Vec<String> = hub.cannelloni_addrs().iter().map(|a| a.to_string()).collect();
+    ready.set_item("cannelloni", cannelloni)?;
     ready.set_item("pid", std::process::id())?;
     Ok(ready)
 }

@@ -11,7 +11,7 @@ import can
 import fieldhub
 
 #: The fields of `fieldhub hub --ready-fd`'s line (docs/configuration.md).
-READY_FIELDS = {"tcp", "unix", "http", "tls", "shm", "ivshmem", "channels", "pid"}
+READY_FIELDS = {"tcp", "unix", "http", "tls", "shm", "ivshmem", "channels", "cannelloni", "pid"}
 
 
 def test_a_private_hub_starts_and_carries_frames_with_the_log_at_warn(monkeypatch):
