@@ -1,10 +1,12 @@
 //! The control API's connection slots, per peer: no party can hold the API
 //! at `503` for everyone else by keeping connections open.
 //!
-//! - One peer (`session/peer_key.rs`: a local user, a remote address) holds
-//!   at most [`MAX_PER_PEER`] of the [`MAX_CONNECTIONS`] connections.
+//! - Once half the [`MAX_CONNECTIONS`] are open, one peer
+//!   (`session/peer_key.rs`: a local user, a remote address) holds at most
+//!   [`MAX_PER_PEER`] (until then a burst of one user's requests is not
+//!   held back).
 //! - A new connection gets a slot by closing another when needed: its
-//!   peer's own oldest when that peer is at its quota, else (all slots
+//!   peer's own oldest when that peer is over its share, else (all slots
 //!   taken) the oldest of all. Connections that never presented valid
 //!   credentials go first, then idle ones that did; a connection in the
 //!   middle of an authorised request is never closed. Only when no
@@ -54,7 +56,8 @@ struct Entry {
 /// Why a connection got no slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// Its peer holds [`MAX_PER_PEER`], each in an authorised request.
+    /// Its peer holds [`MAX_PER_PEER`] or more, each in an authorised
+    /// request, and half the slots are taken.
     PeerFull,
     /// All [`MAX_CONNECTIONS`] are in authorised requests.
     Full,
@@ -65,8 +68,8 @@ impl Refused {
     pub fn text(self) -> String {
         match self {
             Refused::PeerFull => format!(
-                "this client already has {MAX_PER_PEER} HTTP connections to the hub, each in a request; close one \
-                 or try again later"
+                "this client already has {MAX_PER_PEER} or more HTTP connections to the hub, each in a request; \
+                 close one or try again later"
             ),
             Refused::Full => format!(
                 "the hub serves {MAX_CONNECTIONS} HTTP connections at once, each in a request; close one or try \
@@ -104,7 +107,7 @@ impl HttpSlots {
     pub fn admit(self: &Arc<Self>, peer: PeerKey) -> Result<Slot, Refused> {
         let mut table = self.lock();
         let mine = table.conns.values().filter(|e| e.peer == peer).count();
-        let victim = if mine >= MAX_PER_PEER {
+        let victim = if mine >= MAX_PER_PEER && table.conns.len() >= MAX_CONNECTIONS / 2 {
             Some(table.closable(|e| e.peer == peer).ok_or(Refused::PeerFull)?)
         } else if table.conns.len() >= MAX_CONNECTIONS {
             Some(table.closable(|_| true).ok_or(Refused::Full)?)
@@ -179,17 +182,29 @@ mod tests {
     const ROOT: PeerKey = PeerKey::User(0);
 
     #[test]
-    fn a_peer_at_its_quota_makes_room_with_its_own_oldest_connection() {
+    fn once_half_are_open_a_peer_at_its_share_makes_room_with_its_own_oldest_connection() {
         let slots = Arc::new(HttpSlots::default());
         let root = slots.admit(ROOT).unwrap();
+        let _others: Vec<Slot> = (0..MAX_CONNECTIONS / 2 - MAX_PER_PEER - 1)
+            .map(|i| slots.admit(PeerKey::Address([10, 0, 0, (i / MAX_PER_PEER) as u8].into())).unwrap())
+            .collect();
         let nobody: Vec<Slot> = (0..MAX_PER_PEER).map(|_| slots.admit(NOBODY).unwrap()).collect();
         let one_more = slots.admit(NOBODY).unwrap();
-        assert_eq!(slots.len(), MAX_PER_PEER + 1, "nobody's oldest made room");
+        assert_eq!(slots.len(), MAX_CONNECTIONS / 2, "nobody's oldest made room");
         assert!(slots.lock().conns.contains_key(&root.handle.id), "root's connection is untouched");
         assert!(!slots.lock().conns.contains_key(&nobody[0].handle.id));
         drop(nobody);
         drop(one_more);
-        assert_eq!(slots.len(), 1);
+        assert_eq!(slots.len(), MAX_CONNECTIONS / 2 - MAX_PER_PEER);
+    }
+
+    #[test]
+    fn while_few_are_open_a_burst_of_one_peer_is_not_held_to_its_share() {
+        let slots = Arc::new(HttpSlots::default());
+        let burst: Vec<Slot> = (0..MAX_CONNECTIONS / 2).map(|_| slots.admit(ROOT).unwrap()).collect();
+        assert_eq!(slots.len(), burst.len(), "none closed");
+        let _one_more = slots.admit(ROOT).unwrap();
+        assert!(!slots.lock().conns.contains_key(&burst[0].handle.id), "then its oldest makes room");
     }
 
     #[test]
@@ -221,9 +236,9 @@ mod tests {
     }
 
     #[test]
-    fn with_every_connection_in_an_authorised_request_a_new_one_is_refused() {
+    fn a_peer_whose_connections_are_all_in_authorised_requests_is_refused_and_another_still_gets_in() {
         let slots = Arc::new(HttpSlots::default());
-        let held: Vec<Slot> = (0..MAX_PER_PEER).map(|_| slots.admit(ROOT).unwrap()).collect();
+        let held: Vec<Slot> = (0..MAX_CONNECTIONS / 2).map(|_| slots.admit(ROOT).unwrap()).collect();
         let _busy: Vec<Busy> = held.iter().map(|s| s.handle().authorised()).collect();
         assert_eq!(slots.admit(ROOT).err(), Some(Refused::PeerFull));
         assert!(slots.admit(NOBODY).is_ok(), "another peer still gets in");

@@ -3,8 +3,8 @@
 //! and descriptors) by opening connections and sending slowly.
 //!
 //! - At most [`MAX_CONNECTIONS`](super::http_slots::MAX_CONNECTIONS) connections are served at once, at most
-//!   [`MAX_PER_PEER`](super::http_slots::MAX_PER_PEER) of one peer
-//!   (`http_slots.rs`): a new connection closes one that never presented
+//!   [`MAX_PER_PEER`](super::http_slots::MAX_PER_PEER) of one peer once half
+//!   are open (`http_slots.rs`): a new connection closes one that never presented
 //!   credentials, or an idle one, to get its slot; only when every other
 //!   connection is in an authorised request does it get `503` with a JSON
 //!   error, and is closed at once. Refusals are logged once per peer per
