@@ -267,3 +267,20 @@ def test_garbage_oversize_half_open_and_unread_peers_leave_the_hub_serving(field
     finally:
         for s in opened:
             s.close()
+
+
+@pytest.mark.fieldhub_config(CONFIG)
+def test_frames_the_bus_drops_for_a_peer_are_counted_for_it_as_cannelloni_cannot_tell_it(fieldhub_hub):
+    native = fieldhub_hub.bus("can0")
+    peer = cannelloni_bus(fieldhub_hub, 0)
+    try:
+        [entry] = peers(fieldhub_hub, "tcp")
+        port = "cannelloni-" + entry["peer"].replace("/", "-").replace(":", "-")
+        fieldhub_hub.add_fault(channel="can0", at="sender", sender=port, id=0x666, mask=0x7FF, action={"type": "drop"})
+        for n in range(10):
+            peer.send(numbered(n, 0x666 if n % 2 else 0x100))
+        assert [number_of(m) for m in receive(native, 5)] == [0, 2, 4, 6, 8]
+        wait_for("the dropped frames counted", lambda: peers(fieldhub_hub, "tcp")[0]["tx_dropped"] == 5)
+        assert fieldhub_hub.port(port)["tx_dropped_by_reason"] == {"fault_rule": 5}
+    finally:
+        peer.shutdown()
