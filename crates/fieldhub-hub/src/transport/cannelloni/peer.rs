@@ -95,16 +95,12 @@ pub struct Peer {
 impl Peer {
     /// Admit `peer` (`udp/ADDR`, `tcp/ADDR`), attach it and open its port on
     /// `channel` as `cannelloni-…`. The calling thread is the one that
-    /// forwards its frames (it waits for credit). `None`, logged, when the
-    /// hub is full or the bus refused the port.
-    pub fn attach(sessions: &Arc<Sessions>, channel: &str, label: String, origin: PeerOrigin) -> Option<Self> {
-        let mut slot = match sessions.admit("cannelloni", label.clone(), origin) {
-            Ok(slot) => slot,
-            Err(violation) => {
-                warn!(peer = %label, "refusing the cannelloni peer: {}", violation.text);
-                return None;
-            }
-        };
+    /// forwards its frames (it waits for credit). Why not, when the hub is
+    /// full, stopping or the bus refused the port: the caller logs it, as
+    /// often as its log limit lets it (a sender may try with every packet).
+    pub fn attach(sessions: &Arc<Sessions>, channel: &str, label: String, origin: PeerOrigin) -> Result<Self, String> {
+        let stopping = || "the hub is stopping".to_owned();
+        let mut slot = sessions.admit("cannelloni", label.clone(), origin).map_err(|violation| violation.text)?;
         let port_name = port_name(&label);
         slot.name_as(port_name.clone());
         let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
@@ -114,7 +110,7 @@ impl Peer {
             Box::new(move || closed.store(true, Ordering::Release))
         };
         let credit = Arc::new(TxCredit::for_current_thread());
-        slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).ok()?;
+        slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).map_err(|_| stopping())?;
         let open = Inbound::OpenPort {
             client: slot.id(),
             request: 1,
@@ -123,24 +119,23 @@ impl Peer {
             channel: channel.to_owned(),
             port_name,
         };
-        sessions.inbox.send(open).ok()?;
+        sessions.inbox.send(open).map_err(|_| stopping())?;
         let port = loop {
             if sessions.stopping() {
-                return None;
+                return Err(stopping());
             }
             match outbox.take_timeout(LOOK) {
                 Some(Outbound::PortOpened { port, .. }) => break port,
                 Some(Outbound::Error { text, .. }) => {
-                    warn!(peer = %label, channel, "the bus refused the cannelloni peer's port: {text}");
                     slot.detach("its port was refused");
-                    return None;
+                    return Err(format!("the bus refused its port on '{channel}': {text}"));
                 }
-                Some(Outbound::Goodbye { .. }) => return None,
+                Some(Outbound::Goodbye { .. }) => return Err(stopping()),
                 Some(_) | None => {}
             }
         };
         let counters = Arc::new(PeerCounters::default());
-        Some(Self { slot, port, outbox, closed, credit, counters, label })
+        Ok(Self { slot, port, outbox, closed, credit, counters, label })
     }
 
     /// Whether the peer's session is over (the bus dropped it, or the
@@ -218,18 +213,22 @@ pub fn item_of(outbound: Outbound, counters: &PeerCounters, label: &str, limit: 
             }
         }
         Outbound::Error { text, fatal, .. } => {
-            warn!(peer = label, "the bus reports for the cannelloni peer: {text}");
+            if let Some(held) = limit.allow() {
+                warn!(peer = label, held, "the bus reports for the cannelloni peer: {text}");
+            }
             if fatal {
                 return Item::End;
             }
         }
-        Outbound::Goodbye { .. } => return Item::End,
-        Outbound::ChannelState { text, .. } => warn!(peer = label, "{text}"),
-        Outbound::PortOpened { .. }
-        | Outbound::PortClosed { .. }
-        | Outbound::Pong { .. }
-        | Outbound::Grant { .. }
-        | Outbound::Stats { .. } => {}
+        // Its one port closed (its channel removed): the session ends, so
+        // a UDP peer starts over with its next packet, a TCP peer reconnects.
+        Outbound::Goodbye { .. } | Outbound::PortClosed { .. } => return Item::End,
+        Outbound::ChannelState { text, .. } => {
+            if let Some(held) = limit.allow() {
+                warn!(peer = label, held, "{text}");
+            }
+        }
+        Outbound::PortOpened { .. } | Outbound::Pong { .. } | Outbound::Grant { .. } | Outbound::Stats { .. } => {}
     }
     Item::Nothing
 }

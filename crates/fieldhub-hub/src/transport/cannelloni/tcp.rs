@@ -18,7 +18,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::outbox::QueueOutbox;
@@ -49,6 +49,7 @@ impl TcpEndpoint {
             return warn!(error = %e, "cannot make the cannelloni TCP listener non-blocking");
         }
         let open = Arc::new(AtomicUsize::new(0));
+        let refusals = Arc::new(Refusals::default());
         let mut threads = Vec::new();
         let mut log = LogLimit::default();
         while !sessions.stopping() {
@@ -76,8 +77,9 @@ impl TcpEndpoint {
             }
             let (sessions, stats, channel, open) =
                 (Arc::clone(sessions), Arc::clone(&self.stats), self.channel.clone(), Arc::clone(&open));
+            let refusals = Arc::clone(&refusals);
             let spawned = std::thread::Builder::new().name("fh-cnl-tcp".into()).spawn(move || {
-                serve(stream, from, &channel, &stats, &sessions);
+                serve(stream, from, &channel, &stats, &refusals, &sessions);
                 open.fetch_sub(1, Ordering::AcqRel);
             });
             match spawned {
@@ -92,14 +94,22 @@ impl TcpEndpoint {
 }
 
 /// Serve one connection to its end.
-fn serve(stream: TcpStream, from: SocketAddr, channel: &str, stats: &EndpointStats, sessions: &Arc<Sessions>) {
+fn serve(
+    stream: TcpStream,
+    from: SocketAddr,
+    channel: &str,
+    stats: &EndpointStats,
+    refusals: &Refusals,
+    sessions: &Arc<Sessions>,
+) {
     let label = format!("tcp/{from}");
     if let Err(e) = banner(&stream, sessions) {
-        return warn!(peer = %label, "closing the cannelloni connection: {e}");
+        return refusals.log(&label, &format!("closing the cannelloni connection: {e}"));
     }
     let local = stream.local_addr().unwrap_or(from);
-    let Some(mut peer) = Peer::attach(sessions, channel, label.clone(), PeerOrigin::Tcp { local, peer: from }) else {
-        return;
+    let mut peer = match Peer::attach(sessions, channel, label.clone(), PeerOrigin::Tcp { local, peer: from }) {
+        Ok(peer) => peer,
+        Err(why) => return refusals.log(&label, &format!("refusing the cannelloni peer: {why}")),
     };
     stats.add_peer(&label, Arc::clone(&peer.counters));
     info!(peer = %label, channel, "cannelloni peer connected");
@@ -121,6 +131,20 @@ fn serve(stream: TcpStream, from: SocketAddr, channel: &str, stats: &EndpointSta
             let _ = handle.join();
         }
         Ok(Err(e)) | Err(e) => warn!(peer = %label, error = %e, "cannot start the cannelloni peer's writer"),
+    }
+}
+
+/// Connections the endpoint closed or refused, logged at most once a second
+/// for all of its connections together (a flood of them is one line a second).
+#[derive(Default)]
+struct Refusals(Mutex<LogLimit>);
+
+impl Refusals {
+    fn log(&self, peer: &str, text: &str) {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner()).allow();
+        if let Some(held) = held {
+            warn!(peer, held, "{text}");
+        }
     }
 }
 

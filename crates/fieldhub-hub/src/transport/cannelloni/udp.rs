@@ -110,8 +110,9 @@ impl UdpEndpoint {
         }
         let mut peers: HashMap<SocketAddr, UdpPeer> = HashMap::new();
         for &addr in &self.listed {
-            if let Some(p) = self.attach(sessions, &socket, addr, false) {
-                peers.insert(addr, p);
+            match self.attach(sessions, &socket, addr, false) {
+                Ok(p) => drop(peers.insert(addr, p)),
+                Err(why) => warn!(peer = %addr, channel = %self.channel, "cannot attach the cannelloni peer: {why}"),
             }
         }
         let mut buf = vec![0u8; MAX_PACKET_IN];
@@ -145,8 +146,14 @@ impl UdpEndpoint {
                     continue;
                 }
                 match self.attach(sessions, &socket, from, !listed) {
-                    Some(p) => peers.insert(from, p),
-                    None => continue,
+                    Ok(p) => peers.insert(from, p),
+                    Err(why) => {
+                        self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                        if let Some(held) = refused_log.allow() {
+                            warn!(%from, held, channel = %self.channel, "refusing the cannelloni peer: {why}");
+                        }
+                        continue;
+                    }
                 };
             }
             let Some(p) = peers.get_mut(&from) else { continue };
@@ -189,7 +196,7 @@ impl UdpEndpoint {
         socket: &Arc<UdpSocket>,
         addr: SocketAddr,
         learned: bool,
-    ) -> Option<UdpPeer> {
+    ) -> Result<UdpPeer, String> {
         let label = format!("udp/{addr}");
         let peer = Peer::attach(sessions, &self.channel, label.clone(), PeerOrigin::Operator)?;
         self.stats.add_peer(&label, Arc::clone(&peer.counters));
@@ -211,7 +218,7 @@ impl UdpEndpoint {
             }
         };
         info!(peer = %label, channel = %self.channel, learned, "cannelloni peer attached");
-        Some(UdpPeer { peer, seq: SeqTracker::default(), writer, log: LogLimit::default(), learned })
+        Ok(UdpPeer { peer, seq: SeqTracker::default(), writer, log: LogLimit::default(), learned })
     }
 }
 
