@@ -347,3 +347,28 @@ fn a_soak_run_refuses_too_few_clients() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--clients 3") && stderr.contains("at least"), "{stderr}");
 }
+
+#[test]
+fn cannelloni_puts_a_tcp_and_a_udp_peer_next_to_a_native_tcp_client() {
+    let out = bench(&["cannelloni", "--samples", "50", "--frames", "2000", "--json"]);
+    assert!(out.status.success(), "fieldhub bench cannelloni failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let paths = |list: &str| -> Vec<String> {
+        report[list].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned()).collect()
+    };
+    let expected = ["native tcp", "cannelloni tcp", "cannelloni udp"];
+    assert_eq!(paths("round_trips"), expected);
+    assert_eq!(paths("throughput"), expected);
+    let native = &report["round_trips"][0];
+    for path in report["round_trips"].as_array().unwrap() {
+        assert_eq!(path["round_trip"]["samples"], 50);
+        let ratio = number(&path["round_trip"], &["p50_us"]) / number(&native["round_trip"], &["p50_us"]);
+        assert_close(number(path, &["p50_ratio"]), ratio, "p50 ratio to the native client");
+    }
+    for (i, path) in report["throughput"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(path["sent"], 2000);
+        let received = path["received"].as_u64().unwrap();
+        // TCP loses nothing; UDP reports what it lost.
+        assert!(if i < 2 { received == 2000 } else { received <= 2000 }, "{path}");
+    }
+}
