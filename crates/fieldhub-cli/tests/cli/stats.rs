@@ -32,3 +32,44 @@ fn stats_of_two_thousand_ports_are_valid_json_that_says_what_was_left_out() {
     assert_eq!(all["ports"].as_array().unwrap().len(), 64 * 32, "the control API has them all");
     assert!(all.get("omitted").is_none());
 }
+
+/// cannelloni's UDP packet: version 2, DATA, `seq`, one classic frame.
+fn cannelloni_packet(seq: u8) -> Vec<u8> {
+    let mut packet = vec![2, 0, seq, 0, 1];
+    packet.extend_from_slice(&0x123u32.to_be_bytes());
+    packet.extend_from_slice(&[1, seq]);
+    packet
+}
+
+#[test]
+fn stats_list_each_cannelloni_peers_sequence_gaps_and_malformed_packets() {
+    let config = "[[channel]]\nname = \"can0\"\n\n[[cannelloni]]\nchannel = \"can0\"\nlisten = \"udp/127.0.0.1:0\"\nlearn_peers = true\n";
+    let hub = FIELDHUB.start_with(Some(config), &[]);
+    let (status, endpoints) = api(&hub, "GET", "/api/v1/cannelloni", None);
+    assert_eq!(status, 200);
+    let endpoint: std::net::SocketAddr = endpoints[0]["listen"].as_str().unwrap()["udp/".len()..].parse().unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for seq in [0, 1, 5] {
+        peer.send_to(&cannelloni_packet(seq), endpoint).unwrap();
+    }
+    peer.send_to(b"not cannelloni", endpoint).unwrap();
+    let counted = |key: &str| {
+        let (_, endpoints) = api(&hub, "GET", "/api/v1/cannelloni", None);
+        endpoints[0]["peers"][0][key].as_u64()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while counted("malformed") != Some(1) {
+        assert!(std::time::Instant::now() < deadline, "the endpoint took the packets");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = FIELDHUB.command().args(["stats", "--hub", &hub.url]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text.lines().find(|l| l.starts_with("udp/")).unwrap_or_else(|| panic!("a peer row in {text}"));
+    let figures: Vec<&str> = row.split_whitespace().collect();
+    // peer, channel, packets, frames in, frames out, gaps, late, malformed
+    assert_eq!(figures[1..], ["can0", "4", "3", "0", "3", "0", "1"], "{text}");
+
+    let out = FIELDHUB.command().args(["stats", "--json", "--hub", &hub.url]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["cannelloni"][0]["peers"][0]["seq_gaps"], 3);
+}
