@@ -142,11 +142,10 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
                 };
                 previous_ns = Some(now);
                 let ns = now - base;
-                format!("({}.{:06}) ", ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
+                (ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
             });
             let extra = args.extra.then(|| extra_info(received.frame.flags()));
-            let mut line =
-                format!("{}{}", stamp.unwrap_or_default(), candump_line(channel, extra.as_deref(), &received.frame));
+            let mut line = stamped(stamp, candump_line(channel, extra.as_deref(), &received.frame));
             if args.explain_errors {
                 if let Some(words) = describe_error_frame(&received.frame, "\n\t") {
                     line.push_str("\n\t");
@@ -218,6 +217,17 @@ fn channel_event_line(event: &ChannelEvent) -> String {
     format!("dump: {condition}: {}", event.text)
 }
 
+/// candump's line with its timestamp (seconds, microseconds) when one is
+/// asked for: ` (1700000000.123456)  can0  123   [4]  DE AD BE EF`, the
+/// stamp taking the first of the line's two leading spaces' place, as
+/// candump prints it.
+fn stamped(stamp: Option<(u64, u64)>, line: String) -> String {
+    match stamp {
+        Some((seconds, micros)) => format!(" ({seconds}.{micros:06}) {}", &line[1..]),
+        None => line,
+    }
+}
+
 /// candump -x's details: direction, then bit rate switch and error state indicator.
 fn extra_info(flags: FrameFlags) -> String {
     let direction = if flags.contains(FrameFlags::ECHO) { "TX" } else { "RX" };
@@ -267,6 +277,13 @@ mod tests {
         assert_eq!(candump_line("can0", None, &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
         let remote = parse_cansend("12345678#R").unwrap();
         assert_eq!(candump_line("can1", None, &remote), "  can1  12345678   [0]  remote request");
+    }
+
+    #[test]
+    fn a_timestamp_stands_where_candump_prints_it() {
+        let line = candump_line("can0", None, &parse_cansend("123#DEADBEEF").unwrap());
+        assert_eq!(stamped(None, line.clone()), "  can0  123   [4]  DE AD BE EF");
+        assert_eq!(stamped(Some((1_700_000_000, 42)), line), " (1700000000.000042)  can0  123   [4]  DE AD BE EF");
     }
 
     #[test]
