@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use fieldhub_client::fate::{ChannelCondition, ChannelEvent};
@@ -41,6 +42,16 @@ pub struct DumpArgs {
     /// controller-problem{tx-error-passive}, error-counter-tx-rx{{136}{0}}, ...
     #[arg(short = 'e')]
     explain_errors: bool,
+    /// Exit (status 0) when no frame has come for this many milliseconds, as candump -T.
+    #[arg(short = 'T', value_name = "MS")]
+    idle_exit_ms: Option<u64>,
+    /// The frame's bytes as ASCII after its data ('.' for what is not printable), as candump -a.
+    #[arg(short = 'a')]
+    ascii: bool,
+    /// The channel's name in a colour of its own (blue, red, green, bold, magenta, cyan in the
+    /// order the channels are given), as candump -c.
+    #[arg(short = 'c')]
+    colour: bool,
     /// Never lose a frame: when this reader falls behind, the channel waits
     /// for it (block_on_overflow) instead of dropping and counting.
     #[arg(long)]
@@ -110,8 +121,17 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     let mut printed = 0u64;
     let (mut first_ns, mut previous_ns) = (None, None);
     let mut taken = 0u64;
+    let idle_limit = args.idle_exit_ms.map(Duration::from_millis);
+    let mut last_frame = Instant::now();
     while args.count.is_none_or(|n| printed < n) {
-        let received = match next_frame(&client, &mut out) {
+        let look = match idle_limit {
+            Some(limit) => match limit.checked_sub(last_frame.elapsed()) {
+                Some(left) if !left.is_zero() => left.min(IDLE_LOOK),
+                _ => break,
+            },
+            None => IDLE_LOOK,
+        };
+        let received = match next_frame(&client, &mut out, look) {
             Ok(Some(r)) => r,
             Ok(None) => continue,
             Err(e) => {
@@ -130,6 +150,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
         if !filters.accept(&received.frame) {
             continue;
         }
+        last_frame = Instant::now();
         let line = if args.log {
             format_log_line(received.meta.timestamp_ns, channel, &received.frame)
         } else {
@@ -145,7 +166,14 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
                 (ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
             });
             let extra = args.extra.then(|| extra_info(received.frame.flags()));
-            let mut line = stamped(stamp, candump_line(channel, extra.as_deref(), &received.frame));
+            let shown = match args.colour {
+                true => coloured(channel, received.port),
+                false => channel.clone(),
+            };
+            let mut line = stamped(stamp, candump_line(&shown, extra.as_deref(), &received.frame));
+            if args.ascii && !received.frame.is_remote() {
+                line.push_str(&ascii_column(&received.frame));
+            }
             if args.explain_errors {
                 if let Some(words) = describe_error_frame(&received.frame, "\n\t") {
                     line.push_str("\n\t");
@@ -189,13 +217,17 @@ fn listen(args: &DumpArgs, mut specs: Vec<(String, Filters)>) -> anyhow::Result<
 
 /// The next frame; `None` after an idle look without one. Flushes `out`
 /// while idle so a terminal or pipe sees frames promptly.
-fn next_frame(client: &Client, out: &mut impl Write) -> anyhow::Result<Option<fieldhub_client::Received>> {
+fn next_frame(
+    client: &Client,
+    out: &mut impl Write,
+    look: Duration,
+) -> anyhow::Result<Option<fieldhub_client::Received>> {
     if let Some(r) = client.try_recv()? {
         return Ok(Some(r));
     }
     out.flush().map_err(closed_pipe)?;
     report_channel_events(client);
-    Ok(client.recv(Some(IDLE_LOOK))?)
+    Ok(client.recv(Some(look))?)
 }
 
 /// Print what the hub reported about the dumped channels (a federation's
@@ -226,6 +258,23 @@ fn stamped(stamp: Option<(u64, u64)>, line: String) -> String {
         Some((seconds, micros)) => format!(" ({seconds}.{micros:06}) {}", &line[1..]),
         None => line,
     }
+}
+
+/// candump -c's colours, a channel's by the order it was opened in.
+const COLOURS: [&str; 6] = ["\x1b[34m", "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[35m", "\x1b[36m"];
+
+/// `channel` in the colour of the port it came in on (ports are numbered
+/// in the order the channels were given), as candump -c prints it.
+fn coloured(channel: &str, port: u16) -> String {
+    format!("{}{channel}\x1b[0m", COLOURS[port as usize % COLOURS.len()])
+}
+
+/// candump -a's column: a classic frame's missing bytes as blanks up to 8,
+/// then its bytes in quotes, '.' for those that are not printable ASCII.
+fn ascii_column(frame: &Frame) -> String {
+    let blanks = if frame.is_fd() { 0 } else { 8usize.saturating_sub(frame.len()) };
+    let text: String = frame.data().iter().map(|&b| if (0x20..0x7F).contains(&b) { b as char } else { '.' }).collect();
+    format!("{}  '{text}'", "   ".repeat(blanks))
 }
 
 /// candump -x's details: direction, then bit rate switch and error state indicator.
@@ -277,6 +326,17 @@ mod tests {
         assert_eq!(candump_line("can0", None, &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
         let remote = parse_cansend("12345678#R").unwrap();
         assert_eq!(candump_line("can1", None, &remote), "  can1  12345678   [0]  remote request");
+    }
+
+    #[test]
+    fn the_ascii_column_and_colours_are_candumps() {
+        let frame = parse_cansend("123#31323334").unwrap();
+        let line = candump_line("can0", None, &frame) + &ascii_column(&frame);
+        // Four missing bytes of three columns each, then two blanks.
+        assert_eq!(line, format!("  can0  123   [4]  31 32 33 34{}'1234'", " ".repeat(14)));
+        let binary = parse_cansend("123#00414243FF").unwrap();
+        assert_eq!(ascii_column(&binary), format!("{}'.ABC.'", " ".repeat(11)));
+        assert_eq!(coloured("can1", 1), "\x1b[31mcan1\x1b[0m");
     }
 
     #[test]
