@@ -414,9 +414,13 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
 }
 
 fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
+    let queued = match r.frames_sent.saturating_sub(r.frames_received) {
+        0 => String::new(),
+        n => format!(", {n} still queued"),
+    };
     println!(
         "{} participants over {}, {:.0} % offered load: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per \
-         advance; {} of {} frames on the bus, the rest still queued)",
+         advance; {} of {} frames on the bus{queued})",
         r.participants,
         r.transport,
         r.offered_load_percent,
