@@ -4,15 +4,24 @@
 //! decides what is recorded and keeps the books; formatting and file I/O
 //! never happen on the bus thread.
 //!
-//! Invariant: [`RecordingTap::offer`] never waits. A tap that cannot keep up
-//! drops and counts, and the count is shown on the recording.
+//! Invariants: nothing here waits on a file. [`RecordingTap::offer`] never
+//! waits: a tap that cannot keep up drops and counts, and the count is shown
+//! on the recording. Stopping only tells the writer ([`RecordingTap::finish`]);
+//! the recording stays listed as `stopping` until its writer reports how it
+//! ended ([`RecordingTap::outcome`]), so a slow or stuck disk costs only that
+//! recording, never the bus.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use fieldhub_proto::Frame;
 
-/// Recordings at once: each holds a writer, a file and its queue.
+/// Recordings at once, those still finishing their file included: each
+/// holds a writer, a file and its queue.
 pub const MAX_RECORDINGS: usize = 64;
+/// Finished recordings kept listed (oldest forgotten first), so their
+/// outcome can be read after `record stop` answered.
+pub const FINISHED_KEPT: usize = 16;
 
 /// The file format of a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,10 +59,42 @@ pub trait RecordingTap: Send {
     fn dropped(&self) -> u64;
     /// Why the writer stopped early, once it did.
     fn failure(&self) -> Option<String>;
-    /// Finish the file; returns the number of frames written. The bus calls
-    /// it on its own thread, so it must not wait on the disk either: the
-    /// runtime finishes the file where waiting is harmless.
-    fn stop(self: Box<Self>) -> Result<u64, String>;
+    /// Tell the writer that no frame follows: it finishes the file on its
+    /// own. Never waits.
+    fn finish(&mut self);
+    /// How the writer ended, once it has: the frames written, or why the
+    /// file is incomplete. `None` while it still writes. Never waits.
+    fn outcome(&self) -> Option<Result<u64, String>>;
+    /// Wait at most `patience` for the outcome: only for a hub shutting
+    /// down, which has no traffic left to hold.
+    fn wait(&self, patience: Duration) -> Option<Result<u64, String>>;
+}
+
+/// Where a recording is: still taking frames, told to stop and finishing
+/// its file, or done (the frames written, or why it failed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordingState {
+    Recording,
+    Stopping,
+    Stopped { frames: u64 },
+    Failed { error: String },
+}
+
+impl RecordingState {
+    /// Its name in the control API (`state`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Recording => "recording",
+            Self::Stopping => "stopping",
+            Self::Stopped { .. } => "stopped",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+    /// Whether the writer still holds its file (recording or stopping).
+    pub fn is_writing(&self) -> bool {
+        matches!(self, Self::Recording | Self::Stopping)
+    }
 }
 
 /// What a recording is asked to write.
@@ -84,6 +125,8 @@ pub struct Recording {
     /// Channel ids and names recorded.
     pub channels: Vec<(u16, String)>,
     tap: Box<dyn RecordingTap>,
+    /// Told to stop: frames are no longer offered.
+    stopped: bool,
 }
 
 impl Recording {
@@ -95,12 +138,13 @@ impl Recording {
         channels: Vec<(u16, String)>,
         tap: Box<dyn RecordingTap>,
     ) -> Self {
-        Self { id, path, name, format, channels, tap }
+        Self { id, path, name, format, channels, tap, stopped: false }
     }
 
-    /// Hand over a frame put on `channel`, if this recording covers it.
+    /// Hand over a frame put on `channel`, if this recording covers it and
+    /// has not been stopped.
     pub fn offer(&mut self, timestamp_ns: u64, channel: u16, frame: &Frame) {
-        if self.channels.iter().any(|(id, _)| *id == channel) {
+        if !self.stopped && self.channels.iter().any(|(id, _)| *id == channel) {
             self.tap.offer(timestamp_ns, channel, frame);
         }
     }
@@ -113,8 +157,28 @@ impl Recording {
         self.tap.failure()
     }
 
-    /// Finish the file; returns the number of frames written.
-    pub fn stop(self) -> Result<u64, String> {
-        self.tap.stop()
+    pub fn state(&self) -> RecordingState {
+        match (self.stopped, self.tap.outcome()) {
+            (false, _) => RecordingState::Recording,
+            (true, None) => RecordingState::Stopping,
+            (true, Some(Ok(frames))) => RecordingState::Stopped { frames },
+            (true, Some(Err(error))) => RecordingState::Failed { error },
+        }
+    }
+
+    /// Stop taking frames and tell the writer to finish the file; returns
+    /// at once (see [`Recording::state`] for how it ends).
+    pub fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.tap.finish();
+        }
+    }
+
+    /// Stop, then wait at most `patience` for the file to be finished (a
+    /// hub shutting down): how it ended, or `None` if it has not yet.
+    pub fn stop_and_wait(&mut self, patience: Duration) -> Option<Result<u64, String>> {
+        self.stop();
+        self.tap.wait(patience)
     }
 }

@@ -58,11 +58,15 @@ pub struct MemoryRecorder {
     pub recordings: Arc<Mutex<Vec<(u32, Recorded)>>>,
 }
 
-struct MemoryTap(Recorded);
+/// Memory is never slow: a finished tap has its outcome at once.
+struct MemoryTap {
+    frames: Recorded,
+    finished: bool,
+}
 
 impl RecordingTap for MemoryTap {
     fn offer(&mut self, timestamp_ns: u64, channel: u16, frame: &Frame) {
-        self.0.lock().unwrap().push((timestamp_ns, channel, *frame));
+        self.frames.lock().unwrap().push((timestamp_ns, channel, *frame));
     }
 
     fn dropped(&self) -> u64 {
@@ -73,8 +77,16 @@ impl RecordingTap for MemoryTap {
         None
     }
 
-    fn stop(self: Box<Self>) -> Result<u64, String> {
-        Ok(self.0.lock().unwrap().len() as u64)
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    fn outcome(&self) -> Option<Result<u64, String>> {
+        self.finished.then(|| Ok(self.frames.lock().unwrap().len() as u64))
+    }
+
+    fn wait(&self, _patience: std::time::Duration) -> Option<Result<u64, String>> {
+        self.outcome()
     }
 }
 
@@ -82,6 +94,6 @@ impl Recorder for MemoryRecorder {
     fn start(&self, recording: RecordingStart<'_>) -> std::io::Result<Box<dyn RecordingTap>> {
         let frames = Recorded::default();
         self.recordings.lock().unwrap().push((recording.id, frames.clone()));
-        Ok(Box::new(MemoryTap(frames)))
+        Ok(Box::new(MemoryTap { frames, finished: false }))
     }
 }

@@ -11,7 +11,7 @@ use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
-use crate::recording::{Recording, RecordingFormat, RecordingStart, MAX_RECORDINGS};
+use crate::recording::{Recording, RecordingFormat, RecordingStart, RecordingState, FINISHED_KEPT, MAX_RECORDINGS};
 use crate::request::{ChannelUpdate, ControlError, ControlRequest, ControlResult, ForcedState, RecordingSpec};
 use fieldhub_proto::fate::DropReason;
 
@@ -19,15 +19,23 @@ use fieldhub_proto::fate::DropReason;
 const MAX_FAULTS: usize = 256;
 
 fn recording_json(r: &Recording) -> Value {
-    json!({
+    let state = r.state();
+    let mut answer = json!({
         "id": r.id,
         "path": r.path,
         "name": r.name,
         "format": r.format.name(),
         "channels": r.channels.iter().map(|(_, name)| name).collect::<Vec<_>>(),
+        "state": state.name(),
         "dropped": r.dropped(),
         "error": r.failure(),
-    })
+    });
+    match state {
+        RecordingState::Stopped { frames } => answer["frames"] = json!(frames),
+        RecordingState::Failed { error } => answer["error"] = json!(error),
+        RecordingState::Recording | RecordingState::Stopping => {}
+    }
+    answer
 }
 
 fn fault_json(channel: &str, rule: &FaultRule) -> Value {
@@ -469,12 +477,14 @@ impl Bus {
                 .map(|name| self.channel_index(name).map(|id| (id, name.clone())))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        if self.recordings.iter().any(|r| r.path == path) {
+        if self.recordings.iter().any(|r| r.path == path && r.state().is_writing()) {
             return Err(ControlError::Conflict(format!("'{}' is being recorded already", spec.path)));
         }
-        if self.recordings.len() >= MAX_RECORDINGS {
+        let writing = self.recordings.iter().filter(|r| r.state().is_writing()).count();
+        if writing >= MAX_RECORDINGS {
             return Err(ControlError::Conflict(format!(
-                "the hub writes at most {MAX_RECORDINGS} recordings at once; stop one first"
+                "the hub writes at most {MAX_RECORDINGS} recordings at once (those still finishing their file \
+                 included); stop one first, or wait until a stopped one is finished"
             )));
         }
         let Some(recorder) = &self.recorder else {
@@ -487,21 +497,36 @@ impl Bus {
         let recording = Recording::new(id, path, spec.path.clone(), format, channels, tap);
         self.next_recording_id += 1;
         let answer = recording_json(&recording);
+        // A finished recording of the same file is superseded by this one.
+        self.recordings.retain(|r| r.path != recording.path || r.state().is_writing());
         self.recordings.push(recording);
+        self.forget_finished_recordings();
         Ok(answer)
     }
 
+    /// Tell the recording's writer to finish; never waits for the file. The
+    /// answer says `stopping`; the recording's `state` says how it ended.
     fn stop_recording(&mut self, id: u32) -> ControlResult {
-        let at = self
+        let recording = self
             .recordings
-            .iter()
-            .position(|r| r.id == id)
+            .iter_mut()
+            .find(|r| r.id == id)
             .ok_or_else(|| ControlError::NotFound(format!("no recording with id {id}")))?;
-        let recording = self.recordings.remove(at);
-        let mut answer = recording_json(&recording);
-        let frames = recording.stop().map_err(ControlError::Conflict)?;
-        answer["frames"] = json!(frames);
+        recording.stop();
+        let answer = recording_json(recording);
+        self.forget_finished_recordings();
         Ok(answer)
+    }
+
+    /// Keep at most [`FINISHED_KEPT`] finished recordings listed, the newest.
+    fn forget_finished_recordings(&mut self) {
+        let finished = self.recordings.iter().filter(|r| !r.state().is_writing()).count();
+        let mut excess = finished.saturating_sub(FINISHED_KEPT);
+        self.recordings.retain(|r| {
+            let forget = excess > 0 && !r.state().is_writing();
+            excess -= usize::from(forget);
+            !forget
+        });
     }
 
     fn remove_route(&mut self, id: u32) -> ControlResult {

@@ -417,6 +417,26 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_recording_stays_listed_with_how_it_ended_and_its_file_can_be_recorded_again() {
+        use crate::request::RecordingSpec;
+        let start = |h: &mut Harness| {
+            let spec: RecordingSpec = serde_json::from_value(serde_json::json!({"path": "again.log"})).unwrap();
+            h.control(ControlRequest::StartRecording { spec, file: "recordings/again.log".into() }).unwrap()
+        };
+        let mut h = Harness::new(TWO_CHANNELS);
+        let first = start(&mut h);
+        assert_eq!(first["state"], "recording");
+        let stopped = h.control(ControlRequest::StopRecording { id: first["id"].as_u64().unwrap() as u32 }).unwrap();
+        assert_eq!((stopped["state"].as_str(), stopped["frames"].as_u64()), (Some("stopped"), Some(0)), "{stopped}");
+        let listed = h.control(ControlRequest::Recordings).unwrap();
+        assert_eq!(listed[0]["state"], "stopped", "{listed}");
+        let second = start(&mut h);
+        let listed = h.control(ControlRequest::Recordings).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "the new recording of the file supersedes the finished one");
+        assert_eq!(listed[0]["id"], second["id"]);
+    }
+
+    #[test]
     fn client_port_ids_stop_below_the_ids_of_the_hubs_own_ports() {
         use crate::port_id::{PortId, PortKind};
         use fieldhub_proto::wire::ErrorCode;

@@ -72,6 +72,9 @@ pub enum Input {
 /// Requests handled per wake-up before the channels are served, so a flood
 /// of input cannot postpone arbitration and deadlines indefinitely.
 const DRAIN_BATCH: usize = 4096;
+/// How long a hub shutting down waits, in all, for recordings' writers to
+/// finish their files.
+const SHUTDOWN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Hashes the hub's own client ids, which no client chooses: a multiply,
 /// where the default hasher (resistant to chosen keys) would cost a SipHash
@@ -813,11 +816,8 @@ impl Bus {
     }
 
     fn say_goodbye(&mut self) {
-        // Finish recording files so they are complete after a shutdown.
-        for recording in self.recordings.drain(..) {
-            if let Err(e) = recording.stop() {
-                warn!("{e}");
-            }
+        for recording in &mut self.recordings {
+            recording.stop();
         }
         for (_, client) in self.clients.drain() {
             let goodbye = Outbound::Goodbye { code: ErrorCode::ShuttingDown, text: "the hub is shutting down".into() };
@@ -825,6 +825,20 @@ impl Bus {
                 (client.hang_up)();
             }
             client.outbox.flush();
+        }
+        // Give the writers a moment to complete their files: traffic has
+        // ended, so only the shutdown waits, and a stuck disk only so long.
+        let deadline = std::time::Instant::now() + SHUTDOWN_PATIENCE;
+        for mut recording in self.recordings.drain(..) {
+            match recording.stop_and_wait(deadline.saturating_duration_since(std::time::Instant::now())) {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => warn!("recording {}: {e}", recording.name),
+                None => warn!(
+                    "recording {}: its file was not finished within {SHUTDOWN_PATIENCE:?} of the shutdown (a slow \
+                     disk?); it may end early",
+                    recording.name
+                ),
+            }
         }
     }
 }

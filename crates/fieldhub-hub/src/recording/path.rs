@@ -4,15 +4,20 @@
 //! `path` is untrusted. Invariants: [`resolve`] returns a path inside the
 //! canonical recordings directory — never for an absolute path, a `..`
 //! component, or a parent directory that leads out through a symbolic link —
-//! and never for an existing symbolic link or non-regular file (FIFO, device,
-//! socket, directory). [`create`] then opens that path without following a
-//! symbolic link and without blocking, and writes only to a regular file, so
-//! a file swapped between the two steps is refused rather than written or
-//! waited on.
+//! and never for an existing symbolic link, non-regular file (FIFO, device,
+//! socket, directory) or a file with more than one hard link (the other name
+//! may lie outside the directory). [`create`] and [`read`] then open that
+//! path one component at a time from `/`, each directory relative to its
+//! parent's descriptor and nothing with a symbolic link followed, without
+//! blocking, and check what they opened (a regular file with one link)
+//! before they truncate or read it, so a name swapped between the two steps
+//! is refused rather than written, read or waited on.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
 
 /// Why a recording path was refused; each says what the API takes instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +38,11 @@ pub enum RecordingPathError {
     Symlink(String),
     #[error("path '{path}' is {kind}, not a regular file; recordings are written to regular files only")]
     NotRegular { path: String, kind: &'static str },
+    #[error(
+        "path '{path}' has {links} hard links; recordings use files with one name only (another name may lie \
+         outside the recordings directory): remove it or choose another name"
+    )]
+    HardLink { path: String, links: u64 },
     #[error("path '{path}': its directory is not in the recordings directory ({error}); create it first")]
     NoDirectory { path: String, error: String },
     #[error("the recordings directory '{dir}' cannot be used ({error}); check [hub] recordings_dir")]
@@ -75,6 +85,9 @@ pub fn resolve(dir: &Path, requested: &str) -> Result<PathBuf, RecordingPathErro
         Ok(meta) if !meta.is_file() => {
             Err(RecordingPathError::NotRegular { path: requested.into(), kind: kind_of(meta.file_type()) })
         }
+        Ok(meta) if meta.nlink() > 1 => {
+            Err(RecordingPathError::HardLink { path: requested.into(), links: meta.nlink() })
+        }
         _ => Ok(file),
     }
 }
@@ -93,34 +106,23 @@ fn kind_of(kind: std::fs::FileType) -> &'static str {
     }
 }
 
-/// Create or truncate the regular file at `path` (from [`resolve`]).
+/// Create or truncate the regular file at `path` (from [`resolve`]),
+/// opened as the module doc says; truncated only once it is known to be a
+/// regular file with one link.
 pub fn create(path: &Path) -> std::io::Result<File> {
-    // No O_TRUNC: the file is truncated only once it is known to be regular.
-    // O_NONBLOCK: opening a FIFO without a reader fails instead of waiting.
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file; recordings are written to regular files only"));
-    }
+    let file = open_beneath(path, OFlags::WRONLY | OFlags::CREATE)?;
+    checked(&file)?;
     file.set_len(0)?;
     Ok(file)
 }
 
 /// Read the regular file at `path` (from [`resolve`]), at most `limit`
-/// bytes: opened like [`create`] opens, without following a symbolic link
-/// and without blocking, so a download is held to the same rules as a
-/// recording.
+/// bytes: opened as [`create`] opens, so a download is held to the same
+/// rules as a recording.
 pub fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let file = OpenOptions::new().read(true).custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK).open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
+    let file = open_beneath(path, OFlags::RDONLY)?;
+    let meta = checked(&file)?;
     if meta.len() > limit {
         return Err(std::io::Error::other(format!(
             "the file is larger than {limit} bytes; read it on the hub's machine"
@@ -131,10 +133,41 @@ pub fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The open(2) flags [`create`] adds, from rustix so the hub needs no libc.
-mod libc_flags {
-    pub const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
-    pub const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+/// Open the absolute `path` with `access`: every directory on the way
+/// relative to its parent's descriptor, and nothing a symbolic link; no
+/// truncation, and no waiting on a FIFO (O_NONBLOCK).
+fn open_beneath(path: &Path, access: OFlags) -> std::io::Result<File> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("names no file"));
+    };
+    let mut dir = rustix::fs::open("/", OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    for component in parent.components() {
+        match component {
+            Component::RootDir => {}
+            Component::Normal(part) => {
+                let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+                dir = rustix::fs::openat(&dir, part, flags, Mode::empty())?;
+            }
+            _ => return Err(std::io::Error::other("the path is not a resolved recording path")),
+        }
+    }
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::openat(&dir, name, flags, Mode::from_raw_mode(0o644))?))
+}
+
+/// What was opened is a regular file with one link: its metadata.
+fn checked(file: &File) -> std::io::Result<std::fs::Metadata> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file; recordings are regular files only"));
+    }
+    if meta.nlink() > 1 {
+        return Err(std::io::Error::other(format!(
+            "the file has {} hard links; recordings use files with one name only",
+            meta.nlink()
+        )));
+    }
+    Ok(meta)
 }
 
 #[cfg(test)]
@@ -205,6 +238,36 @@ mod tests {
         assert!(matches!(resolve(&rec, "link.log"), Err(RecordingPathError::Symlink(_))));
         assert!(create(&rec.join("link.log")).is_err(), "opening does not follow a link either");
         assert!(!dir.join("victim").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_hard_link_is_neither_truncated_nor_read_and_its_other_name_keeps_its_bytes() {
+        let dir = scratch("hardlink");
+        let outside = dir.join("outside.txt");
+        std::fs::write(&outside, "eighteen bytes ok\n").unwrap();
+        std::fs::hard_link(&outside, dir.join("rec/linked.log")).unwrap();
+        let refused = resolve(&dir.join("rec"), "linked.log").unwrap_err();
+        assert_eq!(refused, RecordingPathError::HardLink { path: "linked.log".into(), links: 2 });
+        assert!(refused.to_string().contains("choose another name"), "{refused}");
+        // The same checks hold when the link appears after `resolve`.
+        let path = dir.join("rec").canonicalize().unwrap().join("linked.log");
+        assert!(create(&path).unwrap_err().to_string().contains("hard links"));
+        assert!(read(&path, 1024).unwrap_err().to_string().contains("hard links"));
+        assert_eq!(std::fs::read(&outside).unwrap(), b"eighteen bytes ok\n", "the other name kept its bytes");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symbolic_link_after_resolve_is_not_followed() {
+        let dir = scratch("swap");
+        let rec = dir.join("rec");
+        let path = resolve(&rec, "sub/x.log").unwrap();
+        std::fs::remove_dir(rec.join("sub")).unwrap();
+        std::fs::create_dir(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), rec.join("sub")).unwrap();
+        assert!(create(&path).is_err(), "the swapped directory is a link: refused");
+        assert!(!dir.join("elsewhere/x.log").exists());
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -4,11 +4,12 @@
 //! path and body, asks the bus, and answers what the bus said.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fieldhub_bus::fault::{FaultSpec, FaultSpecError};
 use fieldhub_bus::request::{ChannelUpdate, ControlRequest, ForcedState, RecordingSpec, TimeCommand};
@@ -16,7 +17,7 @@ use serde::Deserialize;
 
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::control::api::{body, error};
-use crate::control::state::{ask, ApiState};
+use crate::control::state::{ask, ask_value, ApiState};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,12 +150,39 @@ pub(crate) async fn start_recording(
     }
 }
 
+/// Stopping tells the recording's writer and never holds the bus; the
+/// answer waits (here, not on the bus) up to [`STOP_PATIENCE`] for the file
+/// to be finished. Still `stopping` then (a slow disk): 202, and the
+/// recording's `state` in `GET /api/v1/recordings` tells how it ends.
 pub(crate) async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
-    match id.parse::<u32>() {
-        Ok(id) => ask(s, ControlRequest::StopRecording { id }).await,
-        Err(_) => error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number")),
+    let Ok(id) = id.parse::<u32>() else {
+        return error(StatusCode::BAD_REQUEST, format!("recording id '{id}' is not a number"));
+    };
+    let mut answer = match ask_value(&s, ControlRequest::StopRecording { id }).await {
+        Ok(answer) => answer,
+        Err(response) => return response,
+    };
+    let deadline = tokio::time::Instant::now() + STOP_PATIENCE;
+    let mut pause = Duration::from_millis(1);
+    while answer["state"] == "stopping" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+        let listed = match ask_value(&s, ControlRequest::Recordings).await {
+            Ok(listed) => listed,
+            Err(response) => return response,
+        };
+        match listed.as_array().and_then(|all| all.iter().find(|r| r["id"] == id)) {
+            Some(now) => answer = now.clone(),
+            None => break,
+        }
     }
+    let status = if answer["state"] == "stopping" { StatusCode::ACCEPTED } else { StatusCode::OK };
+    (status, Json(answer)).into_response()
 }
+
+/// How long `DELETE /api/v1/recordings/{id}` waits for the file to be
+/// finished before it answers `stopping`.
+const STOP_PATIENCE: Duration = Duration::from_secs(2);
 
 pub(crate) async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, JsonRejection>) -> Response {
     match body(b) {

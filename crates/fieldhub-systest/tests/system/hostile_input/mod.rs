@@ -2,5 +2,6 @@
 //! the others.
 
 mod local_users;
+mod recording;
 mod shm;
 mod stream;
