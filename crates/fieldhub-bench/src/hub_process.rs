@@ -48,6 +48,8 @@ pub struct HubProcess {
     config: PathBuf,
     /// cannelloni endpoints (`udp/ADDR`, `tcp/ADDR`), from the ready line.
     cannelloni: Vec<String>,
+    /// The socketcand server, from the ready line.
+    socketcand: Option<SocketAddr>,
 }
 
 /// The part of the hub's ready line the benchmarks use; serde skips the rest.
@@ -58,6 +60,21 @@ struct Ready {
     shm: Option<String>,
     #[serde(default)]
     cannelloni: Vec<String>,
+    #[serde(default)]
+    socketcand: Option<SocketAddr>,
+}
+
+/// The endpoints for other tools a hub serves besides its own protocol.
+#[derive(Clone, Copy, Debug)]
+struct Endpoints {
+    /// A `[[cannelloni]]` endpoint over TCP and one over UDP.
+    cannelloni: bool,
+    /// A socketcand server (`[hub] socketcand`).
+    socketcand: bool,
+}
+
+impl Endpoints {
+    const NONE: Self = Self { cannelloni: false, socketcand: false };
 }
 
 /// Hubs started by this process so far, to keep their shm names apart.
@@ -67,35 +84,41 @@ impl HubProcess {
     /// Start a hub with the benchmark channel only; with `busy_poll` its
     /// bus thread never sleeps.
     pub fn start(launcher: &Launcher, busy_poll: bool) -> Result<Self, BenchError> {
-        Self::spawn(launcher, busy_poll, 1, false, None, false, false)
+        Self::spawn(launcher, busy_poll, 1, false, None, false, Endpoints::NONE)
     }
 
     /// Start a hub with the benchmark channel and a cannelloni endpoint on
     /// it over TCP and over UDP (loopback, learning its UDP peers).
     pub fn start_with_cannelloni(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, None, false, true)
+        Self::spawn(launcher, false, 1, false, None, false, Endpoints { cannelloni: true, socketcand: false })
+    }
+
+    /// Start a hub with the benchmark channel and a socketcand server
+    /// (loopback, a port of the kernel's choice).
+    pub fn start_with_socketcand(launcher: &Launcher) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, false, None, false, Endpoints { cannelloni: false, socketcand: true })
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
     pub fn start_with_channels(launcher: &Launcher, channels: usize) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, channels, false, None, false, false)
+        Self::spawn(launcher, false, channels, false, None, false, Endpoints::NONE)
     }
 
     /// Start a hub with the benchmark channel and [`TIMED_CHANNEL`].
     pub fn start_with_timed_channel(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true, None, false, false)
+        Self::spawn(launcher, false, 1, true, None, false, Endpoints::NONE)
     }
 
     /// Start a hub whose shm clients get to-client rings of `slots` slots
     /// (`[hub] shm_ring_slots`).
     pub fn start_with_ring_slots(launcher: &Launcher, slots: u32) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, Some(slots), false, false)
+        Self::spawn(launcher, false, 1, false, Some(slots), false, Endpoints::NONE)
     }
 
     /// Start a hub in virtual time (`--time virtual`) with the benchmark
     /// channel and [`TIMED_CHANNEL`].
     pub fn start_in_virtual_time(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, true, None, true, false)
+        Self::spawn(launcher, false, 1, true, None, true, Endpoints::NONE)
     }
 
     fn spawn(
@@ -105,8 +128,9 @@ impl HubProcess {
         timed: bool,
         ring_slots: Option<u32>,
         virtual_time: bool,
-        cannelloni: bool,
+        endpoints: Endpoints,
     ) -> Result<Self, BenchError> {
+        let Endpoints { cannelloni, socketcand } = endpoints;
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
         // Next to the hub's session socket: a private directory with a short
@@ -120,6 +144,9 @@ impl HubProcess {
         );
         if let Some(slots) = ring_slots {
             text += &format!("shm_ring_slots = {slots}\n");
+        }
+        if socketcand {
+            text += "socketcand = \"127.0.0.1:0\"\n";
         }
         for i in 0..channels {
             text += &format!("[[channel]]\nname = \"{}\"\nprotocol = \"canfd\"\n", channel_name(i));
@@ -162,6 +189,7 @@ impl HubProcess {
             unix: PathBuf::new(),
             config,
             cannelloni: Vec::new(),
+            socketcand: None,
         };
         let line = match ready.recv_timeout(START_STOP) {
             Ok(line) if !line.is_empty() => line,
@@ -173,6 +201,7 @@ impl HubProcess {
         hub.tcp = *ready.tcp.first().ok_or_else(|| BenchError::Hub("the hub reports no TCP address".into()))?;
         hub.shm = ready.shm.ok_or_else(|| BenchError::Hub("the hub reports no shared memory".into()))?;
         hub.cannelloni = ready.cannelloni;
+        hub.socketcand = ready.socketcand;
         hub.unix =
             ready.unix.into_iter().next().ok_or_else(|| BenchError::Hub("the hub reports no unix socket".into()))?;
         Ok(hub)
@@ -191,6 +220,11 @@ impl HubProcess {
     /// The cannelloni endpoint of `kind` (`tcp` or `udp`), when the hub has one.
     pub fn cannelloni(&self, kind: &str) -> Option<SocketAddr> {
         self.cannelloni.iter().find_map(|a| a.strip_prefix(kind)?.strip_prefix('/')?.parse().ok())
+    }
+
+    /// The socketcand server's address, when the hub serves one.
+    pub fn socketcand(&self) -> Option<SocketAddr> {
+        self.socketcand
     }
 
     pub fn pid(&self) -> u32 {

@@ -17,6 +17,9 @@
 //! - [`cannelloni`]: a cannelloni peer (TCP, UDP) through the hub's
 //!   `[[cannelloni]]` endpoint next to a native TCP client: round trips and
 //!   one-way frames/s (`fieldhub bench cannelloni`).
+//! - [`socketcand`]: a socketcand client in RAW mode through the hub's
+//!   socketcand server next to a native TCP client: round trips and one-way
+//!   frames/s (`fieldhub bench socketcand`).
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
 //! - [`virtual_time`]: the real-time factor of a hub in virtual time —
@@ -52,6 +55,7 @@ pub mod remote;
 pub mod report;
 pub mod scaling;
 pub mod soak;
+pub mod socketcand;
 pub mod stats;
 pub mod throughput;
 pub mod virtual_time;

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 use fieldhub_bench::{
-    cannelloni, chaos, cpu, latency, plot, raw, remote, report, scaling, soak, throughput, virtual_time, FrameSize,
-    Launcher, Transport,
+    cannelloni, chaos, cpu, latency, plot, raw, remote, report, scaling, soak, socketcand, throughput, virtual_time,
+    FrameSize, Launcher, Transport,
 };
 
 use crate::HubSelect;
@@ -123,6 +123,19 @@ enum Kind {
     /// A cannelloni peer through the hub's [[cannelloni]] endpoint (TCP and UDP) next to a native TCP client, same hub,
     /// same run: round trips to a native echo, and one-way frames/s to a native receiver.
     Cannelloni {
+        /// Round trips per path (after a warm-up that does not count).
+        #[arg(long, default_value = "2000")]
+        samples: usize,
+        /// Frames per throughput run.
+        #[arg(long, default_value = "100000")]
+        frames: usize,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A socketcand client (RAW mode) through the hub's socketcand server next to a native TCP client, same hub,
+    /// same run: round trips to a native echo, and one-way frames/s to a native receiver.
+    Socketcand {
         /// Round trips per path (after a warm-up that does not count).
         #[arg(long, default_value = "2000")]
         samples: usize,
@@ -387,6 +400,12 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             clear_progress();
             report(&made?, json, print_cannelloni)?;
         }
+        Kind::Socketcand { samples, frames, json } => {
+            let spec = socketcand::SocketcandRun { samples, frames };
+            let made = socketcand::run(this_command, &spec, &mut progress).context("socketcand benchmark");
+            clear_progress();
+            report(&made?, json, print_socketcand)?;
+        }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
                 cpu::run(this_command, &cpu::CpuRun { transport, seconds }, &mut progress).context("CPU benchmark");
@@ -585,6 +604,24 @@ fn print_cannelloni(r: &cannelloni::CannelloniReport) {
         println!(
             "  {:<15} {:>10.0} frames/s  {} of {} frames  / native tcp {:.2}",
             t.path, t.frames_per_s, t.received, t.sent, t.ratio
+        );
+    }
+}
+
+fn print_socketcand(r: &socketcand::SocketcandReport) {
+    println!("round trip (8-byte frames, to a native echo on the same channel)");
+    for t in &r.round_trips {
+        let d = &t.round_trip;
+        println!(
+            "  {:<15} p50 {:>8.1} µs  p99 {:>8.1} µs  ({} samples)  p50 / native tcp {:.2}",
+            t.path, d.p50_us, d.p99_us, d.samples, t.p50_ratio
+        );
+    }
+    println!("one-way to a native receiver");
+    for t in &r.throughput {
+        println!(
+            "  {:<15} {:>10.0} frames/s  ({} frames)  / native tcp {:.2}",
+            t.path, t.frames_per_s, t.frames, t.ratio
         );
     }
 }

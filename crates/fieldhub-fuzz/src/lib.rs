@@ -38,4 +38,5 @@ pub const TARGETS: &[Target] = &[
     ("cansend", cansend),
     ("dbc", dbc),
     ("cannelloni", cannelloni),
+    ("socketcand", socketcand),
 ];

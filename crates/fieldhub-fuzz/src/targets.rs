@@ -8,6 +8,7 @@ use fieldhub_bus::port_id::PortId;
 use fieldhub_bus::request::{ChannelUpdate, RecordingSpec};
 use fieldhub_hub::cannelloni_codec::{decode_packet, encode_record, StreamDecoder};
 use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
+use fieldhub_hub::socketcand_protocol::{self, Command, Element, Elements};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
 use fieldhub_proto::wire::{check_length, decode, encode, Message, LENGTH_PREFIX};
 use fieldhub_shm::layout::SLOT_SIZE;
@@ -118,6 +119,40 @@ pub fn cannelloni(data: &[u8]) {
         assert_eq!(again.next_frame(), Ok(Some(*frame)), "a decoded frame re-encodes to itself");
     }
     assert_eq!(again.next_frame(), Ok(None));
+}
+
+/// A socketcand client's bytes (`transport/socketcand/`), fed in two
+/// pieces: every element is parsed; every refusal is one `< error … >`
+/// element; a frame a client sends is written back as one `< frame … >`.
+pub fn socketcand(data: &[u8]) {
+    let one_element = |line: &str| {
+        assert!(line.starts_with('<') && line.ends_with('>'), "{line}");
+        assert_eq!(line.matches('<').count() + line.matches('>').count(), 2, "{line}");
+    };
+    let mut elements = Elements::default();
+    let (front, back) = data.split_at(data.len() / 2);
+    for piece in [front, back] {
+        elements.push(piece);
+        while let Some(element) = elements.next_element() {
+            let text = match element {
+                Element::Command(text) => text,
+                Element::Bad(e) => {
+                    one_element(&socketcand_protocol::error_line(&e.0));
+                    continue;
+                }
+            };
+            match socketcand_protocol::parse(text) {
+                Ok(Command::Send(frame) | Command::Add { frame, .. } | Command::Update(frame)) => {
+                    assert!(frame.len() <= 8 && !frame.is_fd());
+                    let mut line = String::new();
+                    socketcand_protocol::format_frame(&mut line, &frame, 1);
+                    one_element(&line);
+                }
+                Ok(_) => {}
+                Err(e) => one_element(&socketcand_protocol::error_line(&e.0)),
+            }
+        }
+    }
 }
 
 /// A hub configuration file.

@@ -60,10 +60,12 @@ use transport::shm::{ShmListener, ShmService};
 use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
-use transport::socketcand::{SocketcandError, SocketcandServer};
+use transport::socketcand::{BeaconConfig, SocketcandError, SocketcandServer};
 pub use transport::tls::config::TlsConfigError;
 /// cannelloni's packet and stream formats (the fuzz targets read them).
 pub use transport::cannelloni::codec as cannelloni_codec;
+/// socketcand's commands and lines (the fuzz targets read them).
+pub use transport::socketcand::protocol as socketcand_protocol;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -176,9 +178,13 @@ impl Hub {
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
-        let socketcand = config.hub.socketcand.as_deref();
-        let socketcand =
-            socketcand.map(|addr| SocketcandServer::bind(addr, config.hub.socketcand_allow_unauthenticated)).transpose()?;
+        let channel_names: Vec<String> = config.channels.iter().map(|c| c.name.clone()).collect();
+        let beacon = |target| BeaconConfig { target, hub_name: &config.hub.name, channels: &channel_names };
+        let socketcand = config.hub.socketcand.as_deref().map(|addr| {
+            let allow = config.hub.socketcand_allow_unauthenticated;
+            SocketcandServer::bind(addr, allow, config.hub.socketcand_beacon.as_deref().map(beacon))
+        });
+        let socketcand = socketcand.transpose()?;
         let socketcand_addr = socketcand.as_ref().and_then(|s| s.local_addr().ok());
         let cannelloni = CannelloniEndpoints::bind_all(&config.cannelloni)?;
         let dbc = DbcStore::load(&config)?;

@@ -93,6 +93,11 @@ pub struct HubSection {
     /// token (socketcand has none); the hub warns at start.
     #[serde(default)]
     pub socketcand_allow_unauthenticated: bool,
+    /// Send socketcand's discovery beacon (`<CANBeacon>`, every 2.5 s) to
+    /// this broadcast address, `IP` or `IP:PORT` (default port 42000): the
+    /// broadcast address of the one network that should find the hub.
+    #[serde(default)]
+    pub socketcand_beacon: Option<String>,
 }
 
 impl Default for HubSection {
@@ -117,6 +122,7 @@ impl Default for HubSection {
             on_stall: StallPolicy::Report,
             socketcand: None,
             socketcand_allow_unauthenticated: false,
+            socketcand_beacon: None,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! - [`protocol`]: the commands and the lines sent back, byte for byte.
 //! - [`session`]: one connection's state machine and its writer.
 //! - [`bcm`]: BCM mode's receive subscriptions and filters.
+//! - [`beacon`]: the discovery beacon (`[hub] socketcand_beacon`), sent by
+//!   the accept thread.
 //!
 //! One accept thread serves the listener; each connection has a thread
 //! that reads its commands and a writer thread, as the hub's SocketCAN
@@ -18,9 +20,11 @@
 //!   says so in the log; otherwise a connection is admitted by the same
 //!   rules as a native client without a token.
 //! - The accept thread wakes at least every [`ACCEPT_LOOK`] to notice a
-//!   stopping hub and otherwise sleeps in the kernel.
+//!   stopping hub (and to send the beacon when it is due) and otherwise
+//!   sleeps in the kernel.
 
 pub mod bcm;
+pub mod beacon;
 pub mod protocol;
 pub mod session;
 
@@ -28,12 +32,13 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use tracing::{info, warn};
 
+use self::beacon::{Beacon, BeaconError};
 use crate::session::Sessions;
 
 /// How often the accept thread looks whether the hub stops.
@@ -54,17 +59,32 @@ pub enum SocketcandError {
          reaches it use the hub's channels"
     )]
     Unauthenticated { addr: String },
+    #[error(transparent)]
+    Beacon(#[from] BeaconError),
 }
 
 /// The bound listener, not serving yet.
 pub struct SocketcandServer {
     listener: TcpListener,
     allow_unauthenticated: bool,
+    beacon: Option<Beacon>,
+}
+
+/// What the beacon announces and where it goes.
+pub struct BeaconConfig<'a> {
+    /// `[hub] socketcand_beacon`: `IP` or `IP:PORT`.
+    pub target: &'a str,
+    pub hub_name: &'a str,
+    pub channels: &'a [String],
 }
 
 impl SocketcandServer {
     /// Bind `addr` (`HOST:PORT`; port 0 picks one).
-    pub fn bind(addr: &str, allow_unauthenticated: bool) -> Result<Self, SocketcandError> {
+    pub fn bind(
+        addr: &str,
+        allow_unauthenticated: bool,
+        beacon: Option<BeaconConfig<'_>>,
+    ) -> Result<Self, SocketcandError> {
         let bind_error = |source| SocketcandError::Bind { addr: addr.to_owned(), source };
         let listener = TcpListener::bind(addr).map_err(bind_error)?;
         let local = listener.local_addr().map_err(bind_error)?;
@@ -79,7 +99,8 @@ impl SocketcandServer {
             );
         }
         listener.set_nonblocking(true).map_err(bind_error)?;
-        Ok(Self { listener, allow_unauthenticated })
+        let beacon = beacon.map(|b| Beacon::new(b.target, local, b.hub_name, b.channels)).transpose()?;
+        Ok(Self { listener, allow_unauthenticated, beacon })
     }
 
     /// The address it listens on (port 0 resolved).
@@ -98,10 +119,15 @@ impl SocketcandServer {
         std::thread::Builder::new().name("fh-socketcand".into()).spawn(move || self.accept_loop(&mut poll, &sessions))
     }
 
-    fn accept_loop(self, poll: &mut Poll, sessions: &Arc<Sessions>) {
+    fn accept_loop(mut self, poll: &mut Poll, sessions: &Arc<Sessions>) {
         let mut events = Events::with_capacity(4);
         while !sessions.stopping() {
-            if let Err(e) = poll.poll(&mut events, Some(ACCEPT_LOOK)) {
+            let now = Instant::now();
+            let wait = match &mut self.beacon {
+                Some(beacon) => beacon.tick(now).saturating_duration_since(now).min(ACCEPT_LOOK),
+                None => ACCEPT_LOOK,
+            };
+            if let Err(e) = poll.poll(&mut events, Some(wait)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     warn!(error = %e, "the socketcand listener cannot wait; it stops");
                     return;

@@ -288,7 +288,7 @@ pub fn stat_line(rx_bytes: u64, rx_packets: u64, tx_bytes: u64, tx_packets: u64)
     format!("< stat {rx_bytes} {rx_packets} {tx_bytes} {tx_packets} >")
 }
 
-/// What [`Elements::next`] found in the bytes a client sent.
+/// What [`Elements::next_element`] found in the bytes a client sent.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Element<'a> {
     /// The text between `<` and `>`.
@@ -317,7 +317,7 @@ impl Elements {
     }
 
     /// The next complete element, `None` when more bytes are needed.
-    pub fn next(&mut self) -> Option<Element<'_>> {
+    pub fn next_element(&mut self) -> Option<Element<'_>> {
         let rest = &self.buf[self.start..];
         let Some(open) = rest.iter().position(|&b| b == b'<') else {
             self.start = self.buf.len();
@@ -447,14 +447,14 @@ mod tests {
     fn elements_are_cut_from_a_stream_in_any_pieces() {
         let mut elements = Elements::default();
         elements.push(b"junk< open ca");
-        assert_eq!(elements.next(), None);
+        assert_eq!(elements.next_element(), None);
         elements.push(b"n0 >< echo >\r\n< raw");
-        assert_eq!(elements.next(), Some(Element::Command(" open can0 ")));
-        assert_eq!(elements.next(), Some(Element::Command(" echo ")));
-        assert_eq!(elements.next(), None);
+        assert_eq!(elements.next_element(), Some(Element::Command(" open can0 ")));
+        assert_eq!(elements.next_element(), Some(Element::Command(" echo ")));
+        assert_eq!(elements.next_element(), None);
         elements.push(b"mode >");
-        assert_eq!(elements.next(), Some(Element::Command(" rawmode ")));
-        assert_eq!(elements.next(), None);
+        assert_eq!(elements.next_element(), Some(Element::Command(" rawmode ")));
+        assert_eq!(elements.next_element(), None);
     }
 
     #[test]
@@ -462,9 +462,9 @@ mod tests {
         let mut elements = Elements::default();
         elements.push(b"<");
         elements.push(&vec![b'a'; MAX_ELEMENT + 1]);
-        assert!(matches!(elements.next(), Some(Element::Bad(e)) if e.0.contains("longer than")));
+        assert!(matches!(elements.next_element(), Some(Element::Bad(e)) if e.0.contains("longer than")));
         elements.push(b"< \xff >< echo >");
-        assert!(matches!(elements.next(), Some(Element::Bad(e)) if e.0.contains("not ASCII")));
-        assert_eq!(elements.next(), Some(Element::Command(" echo ")));
+        assert!(matches!(elements.next_element(), Some(Element::Bad(e)) if e.0.contains("not ASCII")));
+        assert_eq!(elements.next_element(), Some(Element::Command(" echo ")));
     }
 }

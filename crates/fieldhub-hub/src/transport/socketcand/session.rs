@@ -175,7 +175,7 @@ enum Next {
 impl Connection {
     fn next(&mut self) -> Next {
         loop {
-            match self.elements.next() {
+            match self.elements.next_element() {
                 Some(Element::Command(text)) => {
                     return match protocol::parse(text) {
                         Ok(command) => Next::Command(command),

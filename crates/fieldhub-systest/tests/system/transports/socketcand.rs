@@ -204,3 +204,29 @@ fn garbage_oversize_silence_and_a_client_that_never_reads_leave_the_hub_serving(
     drop((fresh, native, other));
     assert!(hub.terminate().success());
 }
+
+#[test]
+fn the_beacon_reaches_a_udp_listener_and_names_the_server_and_every_channel() {
+    let listener = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind a UDP listener");
+    listener.set_read_timeout(Some(PATIENCE)).unwrap();
+    let beacon_port = listener.local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        "[hub]\nname = \"lab\"\nsocketcand = \"{addr}\"\nsocketcand_beacon = \"127.255.255.255:{beacon_port}\"\n\n\
+         [[channel]]\nname = \"can0\"\n\n[[channel]]\nname = \"can1\"\n"
+    );
+    let hub = FIELDHUB.start_with(Some(&config), &[]);
+    let mut datagram = [0u8; 2048];
+    let (len, from) = listener.recv_from(&mut datagram).expect("a beacon within the patience");
+    let text = std::str::from_utf8(&datagram[..len]).expect("the beacon is text");
+    assert_eq!(from.ip().to_string(), "127.0.0.1", "sent from the listener's address");
+    assert!(text.starts_with("<CANBeacon name=\"lab\" type=\"SocketCAN\""), "{text}");
+    let url = text.split("<URL>").nth(1).and_then(|rest| rest.split("</URL>").next()).expect("a URL");
+    assert_eq!(url, format!("can://{addr}"));
+    let buses: Vec<&str> = text.split("<Bus name=\"").skip(1).map(|rest| rest.split('"').next().unwrap()).collect();
+    assert_eq!(buses, ["can0", "can1"]);
+    assert!(text.ends_with("</CANBeacon>"), "{text}");
+    // The server the beacon names serves the buses it lists.
+    drop(Scd::open(&addr, buses[1]));
+    assert!(hub.terminate().success());
+}
