@@ -11,9 +11,12 @@
 //!
 //! # Invariants
 //!
+//! - The hub uses only a file it creates itself (`O_CREAT|O_EXCL`,
+//!   owner-only 0600) or one carrying a region header, and changes nothing,
+//!   mode included, before it has decided.
 //! - The hub never shrinks or replaces the file: a running QEMU maps it,
-//!   and a shorter file would fault the guest's accesses. It creates it
-//!   owner-only (0600) and grows it to a power of two if needed.
+//!   and a shorter file would fault the guest's accesses. It grows a region
+//!   file to a power of two if needed.
 //! - Each control word has one writer: `generation`, `hub_beat` and
 //!   `granted` the hub, `connect` and `client_beat` the client. A reader
 //!   treats what it loads as a claim to check, never as a size or index.
@@ -42,8 +45,8 @@ pub enum CreateError {
     #[error("it is {0} bytes, which is not a power of two (QEMU's ivshmem needs one) or too large")]
     BadSize(u64),
     #[error(
-        "it holds data that is no ivshmem region (neither a region header nor the zeros of a fresh QEMU \
-         memory-backend file); the hub overwrites nothing else: remove it or give another path"
+        "it exists and carries no fieldhub region header; --ivshmem uses only a file it creates itself or one \
+         it served before, and changes nothing else: give a path that does not exist yet (the hub creates it)"
     )]
     NotARegion,
 }
@@ -62,14 +65,25 @@ impl std::fmt::Debug for Region {
 }
 
 impl Region {
-    /// Hub: open or create the region file at `path` (never through a
-    /// symlink), make it owner-only, grow it to [`REGION_LEN`] if it is
-    /// shorter, and write the region header. `generation` stays 0 — the
-    /// region is not served — until the hub stores a new one through
+    /// Hub: create the region file at `path` (`O_CREAT|O_EXCL`, owner-only),
+    /// or open the one there (never through a symlink) only if it carries a
+    /// region header — a file a hub served before. Nothing is changed, mode
+    /// included, before that is decided: someone's document is refused as
+    /// it was. A region file shorter than [`REGION_LEN`] is grown to it, and
+    /// the region header is written. `generation` stays 0 — the region is
+    /// not served — until the hub stores a new one through
     /// [`Region::generation`].
     pub fn create(path: &Path) -> Result<Self, CreateError> {
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let file = rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
+        let exclusive = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let (file, created) = match rustix::fs::open(path, exclusive, Mode::RUSR | Mode::WUSR) {
+            Ok(file) => (file, true),
+            Err(rustix::io::Errno::EXIST) => {
+                // O_NONBLOCK: a FIFO or device put there is not waited on.
+                let existing = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                (rustix::fs::open(path, existing, Mode::empty()).map_err(std::io::Error::from)?, false)
+            }
+            Err(e) => return Err(std::io::Error::from(e).into()),
+        };
         let stat = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Err(CreateError::NotAFile);
@@ -77,17 +91,15 @@ impl Region {
         if stat.st_uid != rustix::process::geteuid().as_raw() {
             return Err(CreateError::NotOwned);
         }
-        if stat.st_size > 0 && !holds_a_region_or_nothing(&file)? {
+        if !created && !carries_a_region_header(&file)? {
             return Err(CreateError::NotARegion);
         }
-        rustix::fs::fchmod(&file, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
-        let mut len = stat.st_size.max(0) as u64;
-        if len < u64::from(REGION_LEN) {
-            rustix::fs::ftruncate(&file, u64::from(REGION_LEN)).map_err(std::io::Error::from)?;
-            len = u64::from(REGION_LEN);
-        }
+        let len = (stat.st_size.max(0) as u64).max(u64::from(REGION_LEN));
         if !len.is_power_of_two() || len > u64::from(u32::MAX / 2 + 1) {
             return Err(CreateError::BadSize(len));
+        }
+        if (stat.st_size as u64) < len {
+            rustix::fs::ftruncate(&file, len).map_err(std::io::Error::from)?;
         }
         let page = Mapping::map(&file, 0, PAGE)?;
         let header = RegionHeader::standard(len as u32);
@@ -248,12 +260,11 @@ impl Backoff {
     }
 }
 
-/// Whether an existing file's first page is a region header (a region a
-/// hub served before) or all zeros (a memory-backend file QEMU created
-/// first): only such a file may become a region. Anything else is someone's
-/// data, which `--ivshmem` must not overwrite.
-fn holds_a_region_or_nothing(file: &OwnedFd) -> Result<bool, CreateError> {
-    let mut first = vec![0u8; PAGE];
+/// Whether an existing file starts with a region header (a region a hub
+/// served before): only such a file may be served again. Anything else —
+/// zeros included — may be someone's data, which `--ivshmem` must not touch.
+fn carries_a_region_header(file: &OwnedFd) -> Result<bool, CreateError> {
+    let mut first = [0u8; 4];
     let mut read = 0;
     while read < first.len() {
         match rustix::io::pread(file, &mut first[read..], read as u64) {
@@ -263,8 +274,7 @@ fn holds_a_region_or_nothing(file: &OwnedFd) -> Result<bool, CreateError> {
             Err(e) => return Err(CreateError::Io(e.into())),
         }
     }
-    let first = &first[..read];
-    Ok(first.starts_with(&layout::REGION_MAGIC) || first.iter().all(|&b| b == 0))
+    Ok(first[..read] == layout::REGION_MAGIC[..])
 }
 
 #[cfg(test)]
@@ -308,17 +318,26 @@ mod tests {
     }
 
     #[test]
-    fn a_file_holding_other_data_is_never_made_a_region() {
+    fn a_file_holding_other_data_or_zeros_is_refused_and_left_exactly_as_it_was() {
+        use std::os::unix::fs::PermissionsExt;
         let path = temp_path("someones-data");
         let data = b"root:x:0:0:root:/root:/bin/bash\n".repeat(100);
-        std::fs::write(&path, &data).unwrap();
-        assert!(matches!(Region::create(&path), Err(CreateError::NotARegion)));
-        assert_eq!(std::fs::read(&path).unwrap(), data, "the file is left as it was");
-        // A region a hub served before, and QEMU's fresh zero-filled file, are taken.
+        // Zeros are someone's data too: a document whose first 4 KiB are zero.
+        let zeros_then_text = [vec![0u8; PAGE], data.clone()].concat();
+        for contents in [data, zeros_then_text] {
+            std::fs::write(&path, &contents).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let refused = Region::create(&path).unwrap_err();
+            assert!(matches!(refused, CreateError::NotARegion), "{refused}");
+            assert!(refused.to_string().contains("does not exist yet"), "{refused}");
+            assert_eq!(std::fs::read(&path).unwrap(), contents, "the file is left as it was");
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "its mode too");
+        }
+        // A region the hub created, and served before, is taken again.
         std::fs::remove_file(&path).unwrap();
         drop(Region::create(&path).unwrap());
-        drop(Region::create(&path).unwrap());
-        std::fs::write(&path, vec![0u8; 4 << 20]).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         drop(Region::create(&path).unwrap());
         std::fs::remove_file(&path).unwrap();
     }
@@ -326,12 +345,14 @@ mod tests {
     #[test]
     fn the_hub_never_shrinks_a_region_file_and_refuses_odd_sizes() {
         let path = temp_path("sizes");
-        std::fs::write(&path, vec![0u8; 8 << 20]).unwrap();
+        drop(Region::create(&path).unwrap());
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(8 << 20).unwrap();
         let region = Region::create(&path).unwrap();
         assert_eq!(region.header().region_len, 8 << 20);
         drop(region);
-        std::fs::write(&path, vec![0u8; 5 << 20]).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(5 << 20).unwrap();
         assert!(matches!(Region::create(&path), Err(CreateError::BadSize(_))));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 5 << 20, "a refused file keeps its size");
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -2,6 +2,7 @@
 //! the others.
 
 mod local_users;
+mod ivshmem;
 mod recording;
 mod shm;
 mod stream;
