@@ -19,8 +19,9 @@
 #   chromium         the web monitor's browser tests (Playwright drives it)
 #   qemu-system-x86 busybox-static cpio xz-utils   the VM guests
 #   iproute2         ip (the network-namespace tests, as root) and tc (netem in the VM guests)
+#   strace           holds a recording's writes in the stuck-disk hostile-input test
 DEPS_PACKAGES := make gcc g++ libc6-dev binutils cmake pkgconf python3 python3-venv curl chromium \
-  qemu-system-x86 busybox-static cpio xz-utils iproute2
+  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace
 
 # The guests' kernel: Debian 12's, a package apt-get downloads (not installs).
 VM_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/vm
