@@ -99,6 +99,10 @@ pub struct HubProcess {
 
 impl HubProcess {
     fn spawn(mut command: Command, config: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        // A federation without token_file uses its user's own token, which
+        // the first hub makes in XDG_CONFIG_HOME: the hubs of this test
+        // process share one made here, never the user's real one.
+        command.env("XDG_CONFIG_HOME", test_config_home());
         command.args(extra).envs(env.iter().copied());
         if !extra.contains(&"--shm") {
             command.arg("--no-shm");
@@ -254,4 +258,20 @@ pub fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// An owner-only configuration folder shared by every hub this test process
+/// starts (`XDG_CONFIG_HOME`).
+fn test_config_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = std::env::temp_dir().join(format!("fieldhub-test-config-{}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => panic!("cannot make the test hubs' configuration folder {}: {e}", path.display()),
+        }
+        path
+    })
 }
