@@ -26,9 +26,9 @@ use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorCode, FrameBatch, Message, PortOpened, PortOptions, TxDropped};
 use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
+use crate::fate::{ChannelCondition, ChannelEvent};
 use crate::link::Flow;
 use crate::ready::ReadySignal;
-use crate::fate::{ChannelCondition, ChannelEvent};
 use crate::{filter, lock, ClientError, Filter, Received, RECEIVE_QUEUE};
 
 /// `Shared::port_channels` value of a handle that is not open.
@@ -445,7 +445,12 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
                 counter.fetch_add(u64::from(dropped.dropped), Ordering::Relaxed);
             }
             let reason = fieldhub_proto::fate::DropReason::from_wire(dropped.reason);
-            tracing::warn!(port = dropped.port, dropped = dropped.dropped, reason = reason.map(|r| r.name()), "frames off the bus");
+            tracing::warn!(
+                port = dropped.port,
+                dropped = dropped.dropped,
+                reason = reason.map(|r| r.name()),
+                "frames off the bus"
+            );
             lock(&shared.drops).push(dropped);
         }
         Message::ChannelState(state) => {

@@ -75,8 +75,10 @@ impl ClientError {
 }
 
 fn reason_text(reason: u16) -> String {
-    DropReason::from_wire(reason)
-        .map_or_else(|| format!("dropped for a reason this client does not know (code {reason})"), |r| r.describe().to_owned())
+    DropReason::from_wire(reason).map_or_else(
+        || format!("dropped for a reason this client does not know (code {reason})"),
+        |r| r.describe().to_owned(),
+    )
 }
 
 fn code_name(code: u16) -> String {
