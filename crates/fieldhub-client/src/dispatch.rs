@@ -470,7 +470,10 @@ fn dispatch(message: Message<'_>, shared: &Shared) -> Flow {
             // Told at every step boundary it holds for: log when it begins.
             shared.queue_full_next.store(true, Ordering::Relaxed);
             if !shared.queue_full.load(Ordering::Relaxed) {
-                tracing::warn!("the hub holds more of this participant's frames than a real-time queue: {}", report.text);
+                tracing::warn!(
+                    "the hub holds more of this participant's frames than a real-time queue: {}",
+                    report.text
+                );
             }
         }
         Message::Error(report) => {

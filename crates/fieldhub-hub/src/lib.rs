@@ -47,25 +47,25 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bus_thread::wake::BusWake;
-pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
 use config::CannelloniListen;
+pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
 use control::dbc_store::{DbcFileError, DbcStore};
 use control::http::ControlServer;
 use fieldhub_bus::inbox::{Inbound, InboxSender};
 use session::Sessions;
+/// cannelloni's packet and stream formats (the fuzz targets read them).
+pub use transport::cannelloni::codec as cannelloni_codec;
+use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
 use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
-use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::silkit::SilKitBridge;
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
-use transport::socketcand::{BeaconConfig, SocketcandError, SocketcandServer};
-pub use transport::tls::config::TlsConfigError;
-/// cannelloni's packet and stream formats (the fuzz targets read them).
-pub use transport::cannelloni::codec as cannelloni_codec;
 /// socketcand's commands and lines (the fuzz targets read them).
 pub use transport::socketcand::protocol as socketcand_protocol;
+use transport::socketcand::{BeaconConfig, SocketcandError, SocketcandServer};
+pub use transport::tls::config::TlsConfigError;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
 const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -229,9 +229,14 @@ impl Hub {
             cannelloni_addrs: cannelloni.addrs.clone(),
             socketcand_addr,
         };
-        let control =
-            ControlServer::start(hub.inbox.clone(), credentials(&config), config.hub.recordings_dir.clone(), dbc, cannelloni.stats())
-                .map_err(|error| StartError::Thread { what: "control", error })?;
+        let control = ControlServer::start(
+            hub.inbox.clone(),
+            credentials(&config),
+            config.hub.recordings_dir.clone(),
+            dbc,
+            cannelloni.stats(),
+        )
+        .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
         let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();

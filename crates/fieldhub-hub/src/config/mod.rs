@@ -215,7 +215,16 @@ impl HubConfig {
         ports: Vec<PortConfig>,
         routes: Vec<RouteConfig>,
     ) -> Self {
-        Self { hub, channels, ports, routes, silkit: Vec::new(), cannelloni: Vec::new(), federation: None, access: Vec::new() }
+        Self {
+            hub,
+            channels,
+            ports,
+            routes,
+            silkit: Vec::new(),
+            cannelloni: Vec::new(),
+            federation: None,
+            access: Vec::new(),
+        }
     }
 
     /// Listen addresses, parsed.
