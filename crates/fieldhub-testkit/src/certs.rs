@@ -13,7 +13,7 @@ use rcgen::{
     SanType,
 };
 
-/// The files [`write`] makes in its directory.
+/// The files [`write()`] makes in its directory.
 pub const FILES: [&str; 10] = [
     "ca.crt",
     "ca.key",
@@ -85,7 +85,7 @@ pub fn write(dir: &Path) -> std::io::Result<()> {
     client("stranger", &other).save(dir, "stranger")
 }
 
-/// The certificates of [`write`] in a private temporary directory, removed
+/// The certificates of [`write()`] in a private temporary directory, removed
 /// when dropped.
 pub struct Certs {
     dir: PathBuf,
