@@ -204,8 +204,8 @@ enum Kind {
         /// The channel's offered load in percent of its capacity (8-byte frames shared by the participants; over 100 overloads it, and the run still ends); default: one frame per participant per step.
         #[arg(long)]
         load: Option<f64>,
-        /// SIL Kit's folder (silkit_sync_peer and wheel/SilKit_py/bin/, as `make target/silkit/silkit_sync_peer` leaves it) for its synchronised time with the same participants and steps in the same run; `none`: no comparison.
-        #[arg(long, env = "FIELDHUB_SILKIT_DIR", default_value = "target/silkit")]
+        /// SIL Kit's folder (silkit_sync_peer and wheel/SilKit_py/bin/, as `make target/silkit/silkit_sync_peer` leaves it) for its synchronised time with the same participants and steps in the same run; `none`: no comparison; `auto`: target/silkit when it is set up there, else none (with a line saying how to set it up).
+        #[arg(long, env = "FIELDHUB_SILKIT_DIR", default_value = "auto")]
         silkit: String,
         /// Print the result as JSON.
         #[arg(long)]
@@ -414,8 +414,9 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             report(&phases[..], json, print_cpu)?;
         }
         Kind::VirtualTime { transport, participants, seconds, period_ms, load, silkit, json } => {
-            progress(&format!("virtual time: {participants} participants, {seconds} s of bus time, then SIL Kit's"));
-            let silkit = (silkit != "none").then(|| silkit.into());
+            let silkit = silkit_dir(&silkit);
+            let then = if silkit.is_some() { ", then SIL Kit's" } else { "" };
+            progress(&format!("virtual time: {participants} participants, {seconds} s of bus time{then}"));
             let spec = virtual_time::VirtualTimeRun {
                 transport,
                 participants,
@@ -430,6 +431,29 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where SIL Kit's synchronised-time baseline is: `none` leaves it out; `auto`
+/// takes `target/silkit` when `make target/silkit/silkit_sync_peer` has set it
+/// up, and otherwise says how to and leaves it out; anything else is the folder.
+fn silkit_dir(choice: &str) -> Option<std::path::PathBuf> {
+    const AUTO: &str = "target/silkit";
+    match choice {
+        "none" => None,
+        "auto" => {
+            let dir = std::path::Path::new(AUTO);
+            let ready =
+                dir.join("silkit_sync_peer").is_file() && dir.join("wheel/SilKit_py/bin/sil-kit-registry").is_file();
+            if !ready {
+                eprintln!(
+                    "bench virtual-time: no SIL Kit comparison ({AUTO} is not set up: `make {AUTO}/silkit_sync_peer` \
+                     sets it up, --silkit DIR names another folder, --silkit none says you know)"
+                );
+            }
+            ready.then(|| dir.to_path_buf())
+        }
+        dir => Some(dir.into()),
+    }
 }
 
 fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
