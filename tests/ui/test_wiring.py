@@ -78,7 +78,9 @@ def test_a_recording_started_from_the_page_produces_a_candump_log(hub, page):
         sender.flush_tx_buffer()
         time.sleep(0.3)
         page.click('#recording-rows tr[data-recording="from-page.log"] button[data-action=stop]')
-        wait_for(lambda: hub.api("GET", "/api/v1/recordings") == [], "the recording to stop")
+        wait_for(lambda: [r["state"] for r in hub.api("GET", "/api/v1/recordings") if r["name"] == "from-page.log"]
+                 == ["stopped"], "the recording to stop")
+        page.wait_for_selector('#recording-rows tr[data-recording="from-page.log"][data-state=stopped]')
         lines = (hub.recordings / "from-page.log").read_text().splitlines()
         assert [line.split(" ", 1)[1] for line in lines] == [f"can0 40{i}#{i:02X}{i:02X}" for i in range(5)]
         with page.expect_download() as download:

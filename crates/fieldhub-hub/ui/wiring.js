@@ -182,15 +182,23 @@ export class Wiring {
 
   listRecordings(recordings) {
     for (const r of recordings) this.recorded.add(r.name);
-    const active = new Map(recordings.map((r) => [r.name, r]));
+    const listed = new Map(recordings.map((r) => [r.name, r]));
     this.recordingRows.replaceChildren(...[...this.recorded].map((path) => {
-      const r = active.get(path);
-      return el('tr', { 'data-recording': path },
+      const r = listed.get(path);
+      // The hub lists a stopped recording until its file is finished, and
+      // the last finished ones after that, with how each ended.
+      const recording = r && r.state === 'recording';
+      const state = !r ? 'finished'
+        : recording ? `recording ${r.channels.join(', ')} (${r.format})`
+          : r.state === 'stopping' ? 'finishing its file'
+            : r.state === 'failed' ? `failed: ${r.error}`
+              : `finished (${r.frames} frames)`;
+      return el('tr', { 'data-recording': path, 'data-state': r ? r.state : 'stopped' },
         el('td', {}, path),
-        el('td', {}, r ? `recording ${r.channels.join(', ')} (${r.format})` : 'finished'),
+        el('td', {}, state),
         el('td', {}, r ? String(r.dropped) : ''),
         el('td', {},
-          r ? el('button', { 'data-action': 'stop', onclick: () => this.run(`stop ${path}`, () => api('DELETE', `/api/v1/recordings/${r.id}`)) }, 'Stop') : null,
+          recording ? el('button', { 'data-action': 'stop', onclick: () => this.run(`stop ${path}`, () => api('DELETE', `/api/v1/recordings/${r.id}`)) }, 'Stop') : null,
           el('button', { 'data-action': 'download', onclick: () => act(`download ${path}`, async () => download(path.split('/').pop(), await apiText(`/api/v1/recording-file?path=${encodeURIComponent(path)}`))) }, 'Download'),
         ),
       );
