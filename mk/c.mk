@@ -3,7 +3,9 @@
 #   make test-c   check the header is up to date and compiles as C89, C99,
 #                 C11 and C++98 onwards, build the hub, build and
 #                 install libfieldhub into a scratch prefix, build the C
-#                 tests and examples against that installation, run them.
+#                 tests and examples against that installation, run them;
+#                 then build and run the portable C99 client's tests
+#                 (c/portable: spec vectors, hostile hub input, a real hub).
 
 C_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 C_BUILD := $(C_TARGET_DIR)/c-build
@@ -25,5 +27,8 @@ test-c:
 	  -DFIELDHUB_BIN=$(C_TARGET_DIR)/debug/fieldhub
 	cmake --build $(C_BUILD)/tests
 	cd $(C_BUILD)/tests && ctest --output-on-failure
+	cmake -S c/portable -B $(C_BUILD)/portable -DFIELDHUB_BIN=$(C_TARGET_DIR)/debug/fieldhub
+	cmake --build $(C_BUILD)/portable
+	cd $(C_BUILD)/portable && ctest --output-on-failure
 
 TEST_PARTS += test-c

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Run every wire vector of spec/vectors/*.json through the portable C client's
+codec (vector_tool) and check it as spec/README.md says: a valid vector
+decodes to its message and encodes back to exactly its bytes; an invalid one
+fails with its error kind and wire code.
+
+    check_vectors.py VECTOR_TOOL SPEC_VECTORS_DIR
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+
+def main():
+    tool, folder = sys.argv[1], sys.argv[2]
+    files = sorted(glob.glob(os.path.join(folder, "*.json")))
+    if not files:
+        sys.exit(f"no vector files in {folder}")
+    cases = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for v in json.load(f)["vectors"]:
+                is_hello = v.get("limit") == "hello" or (v["valid"] and v["message"]["type"] == "hello")
+                cases.append((os.path.basename(path), v, "hello" if is_hello else "message"))
+    stdin = "".join(f"{limit} {v['hex']}\n" for _, v, limit in cases)
+    run = subprocess.run([tool], input=stdin, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        sys.exit(f"{tool} failed with status {run.returncode}: {run.stderr}")
+    lines = run.stdout.splitlines()
+    if len(lines) != len(cases):
+        sys.exit(f"{tool} answered {len(lines)} lines for {len(cases)} vectors")
+    failures = []
+    for (file, v, _), line in zip(cases, lines):
+        got = json.loads(line)
+        where = f"{file}: {v['name']}"
+        if v["valid"]:
+            if not got["valid"]:
+                failures.append(f"{where}: rejected with {got['error']}")
+            elif got["message"] != v["message"]:
+                failures.append(f"{where}: decoded {got['message']}, want {v['message']}")
+            elif got["encoded"] != v["hex"]:
+                failures.append(f"{where}: encoded {got['encoded']}, want {v['hex']}")
+            elif got["rest"] != 0:
+                failures.append(f"{where}: {got['rest']} bytes left after the message")
+        elif got["valid"]:
+            failures.append(f"{where}: accepted, want the error {v['error']}")
+        elif (got["error"], got["code"]) != (v["error"], v["code"]):
+            failures.append(f"{where}: error {got['error']}/{got['code']}, want {v['error']}/{v['code']}")
+    for failure in failures:
+        print(failure)
+    print(f"{len(cases) - len(failures)} of {len(cases)} vectors of {len(files)} files pass")
+    sys.exit(1 if failures else 0)
+
+
+main()
