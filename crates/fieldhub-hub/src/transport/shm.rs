@@ -35,7 +35,7 @@ use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
 use tracing::warn;
 
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
-use fieldhub_bus::credit::{TxCredit, Waiter, TX_CREDITS};
+use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::inbox::{ClientId, Inbound, Intake, IntakeEnd};
 use fieldhub_bus::outbox::{Outbound, Outbox, OutboxSink, Refused};
 
@@ -385,7 +385,9 @@ impl ShmPeer {
 
 impl Intake for ShmPeer {
     fn ready(&self) -> bool {
-        self.consumer.has_message(&self.link.segment.to_hub()) && self.credit.in_flight() < TX_CREDITS
+        // The credit's own limit: a participant of virtual time may have more
+        // frames queued than a real-time client (`credit.rs`).
+        self.consumer.has_message(&self.link.segment.to_hub()) && !self.credit.exhausted()
     }
 
     fn drained(&self) -> bool {
