@@ -18,8 +18,8 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use fieldhub_client::Client;
-use serde::Serialize;
 
+use crate::gateway::{GatewayReport, GatewayRun, RoundTrip, Throughput};
 use crate::hub_process::HubProcess;
 use crate::remote::{self, ANSWER_ID, REQUEST_ID};
 use crate::stats::Distribution;
@@ -33,43 +33,8 @@ const FRAMES_PER_PACKET: usize = 64;
 /// rest as lost (UDP) or the run as stalled.
 const QUIET: Duration = Duration::from_millis(500);
 
-/// What to measure.
-#[derive(Clone, Debug)]
-pub struct CannelloniRun {
-    /// Round trips per path.
-    pub samples: usize,
-    /// Frames per throughput run.
-    pub frames: usize,
-}
-
-/// One path's round trips, with the ratio to the native client's.
-#[derive(Debug, Serialize)]
-pub struct RoundTrip {
-    pub path: &'static str,
-    pub round_trip: Distribution,
-    /// p50 over the native TCP client's p50.
-    pub p50_ratio: f64,
-}
-
-/// One path's throughput, with the ratio to the native client's.
-#[derive(Debug, Serialize)]
-pub struct Throughput {
-    pub path: &'static str,
-    pub sent: usize,
-    pub received: usize,
-    pub frames_per_s: f64,
-    /// Frames per second over the native TCP client's.
-    pub ratio: f64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct CannelloniReport {
-    pub round_trips: Vec<RoundTrip>,
-    pub throughput: Vec<Throughput>,
-}
-
 /// Run every path against one hub process.
-pub fn run(launcher: &Launcher, spec: &CannelloniRun, progress: Progress<'_>) -> Result<CannelloniReport, BenchError> {
+pub fn run(launcher: &Launcher, spec: &GatewayRun, progress: Progress<'_>) -> Result<GatewayReport, BenchError> {
     let hub = HubProcess::start_with_cannelloni(launcher)?;
     let url = hub.url(Transport::Tcp, false);
     let missing = |kind| BenchError::Hub(format!("the hub reports no cannelloni {kind} endpoint"));
@@ -138,7 +103,7 @@ pub fn run(launcher: &Launcher, spec: &CannelloniRun, progress: Progress<'_>) ->
         let ratio = throughput.first().map_or(1.0, |native| frames_per_s / native.frames_per_s);
         throughput.push(Throughput { path, sent: spec.frames, received, frames_per_s, ratio });
     }
-    Ok(CannelloniReport { round_trips, throughput })
+    Ok(GatewayReport { round_trips, throughput })
 }
 
 /// Frames `receiver` takes until `expected` came or it hears nothing for

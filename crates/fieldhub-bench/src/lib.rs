@@ -47,6 +47,7 @@ pub mod bystanders;
 pub mod cannelloni;
 pub mod chaos;
 pub mod cpu;
+pub mod gateway;
 pub mod hub_process;
 pub mod latency;
 pub mod plot;

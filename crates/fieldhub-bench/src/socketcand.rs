@@ -17,49 +17,15 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use fieldhub_client::Client;
-use serde::Serialize;
 
+use crate::gateway::{GatewayReport, GatewayRun, RoundTrip, Throughput};
 use crate::hub_process::HubProcess;
 use crate::remote::{self, ANSWER_ID, REQUEST_ID};
 use crate::stats::Distribution;
 use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, PATIENCE, WARM_UP};
 
-/// What to measure.
-#[derive(Clone, Debug)]
-pub struct SocketcandRun {
-    /// Round trips per path.
-    pub samples: usize,
-    /// Frames per throughput run.
-    pub frames: usize,
-}
-
-/// One path's round trips, with the ratio to the native client's.
-#[derive(Debug, Serialize)]
-pub struct RoundTrip {
-    pub path: &'static str,
-    pub round_trip: Distribution,
-    /// p50 over the native TCP client's p50.
-    pub p50_ratio: f64,
-}
-
-/// One path's throughput, with the ratio to the native client's.
-#[derive(Debug, Serialize)]
-pub struct Throughput {
-    pub path: &'static str,
-    pub frames: usize,
-    pub frames_per_s: f64,
-    /// Frames per second over the native TCP client's.
-    pub ratio: f64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct SocketcandReport {
-    pub round_trips: Vec<RoundTrip>,
-    pub throughput: Vec<Throughput>,
-}
-
 /// Run both paths against one hub process.
-pub fn run(launcher: &Launcher, spec: &SocketcandRun, progress: Progress<'_>) -> Result<SocketcandReport, BenchError> {
+pub fn run(launcher: &Launcher, spec: &GatewayRun, progress: Progress<'_>) -> Result<GatewayReport, BenchError> {
     let hub = HubProcess::start_with_socketcand(launcher)?;
     let url = hub.url(Transport::Tcp, false);
     let server = hub.socketcand().ok_or_else(|| BenchError::Hub("the hub reports no socketcand server".into()))?;
@@ -111,9 +77,9 @@ pub fn run(launcher: &Launcher, spec: &SocketcandRun, progress: Progress<'_>) ->
         sender.join().map_err(|_| BenchError::Stalled(format!("the {path} sender panicked")))??;
         let frames_per_s = frames as f64 / (last - started).as_secs_f64();
         let ratio = throughput.first().map_or(1.0, |native| frames_per_s / native.frames_per_s);
-        throughput.push(Throughput { path, frames, frames_per_s, ratio });
+        throughput.push(Throughput { path, sent: frames, received: frames, frames_per_s, ratio });
     }
-    Ok(SocketcandReport { round_trips, throughput })
+    Ok(GatewayReport { round_trips, throughput })
 }
 
 /// When `receiver` took the last of `expected` frames.

@@ -395,16 +395,16 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             }
         }
         Kind::Cannelloni { samples, frames, json } => {
-            let spec = cannelloni::CannelloniRun { samples, frames };
+            let spec = fieldhub_bench::gateway::GatewayRun { samples, frames };
             let made = cannelloni::run(this_command, &spec, &mut progress).context("cannelloni benchmark");
             clear_progress();
-            report(&made?, json, print_cannelloni)?;
+            report(&made?, json, |r| print!("{r}"))?;
         }
         Kind::Socketcand { samples, frames, json } => {
-            let spec = socketcand::SocketcandRun { samples, frames };
+            let spec = fieldhub_bench::gateway::GatewayRun { samples, frames };
             let made = socketcand::run(this_command, &spec, &mut progress).context("socketcand benchmark");
             clear_progress();
-            report(&made?, json, print_socketcand)?;
+            report(&made?, json, |r| print!("{r}"))?;
         }
         Kind::Cpu { transport, seconds, json } => {
             let phases =
@@ -611,42 +611,6 @@ fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {
         );
         println!("  ratio hub/baseline: {:.4}", s.ratio);
         println!();
-    }
-}
-
-fn print_cannelloni(r: &cannelloni::CannelloniReport) {
-    println!("round trip (8-byte frames, to a native echo on the same channel)");
-    for t in &r.round_trips {
-        let d = &t.round_trip;
-        println!(
-            "  {:<15} p50 {:>8.1} µs  p99 {:>8.1} µs  ({} samples)  p50 / native tcp {:.2}",
-            t.path, d.p50_us, d.p99_us, d.samples, t.p50_ratio
-        );
-    }
-    println!("one-way to a native receiver");
-    for t in &r.throughput {
-        println!(
-            "  {:<15} {:>10.0} frames/s  {} of {} frames  / native tcp {:.2}",
-            t.path, t.frames_per_s, t.received, t.sent, t.ratio
-        );
-    }
-}
-
-fn print_socketcand(r: &socketcand::SocketcandReport) {
-    println!("round trip (8-byte frames, to a native echo on the same channel)");
-    for t in &r.round_trips {
-        let d = &t.round_trip;
-        println!(
-            "  {:<15} p50 {:>8.1} µs  p99 {:>8.1} µs  ({} samples)  p50 / native tcp {:.2}",
-            t.path, d.p50_us, d.p99_us, d.samples, t.p50_ratio
-        );
-    }
-    println!("one-way to a native receiver");
-    for t in &r.throughput {
-        println!(
-            "  {:<15} {:>10.0} frames/s  ({} frames)  / native tcp {:.2}",
-            t.path, t.frames_per_s, t.frames, t.ratio
-        );
     }
 }
 

@@ -5,137 +5,18 @@
 //! root's clients runs throughout and loses nothing, and root's new
 //! clients — TCP, shared memory, HTTP — get in.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::attacker::{nobody_command, AsNobody, Pair, NOBODY};
 use crate::FIELDHUB;
-use fieldhub_client::Client;
 use fieldhub_testkit::federation::free_port;
 use fieldhub_testkit::*;
 
 /// The pair's frames: identifier and sender tag.
 const PAIR_ID: u32 = 0x3A;
 const PAIR_TAG: u8 = 3;
-/// The uid of `nobody`, the attacker.
-const NOBODY: u32 = 65534;
 
-/// A numbered sender and a lossless receiver on one channel, from threads
-/// of their own until [`Pair::finish`]: every frame must arrive once, in
-/// order, and nothing else.
-struct Pair {
-    stop: Arc<AtomicBool>,
-    sender: JoinHandle<u32>,
-    receiver: JoinHandle<u32>,
-}
-
-impl Pair {
-    fn start(talker: Client, listener: Client, channel: &str) -> Self {
-        let port = talker.open_port(channel).unwrap();
-        listener.open_port_with(channel, &lossless()).unwrap();
-        listener.flush().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (total_tx, total_rx) = mpsc::channel::<u32>();
-        let sender = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let mut n = 0u32;
-                while !stop.load(Ordering::Acquire) {
-                    talker.send_timeout(&port, &numbered(PAIR_ID, PAIR_TAG, n), Some(PATIENCE)).expect("pair send");
-                    n += 1;
-                    if n % 16 == 0 {
-                        // A gentle pace: progress, not throughput, is the point.
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-                assert_eq!(flush_all(&talker), 0, "the hub put every frame of the pair on the bus");
-                let _ = total_tx.send(n);
-                n
-            })
-        };
-        let receiver = std::thread::spawn(move || {
-            let mut next = 0u32;
-            let mut total = None;
-            while total != Some(next) {
-                total = total.or_else(|| total_rx.try_recv().ok());
-                let Some(got) = listener.recv(Some(Duration::from_millis(100))).expect("pair recv") else { continue };
-                assert_eq!(got.frame.id(), PAIR_ID, "a frame from elsewhere reached the pair's channel");
-                assert_eq!(number_of(&got.frame), (PAIR_TAG, next), "the pair lost or reordered a frame");
-                next += 1;
-            }
-            next
-        });
-        Self { stop, sender, receiver }
-    }
-
-    /// Stop sending; every frame sent must have arrived. Returns how many.
-    fn finish(self) -> u32 {
-        self.stop.store(true, Ordering::Release);
-        let sent = self.sender.join().expect("the pair's sender");
-        assert_eq!(self.receiver.join().expect("the pair's receiver"), sent);
-        assert!(sent > 0, "the pair ran");
-        sent
-    }
-}
-
-/// A bash script run as `nobody`, its output lines read on a thread.
-struct AsNobody {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    /// Closing it ends the script's final `read`.
-    stdin: Option<ChildStdin>,
-}
-
-impl AsNobody {
-    fn bash(script: &str) -> Self {
-        // SAFETY: geteuid has no preconditions.
-        assert_eq!(unsafe { libc::geteuid() }, 0, "becoming the attacker `nobody` (setpriv) needs root");
-        let mut child = nobody_command("bash")
-            .args(["-c", script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("setpriv (util-linux) runs bash");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let stdin = child.stdin.take();
-        Self { child, lines, stdin }
-    }
-
-    /// Wait for the script's next line.
-    fn line(&self) -> String {
-        self.lines.recv_timeout(PATIENCE).expect("the attacker's script goes on")
-    }
-}
-
-impl Drop for AsNobody {
-    fn drop(&mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.write_all(b"\n");
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `program` run as `nobody:nogroup` with no other groups.
-fn nobody_command(program: &str) -> Command {
-    let mut command = Command::new("setpriv");
-    command.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", program]);
-    command
-}
-
-/// bash that opens `count` connections to the hub at `address`
-/// (`HOST:PORT`), writes `first` on each, says `held` and holds them.
 fn hold_connections(address: &str, count: u32, first: &str) -> String {
     let (host, port) = address.rsplit_once(':').expect("HOST:PORT");
     format!(
@@ -159,7 +40,7 @@ fn refusal_lines_allowed(since: Instant) -> usize {
 #[test]
 fn silent_connections_of_another_user_hold_only_their_share_of_handshakes_and_every_transport_still_admits() {
     let hub = FIELDHUB.start_shm();
-    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0", PAIR_ID, PAIR_TAG);
     let address = hub.url.strip_prefix("tcp://").expect("a TCP hub");
     let started = Instant::now();
     let attack = AsNobody::bash(&format!("{}; read", hold_connections(address, 300, "")));
@@ -185,7 +66,7 @@ fn silent_connections_of_another_user_hold_only_their_share_of_handshakes_and_ev
 #[test]
 fn http_connections_of_another_user_cannot_hold_the_control_api_and_a_refused_request_closes_its_connection() {
     let hub = FIELDHUB.start();
-    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can0", PAIR_ID, PAIR_TAG);
     let address = hub.url.strip_prefix("tcp://").expect("a TCP hub");
     let (host, port) = address.rsplit_once(':').unwrap();
     // 100 slow requests whose heads never end, then one whole request
@@ -229,7 +110,7 @@ fn a_hub_of_another_user_cannot_link_to_a_federation_that_names_no_token_file() 
     assert_eq!(mode, 0o600, "owner-only");
     assert_eq!(std::fs::metadata(token.parent().unwrap()).unwrap().mode() & 0o777, 0o700, "in a private folder");
     owner.wait_for_log("this hub owns the channel");
-    let pair = Pair::start(owner.client("pair-sender"), owner.client("pair-receiver"), "body");
+    let pair = Pair::start(owner.client("pair-sender"), owner.client("pair-receiver"), "body", PAIR_ID, PAIR_TAG);
 
     // nobody's hub: the same channel with a higher epoch, linking to root's.
     let home = tempfile::tempdir().unwrap();
@@ -271,7 +152,7 @@ fn a_runtime_directory_another_user_made_first_gives_the_hub_a_private_one_that_
     let told = hub.wait_for_log("cannot use the runtime directory");
     assert!(told.contains(&format!("belongs to user {NOBODY}")) && told.contains(&url), "{told}");
 
-    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0");
+    let pair = Pair::start(hub.shm_client("pair-sender"), hub.client("pair-receiver"), "can0", PAIR_ID, PAIR_TAG);
     let stats = fieldhub_testkit::control::ok(&hub, "GET", "/api/v1/clients", None);
     assert!(stats.to_string().contains("pair-sender"), "{stats}");
     pair.finish();

@@ -1,6 +1,7 @@
 //! Bad and hostile input: what one client sends or scribbles never stops
 //! the others.
 
+mod attacker;
 mod ivshmem;
 mod local_users;
 mod recording;

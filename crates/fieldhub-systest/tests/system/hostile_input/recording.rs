@@ -13,11 +13,8 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
+use super::attacker::{nobody_command, Pair};
 use crate::FIELDHUB;
 use fieldhub_testkit::*;
 use serde_json::{json, Value};
@@ -25,82 +22,6 @@ use serde_json::{json, Value};
 /// The pair's frames: identifier and sender tag.
 const PAIR_ID: u32 = 0x77;
 const PAIR_TAG: u8 = 9;
-
-/// A numbered sender and a lossless receiver on one channel, talking from
-/// threads of their own for as long as the test runs.
-struct Pair {
-    stop: Arc<AtomicBool>,
-    received: Arc<AtomicU32>,
-    sender: JoinHandle<u32>,
-    receiver: JoinHandle<Duration>,
-}
-
-impl Pair {
-    fn start(hub: &HubProcess, channel: &str) -> Self {
-        let (talker, listener) = (hub.client("pair-sender"), hub.client("pair-receiver"));
-        let port = talker.open_port(channel).unwrap();
-        listener.open_port_with(channel, &lossless()).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let received = Arc::new(AtomicU32::new(0));
-        let sent_at = Arc::new(Mutex::new(Vec::<Instant>::new()));
-        let total = Arc::new(AtomicU32::new(u32::MAX));
-        let sender = {
-            let (stop, sent_at, total) = (Arc::clone(&stop), Arc::clone(&sent_at), Arc::clone(&total));
-            std::thread::spawn(move || {
-                let mut n = 0u32;
-                while !stop.load(Ordering::Acquire) {
-                    sent_at.lock().unwrap().push(Instant::now());
-                    talker.send_timeout(&port, &numbered(PAIR_ID, PAIR_TAG, n), Some(PATIENCE)).expect("pair send");
-                    n += 1;
-                    if n % 16 == 0 {
-                        // A gentle pace: progress, not throughput, is the point.
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-                assert_eq!(flush_all(&talker), 0, "the hub put every frame of the pair on the bus");
-                total.store(n, Ordering::Release);
-                n
-            })
-        };
-        let receiver = {
-            let received = Arc::clone(&received);
-            std::thread::spawn(move || {
-                let mut worst = Duration::ZERO;
-                let mut next = 0u32;
-                let mut last = Instant::now();
-                while next != total.load(Ordering::Acquire) {
-                    let Some(got) = listener.recv(Some(Duration::from_millis(100))).expect("pair recv") else {
-                        assert!(last.elapsed() < PATIENCE, "the pair stalled after {next} frames");
-                        continue;
-                    };
-                    last = Instant::now();
-                    assert_eq!(number_of(&got.frame), (PAIR_TAG, next), "the pair lost or reordered a frame");
-                    worst = worst.max(sent_at.lock().unwrap()[next as usize].elapsed());
-                    next += 1;
-                    received.store(next, Ordering::Release);
-                }
-                worst
-            })
-        };
-        Self { stop, received, sender, receiver }
-    }
-
-    /// Wait until the receiver has `more` frames beyond what it had.
-    fn wait_for_more(&self, more: u32) {
-        let target = self.received.load(Ordering::Acquire) + more;
-        wait_until(deadline(), format_args!("the pair to reach {target} frames"), || {
-            self.received.load(Ordering::Acquire) >= target
-        });
-    }
-
-    /// Stop sending; every frame sent arrived in order. The worst latency
-    /// seen, for the log.
-    fn finish(self) -> (u32, Duration) {
-        self.stop.store(true, Ordering::Release);
-        let sent = self.sender.join().expect("the pair's sender");
-        (sent, self.receiver.join().expect("the pair's receiver"))
-    }
-}
 
 /// A test directory, removed when dropped.
 struct Scratch(PathBuf);
@@ -163,13 +84,7 @@ fn recording(hub: &HubProcess, id: &Value) -> Value {
 }
 
 fn as_nobody(program: &str, args: &[&Path]) -> std::process::Output {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "becoming the attacker `nobody` (setpriv) needs root");
-    Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", program])
-        .args(args)
-        .output()
-        .expect("setpriv (util-linux) runs")
+    nobody_command(program).args(args).output().expect("setpriv (util-linux) runs")
 }
 
 #[test]
@@ -179,7 +94,7 @@ fn a_stuck_disk_costs_only_its_recording_while_the_bus_and_the_api_carry_on() {
     let file = rec.join("stuck.log");
     let hub = FIELDHUB.start_with(None, &["--recordings-dir", rec.to_str().unwrap()]);
     let stuck = StuckDisk::under(&hub, &file);
-    let pair = Pair::start(&hub, "can1");
+    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can1", PAIR_ID, PAIR_TAG);
     let started = ok(&hub, "POST", "/api/v1/recordings", Some(json!({"path": "stuck.log", "channels": ["can0"]})));
     let recorded = hub.client("recorded");
     let port = recorded.open_port("can0").unwrap();
@@ -224,7 +139,7 @@ fn a_hard_link_in_the_recordings_directory_is_neither_truncated_nor_downloaded()
     std::fs::write(&victim, "eighteen bytes ok\n").unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o666)).unwrap();
     let hub = FIELDHUB.start_with(None, &["--recordings-dir", rec.to_str().unwrap()]);
-    let pair = Pair::start(&hub, "can1");
+    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can1", PAIR_ID, PAIR_TAG);
     let link = rec.join("evil.log");
     let linked = as_nobody("ln", &[&victim, &link]);
     assert!(linked.status.success(), "nobody links: {}", String::from_utf8_lossy(&linked.stderr));
