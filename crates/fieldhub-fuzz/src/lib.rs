@@ -17,8 +17,10 @@
 //! ones, never copies of them.
 
 pub mod mutate;
+mod portable_c;
 mod targets;
 
+pub use portable_c::portable_c;
 pub use targets::*;
 
 /// A fuzz target: its name (its corpus directory) and its function.
@@ -39,4 +41,5 @@ pub const TARGETS: &[Target] = &[
     ("dbc", dbc),
     ("cannelloni", cannelloni),
     ("socketcand", socketcand),
+    ("portable_c", portable_c),
 ];
