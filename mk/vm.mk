@@ -8,8 +8,10 @@
 #                  its own SocketCAN port) and tests/vm/test-ivshmem.sh (guest
 #                  clients <-> host hub through ivshmem regions, a guest killed
 #                  mid-traffic) and tests/vm/test-federation.sh (a federated
-#                  relay in the guest behind netem: 2 ms delay, 1 % loss),
-#                  about two minutes together. qemu-system-x86, busybox-static,
+#                  relay in the guest behind netem: 2 ms delay, 1 % loss)
+#                  and tests/vm/test-portable.sh (the portable C client,
+#                  static, over virtio-serial alone), about three minutes
+#                  together. qemu-system-x86, busybox-static,
 #                  cpio, xz-utils, iproute2 and the guests' kernel package come
 #                  from `make deps`.
 
@@ -23,5 +25,6 @@ test-vm: release-wait
 	tests/vm/test-hubport.sh
 	tests/vm/test-ivshmem.sh
 	tests/vm/test-federation.sh
+	tests/vm/test-portable.sh
 
 TEST_PARTS += test-vm

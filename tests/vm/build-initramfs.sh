@@ -84,6 +84,10 @@ done
 for src in "$HERE"/guest/*.c; do
     gcc -static -O2 -Wall -Wextra -Werror -o "$TREE/bin/$(basename "$src" .c)" "$src"
 done
+# The portable C client's frame exchanger, as firmware would link it (c/portable).
+PORTABLE="$HERE/../../c/portable"
+gcc -static -O2 -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -I"$PORTABLE" -o "$TREE/bin/fhp_seq" \
+    "$PORTABLE/tests/fhp_seq.c" "$PORTABLE/fieldhub_portable.c" "$PORTABLE/fieldhub_portable_io.c"
 
 cp -r "$HERE"/scenarios/* "$TREE/scenarios/"
 mkdir -p "$TREE/lib/fieldhub-vm"
