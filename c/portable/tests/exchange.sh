@@ -5,11 +5,15 @@
 #   receives it and tests/vm/seq/check.awk checks it complete and in order;
 #   `fieldhub replay` sends the family 0x200, fhp_seq checks it likewise.
 #
-#   exchange.sh FIELDHUB_BIN FHP_SEQ [COUNT]
+#   exchange.sh FIELDHUB_BIN FHP_SEQ [COUNT [RUNNER...]]
+#
+# RUNNER runs FHP_SEQ (wine_exchange.sh passes wine64 and a Windows build).
 set -eu
 FIELDHUB=$1
 SEQ=$2
 COUNT=${3:-10000}
+shift 2
+[ $# -eq 0 ] || shift
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/fhp-exchange.XXXXXX")
 pids=""
@@ -41,7 +45,7 @@ dump=$!
 pids="$pids $dump"
 wait_for "dump's port" grep -q 'port=dumper' "$RUN/hub.log"
 
-"$SEQ" "$URL" can0 "$COUNT" 256 512 >"$RUN/seq.out" 2>"$RUN/seq.err" &
+"$@" "$SEQ" "$URL" can0 "$COUNT" 256 512 >"$RUN/seq.out" 2>"$RUN/seq.err" &
 seq_pid=$!
 pids="$pids $seq_pid"
 wait_for "fhp_seq's port" grep -q ready "$RUN/seq.out"

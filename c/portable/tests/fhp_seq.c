@@ -68,7 +68,10 @@ int main(int argc, char **argv) {
     static fhp_client c;
     fhp_stream stream;
     fhp_socket sock;
-    int fd = -1, rc;
+#ifndef _WIN32
+    int fd = -1;
+#endif
+    int rc;
     unsigned long count, send_base, recv_base, sent = 0, got = 0;
     uint32_t request;
     uint64_t nonce = 0;
