@@ -22,8 +22,10 @@
 #   strace           holds a recording's writes in the stuck-disk hostile-input test
 #   gcc-mingw-w64-x86-64 wine64   the portable C client's Windows build, run under Wine
 #   gcc-multilib     the portable C client's 32-bit build (its code size, c/portable/README.md)
+#   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static   its big-endian build, run with qemu-user
 DEPS_PACKAGES := make gcc g++ libc6-dev binutils cmake pkgconf python3 python3-venv curl chromium \
-  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 gcc-multilib
+  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 gcc-multilib \
+  gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
 
 # The guests' kernel: Debian 12's, a package apt-get downloads (not installs).
 VM_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/vm

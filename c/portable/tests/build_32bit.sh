@@ -17,6 +17,6 @@ gcc -m32 -o "$RUN/probe" "$RUN/probe.c" 2>/dev/null ||
     { echo "build_32bit: gcc -m32 cannot link (gcc-multilib: make deps installs it)" >&2; exit 1; }
 gcc -m32 -std=c99 -O2 -Wall -Wextra -Werror -pedantic -Wconversion -I"$PORTABLE" -o "$RUN/vector_tool" \
     "$HERE/vector_tool.c" "$PORTABLE/fieldhub_portable.c"
-python3 "$HERE/check_vectors.py" "$RUN/vector_tool" "$VECTORS"
+python3 "$HERE/check_vectors.py" "$VECTORS" "$RUN/vector_tool"
 gcc -m32 -std=c99 -Os -c -o "$RUN/client.o" "$PORTABLE/fieldhub_portable.c"
 echo "fieldhub_portable.c, gcc -m32 -Os: $(size "$RUN/client.o" | awk 'NR == 2 { print $1 }') bytes of text"

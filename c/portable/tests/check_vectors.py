@@ -4,7 +4,9 @@ codec (vector_tool) and check it as spec/README.md says: a valid vector
 decodes to its message and encodes back to exactly its bytes; an invalid one
 fails with its error kind and wire code.
 
-    check_vectors.py VECTOR_TOOL SPEC_VECTORS_DIR
+    check_vectors.py SPEC_VECTORS_DIR VECTOR_TOOL_COMMAND...
+
+The command may start with a runner (qemu-s390x-static for a big-endian build).
 """
 import glob
 import json
@@ -14,7 +16,7 @@ import sys
 
 
 def main():
-    tool, folder = sys.argv[1], sys.argv[2]
+    folder, tool = sys.argv[1], sys.argv[2:]
     files = sorted(glob.glob(os.path.join(folder, "*.json")))
     if not files:
         sys.exit(f"no vector files in {folder}")
@@ -25,7 +27,7 @@ def main():
                 is_hello = v.get("limit") == "hello" or (v["valid"] and v["message"]["type"] == "hello")
                 cases.append((os.path.basename(path), v, "hello" if is_hello else "message"))
     stdin = "".join(f"{limit} {v['hex']}\n" for _, v, limit in cases)
-    run = subprocess.run([tool], input=stdin, capture_output=True, text=True, check=False)
+    run = subprocess.run(tool, input=stdin, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         sys.exit(f"{tool} failed with status {run.returncode}: {run.stderr}")
     lines = run.stdout.splitlines()
