@@ -84,7 +84,53 @@ def test_the_overwrite_view_counts_100_frames_of_one_id_as_100(hub, page):
         changed = row.locator(".byte.changed").all_inner_texts()
         assert changed == ["63"], "only the byte that changed with the last frame is highlighted"
         assert float(row.locator(".o-period").inner_text()) > 0
+        assert float(row.locator(".o-jitter").inner_text()) >= 0
         assert page.locator('#overwrite-rows tr[data-id="2A1"] .o-count').inner_text() == "1"
+        assert page.locator('#overwrite-rows tr[data-id="2A1"] .o-jitter').inner_text() == "", "one frame: no gaps"
+        ids = "rows => rows.map(r => r.dataset.id)"
+        page.click('#overwrite-head th[data-sort="count"]')
+        assert page.locator("#overwrite-rows tr[data-id]").evaluate_all(ids) == ["2A1", "2A0"]
+        page.click('#overwrite-head th[data-sort="count"]')
+        page.wait_for_function("document.querySelector('#overwrite-head [aria-sort]').getAttribute('aria-sort')"
+                               " === 'descending'")
+        assert page.locator("#overwrite-rows tr[data-id]").evaluate_all(ids) == ["2A0", "2A1"]
+
+
+def test_the_trace_shows_time_absolute_relative_and_to_the_same_ids_frame_before_and_sorts_by_any_column(hub, page):
+    with hub.bus("can0", "ecu") as bus, hub.bus("can1", "other") as other:
+        bus.send(can.Message(arbitration_id=0x300, data=[1], is_extended_id=False))
+        time.sleep(0.05)
+        other.send(can.Message(arbitration_id=0x200, data=[2], is_extended_id=False))
+        time.sleep(0.05)
+        bus.send(can.Message(arbitration_id=0x300, data=[3], is_extended_id=False))
+        page.wait_for_function("document.querySelectorAll('#trace-rows .trace-row').length === 3")
+    times = "rows => rows.map(r => r.querySelector('.c-time').textContent)"
+    absolute = page.locator("#trace-rows .trace-row").evaluate_all(times)
+    us = [int(t.replace(".", "")) for t in absolute]
+    page.select_option("#time-mode", "rel")
+    page.wait_for_function("document.querySelector('#trace-rows .c-time').textContent === '0.000000'")
+    relative = page.locator("#trace-rows .trace-row").evaluate_all(times)
+    assert relative == [f"{(t - us[0]) // 10**6}.{(t - us[0]) % 10**6:06d}" for t in us]
+    page.select_option("#time-mode", "id")
+    page.wait_for_function("document.querySelector('#trace-rows .c-time').textContent === 'first'")
+    same_id = page.locator("#trace-rows .trace-row").evaluate_all(times)
+    assert same_id == ["first", "first", f"+{(us[2] - us[0]) / 1000:.3f} ms"], "the gap to 300's frame before"
+    page.select_option("#time-mode", "delta")
+    page.wait_for_function("document.querySelector('#trace-rows .c-time').textContent === '+0.000 ms'")
+    assert page.locator("#trace-rows .trace-row").evaluate_all(times)[2] == f"+{(us[2] - us[1]) / 1000:.3f} ms"
+    # A colour per channel.
+    colours = page.locator("#trace-rows .c-ch").evaluate_all("cells => cells.map(c => c.style.borderLeftColor)")
+    assert colours[0] == colours[2] != colours[1]
+    ids = "rows => rows.map(r => r.dataset.id)"
+    page.click('#trace-head [data-sort="id"]')
+    page.wait_for_function("document.querySelector('#trace-rows .trace-row').dataset.id === '200'")
+    assert page.locator("#trace-rows .trace-row").evaluate_all(ids) == ["200", "300", "300"]
+    page.click('#trace-head [data-sort="id"]')
+    page.wait_for_function("document.querySelector('#trace-rows .trace-row').dataset.id === '300'")
+    assert page.locator("#trace-rows .trace-row").evaluate_all(ids) == ["300", "300", "200"]
+    page.click('#trace-head [data-sort="ch"]')
+    page.wait_for_function("document.querySelector('#trace-rows .trace-row .c-ch').textContent === 'can0'")
+    assert page.locator("#trace-rows .c-ch").all_inner_texts() == ["can0", "can0", "can1"]
 
 
 

@@ -118,3 +118,23 @@ export function flagText(flags) {
 export function spacedHex(hex) {
   return hex.replace(/(..)(?!$)/g, '$1 ');
 }
+
+const PALETTE = ['#2a7ae2', '#e2772a', '#2aa84a', '#b42bd2', '#d22b5a', '#1a9aa0', '#8a6d1a', '#5a5ad2'];
+
+/// The colour of a channel (by its id), the same in every view.
+export function channelColour(channel) {
+  return PALETTE[channel % PALETTE.length];
+}
+
+/// Run `work` and report its duration as a User Timing measure named
+/// `name`: a PerformanceObserver sees it (the browser tests add up the
+/// page's own work with them); it is not kept in the page's timeline.
+export function timed(name, work) {
+  const start = performance.now();
+  try {
+    return work();
+  } finally {
+    performance.measure(name, { start, end: performance.now() });
+    performance.clearMeasures(name);
+  }
+}

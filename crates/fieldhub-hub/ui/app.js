@@ -1,9 +1,10 @@
 // The web monitor's entry: tabs, the live trace stream from the hub's
 // monitor WebSocket, and a once-a-second poll of the control API for the
 // wiring, faults, recordings and bus load. Nothing here waits on the
-// stream: batches arrive at most 25 times a second, each drawn once.
+// stream: batches arrive at most 25 times a second and only update the
+// views' models; each view redraws at most once per animation frame.
 
-import { act, api, el, monitorUrl, say } from './api.js';
+import { act, api, el, monitorUrl, say, timed } from './api.js';
 import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Send } from './send.js';
@@ -47,7 +48,8 @@ function showTab(name) {
     section.hidden = section.id !== name;
   }
   if (name === 'load') load.draw();
-  if (name === 'overwrite') overwrite.render();
+  if (name === 'overwrite') overwrite.schedule();
+  if (name === 'trace') trace.schedule();
   if (name === 'wiring') wiring.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
 }
 
@@ -60,7 +62,7 @@ function connect() {
     status.textContent = 'live';
     status.className = 'live';
   };
-  mine.onmessage = (event) => {
+  mine.onmessage = (event) => timed('fieldhub-batch', () => {
     const message = JSON.parse(event.data);
     if (message.channels) {
       for (const c of message.channels) names.set(c.id, c.name);
@@ -76,7 +78,7 @@ function connect() {
       lastTaken = message.taken;
       lastTakenAt = now;
     }
-  };
+  });
   mine.onclose = () => {
     if (socket !== mine) return;
     status.textContent = 'disconnected; retrying';

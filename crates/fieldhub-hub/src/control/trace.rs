@@ -78,6 +78,9 @@ struct Row {
     first_us: u64,
     previous_us: Option<u64>,
     last_us: u64,
+    /// Sum of the squared gaps between the identifier's frames (µs²): with
+    /// the mean period it gives the jitter, the gaps' standard deviation.
+    gap_squares: f64,
     /// Changed since the last batch.
     fresh: bool,
 }
@@ -110,9 +113,12 @@ impl TraceBatcher {
                 first_us: us,
                 previous_us: None,
                 last_us: us,
+                gap_squares: 0.0,
                 fresh: true,
             });
             if row.count > 0 {
+                let gap = us.saturating_sub(row.last_us) as f64;
+                row.gap_squares += gap * gap;
                 row.previous_us = Some(row.last_us);
                 row.previous = Some(row.frame);
             }
@@ -152,6 +158,10 @@ impl TraceBatcher {
                 row.fresh = false;
                 let period = (row.count > 1).then(|| (row.last_us - row.first_us) / (row.count - 1));
                 let delta = row.previous_us.map(|p| row.last_us - p);
+                let jitter = period.map(|mean| {
+                    let gaps = (row.count - 1) as f64;
+                    (row.gap_squares / gaps - (mean as f64).powi(2)).max(0.0).sqrt().round() as u64
+                });
                 json!([
                     channel,
                     row.frame.id(),
@@ -164,6 +174,7 @@ impl TraceBatcher {
                     row.frame.len(),
                     decode(channel, &row.frame),
                     row.previous.map(|p| hex(p.data())),
+                    jitter,
                 ])
             })
             .collect();
@@ -231,6 +242,19 @@ mod tests {
         assert_eq!(row[5], 10, "delta");
         assert_eq!(row[7], "E7", "last data");
         assert_eq!(row[10], "E6", "the frame before it, whose bytes the page compares");
+        assert_eq!(row[11], 0, "evenly spaced frames have no jitter");
+    }
+
+    #[test]
+    fn jitter_is_the_standard_deviation_of_an_identifiers_gaps() {
+        let mut batcher = TraceBatcher::default();
+        // Gaps of 8, 12, 8, 12 µs: mean 10, standard deviation 2.
+        for us in [0, 8, 20, 28, 40] {
+            batcher.take(tapped(0x7, us, &[]));
+        }
+        let row = &batcher.batch(0, true, &HashMap::new()).unwrap()["rows"][0];
+        assert_eq!(row[4], 10, "period");
+        assert_eq!(row[11], 2, "jitter");
     }
 
     #[test]
