@@ -12,13 +12,15 @@
 //! announced that it waits does the bus pay for a wake-up, so a flowing
 //! sender costs two atomic operations per frame and no system call.
 //!
-//! In virtual time a synchronised participant's limit is raised to
-//! [`PARTICIPANT_CREDITS`] (`Bus` does it as the participant joins): its
-//! sends are part of its step, and a send that waited for credit would wait
-//! for bus time to move, which waits for that very step to end. Its frames
-//! queue per port instead, as on an overloaded real bus, and the hub tells
-//! it when more than [`TX_CREDITS`] wait (`docs/virtual-time.md`). The
-//! higher limit still bounds what one participant makes the hub hold.
+//! In virtual time a synchronised participant's sends are part of its step,
+//! and a send that waited for credit would wait for bus time to move, which
+//! waits for that very step to end. Its frames queue per port instead, as
+//! on an overloaded real bus, and the hub tells it when more than
+//! [`TX_CREDITS`] wait (`docs/virtual-time.md`). The bus holds at most
+//! [`PARTICIPANT_CREDITS`] of them and refuses the rest as they come
+//! (`TX_DROPPED queue_full`); its transports' limit is raised to
+//! [`PARTICIPANT_TRANSIT`] (`Bus` does it as the participant joins), so they
+//! wait at most for the bus thread to read, never for bus time.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::Thread;
@@ -27,11 +29,17 @@ use std::time::Duration;
 /// Frames one client may have queued in the bus at once.
 pub const TX_CREDITS: u32 = 256;
 
-/// Frames a synchronised participant of virtual time may have queued in
-/// the bus at once: 64 real-time queues, about 1.5 MiB of frames. Beyond
-/// it its send waits, its step cannot end, and the hub's stall report says
-/// so (send blocked on credit).
+/// Frames of a synchronised participant of virtual time the bus holds at
+/// once, queued and staged: 64 real-time queues, about 1.5 MiB of frames.
+/// The bus refuses a frame past it as it comes (`TX_DROPPED queue_full`),
+/// so the participant's send never waits and its step always ends.
 pub const PARTICIPANT_CREDITS: u32 = 64 * TX_CREDITS;
+
+/// A participant's credit limit in its transport: [`PARTICIPANT_CREDITS`]
+/// and a real-time queue more for frames on their way to the bus thread.
+/// The bus returns a refused frame's credit at once, so a transport at this
+/// limit waits only for the bus thread to read what it forwarded.
+pub const PARTICIPANT_TRANSIT: u32 = PARTICIPANT_CREDITS + TX_CREDITS;
 
 /// How long an acquiring thread sleeps before it re-checks on its own; a
 /// safety net only, wake-ups come from [`TxCredit::release`].
@@ -49,7 +57,7 @@ pub enum Waiter {
 
 pub struct TxCredit {
     in_flight: AtomicU32,
-    /// [`TX_CREDITS`], or [`PARTICIPANT_CREDITS`] for a participant.
+    /// [`TX_CREDITS`], or [`PARTICIPANT_TRANSIT`] for a participant.
     limit: AtomicU32,
     waiting: AtomicBool,
     /// Set by the bus when it drops the client: no credit will come back.
@@ -230,12 +238,12 @@ mod tests {
             assert!(credit.try_acquire());
         }
         assert!(!credit.acquire_or_wait() && credit.exhausted(), "a real-time client waits at its limit");
-        credit.set_limit(PARTICIPANT_CREDITS);
+        credit.set_limit(PARTICIPANT_TRANSIT);
         assert!(!credit.exhausted());
         while credit.try_acquire() {}
-        assert_eq!(credit.in_flight(), PARTICIPANT_CREDITS);
+        assert_eq!(credit.in_flight(), PARTICIPANT_TRANSIT);
         credit.set_limit(TX_CREDITS);
-        (0..PARTICIPANT_CREDITS - TX_CREDITS).for_each(|_| credit.release());
+        (0..PARTICIPANT_TRANSIT - TX_CREDITS).for_each(|_| credit.release());
         assert!(!credit.try_acquire(), "back at the real-time limit: nothing until one more returns");
         credit.release();
         assert!(credit.try_acquire());

@@ -25,6 +25,11 @@ pub enum DropReason {
     /// The port's cable is pulled (`ctl unplug`) or the port was moved to
     /// another channel (`ctl plug`) while the frame waited.
     Unplugged = 4,
+    /// Virtual time: the participant already had the most frames a
+    /// participant may have waiting in the hub (`PARTICIPANT_CREDITS`), so
+    /// the hub refused the frame as it came instead of letting the send
+    /// wait for bus time, which waits for the participant's step.
+    QueueFull = 5,
 }
 
 impl DropReason {
@@ -35,6 +40,7 @@ impl DropReason {
             2 => Self::FaultRule,
             3 => Self::OwnerLost,
             4 => Self::Unplugged,
+            5 => Self::QueueFull,
             _ => return None,
         })
     }
@@ -46,6 +52,7 @@ impl DropReason {
             Self::FaultRule => "fault_rule",
             Self::OwnerLost => "owner_lost",
             Self::Unplugged => "unplugged",
+            Self::QueueFull => "queue_full",
         }
     }
 
@@ -56,11 +63,12 @@ impl DropReason {
             Self::FaultRule => "dropped by a fault rule of the channel (fieldhub ctl faults lists them)",
             Self::OwnerLost => "lost: the federation's owner hub went away before it committed them; they are not on the bus",
             Self::Unplugged => "dropped: the port is unplugged or was moved to another channel (fieldhub ctl plug connects it)",
+            Self::QueueFull => "refused: 16384 frames of this participant already waited in the hub, the most it may queue in virtual time; its channel carries less than it sends (send less per step, or check tx_queue_full before sending)",
         }
     }
 
     /// Every reason, in wire order.
-    pub const ALL: [Self; 4] = [Self::BusOff, Self::FaultRule, Self::OwnerLost, Self::Unplugged];
+    pub const ALL: [Self; 5] = [Self::BusOff, Self::FaultRule, Self::OwnerLost, Self::Unplugged, Self::QueueFull];
 
     /// Drop counts in the order of [`DropReason::ALL`] as `STATS` and the
     /// control API show them: by reason name, only reasons that dropped any.

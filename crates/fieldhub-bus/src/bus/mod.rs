@@ -50,8 +50,11 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
+mod stall_reports;
 mod stats_document;
 mod stepping;
+mod time_control;
+mod time_observers;
 pub mod virtual_time;
 #[cfg(test)]
 mod virtual_time_tests;

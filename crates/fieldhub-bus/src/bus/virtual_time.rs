@@ -75,20 +75,26 @@
 //!
 //! A participant's sends are part of its step, so none may wait for the
 //! bus: a send that waited for transmit credit would wait for bus time to
-//! move, and bus time for that step to end. Its credit limit is raised to
-//! [`PARTICIPANT_CREDITS`] while it takes part: its frames queue per port
-//! as on an overloaded real bus — arbitration decides, lower priorities
-//! wait or starve, `tx_pending` grows — and go out over the following
-//! windows. A participant granted with more than [`TX_CREDITS`] frames
-//! waiting (a real-time queue) is told first (`ERROR tx_queue_full`,
-//! counted from its ports' FIFOs, so it depends on bus time only); its
-//! client library then reports a full queue to a send that must not wait.
-//! Only past [`PARTICIPANT_CREDITS`] does a send wait, and the step timeout
-//! reports the participant as blocked on credit. Every stall report names
-//! what the participant waits for: step not ended, send blocked on credit,
+//! move, and bus time for that step to end. Its frames queue per port as
+//! on an overloaded real bus — arbitration decides, lower priorities wait
+//! or starve, `tx_pending` grows — and go out over the following windows.
+//! A participant granted with more than [`TX_CREDITS`] frames waiting (a
+//! real-time queue) is told first (`ERROR tx_queue_full`, counted from its
+//! ports' FIFOs, so it depends on bus time only); its client library then
+//! reports a full queue to a send that must not wait. The hub holds at most
+//! [`PARTICIPANT_CREDITS`] frames of one participant (queued and staged):
+//! a frame past that is refused as it comes — off the bus with
+//! `TX_DROPPED queue_full`, counted — so the participant's step always
+//! ends. Which frames are refused depends on bus time only: during a step
+//! nothing leaves the FIFOs, so the count is the FIFOs' at the grant plus
+//! the frames of the step, in the order sent. The transports' credit limit
+//! for a participant is higher ([`PARTICIPANT_TRANSIT`]), so a transport
+//! waits at most for the bus thread to read, never for bus time. Every
+//! stall report names what the participant waits for: step not ended, or
 //! lossless receiver full.
 //!
 //! [`PARTICIPANT_CREDITS`]: crate::credit::PARTICIPANT_CREDITS
+//! [`PARTICIPANT_TRANSIT`]: crate::credit::PARTICIPANT_TRANSIT
 //! [`TX_CREDITS`]: crate::credit::TX_CREDITS
 //!
 //! # Limits
@@ -114,44 +120,23 @@
 //! participant's compute time and a stalled participant's wait do count:
 //! they are the run's own pace.
 
+mod pace;
+mod staging;
+mod stalls;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fieldhub_proto::Frame;
 use serde::Serialize;
 
 use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{StallPolicy, TimeConfig};
 use crate::inbox::ClientId;
-use crate::member::Member;
-use crate::port_id::PortId;
-
-/// A frame sent during the current step, waiting for the step's end.
-#[derive(Clone, Copy, Debug)]
-pub struct Staged {
-    pub client: ClientId,
-    pub port: u16,
-    /// Hub-wide id of the sending port (`None` if the port is not open: the
-    /// frame is refused when it is queued, in its place in the order).
-    pub port_id: Option<PortId>,
-    /// Order among all staged frames: keeps a port's frames in FIFO order.
-    pub order: u64,
-    pub frame: Frame,
-}
-
-/// An observer's port that closed, or whose client left, while frames it
-/// had sent still waited for bus time: it stays on its channel, receiving
-/// nothing and sending only, until they are on the bus — a frame an
-/// observer sent is never lost to its leaving.
-pub struct Lingering {
-    pub channel: u16,
-    pub port_id: PortId,
-    /// The port while it is off its channel: from its departure (when the
-    /// bus releases it) to the next advance, at which its frames compete
-    /// at the current bus time. `None` once it is back on the channel.
-    pub member: Option<Member>,
-}
+use pace::Pace;
+pub use pace::{ParticipantStatus, TimeStatus};
+pub use staging::{Lingering, Staged};
+pub use stalls::Stall;
 
 /// How far the control API lets bus time run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -181,16 +166,9 @@ struct Participant {
     stalled: bool,
     /// What it waits for, as its stall report named it.
     waits_for: Option<String>,
-}
-
-/// A participant that did not finish its step within the timeout.
-#[derive(Debug)]
-pub struct Stall {
-    pub client: ClientId,
-    pub name: String,
-    pub granted_ns: u64,
-    /// It no longer holds time back (`on_stall = "drop"`).
-    pub dropped: bool,
+    /// Its frames staged in the current step (they count towards what the
+    /// hub holds of it: the module doc's "Overload").
+    staged: u32,
 }
 
 /// Why a `STEP` is not accepted.
@@ -213,46 +191,6 @@ pub enum StepError {
     /// announced may already be part of the next advance.
     #[error("STEP to {until_ns} ns while the participant is already done up to {done_ns} ns; wait for its GRANT")]
     AlreadyDone { until_ns: u64, done_ns: u64 },
-}
-
-/// A participant as the time status shows it.
-#[derive(Debug, Serialize)]
-pub struct ParticipantStatus {
-    pub client: ClientId,
-    pub name: String,
-    pub now_ns: u64,
-    pub done_until_ns: Option<u64>,
-    pub stalled: bool,
-    /// What a stalled participant waits for: step not ended, send blocked
-    /// on credit, lossless receiver full (with who holds it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waits_for: Option<String>,
-}
-
-/// Virtual time as the control API and `STATS` show it.
-#[derive(Debug, Serialize)]
-pub struct TimeStatus {
-    pub now_ns: u64,
-    pub limit: RunLimit,
-    /// Bus time advanced per wall-clock time in which it was free to move
-    /// (the module doc's "The real-time factor").
-    pub real_time_factor: f64,
-    pub participants: Vec<ParticipantStatus>,
-    /// `time_participants` that have not joined yet.
-    pub awaiting: Vec<String>,
-}
-
-/// The figures of the real-time factor: the wall-clock time in which bus
-/// time was free to move, and how far it moved in it.
-#[derive(Debug, Default)]
-struct Pace {
-    /// Since when (wall clock, and the bus time then) bus time has been
-    /// free to move; `None` while it is held.
-    free_since: Option<(Instant, u64)>,
-    /// Wall-clock time free to move that ended in an advance.
-    spent: Duration,
-    /// Bus time advanced in it.
-    advanced_ns: u64,
 }
 
 /// The state of virtual time, owned by the bus thread.
@@ -325,6 +263,7 @@ impl VirtualTime {
             granted_at: self.wall.now(),
             stalled: false,
             waits_for: None,
+            staged: 0,
         };
         self.participants.insert(client, participant);
         self.awaiting.retain(|awaited| awaited != name);
@@ -359,33 +298,6 @@ impl VirtualTime {
         Ok(())
     }
 
-    /// Hold a frame until the step ends.
-    pub fn stage(&mut self, client: ClientId, port: u16, port_id: Option<PortId>, frame: Frame) {
-        self.staged.push(Staged { client, port, port_id, order: self.next_order, frame });
-        self.next_order += 1;
-    }
-
-    /// Take the staged frames of `client`'s `port` out, in the order sent.
-    pub fn take_staged(&mut self, client: ClientId, port: u16) -> Vec<Staged> {
-        let mut taken = Vec::new();
-        self.staged.retain(|s| match s.client == client && s.port == port {
-            true => {
-                taken.push(*s);
-                false
-            }
-            false => true,
-        });
-        taken
-    }
-
-    /// Forget the staged frames of `client` on `port` (all its ports:
-    /// `None`); returns how many.
-    pub fn discard(&mut self, client: ClientId, port: Option<u16>) -> usize {
-        let before = self.staged.len();
-        self.staged.retain(|s| s.client != client || port.is_some_and(|p| p != s.port));
-        before - self.staged.len()
-    }
-
     /// The bus time to advance to now, if time may move.
     pub fn target(&self) -> Option<u64> {
         let now_ns = self.now();
@@ -411,40 +323,11 @@ impl VirtualTime {
         self.clock.set(at);
     }
 
-    /// Whether bus time is free to move: it advances as soon as the
-    /// participants are done, rather than being held by the control API,
-    /// by `time_participants` not joined yet, or by having nobody (no
-    /// participant, no `run_until`) to move it.
-    fn free_to_move(&self) -> bool {
-        self.awaiting.is_empty()
-            && match self.limit {
-                RunLimit::Paused => false,
-                RunLimit::Until(_) => true,
-                RunLimit::Running | RunLimit::SingleStep => !self.participants.is_empty(),
-            }
-    }
-
-    /// Start or stop counting wall-clock time for the real-time factor
-    /// after a change of who or what may move bus time. A wait that ends
-    /// held rather than in an advance is not counted.
-    fn reconsider_pace(&mut self) {
-        match (self.free_to_move(), self.pace.free_since) {
-            (true, None) => self.pace.free_since = Some((self.wall.now(), self.now())),
-            (false, Some(_)) => self.pace.free_since = None,
-            _ => {}
-        }
-    }
-
     /// The window ended at `target`: the participants whose boundary it
     /// is stand there now and compute their next step. Returns them.
     pub fn grant(&mut self, target: u64) -> Vec<ClientId> {
         let now = self.wall.now();
-        // Bus time moves only in advances, so it stood where the wait began.
-        if let Some((since, from_ns)) = self.pace.free_since {
-            self.pace.spent += now.saturating_duration_since(since);
-            self.pace.advanced_ns += target.saturating_sub(from_ns);
-        }
-        self.pace.free_since = Some((now, target));
+        self.pace.advanced(now, target);
         let mut granted = Vec::new();
         for (&client, participant) in self.participants.iter_mut() {
             if participant.done_until == Some(target) {
@@ -463,100 +346,14 @@ impl VirtualTime {
         granted
     }
 
-    /// When the next participant runs out of time for its step, or bus
-    /// time, held for `time_participants` that have not joined, has waited
-    /// a step timeout.
-    pub fn stall_deadline(&self) -> Option<Instant> {
-        self.computing().map(|p| p.granted_at + self.step_timeout).chain(self.awaiting_deadline()).min()
-    }
-
-    /// A step timeout after the earliest grant of a participant that bus
-    /// time holds for `time_participants` not joined yet (once per hub).
-    fn awaiting_deadline(&self) -> Option<Instant> {
-        if self.awaiting.is_empty() || self.told_awaiting {
-            return None;
-        }
-        self.participants.values().map(|p| p.granted_at + self.step_timeout).min()
-    }
-
-    /// The `time_participants` that bus time has waited a step timeout for
-    /// (reported once), and the participants it holds: `None` while none.
-    pub fn awaited_too_long(&mut self) -> Option<(Vec<String>, Vec<ClientId>)> {
-        if self.awaiting_deadline()? > self.wall.now() {
-            return None;
-        }
-        self.told_awaiting = true;
-        Some((self.awaiting.clone(), self.participants.keys().copied().collect()))
-    }
-
-    /// Participants whose step timeout has passed, each reported once per
-    /// step; with `on_stall = "drop"` they stop holding time back.
-    pub fn stalls(&mut self) -> Vec<Stall> {
-        let now = self.wall.now();
-        let timeout = self.step_timeout;
-        let dropped = self.on_stall == StallPolicy::Drop;
-        let mut stalls = Vec::new();
-        for (&client, participant) in self.participants.iter_mut() {
-            if participant.done_until.is_none() && !participant.stalled && participant.granted_at + timeout <= now {
-                participant.stalled = true;
-                stalls.push(Stall {
-                    client,
-                    name: participant.name.clone(),
-                    granted_ns: participant.granted_ns,
-                    dropped,
-                });
-            }
-        }
-        if dropped {
-            for stall in &stalls {
-                self.participants.remove(&stall.client);
-                self.dropped.insert(stall.client, stall.granted_ns);
-            }
-            self.reconsider_pace();
-        }
-        stalls
-    }
-
-    /// Keep what a stalled participant waits for, for the time status.
-    pub fn stalled_for(&mut self, client: ClientId, waits_for: &str) {
-        if let Some(participant) = self.participants.get_mut(&client) {
-            participant.waits_for = Some(waits_for.to_owned());
-        }
-    }
-
     /// The step timeout, for reports.
     pub fn step_timeout(&self) -> Duration {
         self.step_timeout
-    }
-
-    fn computing(&self) -> impl Iterator<Item = &Participant> {
-        self.participants.values().filter(|p| p.done_until.is_none() && !p.stalled)
     }
 
     /// The control API's hold on time.
     pub fn set_limit(&mut self, limit: RunLimit) {
         self.limit = limit;
         self.reconsider_pace();
-    }
-
-    pub fn status(&self) -> TimeStatus {
-        let now_ns = self.now();
-        let real_time_factor = match self.pace.advanced_ns {
-            0 => 0.0,
-            advanced => advanced as f64 / self.pace.spent.as_nanos().max(1) as f64,
-        };
-        let participants = self
-            .participants
-            .iter()
-            .map(|(&client, p)| ParticipantStatus {
-                client,
-                name: p.name.clone(),
-                now_ns: p.granted_ns,
-                done_until_ns: p.done_until,
-                stalled: p.stalled,
-                waits_for: p.waits_for.clone(),
-            })
-            .collect();
-        TimeStatus { now_ns, limit: self.limit, real_time_factor, participants, awaiting: self.awaiting.clone() }
     }
 }

@@ -201,13 +201,17 @@ fn a_lossless_observer_that_falls_behind_holds_nothing_and_is_told_what_it_misse
     let (ecu, dump) = (h.connect_synchronized("ecu"), h.connect("dump"));
     let port = h.open(&ecu, "can0", "ecu", PortOptions::empty());
     h.open(&dump, "can0", "dump", PortOptions::BLOCK_ON_OVERFLOW);
-    // The observer reads nothing: one window carries more than its outbox holds.
+    // The observer reads nothing: two windows carry more than its outbox
+    // holds (one participant's step is at most PARTICIPANT_CREDITS frames,
+    // the size of an outbox).
     let total = OUTBOX_FRAMES as u32 + 10;
-    for n in 0..total {
-        h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+    for (step, frames) in [(1, 0..OUTBOX_FRAMES as u32), (2, OUTBOX_FRAMES as u32..total)] {
+        for n in frames {
+            h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+        }
+        h.announce(&ecu, step * MS);
+        assert!(h.advance_virtual_time());
     }
-    h.announce(&ecu, MS);
-    assert!(h.advance_virtual_time());
     assert!(h.bus.channels[0].held_by.is_none(), "an observer's port never holds the channel");
     assert_eq!(port_stats(&mut h, "ecu").tx_frames, u64::from(total), "every frame of the participant went");
     assert_eq!(port_stats(&mut h, "dump").rx_dropped, 10, "what did not fit is counted");
@@ -215,7 +219,7 @@ fn a_lossless_observer_that_falls_behind_holds_nothing_and_is_told_what_it_misse
 
     // It reads again: the next frame comes after the report of what it missed.
     h.send(&ecu, port, can(0x100, &total.to_le_bytes()));
-    h.announce(&ecu, 2 * MS);
+    h.announce(&ecu, 3 * MS);
     assert!(h.advance_virtual_time());
     let items = h.items(&dump);
     assert!(matches!(items[..], [Outbound::RxOverflow { dropped: 10, .. }, Outbound::Frame { .. }]), "{items:?}");
@@ -228,14 +232,17 @@ fn a_participant_s_stall_report_names_the_lossless_port_that_holds_its_frames() 
     let (slow_reader, sender) = (h.connect_synchronized("slow_reader"), h.connect_synchronized("sender"));
     h.open(&slow_reader, "can0", "slow_port", PortOptions::BLOCK_ON_OVERFLOW);
     let port = h.open(&sender, "can0", "sender", PortOptions::empty());
-    for n in 0..OUTBOX_FRAMES as u32 + 5 {
-        h.send(&sender, port, can(0x100, &n.to_le_bytes()));
-    }
     // The reader is done up to 100 ms and reads nothing meanwhile; the
-    // sender's last frames wait behind its full port and never leave.
+    // sender fills its port in one step, and its frames of the next wait
+    // behind the full port and never leave.
     h.announce(&slow_reader, 100 * MS);
-    h.announce(&sender, MS);
-    assert!(h.advance_virtual_time());
+    for (step, frames) in [(1, 0..OUTBOX_FRAMES as u32), (2, OUTBOX_FRAMES as u32..OUTBOX_FRAMES as u32 + 5)] {
+        for n in frames {
+            h.send(&sender, port, can(0x100, &n.to_le_bytes()));
+        }
+        h.announce(&sender, step * MS);
+        assert!(h.advance_virtual_time());
+    }
     assert!(h.bus.channels[0].held_by.is_some(), "a participant's lossless port still holds its channel");
     h.items(&sender);
     h.wall.advance(Duration::from_millis(2));
@@ -271,11 +278,13 @@ fn a_participant_dropped_for_stalling_is_told_so_when_it_steps_again_and_holds_n
     assert!(text.contains("dropped for stalling") && text.contains("GRANT 0 ns"), "{text}");
     assert!(!text.contains("is not a synchronised participant"), "{text}");
     // As an observer its lossless port no longer holds the participants' frames.
-    for n in 0..OUTBOX_FRAMES as u32 + 1 {
-        h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+    for (step, frames) in [(2, 0..OUTBOX_FRAMES as u32), (3, OUTBOX_FRAMES as u32..OUTBOX_FRAMES as u32 + 1)] {
+        for n in frames {
+            h.send(&ecu, port, can(0x100, &n.to_le_bytes()));
+        }
+        h.announce(&ecu, step * MS);
+        assert!(h.advance_virtual_time());
     }
-    h.announce(&ecu, 2 * MS);
-    assert!(h.advance_virtual_time());
     assert!(h.bus.channels[0].held_by.is_none());
     assert_eq!(port_stats(&mut h, "stuck").rx_dropped, 1);
 }
