@@ -261,6 +261,11 @@ typedef struct fhp_decoder {
 /** Room for the largest HELLO or OPEN_PORT this client sends. */
 #define FHP_TX_BUFFER_MIN 216u
 
+/**
+ * `buf` of `cap` bytes (at least 96: a record's header and 64 data bytes;
+ * less leaves the decoder failed with FHP_DEC_NO_ROOM); `limit` the largest
+ * body it accepts.
+ */
 void fhp_decoder_init(fhp_decoder *d, uint8_t *buf, size_t cap, uint32_t limit);
 /** Where the next bytes go and how many are wanted (0 after an error). */
 size_t fhp_decoder_space(fhp_decoder *d, uint8_t **dst);
