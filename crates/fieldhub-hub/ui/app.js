@@ -7,7 +7,9 @@
 import { act, api, el, monitorUrl, say, timed } from './api.js';
 import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
+import { Plot } from './plot.js';
 import { Send } from './send.js';
+import { BusTime } from './time.js';
 import { Trace } from './trace.js';
 import { Wiring } from './wiring.js';
 
@@ -30,9 +32,11 @@ function senderName(id, kind) {
 
 const trace = new Trace(document.getElementById('trace'), channelName, senderName);
 const overwrite = new Overwrite(document.getElementById('overwrite'), channelName);
+const plot = new Plot(document.getElementById('plot'), channelName);
 const wiring = new Wiring(document.getElementById('wiring'));
 const load = new Load(document.getElementById('load'));
 new Send(document.getElementById('send'));
+const busTime = new BusTime(document.getElementById('bus-time'));
 
 let socket = null;
 let lastTaken = 0;
@@ -50,6 +54,7 @@ function showTab(name) {
   if (name === 'load') load.draw();
   if (name === 'overwrite') overwrite.schedule();
   if (name === 'trace') trace.schedule();
+  if (name === 'plot') plot.draw();
   if (name === 'wiring') wiring.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
 }
 
@@ -70,6 +75,7 @@ function connect() {
     }
     trace.add(message, message.skipped + message.dropped);
     overwrite.add(message);
+    plot.add(message);
     const now = performance.now();
     lastBatchAt = now;
     if (now - lastTakenAt >= 1000) {
@@ -101,6 +107,7 @@ async function poll() {
     const stats = await api('GET', '/api/v1/stats');
     document.getElementById('hub-name').textContent = stats.hub;
     load.add(stats);
+    await busTime.refresh();
     const known = ports.size;
     for (const port of stats.ports) ports.set(port.port_id, port.name);
     if (ports.size !== known) trace.schedule();

@@ -143,12 +143,11 @@ impl TraceBatcher {
     /// tick, so the caller asks for them less often than for frames). Frames
     /// and rows of channels in `dbc` carry their decoding.
     pub fn batch(&mut self, dropped: u64, rows: bool, dbc: &HashMap<u16, Arc<Database>>) -> Option<Value> {
-        let decode = |channel: u16, frame: &Frame| -> Option<String> {
+        let decode = |channel: u16, frame: &Frame| {
             if frame.is_error() || frame.is_remote() {
                 return None;
             }
-            let decoded = dbc.get(&channel)?.decode(frame.id(), frame.is_extended(), frame.data())?;
-            Some(fieldhub_dbc::describe(&decoded))
+            dbc.get(&channel)?.decode(frame.id(), frame.is_extended(), frame.data())
         };
         let rows: Vec<Value> = self
             .rows
@@ -172,7 +171,7 @@ impl TraceBatcher {
                     row.last_us,
                     hex(row.frame.data()),
                     row.frame.len(),
-                    decode(channel, &row.frame),
+                    decode(channel, &row.frame).map(|d| fieldhub_dbc::describe(&d)),
                     row.previous.map(|p| hex(p.data())),
                     jitter,
                 ])
@@ -185,6 +184,12 @@ impl TraceBatcher {
             .frames
             .drain(..)
             .map(|t| {
+                let decoded = decode(t.channel, &t.frame);
+                // The physical values, for the page's plots.
+                let values = decoded.as_ref().map(|d| {
+                    let signals: Vec<Value> = d.signals.iter().map(|s| json!([s.name, s.value])).collect();
+                    json!([d.message, signals])
+                });
                 json!([
                     t.channel,
                     t.timestamp_ns / 1_000,
@@ -193,9 +198,10 @@ impl TraceBatcher {
                     hex(t.frame.data()),
                     t.frame.len(),
                     text::format_cansend(&t.frame),
-                    decode(t.channel, &t.frame),
+                    decoded.as_ref().map(fieldhub_dbc::describe),
                     t.sender.map_or(0, u32::from),
                     t.sender.map(PortId::kind),
+                    values,
                 ])
             })
             .collect();
@@ -301,6 +307,23 @@ mod tests {
         let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
         assert_eq!(batch["rows"].as_array().unwrap().len(), MAX_IDS);
         assert_eq!(batch["untracked"], 5);
+    }
+
+    #[test]
+    fn frames_of_a_channel_with_a_dbc_carry_their_signals_physical_values() {
+        let db = Database::parse(
+            "VERSION \"\"\n\nNS_ :\n\nBS_:\n\nBU_: E\n\nBO_ 291 Engine: 2 E\n SG_ Speed : 0|16@1+ (0.5,1) [0|0] \"km/h\" E\n",
+        )
+        .unwrap();
+        let dbc = HashMap::from([(0u16, Arc::new(db))]);
+        let mut batcher = TraceBatcher::default();
+        batcher.take(tapped(0x123, 5, &[10, 0]));
+        let batch = batcher.batch(0, true, &dbc).unwrap();
+        assert_eq!(batch["frames"][0][10], json!(["Engine", [["Speed", 6.0]]]), "10 * 0.5 + 1");
+        assert_eq!(batch["frames"][0][7], "Engine: Speed=6.0 km/h");
+        assert!(batch["rows"][0][9].is_string(), "rows carry the decoding as text");
+        batcher.take(tapped(0x124, 6, &[1]));
+        assert!(batcher.batch(0, true, &dbc).unwrap()["frames"][0][10].is_null(), "no message for the id");
     }
 
     #[test]

@@ -26,6 +26,13 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("load.js", "text/javascript; charset=utf-8", include_str!("../../ui/load.js")),
     ("send.js", "text/javascript; charset=utf-8", include_str!("../../ui/send.js")),
     ("sort.js", "text/javascript; charset=utf-8", include_str!("../../ui/sort.js")),
+    ("plot.js", "text/javascript; charset=utf-8", include_str!("../../ui/plot.js")),
+    ("time.js", "text/javascript; charset=utf-8", include_str!("../../ui/time.js")),
+    // uPlot (https://github.com/leeoniya/uPlot, MIT), vendored as its npm
+    // package's dist files: the version is in the names.
+    ("uplot-1.6.32.min.js", "text/javascript; charset=utf-8", include_str!("../../ui/uplot-1.6.32.min.js")),
+    ("uplot-1.6.32.min.css", "text/css; charset=utf-8", include_str!("../../ui/uplot-1.6.32.min.css")),
+    ("uplot-1.6.32.LICENSE", "text/plain; charset=utf-8", include_str!("../../ui/uplot-1.6.32.LICENSE")),
 ];
 
 /// The routes of the page, merged into the API's router.

@@ -1,0 +1,73 @@
+"""The plot view: DBC signals and raw bits of an id over time, live and over
+a candump log opened from the page; its points are checked against
+cantools decoding the frames that were sent."""
+
+import time
+
+import can
+import cantools
+import pytest
+
+from conftest import screenshot
+from test_tour import DBC, engine_frame
+
+
+def plotted(page):
+    """The plot's points as the page exports them: {series: [(time_us, value)]}."""
+    with page.expect_download() as download:
+        page.click("#plot-export")
+    series = {}
+    for line in open(download.value.path()).read().splitlines()[1:]:
+        label, time_us, value = line.rsplit(",", 2)
+        series.setdefault(label.strip('"'), []).append((int(time_us), float(value)))
+    return series
+
+
+def test_plotted_signals_are_the_values_cantools_decodes_from_the_frames_sent(hub, page, tmp_path):
+    (tmp_path / "car.dbc").write_text(DBC)
+    page.select_option("#dbc-channel", "can0")
+    page.set_input_files("#dbc-file", str(tmp_path / "car.dbc"))
+    page.wait_for_function("document.getElementById('dbc-status').textContent.includes('can0')")
+    page.click("nav button[data-tab=plot]")
+    frames = [engine_frame(i) for i in range(40)]
+    with hub.bus("can0", "engine") as engine:
+        engine.send(can.Message(arbitration_id=0x100, is_extended_id=False, data=frames[0]))
+        # The signals of a message are offered once one of its frames came.
+        page.wait_for_selector("#plot-signal option:text('can0 Engine.Speed')", state="attached")
+        for name in ("Speed", "Temp"):
+            page.select_option("#plot-signal", label=f"can0 Engine.{name}")
+            page.click("#plot-add-signal")
+        page.fill("#plot-raw-id", "100")
+        page.fill("#plot-raw-bits", "24:4")
+        page.click("#plot-add-raw")
+        page.click("#plot-clear")
+        for data in frames:
+            engine.send(can.Message(arbitration_id=0x100, is_extended_id=False, data=data))
+            time.sleep(0.02)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#plot-series .series-points')].every(p => p.textContent === '40')")
+    db = cantools.database.load_string(DBC, database_format="dbc")
+    want = [db.decode_message(0x100, data, decode_choices=False) for data in frames]
+    points = plotted(page)
+    assert [v for _, v in points["can0 Engine.Speed"]] == pytest.approx([w["Speed"] for w in want], rel=1e-12)
+    assert [v for _, v in points["can0 Engine.Temp"]] == pytest.approx([w["Temp"] for w in want], rel=1e-12)
+    assert [v for _, v in points["100 bits 24:4"]] == [w["Gear"] for w in want], "raw bits: the gear's raw value"
+    times = [t for t, _ in points["can0 Engine.Speed"]]
+    assert times == sorted(times) and times[-1] - times[0] >= 39 * 20_000, "one time axis: the hub's times"
+    assert page.locator("#plot-chart canvas").count() >= 1, "drawn"
+    screenshot(page, "plot")
+
+
+def test_a_candump_log_opened_from_the_page_is_plotted_as_raw_bits(hub, page, tmp_path):
+    log = tmp_path / "drive.log"
+    log.write_text("".join(f"(1700000000.{i * 10_000:06d}) can0 100#{engine_frame(i).hex().upper()}\n"
+                           for i in range(25)) + "(1700000000.500000) can0 7FF#01\n")
+    page.click("nav button[data-tab=plot]")
+    page.fill("#plot-raw-id", "100")
+    page.fill("#plot-raw-bits", "0:16")
+    page.click("#plot-add-raw")
+    page.set_input_files("#plot-file", str(log))
+    page.wait_for_function("document.querySelector('#plot-series .series-points').textContent === '25'")
+    assert "26 frames" in page.inner_text("#message")
+    points = plotted(page)["100 bits 0:16"]
+    assert points == [(1_700_000_000_000_000 + i * 10_000, 500 + 10 * i) for i in range(25)]
