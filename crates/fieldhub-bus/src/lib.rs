@@ -19,6 +19,7 @@
 //!   [`clock`], [`recording`] and [`monitor`] taps, [`federation`] link types,
 //!   [`access`] rights, [`config`] tables.
 //! - Figures: [`bus_load`], [`id_counter`], [`slots`].
+//! - [`cyclic`]: cyclic jobs on bus time (rest-bus messages, BCM transmit jobs).
 //!
 //! # Invariants
 //!
@@ -50,6 +51,7 @@ pub mod clock;
 pub mod config;
 pub mod confinement;
 pub mod credit;
+pub mod cyclic;
 pub mod fault;
 pub mod federation;
 pub mod id_counter;

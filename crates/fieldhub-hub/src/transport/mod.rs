@@ -20,6 +20,8 @@
 //!   socketcand clients (python-can, SavvyCAN, Kayak) open channels as buses.
 //! - [`cannelloni`]: cannelloni endpoints (UDP packets, TCP streams) on a
 //!   channel, every peer a client with one port.
+//! - [`internal_port`]: how the hub's own one-port clients (SocketCAN,
+//!   cannelloni peers, socketcand connections) attach and open their port.
 //! - [`http`]: a TCP connection that speaks HTTP, handed to the control
 //!   server through [`http::HttpHandoff`].
 //! - [`tls`]: a TLS connection in the reactor (rustls without blocking);
@@ -30,6 +32,7 @@
 
 pub mod cannelloni;
 pub mod http;
+pub mod internal_port;
 pub mod ivshmem;
 pub mod listener;
 pub mod reactor;

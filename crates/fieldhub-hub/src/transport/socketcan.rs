@@ -34,9 +34,10 @@ use tracing::{error, info, warn};
 use crate::config::PortConfig;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
+use crate::transport::internal_port::{self, InternalPort, NotOpened, PortRequest};
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
-use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
+use fieldhub_bus::outbox::{Outbound, QueueOutbox};
 
 /// How often the writer looks whether the bus let go of the port while no
 /// frame comes.
@@ -94,31 +95,24 @@ impl SocketCanPort {
                 }
             };
         slot.name_as(format!("socketcan-{}", self.interface.name()));
-        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
-        let closed = Arc::new(AtomicBool::new(false));
-        let hang_up = {
-            let closed = Arc::clone(&closed);
-            Box::new(move || closed.store(true, Ordering::Release))
-        };
-        // This thread forwards the interface's frames, so it is the one that
-        // waits for transmit credit.
-        let credit = Arc::new(TxCredit::for_current_thread());
-        if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
-            return;
-        }
-        let open = Inbound::OpenPort {
-            client: slot.id(),
-            request: 1,
+        let (closed, hang_up) = internal_port::closed_flag();
+        let request = PortRequest {
+            channel: &self.channel,
+            port_name: self.port.clone(),
             // The interface decides what it carries; the channel refuses
             // CAN FD frames itself when it is classic.
             options: PortOptions::FD,
-            channel: self.channel.clone(),
-            port_name: self.port.clone(),
+            deadline: None,
         };
-        if sessions.inbox.send(open).is_err() {
-            return;
-        }
-        let Some(port) = self.wait_until_opened(&outbox, sessions) else { return };
+        // This thread forwards the interface's frames, so it is the one that
+        // waits for transmit credit.
+        let InternalPort { port, outbox, credit } = match internal_port::open(&mut slot, hang_up, request) {
+            Ok(opened) => opened,
+            Err(NotOpened::Stopped) => return,
+            Err(not_opened) => {
+                return error!(port = %self.port, interface = %self.interface.name(), "SocketCAN port not attached: {not_opened}")
+            }
+        };
         info!(port = %self.port, interface = %self.interface.name(), channel = %self.channel, "SocketCAN port attached");
         let writer = {
             let (interface, port_name, closed) = (Arc::clone(&self.interface), self.port.clone(), Arc::clone(&closed));
@@ -137,23 +131,6 @@ impl SocketCanPort {
             }
             Err(e) => error!(port = %self.port, error = %e, "cannot start the SocketCAN writer thread"),
         }
-    }
-
-    /// The bus's answer to `OPEN_PORT`: the port handle, or `None` (logged)
-    /// when it refused.
-    fn wait_until_opened(&self, outbox: &QueueOutbox, sessions: &Sessions) -> Option<u16> {
-        while !sessions.stopping() {
-            match outbox.take_timeout(WRITER_LOOK) {
-                Some(Outbound::PortOpened { port, .. }) => return Some(port),
-                Some(Outbound::Error { text, .. }) => {
-                    error!(port = %self.port, interface = %self.interface.name(), "the bus refused the SocketCAN port: {text}");
-                    return None;
-                }
-                Some(Outbound::Goodbye { .. }) => return None,
-                Some(_) | None => continue,
-            }
-        }
-        None
     }
 
     fn read_loop(&self, slot: &ClientSlot, port: u16, credit: &TxCredit, stop: &dyn Fn() -> bool) {

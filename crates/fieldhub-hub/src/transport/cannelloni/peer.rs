@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
-use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
+use fieldhub_bus::outbox::{Outbound, QueueOutbox};
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
 use tracing::warn;
 
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
+use crate::transport::internal_port::{self, InternalPort, PortRequest};
 
 /// How often a waiting thread looks whether its peer or the hub stopped.
 pub const LOOK: Duration = Duration::from_millis(100);
@@ -99,41 +100,19 @@ impl Peer {
     /// full, stopping or the bus refused the port: the caller logs it, as
     /// often as its log limit lets it (a sender may try with every packet).
     pub fn attach(sessions: &Arc<Sessions>, channel: &str, label: String, origin: PeerOrigin) -> Result<Self, String> {
-        let stopping = || "the hub is stopping".to_owned();
         let mut slot = sessions.admit("cannelloni", label.clone(), origin).map_err(|violation| violation.text)?;
         let port_name = port_name(&label);
         slot.name_as(port_name.clone());
-        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
-        let closed = Arc::new(AtomicBool::new(false));
-        let hang_up = {
-            let closed = Arc::clone(&closed);
-            Box::new(move || closed.store(true, Ordering::Release))
-        };
-        let credit = Arc::new(TxCredit::for_current_thread());
-        slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).map_err(|_| stopping())?;
-        let open = Inbound::OpenPort {
-            client: slot.id(),
-            request: 1,
+        let (closed, hang_up) = internal_port::closed_flag();
+        let request = PortRequest {
+            channel,
+            port_name,
             // What the peer sends decides; a classic channel refuses FD frames itself.
             options: PortOptions::FD,
-            channel: channel.to_owned(),
-            port_name,
+            deadline: None,
         };
-        sessions.inbox.send(open).map_err(|_| stopping())?;
-        let port = loop {
-            if sessions.stopping() {
-                return Err(stopping());
-            }
-            match outbox.take_timeout(LOOK) {
-                Some(Outbound::PortOpened { port, .. }) => break port,
-                Some(Outbound::Error { text, .. }) => {
-                    slot.detach("its port was refused");
-                    return Err(format!("the bus refused its port on '{channel}': {text}"));
-                }
-                Some(Outbound::Goodbye { .. }) => return Err(stopping()),
-                Some(_) | None => {}
-            }
-        };
+        let InternalPort { port, outbox, credit } =
+            internal_port::open(&mut slot, hang_up, request).map_err(|not_opened| not_opened.to_string())?;
         let counters = Arc::new(PeerCounters::default());
         Ok(Self { slot, port, outbox, closed, credit, counters, label })
     }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
-use fieldhub_bus::outbox::{Outbound, Outbox, OutboxSink, QueueOutbox};
+use fieldhub_bus::outbox::{Outbound, OutboxSink, QueueOutbox};
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
 use tracing::{debug, warn};
@@ -40,6 +40,7 @@ use super::protocol::{self, Command, Element, Elements, Mode};
 use crate::session::credentials::Access;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, HANDSHAKE_TIMEOUT};
+use crate::transport::internal_port::{self, InternalPort, NotOpened, PortRequest};
 
 /// How long a write to a client that does not read may wait before the
 /// session is closed.
@@ -241,47 +242,30 @@ impl Connection {
 
     fn open(&mut self, slot: &mut ClientSlot, access: Access, peer: &str, channel: String) -> Option<Opened> {
         slot.admit_as(format!("socketcand-{peer}"), access);
-        let outbox = QueueOutbox::new(None, Arc::clone(self.sessions.inbox.bus_wake()));
-        let credit = Arc::new(TxCredit::for_current_thread());
         let hang_up = {
             let stream = self.stream.try_clone().ok()?;
             Box::new(move || {
                 let _ = stream.shutdown(Shutdown::Both);
             })
         };
-        slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).ok()?;
-        let request = Inbound::OpenPort {
-            client: slot.id(),
-            request: 1,
-            options: PortOptions::empty(),
-            channel: channel.clone(),
+        let request = PortRequest {
+            channel: &channel,
             port_name: format!("socketcand-{}", slot.id()),
+            options: PortOptions::empty(),
+            deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
         };
-        self.sessions.inbox.send(request).ok()?;
-        let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-        while Instant::now() < deadline && !self.sessions.stopping() {
-            match outbox.take_timeout(WRITER_LOOK) {
-                Some(Outbound::PortOpened { port, .. }) => {
-                    self.reply("< ok >").ok()?;
-                    return Some((port, (outbox, credit)));
-                }
-                Some(Outbound::Error { text, .. }) => {
-                    // socketcand ends the connection when a bus cannot be opened.
-                    let _ = self.reply(&protocol::error_line(&text));
-                    slot.detach(&format!("could not open '{channel}': {text}"));
-                    outbox.close();
-                    return None;
-                }
-                Some(Outbound::Goodbye { text, .. }) => {
-                    let _ = self.reply(&protocol::error_line(&text));
-                    outbox.close();
-                    return None;
-                }
-                Some(_) | None => {}
+        match internal_port::open(slot, hang_up, request) {
+            Ok(InternalPort { port, outbox, credit }) => {
+                self.reply("< ok >").ok()?;
+                Some((port, (outbox, credit)))
             }
+            // socketcand ends the connection when a bus cannot be opened.
+            Err(NotOpened::Refused { text, .. } | NotOpened::Goodbye(text)) => {
+                let _ = self.reply(&protocol::error_line(&text));
+                None
+            }
+            Err(NotOpened::Stopped) => None,
         }
-        outbox.close();
-        None
     }
 
     /// BCM, RAW and CONTROL: commands until the session ends; returns why.
