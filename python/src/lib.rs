@@ -42,7 +42,7 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::Tls { error, .. } if error.is_setting() => "invalid",
         ClientError::Tls { .. } => "connect",
         ClientError::FrameNotAllowed { .. } => "not_allowed",
-        ClientError::Connect { .. } => "connect",
+        ClientError::Connect { .. } | ClientError::UntrustedHub { .. } => "connect",
         ClientError::Refused { .. } => "refused",
         ClientError::Rejected { .. }
         | ClientError::PortNotOpen(_)

@@ -12,6 +12,10 @@ pub enum ClientError {
     InvalidUrl { url: String, why: String },
     #[error("cannot reach the hub at {url} (is `fieldhub hub` running there?)")]
     Connect { url: String, source: std::io::Error },
+    /// A local hub address is served by a user the client does not trust
+    /// (`hub_owner.rs`); nothing was sent to it.
+    #[error("refusing to talk to the hub at {url}: {why}")]
+    UntrustedHub { url: String, why: String },
     #[error("the hub at {url} refused the connection ({}): {text}", code_name(*.code))]
     Refused { url: String, code: u16, text: String },
     #[error("the hub rejected the request ({}): {text}", code_name(*.code))]

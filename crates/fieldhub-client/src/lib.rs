@@ -24,6 +24,8 @@
 //!   imports the transports, so they and `link.rs` import one way).
 //! - `handshake.rs`: `HELLO` and what the hub's first message means, once
 //!   for all transports; a transport only moves the two messages.
+//! - `hub_owner.rs`: before the handshake on a unix socket or loopback TCP,
+//!   which user serves the hub; another user's hub hears nothing.
 //! - `receive.rs`: who takes the hub's messages (one consumer at a time, a
 //!   token) and how every other thread waits. On the shared-memory links
 //!   the application's waiting thread takes from the ring itself; on
@@ -84,6 +86,7 @@ mod error;
 pub mod fate;
 pub mod filter;
 mod handshake;
+mod hub_owner;
 mod ivshmem;
 mod link;
 mod ready;
@@ -113,6 +116,7 @@ pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::{Filter, CAN_INV_FILTER};
+pub use hub_owner::HUB_USER_VAR;
 use link::{Link, SendFail};
 use ready::ReadySignal;
 use receive::Waited;

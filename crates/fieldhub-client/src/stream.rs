@@ -91,6 +91,7 @@ impl StreamLink {
         let connect_error = |source| ClientError::Connect { url: url.into(), source };
         let deadline = Instant::now() + options.timeout;
         let mut stream = Stream::connect(parsed, options.timeout).map_err(connect_error)?;
+        crate::hub_owner::check(url, &stream)?;
         if let (HubUrl::Tls { host, .. }, Stream::Tcp(tcp)) = (parsed, &stream) {
             let tcp = tcp.try_clone().map_err(connect_error)?;
             let tls = crate::tls::handshake(tcp, host, &options.tls, deadline)

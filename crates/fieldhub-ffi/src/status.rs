@@ -182,6 +182,8 @@ impl From<ClientError> for Failure {
                 FH_ERR_REFUSED
             }
             ClientError::Tls { .. } => FH_ERR_CONNECT,
+            // Another user listens where the hub should be: nothing was sent.
+            ClientError::UntrustedHub { .. } => FH_ERR_CONNECT,
             // A step the caller asked for wrongly: not a participant, or
             // not forward in time.
             ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,

@@ -37,6 +37,8 @@
 pub mod bell;
 pub mod layout;
 #[cfg(not(loom))]
+pub mod peer;
+#[cfg(not(loom))]
 pub mod region;
 pub mod ring;
 #[cfg(not(loom))]

@@ -2,6 +2,7 @@
 //! the others.
 
 mod attacker;
+mod impostor;
 mod ivshmem;
 mod local_users;
 mod recording;
