@@ -15,7 +15,7 @@
 //! vectors in `tests/vectors.json` are cantools' decoding of random frames
 //! (`tests/make_vectors.py`), and `tests/cantools.rs` checks them.
 
-mod bits;
+pub mod bits;
 mod format;
 
 use std::collections::HashMap;

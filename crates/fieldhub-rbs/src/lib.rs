@@ -1,0 +1,15 @@
+//! Rest-bus simulation from a DBC (issue 41, `docs/rest-bus.md` to come):
+//! the simulated nodes' messages, sent on bus time by
+//! `fieldhub_bus::cyclic` jobs, one hub-internal port per node.
+//!
+//! What is here so far, each without I/O and without a clock of its own:
+//! - [`bits`]: a signal's raw value into a payload, in DBC bit numbering
+//!   (the inverse of `fieldhub_dbc::bits::extract`).
+//! - [`protect`]: alive counters and checksums per rule (XOR, SAE J1850
+//!   CRC-8, CRC-8H2F as AUTOSAR E2E profile 2 uses, a user polynomial),
+//!   with the faults a test injects: a stuck counter, a wrong checksum.
+//!
+//! Depends on `fieldhub-dbc`/`can-dbc` and `crc`; **never** on the hub.
+
+pub mod bits;
+pub mod protect;
