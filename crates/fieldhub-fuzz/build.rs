@@ -1,7 +1,9 @@
 //! Compiles the portable C client's codec (`c/portable/`) and the C side of
 //! its fuzz target (`src/portable_c.c`) into this crate, with the `cc`
 //! crate and the system's C compiler: the fuzzer tests the C code itself,
-//! not a copy of it.
+//! not a copy of it. libFuzzer's coverage guidance sees only the Rust side
+//! of the target (GCC has no `trace-pc-guard` instrumentation); the C code
+//! is checked by the differential assertions, not steered to.
 
 fn main() {
     let portable = "../../c/portable";
