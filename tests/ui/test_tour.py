@@ -49,7 +49,7 @@ def test_a_bench_session_on_the_page(hub, page, tmp_path):
             engine.send(can.Message(arbitration_id=0x100, is_extended_id=False, data=engine_frame(i)))
             dash.send(can.Message(arbitration_id=0x18FF0010, is_extended_id=True, data=[i, 0xC8]))
             time.sleep(0.05)
-        page.click("#send-periodic")
+        page.click('#send-jobs li[data-frame="3C0#A5"] button[data-action=stop]')
         gateway_ids = {m.arbitration_id for m in iter(lambda: gateway.recv(timeout=0.2), None)}
         assert gateway_ids == {0x100}, "the bridge carries Engine, and only Engine, to can1"
         last = engine_frame(59)

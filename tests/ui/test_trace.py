@@ -145,8 +145,28 @@ def test_a_frame_sent_from_the_page_reaches_a_client_once_and_periodically(hub, 
         page.fill("#send-form input[name=period]", "20")
         page.click("#send-periodic")
         frames = [bus.recv(timeout=2) for _ in range(5)]
-        page.click("#send-periodic")
         assert all(f is not None and f.arbitration_id == 0x18DAF110 and f.is_extended_id for f in frames)
+        # A second job at once; each is listed and stops from its own button.
+        page.fill("#send-form input[name=frame]", "2A0#01")
+        page.fill("#send-form input[name=period]", "30")
+        page.click("#send-periodic")
+        jobs = page.locator("#send-jobs li")
+        assert jobs.evaluate_all("items => items.map(i => i.dataset.frame)") == ["18DAF110#0102", "2A0#01"]
+        ids = set()
+        for _ in range(100):
+            ids.add(bus.recv(timeout=2).arbitration_id)
+            if ids == {0x18DAF110, 0x2A0}:
+                break
+        assert ids == {0x18DAF110, 0x2A0}, "both jobs send"
+        page.click('#send-jobs li[data-frame="18DAF110#0102"] button[data-action=stop]')
+        page.wait_for_function("document.querySelectorAll('#send-jobs li').length === 1")
+        page.wait_for_function("Number(document.querySelector('#send-jobs .job-count').textContent) >= 3")
+        # What was sent before the stop is still queued for the listener.
+        while bus.recv(timeout=0) is not None:
+            pass
+        assert {bus.recv(timeout=2).arbitration_id for _ in range(4)} == {0x2A0}, "the stopped job sends no more"
+        page.click('#send-jobs li[data-frame="2A0#01"] button[data-action=stop]')
+        page.wait_for_function("document.querySelectorAll('#send-jobs li').length === 0")
         page.fill("#send-form input[name=frame]", "not a frame")
         page.click("#send-form button[type=submit]")
         page.wait_for_selector("#message.error")

@@ -1,25 +1,26 @@
 // Send: a frame in cansend syntax, once or every N milliseconds, through
-// POST /api/v1/channels/{channel}/send (the channel's send port).
+// POST /api/v1/channels/{channel}/send (the channel's send port). Each
+// periodic send is a job listed under the form with its frame, period and
+// count, stopped by its own button (or by the hub refusing a frame: the
+// reason is shown). Several jobs run at once.
 
-import { api, say } from './api.js';
+import { api, el, say } from './api.js';
 
 export class Send {
   constructor(root) {
     this.form = root.querySelector('#send-form');
     this.counter = root.querySelector('#send-count');
-    this.periodic = root.querySelector('#send-periodic');
-    this.timer = null;
+    this.jobs = root.querySelector('#send-jobs');
     this.sent = 0;
     this.form.addEventListener('submit', (e) => {
       e.preventDefault();
-      this.once();
+      this.once(this.form.channel.value, this.form.frame.value.trim());
     });
-    this.periodic.addEventListener('click', () => this.toggle());
+    root.querySelector('#send-periodic').addEventListener('click', () => this.start());
   }
 
-  async once() {
-    const channel = this.form.channel.value;
-    const frame = this.form.frame.value.trim();
+  /// Send one frame; false (and the reason shown) when the hub refused it.
+  async once(channel, frame) {
     try {
       await api('POST', `/api/v1/channels/${encodeURIComponent(channel)}/send`, { frame });
       this.sent += 1;
@@ -27,24 +28,33 @@ export class Send {
       return true;
     } catch (e) {
       say(`send ${frame}: ${e.message}`, true);
-      this.stop();
       return false;
     }
   }
 
-  toggle() {
-    if (this.timer) return this.stop();
+  /// A new periodic job of the form's frame, channel and period.
+  start() {
+    const channel = this.form.channel.value;
+    const frame = this.form.frame.value.trim();
     const period = Math.max(1, Number(this.form.period.value) || 100);
-    this.timer = setInterval(() => this.once(), period);
-    this.periodic.textContent = 'Stop';
-    this.periodic.classList.add('active');
-    return undefined;
-  }
-
-  stop() {
-    clearInterval(this.timer);
-    this.timer = null;
-    this.periodic.textContent = 'Send periodically';
-    this.periodic.classList.remove('active');
+    const count = el('span', { class: 'job-count' }, '0');
+    const stop = el('button', { type: 'button', 'data-action': 'stop' }, 'Stop');
+    const item = el('li', { 'data-frame': frame, 'data-channel': channel },
+      `${frame} on ${channel} every ${period} ms, sent `, count, ' ', stop);
+    let sent = 0;
+    const timer = setInterval(async () => {
+      if (await this.once(channel, frame)) {
+        sent += 1;
+        count.textContent = String(sent);
+      } else {
+        end();
+      }
+    }, period);
+    const end = () => {
+      clearInterval(timer);
+      item.remove();
+    };
+    stop.addEventListener('click', end);
+    this.jobs.append(item);
   }
 }
