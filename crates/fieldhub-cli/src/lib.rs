@@ -150,7 +150,21 @@ impl HubSelect {
         // The token comes from the environment (`ClientOptions::token`).
         let options =
             fieldhub_client::ClientOptions { name: tool.to_owned(), timeout: self.timeout, ..Default::default() };
-        fieldhub_client::Client::connect_with(&url, &options).with_context(|| format!("fieldhub {tool}"))
+        self.connect_as(&url, &options).with_context(|| format!("fieldhub {tool}"))
+    }
+
+    /// Connect to `url`; with no URL given, to the local default, over TCP
+    /// with one line on stderr when the default `shm://default` cannot be
+    /// used (`fieldhub_client::connect_default`).
+    fn connect_as(
+        &self,
+        url: &str,
+        options: &fieldhub_client::ClientOptions,
+    ) -> Result<fieldhub_client::Client, fieldhub_client::ClientError> {
+        match self.url {
+            Some(_) => fieldhub_client::Client::connect_with(url, options),
+            None => fieldhub_client::connect_default(options, |why| eprintln!("fieldhub {}: {why}", options.name)),
+        }
     }
 
     /// Connect as a synchronised participant of a hub in virtual time.
@@ -162,7 +176,7 @@ impl HubSelect {
             timeout: self.timeout,
             ..Default::default()
         };
-        fieldhub_client::Client::connect_with(&self.url(), &options).with_context(|| format!("fieldhub {tool}"))
+        self.connect_as(&self.url(), &options).with_context(|| format!("fieldhub {tool}"))
     }
 }
 

@@ -81,6 +81,7 @@
 //!   `ERROR`, or the connection ended) the client sends nothing more, not
 //!   even its own `GOODBYE` (`spec/protocol.md` section 5).
 
+mod default_hub;
 mod dispatch;
 mod error;
 pub mod fate;
@@ -109,6 +110,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
+pub use default_hub::connect_default;
 pub use error::ClientError;
 pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};

@@ -188,7 +188,8 @@ impl Hub {
         let socketcand_addr = socketcand.as_ref().and_then(|s| s.local_addr().ok());
         let cannelloni = CannelloniEndpoints::bind_all(&config.cannelloni)?;
         let dbc = DbcStore::load(&config)?;
-        let wake = Arc::new(BusWake::new(Arc::new(bell)));
+        let bell = Arc::new(bell);
+        let wake = Arc::new(BusWake::new(Arc::clone(&bell)));
         let (inbox, inbox_rx) = fieldhub_bus::inbox::inbox(wake.clone());
         let mut bus = bus_thread::bus_for(&config);
         let federation = match federation::Federation::open(&config)? {
@@ -243,7 +244,7 @@ impl Hub {
         let shm_service = shm.map(|listener| {
             let (listener, path) = listener.into_parts();
             listening.push(Listening::Shm(listener, path));
-            Arc::new(ShmService { bell: bell_fd, ring_slots: config.hub.shm_ring_slots })
+            Arc::new(ShmService { bell, bell_fd, ring_slots: config.hub.shm_ring_slots })
         });
         let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_service, tls)
             .map_err(|error| StartError::Thread { what: "reactor", error })?;

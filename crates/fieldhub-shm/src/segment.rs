@@ -29,6 +29,8 @@ pub enum OpenError {
     TooSmall { actual: u64, claimed: u64 },
     #[error("the shared segment's header is invalid: {0}")]
     Header(#[from] HeaderError),
+    #[error("the hub's bell segment is not one: {0}")]
+    NotABell(String),
 }
 
 /// A shared, read-write mapping of a whole memfd; unmapped on drop.
@@ -99,12 +101,21 @@ impl Drop for Mapping {
     }
 }
 
+/// The seals of every segment: its size is fixed, so no side can truncate
+/// it under the other's mapping (a fault), and no seal can be added. Hole
+/// punching (`fallocate(PUNCH_HOLE)`, `madvise(MADV_REMOVE)`) stays
+/// possible: only `F_SEAL_WRITE` / `F_SEAL_FUTURE_WRITE` forbid it, and they
+/// forbid the writes both sides need. A punched page reads as zeros, which a
+/// side holding the descriptor could write anyway, and the shared futex
+/// keys (file and offset) survive it (`spec/shm.md` 2).
+const SEALS: SealFlags = SealFlags::SHRINK.union(SealFlags::GROW).union(SealFlags::SEAL);
+
 /// A new owner-only memfd of `len` bytes, sealed at that size.
 fn create_memfd(name: &str, len: usize) -> std::io::Result<OwnedFd> {
     let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
     rustix::fs::fchmod(&fd, Mode::RUSR | Mode::WUSR)?;
     rustix::fs::ftruncate(&fd, len as u64)?;
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    rustix::fs::fcntl_add_seals(&fd, SEALS)?;
     Ok(fd)
 }
 
@@ -223,17 +234,35 @@ impl BellSegment {
         Ok((Self { map }, fd))
     }
 
-    /// Client: map the hub's bell segment and check its header.
+    /// Client: map the hub's bell segment after checking what no client of
+    /// the hub can change — its size and its seals. Its bytes, the header
+    /// included, are not checked: every client maps this page and may have
+    /// written anything into it (or punched a hole, reading as zeros), and
+    /// one client's scribbling must not turn later clients away
+    /// (`spec/shm.md` 2.2).
     pub fn open(fd: OwnedFd) -> Result<Self, OpenError> {
         let actual = file_len(&fd)?;
-        if actual < layout::BELL_SEGMENT_LEN as u64 {
-            return Err(OpenError::TooSmall { actual, claimed: layout::BELL_SEGMENT_LEN as u64 });
+        if actual != layout::BELL_SEGMENT_LEN as u64 {
+            return Err(OpenError::NotABell(format!("{actual} bytes, not {}", layout::BELL_SEGMENT_LEN)));
         }
-        let map = Mapping::map(&fd, 0, layout::BELL_SEGMENT_LEN)?;
+        let seals = rustix::fs::fcntl_get_seals(&fd).map_err(std::io::Error::from)?;
+        if !seals.contains(SEALS) {
+            return Err(OpenError::NotABell(format!("sealed with {seals:?}, not at least {SEALS:?}")));
+        }
+        Ok(Self { map: Mapping::map(&fd, 0, layout::BELL_SEGMENT_LEN)? })
+    }
+
+    /// Hub: check the header every client may have written and write it
+    /// again if it changed. Returns the fault found, if any. Called on
+    /// every attach, so the header a new client finds is the hub's (it
+    /// serves diagnostics — `fieldhub` tools name the page in errors — not
+    /// trust: clients do not check it).
+    pub fn repair_header(&self) -> Option<HeaderError> {
         let mut bytes = [0u8; HEADER_LEN];
-        map.read(0, &mut bytes);
-        layout::parse_bell_header(&bytes)?;
-        Ok(Self { map })
+        self.map.read(0, &mut bytes);
+        let fault = layout::parse_bell_header(&bytes).err()?;
+        self.map.write(0, &layout::encode_bell_header());
+        Some(fault)
     }
 
     /// The hub's doorbell.
@@ -278,6 +307,45 @@ mod tests {
         assert!(rustix::fs::ftruncate(&fd, 4096).is_err());
         let (_bell, fd) = BellSegment::create().unwrap();
         assert!(rustix::fs::ftruncate(&fd, 0).is_err());
+    }
+
+    /// What any client of the hub can do to the bell page it maps.
+    fn vandalise(bell: &BellSegment) {
+        bell.map.write(0, b"XXXX");
+        bell.map.write(40, &[0xFF; 8]);
+        // A hole punched in the page: it reads as zeros afterwards.
+        // SAFETY: the whole page of the mapping `bell` owns; nothing holds a
+        // reference into it across the call.
+        unsafe { rustix::mm::madvise(bell.map.base.as_ptr().cast(), bell.map.len, rustix::mm::Advice::LinuxRemove) }
+            .expect("MADV_REMOVE: the seals allow hole punching");
+    }
+
+    #[test]
+    fn a_bell_page_a_client_scribbled_on_or_punched_still_opens_and_the_hub_repairs_its_header() {
+        let (hub, fd) = BellSegment::create().unwrap();
+        let vandal = BellSegment::open(fd.try_clone().unwrap()).unwrap();
+        vandalise(&vandal);
+        let later = BellSegment::open(fd.try_clone().unwrap()).expect("a later client is not turned away");
+        assert_eq!(hub.repair_header(), Some(HeaderError::BadMagic(*b"\0\0\0\0")));
+        let mut bytes = [0u8; HEADER_LEN];
+        later.map.read(0, &mut bytes);
+        assert_eq!(bytes, layout::encode_bell_header(), "the client sees the hub's header again");
+        assert_eq!(hub.repair_header(), None, "an intact header is left alone");
+        // The doorbell still works across the punched page.
+        let armed = hub.bell().arm();
+        assert!(later.bell().ring());
+        hub.bell().sleep(armed, None);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_sealed_bell_page_is_refused() {
+        let fd = rustix::fs::memfd_create("unsealed", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, layout::BELL_SEGMENT_LEN as u64).unwrap();
+        let err = BellSegment::open(fd).err().expect("unsealed");
+        assert!(matches!(err, OpenError::NotABell(_)), "{err}");
+        let (_segment, fd) = ClientSegment::create(SegmentHeader::standard(1)).unwrap();
+        let err = BellSegment::open(fd).err().expect("a client segment");
+        assert!(matches!(err, OpenError::NotABell(_)), "{err}");
     }
 
     #[test]

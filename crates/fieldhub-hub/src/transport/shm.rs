@@ -31,7 +31,7 @@ use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode};
 use fieldhub_proto::{Frame, FrameMeta};
 use fieldhub_shm::layout::SLOT_SIZE;
 use fieldhub_shm::ring::{slots_for, RingRef};
-use fieldhub_shm::{socket, ClientSegment, Consumer, Producer, SegmentHeader};
+use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer, SegmentHeader};
 use tracing::warn;
 
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
@@ -45,8 +45,10 @@ use fieldhub_bus::outbox::{Outbound, Outbox, OutboxSink, Refused};
 pub const CONTROL_RESERVE_SLOTS: u32 = 2304;
 /// The hub's shared-memory service: what every session it opens gets.
 pub struct ShmService {
-    /// The hub's bell segment, passed to every client.
-    pub bell: OwnedFd,
+    /// The hub's bell segment, repaired on every attach.
+    pub bell: Arc<BellSegment>,
+    /// Its descriptor, passed to every client.
+    pub bell_fd: OwnedFd,
     /// Slots of each client's to-client ring (`[hub] shm_ring_slots`).
     pub ring_slots: u32,
 }
@@ -100,7 +102,16 @@ pub fn open_session(
     socket: &UnixStream,
     service: &ShmService,
 ) -> Result<Arc<ShmLink>, Violation> {
-    let bell = &service.bell;
+    // Every client maps the bell page and may have written its header (or
+    // punched a hole in it): the new client finds the hub's header again
+    // (`spec/shm.md` 2.2; clients do not check it, this is for diagnostics).
+    if let Some(fault) = service.bell.repair_header() {
+        warn!(
+            client = slot.id(),
+            "a shared-memory client damaged the hub's bell page ({fault}); its header was rewritten"
+        );
+    }
+    let bell = &service.bell_fd;
     let header = SegmentHeader::with_to_client_slots(slot.id(), service.ring_slots);
     let (segment, segment_fd) = ClientSegment::create(header).map_err(|e| {
         Violation::new(ErrorCode::Internal, format!("the hub cannot create a shared-memory segment: {e}"))

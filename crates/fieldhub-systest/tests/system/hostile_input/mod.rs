@@ -7,4 +7,5 @@ mod ivshmem;
 mod local_users;
 mod recording;
 mod shm;
+mod shm_pages;
 mod stream;
