@@ -845,6 +845,7 @@ static int on_message(fhp_client *c, const fhp_message *m) {
                    : m->code == 2 ? ": a fault rule dropped them"
                    : m->code == 3 ? ": the federation owner lost them"
                    : m->code == 4 ? ": the port is unplugged"
+                   : m->code == 5 ? ": 16384 frames already waited in the hub (virtual time)"
                                   : ": unknown reason");
         return FHP_OK;
     case FHP_MSG_CHANNEL_STATE:

@@ -67,7 +67,7 @@ static void print_message(const fhp_message *m) {
     static const char *const port_opts[] = {"receive_own", "block_on_overflow", "fd", "listen_only", "transmit_only"};
     static const char *const session_opts[] = {"synchronized"};
     static const char *const channel_flags[] = {"canfd"};
-    static const char *const reasons[] = {NULL, "bus_off", "fault_rule", "owner_lost", "unplugged"};
+    static const char *const reasons[] = {NULL, "bus_off", "fault_rule", "owner_lost", "unplugged", "queue_full"};
     static const char *const conditions[] = {NULL, "waiting", "live", "gap"};
     switch (m->type) {
     case FHP_MSG_HELLO:
@@ -117,7 +117,7 @@ static void print_message(const fhp_message *m) {
         break;
     case FHP_MSG_TX_DROPPED:
         emit("{\"type\":\"tx_dropped\",\"port\":%u,\"reason\":%u,\"reason_name\":", m->port, m->code);
-        name_or_null(m->code < 5 ? reasons[m->code] : NULL);
+        name_or_null(m->code < 6 ? reasons[m->code] : NULL);
         emit(",\"dropped\":%lu", (unsigned long)m->value);
         break;
     case FHP_MSG_CHANNEL_STATE:
