@@ -1,16 +1,19 @@
-//! `fieldhub dump`: print frames like candump.
+//! `fieldhub dump`: print frames like candump — its options, filters and
+//! line layouts (can-utils' candump.c is the reference; the text itself is
+//! `candump_text.rs`'s, the ports `dump_session.rs`'s, the `-l` file
+//! `dump_log.rs`'s).
 
-use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use fieldhub_client::fate::{ChannelCondition, ChannelEvent};
-use fieldhub_client::{Client, Filter, Frame, PortConfig, CAN_INV_FILTER};
+use fieldhub_client::{Client, Filter, Frame, CAN_INV_FILTER};
 use fieldhub_proto::error_text::describe_error_frame;
-use fieldhub_proto::text::{format_log_line, CAN_ERR_FLAG};
-use fieldhub_proto::FrameFlags;
 
+use crate::candump_text::{self as text, Stamps};
+use crate::dump_log::LogFile;
+use crate::dump_session::Session;
 use crate::output::closed_pipe;
 use crate::{HubSelect, PortSelect};
 
@@ -18,8 +21,14 @@ use crate::{HubSelect, PortSelect};
 /// events (`CHANNEL_STATE`), which wake no receiver.
 const IDLE_LOOK: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// While frames keep coming, look for channel events every this many.
+/// While frames keep coming, look for channel events (and `any`'s new
+/// channels) every this many.
 const EVENTS_EVERY: u64 = 256;
+
+/// `-s`: candump's silent levels.
+const SILENT_OFF: u8 = 0;
+const SILENT_ANIMATION: u8 = 1;
+const SILENT_ON: u8 = 2;
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
@@ -28,9 +37,31 @@ pub struct DumpArgs {
     /// Log format, one frame a line: (SECONDS.MICROS) can0 123#DEADBEEF
     #[arg(short = 'L')]
     log: bool,
-    /// Timestamps: a = absolute, d = delta to the previous frame, z = since the first frame.
-    #[arg(short = 't', value_name = "a|d|z")]
+    /// Log frames to candump-YYYY-MM-DD_HHMMSS.log (local time) in the current directory, as candump -l;
+    /// stdout stays silent unless -s says otherwise.
+    #[arg(short = 'l')]
+    log_file: bool,
+    /// Log frames to FILE, as candump -f (`-f -` is -L).
+    #[arg(short = 'f', value_name = "FILE")]
+    log_name: Option<std::path::PathBuf>,
+    /// Silent mode, as candump -s: 0 off (the default), 1 an animation, 2 silent (the default with -l/-f).
+    #[arg(short = 's', value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=2))]
+    silent: Option<u8>,
+    /// Timestamps: a = absolute, A = absolute with local date and time, d = delta to the previous frame,
+    /// z = since the first frame.
+    #[arg(short = 't', value_name = "a|A|d|z")]
     timestamps: Option<char>,
+    /// Nanoseconds instead of microseconds in timestamps and log lines, as candump -N.
+    #[arg(short = 'N')]
+    nanos: bool,
+    /// Don't exit when the hub goes away (candump: "if a detected can device goes down"): wait for it
+    /// and go on, as --reconnect.
+    #[arg(short = 'D')]
+    stay: bool,
+    /// Monitor dropped frames, as candump -d: a DROPCOUNT line when this dump's ports lost frames
+    /// because it read too slowly (on stdout and in the -l file).
+    #[arg(short = 'd')]
+    drops: bool,
     /// Exit after this many frames.
     #[arg(short = 'n', value_name = "COUNT")]
     count: Option<u64>,
@@ -60,7 +91,7 @@ pub struct DumpArgs {
     port: PortSelect,
     #[command(flatten)]
     reconnect: crate::reconnect::Reconnect,
-    /// Channels (`any`: every channel of the hub), each optionally with filters as in candump:
+    /// Channels (`any`: every channel of the hub, also those added later), each optionally with filters as in candump:
     /// can0,123:7FF,200:700 (ID:MASK passes matching ids, ID~MASK the others, #MASK error frames
     /// of those classes only; without #MASK every error frame is printed)
     #[arg(required = true, value_name = "CHANNEL[,ID:MASK|,ID~MASK|,#ERRMASK]...")]
@@ -71,14 +102,14 @@ pub struct DumpArgs {
 /// `<id>~<mask>` acceptance filters (the client's SocketCAN filters, as
 /// candump hands them to the kernel), and its `#<error mask>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Filters {
+pub struct Filters {
     acceptance: Vec<Filter>,
     /// Error classes (`CAN_ERR_*` bits) to print; `None`: all.
     error_mask: Option<u32>,
 }
 
 impl Filters {
-    fn accept(&self, frame: &Frame) -> bool {
+    pub fn accept(&self, frame: &Frame) -> bool {
         if frame.is_error() {
             return self.error_mask.is_none_or(|mask| frame.id() & mask != 0);
         }
@@ -110,20 +141,45 @@ fn parse_channel_spec(spec: &str) -> anyhow::Result<(String, Filters)> {
 
 pub fn run(args: DumpArgs) -> anyhow::Result<()> {
     if let Some(mode) = args.timestamps {
-        if !"adz".contains(mode) {
-            bail!("-t {mode}: use a (absolute), d (delta) or z (zero-based)");
+        if !"aAdz".contains(mode) {
+            bail!("-t {mode}: use a (absolute), A (absolute with date), d (delta) or z (zero-based)");
         }
     }
     let specs = args.channels.iter().map(|s| parse_channel_spec(s)).collect::<anyhow::Result<Vec<_>>>()?;
-    let (mut client, mut by_port) = args.reconnect.until_connected("dump", || listen(&args, specs.clone()))?;
+    // candump: "-f -" is -L.
+    let to_stdout = args.log_name.as_deref().is_some_and(|name| name.as_os_str() == "-");
+    let log_format = args.log || to_stdout;
+    let log_path = match &args.log_name {
+        Some(name) if !to_stdout => Some(name.clone()),
+        _ => args.log_file.then(|| crate::local_time::LocalTime::now().candump_log_name().into()),
+    };
+    let silent = match (args.silent, &log_path) {
+        (Some(level), _) => level,
+        (None, Some(_)) => {
+            eprintln!("Disabled standard output while logging.");
+            SILENT_ON
+        }
+        (None, None) => SILENT_OFF,
+    };
+    let mut log_file = log_path.map(|path| LogFile::create(path, silent)).transpose()?;
+    let reconnect = crate::reconnect::Reconnect { reconnect: args.reconnect.reconnect || args.stay };
+    let connect = || -> anyhow::Result<Session> {
+        Session::listen(args.hub.connect("dump")?, specs.clone(), &args.port, args.lossless)
+    };
+    let mut session = reconnect.until_connected("dump", connect)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let mut screen_stamps = Stamps::new(args.timestamps, args.nanos);
+    // candump's log lines carry absolute stamps, or -t z's.
+    let mut log_stamps = Stamps::new(Some(if args.timestamps == Some('z') { 'z' } else { 'a' }), args.nanos);
     let mut printed = 0u64;
-    let (mut first_ns, mut previous_ns) = (None, None);
     let mut taken = 0u64;
     let idle_limit = args.idle_exit_ms.map(Duration::from_millis);
     let mut last_frame = Instant::now();
     while args.count.is_none_or(|n| printed < n) {
+        if log_file.as_ref().is_some_and(LogFile::interrupted) {
+            break;
+        }
         let look = match idle_limit {
             Some(limit) => match limit.checked_sub(last_frame.elapsed()) {
                 Some(left) if !left.is_zero() => left.min(IDLE_LOOK),
@@ -131,103 +187,132 @@ pub fn run(args: DumpArgs) -> anyhow::Result<()> {
             },
             None => IDLE_LOOK,
         };
-        let received = match next_frame(&client, &mut out, look) {
+        let next = next_frame(&mut session, &mut out, log_file.as_mut(), look).and_then(|received| {
+            taken += u64::from(received.is_some());
+            let busy_look = received.is_some() && taken % EVENTS_EVERY == 0;
+            if busy_look {
+                report_channel_events(&session.client);
+            }
+            if received.is_none() || busy_look {
+                session.look_for_new_channels()?;
+            }
+            Ok(received)
+        });
+        let received = match next {
             Ok(Some(r)) => r,
-            Ok(None) => continue,
+            Ok(None) => {
+                if args.drops {
+                    for handle in session.handles() {
+                        tell_drops(&mut session, handle, silent, &mut out, log_file.as_mut())?;
+                    }
+                }
+                continue;
+            }
             Err(e) => {
-                args.reconnect.after("dump", e)?;
-                (client, by_port) = args.reconnect.until_connected("dump", || listen(&args, specs.clone()))?;
+                reconnect.after("dump", e)?;
+                session = reconnect.until_connected("dump", connect)?;
                 continue;
             }
         };
-        taken += 1;
-        if taken % EVENTS_EVERY == 0 {
-            report_channel_events(&client);
+        if args.drops {
+            tell_drops(&mut session, received.port, silent, &mut out, log_file.as_mut())?;
         }
-        let Some((channel, filters)) = by_port.get(&received.port) else {
+        let Some(listened) = session.port(received.port) else {
             continue;
         };
-        if !filters.accept(&received.frame) {
+        if !listened.filters.accept(&received.frame) {
             continue;
         }
+        let channel = &listened.port.channel;
         last_frame = Instant::now();
-        let line = if args.log {
-            format_log_line(received.meta.timestamp_ns, channel, &received.frame)
-        } else {
-            let stamp = args.timestamps.map(|mode| {
-                let now = received.meta.timestamp_ns;
-                let base = match mode {
-                    'd' => previous_ns.unwrap_or(now),
-                    'z' => *first_ns.get_or_insert(now),
-                    _ => 0,
-                };
-                previous_ns = Some(now);
-                let ns = now - base;
-                (ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000)
-            });
-            let extra = args.extra.then(|| extra_info(received.frame.flags()));
-            let shown = match args.colour {
-                true => coloured(channel, received.port),
-                false => channel.clone(),
-            };
-            let mut line = stamped(stamp, candump_line(&shown, extra.as_deref(), &received.frame));
-            if args.ascii && !received.frame.is_remote() {
-                line.push_str(&ascii_column(&received.frame));
-            }
-            if args.explain_errors {
-                if let Some(words) = describe_error_frame(&received.frame, "\n\t") {
-                    line.push_str("\n\t");
-                    line.push_str(&words);
-                }
-            }
-            line
-        };
-        writeln!(out, "{line}").map_err(closed_pipe)?;
         printed += 1;
+        let frame = &received.frame;
+        let now_ns = received.meta.timestamp_ns;
+        if log_file.is_some() || (log_format && silent == SILENT_OFF) {
+            let line = text::log_line(&log_stamps.stamp(now_ns), channel, frame, args.extra);
+            if let Some(file) = &mut log_file {
+                file.line(&line)?;
+            }
+            if log_format && silent == SILENT_OFF {
+                writeln!(out, "{line}").map_err(closed_pipe)?;
+                continue;
+            }
+        }
+        if silent != SILENT_OFF {
+            if silent == SILENT_ANIMATION {
+                let turn = text::ANIMATION[((printed - 1) % 4) as usize];
+                write!(out, "{turn}\x08").map_err(closed_pipe)?;
+            }
+            continue;
+        }
+        let extra = args.extra.then(|| text::extra_info(frame.flags()));
+        let shown = match args.colour {
+            true => text::coloured(channel, received.port),
+            false => channel.clone(),
+        };
+        let mut line =
+            text::stamped(&screen_stamps.stamp(now_ns), &text::candump_line(&shown, extra.as_deref(), frame));
+        if args.ascii && !frame.is_remote() {
+            line.push_str(&text::ascii_column(frame));
+        }
+        if args.explain_errors {
+            if let Some(words) = describe_error_frame(frame, "\n\t") {
+                line.push_str("\n\t");
+                line.push_str(&words);
+            }
+        }
+        writeln!(out, "{line}").map_err(closed_pipe)?;
     }
-    out.flush().map_err(closed_pipe)
+    out.flush().map_err(closed_pipe)?;
+    match log_file {
+        Some(file) => file.finish(),
+        None => Ok(()),
+    }
 }
 
-/// The ports of one session: a port's handle → its channel and filters.
-type Listening = HashMap<u16, (String, Filters)>;
-
-/// Connect and open a port on every channel of `specs` (`any`: every
-/// channel of the hub, with the filters given for it, as candump's).
-fn listen(args: &DumpArgs, mut specs: Vec<(String, Filters)>) -> anyhow::Result<(Client, Listening)> {
-    let client = args.hub.connect("dump")?;
-    if let Some(at) = specs.iter().position(|(channel, _)| channel == "any") {
-        let (_, filters) = specs.remove(at);
-        let stats = client.stats().context("cannot list the hub's channels for 'any'")?;
-        for channel in stats.channels {
-            if !specs.iter().any(|(c, _)| *c == channel.name) {
-                specs.push((channel.name, filters.clone()));
-            }
-        }
+/// `-d`: say the frames the port of `handle` lost since the last time, as
+/// candump's DROPCOUNT line (on stdout unless silent, and in the log file).
+fn tell_drops(
+    session: &mut Session,
+    handle: u16,
+    silent: u8,
+    out: &mut impl Write,
+    log_file: Option<&mut LogFile>,
+) -> anyhow::Result<()> {
+    let Some((new, total)) = session.new_drops(handle) else {
+        return Ok(());
+    };
+    let Some(listened) = session.port(handle) else {
+        return Ok(());
+    };
+    let line = text::drop_line(&listened.port.channel, new, total);
+    if silent != SILENT_ON {
+        writeln!(out, "{line}").map_err(closed_pipe)?;
     }
-    let mut by_port = HashMap::new();
-    let specs_len = specs.len();
-    for (channel, filters) in specs {
-        // As candump: CAN FD frames too (CAN_RAW_FD_FRAMES).
-        let config = PortConfig { block_on_overflow: args.lossless, ..args.port.config(specs_len)? };
-        let port = client.open_port_with(&channel, &config).with_context(|| format!("cannot listen on '{channel}'"))?;
-        by_port.insert(port.handle, (channel, filters));
+    if let Some(file) = log_file {
+        file.line(&line)?;
     }
-    Ok((client, by_port))
+    Ok(())
 }
 
 /// The next frame; `None` after an idle look without one. Flushes `out`
-/// while idle so a terminal or pipe sees frames promptly.
+/// (and the log file) while idle so a terminal, pipe or file sees frames
+/// promptly.
 fn next_frame(
-    client: &Client,
+    session: &mut Session,
     out: &mut impl Write,
+    log_file: Option<&mut LogFile>,
     look: Duration,
 ) -> anyhow::Result<Option<fieldhub_client::Received>> {
-    if let Some(r) = client.try_recv()? {
+    if let Some(r) = session.client.try_recv()? {
         return Ok(Some(r));
     }
     out.flush().map_err(closed_pipe)?;
-    report_channel_events(client);
-    Ok(client.recv(Some(look))?)
+    if let Some(file) = log_file {
+        file.flush()?;
+    }
+    report_channel_events(&session.client);
+    Ok(session.client.recv(Some(look))?)
 }
 
 /// Print what the hub reported about the dumped channels (a federation's
@@ -249,112 +334,10 @@ fn channel_event_line(event: &ChannelEvent) -> String {
     format!("dump: {condition}: {}", event.text)
 }
 
-/// candump's line with its timestamp (seconds, microseconds) when one is
-/// asked for: ` (1700000000.123456)  can0  123   [4]  DE AD BE EF`, the
-/// stamp taking the first of the line's two leading spaces' place, as
-/// candump prints it.
-fn stamped(stamp: Option<(u64, u64)>, line: String) -> String {
-    match stamp {
-        Some((seconds, micros)) => format!(" ({seconds}.{micros:06}) {}", &line[1..]),
-        None => line,
-    }
-}
-
-/// candump -c's colours, a channel's by the order it was opened in.
-const COLOURS: [&str; 6] = ["\x1b[34m", "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[35m", "\x1b[36m"];
-
-/// `channel` in the colour of the port it came in on (ports are numbered
-/// in the order the channels were given), as candump -c prints it.
-fn coloured(channel: &str, port: u16) -> String {
-    format!("{}{channel}\x1b[0m", COLOURS[port as usize % COLOURS.len()])
-}
-
-/// candump -a's column: a classic frame's missing bytes as blanks up to 8,
-/// then its bytes in quotes, '.' for those that are not printable ASCII.
-fn ascii_column(frame: &Frame) -> String {
-    let blanks = if frame.is_fd() { 0 } else { 8usize.saturating_sub(frame.len()) };
-    let text: String = frame.data().iter().map(|&b| if (0x20..0x7F).contains(&b) { b as char } else { '.' }).collect();
-    format!("{}  '{text}'", "   ".repeat(blanks))
-}
-
-/// candump -x's details: direction, then bit rate switch and error state indicator.
-fn extra_info(flags: FrameFlags) -> String {
-    let direction = if flags.contains(FrameFlags::ECHO) { "TX" } else { "RX" };
-    let brs = if flags.contains(FrameFlags::BRS) { 'B' } else { '-' };
-    let esi = if flags.contains(FrameFlags::ESI) { 'E' } else { '-' };
-    format!("{direction} {brs} {esi}")
-}
-
-/// candump's default line: `  can0  123   [4]  DE AD BE EF`, with `extra`
-/// (candump -x) after the channel: `  can0  RX B -  123  [12]  ...`.
-fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String {
-    let id = if frame.is_error() {
-        format!("{:08X}", frame.id() | CAN_ERR_FLAG)
-    } else if frame.is_extended() {
-        format!("{:08X}", frame.id())
-    } else {
-        format!("{:03X}", frame.id())
-    };
-    let len = if frame.is_fd() { format!("[{:02}]", frame.len()) } else { format!(" [{}]", frame.len()) };
-    let mut line = match extra {
-        Some(extra) => format!("  {channel}  {extra}  {id}  {len} "),
-        None => format!("  {channel}  {id}  {len} "),
-    };
-    if frame.is_remote() {
-        line.push_str(" remote request");
-    } else {
-        for byte in frame.data() {
-            line.push_str(&format!(" {byte:02X}"));
-        }
-    }
-    if frame.is_error() {
-        line.push_str("   ERRORFRAME");
-    }
-    line
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use fieldhub_proto::text::parse_cansend;
-
-    #[test]
-    fn candump_line_matches_can_utils_layout() {
-        let frame = parse_cansend("123#DEADBEEF").unwrap();
-        assert_eq!(candump_line("can0", None, &frame), "  can0  123   [4]  DE AD BE EF");
-        let fd = parse_cansend("123##1112233445566778899AABBCC").unwrap();
-        assert_eq!(candump_line("can0", None, &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
-        let remote = parse_cansend("12345678#R").unwrap();
-        assert_eq!(candump_line("can1", None, &remote), "  can1  12345678   [0]  remote request");
-    }
-
-    #[test]
-    fn the_ascii_column_and_colours_are_candumps() {
-        let frame = parse_cansend("123#31323334").unwrap();
-        let line = candump_line("can0", None, &frame) + &ascii_column(&frame);
-        // Four missing bytes of three columns each, then two blanks.
-        assert_eq!(line, format!("  can0  123   [4]  31 32 33 34{}'1234'", " ".repeat(14)));
-        let binary = parse_cansend("123#00414243FF").unwrap();
-        assert_eq!(ascii_column(&binary), format!("{}'.ABC.'", " ".repeat(11)));
-        assert_eq!(coloured("can1", 1), "\x1b[31mcan1\x1b[0m");
-    }
-
-    #[test]
-    fn a_timestamp_stands_where_candump_prints_it() {
-        let line = candump_line("can0", None, &parse_cansend("123#DEADBEEF").unwrap());
-        assert_eq!(stamped(None, line.clone()), "  can0  123   [4]  DE AD BE EF");
-        assert_eq!(stamped(Some((1_700_000_000, 42)), line), " (1700000000.000042)  can0  123   [4]  DE AD BE EF");
-    }
-
-    #[test]
-    fn extra_details_follow_the_channel_as_candump_x_prints_them() {
-        let fd = parse_cansend("123##3DEAD").unwrap();
-        let extra = extra_info(fd.flags());
-        assert_eq!(candump_line("can0", Some(&extra), &fd), "  can0  RX B E  123  [02]  DE AD");
-        let classic = parse_cansend("123#01").unwrap();
-        let extra = extra_info(classic.flags() | FrameFlags::ECHO);
-        assert_eq!(candump_line("can0", Some(&extra), &classic), "  can0  TX - -  123   [1]  01");
-    }
 
     #[test]
     fn channel_events_are_one_line_each_with_the_condition_first() {

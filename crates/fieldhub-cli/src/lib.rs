@@ -9,12 +9,16 @@
 
 mod bench;
 mod bridge;
+mod candump_text;
 mod ctl;
 mod dump;
+mod dump_log;
+mod dump_session;
 mod federation_log;
 mod frame_bits;
 mod gen;
 mod hub;
+mod local_time;
 mod output;
 mod ready;
 mod reconnect;
