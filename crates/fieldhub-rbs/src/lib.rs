@@ -5,6 +5,8 @@
 //! What is here so far, each without I/O and without a clock of its own:
 //! - [`bits`]: a signal's raw value into a payload, in DBC bit numbering
 //!   (the inverse of `fieldhub_dbc::bits::extract`).
+//! - [`plan`]: which messages the selected nodes send, with cycle time,
+//!   start delay and first payload (start values, multiplexing).
 //! - [`protect`]: alive counters and checksums per rule (XOR, SAE J1850
 //!   CRC-8, CRC-8H2F as AUTOSAR E2E profile 2 uses, a user polynomial),
 //!   with the faults a test injects: a stuck counter, a wrong checksum.
@@ -12,4 +14,5 @@
 //! Depends on `fieldhub-dbc`/`can-dbc` and `crc`; **never** on the hub.
 
 pub mod bits;
+pub mod plan;
 pub mod protect;
