@@ -155,6 +155,16 @@ pub struct ChannelConfig {
     /// owner's liveliness token goes (`docs/federation.md`). Needs `owner`.
     #[serde(default)]
     pub standby: bool,
+    /// The access rule that decides which pending frame goes next
+    /// (`docs/buses.md`); each rule but `can` has its own settings table.
+    #[serde(default)]
+    pub arbitration: Arbitration,
+    /// `[channel.tdma]`: the slots of an `arbitration = "tdma"` channel.
+    #[serde(default)]
+    pub tdma: Option<TdmaConfig>,
+    /// `[channel.token]`: the ring of an `arbitration = "token"` channel.
+    #[serde(default)]
+    pub token: Option<TokenConfig>,
 }
 
 impl ChannelConfig {
@@ -172,6 +182,9 @@ impl ChannelConfig {
             federated: false,
             owner: None,
             standby: false,
+            arbitration: Arbitration::Can,
+            tdma: None,
+            token: None,
         }
     }
 
@@ -192,10 +205,81 @@ impl ChannelConfig {
         }
     }
 
+    /// Check the access rule against its settings table; the error names
+    /// the offending key (`docs/buses.md`).
+    pub fn check_arbitration(&self) -> Result<(), (&'static str, String)> {
+        crate::channel::check_arbitration(self)
+    }
+
     /// The data-phase bitrate (the nominal one unless set).
     pub fn effective_data_bitrate(&self) -> u32 {
         self.data_bitrate.unwrap_or(self.bitrate)
     }
+}
+
+/// How a channel decides which pending frame goes next (`arbitration`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arbitration {
+    /// ISO 11898 priority arbitration: the lowest arbitration field wins.
+    #[default]
+    Can,
+    /// Time division: a cycle of static slots, each owned by one port.
+    Tdma,
+    /// A token circulates among ports in a fixed order.
+    Token,
+}
+
+impl Arbitration {
+    /// The name as configured.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Can => "can",
+            Self::Tdma => "tdma",
+            Self::Token => "token",
+        }
+    }
+}
+
+/// `[channel.tdma]`: a cycle of static slots (like a FlexRay static segment
+/// or a TTCAN matrix). Cycles are aligned to bus time 0.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TdmaConfig {
+    /// Length of one cycle in µs; at least the slots' sum, the rest of the
+    /// cycle is idle. Defaults to the slots' sum.
+    #[serde(default)]
+    pub cycle_us: Option<u64>,
+    /// The slots, in the order they follow each other from the cycle's start.
+    pub slots: Vec<SlotConfig>,
+}
+
+/// One TDMA slot: the port that owns it and its length.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SlotConfig {
+    /// The name of the port that may send in this slot (one frame per slot
+    /// and cycle).
+    pub port: String,
+    pub length_us: u64,
+}
+
+/// `[channel.token]`: a token ring among named ports.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The port names the token visits, in order.
+    pub order: Vec<String>,
+    /// Longest time in µs one port holds the token: each of its frames must
+    /// end within it.
+    pub hold_us: u64,
+    /// Most frames a port sends per token visit.
+    #[serde(default = "default_max_frames")]
+    pub max_frames: u32,
+}
+
+fn default_max_frames() -> u32 {
+    1
 }
 
 fn default_protocol() -> Protocol {

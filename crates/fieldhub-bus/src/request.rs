@@ -144,7 +144,8 @@ pub fn check_new_channel(config: &ChannelConfig) -> Result<(), ControlError> {
             "federated: federated channels come from the configuration ([federation], docs/federation.md)".into(),
         ));
     }
-    config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))
+    config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
+    config.check_arbitration().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))
 }
 
 /// A route as `POST /api/v1/routes` may add it.

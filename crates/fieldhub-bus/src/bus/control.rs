@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route};
 use crate::channel::Channel;
-use crate::config::{ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
+use crate::config::{Arbitration, ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
@@ -237,6 +237,15 @@ impl Bus {
             config.data_bitrate = Some(rate);
         }
         config.check_rates().map_err(|(key, m)| ControlError::Invalid(format!("{key}: {m}")))?;
+        let old = &self.channels[index].config;
+        let slower = config.bitrate < old.bitrate || config.effective_data_bitrate() < old.effective_data_bitrate();
+        if slower && old.arbitration != Arbitration::Can {
+            // Its queued frames were accepted as fitting their turns at the old rates.
+            return Err(ControlError::Invalid(format!(
+                "bitrate: channel '{name}' has arbitration = \"{}\"; its bitrates may rise, not fall",
+                old.arbitration.name()
+            )));
+        }
         let now_ns = self.clock.now();
         let channel = &mut self.channels[index];
         channel.config.bitrate = config.bitrate;
@@ -264,6 +273,9 @@ impl Bus {
             "bitrate": c.config.bitrate,
             "data_bitrate": c.config.effective_data_bitrate(),
             "timing": c.config.timing,
+            "arbitration": c.config.arbitration,
+            "tdma": c.config.tdma,
+            "token": c.config.token,
             "frames": c.frames,
             "ports": ports,
             "cut": !cut.is_empty(),
@@ -310,7 +322,9 @@ impl Bus {
             member.segment = 0;
             member.plugged = true;
             let (client_id, handle, port_id) = (member.client, member.port, member.port_id.into());
+            let member_port_id = member.port_id;
             let slot = self.channels[target].members.push(member);
+            self.channels[target].name_port(member_port_id, port);
             if let Some(client) = self.clients.get_mut(&client_id) {
                 if let Some(owned) = client.ports[handle as usize].as_mut() {
                     owned.channel = target as u16;
@@ -379,6 +393,7 @@ impl Bus {
         crate::request::check_route(&spec)?;
         let from = self.channel_index(&spec.from)?;
         let to = self.channel_index(&spec.to)?;
+        crate::channel::check_route_into(&self.channels[to as usize].config).map_err(ControlError::Invalid)?;
         if self.routes.len() >= MAX_ROUTES {
             return Err(ControlError::Conflict(format!("the hub carries at most {MAX_ROUTES} routes")));
         }

@@ -521,6 +521,18 @@ impl Bus {
             let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
+        // A `tdma` or `token` channel gives turns to named ports: a frame
+        // that would never get one is refused now rather than kept forever.
+        if let Some(why) = channel.arbitration_refuses(owned.port_id, &frame) {
+            client.credit.release();
+            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
+                member.counters.tx_refused += 1;
+            }
+            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+            let text = format!("port '{name}' {why}; the frame {frame:?} was not sent (see docs/buses.md)");
+            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
+            return self.reply(client_id, error);
+        }
         let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) else {
             return client.credit.release();
         };
@@ -751,6 +763,7 @@ impl Bus {
         member.transmit_only |= right == PortRight::Write;
         info!(target: crate::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
+        self.channels[channel_id as usize].name_port(port_id, &name);
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);

@@ -13,7 +13,7 @@ use fieldhub_proto::{Frame, FrameKind};
 use serde_json::{json, Value};
 
 use super::Bus;
-use crate::config::Protocol;
+use crate::config::{Arbitration, Protocol};
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
 use crate::port_id::PortId;
@@ -55,6 +55,12 @@ impl Bus {
         if frame.kind() == FrameKind::CanFd && target.config.protocol == Protocol::Can {
             return Err(ControlError::Invalid(format!(
                 "channel '{channel}' is classic CAN and cannot carry the CAN FD frame {frame:?}"
+            )));
+        }
+        if target.config.arbitration != Arbitration::Can {
+            let rule = target.config.arbitration.name();
+            return Err(ControlError::Invalid(format!(
+                "channel '{channel}' gives bus time to named ports (arbitration = \"{rule}\"); send from a port that has a turn"
             )));
         }
         let port_id = PortId::send(index);

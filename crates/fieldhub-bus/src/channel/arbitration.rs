@@ -1,9 +1,13 @@
-//! Arbitration: which port's frame a channel carries next (ISO 11898
-//! precedence over each port's oldest frame, oldest first on ties).
+//! Arbitration: which port's frame a channel carries next. This finds each
+//! port's eligible frame (its oldest, arrived, not waiting out a failed
+//! attempt, bus-off or its rate limit) and lets the channel's access rule
+//! ([`super::arbiter`]) choose; `can`, the default, is ISO 11898 precedence
+//! ([`arbitration_key`]), oldest first on ties.
 
 use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::Frame;
 
+use super::arbiter::{Arbiter, Candidate, Rates};
 use super::{earliest, Channel};
 use crate::confinement::ErrorState;
 
@@ -29,10 +33,11 @@ pub fn arbitration_key(frame: &Frame) -> u32 {
 impl Channel {
     /// The port whose oldest frame wins arbitration at bus time `at` among
     /// frames that had arrived by then, and otherwise the earliest time a
-    /// frame becomes eligible.
+    /// frame becomes eligible or the channel's rule lets one go.
     pub(super) fn arbitrate(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
-        let mut winner: Option<(u32, u64, usize)> = None;
         let mut wake_at: Option<u64> = None;
+        let rates = Rates { nominal: self.config.bitrate, data: self.config.effective_data_bitrate() };
+        self.arbiter.open(at, rates);
         let mut recovered: Vec<usize> = Vec::new();
         for (index, member) in self.members.indexed_mut() {
             if !member.plugged {
@@ -54,12 +59,7 @@ impl Channel {
             }
             match member.tx.offer(at) {
                 Ok(Some(pending)) if pending.arrived_ns > at => wake_at = earliest(wake_at, Some(pending.arrived_ns)),
-                Ok(Some(pending)) => {
-                    let rank = (arbitration_key(&pending.frame), pending.arrival, index);
-                    if winner.is_none_or(|best| rank < best) {
-                        winner = Some(rank);
-                    }
-                }
+                Ok(Some(pending)) => self.arbiter.consider(Candidate { index, port: member.port_id, pending }),
                 Ok(None) => {}
                 Err(ready_at) => wake_at = earliest(wake_at, Some(ready_at)),
             }
@@ -68,6 +68,7 @@ impl Channel {
         for index in recovered {
             self.report_state_change(index, ErrorState::BusOff, at);
         }
-        (winner.map(|(_, _, index)| index), wake_at)
+        let (winner, rule_wake) = self.arbiter.decide(at);
+        (winner, earliest(wake_at, rule_wake))
     }
 }

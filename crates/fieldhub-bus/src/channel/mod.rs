@@ -14,10 +14,11 @@
 //! FIFO, so all receivers see the channel's single order.
 
 //! The parts, in the order a frame meets them: `arbitration` picks the
-//! next frame, `schedule` decides when it goes and what a failed attempt
+//! next frame by the channel's access rule (`arbiter`), `schedule` decides when it goes and what a failed attempt
 //! costs, `faults` applies fault rules and holds delayed frames, `fanout`
 //! sequences it and hands it to every port.
 
+pub mod arbiter;
 mod arbitration;
 mod fanout;
 mod faults;
@@ -39,6 +40,8 @@ use crate::fault::FaultRule;
 use crate::id_counter::IdCounter;
 use crate::member::Member;
 use crate::port_id::PortId;
+pub use arbiter::{check_arbitration, check_route_into};
+use arbiter::{Rates, Rule};
 pub use arbitration::arbitration_key;
 use faults::Delayed;
 pub use members::Members;
@@ -83,6 +86,8 @@ pub struct Channel {
     pub load: BusLoad,
     /// Fault rules, evaluated in order.
     pub rules: Vec<FaultRule>,
+    /// The access rule (`arbitration`), chosen once from the configuration.
+    arbiter: Rule,
     held: BinaryHeap<Reverse<Delayed>>,
     held_order: u64,
     /// Frames a `delay` rule could not hold because too many were held.
@@ -106,6 +111,7 @@ impl Channel {
     pub fn new(id: u16, config: ChannelConfig) -> Self {
         Self {
             id,
+            arbiter: Rule::new(&config),
             config,
             last_seq: 0,
             last_timestamp_ns: 0,
@@ -161,10 +167,29 @@ impl Channel {
         self.members.iter_mut().find(|m| m.port_id == port_id)
     }
 
+    /// Tell the access rule that port `port_id` on this channel is named
+    /// `name`: rules that give turns to named ports (`tdma`, `token`) find
+    /// its turns by it.
+    pub fn name_port(&mut self, port_id: PortId, name: &str) {
+        self.arbiter.name_port(port_id, name);
+    }
+
+    /// Why port `port_id` may not send `frame` on this channel under its
+    /// access rule, if it may not (it has no turn, or the frame is longer
+    /// than any turn it has): such a frame is refused as it comes, so every
+    /// frame the channel accepts goes out in time.
+    pub fn arbitration_refuses(&self, port_id: PortId, frame: &Frame) -> Option<String> {
+        let rates = Rates { nominal: self.config.bitrate, data: self.config.effective_data_bitrate() };
+        self.arbiter.refuses(port_id, frame, rates)
+    }
+
     /// Remove the member with hub-wide port id `port_id`, discarding the
     /// frames it had not sent yet.
     pub fn detach(&mut self, port_id: PortId) -> Option<Member> {
         let at = self.members.find(|m| m.port_id == port_id)?;
+        // Only a port that was here: one lingering off the channel in
+        // virtual time keeps its turns until its frames are on the bus.
+        self.arbiter.forget_port(port_id);
         let mut member = self.members.remove(at)?;
         member.discard_on_close();
         for (sum, n) in self.departed_drops.iter_mut().zip(member.counters.tx_dropped_by_reason) {

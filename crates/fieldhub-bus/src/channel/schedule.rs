@@ -7,6 +7,7 @@
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::fate::DropReason;
 
+use super::arbiter::Arbiter;
 use super::faults::{decide_fate, Fate, Held};
 use super::{Channel, Transmitted};
 use crate::config::Timing;
@@ -150,6 +151,7 @@ impl Channel {
     /// bus-position rules. `None` when the frame never reaches the wire.
     pub(super) fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
         let pending = self.members[index].tx.take(at)?;
+        self.arbiter.started(at, &pending.frame);
         let sender = self.members[index].port_id;
         let outcome = |outcome| Some(Attempt { sender, pending, outcome });
         if self.shorted {

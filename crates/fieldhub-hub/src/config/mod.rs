@@ -368,6 +368,7 @@ impl HubConfig {
                 return Err(invalid(field("name"), format!("channel '{}' is defined twice", c.name)));
             }
             c.check_rates().map_err(|(key, message)| invalid(field(key), message))?;
+            c.check_arbitration().map_err(|(key, message)| invalid(field(key), message))?;
         }
         for (i, p) in self.ports.iter().enumerate() {
             let field = |key: &str| source.table_field("port", i, key);
@@ -414,6 +415,9 @@ impl HubConfig {
                 return Err(invalid(field("to"), format!("a route from '{}' to itself would echo every frame", r.to)));
             }
             r.check_values().map_err(|(key, m)| invalid(field(key), m))?;
+            if let Some(to) = self.channels.iter().find(|c| c.name == r.to) {
+                fieldhub_bus::channel::check_route_into(to).map_err(|m| invalid(field("to"), m))?;
+            }
         }
         federation::check(self.federation.as_ref(), &self.hub, &self.channels, source)
             .map_err(|(field, m)| invalid(field, m))?;

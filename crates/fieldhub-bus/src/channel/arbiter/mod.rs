@@ -1,0 +1,218 @@
+//! Access rules: which pending frame a channel carries next, and when.
+//!
+//! A channel asks its rule at each bus-idle point (the end of the previous
+//! frame on a `timed` channel, every service on an `ideal` one). The channel
+//! first finds each port's eligible frame — its oldest, arrived by then, not
+//! waiting out a failed attempt, bus-off or its rate limit — and hands those
+//! candidates to the rule ([`Arbiter::consider`]); the rule names the winner
+//! or the earliest bus time one of them may go ([`Arbiter::decide`]), and
+//! hears when the winner starts ([`Arbiter::started`]). Rules keep their
+//! state in bus time only, so a schedule is the same in real and virtual
+//! time and when the bus thread wakes late.
+//!
+//! The rules: `can` (ISO 11898 priority, [`can`]), `tdma` (static slots,
+//! [`tdma`]), `token` (a token ring, [`token`]). A channel holds its rule in
+//! [`Rule`], an enum chosen once when the channel is made: the frame path
+//! dispatches with one predictable branch, nothing is boxed, and the `can`
+//! arm inlines into the loop exactly as the rule was before it had a trait.
+//!
+//! Rules that give the bus to named ports (`tdma`, `token`) learn which port
+//! has which name when it is opened ([`Rule::name_port`]); a port they give
+//! no turn, or a frame longer than any turn, is refused as it comes
+//! ([`Rule::refuses`]), so every frame a rule accepts goes out in time.
+
+mod can;
+mod tdma;
+#[cfg(test)]
+mod tests;
+mod token;
+
+use fieldhub_proto::bits::FrameBits;
+use fieldhub_proto::Frame;
+
+use crate::config::{Arbitration, ChannelConfig};
+use crate::port_id::PortId;
+use crate::tx_queue::Pending;
+pub use can::PriorityArbiter;
+pub use tdma::TdmaArbiter;
+pub use token::TokenArbiter;
+
+/// Nominal and data bitrate of a channel at the moment of a decision.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rates {
+    pub nominal: u32,
+    pub data: u32,
+}
+
+impl Rates {
+    /// Time on the wire of `frame` at these rates.
+    pub fn duration_ns(self, frame: &Frame) -> u64 {
+        FrameBits::of(frame).duration_ns(self.nominal, self.data)
+    }
+}
+
+/// One port's eligible frame at a decision point.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    /// The port's slot among the channel's members.
+    pub index: usize,
+    pub port: PortId,
+    pub pending: &'a Pending,
+}
+
+/// An access rule. Calls come in rounds: [`open`](Self::open), one
+/// [`consider`](Self::consider) per candidate in member order, then
+/// [`decide`](Self::decide); a winner the channel puts on the wire is told
+/// with [`started`](Self::started).
+pub trait Arbiter {
+    /// A decision at bus time `at` begins.
+    fn open(&mut self, at: u64, rates: Rates);
+    /// One port's eligible frame.
+    fn consider(&mut self, candidate: Candidate<'_>);
+    /// The winning member's slot, or else the earliest bus time after `at`
+    /// at which one of the candidates may go (`None`: not before something
+    /// else changes).
+    fn decide(&mut self, at: u64) -> (Option<usize>, Option<u64>);
+    /// The winner of the last decision, `frame`, starts at `at`.
+    fn started(&mut self, at: u64, frame: &Frame);
+}
+
+/// A channel's rule, chosen once when the channel is made.
+pub enum Rule {
+    Can(PriorityArbiter),
+    Tdma(TdmaArbiter),
+    Token(TokenArbiter),
+}
+
+impl Rule {
+    /// The rule `config` names; its settings were checked by
+    /// [`check_arbitration`].
+    pub fn new(config: &ChannelConfig) -> Self {
+        match (config.arbitration, &config.tdma, &config.token) {
+            (Arbitration::Tdma, Some(tdma), _) => Self::Tdma(TdmaArbiter::new(tdma)),
+            (Arbitration::Token, _, Some(token)) => Self::Token(TokenArbiter::new(token)),
+            _ => Self::Can(PriorityArbiter::default()),
+        }
+    }
+
+    /// The port `port` is named `name` on this channel.
+    pub fn name_port(&mut self, port: PortId, name: &str) {
+        match self {
+            Self::Can(_) => {}
+            Self::Tdma(rule) => rule.name_port(port, name),
+            Self::Token(rule) => rule.name_port(port, name),
+        }
+    }
+
+    /// The port `port` left the channel.
+    pub fn forget_port(&mut self, port: PortId) {
+        match self {
+            Self::Can(_) => {}
+            Self::Tdma(rule) => rule.forget_port(port),
+            Self::Token(rule) => rule.forget_port(port),
+        }
+    }
+
+    /// Why port `port` may not send `frame` under this rule, if it may not:
+    /// it has no turn, or the frame is longer than any turn it has.
+    pub fn refuses(&self, port: PortId, frame: &Frame, rates: Rates) -> Option<String> {
+        match self {
+            Self::Can(_) => None,
+            Self::Tdma(rule) => rule.refuses(port, rates.duration_ns(frame)),
+            Self::Token(rule) => rule.refuses(port, rates.duration_ns(frame)),
+        }
+    }
+}
+
+impl Arbiter for Rule {
+    #[inline]
+    fn open(&mut self, at: u64, rates: Rates) {
+        match self {
+            Self::Can(rule) => rule.open(at, rates),
+            Self::Tdma(rule) => rule.open(at, rates),
+            Self::Token(rule) => rule.open(at, rates),
+        }
+    }
+
+    #[inline]
+    fn consider(&mut self, candidate: Candidate<'_>) {
+        match self {
+            Self::Can(rule) => rule.consider(candidate),
+            Self::Tdma(rule) => rule.consider(candidate),
+            Self::Token(rule) => rule.consider(candidate),
+        }
+    }
+
+    #[inline]
+    fn decide(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
+        match self {
+            Self::Can(rule) => rule.decide(at),
+            Self::Tdma(rule) => rule.decide(at),
+            Self::Token(rule) => rule.decide(at),
+        }
+    }
+
+    #[inline]
+    fn started(&mut self, at: u64, frame: &Frame) {
+        match self {
+            Self::Can(rule) => rule.started(at, frame),
+            Self::Tdma(rule) => rule.started(at, frame),
+            Self::Token(rule) => rule.started(at, frame),
+        }
+    }
+}
+
+/// Longest slot or hold accepted: 1,000 s, so cycle arithmetic in
+/// nanoseconds cannot overflow.
+const MAX_TURN_US: u64 = 1_000_000_000;
+
+/// Check a channel's access rule against its settings table; the error
+/// names the offending key.
+pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, String)> {
+    let rule = config.arbitration.name();
+    match (config.arbitration, &config.tdma, &config.token) {
+        (Arbitration::Tdma, None, _) => {
+            return Err(("tdma", "arbitration = \"tdma\" needs a [channel.tdma] table with its slots".into()))
+        }
+        (Arbitration::Token, _, None) => {
+            return Err(("token", "arbitration = \"token\" needs a [channel.token] table with its order".into()))
+        }
+        (arbitration, Some(_), _) if arbitration != Arbitration::Tdma => {
+            return Err(("tdma", format!("a [channel.tdma] table needs arbitration = \"tdma\", not \"{rule}\"")))
+        }
+        (arbitration, _, Some(_)) if arbitration != Arbitration::Token => {
+            return Err(("token", format!("a [channel.token] table needs arbitration = \"token\", not \"{rule}\"")))
+        }
+        _ => {}
+    }
+    if config.arbitration != Arbitration::Can && config.federated {
+        let text = format!("a federated channel uses arbitration = \"can\"; \"{rule}\" channels are local to one hub");
+        return Err(("arbitration", text));
+    }
+    if let Some(tdma) = &config.tdma {
+        tdma::check(tdma)?;
+    }
+    if let Some(token) = &config.token {
+        token::check(token)?;
+    }
+    Ok(())
+}
+
+/// Whether a gateway route may send into a channel with `config`: only
+/// under `can`, since other rules give turns to named ports and a route's
+/// sending end has no name.
+pub fn check_route_into(config: &ChannelConfig) -> Result<(), String> {
+    match config.arbitration {
+        Arbitration::Can => Ok(()),
+        rule => Err(format!(
+            "a route cannot send into channel '{}': arbitration = \"{}\" gives bus time to named ports only",
+            config.name,
+            rule.name()
+        )),
+    }
+}
+
+/// Check a port name a rule gives turns to.
+fn check_port_name(name: &str) -> Result<(), String> {
+    crate::names::check_name(name).map_err(|why| format!("port name {why}"))
+}
