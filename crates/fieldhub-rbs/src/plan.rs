@@ -123,11 +123,8 @@ fn start_payload(dbc: &Dbc, message: &Message) -> Result<Vec<u8>, PlanError> {
     let mut payload = vec![0u8; message.size as usize];
     let start_of =
         |signal: &Signal| dbc.resolved_signal_attribute(message.id, &signal.name, "GenSigStartValue").map_or(0, raw_of);
-    let selector = message
-        .signals
-        .iter()
-        .find(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor)
-        .map(&start_of);
+    let selector =
+        message.signals.iter().find(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor).map(&start_of);
     for signal in &message.signals {
         let present = match signal.multiplexer_indicator {
             MultiplexIndicator::Plain | MultiplexIndicator::Multiplexor => true,
