@@ -1,9 +1,12 @@
-//! `fieldhub gen`: generate frames, like cangen.
+//! `fieldhub gen`: generate frames, like cangen (can-utils' cangen.c is
+//! the reference for its options: `-m` mixes kinds per frame from the same
+//! random bits, `-8` sends classic DLCs 9..15 with 8 bytes, `-c` bursts).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use fieldhub_client::{ClientError, Frame, FrameFlags};
+use fieldhub_proto::frame::FrameKind;
 use fieldhub_proto::frame::{fd_round_up_len, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use fieldhub_proto::text::format_cansend;
 use rand::{Rng, SeedableRng};
@@ -38,9 +41,23 @@ pub struct GenArgs {
     /// CAN FD frames with bit rate switch (implies -f).
     #[arg(short = 'b')]
     brs: bool,
+    /// CAN FD frames with the error state indicator (implies -f), as cangen -E.
+    #[arg(short = 'E')]
+    esi: bool,
     /// Remote frames.
     #[arg(short = 'R')]
     remote: bool,
+    /// Mix frame kinds at random, as cangen -m: 11- and 29-bit identifiers, remote frames among the
+    /// classic ones, and on a CAN FD channel CAN FD frames with and without BRS and ESI.
+    #[arg(short = 'm')]
+    mix: bool,
+    /// Classic frames may have a data length code above 8 (9 to 15, with 8 data bytes), as cangen -8:
+    /// -L r and -L i then run over DLCs 0 to 15, and -L takes up to 15.
+    #[arg(short = '8')]
+    raw_dlc: bool,
+    /// Frames per burst, as cangen -c: this many frames back to back, then the gap.
+    #[arg(short = 'c', default_value = "1", value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    burst: u64,
     /// Print each frame sent.
     #[arg(short = 'v')]
     verbose: bool,
@@ -80,14 +97,71 @@ fn parse_hex_data(text: &str) -> Option<Vec<u8>> {
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
-pub fn run(args: GenArgs) -> anyhow::Result<()> {
-    let fd = args.fd || args.brs;
-    if fd && args.remote {
-        bail!("CAN FD has no remote frames: drop -R or -f/-b");
+/// The kind of one frame: what -e -f -b -E -R ask for, or -m draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kind {
+    extended: bool,
+    fd: bool,
+    brs: bool,
+    esi: bool,
+    remote: bool,
+}
+
+impl Kind {
+    /// cangen -m's draw from one random number: bit 0 a 29-bit id; on a
+    /// CAN FD channel bit 1 CAN FD, bits 2 and 3 its BRS and ESI; a classic
+    /// frame is remote when bits 3 and 4 are both set (one in four).
+    fn mixed(bits: u32, channel_fd: bool) -> Self {
+        let fd = channel_fd && bits & 2 != 0;
+        Self {
+            extended: bits & 1 != 0,
+            fd,
+            brs: fd && bits & 4 != 0,
+            esi: fd && bits & 8 != 0,
+            remote: !fd && bits & 24 == 24,
+        }
     }
-    let max_len = if fd { 64 } else { 8 };
-    let max_id = if args.extended { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
-    let ids = if args.extended {
+
+    fn flags(self) -> FrameFlags {
+        let mut flags = FrameFlags::empty();
+        for (on, flag) in
+            [(self.brs, FrameFlags::BRS), (self.esi, FrameFlags::ESI), (self.extended, FrameFlags::EXTENDED)]
+        {
+            if on {
+                flags = flags.union(flag);
+            }
+        }
+        flags
+    }
+}
+
+/// A classic frame's data length code `dlc` (0..=15): its length and, above
+/// 8, the raw DLC it carries (`len8_dlc`).
+fn classic_dlc(dlc: usize) -> (usize, u8) {
+    if dlc > 8 {
+        (8, dlc as u8)
+    } else {
+        (dlc, 0)
+    }
+}
+
+pub fn run(args: GenArgs) -> anyhow::Result<()> {
+    let fd = args.fd || args.brs || args.esi;
+    if fd && args.remote {
+        bail!("CAN FD has no remote frames: drop -R or -f/-b/-E");
+    }
+    if fd && args.raw_dlc {
+        bail!("-8 is for classic frames (a DLC above 8 with 8 bytes); CAN FD's DLCs 9 to 15 are its lengths 12 to 64");
+    }
+    let max_len = if fd || args.mix {
+        64
+    } else if args.raw_dlc {
+        15
+    } else {
+        8
+    };
+    let max_id = if args.extended || args.mix { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
+    let ids = if args.extended || args.mix {
         format!("a hex identifier 0 to {max_id:X}")
     } else {
         format!("a hex identifier 0 to {max_id:X} (to {MAX_EXTENDED_ID:X} with -e)")
@@ -98,7 +172,11 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         // Fixed data fixes the length, as in cangen.
         Mode::Fixed(bytes) => Mode::Fixed(bytes.len()),
         _ => {
-            let lengths = if fd { "a length 0 to 64".to_owned() } else { "a length 0 to 8 (to 64 with -f)".to_owned() };
+            let lengths = match max_len {
+                64 => "a length 0 to 64".to_owned(),
+                15 => "a DLC 0 to 15".to_owned(),
+                _ => "a length 0 to 8 (to 64 with -f, a DLC to 15 with -8)".to_owned(),
+            };
             mode(&args.len, "-L", &lengths, |s| s.parse::<usize>().ok().filter(|&l| l <= max_len))?
         }
     };
@@ -120,9 +198,23 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         None => rand::rngs::StdRng::from_entropy(),
     };
     let (mut next_id, mut next_len, mut counter) = (0u32, 0usize, 0u64);
+    let given = Kind { extended: args.extended, fd, brs: args.brs, esi: args.esi, remote: args.remote };
     let started = Instant::now();
     let mut sent = 0u64;
     while args.count.is_none_or(|n| sent < n) {
+        if !gap.is_zero() && sent > 0 && sent % args.burst == 0 {
+            // The gap before each burst but the first, as cangen's; paced
+            // against the start time so gaps do not accumulate drift.
+            let due = started + gap.mul_f64((sent / args.burst) as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        let kind = if args.mix { Kind::mixed(rng.gen(), port.channel_fd) } else { given };
+        // A fixed identifier beyond 11 bits is a 29-bit one whatever -m drew.
+        let extended = kind.extended || matches!(id_mode, Mode::Fixed(id) if id > MAX_STANDARD_ID);
+        let kind = Kind { extended, ..kind };
+        let max_id = if extended { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
         let id = match &id_mode {
             Mode::Random => rng.gen_range(0..=max_id),
             Mode::Increment => {
@@ -132,18 +224,28 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             }
             Mode::Fixed(id) => *id,
         };
-        let mut len = match &len_mode {
-            Mode::Random => rng.gen_range(0..=max_len),
+        // A classic frame's length code runs to 15 with -8 (else to 8), a
+        // CAN FD frame's length to 64.
+        let most = if kind.fd {
+            64
+        } else if args.raw_dlc {
+            15
+        } else {
+            8
+        };
+        let code = match &len_mode {
+            Mode::Random => rng.gen_range(0..=most),
             Mode::Increment => {
-                let len = next_len;
-                next_len = (next_len + 1) % (max_len + 1);
+                let len = next_len % (most + 1);
+                next_len = (len + 1) % (most + 1);
                 len
             }
-            Mode::Fixed(len) => *len,
+            Mode::Fixed(len) => *len.min(&most),
         };
-        if fd {
-            len = fd_round_up_len(len).unwrap_or(64);
-        }
+        let (len, len8_dlc) = match kind.fd {
+            true => (fd_round_up_len(code).unwrap_or(64), 0),
+            false => classic_dlc(code),
+        };
         let mut data = [0u8; 64];
         match &data_mode {
             Mode::Random => rng.fill(&mut data[..len]),
@@ -153,18 +255,14 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
                 data[..n].copy_from_slice(&bytes[..n]);
                 counter = counter.wrapping_add(1);
             }
-            Mode::Fixed(bytes) => data[..bytes.len()].copy_from_slice(bytes),
+            Mode::Fixed(bytes) => data[..bytes.len().min(len)].copy_from_slice(&bytes[..bytes.len().min(len)]),
         }
-        let frame = if args.remote {
-            Frame::remote(id, args.extended, len)?
-        } else if fd {
-            let mut flags = if args.brs { FrameFlags::BRS } else { FrameFlags::empty() };
-            if args.extended {
-                flags = flags.union(FrameFlags::EXTENDED);
-            }
-            Frame::can_fd(id, flags, &data[..len])?
+        let frame = if kind.remote {
+            Frame::remote(id, extended, len)?
+        } else if kind.fd {
+            Frame::can_fd(id, kind.flags(), &data[..len])?
         } else {
-            Frame::can(id, args.extended, &data[..len])?
+            Frame::from_parts(FrameKind::Can, kind.flags(), id, len, len8_dlc, &data[..len])?
         };
         while let Err(e) = client.send(&port, &frame) {
             // The frames the gone hub had not confirmed are lost with it;
@@ -176,13 +274,6 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             crate::output::outln!("  {}  {}", args.channel, format_cansend(&frame))?;
         }
         sent += 1;
-        if !gap.is_zero() {
-            // Pace against the start time so gaps do not accumulate drift.
-            let due = started + gap.mul_f64(sent as f64);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-        }
     }
     // A timed channel or a lossless reader can hold the last frames for a
     // while: wait as long as the hub is there, not one request's timeout.
@@ -200,5 +291,29 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e).context("waiting for the hub to take the last frames"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mix_draws_kinds_from_the_bits_cangen_uses() {
+        let classic = |bits| Kind::mixed(bits, false);
+        assert!(classic(1).extended && !classic(0).extended);
+        assert!(!classic(2 | 4 | 8).fd, "no CAN FD on a classic channel");
+        assert!(classic(24).remote && !classic(8).remote && !classic(16).remote);
+        let fd = |bits| Kind::mixed(bits, true);
+        assert_eq!(fd(2 | 4), Kind { extended: false, fd: true, brs: true, esi: false, remote: false });
+        assert_eq!(fd(2 | 8 | 16), Kind { extended: false, fd: true, brs: false, esi: true, remote: false });
+        assert!(!fd(4).brs, "BRS only on a CAN FD frame");
+    }
+
+    #[test]
+    fn a_classic_dlc_above_8_carries_8_bytes() {
+        assert_eq!(classic_dlc(5), (5, 0));
+        assert_eq!(classic_dlc(8), (8, 0));
+        assert_eq!(classic_dlc(15), (8, 15));
     }
 }

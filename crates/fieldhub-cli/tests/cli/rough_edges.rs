@@ -131,7 +131,8 @@ fn gen_values_out_of_range_say_the_range() {
     for (args, range) in [
         (&["-I", "800"][..], "a hex identifier 0 to 7FF (to 1FFFFFFF with -e)"),
         (&["-e", "-I", "20000000"], "a hex identifier 0 to 1FFFFFFF"),
-        (&["-L", "9"], "a length 0 to 8 (to 64 with -f)"),
+        (&["-L", "9"], "a length 0 to 8 (to 64 with -f, a DLC to 15 with -8)"),
+        (&["-8", "-L", "16"], "a DLC 0 to 15"),
         (&["-f", "-L", "65"], "a length 0 to 64"),
     ] {
         // Checked before connecting: no hub is needed to hear it.

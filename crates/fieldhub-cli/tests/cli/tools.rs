@@ -366,3 +366,54 @@ fn send_on_a_hub_in_virtual_time_says_the_frame_waits_for_bus_time() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("123#01 is queued on 'can0' for bus time") && stderr.contains("run-until"), "{stderr}");
 }
+
+/// cangen -E: "generate CAN FD CAN frames with error state (ESI)"; -8:
+/// "allow DLC values greater then 8 for Classic CAN frames".
+#[test]
+fn gen_capital_e_sets_esi_and_8_sends_classic_dlcs_above_8() {
+    let hub = FIELDHUB.start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("fd0", &PortConfig { fd: true, ..lossless() }).unwrap();
+    let out = fieldhub(&hub, &["gen", "-g", "0", "-n", "2", "-E", "-L", "12", "fd0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fieldhub(&hub, &["gen", "-g", "0", "-n", "2", "-8", "-L", "13", "fd0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = recv_n(&watcher, 4);
+    for r in &got[..2] {
+        assert!(r.frame.is_fd() && r.frame.flags().contains(fieldhub_proto::FrameFlags::ESI), "{:?}", r.frame);
+        assert_eq!(r.frame.len(), 12);
+    }
+    for r in &got[2..] {
+        assert!(!r.frame.is_fd(), "{:?}", r.frame);
+        assert_eq!((r.frame.len(), r.frame.len8_dlc()), (8, 13));
+    }
+}
+
+/// cangen -m: "mix CC [-e -R] FD [-f -b -E] ... on capable devices".
+#[test]
+fn gen_m_mixes_classic_fd_extended_and_remote_frames() {
+    let hub = FIELDHUB.start_with(Some("[[channel]]\nname = \"fd0\"\nprotocol = \"canfd\"\n"), &[]);
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("fd0", &PortConfig { fd: true, ..lossless() }).unwrap();
+    let out = fieldhub(&hub, &["gen", "-g", "0", "-n", "300", "-m", "--seed", "7", "fd0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = recv_n(&watcher, 300);
+    let any = |test: &dyn Fn(&fieldhub_proto::Frame) -> bool| got.iter().any(|r| test(&r.frame));
+    assert!(any(&|f| f.is_fd()) && any(&|f| !f.is_fd()), "CAN FD and classic");
+    assert!(any(&|f| f.is_extended()) && any(&|f| !f.is_extended()), "29- and 11-bit");
+    assert!(any(&|f| f.is_remote()), "remote frames among the classic ones");
+    assert!(any(&|f| f.flags().contains(fieldhub_proto::FrameFlags::BRS)), "BRS on some CAN FD frames");
+}
+
+/// cangen -c: "number of messages to send in burst" — the gap comes between
+/// bursts, so one burst of three ends without waiting the (ten-minute) gap.
+#[test]
+fn gen_c_sends_a_burst_without_the_gap_inside_it() {
+    let hub = FIELDHUB.start();
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("can1", &lossless()).unwrap();
+    let out = fieldhub(&hub, &["gen", "-c", "3", "-g", "600000", "-n", "3", "-I", "42", "can1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(recv_n(&watcher, 3).len(), 3);
+    assert_nothing_pending(&watcher);
+}
