@@ -49,6 +49,10 @@ pub struct ReplayArgs {
     port: PortSelect,
     /// The log to play. ASC channels without a `// fieldhub channel` comment are named can0, can1, … (ASC channel 1, 2, …).
     file: PathBuf,
+    /// canplayer's interface assignments, OUT=IN: the file's channel IN goes out on hub channel OUT (the
+    /// reverse of --map's order). With any given, as canplayer, only the assigned channels are played.
+    #[arg(value_name = "OUT=IN")]
+    assignments: Vec<String>,
 }
 
 /// What the first pass learned about the file.
@@ -79,17 +83,21 @@ fn survey(args: &ReplayArgs) -> anyhow::Result<Survey> {
     Ok(survey)
 }
 
+/// The file's channels → hub channels, from `--map OLD=NEW` and
+/// canplayer's `OUT=IN` assignments.
 fn parse_map(args: &ReplayArgs, channels: &[String]) -> anyhow::Result<HashMap<String, String>> {
     let mut map = HashMap::new();
-    for entry in &args.map {
-        let Some((old, new)) = entry.split_once('=').filter(|(o, n)| !o.is_empty() && !n.is_empty()) else {
-            bail!("--map {entry}: expected OLD=NEW, e.g. --map can0=can1");
+    let given = args.map.iter().map(|entry| (format!("--map {entry}"), entry.split_once('=')));
+    let assigned = args.assignments.iter().map(|entry| (entry.clone(), entry.split_once('=').map(|(o, i)| (i, o))));
+    for (entry, pair) in given.chain(assigned) {
+        let Some((old, new)) = pair.filter(|(o, n)| !o.is_empty() && !n.is_empty()) else {
+            bail!("{entry}: expected --map OLD=NEW (file channel = hub channel) or canplayer's OUT=IN, e.g. --map can0=can1 or can1=can0");
         };
         if !channels.iter().any(|c| c == old) {
-            bail!("--map {entry}: '{}' has no channel '{old}' (it has: {})", args.file.display(), channels.join(", "));
+            bail!("{entry}: '{}' has no channel '{old}' (it has: {})", args.file.display(), channels.join(", "));
         }
         if map.insert(old.to_owned(), new.to_owned()).is_some() {
-            bail!("--map {entry}: '{old}' is mapped twice");
+            bail!("{entry}: '{old}' is mapped twice");
         }
     }
     Ok(map)
@@ -111,7 +119,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         if args.synchronized { args.hub.connect_synchronized("replay")? } else { args.hub.connect("replay")? };
     let mut ports: HashMap<String, Port> = HashMap::new();
     let mut targets: HashMap<String, (Port, u64)> = HashMap::new();
-    for channel in &survey.channels {
+    // canplayer plays only the assigned channels when there are assignments.
+    let played = |channel: &String| args.assignments.is_empty() || map.contains_key(channel);
+    for channel in survey.channels.iter().filter(|c| played(c)) {
         let target = map.get(channel).unwrap_or(channel);
         let port = match ports.get(target) {
             Some(port) => port.clone(),
@@ -130,8 +140,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
 
     let sent = if args.synchronized {
-        let records =
+        let mut records =
             reader(&args)?.collect::<Result<Vec<_>, _>>().with_context(|| format!("'{}'", args.file.display()))?;
+        records.retain(|r| !survey.channels.contains(&r.channel) || played(&r.channel));
         if let Some(record) = records.iter().find(|r| !targets.contains_key(&r.channel)) {
             bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
         }
@@ -147,7 +158,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     };
 
     let mut total = 0;
-    for channel in &survey.channels {
+    for channel in survey.channels.iter().filter(|c| played(c)) {
         let (port, sent) = &sent[channel];
         total += sent;
         if port.channel == *channel {
@@ -172,6 +183,10 @@ fn play_wall_clock(
         for record in reader(args)? {
             let record = record.with_context(|| format!("'{}'", args.file.display()))?;
             let Some((port, sent)) = targets.get_mut(&record.channel) else {
+                if survey.channels.contains(&record.channel) {
+                    // Not assigned (canplayer's OUT=IN): not played.
+                    continue;
+                }
                 bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
             };
             if let Some(start) = start {

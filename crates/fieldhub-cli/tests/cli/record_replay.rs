@@ -366,3 +366,30 @@ fn record_writes_candump_lines_to_stdout_by_default() {
         assert!(line.starts_with('(') && line.ends_with(&format!(" can1 {frame} R")), "{line}");
     }
 }
+
+/// canplayer's interface assignment `<write-if>=<log-if>`: `can1=can0`
+/// sends the log's can0 frames on can1, and with an assignment given only
+/// the assigned channels are played.
+#[test]
+fn replay_takes_canplayers_out_equals_in_assignments_and_plays_only_those() {
+    let hub = FIELDHUB.start();
+    let scratch = Scratch::new("assign");
+    let path = scratch.path("two.log");
+    std::fs::write(&path, "(1.000000) can0 123#01\n(1.000100) can1 456#02\n(1.000200) can0 124#03\n").unwrap();
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("can0", &lossless()).unwrap();
+    watcher.open_port_with("can1", &lossless()).unwrap();
+    let out = fieldhub(&hub, &["replay", "--fast", path.to_str().unwrap(), "can1=can0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("can0 -> can1: 2 frames"));
+    let got = receive_per_channel(&watcher, 2);
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["can1"], "{got:?}");
+    assert_eq!(got["can1"].iter().map(Frame::id).collect::<Vec<_>>(), [0x123, 0x124]);
+    assert_nothing_pending(&watcher);
+    let out = fieldhub(&hub, &["replay", "--fast", path.to_str().unwrap(), "can1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("can1: expected --map OLD=NEW (file channel = hub channel) or canplayer's OUT=IN"),
+        "{stderr}"
+    );
+}
