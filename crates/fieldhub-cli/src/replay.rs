@@ -28,9 +28,22 @@ pub struct ReplayArgs {
     /// Send the file's channel OLD on hub channel NEW (repeatable); unmapped channels keep their names.
     #[arg(long = "map", value_name = "OLD=NEW")]
     map: Vec<String>,
-    /// Send as fast as the bus takes the frames instead of with the recorded timing.
-    #[arg(long, conflicts_with = "synchronized")]
+    /// Send as fast as the bus takes the frames instead of with the recorded timing (canplayer -t).
+    #[arg(long, short = 't', conflicts_with = "synchronized")]
     fast: bool,
+    /// With --fast: this gap between frames, in milliseconds (canplayer -g).
+    #[arg(short = 'g', value_name = "MS", requires = "fast")]
+    gap_ms: Option<u64>,
+    /// Skip gaps in the timestamps longer than this many seconds: the frame after one goes out at once
+    /// (canplayer -s).
+    #[arg(short = 's', value_name = "SECONDS", conflicts_with = "synchronized", value_parser = clap::value_parser!(u64).range(1..))]
+    skip_gaps: Option<u64>,
+    /// Stop after this many frames (canplayer -n).
+    #[arg(short = 'n', value_name = "COUNT", conflicts_with = "synchronized", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    /// Print each frame sent: hub channel, (file channel), then the frame as candump prints it (canplayer -v).
+    #[arg(short = 'v', conflicts_with = "synchronized")]
+    verbose: bool,
     /// Join a hub in virtual time as a synchronised participant and send each frame at the bus time that
     /// stamps it as recorded, the first one at the bus time the replay joined (docs/virtual-time.md).
     #[arg(long)]
@@ -39,8 +52,8 @@ pub struct ReplayArgs {
     /// each frame goes out at its recorded time, so the hub's recording of the replay is the file again.
     #[arg(long, requires = "synchronized")]
     recorded_bus_time: bool,
-    /// Play the file this many times.
-    #[arg(long = "loop", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Play the file this many times; `i` for ever (canplayer -l).
+    #[arg(long = "loop", short = 'l', value_name = "N|i", default_value = "1", value_parser = parse_loops)]
     loops: u64,
     /// File format [default: from the extension (.log, .asc), else from the first line].
     #[arg(short = 'f', long = "format", value_name = "candump|asc")]
@@ -53,6 +66,18 @@ pub struct ReplayArgs {
     /// reverse of --map's order). With any given, as canplayer, only the assigned channels are played.
     #[arg(value_name = "OUT=IN")]
     assignments: Vec<String>,
+}
+
+/// `--loop`/`-l`: a count of 1 or more, or `i` (for ever, as canplayer's).
+fn parse_loops(text: &str) -> Result<u64, String> {
+    match text {
+        "i" => Ok(u64::MAX),
+        _ => text
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("'{text}': give a count of 1 or more, or i (for ever)")),
+    }
 }
 
 /// What the first pass learned about the file.
@@ -178,8 +203,12 @@ fn play_wall_clock(
     client: &fieldhub_client::Client,
     mut targets: HashMap<String, (Port, u64)>,
 ) -> anyhow::Result<HashMap<String, (Port, u64)>> {
-    for _ in 0..args.loops {
+    let mut total = 0u64;
+    let gap = Duration::from_millis(args.gap_ms.unwrap_or(0));
+    'replay: for _ in 0..args.loops {
         let mut start = None;
+        // -s: the skipped gaps so far; each frame is due that much earlier.
+        let (mut skipped_ns, mut previous_ns) = (0u64, None);
         for record in reader(args)? {
             let record = record.with_context(|| format!("'{}'", args.file.display()))?;
             let Some((port, sent)) = targets.get_mut(&record.channel) else {
@@ -189,8 +218,19 @@ fn play_wall_clock(
                 }
                 bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
             };
-            if let Some(start) = start {
-                let due = start + Duration::from_nanos(record.timestamp_ns.saturating_sub(survey.first_timestamp_ns));
+            if let (Some(limit), Some(previous)) = (args.skip_gaps, previous_ns) {
+                let gap_ns = record.timestamp_ns.saturating_sub(previous);
+                if gap_ns > limit.saturating_mul(1_000_000_000) {
+                    skipped_ns += gap_ns;
+                }
+            }
+            previous_ns = Some(record.timestamp_ns);
+            if args.fast && !gap.is_zero() && total > 0 {
+                std::thread::sleep(gap);
+            }
+            if let Some(start) = start.filter(|_| !args.fast) {
+                let since_first = record.timestamp_ns.saturating_sub(survey.first_timestamp_ns);
+                let due = start + Duration::from_nanos(since_first.saturating_sub(skipped_ns));
                 let now = Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
@@ -200,9 +240,18 @@ fn play_wall_clock(
                 .send(port, &record.frame)
                 .with_context(|| format!("sending {:?} on '{}'", record.frame, port.channel))?;
             *sent += 1;
+            total += 1;
+            if args.verbose {
+                // canplayer -v: "can1 (can0) 123   [4]  DE AD BE EF".
+                let line = crate::candump_text::candump_line("", None, &record.frame);
+                crate::output::outln!("{} ({}) {}", port.channel, record.channel, &line[4..])?;
+            }
             if start.is_none() && !args.fast {
                 confirm(client)?;
                 start = Some(Instant::now());
+            }
+            if args.count.is_some_and(|n| total >= n) {
+                break 'replay;
             }
         }
     }

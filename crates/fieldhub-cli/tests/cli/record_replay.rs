@@ -393,3 +393,28 @@ fn replay_takes_canplayers_out_equals_in_assignments_and_plays_only_those() {
         "{stderr}"
     );
 }
+
+/// canplayer's -s (skip gaps longer than S seconds), -l i (loop for ever),
+/// -n (stop after N frames), -v (print what is sent) and -t -g (no timing,
+/// a fixed gap): an hour's gap is skipped, and the endless loop ends at -n.
+#[test]
+fn replay_skips_long_gaps_loops_for_ever_until_n_and_prints_with_v() {
+    let hub = FIELDHUB.start();
+    let scratch = Scratch::new("canplayer");
+    let path = scratch.path("hour.log");
+    std::fs::write(&path, "(1.000000) can0 123#01\n(3601.000000) can0 124#02\n").unwrap();
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("can0", &lossless()).unwrap();
+    let out = fieldhub(&hub, &["replay", "-s", "1", "-l", "i", "-n", "5", "-v", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let printed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("can0 (can0) ")).collect();
+    assert_eq!(printed[..2], ["can0 (can0) 123   [1]  01", "can0 (can0) 124   [1]  02"], "{stdout}");
+    assert_eq!(printed.len(), 5, "{stdout}");
+    let ids: Vec<u32> = recv_n(&watcher, 5).iter().map(|r| r.frame.id()).collect();
+    assert_eq!(ids, [0x123, 0x124, 0x123, 0x124, 0x123]);
+    let out = fieldhub(&hub, &["replay", "-t", "-g", "1", "-n", "3", "-l", "2", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(recv_n(&watcher, 3).len(), 3);
+    assert_nothing_pending(&watcher);
+}
