@@ -39,6 +39,7 @@ pub const TARGETS: &[Target] = &[
     ("asc", asc),
     ("cansend", cansend),
     ("dbc", dbc),
+    ("rbs", rbs),
     ("cannelloni", cannelloni),
     ("socketcand", socketcand),
     ("portable_c", portable_c),

@@ -239,3 +239,14 @@ pub fn dbc(data: &[u8]) {
         let _ = database.decode(id, false, &[0xA5; 8]);
     }
 }
+
+/// A DBC file read for a rest-bus simulation, every node simulated, as
+/// `fieldhub rbs` and `[[rbs]]` read theirs: it loads or names its line,
+/// and what loads plans or says why not.
+pub fn rbs(data: &[u8]) {
+    let Ok(dbc) = fieldhub_rbs::load::load(data) else { return };
+    let every_node = fieldhub_rbs::plan::NodeSelection::Except(Vec::new());
+    if let Ok(planned) = fieldhub_rbs::plan::plan(&dbc, &every_node, Some(100)) {
+        assert!(planned.iter().all(|m| m.payload.len() <= 64), "a planned payload fits a CAN FD frame");
+    }
+}
