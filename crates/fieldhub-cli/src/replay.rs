@@ -60,12 +60,24 @@ pub struct ReplayArgs {
     format: Option<Format>,
     #[command(flatten)]
     port: PortSelect,
-    /// The log to play. ASC channels without a `// fieldhub channel` comment are named can0, can1, … (ASC channel 1, 2, …).
-    file: PathBuf,
+    /// The log to play, as canplayer -I (then every word after the options is an OUT=IN assignment).
+    #[arg(short = 'I', value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// The log to play (unless -I names it). ASC channels without a `// fieldhub channel` comment are named
+    /// can0, can1, … (ASC channel 1, 2, …).
+    #[arg(required_unless_present = "input")]
+    file: Option<PathBuf>,
     /// canplayer's interface assignments, OUT=IN: the file's channel IN goes out on hub channel OUT (the
     /// reverse of --map's order). With any given, as canplayer, only the assigned channels are played.
     #[arg(value_name = "OUT=IN")]
     assignments: Vec<String>,
+}
+
+impl ReplayArgs {
+    /// The log to play: `-I FILE` or the positional one (clap requires one).
+    fn file(&self) -> &std::path::Path {
+        self.file.as_deref().unwrap_or_else(|| std::path::Path::new("-"))
+    }
 }
 
 /// `--loop`/`-l`: a count of 1 or more, or `i` (for ever, as canplayer's).
@@ -89,14 +101,14 @@ struct Survey {
 }
 
 fn reader(args: &ReplayArgs) -> anyhow::Result<LogReader<std::io::BufReader<std::fs::File>>> {
-    open(&args.file, args.format, &ReadOptions::default())
-        .with_context(|| format!("cannot read '{}'", args.file.display()))
+    open(args.file(), args.format, &ReadOptions::default())
+        .with_context(|| format!("cannot read '{}'", args.file().display()))
 }
 
 fn survey(args: &ReplayArgs) -> anyhow::Result<Survey> {
     let mut survey = Survey { channels: Vec::new(), first_timestamp_ns: 0, frames: 0 };
     for record in reader(args)? {
-        let record = record.with_context(|| format!("'{}'", args.file.display()))?;
+        let record = record.with_context(|| format!("'{}'", args.file().display()))?;
         if survey.frames == 0 {
             survey.first_timestamp_ns = record.timestamp_ns;
         }
@@ -119,7 +131,7 @@ fn parse_map(args: &ReplayArgs, channels: &[String]) -> anyhow::Result<HashMap<S
             bail!("{entry}: expected --map OLD=NEW (file channel = hub channel) or canplayer's OUT=IN, e.g. --map can0=can1 or can1=can0");
         };
         if !channels.iter().any(|c| c == old) {
-            bail!("{entry}: '{}' has no channel '{old}' (it has: {})", args.file.display(), channels.join(", "));
+            bail!("{entry}: '{}' has no channel '{old}' (it has: {})", args.file().display(), channels.join(", "));
         }
         if map.insert(old.to_owned(), new.to_owned()).is_some() {
             bail!("{entry}: '{old}' is mapped twice");
@@ -128,7 +140,13 @@ fn parse_map(args: &ReplayArgs, channels: &[String]) -> anyhow::Result<HashMap<S
     Ok(map)
 }
 
-pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+pub fn run(mut args: ReplayArgs) -> anyhow::Result<()> {
+    if let Some(input) = args.input.take() {
+        // `-I FILE can1=can0`: what stood in the file's place is an assignment.
+        if let Some(first) = args.file.replace(input) {
+            args.assignments.insert(0, first.to_string_lossy().into_owned());
+        }
+    }
     let survey = survey(&args)?;
     let map = parse_map(&args, &survey.channels)?;
     if survey.frames == 0 {
@@ -137,7 +155,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         bail!(
             "'{}' holds no frames to replay (expected candump log lines like \
              `(1700000000.000000) can0 123#DEADBEEF`, or a Vector ASC trace)",
-            args.file.display()
+            args.file().display()
         );
     }
     let client =
@@ -166,10 +184,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
 
     let sent = if args.synchronized {
         let mut records =
-            reader(&args)?.collect::<Result<Vec<_>, _>>().with_context(|| format!("'{}'", args.file.display()))?;
+            reader(&args)?.collect::<Result<Vec<_>, _>>().with_context(|| format!("'{}'", args.file().display()))?;
         records.retain(|r| !survey.channels.contains(&r.channel) || played(&r.channel));
         if let Some(record) = records.iter().find(|r| !targets.contains_key(&r.channel)) {
-            bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
+            bail!("'{}' changed while replaying: new channel '{}'", args.file().display(), record.channel);
         }
         let anchor = if args.recorded_bus_time { Anchor::Recorded } else { Anchor::Joined };
         let ports: HashMap<String, Port> = targets.into_iter().map(|(channel, (port, _))| (channel, port)).collect();
@@ -192,7 +210,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             crate::output::outln!("{channel} -> {}: {sent} frames", port.channel)?;
         }
     }
-    crate::output::outln!("replayed {total} frames from {}", args.file.display())
+    crate::output::outln!("replayed {total} frames from {}", args.file().display())
 }
 
 /// Play with the recorded timing on the wall clock (or `--fast`); returns
@@ -210,13 +228,13 @@ fn play_wall_clock(
         // -s: the skipped gaps so far; each frame is due that much earlier.
         let (mut skipped_ns, mut previous_ns) = (0u64, None);
         for record in reader(args)? {
-            let record = record.with_context(|| format!("'{}'", args.file.display()))?;
+            let record = record.with_context(|| format!("'{}'", args.file().display()))?;
             let Some((port, sent)) = targets.get_mut(&record.channel) else {
                 if survey.channels.contains(&record.channel) {
                     // Not assigned (canplayer's OUT=IN): not played.
                     continue;
                 }
-                bail!("'{}' changed while replaying: new channel '{}'", args.file.display(), record.channel);
+                bail!("'{}' changed while replaying: new channel '{}'", args.file().display(), record.channel);
             };
             if let (Some(limit), Some(previous)) = (args.skip_gaps, previous_ns) {
                 let gap_ns = record.timestamp_ns.saturating_sub(previous);

@@ -369,7 +369,7 @@ fn record_writes_candump_lines_to_stdout_by_default() {
 
 /// canplayer's interface assignment `<write-if>=<log-if>`: `can1=can0`
 /// sends the log's can0 frames on can1, and with an assignment given only
-/// the assigned channels are played.
+/// the assigned channels are played; `-I FILE` names the file as canplayer's.
 #[test]
 fn replay_takes_canplayers_out_equals_in_assignments_and_plays_only_those() {
     let hub = FIELDHUB.start();
@@ -384,6 +384,12 @@ fn replay_takes_canplayers_out_equals_in_assignments_and_plays_only_those() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("can0 -> can1: 2 frames"));
     let got = receive_per_channel(&watcher, 2);
     assert_eq!(got.keys().collect::<Vec<_>>(), ["can1"], "{got:?}");
+    assert_eq!(got["can1"].iter().map(Frame::id).collect::<Vec<_>>(), [0x123, 0x124]);
+    assert_nothing_pending(&watcher);
+    // canplayer's own order: -I FILE, then the assignments.
+    let out = fieldhub(&hub, &["replay", "--fast", "-I", path.to_str().unwrap(), "can1=can0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = receive_per_channel(&watcher, 2);
     assert_eq!(got["can1"].iter().map(Frame::id).collect::<Vec<_>>(), [0x123, 0x124]);
     assert_nothing_pending(&watcher);
     let out = fieldhub(&hub, &["replay", "--fast", path.to_str().unwrap(), "can1"]);
