@@ -56,6 +56,7 @@ pub mod remote;
 pub mod report;
 pub mod scaling;
 pub mod soak;
+pub mod soak_hostile;
 pub mod socketcand;
 pub mod stats;
 pub mod throughput;

@@ -34,6 +34,9 @@ pub struct SoakRun {
     pub kills: usize,
     /// Seed of the kill schedule.
     pub seed: u64,
+    /// A hostile client damages the shared pages it is given all along
+    /// (`soak_hostile`).
+    pub hostile: bool,
 }
 
 /// The hub's resources at one moment.
@@ -53,6 +56,8 @@ pub struct SoakReport {
     pub killable: usize,
     pub kills: usize,
     pub seconds: f64,
+    /// Sessions the hostile client attached and damaged (`--hostile`).
+    pub hostile_attacks: u64,
     /// Frames every receiver took, numbered and unnumbered.
     pub frames_per_receiver: u64,
     /// Problems found; empty when the run was clean.
@@ -99,6 +104,10 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
     for i in 0..killable_n {
         killable.spawn(i)?;
     }
+    let vandal = match spec.hostile {
+        true => Some(crate::soak_hostile::Vandal::start(shm_socket(&hub.url(Transport::Shm, false))?)),
+        false => None,
+    };
     let started = Instant::now();
     let done = AtomicBool::new(false);
     let per_sender = spec.frames.div_ceil(senders_n as u64);
@@ -150,6 +159,13 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
     let seconds = started.elapsed().as_secs_f64();
 
     let mut problems = Vec::new();
+    let hostile_attacks = match vandal.map(crate::soak_hostile::Vandal::finish).transpose() {
+        Ok(attacks) => attacks.unwrap_or(0),
+        Err(e) => {
+            problems.push(format!("the hostile client: {e}"));
+            0
+        }
+    };
     for (i, view) in views.iter().enumerate() {
         if let Some(gap) = &view.gap {
             problems.push(format!("receiver {i}: {gap}"));
@@ -184,11 +200,24 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
         killable: killable_n,
         kills: spec.kills,
         seconds,
+        hostile_attacks,
         frames_per_receiver: views.first().map_or(0, |v| v.count),
         problems,
         before,
         after,
     })
+}
+
+/// The session socket of the hub serving `url` (`shm://NAME[?dir=DIR]`).
+fn shm_socket(url: &str) -> Result<std::path::PathBuf, BenchError> {
+    match fieldhub_client::HubUrl::parse(url) {
+        Ok(fieldhub_client::HubUrl::Shm { name, dir, .. }) => match dir {
+            Some(dir) => fieldhub_shm::socket::socket_path_in(&dir, &name),
+            None => fieldhub_shm::socket::socket_path(&name),
+        }
+        .map_err(BenchError::Invalid),
+        _ => Err(BenchError::Invalid(format!("the hub under test serves no shared memory ({url})"))),
+    }
 }
 
 /// A numbered frame: counter in the first 8 bytes, little-endian.
@@ -360,6 +389,12 @@ pub fn print(report: &SoakReport) {
         report.frames, report.senders, report.receivers, report.killable, report.kills, report.seconds
     );
     println!("  every receiver took {} frames (numbered and the killed clients' traffic)", report.frames_per_receiver);
+    if report.hostile_attacks > 0 {
+        println!(
+            "  a hostile client attached {} times, each time damaging the bell page and its segment",
+            report.hostile_attacks
+        );
+    }
     println!(
         "  hub before: {} descriptors, {} threads, {} KiB resident; after: {} descriptors, {} threads, {} KiB",
         report.before.descriptors,
