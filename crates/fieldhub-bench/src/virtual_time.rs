@@ -11,7 +11,9 @@
 //! The offered load may exceed the channel (`--load 125`): then frames
 //! queue, arbitration decides and the lowest priorities wait, as on a real
 //! bus, and the run still ends; the observer receives what the channel
-//! carried, and the frames still queued at the end are counted as such.
+//! carried, and the frames still queued at the end are counted as such, as
+//! are frames the hub refused past what it holds of a participant
+//! (`TX_DROPPED queue_full`, told before each grant).
 
 pub mod silkit;
 
@@ -63,6 +65,9 @@ pub struct VirtualTimeResult {
     /// Frames the observer received, and how many were sent.
     pub frames_received: u64,
     pub frames_sent: u64,
+    /// Frames the hub refused because a participant already had the most
+    /// frames waiting that it holds of one (`queue_full`).
+    pub frames_refused: u64,
     /// SIL Kit's synchronised time, same participants and steps, same run.
     pub silkit: Option<SilKitBaseline>,
     /// Wall time per step of SIL Kit over fieldhub's: at 1 ms steps the
@@ -114,13 +119,13 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         })
         .collect::<Result<Vec<_>, BenchError>>()?;
     let started = Instant::now();
-    std::thread::scope(|s| {
+    let frames_refused = std::thread::scope(|s| {
         let senders: Vec<_> = participants
             .iter()
             .zip(&shares)
             .enumerate()
             .map(|(i, ((client, port), &share))| {
-                s.spawn(move || -> Result<(), BenchError> {
+                s.spawn(move || -> Result<u64, BenchError> {
                     for k in 0..steps {
                         for n in 0..share {
                             client.send(port, &frame(i, k, n)?)?;
@@ -128,12 +133,13 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
                         client.step((k + 1) * period_ns)?;
                         while client.try_recv()?.is_some() {}
                     }
-                    Ok(())
+                    // Refusals are told before the grant that follows them.
+                    Ok(client.tx_dropped(port))
                 })
             })
             .collect();
         let panicked = || Err(BenchError::Stalled("a participant panicked".into()));
-        senders.into_iter().try_for_each(|t| t.join().unwrap_or_else(|_| panicked()))
+        senders.into_iter().map(|t| t.join().unwrap_or_else(|_| panicked())).sum::<Result<u64, BenchError>>()
     })?;
     let wall = started.elapsed().as_secs_f64();
     // The observer's deliveries were queued before the last grant; its
@@ -162,6 +168,7 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         offered_load_percent,
         frames_received: received,
         frames_sent,
+        frames_refused,
         silkit,
         times_silkit,
     })

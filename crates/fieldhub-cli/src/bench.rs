@@ -172,10 +172,6 @@ enum Kind {
         /// own hub and schedule.
         #[arg(long)]
         chaos: bool,
-        /// The soak with the attacks of issue 34 mixed in: a hostile client keeps attaching over shared
-        /// memory and damaging the pages it is given (the bell page, its segment) while clients come and go.
-        #[arg(long, conflicts_with = "chaos")]
-        hostile: bool,
         /// With --chaos: how many seeds.
         #[arg(long, default_value = "200")]
         runs: u64,
@@ -384,8 +380,8 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
                 anyhow::bail!("the chaos run found {} problem(s): {}", problems.len(), problems.join("; "));
             }
         }
-        Kind::Soak { frames, clients, kills, seed, hostile, json, .. } => {
-            let spec = soak::SoakRun { frames: frames.unwrap_or(10_000_000), clients, kills, seed, hostile };
+        Kind::Soak { frames, clients, kills, seed, json, .. } => {
+            let spec = soak::SoakRun { frames: frames.unwrap_or(10_000_000), clients, kills, seed };
             let made = soak::run(this_command, &spec, &mut progress).context("soak run");
             clear_progress();
             let made = made?;
@@ -461,9 +457,13 @@ fn silkit_dir(choice: &str) -> Option<std::path::PathBuf> {
 }
 
 fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
-    let queued = match r.frames_sent.saturating_sub(r.frames_received) {
+    let queued = match r.frames_sent.saturating_sub(r.frames_received + r.frames_refused) {
         0 => String::new(),
         n => format!(", {n} still queued"),
+    };
+    let queued = match r.frames_refused {
+        0 => queued,
+        n => format!("{queued}, {n} refused: queue full"),
     };
     println!(
         "{} participants over {}, {:.0} % offered load: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per \
