@@ -172,6 +172,10 @@ enum Kind {
         /// own hub and schedule.
         #[arg(long)]
         chaos: bool,
+        /// The soak with the attacks of issue 34 mixed in: a hostile client keeps attaching over shared
+        /// memory and damaging the pages it is given (the bell page, its segment) while clients come and go.
+        #[arg(long, conflicts_with = "chaos")]
+        hostile: bool,
         /// With --chaos: how many seeds.
         #[arg(long, default_value = "200")]
         runs: u64,
@@ -380,8 +384,8 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
                 anyhow::bail!("the chaos run found {} problem(s): {}", problems.len(), problems.join("; "));
             }
         }
-        Kind::Soak { frames, clients, kills, seed, json, .. } => {
-            let spec = soak::SoakRun { frames: frames.unwrap_or(10_000_000), clients, kills, seed };
+        Kind::Soak { frames, clients, kills, seed, hostile, json, .. } => {
+            let spec = soak::SoakRun { frames: frames.unwrap_or(10_000_000), clients, kills, seed, hostile };
             let made = soak::run(this_command, &spec, &mut progress).context("soak run");
             clear_progress();
             let made = made?;
