@@ -146,7 +146,7 @@ mod tests {
             assert_eq!(DropReason::from_wire(reason as u16), Some(reason));
         }
         assert_eq!(DropReason::from_wire(0), None);
-        assert_eq!(DropReason::from_wire(5), None);
+        assert_eq!(DropReason::from_wire(6), None, "the first value no reason has");
         for condition in [ChannelCondition::Waiting, ChannelCondition::Live, ChannelCondition::Gap] {
             assert_eq!(ChannelCondition::from_wire(condition as u8), Some(condition));
         }
