@@ -109,8 +109,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use default_hub::connect_default;
+use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
