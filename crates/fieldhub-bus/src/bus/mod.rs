@@ -50,6 +50,8 @@ mod intakes;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
+#[cfg(test)]
+mod route_ids_tests;
 mod stall_reports;
 mod stats_document;
 mod stepping;

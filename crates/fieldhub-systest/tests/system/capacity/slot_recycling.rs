@@ -14,9 +14,6 @@ use serde_json::{json, Value};
 
 const CHANNEL_CYCLES: usize = 2_000;
 const ROUTE_CYCLES: usize = 2_000;
-/// Past 65,536 route ids: a minute or more of HTTP requests, so the test
-/// that runs this many is ignored by default (`--ignored` runs it).
-const MANY_ROUTE_CYCLES: usize = 70_000;
 
 /// A control call that must succeed; `what` says which step failed.
 fn must(agent: &ureq::Agent, hub: &HubProcess, what: &str, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -60,13 +57,8 @@ fn a_channel_created_and_removed_two_thousand_times_leaves_room_for_another_that
 
 #[test]
 fn a_route_added_and_removed_two_thousand_times_leaves_room_for_another_that_routes_frames() {
+    // Past 65,536 cycles, in the bus crate: bus/route_ids_tests.rs.
     route_cycles_leave_room(ROUTE_CYCLES);
-}
-
-#[test]
-#[ignore = "140,000 HTTP requests: a minute or more"]
-fn a_route_added_and_removed_seventy_thousand_times_leaves_room_for_another_that_routes_frames() {
-    route_cycles_leave_room(MANY_ROUTE_CYCLES);
 }
 
 /// Add and remove a route `cycles` times, then add one more and check it
