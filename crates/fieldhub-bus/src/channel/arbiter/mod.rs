@@ -10,8 +10,8 @@
 //! state in bus time only, so a schedule is the same in real and virtual
 //! time and when the bus thread wakes late.
 //!
-//! The rules: `can` (ISO 11898 priority, [`can`]), `tdma` (static slots,
-//! [`tdma`]), `token` (a token ring, [`token`]). A channel holds its rule in
+//! The rules, a module each: `can` (ISO 11898 priority), `tdma` (static
+//! slots) and `token` (a token ring). A channel holds its rule in
 //! [`Rule`], an enum chosen once when the channel is made: the frame path
 //! dispatches with one predictable branch, nothing is boxed, and the `can`
 //! arm inlines into the loop exactly as the rule was before it had a trait.
