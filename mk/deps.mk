@@ -21,10 +21,12 @@
 #   iproute2         ip (the network-namespace tests, as root) and tc (netem in the VM guests)
 #   strace           holds a recording's writes in the stuck-disk hostile-input test
 #   gcc-mingw-w64-x86-64 wine64   the portable C client's Windows build, run under Wine
-#   gcc-multilib     the portable C client's 32-bit build (its code size, c/portable/README.md)
+#   gcc-i686-linux-gnu libc6-dev-i386-cross   the portable C client's 32-bit build (its code size,
+#                    c/portable/README.md), run with qemu-user; not gcc-multilib, which
+#                    conflicts with the s390x cross compiler (apt would remove one for the other)
 #   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static   its big-endian build, run with qemu-user
 DEPS_PACKAGES := make gcc g++ libc6-dev binutils cmake pkgconf python3 python3-venv curl chromium \
-  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 gcc-multilib \
+  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 gcc-i686-linux-gnu libc6-dev-i386-cross \
   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
 
 # The guests' kernel: Debian 12's, a package apt-get downloads (not installs).
