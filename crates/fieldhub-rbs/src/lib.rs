@@ -5,6 +5,8 @@
 //! What is here so far, each without I/O and without a clock of its own:
 //! - [`bits`]: a signal's raw value into a payload, in DBC bit numbering
 //!   (the inverse of `fieldhub_dbc::bits::extract`).
+//! - [`encode`]: a message's frame from physical signal values (the web
+//!   monitor's send by signals), through [`bits`].
 //! - [`load`]: a DBC file's bytes parsed, or an error naming the line (too
 //!   large, not DBC).
 //! - [`plan`]: which messages the selected nodes send, with cycle time,
@@ -16,6 +18,7 @@
 //! Depends on `fieldhub-dbc`/`can-dbc` and `crc`; **never** on the hub.
 
 pub mod bits;
+pub mod encode;
 pub mod load;
 pub mod plan;
 pub mod protect;

@@ -154,7 +154,7 @@ fn whole(value: &AttributeValue) -> Option<u64> {
 }
 
 /// A start value as raw bits (two's complement for a negative one).
-fn raw_of(value: &AttributeValue) -> u64 {
+pub(crate) fn raw_of(value: &AttributeValue) -> u64 {
     match *value {
         AttributeValue::Uint(n) => n,
         AttributeValue::Int(n) => n as u64,
