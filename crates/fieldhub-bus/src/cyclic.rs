@@ -37,6 +37,13 @@ impl<F: FnMut(u64) -> Option<Frame> + Send> FrameProducer for F {
     }
 }
 
+/// The bus keeps its clients' producers boxed: each job makes its own kind.
+impl FrameProducer for Box<dyn FrameProducer> {
+    fn produce(&mut self, due_ns: u64) -> Option<Frame> {
+        (**self).produce(due_ns)
+    }
+}
+
 /// A job's handle, unique within its [`CyclicJobs`]: a handle of a removed
 /// job never reaches the job that took its place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,8 +57,10 @@ pub struct JobId {
 pub enum JobError {
     #[error("a cyclic job's period must be at least 1 µs, not {0} ns")]
     PeriodTooShort(u64),
-    #[error("no cyclic job {0:?}: it was removed or never added")]
+    #[error("no cyclic job {0:?}: it was removed, its port closed, or it was never added")]
     NoSuchJob(JobId),
+    #[error("port {0} is not open: a cyclic job sends from an open port of its own client")]
+    PortNotOpen(u16),
 }
 
 /// The shortest period a job may have: shorter is no cycle a CAN channel
@@ -163,6 +172,30 @@ impl<K: Copy, P: FrameProducer> CyclicJobs<K, P> {
         slot.incarnation = slot.incarnation.wrapping_add(1);
         self.free.push(id.index);
         Ok(job.producer)
+    }
+
+    /// Remove every job whose port `gone` says is gone (a port closed, a
+    /// client left). Returns how many were removed.
+    pub fn remove_where(&mut self, mut gone: impl FnMut(K) -> bool) -> usize {
+        let mut removed = 0;
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            if slot.job.as_ref().is_some_and(|job| gone(job.port)) {
+                slot.job = None;
+                slot.epoch = slot.epoch.wrapping_add(1);
+                slot.incarnation = slot.incarnation.wrapping_add(1);
+                self.free.push(u32::try_from(index).expect("fewer than 2^32 jobs"));
+                removed += 1;
+            }
+        }
+        if removed > 0 && self.queue.len() > 2 * self.len() + 16 {
+            self.compact();
+        }
+        removed
+    }
+
+    /// The port a job sends from.
+    pub fn port_of(&self, id: JobId) -> Result<K, JobError> {
+        self.job(id).map(|job| job.port)
     }
 
     /// A job's producer, to change what it sends next.
@@ -377,6 +410,19 @@ mod tests {
         }
         assert!(jobs.queue.len() <= 2 * jobs.len() + 17);
         assert_eq!(jobs.next_due(), Some(1_000 * MS + 9_999));
+    }
+
+    #[test]
+    fn removing_the_jobs_of_a_gone_port_leaves_the_others_running() {
+        let clock = ManualClock::at(0);
+        let mut jobs: CyclicJobs<u8, Producer> = CyclicJobs::new();
+        let gone = jobs.add(1, Box::new(|_| Some(frame(1, 0))), 10 * MS, 0, 0).unwrap();
+        jobs.add(1, Box::new(|_| Some(frame(1, 1))), 7 * MS, 0, 0).unwrap();
+        let kept = jobs.add(2, Box::new(|_| Some(frame(2, 0))), 10 * MS, 0, 0).unwrap();
+        assert_eq!(jobs.remove_where(|port| port == 1), 2);
+        assert_eq!((jobs.len(), jobs.port_of(kept)), (1, Ok(2)));
+        assert_eq!(jobs.port_of(gone), Err(JobError::NoSuchJob(gone)));
+        assert_eq!(drive(&mut jobs, &clock, 20 * MS).iter().map(|s| s.0).collect::<Vec<_>>(), [2, 2, 2]);
     }
 
     #[test]

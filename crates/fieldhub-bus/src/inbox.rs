@@ -18,6 +18,7 @@ use fieldhub_proto::Frame;
 
 use crate::access::Access;
 use crate::credit::TxCredit;
+use crate::cyclic::{FrameProducer, JobError, JobId};
 use crate::outbox::Outbox;
 use crate::request::{ControlRequest, ControlResult};
 
@@ -90,6 +91,9 @@ pub enum Inbound {
     /// A relayed channel has a new owner: hand every frame still waiting in
     /// its ports' FIFOs to the uplink again, in arrival order, as `round`.
     FederationResend { channel: u16, round: u64 },
+    /// Add, change or remove a cyclic job sending from one of the client's
+    /// ports on bus time (`bus/cyclic_jobs.rs`).
+    Cyclic { client: ClientId, request: CyclicRequest },
     /// Stop the bus: say goodbye to every client and return.
     Shutdown,
 }
@@ -118,6 +122,7 @@ impl std::fmt::Debug for Inbound {
                 write!(f, "FederationRole({channel}, {})", if uplink.is_some() { "relay" } else { "owner" })
             }
             Inbound::FederationResend { channel, round } => write!(f, "FederationResend({channel}, {round})"),
+            Inbound::Cyclic { client, request } => write!(f, "Cyclic({client}, {request:?})"),
             Inbound::Shutdown => write!(f, "Shutdown"),
         }
     }
@@ -152,6 +157,32 @@ pub trait Wake: Send + Sync {
     /// Work the bus cannot see in its queue or rings (a lossless receiver
     /// it waits for took frames): end its current wait.
     fn poke(&self);
+}
+
+/// Where the answer to a cyclic job's request goes: the job, or why not.
+/// Called once on the bus thread (it must not block).
+pub type JobReply = Box<dyn FnOnce(Result<JobId, JobError>) + Send>;
+
+/// What a client asks of its cyclic jobs. A job sends from a port of the
+/// client that added it, and only that client may change or remove it; its
+/// jobs end when the port closes or the client leaves.
+pub enum CyclicRequest {
+    /// Send `producer`'s frames from `port` every `period_ns`, the first
+    /// cycle `start_delay_ns` from now (bus time).
+    Add { port: u16, producer: Box<dyn FrameProducer>, period_ns: u64, start_delay_ns: u64, reply: JobReply },
+    /// New period; the next cycle `start_delay_ns` from now.
+    Update { id: JobId, period_ns: u64, start_delay_ns: u64, reply: JobReply },
+    Remove { id: JobId, reply: JobReply },
+}
+
+impl std::fmt::Debug for CyclicRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CyclicRequest::Add { port, period_ns, .. } => write!(f, "Add(port {port}, every {period_ns} ns)"),
+            CyclicRequest::Update { id, period_ns, .. } => write!(f, "Update({id:?}, every {period_ns} ns)"),
+            CyclicRequest::Remove { id, .. } => write!(f, "Remove({id:?})"),
+        }
+    }
 }
 
 /// Where the answer to a control request goes: the control plane's

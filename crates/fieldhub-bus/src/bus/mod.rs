@@ -28,6 +28,7 @@ use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{BusConfig, PortConfig, Protocol, RouteConfig, Timing};
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
+use crate::cyclic::{CyclicJobs, FrameProducer};
 use crate::inbox::{ClientId, FrameRun, HangUp, Inbound, Inbox, IntakeEnd};
 use crate::member::{Member, GATEWAY_QUEUE};
 use crate::monitor::MonitorTap;
@@ -41,6 +42,9 @@ use intakes::{Intakes, Taken};
 #[cfg(test)]
 mod access_tests;
 mod control;
+mod cyclic_jobs;
+#[cfg(test)]
+mod cyclic_jobs_tests;
 #[cfg(test)]
 mod fate_tests;
 mod federated;
@@ -192,6 +196,11 @@ pub struct Bus {
     relays: Vec<Option<crossbeam_channel::Sender<crate::federation::Uplinked>>>,
     /// Per channel: its federation figures, for `STATS`, when it is federated.
     federation: Vec<Option<Arc<crate::federation::ChannelStatus>>>,
+    /// Cyclic jobs of the clients' ports, by the bus time they are due
+    /// (`bus/cyclic_jobs.rs`).
+    cyclic: CyclicJobs<(ClientId, u16), Box<dyn FrameProducer>>,
+    /// The frames of the cyclic jobs due in one step (reused).
+    cyclic_due: Vec<((ClientId, u16), Frame)>,
 }
 
 impl Bus {
@@ -246,6 +255,8 @@ impl Bus {
             virtual_time: None,
             relays: vec![None; count],
             federation: vec![None; count],
+            cyclic: CyclicJobs::new(),
+            cyclic_due: Vec::new(),
         }
     }
 
@@ -374,6 +385,7 @@ impl Bus {
     /// sent, answer waiting pings. Returns when to run again at the latest.
     pub fn step(&mut self) -> Option<u64> {
         let now_ns = self.clock.now();
+        self.run_cyclic(now_ns);
         // Routing marks destination channels dirty; hop limits make it end.
         loop {
             for index in 0..self.channels.len() {
@@ -389,7 +401,8 @@ impl Bus {
             }
         }
         self.answer_pongs();
-        self.deadlines.iter().flatten().min().copied()
+        let channels = self.deadlines.iter().flatten().min().copied();
+        [channels, self.cyclic.next_due()].into_iter().flatten().min()
     }
 
     /// Copy transmitted frames along matching routes. Returns whether any
@@ -480,6 +493,7 @@ impl Bus {
             }
             Inbound::FederationRole { channel, uplink } => self.on_federation_role(channel, uplink),
             Inbound::FederationResend { channel, round } => self.on_federation_resend(channel, round),
+            Inbound::Cyclic { client, request } => self.on_cyclic(client, request),
             Inbound::Shutdown => {}
         }
     }
@@ -785,6 +799,7 @@ impl Bus {
             return self.reply(client_id, error);
         };
         self.release_port(owned);
+        self.cyclic.remove_where(|(client, handle)| client == client_id && handle == port);
         self.reply(client_id, Outbound::PortClosed { port });
     }
 
@@ -805,6 +820,9 @@ impl Bus {
         client.credit.close();
         for owned in client.ports.iter().flatten() {
             self.release_port(*owned);
+        }
+        if !self.cyclic.is_empty() {
+            self.cyclic.remove_where(|(client, _)| client == client_id);
         }
         Some(client)
     }
