@@ -14,11 +14,15 @@
 //! - [`protect`]: alive counters and checksums per rule (XOR, SAE J1850
 //!   CRC-8, CRC-8H2F as AUTOSAR E2E profile 2 uses, a user polynomial),
 //!   with the faults a test injects: a stuck counter, a wrong checksum.
+//! - [`engine`]: the running simulation: one [`fieldhub_bus::cyclic`] job
+//!   per message and the state the control plane changes while it runs.
 //!
-//! Depends on `fieldhub-dbc`/`can-dbc` and `crc`; **never** on the hub.
+//! Depends on `fieldhub-dbc`/`can-dbc`, `crc`, and `fieldhub-bus` for its
+//! job trait; **never** on the hub.
 
 pub mod bits;
 pub mod encode;
+pub mod engine;
 pub mod load;
 pub mod plan;
 pub mod protect;
