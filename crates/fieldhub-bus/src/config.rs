@@ -165,6 +165,10 @@ pub struct ChannelConfig {
     /// `[channel.token]`: the ring of an `arbitration = "token"` channel.
     #[serde(default)]
     pub token: Option<TokenConfig>,
+    /// `[channel.master_slave]`: the master and its polling order of an
+    /// `arbitration = "master-slave"` channel.
+    #[serde(default)]
+    pub master_slave: Option<MasterSlaveConfig>,
 }
 
 impl ChannelConfig {
@@ -185,6 +189,7 @@ impl ChannelConfig {
             arbitration: Arbitration::Can,
             tdma: None,
             token: None,
+            master_slave: None,
         }
     }
 
@@ -228,6 +233,8 @@ pub enum Arbitration {
     Tdma,
     /// A token circulates among ports in a fixed order.
     Token,
+    /// A master polls slaves; a slave sends only when polled.
+    MasterSlave,
 }
 
 impl Arbitration {
@@ -237,6 +244,7 @@ impl Arbitration {
             Self::Can => "can",
             Self::Tdma => "tdma",
             Self::Token => "token",
+            Self::MasterSlave => "master-slave",
         }
     }
 }
@@ -276,6 +284,20 @@ pub struct TokenConfig {
     /// Most frames a port sends per token visit.
     #[serde(default = "default_max_frames")]
     pub max_frames: u32,
+}
+
+/// `[channel.master_slave]`: a master polling slaves.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MasterSlaveConfig {
+    /// The name of the master port: each frame it sends polls the next slave.
+    pub master: String,
+    /// The slaves' port names in the order the master polls them; the order
+    /// repeats, and a slave may be polled more than once in it.
+    pub poll: Vec<String>,
+    /// How long in µs after a poll ends the polled slave may start its
+    /// answer; an unanswered poll keeps the bus idle this long.
+    pub response_timeout_us: u64,
 }
 
 fn default_max_frames() -> u32 {

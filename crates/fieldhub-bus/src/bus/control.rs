@@ -276,6 +276,7 @@ impl Bus {
             "arbitration": c.config.arbitration,
             "tdma": c.config.tdma,
             "token": c.config.token,
+            "master_slave": c.config.master_slave,
             "frames": c.frames,
             "ports": ports,
             "cut": !cut.is_empty(),

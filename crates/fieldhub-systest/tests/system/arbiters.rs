@@ -1,5 +1,5 @@
-//! Access rules through real hub processes: `tdma` and `token` channels
-//! carry real clients' frames in the rule's order and at its times, on the
+//! Access rules through real hub processes: `tdma`, `token` and
+//! `master-slave` channels carry real clients' frames in the rule's order and at its times, on the
 //! wall clock (`timed`) and in virtual time, where two runs of one scenario
 //! give byte-identical candump logs.
 
@@ -28,6 +28,15 @@ arbitration = "token"
 order = ["ecu1", "ecu2"]
 hold_us = 1000
 max_frames = 2
+"#;
+
+/// ecu1 is the master; it polls ecu2, then a slave that never answers.
+const MASTER_SLAVE: &str = r#"
+arbitration = "master-slave"
+[channel.master_slave]
+master = "ecu1"
+poll = ["ecu2", "silent"]
+response_timeout_us = 100
 "#;
 
 fn named(name: &str) -> PortConfig {
@@ -60,8 +69,9 @@ fn hub(rule: &str, virtual_time: bool) -> HubProcess {
 }
 
 /// ecu1 and ecu2, synchronised participants, each send four frames in their
-/// first step and step to 10 ms; returns what an observer saw.
-fn virtual_run(rule: &str) -> (Vec<(u32, u64, u64)>, String) {
+/// first step and step to 10 ms; returns the first `count` frames an
+/// observer saw.
+fn virtual_run(rule: &str, count: usize) -> (Vec<(u32, u64, u64)>, String) {
     let hub = hub(rule, true);
     let observer = hub.client("observer");
     observer.open_port("bus").unwrap();
@@ -82,22 +92,22 @@ fn virtual_run(rule: &str) -> (Vec<(u32, u64, u64)>, String) {
     for ecu in ecus {
         ecu.join().expect("ECU thread");
     }
-    observe(&observer, 8)
+    observe(&observer, count)
 }
 
 #[test]
 fn tdma_in_virtual_time_puts_frames_at_their_slot_starts_the_same_on_every_run() {
-    let (frames, log) = virtual_run(TDMA);
+    let (frames, log) = virtual_run(TDMA, 8);
     // ecu1 owns [0, 1 ms) of every 2 ms cycle, ecu2 [1 ms, 2 ms).
     let expected: Vec<(u32, u64)> = (0..4).flat_map(|k| [(0x100, 2 * k * MS), (0x200, (2 * k + 1) * MS)]).collect();
     let starts: Vec<(u32, u64)> = frames.iter().map(|&(id, start, _)| (id, start)).collect();
     assert_eq!(starts, expected);
-    assert_eq!(virtual_run(TDMA).1, log, "a second run logs the same bytes");
+    assert_eq!(virtual_run(TDMA, 8).1, log, "a second run logs the same bytes");
 }
 
 #[test]
 fn token_in_virtual_time_gives_each_port_two_frames_a_visit_the_same_on_every_run() {
-    let (frames, log) = virtual_run(TOKEN);
+    let (frames, log) = virtual_run(TOKEN, 8);
     let ids: Vec<u32> = frames.iter().map(|&(id, _, _)| id).collect();
     assert_eq!(ids, [0x100, 0x100, 0x200, 0x200, 0x100, 0x100, 0x200, 0x200]);
     // Back to back from bus time 0: each frame starts where the one before ended.
@@ -106,7 +116,23 @@ fn token_in_virtual_time_gives_each_port_two_frames_a_visit_the_same_on_every_ru
         assert_eq!(start, at, "frame {n} (0x{id:X})");
         at = end;
     }
-    assert_eq!(virtual_run(TOKEN).1, log, "a second run logs the same bytes");
+    assert_eq!(virtual_run(TOKEN, 8).1, log, "a second run logs the same bytes");
+}
+
+#[test]
+fn master_slave_in_virtual_time_answers_each_poll_at_once_and_waits_out_a_silent_slave_the_same_on_every_run() {
+    let (frames, log) = virtual_run(MASTER_SLAVE, 6);
+    // Poll ecu2, its answer, poll silent (no answer: 100 µs idle), and again;
+    // ecu2's last two frames wait for polls that never come.
+    let ids: Vec<u32> = frames.iter().map(|&(id, _, _)| id).collect();
+    assert_eq!(ids, [0x100, 0x200, 0x100, 0x100, 0x200, 0x100]);
+    let mut at = 0;
+    for (n, &(id, start, end)) in frames.iter().enumerate() {
+        let after_silent_poll = if n == 3 { 100_000 } else { 0 };
+        assert_eq!(start, at + after_silent_poll, "frame {n} (0x{id:X})");
+        at = end;
+    }
+    assert_eq!(virtual_run(MASTER_SLAVE, 6).1, log, "a second run logs the same bytes");
 }
 
 #[test]

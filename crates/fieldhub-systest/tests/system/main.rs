@@ -7,7 +7,7 @@
 //! | [`ordering`] | one total order per channel, no loss, no duplicates |
 //! | [`bus_semantics`] | wiring, gateway routes, rate limits, CAN FD refusals, statistics |
 //! | [`timing`] | `timed` channels: bit times and arbitration |
-//! | [`arbiters`] | access rules: `tdma` slots and `token` rings, on the wall clock and in virtual time |
+//! | [`arbiters`] | access rules: `tdma` slots, `token` rings and `master-slave` polling, on the wall clock and in virtual time |
 //! | [`backpressure`] | a sender ahead of a busy bus is held back within a bound |
 //! | [`lossless`] | a stalled lossless reader holds only its own channel |
 //! | [`faults`] | fault rules, shorts, forced error states |

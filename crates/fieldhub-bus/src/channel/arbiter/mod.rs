@@ -11,17 +11,21 @@
 //! time and when the bus thread wakes late.
 //!
 //! The rules, a module each: `can` (ISO 11898 priority), `tdma` (static
-//! slots) and `token` (a token ring). A channel holds its rule in
+//! slots), `token` (a token ring) and `master_slave` (a master polling
+//! slaves). A channel holds its rule in
 //! [`Rule`], an enum chosen once when the channel is made: the frame path
 //! dispatches with one predictable branch, nothing is boxed, and the `can`
 //! arm inlines into the loop exactly as the rule was before it had a trait.
 //!
-//! Rules that give the bus to named ports (`tdma`, `token`) learn which port
-//! has which name when it is opened ([`Rule::name_port`]); a port they give
+//! Rules that give the bus to named ports (`tdma`, `token`, `master-slave`)
+//! learn which port has which name when it is opened ([`Rule::name_port`],
+//! kept in `roles`); a port they give
 //! no turn, or a frame longer than any turn, is refused as it comes
 //! ([`Rule::refuses`]), so every frame a rule accepts goes out in time.
 
 mod can;
+mod master_slave;
+mod roles;
 mod tdma;
 #[cfg(test)]
 mod tests;
@@ -34,6 +38,8 @@ use crate::config::{Arbitration, ChannelConfig};
 use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 pub use can::PriorityArbiter;
+pub use master_slave::MasterSlaveArbiter;
+use roles::Roles;
 pub use tdma::TdmaArbiter;
 pub use token::TokenArbiter;
 
@@ -82,34 +88,42 @@ pub enum Rule {
     Can(PriorityArbiter),
     Tdma(TdmaArbiter),
     Token(TokenArbiter),
+    MasterSlave(MasterSlaveArbiter),
 }
 
 impl Rule {
     /// The rule `config` names; its settings were checked by
     /// [`check_arbitration`].
     pub fn new(config: &ChannelConfig) -> Self {
-        match (config.arbitration, &config.tdma, &config.token) {
-            (Arbitration::Tdma, Some(tdma), _) => Self::Tdma(TdmaArbiter::new(tdma)),
-            (Arbitration::Token, _, Some(token)) => Self::Token(TokenArbiter::new(token)),
+        match (config.arbitration, &config.tdma, &config.token, &config.master_slave) {
+            (Arbitration::Tdma, Some(tdma), _, _) => Self::Tdma(TdmaArbiter::new(tdma)),
+            (Arbitration::Token, _, Some(token), _) => Self::Token(TokenArbiter::new(token)),
+            (Arbitration::MasterSlave, _, _, Some(polling)) => Self::MasterSlave(MasterSlaveArbiter::new(polling)),
             _ => Self::Can(PriorityArbiter::default()),
+        }
+    }
+
+    /// The named ports of a rule that gives turns by name.
+    fn roles(&mut self) -> Option<&mut Roles> {
+        match self {
+            Self::Can(_) => None,
+            Self::Tdma(rule) => Some(rule.roles()),
+            Self::Token(rule) => Some(rule.roles()),
+            Self::MasterSlave(rule) => Some(rule.roles()),
         }
     }
 
     /// The port `port` is named `name` on this channel.
     pub fn name_port(&mut self, port: PortId, name: &str) {
-        match self {
-            Self::Can(_) => {}
-            Self::Tdma(rule) => rule.name_port(port, name),
-            Self::Token(rule) => rule.name_port(port, name),
+        if let Some(roles) = self.roles() {
+            roles.name_port(port, name);
         }
     }
 
     /// The port `port` left the channel.
     pub fn forget_port(&mut self, port: PortId) {
-        match self {
-            Self::Can(_) => {}
-            Self::Tdma(rule) => rule.forget_port(port),
-            Self::Token(rule) => rule.forget_port(port),
+        if let Some(roles) = self.roles() {
+            roles.forget_port(port);
         }
     }
 
@@ -120,6 +134,7 @@ impl Rule {
             Self::Can(_) => None,
             Self::Tdma(rule) => rule.refuses(port, rates.duration_ns(frame)),
             Self::Token(rule) => rule.refuses(port, rates.duration_ns(frame)),
+            Self::MasterSlave(rule) => rule.refuses(port),
         }
     }
 }
@@ -131,6 +146,7 @@ impl Arbiter for Rule {
             Self::Can(rule) => rule.open(at, rates),
             Self::Tdma(rule) => rule.open(at, rates),
             Self::Token(rule) => rule.open(at, rates),
+            Self::MasterSlave(rule) => rule.open(at, rates),
         }
     }
 
@@ -140,6 +156,7 @@ impl Arbiter for Rule {
             Self::Can(rule) => rule.consider(candidate),
             Self::Tdma(rule) => rule.consider(candidate),
             Self::Token(rule) => rule.consider(candidate),
+            Self::MasterSlave(rule) => rule.consider(candidate),
         }
     }
 
@@ -149,6 +166,7 @@ impl Arbiter for Rule {
             Self::Can(rule) => rule.decide(at),
             Self::Tdma(rule) => rule.decide(at),
             Self::Token(rule) => rule.decide(at),
+            Self::MasterSlave(rule) => rule.decide(at),
         }
     }
 
@@ -158,6 +176,7 @@ impl Arbiter for Rule {
             Self::Can(rule) => rule.started(at, frame),
             Self::Tdma(rule) => rule.started(at, frame),
             Self::Token(rule) => rule.started(at, frame),
+            Self::MasterSlave(rule) => rule.started(at, frame),
         }
     }
 }
@@ -170,20 +189,24 @@ const MAX_TURN_US: u64 = 1_000_000_000;
 /// names the offending key.
 pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, String)> {
     let rule = config.arbitration.name();
-    match (config.arbitration, &config.tdma, &config.token) {
-        (Arbitration::Tdma, None, _) => {
-            return Err(("tdma", "arbitration = \"tdma\" needs a [channel.tdma] table with its slots".into()))
+    // Each rule but `can` and its table: both or neither.
+    let tables = [
+        (Arbitration::Tdma, "tdma", config.tdma.is_some(), "its slots"),
+        (Arbitration::Token, "token", config.token.is_some(), "its order"),
+        (Arbitration::MasterSlave, "master_slave", config.master_slave.is_some(), "its master and poll order"),
+    ];
+    for (arbitration, key, present, what) in tables {
+        match (config.arbitration == arbitration, present) {
+            (true, false) => {
+                let name = arbitration.name();
+                return Err((key, format!("arbitration = \"{name}\" needs a [channel.{key}] table with {what}")));
+            }
+            (false, true) => {
+                let name = arbitration.name();
+                return Err((key, format!("a [channel.{key}] table needs arbitration = \"{name}\", not \"{rule}\"")));
+            }
+            _ => {}
         }
-        (Arbitration::Token, _, None) => {
-            return Err(("token", "arbitration = \"token\" needs a [channel.token] table with its order".into()))
-        }
-        (arbitration, Some(_), _) if arbitration != Arbitration::Tdma => {
-            return Err(("tdma", format!("a [channel.tdma] table needs arbitration = \"tdma\", not \"{rule}\"")))
-        }
-        (arbitration, _, Some(_)) if arbitration != Arbitration::Token => {
-            return Err(("token", format!("a [channel.token] table needs arbitration = \"token\", not \"{rule}\"")))
-        }
-        _ => {}
     }
     if config.arbitration != Arbitration::Can && config.federated {
         let text = format!("a federated channel uses arbitration = \"can\"; \"{rule}\" channels are local to one hub");
@@ -194,6 +217,9 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
     }
     if let Some(token) = &config.token {
         token::check(token)?;
+    }
+    if let Some(polling) = &config.master_slave {
+        master_slave::check(polling)?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 use fieldhub_proto::Frame;
 
+use super::roles::Roles;
 use super::{check_port_name, Arbiter, Candidate, Rates, MAX_TURN_US};
 use crate::config::TdmaConfig;
 use crate::port_id::PortId;
@@ -15,17 +16,15 @@ use crate::port_id::PortId;
 struct Slot {
     start_ns: u64,
     end_ns: u64,
-    /// Index into [`TdmaArbiter::owners`].
+    /// The owner's role in [`TdmaArbiter::owners`].
     owner: usize,
 }
 
 pub struct TdmaArbiter {
     cycle_ns: u64,
     slots: Vec<Slot>,
-    /// The port names that own slots, each once.
-    owners: Vec<String>,
-    /// Open ports that own slots: port and index into `owners`.
-    roles: Vec<(PortId, usize)>,
+    /// The port names that own slots, each once, and the open ports with them.
+    owners: Roles,
     /// This decision's candidate of each owner: member slot and duration.
     candidates: Vec<Option<(usize, u64)>>,
     /// The slot the last decision granted: cycle number and slot.
@@ -57,8 +56,7 @@ impl TdmaArbiter {
         Self {
             cycle_ns,
             slots,
-            owners,
-            roles: Vec::new(),
+            owners: Roles::new(owners),
             candidates,
             granted: None,
             used: None,
@@ -66,27 +64,16 @@ impl TdmaArbiter {
         }
     }
 
-    pub fn name_port(&mut self, port: PortId, name: &str) {
-        self.forget_port(port);
-        if let Some(owner) = self.owners.iter().position(|o| o == name) {
-            self.roles.push((port, owner));
-        }
-    }
-
-    pub fn forget_port(&mut self, port: PortId) {
-        self.roles.retain(|(p, _)| *p != port);
-    }
-
-    fn owner_of(&self, port: PortId) -> Option<usize> {
-        self.roles.iter().find(|(p, _)| *p == port).map(|&(_, owner)| owner)
+    pub fn roles(&mut self) -> &mut Roles {
+        &mut self.owners
     }
 
     /// Why `port` may not send a frame lasting `duration_ns`, if it may not.
     pub fn refuses(&self, port: PortId, duration_ns: u64) -> Option<String> {
-        let Some(owner) = self.owner_of(port) else {
+        let Some(owner) = self.owners.of(port) else {
             return Some(format!(
                 "owns no slot of this channel's TDMA cycle (the slots belong to {})",
-                self.owners.join(", ")
+                self.owners.listed()
             ));
         };
         let longest = self.slots.iter().filter(|s| s.owner == owner).map(|s| s.end_ns - s.start_ns).max()?;
@@ -105,7 +92,7 @@ impl Arbiter for TdmaArbiter {
 
     fn consider(&mut self, candidate: Candidate<'_>) {
         // Frames of ports without a slot were refused as they came.
-        if let Some(owner) = self.owner_of(candidate.port) {
+        if let Some(owner) = self.owners.of(candidate.port) {
             self.candidates[owner] = Some((candidate.index, self.rates.duration_ns(&candidate.pending.frame)));
         }
     }

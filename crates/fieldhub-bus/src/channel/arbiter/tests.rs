@@ -9,7 +9,9 @@ use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
 
 use crate::channel::{Channel, Transmitted};
-use crate::config::{Arbitration, ChannelConfig, Protocol, SlotConfig, TdmaConfig, Timing, TokenConfig};
+use crate::config::{
+    Arbitration, ChannelConfig, MasterSlaveConfig, Protocol, SlotConfig, TdmaConfig, Timing, TokenConfig,
+};
 use crate::credit::TxCredit;
 use crate::member::Member;
 use crate::outbox::test_outbox;
@@ -36,14 +38,12 @@ fn port(n: u32) -> PortId {
 
 /// A timed 500 kbit/s channel with ports 1, 2, 3 named a, b, c.
 fn channel(arbitration: Arbitration, tdma: Option<TdmaConfig>, token: Option<TokenConfig>) -> Channel {
-    let config = ChannelConfig {
-        timing: Timing::Timed,
-        bitrate: BITRATE,
-        arbitration,
-        tdma,
-        token,
-        ..ChannelConfig::new("bus", Protocol::Can)
-    };
+    channel_with(ChannelConfig { arbitration, tdma, token, ..ChannelConfig::new("bus", Protocol::Can) })
+}
+
+/// `config` as a timed 500 kbit/s channel with ports 1, 2, 3 named a, b, c.
+fn channel_with(config: ChannelConfig) -> Channel {
+    let config = ChannelConfig { timing: Timing::Timed, bitrate: BITRATE, ..config };
     config.check_arbitration().unwrap();
     let mut channel = Channel::new(0, config);
     for (n, name) in [(1, "a"), (2, "b"), (3, "c")] {
@@ -223,4 +223,135 @@ fn arbitration_settings_errors_name_the_key() {
     assert_eq!(check(Arbitration::Token, None, Some(token(&[], 10, 1))).0, "token.order");
     assert_eq!(check(Arbitration::Token, None, Some(token(&["a"], 0, 1))).0, "token.hold_us");
     assert_eq!(check(Arbitration::Token, None, Some(token(&["a"], 10, 0))).0, "token.max_frames");
+}
+
+fn polling(master: &str, poll: &[&str], response_timeout_us: u64) -> MasterSlaveConfig {
+    MasterSlaveConfig { master: master.into(), poll: poll.iter().map(|s| (*s).into()).collect(), response_timeout_us }
+}
+
+/// A master-slave channel: port 1 (a) is the master.
+fn polled_channel(poll: &[&str], response_timeout_us: u64) -> Channel {
+    channel_with(ChannelConfig {
+        arbitration: Arbitration::MasterSlave,
+        master_slave: Some(polling("a", poll, response_timeout_us)),
+        ..ChannelConfig::new("bus", Protocol::Can)
+    })
+}
+
+#[test]
+fn master_slave_polls_each_slave_in_order_and_each_answers_right_after_its_poll() {
+    let mut channel = polled_channel(&["b", "c"], 100);
+    queue(&mut channel, 1, 4, 0);
+    queue(&mut channel, 2, 2, 0);
+    queue(&mut channel, 3, 2, 0);
+    let d = frame_ns();
+    let starts = run(&mut channel, 0, u64::MAX);
+    // poll b, b answers, poll c, c answers, and again.
+    let expected: Vec<(u32, u64)> =
+        [1, 2, 1, 3, 1, 2, 1, 3].iter().enumerate().map(|(k, &n)| (n, k as u64 * d)).collect();
+    assert_eq!(starts, expected);
+    assert_eq!(starts[4].1 - starts[0].1, 4 * d, "polling cycle: two polls and two answers");
+}
+
+#[test]
+fn master_slave_unanswered_poll_keeps_the_bus_idle_for_the_response_timeout() {
+    let timeout = 100 * US;
+    let mut channel = polled_channel(&["b", "c"], 100);
+    queue(&mut channel, 1, 3, 0);
+    queue(&mut channel, 2, 2, 0);
+    let d = frame_ns();
+    // c has nothing: after its poll the master waits the timeout; b's
+    // second frame waits for b's next poll.
+    let starts = run(&mut channel, 0, u64::MAX);
+    assert_eq!(starts, [(1, 0), (2, d), (1, 2 * d), (1, 3 * d + timeout), (2, 4 * d + timeout)]);
+    assert_eq!(starts[3].1 - starts[0].1, 3 * d + timeout, "polling cycle with c silent");
+}
+
+#[test]
+fn master_slave_slave_sends_only_when_polled() {
+    let mut channel = polled_channel(&["b"], 100);
+    queue(&mut channel, 2, 2, 0);
+    assert_eq!(run(&mut channel, 0, 1_000_000 * US), [], "no poll, no answer");
+    let d = frame_ns();
+    let at = 1_000_000 * US;
+    queue(&mut channel, 1, 1, at);
+    assert_eq!(run(&mut channel, at, u64::MAX), [(1, at), (2, at + d)], "one poll, one answer");
+}
+
+#[test]
+fn master_slave_answer_arriving_within_the_timeout_goes_at_once_and_a_later_one_waits_for_a_poll() {
+    let timeout = 100 * US;
+    let mut channel = polled_channel(&["b"], 100);
+    let d = frame_ns();
+    queue(&mut channel, 1, 1, 0);
+    queue(&mut channel, 2, 1, d + timeout / 2);
+    assert_eq!(run(&mut channel, 0, u64::MAX), [(1, 0), (2, d + timeout / 2)]);
+    // Polled at 10 d; the answer comes just after the timeout: too late.
+    queue(&mut channel, 1, 1, 10 * d);
+    queue(&mut channel, 2, 1, 11 * d + timeout);
+    assert_eq!(run(&mut channel, 10 * d, 20 * d - 1), [(1, 10 * d)]);
+    queue(&mut channel, 1, 1, 20 * d);
+    assert_eq!(run(&mut channel, 20 * d, u64::MAX), [(1, 20 * d), (2, 21 * d)]);
+}
+
+#[test]
+fn master_slave_in_ideal_timing_still_waits_out_an_unanswered_poll() {
+    let timeout = 100 * US;
+    let mut channel = polled_channel(&["c", "b"], 100);
+    channel.config.timing = Timing::Ideal;
+    queue(&mut channel, 1, 2, 0);
+    queue(&mut channel, 2, 1, 0);
+    let d = frame_ns();
+    let mut sent = Vec::new();
+    assert_eq!(channel.service(0, &mut sent), Some(d + timeout), "c, polled, is silent");
+    assert_eq!(channel.service(d + timeout, &mut sent), None);
+    let order: Vec<(Option<PortId>, u64)> = sent.iter().map(|t| (t.sender, t.timestamp_ns)).collect();
+    assert_eq!(order, [(Some(port(1)), 0), (Some(port(1)), d + timeout), (Some(port(2)), d + timeout)]);
+}
+
+#[test]
+fn master_slave_refuses_ports_neither_master_nor_polled() {
+    let channel = polled_channel(&["b", "b"], 100);
+    let refused = channel.arbitration_refuses(port(3), &frame()).unwrap();
+    assert_eq!(refused, "is neither this channel's master (a) nor a slave it polls (b)");
+    assert_eq!(channel.arbitration_refuses(port(1), &frame()), None);
+    assert_eq!(channel.arbitration_refuses(port(2), &frame()), None);
+}
+
+#[test]
+fn master_slave_settings_errors_name_the_key() {
+    let check = |arbitration, master_slave: Option<MasterSlaveConfig>| {
+        ChannelConfig { arbitration, master_slave, ..ChannelConfig::new("bus", Protocol::Can) }
+            .check_arbitration()
+            .unwrap_err()
+    };
+    let (key, text) = check(Arbitration::MasterSlave, None);
+    assert_eq!(key, "master_slave");
+    assert!(text.contains("needs a [channel.master_slave] table"), "{text}");
+    let (key, text) = check(Arbitration::Can, Some(polling("a", &["b"], 1)));
+    assert_eq!(
+        (key, text.as_str()),
+        ("master_slave", "a [channel.master_slave] table needs arbitration = \"master-slave\", not \"can\"")
+    );
+    assert_eq!(check(Arbitration::MasterSlave, Some(polling("a", &[], 1))).0, "master_slave.poll");
+    let (key, text) = check(Arbitration::MasterSlave, Some(polling("a", &["b", "a"], 1)));
+    assert_eq!((key, text.as_str()), ("master_slave.poll", "'a' is the master; the master does not poll itself"));
+    assert_eq!(check(Arbitration::MasterSlave, Some(polling("a b", &["b"], 1))).0, "master_slave.master");
+    assert_eq!(check(Arbitration::MasterSlave, Some(polling("a", &["b"], 0))).0, "master_slave.response_timeout_us");
+}
+
+#[test]
+fn master_slave_arbitration_is_read_from_toml() {
+    let text = "name = \"bus\"\narbitration = \"master-slave\"\n[master_slave]\nmaster = \"plc\"\npoll = [\"io1\", \"io2\"]\nresponse_timeout_us = 200\n";
+    let config: ChannelConfig = toml::from_str(text).unwrap();
+    assert_eq!(config.arbitration, Arbitration::MasterSlave);
+    assert_eq!(
+        config.master_slave,
+        Some(MasterSlaveConfig {
+            master: "plc".into(),
+            poll: vec!["io1".into(), "io2".into()],
+            response_timeout_us: 200
+        })
+    );
+    config.check_arbitration().unwrap();
 }

@@ -8,6 +8,7 @@
 
 use fieldhub_proto::Frame;
 
+use super::roles::Roles;
 use super::{check_port_name, Arbiter, Candidate, Rates, MAX_TURN_US};
 use crate::config::TokenConfig;
 use crate::port_id::PortId;
@@ -16,11 +17,11 @@ use crate::port_id::PortId;
 const MAX_FRAMES_PER_VISIT: u32 = 1_000_000;
 
 pub struct TokenArbiter {
-    order: Vec<String>,
+    /// The ring's port names in order (a role is a position on the ring),
+    /// and the open ports with them.
+    order: Roles,
     hold_ns: u64,
     max_frames: u32,
-    /// Open ports on the ring: port and position in `order`.
-    roles: Vec<(PortId, usize)>,
     /// This decision's candidate at each position: member slot and duration.
     candidates: Vec<Option<(usize, u64)>>,
     /// Position of the port holding the token.
@@ -41,10 +42,9 @@ pub struct TokenArbiter {
 impl TokenArbiter {
     pub fn new(config: &TokenConfig) -> Self {
         Self {
-            order: config.order.clone(),
+            order: Roles::new(config.order.clone()),
             hold_ns: config.hold_us * 1_000,
             max_frames: config.max_frames,
-            roles: Vec::new(),
             candidates: vec![None; config.order.len()],
             // The first frame's sender takes the token from the last port.
             holder: config.order.len() - 1,
@@ -56,25 +56,14 @@ impl TokenArbiter {
         }
     }
 
-    pub fn name_port(&mut self, port: PortId, name: &str) {
-        self.forget_port(port);
-        if let Some(position) = self.order.iter().position(|o| o == name) {
-            self.roles.push((port, position));
-        }
-    }
-
-    pub fn forget_port(&mut self, port: PortId) {
-        self.roles.retain(|(p, _)| *p != port);
-    }
-
-    fn position_of(&self, port: PortId) -> Option<usize> {
-        self.roles.iter().find(|(p, _)| *p == port).map(|&(_, position)| position)
+    pub fn roles(&mut self) -> &mut Roles {
+        &mut self.order
     }
 
     /// Why `port` may not send a frame lasting `duration_ns`, if it may not.
     pub fn refuses(&self, port: PortId, duration_ns: u64) -> Option<String> {
-        if self.position_of(port).is_none() {
-            return Some(format!("is not on this channel's token ring ({})", self.order.join(", ")));
+        if self.order.of(port).is_none() {
+            return Some(format!("is not on this channel's token ring ({})", self.order.listed()));
         }
         (duration_ns > self.hold_ns).then(|| {
             format!(
@@ -94,7 +83,7 @@ impl Arbiter for TokenArbiter {
 
     fn consider(&mut self, candidate: Candidate<'_>) {
         // Frames of ports off the ring were refused as they came.
-        if let Some(position) = self.position_of(candidate.port) {
+        if let Some(position) = self.order.of(candidate.port) {
             self.candidates[position] = Some((candidate.index, self.rates.duration_ns(&candidate.pending.frame)));
         }
     }
@@ -109,7 +98,7 @@ impl Arbiter for TokenArbiter {
         }
         // The token moves on to the next port with a frame (the holder
         // itself again, after a whole round, if it is the only one).
-        let ring = self.order.len();
+        let ring = self.order.names().len();
         for step in 1..=ring {
             let position = (self.holder + step) % ring;
             if let Some((index, _)) = self.candidates[position] {
