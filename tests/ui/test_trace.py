@@ -1,6 +1,7 @@
 """The trace, overwrite and send views against a real hub and real clients."""
 
 import http.client
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -8,7 +9,7 @@ import urllib.request
 import can
 import pytest
 
-from conftest import CONFIG, Page, RunningHub
+from conftest import CONFIG, FIELDHUB, Page, RunningHub
 
 
 def test_the_page_loads_with_the_hubs_channels_and_no_console_errors(page):
@@ -37,6 +38,23 @@ def test_frames_sent_by_a_client_appear_in_the_trace_within_a_second(hub, page):
         assert row.query_selector(".c-flags").inner_text() == "FD BRS"
         assert row.query_selector(".c-len").inner_text() == "12"
         assert row.query_selector(".c-ch").inner_text() == "can1"
+
+
+def test_ports_that_sent_and_left_between_two_polls_keep_their_names(hub, page):
+    # Five cansend-like runs of `fieldhub send`, each a port opened, one
+    # frame confirmed and the port gone, one after the other: well under
+    # the page's one-second poll each, so most are in no poll's port list;
+    # they are named by the hub's memory of departed ports, carried by the
+    # trace's batches.
+    for i in range(5):
+        subprocess.run([FIELDHUB, "send", "--hub", hub.url, "--port", f"visitor-{i}", "can0", f"30{i}#0{i}"],
+                       check=True, timeout=30)
+    live = [port["name"] for port in hub.api("GET", "/api/v1/ports")]
+    assert not any(name.startswith("visitor-") for name in live), "all five have left"
+    for i in range(5):
+        page.wait_for_function(
+            f"document.querySelector('.trace-row[data-id=\"30{i}\"] .c-sender')?.textContent === 'visitor-{i}'",
+            timeout=3000)
 
 
 def test_the_trace_filters_pauses_clears_and_exports_a_candump_log(hub, page):

@@ -52,6 +52,7 @@ pub mod config;
 pub mod confinement;
 pub mod credit;
 pub mod cyclic;
+pub mod departed;
 pub mod fault;
 pub mod federation;
 pub mod id_counter;

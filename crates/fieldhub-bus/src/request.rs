@@ -91,6 +91,11 @@ pub enum ControlRequest {
         channels: Vec<String>,
         tap: MonitorTap,
     },
+    /// The names of these client ports, open or departed (kept in
+    /// [`crate::departed`]): how the web monitor names a frame's sender.
+    PortNames {
+        ids: Vec<crate::port_id::PortId>,
+    },
     /// Put a frame on a channel from the channel's send port.
     Send {
         channel: String,

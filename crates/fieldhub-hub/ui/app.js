@@ -15,7 +15,10 @@ import { Wiring } from './wiring.js';
 
 const names = new Map();
 const channelName = (id) => names.get(id) ?? String(id);
-/// Port names by hub-wide port id, from the statistics polled each second.
+/// Port names by hub-wide port id: from the statistics polled each second,
+/// and from the batches, which name the ports that sent their frames (the
+/// hub remembers ports that left, so one that came and went between two
+/// polls is named too).
 const ports = new Map();
 /// Who put a frame on the bus, by the kind the hub sends with its port id:
 /// a client's port, a bridge, the page's send port, another hub of a
@@ -73,6 +76,7 @@ function connect() {
       for (const c of message.channels) names.set(c.id, c.name);
       return;
     }
+    for (const [id, name] of Object.entries(message.names ?? {})) ports.set(Number(id), name);
     trace.add(message, message.skipped + message.dropped);
     overwrite.add(message);
     plot.add(message);

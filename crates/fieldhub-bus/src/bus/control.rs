@@ -82,6 +82,7 @@ impl Bus {
             ControlRequest::StartRecording { spec, file } => self.start_recording(spec, file),
             ControlRequest::StopRecording { id } => self.stop_recording(id),
             ControlRequest::Monitor { channels, tap } => self.open_monitor(&channels, tap),
+            ControlRequest::PortNames { ids } => Ok(self.port_names_json(&ids)),
             ControlRequest::Send { channel, frame } => self.send_frame(&channel, frame),
             ControlRequest::Time => Ok(self.time_json()),
             ControlRequest::SetTime(command) => self.set_time(command),

@@ -180,6 +180,8 @@ pub struct Bus {
     next_recording_id: u32,
     /// Web monitors' taps, offered every transmitted frame like recordings.
     monitors: Vec<MonitorTap>,
+    /// Names of ports that left, for the monitors' traces.
+    departed: crate::departed::DepartedPorts,
     /// Clients whose rings this thread reads.
     intakes: Intakes,
     /// Starts recordings' writers; `None`: recordings are refused.
@@ -249,6 +251,7 @@ impl Bus {
             recordings: Vec::new(),
             next_recording_id: 1,
             monitors: Vec::new(),
+            departed: Default::default(),
             intakes: Intakes::default(),
             recorder: None,
             round_ns: None,
@@ -807,6 +810,7 @@ impl Bus {
         self.channels[owned.channel as usize].detach(owned.port_id);
         if let Some(name) = self.port_names.remove(&owned.port_id) {
             self.taken_names.remove(&name);
+            self.departed.remember(owned.port_id, name);
         }
     }
 

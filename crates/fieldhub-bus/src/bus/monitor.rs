@@ -47,6 +47,16 @@ impl Bus {
         self.monitors.retain(|m| !m.is_closed());
     }
 
+    /// The names of the ports `ids`, open or departed, as `{"7": "ecu"}`;
+    /// ids the bus does not know (or has forgotten) are left out.
+    pub(super) fn port_names_json(&self, ids: &[PortId]) -> Value {
+        let named = ids.iter().filter_map(|&id| {
+            let name = self.port_names.get(&id).map(String::as_str).or_else(|| self.departed.name(id))?;
+            Some((u32::from(id).to_string(), Value::from(name)))
+        });
+        Value::Object(named.collect())
+    }
+
     /// Queue `frame` on `channel`'s send port.
     pub(super) fn send_frame(&mut self, channel: &str, frame: Frame) -> ControlResult {
         let index = self.channel_index(channel)?;
@@ -161,6 +171,23 @@ mod tests {
         h.send(&tx, port, can(0x1, &[]));
         h.step();
         assert!(h.bus.monitors.is_empty(), "at the next frame");
+    }
+
+    #[test]
+    fn a_port_that_sent_and_left_is_still_named_for_the_monitor() {
+        let mut h = Harness::new(CONFIG);
+        let (tap, feed) = monitor();
+        h.control(ControlRequest::Monitor { channels: vec![], tap }).unwrap();
+        let (brief, stays) = (h.connect("brief"), h.connect("stays"));
+        let gone = h.open(&brief, "can0", "brief-visitor", PortOptions::empty());
+        h.open(&stays, "can0", "stays", PortOptions::empty());
+        h.send(&brief, gone, can(0x100, &[1]));
+        h.step();
+        h.bus.handle(crate::inbox::Inbound::Detach { client: brief.id, reason: "done".into() });
+        let sender = feed.try_take().unwrap().sender.unwrap();
+        let never = PortId::client(999).unwrap();
+        let named = h.control(ControlRequest::PortNames { ids: vec![sender, PortId::client(2).unwrap(), never] });
+        assert_eq!(named.unwrap(), serde_json::json!({ "1": "brief-visitor", "2": "stays" }));
     }
 
     #[test]

@@ -9,12 +9,20 @@
 //! (count, first/previous/last time, last data), so the overwrite view
 //! counts every frame the monitor saw.
 //!
+//! Frames name their sender by port id. The batcher collects the client
+//! ports it has not named yet ([`TraceBatcher::unnamed`]); the WebSocket
+//! task asks the bus for their names — it keeps those of ports that have
+//! left, `fieldhub_bus::departed` — and the next batch carries them
+//! (`names`), so the page names a port that sent and left between two of
+//! its polls.
+//!
 //! Invariants: memory is bounded (at most [`FRAMES_PER_BATCH`] frames and
 //! [`MAX_IDS`] rows per monitor; identifiers beyond that are counted, not
-//! tracked); timestamps go to the page in microseconds, exact in a
+//! tracked; at most [`MAX_NAMED`] ports remembered as named, then named
+//! afresh); timestamps go to the page in microseconds, exact in a
 //! JavaScript number.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -23,12 +31,18 @@ use fieldhub_proto::{text, Frame, FrameFlags, FrameKind};
 use serde_json::{json, Value};
 
 use fieldhub_bus::monitor::Tapped;
-use fieldhub_bus::port_id::PortId;
+use fieldhub_bus::port_id::{PortId, PortKind};
 
 /// Most frames one batch carries.
 pub const FRAMES_PER_BATCH: usize = 250;
 /// Most identifiers one monitor's overwrite rows track.
 pub const MAX_IDS: usize = 8192;
+/// Most ports whose names one tick asks the bus for; others are asked
+/// for at their next frame.
+pub const NAMES_PER_TICK: usize = 256;
+/// Most ports a monitor remembers having named; past it, it forgets them
+/// all and names ports again as their frames come.
+pub const MAX_NAMED: usize = 65_536;
 
 /// Flag bits of a frame as the page reads them.
 pub mod flags {
@@ -96,12 +110,27 @@ pub struct TraceBatcher {
     untracked: u64,
     /// Frames taken since the monitor opened.
     taken: u64,
+    /// Client ports already asked for (named, or unknown to the bus).
+    named: HashSet<PortId>,
+    /// Client ports seen since the last [`Self::unnamed`] and not named yet.
+    unnamed: Vec<PortId>,
+    /// Names the bus gave since the last batch, for the next one.
+    names: serde_json::Map<String, Value>,
 }
 
 impl TraceBatcher {
     /// Take one frame from the feed.
     pub fn take(&mut self, tapped: Tapped) {
         self.taken += 1;
+        if let Some(sender) = tapped.sender.filter(|s| s.kind() == PortKind::Client) {
+            if self.unnamed.len() < NAMES_PER_TICK && !self.named.contains(&sender) {
+                if self.named.len() == MAX_NAMED {
+                    self.named.clear();
+                }
+                self.named.insert(sender);
+                self.unnamed.push(sender);
+            }
+        }
         let us = tapped.timestamp_ns / 1_000;
         let key = (tapped.channel, tapped.frame.socketcan_id());
         let tracked = self.rows.len() < MAX_IDS || self.rows.contains_key(&key);
@@ -134,6 +163,20 @@ impl TraceBatcher {
             self.skipped += 1;
         }
         self.frames.push_back(tapped);
+    }
+
+    /// The client ports seen since the last call whose names the page has
+    /// not been given: ask the bus ([`fieldhub_bus::request::ControlRequest::PortNames`])
+    /// and hand its answer to [`Self::name`].
+    pub fn unnamed(&mut self) -> Vec<PortId> {
+        std::mem::take(&mut self.unnamed)
+    }
+
+    /// Names the bus gave (`{"7": "ecu"}`), carried by the next batch.
+    pub fn name(&mut self, names: Value) {
+        if let Value::Object(names) = names {
+            self.names.extend(names);
+        }
     }
 
     /// The batch of this tick, or `None` when nothing changed; `dropped` is
@@ -177,7 +220,7 @@ impl TraceBatcher {
                 ])
             })
             .collect();
-        if rows.is_empty() && self.frames.is_empty() {
+        if rows.is_empty() && self.frames.is_empty() && self.names.is_empty() {
             return None;
         }
         let frames: Vec<Value> = self
@@ -212,6 +255,7 @@ impl TraceBatcher {
             "skipped": self.skipped,
             "dropped": dropped,
             "untracked": self.untracked,
+            "names": std::mem::take(&mut self.names),
         }))
     }
 }
@@ -324,6 +368,22 @@ mod tests {
         assert!(batch["rows"][0][9].is_string(), "rows carry the decoding as text");
         batcher.take(tapped(0x124, 6, &[1]));
         assert!(batcher.batch(0, true, &dbc).unwrap()["frames"][0][10].is_null(), "no message for the id");
+    }
+
+    #[test]
+    fn each_client_port_is_asked_for_once_and_its_name_rides_the_next_batch() {
+        let mut batcher = TraceBatcher::default();
+        batcher.take(tapped(0x1, 5, &[]));
+        batcher.take(tapped(0x2, 6, &[]));
+        batcher.take(Tapped { sender: Some(PortId::send(0)), ..tapped(0x3, 7, &[]) });
+        batcher.take(Tapped { sender: None, ..tapped(0x4, 8, &[]) });
+        assert_eq!(batcher.unnamed(), [PortId::client(1).unwrap()], "the page's own and the bus's frames need no name");
+        batcher.name(json!({ "1": "brief-visitor" }));
+        let batch = batcher.batch(0, false, &HashMap::new()).unwrap();
+        assert_eq!(batch["names"], json!({ "1": "brief-visitor" }));
+        batcher.take(tapped(0x1, 9, &[]));
+        assert!(batcher.unnamed().is_empty(), "asked once");
+        assert_eq!(batcher.batch(0, false, &HashMap::new()).unwrap()["names"], json!({}));
     }
 
     #[test]

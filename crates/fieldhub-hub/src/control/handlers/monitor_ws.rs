@@ -5,7 +5,9 @@
 //! server's thread, drains its feed every [`TICK`] into a
 //! [`TraceBatcher`] and sends the batch: at most 25 messages a second
 //! however busy the bus is, its frames decoded with the channels' DBC files
-//! ([`super::dbc`]). The first message names the channels.
+//! ([`super::dbc`]), with the names of the ports that sent them (asked of
+//! the bus once per port, which remembers ports that left). The first
+//! message names the channels.
 //!
 //! Invariants: only this hub's own pages (or non-browser clients) may open
 //! it, and a hub without a token only under an IP address or `localhost`
@@ -102,6 +104,13 @@ pub(crate) async fn stream(mut socket: WebSocket, state: Arc<ApiState>, feed: Mo
                 for _ in 0..MONITOR_QUEUE {
                     let Some(tapped) = feed.try_take() else { break };
                     batcher.take(tapped);
+                }
+                let unnamed = batcher.unnamed();
+                if !unnamed.is_empty() {
+                    // Without an answer the page names the port as its polls do.
+                    if let Ok(names) = ask_value(&state, ControlRequest::PortNames { ids: unnamed }).await {
+                        batcher.name(names);
+                    }
                 }
                 ticks = ticks.wrapping_add(1);
                 let rows = ticks % ROW_TICKS == 1;
