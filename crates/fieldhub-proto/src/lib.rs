@@ -6,6 +6,8 @@
 //!   frames in SocketCAN layout) and the hub-assigned [`FrameMeta`] (channel,
 //!   sender port, per-channel sequence number, timestamp).
 //! - [`bits`]: a frame's exact on-wire bit length (stuffing, CRC) and duration.
+//! - [`lin`]: LIN 2.x arithmetic — protected identifiers, classic and
+//!   enhanced checksums, a LIN frame's exact bit length and duration.
 //! - [`limits`]: every bound of the protocol (message size, frames per batch,
 //!   ports per client, name lengths). The spec (`spec/protocol.md`) quotes them.
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
@@ -37,6 +39,7 @@ pub mod error_text;
 pub mod fate;
 pub mod frame;
 pub mod limits;
+pub mod lin;
 pub mod stats;
 pub mod stream;
 pub mod text;

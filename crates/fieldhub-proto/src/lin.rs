@@ -1,0 +1,256 @@
+//! LIN 2.x frame arithmetic (LIN Specification Package 2.2A, ISO 17987):
+//! the protected identifier, the classic and enhanced checksums, and a
+//! frame's exact time on the wire.
+//!
+//! - Protected identifier (spec 2.3.1.3): the 6-bit frame identifier in bits
+//!   0..=5 and two parity bits, P0 = ID0 ⊕ ID1 ⊕ ID2 ⊕ ID4 (bit 6) and
+//!   P1 = ¬(ID1 ⊕ ID3 ⊕ ID4 ⊕ ID5) (bit 7). Of the 256 byte values exactly 64
+//!   are valid, one per identifier.
+//! - Checksum (spec 2.3.1.5): the inverted eight-bit sum with carry — each
+//!   carry out of bit 7 is added back in — over the data bytes (classic) or
+//!   the protected identifier and the data bytes (enhanced). LIN 2.x frames
+//!   use the enhanced checksum except the diagnostic frames 0x3C and 0x3D,
+//!   and 0x3E/0x3F (reserved), which keep the classic one
+//!   ([`Checksum::lin2_for`]).
+//! - Frame time (spec 2.3.2 and 2.4): every field is a byte of 10 bits (start
+//!   bit, 8 data bits, stop bit) except the break: the header is the break
+//!   (at least 13 dominant bits), the break delimiter (at least 1 recessive
+//!   bit), the sync byte (0x55) and the protected identifier, so 34 bits
+//!   nominal; the response is the data bytes and the checksum, 10 × (n + 1)
+//!   bits, preceded by the response space and with an inter-byte space
+//!   before each byte after the first. The nominal frame has no spaces and
+//!   the shortest break and delimiter: 34 + 10 × (n + 1) bits; a frame may
+//!   take up to 1.4 times that (`T_Frame_Maximum`, spec 2.4), the time a
+//!   master's schedule must give each slot.
+
+use thiserror::Error;
+
+/// The highest frame identifier (6 bits).
+pub const MAX_ID: u8 = 0x3F;
+/// Most data bytes in a LIN frame.
+pub const MAX_DATA: usize = 8;
+/// The slowest and fastest bitrate LIN 2.x allows (bit/s).
+pub const MIN_BITRATE: u32 = 1_000;
+pub const MAX_BITRATE: u32 = 20_000;
+
+/// Bits of one byte field on the wire: start, 8 data, stop.
+const BYTE_BITS: u32 = 10;
+
+/// A value that is not a LIN identifier, protected identifier or frame.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum LinError {
+    #[error("LIN frame identifier 0x{0:02X} is over 0x3F (6 bits)")]
+    IdOutOfRange(u8),
+    #[error("0x{0:02X} is not a protected identifier: its parity bits should make it 0x{1:02X}")]
+    Parity(u8, u8),
+    #[error("a LIN frame carries 1 to 8 data bytes, not {0}")]
+    DataLength(usize),
+    #[error("{0} bit/s is not a LIN bitrate (1000..=20000)")]
+    Bitrate(u32),
+    #[error("a LIN break is at least 13 bits and its delimiter at least 1, not {0} and {1}")]
+    Break(u32, u32),
+}
+
+/// The protected identifier of frame identifier `id` (0..=0x3F).
+pub fn protected_id(id: u8) -> Result<u8, LinError> {
+    if id > MAX_ID {
+        return Err(LinError::IdOutOfRange(id));
+    }
+    let bit = |n: u8| (id >> n) & 1;
+    let p0 = bit(0) ^ bit(1) ^ bit(2) ^ bit(4);
+    let p1 = (bit(1) ^ bit(3) ^ bit(4) ^ bit(5)) ^ 1;
+    Ok(id | p0 << 6 | p1 << 7)
+}
+
+/// The frame identifier of protected identifier `pid`, if its parity bits
+/// are right.
+pub fn id_of(pid: u8) -> Result<u8, LinError> {
+    let id = pid & MAX_ID;
+    let expected = protected_id(id)?;
+    if pid == expected {
+        Ok(id)
+    } else {
+        Err(LinError::Parity(pid, expected))
+    }
+}
+
+/// Which bytes a checksum covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checksum {
+    /// The data bytes only (LIN 1.x, and the diagnostic frames of LIN 2.x).
+    Classic,
+    /// The protected identifier and the data bytes (LIN 2.x).
+    Enhanced,
+}
+
+impl Checksum {
+    /// The checksum a LIN 2.x frame with identifier `id` uses: classic for
+    /// the diagnostic and reserved identifiers 0x3C..=0x3F, else enhanced.
+    pub fn lin2_for(id: u8) -> Self {
+        if id >= 0x3C {
+            Self::Classic
+        } else {
+            Self::Enhanced
+        }
+    }
+
+    /// The checksum byte of a frame with protected identifier `pid` and
+    /// `data`: the inverted sum with carry.
+    pub fn of(self, pid: u8, data: &[u8]) -> u8 {
+        let first = match self {
+            Self::Classic => 0,
+            Self::Enhanced => u16::from(pid),
+        };
+        let sum = data.iter().fold(first, |sum, &byte| {
+            let sum = sum + u16::from(byte);
+            // The carry out of bit 7 is added back in.
+            (sum & 0xFF) + (sum >> 8)
+        });
+        !(sum as u8)
+    }
+}
+
+/// The bit-level shape of a LIN frame on one channel: break and delimiter
+/// lengths and the spaces a slave leaves, in bit times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameShape {
+    /// Dominant bits of the break (at least 13).
+    pub break_bits: u32,
+    /// Recessive bits of the break delimiter (at least 1).
+    pub delimiter_bits: u32,
+    /// Idle bits between the header and the response.
+    pub response_space_bits: u32,
+    /// Idle bits before each response byte after the first.
+    pub inter_byte_bits: u32,
+}
+
+impl Default for FrameShape {
+    /// The nominal frame: the shortest break and delimiter, no spaces.
+    fn default() -> Self {
+        Self { break_bits: 13, delimiter_bits: 1, response_space_bits: 0, inter_byte_bits: 0 }
+    }
+}
+
+impl FrameShape {
+    /// Check the break against the spec's minimums.
+    pub fn check(&self) -> Result<(), LinError> {
+        if self.break_bits < 13 || self.delimiter_bits < 1 {
+            return Err(LinError::Break(self.break_bits, self.delimiter_bits));
+        }
+        Ok(())
+    }
+
+    /// Bits of the header: break, delimiter, sync byte and protected identifier.
+    pub fn header_bits(&self) -> u32 {
+        self.break_bits + self.delimiter_bits + 2 * BYTE_BITS
+    }
+
+    /// Bits of the response to a header, from the header's end: the response
+    /// space, `len` data bytes and the checksum, with the inter-byte spaces.
+    pub fn response_bits(&self, len: usize) -> Result<u32, LinError> {
+        if !(1..=MAX_DATA).contains(&len) {
+            return Err(LinError::DataLength(len));
+        }
+        let bytes = len as u32 + 1;
+        Ok(self.response_space_bits + bytes * BYTE_BITS + (bytes - 1) * self.inter_byte_bits)
+    }
+
+    /// Bits of a whole frame with `len` data bytes.
+    pub fn frame_bits(&self, len: usize) -> Result<u32, LinError> {
+        Ok(self.header_bits() + self.response_bits(len)?)
+    }
+}
+
+/// The duration in nanoseconds of `bits` at `bitrate` (rounded down).
+pub fn duration_ns(bits: u32, bitrate: u32) -> Result<u64, LinError> {
+    if !(MIN_BITRATE..=MAX_BITRATE).contains(&bitrate) {
+        return Err(LinError::Bitrate(bitrate));
+    }
+    Ok(u64::from(bits) * 1_000_000_000 / u64::from(bitrate))
+}
+
+/// `T_Frame_Maximum` of a frame with `len` data bytes at `bitrate`, in
+/// nanoseconds (rounded down): 1.4 × its nominal time, the least a
+/// schedule table's slot for it may last (spec 2.4).
+pub fn max_frame_ns(len: usize, bitrate: u32) -> Result<u64, LinError> {
+    let nominal = FrameShape::default().frame_bits(len)?;
+    Ok(duration_ns(nominal * 14, bitrate)? / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_identifiers_match_the_spec_table_and_only_64_bytes_are_valid() {
+        // LIN 2.x, "Table of valid frame identifiers" (appendix).
+        let table = [
+            (0x00, 0x80),
+            (0x01, 0xC1),
+            (0x02, 0x42),
+            (0x03, 0x03),
+            (0x10, 0x50),
+            (0x3C, 0x3C),
+            (0x3D, 0x7D),
+            (0x3E, 0xFE),
+            (0x3F, 0xBF),
+        ];
+        for (id, pid) in table {
+            assert_eq!(protected_id(id), Ok(pid), "id 0x{id:02X}");
+            assert_eq!(id_of(pid), Ok(id), "pid 0x{pid:02X}");
+        }
+        let valid: Vec<u8> = (0..=255u8).filter(|&b| id_of(b).is_ok()).collect();
+        assert_eq!(valid.len(), 64);
+        assert!((0..=MAX_ID).all(|id| id_of(protected_id(id).unwrap()) == Ok(id)));
+        assert_eq!(id_of(0x00), Err(LinError::Parity(0x00, 0x80)));
+        assert_eq!(protected_id(0x40), Err(LinError::IdOutOfRange(0x40)));
+    }
+
+    #[test]
+    fn checksums_match_the_spec_example_and_enhanced_adds_the_protected_identifier() {
+        // LIN 2.x 2.3.1.5: 0x4A, 0x55, 0x93, 0xE5 sum with carry to 0x19,
+        // inverted 0xE6.
+        let data = [0x4A, 0x55, 0x93, 0xE5];
+        assert_eq!(Checksum::Classic.of(0x50, &data), 0xE6);
+        // The same bytes after PID 0x50 (id 0x10): 0x50 + 0x4A + … = 0x69 with
+        // the carries, inverted 0x96.
+        assert_eq!(Checksum::Enhanced.of(0x50, &data), 0x96);
+        // The receiver's check: the sum with carry of everything and the
+        // checksum is 0xFF.
+        let mut all = vec![0x50];
+        all.extend_from_slice(&data);
+        all.push(0x96);
+        assert_eq!(Checksum::Classic.of(0, &all), 0x00);
+        assert_eq!(Checksum::lin2_for(0x3C), Checksum::Classic);
+        assert_eq!(Checksum::lin2_for(0x3B), Checksum::Enhanced);
+    }
+
+    #[test]
+    fn frame_times_are_exact_at_19200_and_other_rates() {
+        let nominal = FrameShape::default();
+        assert_eq!(nominal.header_bits(), 34);
+        // 8 data bytes: 34 + 90 = 124 bits; at 19.2 kbit/s 6.458333 ms.
+        assert_eq!(nominal.frame_bits(8), Ok(124));
+        assert_eq!(duration_ns(124, 19_200), Ok(6_458_333));
+        assert_eq!(duration_ns(nominal.frame_bits(2).unwrap(), 19_200), Ok(3_333_333), "64 bits");
+        assert_eq!(duration_ns(nominal.frame_bits(1).unwrap(), 10_400), Ok(5_192_307), "54 bits");
+        assert_eq!(duration_ns(nominal.frame_bits(4).unwrap(), 9_600), Ok(8_750_000), "84 bits");
+        // T_Frame_Maximum = 1.4 × nominal: 173.6 bits for 8 bytes.
+        assert_eq!(max_frame_ns(8, 19_200), Ok(9_041_666));
+        // A slave's response space and inter-byte spaces, a long break.
+        let slow = FrameShape { break_bits: 15, delimiter_bits: 2, response_space_bits: 5, inter_byte_bits: 1 };
+        assert_eq!(slow.header_bits(), 37);
+        assert_eq!(slow.response_bits(2), Ok(5 + 30 + 2));
+        assert_eq!(slow.frame_bits(2), Ok(74));
+    }
+
+    #[test]
+    fn impossible_shapes_lengths_and_rates_are_refused_by_name() {
+        assert_eq!(FrameShape { break_bits: 12, ..FrameShape::default() }.check(), Err(LinError::Break(12, 1)));
+        assert_eq!(FrameShape::default().frame_bits(0), Err(LinError::DataLength(0)));
+        assert_eq!(FrameShape::default().frame_bits(9), Err(LinError::DataLength(9)));
+        assert_eq!(duration_ns(34, 500_000), Err(LinError::Bitrate(500_000)));
+        let text = id_of(0x01).unwrap_err().to_string();
+        assert_eq!(text, "0x01 is not a protected identifier: its parity bits should make it 0xC1");
+    }
+}
