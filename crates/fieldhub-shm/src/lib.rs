@@ -20,6 +20,11 @@
 //! - `socket`: the per-user private socket directory and passing file
 //!   descriptors with `SCM_RIGHTS` (not under `cfg(loom)`).
 //!
+//! `segment`, `region`, `socket` and `peer` are Linux-only (memfd, futexes
+//! shared between processes, `SCM_RIGHTS`, `sock_diag`). Elsewhere (the
+//! Windows client) the crate is the layout, the rings and the doorbells,
+//! which then sleep on `WaitOnAddress` and ring only inside one process.
+//!
 //! # Invariants
 //!
 //! - A ring slot is read only after the producer published it (Release store
@@ -36,21 +41,21 @@
 
 pub mod bell;
 pub mod layout;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod peer;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod region;
 pub mod ring;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod segment;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod socket;
 mod sync;
 
 pub use bell::{AdaptiveSpin, Bell, WaitPolicy};
 pub use layout::{HeaderError, RegionHeader, SegmentHeader};
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub use region::{Backoff, Region};
 pub use ring::{Consumer, Producer, RingError, RingRef};
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub use segment::{BellSegment, ClientSegment, OpenError};

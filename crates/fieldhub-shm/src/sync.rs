@@ -11,13 +11,11 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU32, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, Ordering};
 
-use std::time::Duration;
-
 /// Sleep while `word` holds `expected`, at most `timeout` (`None`: until
 /// woken). Returns early on a wake-up, a changed word or a signal; the
 /// caller re-checks its condition either way.
-#[cfg(not(loom))]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+#[cfg(all(not(loom), not(windows)))]
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<std::time::Duration>) {
     use rustix::thread::futex;
     let timespec = timeout.map(|t| rustix::time::Timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
@@ -29,11 +27,19 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
 }
 
 /// Wake every thread sleeping on `word`.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(windows)))]
 pub(crate) fn futex_wake(word: &AtomicU32) {
     use rustix::thread::futex;
     let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
+
+// Windows: the same two calls on WaitOnAddress (the client's local
+// doorbells; no segment is shared between processes there).
+#[cfg(all(not(loom), windows))]
+#[path = "futex_windows.rs"]
+mod futex_windows;
+#[cfg(all(not(loom), windows))]
+pub(crate) use futex_windows::{futex_wait, futex_wake};
 
 #[cfg(loom)]
 loom::lazy_static! {
@@ -42,7 +48,7 @@ loom::lazy_static! {
 }
 
 #[cfg(loom)]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Duration>) {
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<std::time::Duration>) {
     // Timeouts are left out on purpose: the model must prove that a wake-up
     // comes, not that a timer papers over a lost one.
     let guard = BUCKET.0.lock().unwrap();
