@@ -36,7 +36,7 @@ fn error(kind: &str, message: String) -> PyErr {
 
 fn client_error(e: ClientError) -> PyErr {
     let kind = match &e {
-        ClientError::InvalidUrl { .. } | ClientError::TokenFile(_) => "invalid",
+        ClientError::InvalidUrl { .. } | ClientError::TokenFile(_) | ClientError::Unsupported { .. } => "invalid",
         // A setting that cannot be used is the caller's to fix; a failed
         // handshake is a connection that failed.
         ClientError::Tls { error, .. } if error.is_setting() => "invalid",

@@ -48,9 +48,9 @@ fn shared_memory_unusable(error: &ClientError) -> bool {
 /// next to its session socket (`DIR/default.control`), if it does and the
 /// directory is this user's private one.
 fn published_stream_url() -> Option<String> {
-    let dir = fieldhub_shm::socket::socket_dir();
-    fieldhub_shm::socket::check_private_dir(&dir).ok()?;
-    let path = fieldhub_shm::socket::control_path(DEFAULT_SHM_NAME).ok()?;
+    let dir = crate::shm_socket::socket_dir();
+    crate::shm_socket::check_private_dir(&dir).ok()?;
+    let path = crate::shm_socket::control_path(DEFAULT_SHM_NAME).ok()?;
     let text = std::fs::read_to_string(path).ok()?;
     let url = text.trim();
     let stream = url.starts_with("tcp://") || url.starts_with("tls://");

@@ -44,6 +44,11 @@ pub enum ClientError {
     /// port); nothing was sent.
     #[error("cannot send on port {port} of channel '{channel}': {why}")]
     FrameNotAllowed { port: u16, channel: String, why: &'static str },
+    /// The URL names a transport this platform's build does not have:
+    /// shared memory, ivshmem, unix sockets and serial devices are
+    /// Linux-only (docs/windows.md). Nothing was sent.
+    #[error("{url}: {what} is Linux-only; this build for {} connects over tcp:// and tls://", std::env::consts::OS)]
+    Unsupported { url: String, what: &'static str },
     #[error("protocol error talking to the hub: {0}")]
     Protocol(String),
     #[error(transparent)]

@@ -85,15 +85,25 @@ mod default_hub;
 mod dispatch;
 mod error;
 pub mod fate;
+#[cfg_attr(windows, path = "windows/file_mode.rs")]
+mod file_mode;
 pub mod filter;
 mod handshake;
+#[cfg_attr(windows, path = "windows/hub_owner.rs")]
 mod hub_owner;
+#[cfg_attr(windows, path = "windows/ivshmem.rs")]
 mod ivshmem;
 mod link;
+#[cfg_attr(windows, path = "windows/local_stream.rs")]
+mod local_stream;
+#[cfg_attr(windows, path = "windows/ready.rs")]
 mod ready;
 mod receive;
+#[cfg(target_os = "linux")]
 mod ring_receiver;
+#[cfg(target_os = "linux")]
 mod ring_sender;
+#[cfg_attr(windows, path = "windows/shm.rs")]
 mod shm;
 mod spin;
 mod stream;
@@ -102,8 +112,12 @@ pub mod tls;
 pub mod token;
 mod transport;
 pub mod url;
+#[cfg(target_os = "linux")]
+use fieldhub_shm::socket as shm_socket;
+#[cfg(windows)]
+#[path = "windows/shm_socket.rs"]
+mod shm_socket;
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -120,7 +134,7 @@ pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::{Filter, CAN_INV_FILTER};
 pub use hub_owner::HUB_USER_VAR;
 use link::{Link, SendFail};
-use ready::ReadySignal;
+use ready::{RawFd, ReadySignal};
 use receive::Waited;
 pub use url::{default_hub_url, HubUrl};
 

@@ -52,6 +52,7 @@ pub(crate) enum Took {
     /// `until()` holds.
     Until,
     /// `deadline` passed with nothing to take.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // direct links only: shared memory (Linux)
     TimedOut,
     /// The consumer said [`Flow::Hold`]; the message is still the next one.
     Held,

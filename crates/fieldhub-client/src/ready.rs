@@ -15,7 +15,8 @@
 //! through a reader thread, which `Client::fileno` starts.
 
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
+pub use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 

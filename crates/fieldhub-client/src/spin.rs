@@ -34,6 +34,7 @@ use fieldhub_shm::{AdaptiveSpin, Bell, WaitPolicy};
 /// The longest spin of a client's consumer: an answer later than this is
 /// cheaper to be woken for than to spin for, and a client is one of many
 /// threads on a machine (the hub's bus thread spins up to 200 µs).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the shared-memory links only (Linux)
 pub(crate) const MAX_SPIN: Duration = Duration::from_micros(50);
 
 /// The spin of a thread waiting for something another client thread
@@ -41,6 +42,7 @@ pub(crate) const MAX_SPIN: Duration = Duration::from_micros(50);
 pub(crate) const FOLLOWER_SPIN: Duration = WaitPolicy::ADAPTIVE.spin;
 
 /// A new consumer's spin budget.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the shared-memory links only (Linux)
 pub(crate) fn consumer_spin() -> AdaptiveSpin {
     AdaptiveSpin::bounded(Duration::ZERO, MAX_SPIN)
 }

@@ -17,12 +17,9 @@
 //! the writer), so messages never interleave; a queue of at most
 //! [`SEND_QUEUE`] frames bounds what waits in the client.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -35,6 +32,7 @@ use fieldhub_shm::bell::LocalBell;
 
 use crate::handshake::{handshake, Fault, Greeting, Session};
 use crate::link::{Flow, Link, SendFail, Took};
+use crate::local_stream::{connect_unix, SerialStream, UnixStream};
 use crate::tls::TlsStream;
 use crate::url::HubUrl;
 use crate::{lock, spin, ClientError, ClientOptions, GOODBYE_GRACE, SEND_QUEUE};
@@ -308,11 +306,7 @@ impl Stream {
                 }
                 Err(last)
             }
-            HubUrl::Unix(path) => {
-                let stream = UnixStream::connect(path)?;
-                rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER)?;
-                Ok(Self::Unix(stream))
-            }
+            HubUrl::Unix(path) => connect_unix(path, SEND_BUFFER).map(Self::Unix),
             HubUrl::Serial(path) => SerialStream::open(path).map(Self::Serial),
             HubUrl::Shm { .. } | HubUrl::Ivshmem(_) => {
                 Err(io::Error::new(io::ErrorKind::InvalidInput, "shared memory is not a stream transport"))
@@ -326,7 +320,7 @@ impl Stream {
             Self::Tcp(s) => s.try_clone().map(Self::Tcp),
             Self::Tls(s) => s.try_clone().map(Self::Tls),
             Self::Unix(s) => s.try_clone().map(Self::Unix),
-            Self::Serial(s) => Ok(Self::Serial(s.clone())),
+            Self::Serial(s) => s.try_clone().map(Self::Serial),
         }
     }
 
@@ -374,7 +368,7 @@ impl Write for Stream {
             Self::Tcp(s) => s.write(buf),
             Self::Tls(s) => s.write(buf),
             Self::Unix(s) => s.write(buf),
-            Self::Serial(s) => (&*s.file).write(buf),
+            Self::Serial(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -382,70 +376,7 @@ impl Write for Stream {
             Self::Tcp(s) => s.flush(),
             Self::Tls(s) => s.flush(),
             Self::Unix(s) => s.flush(),
-            Self::Serial(s) => (&*s.file).flush(),
-        }
-    }
-}
-
-/// How often a blocked serial read looks at the shutdown flag.
-const SERIAL_POLL: Duration = Duration::from_millis(50);
-/// `read_timeout` value meaning "wait forever".
-const NO_TIMEOUT: u64 = u64::MAX;
-
-/// A character device opened read+write. A file has no `shutdown` and no
-/// read timeout, so reads wait in `poll` in short slices: clones share one
-/// shutdown flag (set: reads end as at end of stream) and one read timeout,
-/// as clones of a socket share the socket's.
-#[derive(Clone)]
-pub(crate) struct SerialStream {
-    file: Arc<File>,
-    shut: Arc<AtomicBool>,
-    read_timeout_ns: Arc<AtomicU64>,
-}
-
-impl SerialStream {
-    fn open(path: &std::path::Path) -> io::Result<Self> {
-        let file = File::options().read(true).write(true).open(path)?;
-        Ok(Self {
-            file: Arc::new(file),
-            shut: Arc::new(AtomicBool::new(false)),
-            read_timeout_ns: Arc::new(AtomicU64::new(NO_TIMEOUT)),
-        })
-    }
-
-    fn shutdown(&self) {
-        self.shut.store(true, Ordering::Relaxed);
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) {
-        let ns = timeout.map_or(NO_TIMEOUT, |t| u64::try_from(t.as_nanos()).unwrap_or(NO_TIMEOUT - 1));
-        self.read_timeout_ns.store(ns, Ordering::Relaxed);
-    }
-
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        use rustix::event::{poll, PollFd, PollFlags};
-        let timeout_ns = self.read_timeout_ns.load(Ordering::Relaxed);
-        let deadline = (timeout_ns != NO_TIMEOUT).then(|| Instant::now() + Duration::from_nanos(timeout_ns));
-        loop {
-            if self.shut.load(Ordering::Relaxed) {
-                return Ok(0);
-            }
-            let mut slice = SERIAL_POLL;
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "serial read timed out"));
-                }
-                slice = slice.min(left);
-            }
-            let wait = rustix::event::Timespec { tv_sec: 0, tv_nsec: slice.subsec_nanos().into() };
-            let mut fds = [PollFd::new(&*self.file, PollFlags::IN)];
-            match poll(&mut fds, Some(&wait)) {
-                // Readable, hung up (read reports the end) or failed (read reports why).
-                Ok(n) if n > 0 => return (&*self.file).read(buf),
-                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
+            Self::Serial(s) => s.flush(),
         }
     }
 }

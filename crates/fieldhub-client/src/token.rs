@@ -10,7 +10,6 @@
 //! The hub (`fieldhub hub --token-file`) and every client (Rust, C, Python,
 //! the tools) read the same variables the same way.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The variable holding a token.
@@ -37,9 +36,8 @@ pub enum TokenFileError {
 pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
     let read = |source| TokenFileError::Read { path: path.to_owned(), source };
     let file = std::fs::File::open(path).map_err(read)?;
-    let mode = file.metadata().map_err(read)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        return Err(TokenFileError::Exposed { path: path.to_owned(), mode: mode & 0o777 });
+    if let Some(mode) = crate::file_mode::open_to_others(&file.metadata().map_err(read)?) {
+        return Err(TokenFileError::Exposed { path: path.to_owned(), mode });
     }
     let text = std::io::read_to_string(file).map_err(read)?;
     let token = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
@@ -80,7 +78,7 @@ mod tests {
         let name = format!("fieldhub-token-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = std::env::temp_dir().join(name);
         std::fs::write(&path, content).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
         (TokenFile(path.clone()), path)
     }
 

@@ -5,7 +5,7 @@
 //! `FH_ERR_INVALID_URL` text ([`forms_text`]), so a new form is added in
 //! one place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fieldhub_proto::limits::DEFAULT_TCP_PORT;
 
@@ -119,9 +119,9 @@ pub fn default_hub_url() -> String {
     }
     // Only in this user's private directory: a socket another user planted
     // in a directory of theirs is not a hub to try.
-    let dir = fieldhub_shm::socket::socket_dir();
-    let serves_shm = fieldhub_shm::socket::check_private_dir(&dir).is_ok()
-        && fieldhub_shm::socket::socket_path(DEFAULT_SHM_NAME).is_ok_and(|path| path.exists());
+    let dir = crate::shm_socket::socket_dir();
+    let serves_shm = crate::shm_socket::check_private_dir(&dir).is_ok()
+        && crate::shm_socket::socket_path(DEFAULT_SHM_NAME).is_ok_and(|path| path.exists());
     if serves_shm {
         format!("shm://{DEFAULT_SHM_NAME}")
     } else {
@@ -230,10 +230,20 @@ fn parse_ivshmem(_: &Scheme, path: &str) -> Result<HubUrl, String> {
     Ok(HubUrl::Ivshmem(PathBuf::from(path)))
 }
 
+/// Where the hub serving `shm://NAME` (in `dir` when its URL names one)
+/// publishes the address of its control API (`spec/shm.md` 5.1). On
+/// Windows there is none: shared memory is Linux-only.
+pub fn shm_control_path(name: &str, dir: Option<&Path>) -> Result<PathBuf, String> {
+    match dir {
+        Some(dir) => crate::shm_socket::control_path_in(dir, name),
+        None => crate::shm_socket::control_path(name),
+    }
+}
+
 /// `NAME[?busy_poll=0|1][&dir=PATH]` after `shm://`.
 fn parse_shm(_: &Scheme, rest: &str) -> Result<HubUrl, String> {
     let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
-    fieldhub_shm::socket::check_name(name)?;
+    crate::shm_socket::check_name(name)?;
     let (mut busy_poll, mut dir) = (false, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {

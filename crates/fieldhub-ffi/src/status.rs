@@ -152,6 +152,8 @@ impl Failure {
 impl From<ClientError> for Failure {
     fn from(error: ClientError) -> Self {
         let status = match &error {
+            // A transport this platform lacks (shm:// on Windows): the URL is the caller's to change.
+            ClientError::Unsupported { .. } => FH_ERR_INVALID_ARGUMENT,
             ClientError::InvalidUrl { .. } => FH_ERR_INVALID_URL,
             ClientError::Connect { .. } => FH_ERR_CONNECT,
             ClientError::Refused { .. } => FH_ERR_REFUSED,
