@@ -15,9 +15,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
+pub use fieldhub_bench::Launcher;
 use fieldhub_bench::{
     cannelloni, chaos, cpu, latency, plot, raw, remote, report, scaling, soak, socketcand, throughput, virtual_time,
-    FrameSize, Launcher, Transport,
+    FrameSize, Transport,
 };
 
 use crate::HubSelect;

@@ -7,19 +7,27 @@
 //! for the `fieldhub` script the Python package installs, which runs it
 //! inside the extension module.
 
+#[cfg_attr(windows, path = "windows/bench.rs")]
 mod bench;
+#[cfg_attr(windows, path = "windows/bridge.rs")]
 mod bridge;
 mod candump_text;
 mod ctl;
 mod dump;
 mod dump_log;
 mod dump_session;
+#[cfg(target_os = "linux")]
 mod federation_log;
 mod frame_bits;
 mod gen;
+#[cfg_attr(windows, path = "windows/hub.rs")]
 mod hub;
+#[cfg(windows)]
+#[path = "windows/linux_only.rs"]
+mod linux_only;
 mod local_time;
 mod output;
+#[cfg(target_os = "linux")]
 mod ready;
 mod reconnect;
 mod record;
@@ -28,6 +36,7 @@ mod replay_bus_time;
 mod send;
 mod stats;
 
+pub use bench::Launcher;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -126,11 +135,7 @@ impl HubSelect {
             Ok(fieldhub_client::HubUrl::Shm { name, dir, .. }) => {
                 // The hub publishes its control API's address next to its
                 // session socket.
-                let path = match &dir {
-                    Some(dir) => fieldhub_shm::socket::control_path_in(dir, &name),
-                    None => fieldhub_shm::socket::control_path(&name),
-                };
-                let path = path.map_err(|why| anyhow::anyhow!(why))?;
+                let path = fieldhub_client::url::shm_control_path(&name, dir.as_deref()).map_err(|why| anyhow::anyhow!(why))?;
                 let published = std::fs::read_to_string(&path).map_err(|e| {
                     anyhow::anyhow!(
                         "the hub serving shm://{name} publishes no control address ({}: {e}); it serves the \
@@ -195,7 +200,7 @@ pub fn hub_token() -> anyhow::Result<Option<String>> {
 /// `this_command` starts the same command again, for the benchmarks'
 /// hubs and peers. Returns the exit status: 0, or 1 after an error
 /// printed to stderr.
-pub fn run<I, T>(args: I, this_command: fieldhub_bench::Launcher) -> u8
+pub fn run<I, T>(args: I, this_command: Launcher) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,

@@ -3,6 +3,16 @@
 //! (`candump-2026-11-27_135103.log`). The C library's `localtime_r` reads
 //! the time zone ($TZ, /etc/localtime) as candump's does.
 
+// The C library's thread-safe localtime: POSIX's localtime_r, or on
+// Windows the C runtime's localtime_s (the same, arguments swapped).
+#[cfg(unix)]
+use libc::localtime_r as localtime;
+#[cfg(windows)]
+unsafe fn localtime(time: *const libc::time_t, tm: *mut libc::tm) {
+    // SAFETY: the caller's pointers, passed on as localtime_r's would be.
+    unsafe { libc::localtime_s(tm, time) };
+}
+
 /// A moment as the local calendar shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LocalTime {
@@ -23,7 +33,7 @@ impl LocalTime {
         // SAFETY: both pointers are to live locals of the right types;
         // localtime_r (unlike localtime) writes only to `tm`. On failure
         // (a year beyond `int`) it leaves `tm` zeroed: 1900-01-00, harmless.
-        unsafe { libc::localtime_r(&time, &mut tm) };
+        unsafe { localtime(&time, &mut tm) };
         let field = |v: libc::c_int| u32::try_from(v).unwrap_or(0);
         Self {
             year: tm.tm_year + 1900,
