@@ -30,6 +30,7 @@
 
 pub mod asc;
 pub mod candump;
+pub mod mdf4;
 mod line_reader;
 mod reader;
 mod recorder;
@@ -134,6 +135,9 @@ pub enum LogError {
     /// A line that does not parse; `line` counts from 1.
     #[error("line {line}: {message}")]
     Line { line: usize, message: String },
+    /// An MDF4 file that cannot be read; `offset` is the block's byte offset.
+    #[error("MDF4 block at byte {offset}: {message}")]
+    Mdf4 { offset: u64, message: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
