@@ -20,13 +20,15 @@
 #   qemu-system-x86 busybox-static cpio xz-utils   the VM guests
 #   iproute2         ip (the network-namespace tests, as root) and tc (netem in the VM guests)
 #   strace           holds a recording's writes in the stuck-disk hostile-input test
-#   gcc-mingw-w64-x86-64 wine64   the portable C client's Windows build, run under Wine
+#   gcc-mingw-w64-x86-64 wine64   the portable C client's and fieldhub.exe's Windows builds, run under
+#                    Wine (mk/windows.mk); with the Rust target x86_64-pc-windows-gnu (rustup)
+#   openssl          the TLS certificates of the docs' examples and the Windows tests
 #   gcc-i686-linux-gnu libc6-dev-i386-cross   the portable C client's 32-bit build (its code size,
 #                    c/portable/README.md), run with qemu-user; not gcc-multilib, which
 #                    conflicts with the s390x cross compiler (apt would remove one for the other)
 #   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static   its big-endian build, run with qemu-user
 DEPS_PACKAGES := make gcc g++ libc6-dev binutils cmake pkgconf python3 python3-venv curl chromium \
-  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 gcc-i686-linux-gnu libc6-dev-i386-cross \
+  qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 openssl gcc-i686-linux-gnu libc6-dev-i386-cross \
   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
 
 # The guests' kernel: Debian 12's, a package apt-get downloads (not installs).
@@ -38,6 +40,9 @@ deps:
 	@command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 || { \
 	  echo "make deps: no apt-get here; install the equivalents of: $(DEPS_PACKAGES)"; \
 	  echo "make deps: and put Debian 12's linux-image-6.1.0-*-amd64 .deb into $(VM_DIR)/dl/"; exit 1; }
+	@rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-gnu || { \
+	  echo "make deps: rustup target add x86_64-pc-windows-gnu"; \
+	  rustup target add x86_64-pc-windows-gnu || { echo "make deps: rustup target add x86_64-pc-windows-gnu failed"; exit 1; }; }
 	@missing=""; \
 	for p in $(DEPS_PACKAGES); do \
 	  dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; \
