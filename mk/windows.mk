@@ -1,16 +1,19 @@
-# fieldhub on Windows (docs/windows.md): the CLI built for
-# x86_64-pc-windows-gnu, run under Wine against Linux hubs.
+# fieldhub on Windows (docs/windows.md): the CLI (fieldhub.exe) and the C
+# library (fieldhub.dll) built for x86_64-pc-windows-gnu, run under Wine
+# against Linux hubs.
 #
-#   make test-windows   build fieldhub.exe and run tests/windows/wine_cli.sh:
-#                       10,000 numbered frames each way between fieldhub.exe
-#                       (gen, send, dump) and Linux clients, and wiring
-#                       driven by fieldhub.exe ctl, over TCP and over TLS.
+#   make test-windows   build fieldhub.exe and fieldhub.dll and run
+#                       tests/windows/wine_cli.sh: 10,000 numbered frames
+#                       each way between fieldhub.exe (gen, send, dump) and
+#                       Linux clients, wiring driven by fieldhub.exe ctl, and
+#                       10,000 each way from a C program linked against
+#                       fieldhub.dll; over TCP and over TLS.
 #
 # The Windows build is a second compile of the client crates (not of the
 # hub or Zenoh, which are Linux-only dependencies of the CLI).
 
 WINDOWS_TARGET := x86_64-pc-windows-gnu
-WINDOWS_EXE := $(TARGET_DIR)/$(WINDOWS_TARGET)/debug/fieldhub.exe
+WINDOWS_OUT := $(TARGET_DIR)/$(WINDOWS_TARGET)/debug
 
 .PHONY: test-windows
 test-windows:
@@ -18,7 +21,7 @@ test-windows:
 	@rustup target list --installed | grep -qx $(WINDOWS_TARGET) || \
 	  { echo "test-windows: the Rust target $(WINDOWS_TARGET) is missing; run make deps (rustup target add $(WINDOWS_TARGET))"; exit 1; }
 	$(WORKSPACE_BUILD)
-	$(CARGO) build --locked --target $(WINDOWS_TARGET) -p fieldhub-cli
-	sh tests/windows/wine_cli.sh $(TARGET_DIR)/debug/fieldhub $(WINDOWS_EXE) 10000
+	$(CARGO) build --locked --target $(WINDOWS_TARGET) -p fieldhub-cli -p fieldhub-ffi
+	sh tests/windows/wine_cli.sh $(TARGET_DIR)/debug/fieldhub $(WINDOWS_OUT) 10000
 
 TEST_PARTS += test-windows

@@ -8,16 +8,22 @@
 #     (tests/vm/seq/check.awk);
 #   - fieldhub.exe ctl unplugs and plugs a Linux client's port: the frame
 #     sent while it was unplugged never reaches it, the next one does;
+#   - a C program built with mingw against fieldhub.dll (its import library
+#     and include/fieldhub.h), tests/windows/fh_seq.c, exchanges 10,000
+#     numbered frames each way with a Linux dump and replay;
 #   - fieldhub.exe hub says it is Linux-only, and shm:// gets a clear error.
 #
-#   wine_cli.sh FIELDHUB_LINUX FIELDHUB_EXE [COUNT]
+#   wine_cli.sh FIELDHUB_LINUX WINDOWS_DIR [COUNT]
+#
+# WINDOWS_DIR is the Windows build's output: fieldhub.exe, fieldhub.dll and
+# its import library libfieldhub.dll.a.
 #
 # Needs wine64, x86_64-w64-mingw32-gcc (to build the test-only
 # bcryptprimitives.dll Wine 8 lacks: tests/windows/processprng_shim.c,
 # never shipped) and openssl (the TLS certificates); make deps installs them.
 set -eu
 FIELDHUB=$1
-EXE=$2
+WINDIR=$2
 COUNT=${3:-10000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -28,7 +34,9 @@ fail() { echo "wine_cli: FAIL: $*" >&2; exit 1; }
 [ -x "$WINE" ] || fail "wine64 missing (make deps installs it)"
 command -v x86_64-w64-mingw32-gcc >/dev/null || fail "x86_64-w64-mingw32-gcc missing (gcc-mingw-w64-x86-64: make deps installs it)"
 command -v openssl >/dev/null || fail "openssl missing (make deps installs it)"
-[ -f "$EXE" ] || fail "$EXE missing (cargo build --target x86_64-pc-windows-gnu -p fieldhub-cli; rustup target add x86_64-pc-windows-gnu, which make deps does)"
+for f in fieldhub.exe fieldhub.dll libfieldhub.dll.a; do
+    [ -f "$WINDIR/$f" ] || fail "$WINDIR/$f missing (cargo build --target x86_64-pc-windows-gnu -p fieldhub-cli -p fieldhub-ffi; the target: rustup target add x86_64-pc-windows-gnu, which make deps does)"
+done
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/fh-wine-cli.XXXXXX")
 pids=""
@@ -48,7 +56,9 @@ wait_for() {
     fail "timed out waiting for $what"
 }
 
-cp "$EXE" "$RUN/fieldhub.exe"
+cp "$WINDIR/fieldhub.exe" "$WINDIR/fieldhub.dll" "$RUN/"
+x86_64-w64-mingw32-gcc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$ROOT/include" -o "$RUN/fh_seq.exe" \
+    "$HERE/fh_seq.c" -L"$WINDIR" -lfieldhub.dll
 x86_64-w64-mingw32-gcc -shared -O2 -o "$RUN/bcryptprimitives.dll" "$HERE/processprng_shim.c" -ladvapi32
 # A prefix of its own: nothing of the user's Wine set-up is used or changed.
 export WINEPREFIX="$RUN/prefix" WINEDEBUG=-all
@@ -134,6 +144,25 @@ exchange() {
     got=$(awk '{ print $3 }' "wired-$scheme.log")
     [ "$got" = "100#02" ] || fail "the port fieldhub.exe unplugged and plugged again got '$got', want only 100#02"
     echo "$scheme: fieldhub.exe ctl unplug/plug: the unplugged port missed 100#01 and got 100#02"
+
+    # fh_seq.exe (fieldhub.dll) <-> Linux dump and replay, the families 768 and 1024.
+    "$FIELDHUB" dump --hub "$URL" -L --lossless --port "cdump-$scheme" -n "$COUNT" can0 \
+        >"cdump-$scheme.log" 2>"cdump-$scheme.err" &
+    cdump=$!
+    pids="$pids $cdump"
+    wait_for "the Linux dump's port" grep -q "port=cdump-$scheme" "$hublog"
+    (cd "$RUN" && "$WINE" fh_seq.exe "$URL" can0 "$COUNT" 768 1024) >"cseq-$scheme.out" 2>"cseq-$scheme.err" &
+    cseq=$!
+    pids="$pids $cseq"
+    wait_for "fh_seq.exe's port" grep -q ready "cseq-$scheme.out"
+    awk -v n="$COUNT" -v base=1024 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"cframes-$scheme.log"
+    "$FIELDHUB" replay --hub "$URL" -t "cframes-$scheme.log" >"creplay-$scheme.out" 2>&1 ||
+        fail "Linux replay to fh_seq.exe over $scheme: $(cat "creplay-$scheme.out")"
+    wait "$cseq" || fail "fh_seq.exe (fieldhub.dll) over $scheme: $(cat "cseq-$scheme.err")"
+    wait "$cdump" || fail "Linux dump of fh_seq.exe over $scheme: $(cat "cdump-$scheme.err")"
+    result=$(awk -v n="$COUNT" -v base=768 -f "$ROOT/tests/vm/seq/check.awk" "cdump-$scheme.log") ||
+        fail "Linux dump did not get fh_seq.exe's frames in order over $scheme: $result"
+    echo "$scheme: fh_seq.exe (fieldhub.dll) -> Linux dump: $result; $(tr -d '\r' <"cseq-$scheme.out" | tail -1)"
 }
 
 # A loopback hub's user cannot be told on Windows: the client refuses it by default.

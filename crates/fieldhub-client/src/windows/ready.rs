@@ -4,8 +4,9 @@
 
 use std::io;
 
-/// What `fileno` would return: a socket handle.
-pub type RawFd = std::os::windows::io::RawSocket;
+/// What `fileno` would return. Never made here; an `int` as on Linux, so
+/// the C API (`fh_fileno`) is the same on every platform.
+pub type RawFd = std::ffi::c_int;
 
 /// Never made: [`ReadySignal::new`] fails, so the other methods are never called.
 pub enum ReadySignal {}
