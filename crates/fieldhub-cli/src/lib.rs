@@ -12,6 +12,7 @@ mod bench;
 #[cfg_attr(windows, path = "windows/bridge.rs")]
 mod bridge;
 mod candump_text;
+mod convert;
 mod ctl;
 mod dump;
 mod dump_log;
@@ -62,6 +63,8 @@ enum Command {
     Record(record::RecordArgs),
     /// Play a candump log or Vector ASC file back onto the hub, with its timing or --fast.
     Replay(replay::ReplayArgs),
+    /// Convert a log between candump (.log), Vector ASC (.asc) and ASAM MDF4 (.mf4), like log2asc and asc2log.
+    Convert(convert::ConvertArgs),
     /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
     Ctl(ctl::CtlArgs),
     /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
@@ -220,6 +223,7 @@ where
         Command::Stats(args) => stats::run(args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::FrameBits(args) => frame_bits::run(args),
         Command::Bench(args) => bench::run(args, &this_command),

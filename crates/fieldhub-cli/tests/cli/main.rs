@@ -1,5 +1,5 @@
 //! Tests of the `fieldhub` command itself: its tools (`dump`, `send`,
-//! `gen`, `ctl`, `stats`, `record`, `replay`, `frame-bits`, `bench`,
+//! `gen`, `ctl`, `stats`, `record`, `replay`, `convert`, `frame-bits`, `bench`,
 //! `bridge`) and the `hub` command's flags, ready signal and messages —
 //! against real hubs where a tool needs one. What the hub does is
 //! `crates/fieldhub-systest`'s to test.
@@ -13,6 +13,7 @@ mod bench;
 mod bench_report;
 mod bridge;
 mod candump_options;
+mod convert;
 mod frame_bits;
 mod ready_signal;
 mod record_replay;

@@ -32,15 +32,15 @@ protocol = "canfd"
 "#;
 
 /// A scratch directory removed when the test ends.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(test: &str) -> Self {
+    pub(crate) fn new(test: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("fieldhub-record-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create scratch dir");
         Self(dir)
     }
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
 }

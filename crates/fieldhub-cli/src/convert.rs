@@ -1,0 +1,150 @@
+//! `fieldhub convert IN OUT`: a log from one format to another — candump
+//! log, Vector ASC and ASAM MDF4 — like can-utils' `log2asc` / `asc2log`
+//! and python-can's `can.logconvert`.
+//!
+//! Every frame is carried over with its time, channel and direction; a
+//! record without a direction (a candump line without ` R`/` T`) is written
+//! as received. MDF4 is read and written whole (`fieldhub_log::mdf4`).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use fieldhub_log::mdf4::{self, Mdf4Writer};
+use fieldhub_log::{DateZone, Direction, Format, ReadOptions, Record, Recorder, RecorderOptions};
+
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// The input's format [default: from its extension: .log candump, .asc asc, .mf4 mf4; else its first line].
+    #[arg(long = "from", value_name = "candump|asc|mf4")]
+    from: Option<LogFormat>,
+    /// The output's format [default: from its extension].
+    #[arg(long = "to", value_name = "candump|asc|mf4")]
+    to: Option<LogFormat>,
+    /// candump output: append R or T to each line for the direction (newer candump and python-can read it).
+    #[arg(long = "direction")]
+    mark_direction: bool,
+    /// The log to read.
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The file to write; - writes candump or ASC text to stdout.
+    #[arg(value_name = "OUT")]
+    output: PathBuf,
+}
+
+/// A log format `convert` reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text(Format),
+    Mf4,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "mf4" | "mdf4" | "mdf" => Ok(Self::Mf4),
+            other => other
+                .parse()
+                .map(Self::Text)
+                .map_err(|_| format!("unknown log format '{text}': use candump, asc or mf4")),
+        }
+    }
+}
+
+impl LogFormat {
+    fn from_path(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "mf4" | "mdf" => Some(Self::Mf4),
+            _ => Format::from_path(path).map(Self::Text),
+        }
+    }
+}
+
+pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
+    let to = match args.to.or_else(|| LogFormat::from_path(&args.output)) {
+        Some(format) => format,
+        None if args.output == Path::new("-") => LogFormat::Text(Format::Candump),
+        None => bail!(
+            "cannot tell the output format from '{}': name it .log, .asc or .mf4, or pass --to candump|asc|mf4",
+            args.output.display()
+        ),
+    };
+    let to_stdout = args.output == Path::new("-");
+    if to_stdout && to == LogFormat::Mf4 {
+        bail!("MDF4 is binary and written whole: give a file name, not -");
+    }
+    let records = read(&args.input, args.from)?;
+    let frames = records.len();
+    match write(&args, to, records) {
+        // A reader that closed the pipe (`convert x.mf4 - | head`) ends the command quietly.
+        Err(error) if to_stdout => return Err(crate::output::closed_pipe(error)),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("cannot write '{}'", args.output.display())))
+        }
+        Ok(()) if to_stdout => {}
+        Ok(()) => eprintln!("{frames} frames from {} to {}", args.input.display(), args.output.display()),
+    }
+    Ok(())
+}
+
+fn read(path: &Path, format: Option<LogFormat>) -> anyhow::Result<Vec<Record>> {
+    let context = || format!("cannot read '{}'", path.display());
+    match format.or_else(|| LogFormat::from_path(path)) {
+        Some(LogFormat::Mf4) => {
+            let bytes = std::fs::read(path).with_context(context)?;
+            Ok(mdf4::read(&bytes, DateZone::Local).with_context(context)?)
+        }
+        Some(LogFormat::Text(format)) => collect(fieldhub_log::open(path, Some(format), &ReadOptions::default()), path),
+        None => {
+            // MDF files begin with "MDF     "; anything else is text, sniffed by its first line.
+            let mut head = [0u8; 8];
+            let is_mdf = File::open(path)
+                .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut head))
+                .map(|()| &head == b"MDF     ")
+                .unwrap_or(false);
+            if is_mdf {
+                return read(path, Some(LogFormat::Mf4));
+            }
+            collect(fieldhub_log::open(path, None, &ReadOptions::default()), path)
+        }
+    }
+}
+
+fn collect<R: std::io::BufRead>(
+    reader: Result<fieldhub_log::LogReader<R>, fieldhub_log::LogError>,
+    path: &Path,
+) -> anyhow::Result<Vec<Record>> {
+    let context = || format!("cannot read '{}'", path.display());
+    reader.with_context(context)?.collect::<Result<Vec<_>, _>>().with_context(context)
+}
+
+fn write(args: &ConvertArgs, to: LogFormat, records: Vec<Record>) -> std::io::Result<()> {
+    let out: Box<dyn Write> = if args.output == Path::new("-") {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(File::create(&args.output)?)
+    };
+    let out = BufWriter::new(out);
+    let start_ns = records.first().map_or(0, |r| r.timestamp_ns);
+    match to {
+        LogFormat::Mf4 => {
+            let mut writer = Mdf4Writer::new(out, &[], start_ns);
+            for r in &records {
+                writer.record(r.timestamp_ns, &r.channel, &r.frame, r.direction.unwrap_or(Direction::Rx))?;
+            }
+            writer.finish()?;
+        }
+        LogFormat::Text(format) => {
+            let options = RecorderOptions { mark_direction: args.mark_direction, start_ns, ..Default::default() };
+            let mut recorder = Recorder::new(out, format, &options);
+            for r in &records {
+                recorder.record(r.timestamp_ns, &r.channel, &r.frame, r.direction.unwrap_or(Direction::Rx))?;
+            }
+            recorder.finish()?;
+        }
+    }
+    Ok(())
+}
