@@ -145,8 +145,9 @@ exchange() {
     [ "$got" = "100#02" ] || fail "the port fieldhub.exe unplugged and plugged again got '$got', want only 100#02"
     echo "$scheme: fieldhub.exe ctl unplug/plug: the unplugged port missed 100#01 and got 100#02"
 
-    # fh_seq.exe (fieldhub.dll) <-> Linux dump and replay, the families 768 and 1024.
-    "$FIELDHUB" dump --hub "$URL" -L --lossless --port "cdump-$scheme" -n "$COUNT" can0 \
+    # fh_seq.exe (fieldhub.dll) <-> Linux dump and replay, the families 768 and 1024
+    # (the dump sees both: COUNT of each).
+    "$FIELDHUB" dump --hub "$URL" -L --lossless --port "cdump-$scheme" -n $((2 * COUNT)) can0 \
         >"cdump-$scheme.log" 2>"cdump-$scheme.err" &
     cdump=$!
     pids="$pids $cdump"

@@ -88,7 +88,16 @@ impl StreamLink {
     pub fn connect(url: &str, parsed: &HubUrl, options: &ClientOptions) -> Result<(Self, Session), ClientError> {
         let connect_error = |source| ClientError::Connect { url: url.into(), source };
         let deadline = Instant::now() + options.timeout;
-        let mut stream = Stream::connect(parsed, options.timeout).map_err(connect_error)?;
+        let mut stream = Stream::connect(parsed, options.timeout).map_err(|source| match (source.kind(), parsed) {
+            // `local_stream` on a platform without unix sockets and serial devices (Windows).
+            (io::ErrorKind::Unsupported, HubUrl::Unix(_)) => {
+                ClientError::Unsupported { url: url.into(), what: "a unix socket (unix:)" }
+            }
+            (io::ErrorKind::Unsupported, HubUrl::Serial(_)) => {
+                ClientError::Unsupported { url: url.into(), what: "a serial device (serial:)" }
+            }
+            _ => connect_error(source),
+        })?;
         crate::hub_owner::check(url, &stream)?;
         if let (HubUrl::Tls { host, .. }, Stream::Tcp(tcp)) = (parsed, &stream) {
             let tcp = tcp.try_clone().map_err(connect_error)?;
