@@ -22,6 +22,9 @@ use std::collections::HashMap;
 
 use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
 
+/// The parser's own types: a parsed file ([`can_dbc::Dbc`]) is what the
+/// hub keeps beside a [`Database`] to list and encode messages.
+pub use can_dbc;
 pub use format::describe;
 
 /// Why a DBC file cannot be used.
@@ -102,14 +105,18 @@ pub struct Database {
 impl Database {
     /// Parse a DBC file's text.
     pub fn parse(text: &str) -> Result<Self, DbcLoadError> {
-        let dbc = Dbc::try_from(text).map_err(|e| DbcLoadError::Parse(format!("{e:?}")))?;
+        Self::from_dbc(&read_text(text)?)
+    }
+
+    /// The decoder of a parsed file.
+    pub fn from_dbc(dbc: &Dbc) -> Result<Self, DbcLoadError> {
         let mut messages = HashMap::new();
         for message in &dbc.messages {
             let key = match message.id {
                 MessageId::Standard(id) => (u32::from(id), false),
                 MessageId::Extended(id) => (id, true),
             };
-            messages.insert(key, message_def(&dbc, message)?);
+            messages.insert(key, message_def(dbc, message)?);
         }
         Ok(Self { messages })
     }
@@ -117,10 +124,7 @@ impl Database {
     /// Parse a DBC file's bytes: UTF-8, or Windows-1252 (what Vector's
     /// tools write) when they are not UTF-8.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DbcLoadError> {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Self::parse(text),
-            Err(_) => Self::parse(&can_dbc::decode_cp1252(bytes).ok_or(DbcLoadError::Encoding)?),
-        }
+        Self::from_dbc(&read(bytes)?)
     }
 
     /// How many messages the file defines.
@@ -164,6 +168,20 @@ impl Database {
             });
         }
         Some(Decoded { message: &message.name, signals })
+    }
+}
+
+/// Parse a DBC file's text into the parser's model.
+pub fn read_text(text: &str) -> Result<Dbc, DbcLoadError> {
+    Dbc::try_from(text).map_err(|e| DbcLoadError::Parse(format!("{e:?}")))
+}
+
+/// Parse a DBC file's bytes into the parser's model: UTF-8, or
+/// Windows-1252 (what Vector's tools write) when they are not UTF-8.
+pub fn read(bytes: &[u8]) -> Result<Dbc, DbcLoadError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => read_text(text),
+        Err(_) => read_text(&can_dbc::decode_cp1252(bytes).ok_or(DbcLoadError::Encoding)?),
     }
 }
 

@@ -9,6 +9,7 @@ import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Plot } from './plot.js';
 import { Send } from './send.js';
+import { SignalComposer } from './signals.js';
 import { BusTime } from './time.js';
 import { Trace } from './trace.js';
 import { Wiring } from './wiring.js';
@@ -38,7 +39,7 @@ const overwrite = new Overwrite(document.getElementById('overwrite'), channelNam
 const plot = new Plot(document.getElementById('plot'), channelName);
 const wiring = new Wiring(document.getElementById('wiring'));
 const load = new Load(document.getElementById('load'));
-new Send(document.getElementById('send'));
+const composer = new SignalComposer(document.getElementById('send'), new Send(document.getElementById('send')));
 const busTime = new BusTime(document.getElementById('bus-time'));
 
 let socket = null;
@@ -127,6 +128,7 @@ async function showDbcs() {
   document.getElementById('dbc-status').textContent = files.length
     ? `decoding ${files.map((f) => `${f.channel} (${f.messages} messages)`).join(', ')}`
     : 'no DBC loaded';
+  await composer.setChannels(files.map((f) => f.channel));
 }
 
 /// Upload the chosen DBC file for the chosen channel; the hub decodes with

@@ -2,7 +2,8 @@
 // POST /api/v1/channels/{channel}/send (the channel's send port). Each
 // periodic send is a job listed under the form with its frame, period and
 // count, stopped by its own button (or by the hub refusing a frame: the
-// reason is shown). Several jobs run at once.
+// reason is shown). Several jobs run at once; the signal composer
+// (signals.js) lists its periodic sends here too.
 
 import { api, el, say } from './api.js';
 
@@ -37,13 +38,19 @@ export class Send {
     const channel = this.form.channel.value;
     const frame = this.form.frame.value.trim();
     const period = Math.max(1, Number(this.form.period.value) || 100);
+    this.job(frame, channel, period, () => this.once(channel, frame));
+  }
+
+  /// A periodic job listed as `what`: `fire` every `period` ms until its
+  /// Stop button, or until `fire` answers false (the hub refused).
+  job(what, channel, period, fire) {
     const count = el('span', { class: 'job-count' }, '0');
     const stop = el('button', { type: 'button', 'data-action': 'stop' }, 'Stop');
-    const item = el('li', { 'data-frame': frame, 'data-channel': channel },
-      `${frame} on ${channel} every ${period} ms, sent `, count, ' ', stop);
+    const item = el('li', { 'data-frame': what, 'data-channel': channel },
+      `${what} on ${channel} every ${period} ms, sent `, count, ' ', stop);
     let sent = 0;
     const timer = setInterval(async () => {
-      if (await this.once(channel, frame)) {
+      if (await fire()) {
         sent += 1;
         count.textContent = String(sent);
       } else {

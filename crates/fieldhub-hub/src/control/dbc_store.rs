@@ -6,12 +6,15 @@
 //! Decoding is a view of the traffic, not bus state: the files live in the
 //! control server, never on the bus thread, and are read by the monitor's
 //! WebSocket tasks for the frames they draw (a few hundred a tick at most).
+//! Beside each decoder the store keeps the parsed file, which the page's
+//! send by signals lists and encodes with (`handlers/signals.rs`).
 //! The store's lock is held only to swap or clone an `Arc`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
+use fieldhub_dbc::can_dbc::Dbc;
 use fieldhub_dbc::{Database, DbcLoadError};
 use serde_json::json;
 
@@ -26,10 +29,23 @@ pub enum DbcFileError {
     Load { channel: String, path: PathBuf, source: DbcLoadError },
 }
 
+/// One channel's DBC: its decoder and the parsed file.
+#[derive(Clone)]
+struct ChannelDbc {
+    decoder: Arc<Database>,
+    file: Arc<Dbc>,
+}
+
 /// The DBC of each channel that has one, by channel name.
 #[derive(Default)]
 pub struct DbcStore {
-    files: RwLock<HashMap<String, Arc<Database>>>,
+    files: RwLock<HashMap<String, ChannelDbc>>,
+}
+
+/// A DBC file's bytes parsed, with its decoder.
+pub fn read(bytes: &[u8]) -> Result<(Database, Dbc), DbcLoadError> {
+    let file = fieldhub_dbc::read(bytes)?;
+    Ok((Database::from_dbc(&file)?, file))
 }
 
 impl DbcStore {
@@ -44,32 +60,38 @@ impl DbcStore {
                 path: path.clone(),
                 source,
             })?;
-            let db = Database::from_bytes(&bytes).map_err(|source| DbcFileError::Load {
-                channel: name.clone(),
-                path,
-                source,
-            })?;
-            files.insert(name, Arc::new(db));
+            let (decoder, file) =
+                read(&bytes).map_err(|source| DbcFileError::Load { channel: name.clone(), path, source })?;
+            files.insert(name, ChannelDbc { decoder: Arc::new(decoder), file: Arc::new(file) });
         }
         Ok(Self { files: RwLock::new(files) })
     }
 
     /// The DBC of `channel`, if it has one.
     pub fn get(&self, channel: &str) -> Option<Arc<Database>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).get(channel).cloned()
+        self.files.read().unwrap_or_else(|p| p.into_inner()).get(channel).map(|c| Arc::clone(&c.decoder))
     }
 
-    pub fn set(&self, channel: String, db: Option<Database>) {
+    /// The parsed DBC file of `channel`, if it has one.
+    pub fn file(&self, channel: &str) -> Option<Arc<Dbc>> {
+        self.files.read().unwrap_or_else(|p| p.into_inner()).get(channel).map(|c| Arc::clone(&c.file))
+    }
+
+    /// Decode `channel` with `db` (a decoder and its parsed file), or no longer.
+    pub fn set(&self, channel: String, db: Option<(Database, Dbc)>) {
         let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
         match db {
-            Some(db) => files.insert(channel, Arc::new(db)),
+            Some((decoder, file)) => {
+                files.insert(channel, ChannelDbc { decoder: Arc::new(decoder), file: Arc::new(file) })
+            }
             None => files.remove(&channel),
         };
     }
 
     pub fn list(&self) -> serde_json::Value {
         let files = self.files.read().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<_> = files.iter().map(|(c, db)| json!({ "channel": c, "messages": db.len() })).collect();
+        let mut list: Vec<_> =
+            files.iter().map(|(c, db)| json!({ "channel": c, "messages": db.decoder.len() })).collect();
         list.sort_by(|a, b| a["channel"].as_str().cmp(&b["channel"].as_str()));
         serde_json::Value::Array(list)
     }

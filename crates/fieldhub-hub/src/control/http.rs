@@ -28,7 +28,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::{delete, get, patch, post, put};
+use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use fieldhub_bus::inbox::InboxSender;
 use fieldhub_bus::request::ControlRequest;
@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::error;
 use super::dbc_store::DbcStore;
 use super::handlers::requests::*;
-use super::handlers::{cannelloni, dbc, workbench};
+use super::handlers::{cannelloni, dbc, signals, workbench};
 use super::http_slots::SlotHandle;
 use super::state::{ask, ApiState};
 use crate::session::credentials::{Access, Credentials, Refused};
@@ -82,6 +82,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/dbc"),
     ("put", "/api/v1/channels/{channel}/dbc"),
     ("delete", "/api/v1/channels/{channel}/dbc"),
+    ("get", "/api/v1/channels/{channel}/dbc"),
+    ("post", "/api/v1/channels/{channel}/send-signals"),
     ("get", "/api/v1/time"),
     ("get", "/api/v1/cannelloni"),
     ("post", "/api/v1/time"),
@@ -172,8 +174,12 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/cannelloni", get(cannelloni::report))
         .route(
             "/api/v1/channels/{channel}/dbc",
-            put(dbc::put).delete(dbc::delete).layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)),
+            get(signals::messages)
+                .put(dbc::put)
+                .delete(dbc::delete)
+                .layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)),
         )
+        .route("/api/v1/channels/{channel}/send-signals", post(signals::send))
         .merge(super::ui::routes())
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /openapi.yaml lists them".into()) })
         .method_not_allowed_fallback(|| async {

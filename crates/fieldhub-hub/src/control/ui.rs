@@ -25,6 +25,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("wiring.js", "text/javascript; charset=utf-8", include_str!("../../ui/wiring.js")),
     ("load.js", "text/javascript; charset=utf-8", include_str!("../../ui/load.js")),
     ("send.js", "text/javascript; charset=utf-8", include_str!("../../ui/send.js")),
+    ("signals.js", "text/javascript; charset=utf-8", include_str!("../../ui/signals.js")),
     ("sort.js", "text/javascript; charset=utf-8", include_str!("../../ui/sort.js")),
     ("plot.js", "text/javascript; charset=utf-8", include_str!("../../ui/plot.js")),
     ("time.js", "text/javascript; charset=utf-8", include_str!("../../ui/time.js")),

@@ -8,7 +8,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use fieldhub_dbc::Database;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -39,9 +38,9 @@ pub(crate) async fn put(
     if let Err(response) = known_channel(&s, &channel).await {
         return response;
     }
-    match Database::parse(&text) {
+    match crate::control::dbc_store::read(text.as_bytes()) {
         Ok(db) => {
-            let messages = db.len();
+            let messages = db.0.len();
             s.dbc.set(channel.clone(), Some(db));
             Json(json!({ "channel": channel, "messages": messages })).into_response()
         }

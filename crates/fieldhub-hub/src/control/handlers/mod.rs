@@ -8,4 +8,5 @@ pub mod cannelloni;
 pub mod dbc;
 pub mod monitor_ws;
 pub mod requests;
+pub mod signals;
 pub mod workbench;
