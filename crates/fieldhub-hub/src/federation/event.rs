@@ -16,6 +16,11 @@
 //!   dropped the relay port's frame, `spec/protocol.md` 3.8a).
 //! - history reply: `last u64`, `done u8` (0 or 1), then events, each
 //!   `len u32` and the event's bytes.
+//! - batch, the payload of every publication on `fieldhub/C/tx` and
+//!   `fieldhub/C/events`: one or more requests (or events), in order, each
+//!   `len u16` and its bytes ([`Batch`]). A sender puts what waits for it
+//!   into one batch, so a busy channel costs one Zenoh message per batch,
+//!   not per frame; one alone goes at once, as a batch of one.
 //!
 //! A history query's selector parameters: `epoch`, `incarnation`, `from`,
 //! `to` ([`HistoryQuery`]).
@@ -28,6 +33,8 @@ use fieldhub_proto::{Frame, FrameError, FrameFlags, FrameKind};
 pub enum DecodeError {
     #[error("message ends early")]
     Truncated,
+    #[error("empty batch")]
+    EmptyBatch,
     #[error("{0} bytes left over after the message")]
     TrailingBytes(usize),
     #[error("unknown frame kind {0}")]
@@ -128,6 +135,70 @@ impl HistoryQuery {
     }
 }
 
+/// Requests or events encoded one after the other into one publication.
+#[derive(Debug, Default)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    count: usize,
+}
+
+impl Batch {
+    /// The most a sender puts into one publication: about 20 KiB of 8-byte
+    /// frames, under Zenoh's 64 KiB batch, so no batch is fragmented.
+    pub const MAX_ITEMS: usize = 128;
+
+    pub fn with_capacity(items: usize) -> Self {
+        Self { bytes: Vec::with_capacity(items * 96), count: 0 }
+    }
+
+    /// Append one item that `encode` writes; its bytes, as encoded.
+    pub fn push(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> &[u8] {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&[0, 0]);
+        encode(&mut self.bytes);
+        // An event or request is at most ~350 bytes (a 255-byte origin, 64 data bytes).
+        let len = u16::try_from(self.bytes.len() - at - 2).unwrap_or(u16::MAX);
+        self.bytes[at..at + 2].copy_from_slice(&len.to_le_bytes());
+        self.count += 1;
+        &self.bytes[at + 2..]
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.count = 0;
+    }
+
+    /// The items of a received batch, in order; an item cut short ends it
+    /// with an error (what came before stands: each item is whole).
+    pub fn items(bytes: &[u8]) -> impl Iterator<Item = Result<&[u8], DecodeError>> {
+        let mut r = Reader(bytes);
+        let mut first = true;
+        std::iter::from_fn(move || {
+            if r.0.is_empty() {
+                return std::mem::take(&mut first).then_some(Err(DecodeError::EmptyBatch));
+            }
+            first = false;
+            let item = r.u16().and_then(|len| r.take(len as usize));
+            if item.is_err() {
+                r.0 = &[];
+            }
+            Some(item)
+        })
+    }
+}
+
 /// A hub's answer to a [`HistoryQuery`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HistoryReply {
@@ -166,8 +237,14 @@ impl HistoryReply {
 
 impl TxRequest {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        put_origin(out, &self.origin);
-        put_frame(out, &self.frame);
+        Self::encode_parts(out, &self.origin.relay, (self.origin.port_id, self.origin.arrival), &self.frame);
+    }
+
+    /// Encode a request from its parts: a relay's uplink names its own
+    /// session id in every request without copying it into an [`Origin`].
+    pub fn encode_parts(out: &mut Vec<u8>, relay: &str, (port_id, arrival): (u32, u64), frame: &Frame) {
+        put_origin(out, relay, port_id, arrival);
+        put_frame(out, frame);
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
@@ -187,7 +264,7 @@ impl Event {
         match &self.origin {
             Some(origin) => {
                 out.push(1);
-                put_origin(out, origin);
+                put_origin(out, &origin.relay, origin.port_id, origin.arrival);
             }
             None => out.push(0),
         }
@@ -225,13 +302,13 @@ impl Event {
     }
 }
 
-fn put_origin(out: &mut Vec<u8>, origin: &Origin) {
+fn put_origin(out: &mut Vec<u8>, relay: &str, port_id: u32, arrival: u64) {
     // Zenoh session ids are 32 hex digits at most; longer is cut, never wraps.
-    let relay = &origin.relay.as_bytes()[..origin.relay.len().min(u8::MAX as usize)];
+    let relay = &relay.as_bytes()[..relay.len().min(u8::MAX as usize)];
     out.push(relay.len() as u8);
     out.extend_from_slice(relay);
-    out.extend_from_slice(&origin.port_id.to_le_bytes());
-    out.extend_from_slice(&origin.arrival.to_le_bytes());
+    out.extend_from_slice(&port_id.to_le_bytes());
+    out.extend_from_slice(&arrival.to_le_bytes());
 }
 
 fn put_frame(out: &mut Vec<u8>, frame: &Frame) {
@@ -336,6 +413,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_batch_gives_back_its_items_in_order() {
+        let origin = Origin { relay: "a1b2c3".into(), port_id: 7, arrival: 9 };
+        let requests: Vec<TxRequest> =
+            frames().into_iter().map(|frame| TxRequest { origin: origin.clone(), frame }).collect();
+        let mut batch = Batch::with_capacity(4);
+        for request in &requests {
+            let item = batch.push(|out| request.encode(out)).to_vec();
+            assert_eq!(TxRequest::decode(&item).as_ref(), Ok(request), "push returns the item's bytes");
+        }
+        assert_eq!(batch.len(), requests.len());
+        let back: Vec<TxRequest> =
+            Batch::items(batch.bytes()).map(|item| TxRequest::decode(item.unwrap()).unwrap()).collect();
+        assert_eq!(back, requests);
+    }
+
+    #[test]
+    fn a_cut_batch_keeps_its_whole_items_and_an_empty_one_is_refused() {
+        let mut batch = Batch::with_capacity(2);
+        batch.push(|out| out.extend_from_slice(&[1, 2, 3]));
+        batch.push(|out| out.extend_from_slice(&[4, 5]));
+        let bytes = batch.bytes();
+        let cut: Vec<_> = Batch::items(&bytes[..bytes.len() - 1]).collect();
+        assert_eq!(cut, vec![Ok(&[1u8, 2, 3][..]), Err(DecodeError::Truncated)]);
+        let cut: Vec<_> = Batch::items(&bytes[..6]).collect();
+        assert_eq!(cut, vec![Ok(&[1u8, 2, 3][..]), Err(DecodeError::Truncated)], "a length cut in half");
+        assert_eq!(Batch::items(&[]).collect::<Vec<_>>(), vec![Err(DecodeError::EmptyBatch)]);
+        batch.clear();
+        assert!(batch.is_empty() && batch.bytes().is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@ use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use super::channel::{key, FederatedChannel, LOOK};
-use super::event::{Body, Event, Origin, Term, TxRequest};
+use super::event::{Batch, Body, Event, Origin, Term, TxRequest};
 use super::ledger::Ledger;
 use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts, SeenRequests};
 use crate::session::bridge_port::OpenedPort;
@@ -207,18 +207,29 @@ impl OwnerBridge {
                 Ok(None) => continue,
                 Err(_) => break,
             };
-            let request = match TxRequest::decode(&sample.payload().to_bytes()) {
-                Ok(request) => request,
-                Err(e) => {
-                    warn!(channel = %name, "refusing a transmit request: {e}");
+            let payload = sample.payload().to_bytes();
+            let mut going = true;
+            for item in Batch::items(&payload) {
+                let request = match item.and_then(TxRequest::decode) {
+                    Ok(request) => request,
+                    Err(e) => {
+                        warn!(channel = %name, "refusing a transmit request: {e}");
+                        continue;
+                    }
+                };
+                if !self.seen.first_time(&request.origin) {
                     continue;
                 }
-            };
-            if !self.seen.first_time(&request.origin) {
-                continue;
+                let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else {
+                    going = false;
+                    break;
+                };
+                if !forward(&slot, route, &credit, &forwarded, request, &stop) {
+                    going = false;
+                    break;
+                }
             }
-            let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else { break };
-            if !forward(&slot, route, &credit, &forwarded, request, &stop) {
+            if !going {
                 break;
             }
         }
@@ -298,6 +309,67 @@ struct Writer {
 }
 
 impl Writer {
+    /// Add the events of one item of the bridge's outbox to `batch`, each
+    /// kept in the ledger as it is numbered; false when the bridge ends.
+    fn add(
+        &mut self,
+        item: Outbound,
+        batch: &mut Batch,
+        seq: &mut u64,
+        forwarded: &Mutex<Forwarded>,
+        opening: &Opening,
+    ) -> bool {
+        let mut event = |origin: Option<Origin>, body: Body, start_ns: u64, end_ns: u64| {
+            *seq += 1;
+            let event = Event { term: self.term, seq: *seq, start_ns, end_ns, origin, body };
+            let bytes = batch.push(|out| event.encode(out));
+            if let Ok(mut ledger) = self.ledger.lock() {
+                ledger.push(self.term, *seq, bytes.to_vec());
+            }
+        };
+        match item {
+            Outbound::Frame { frame, meta, .. } => {
+                let frame = frame.with_echo(false);
+                let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
+                let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
+                event(origin, Body::Frame(frame), meta.timestamp_ns, meta.timestamp_ns + busy_ns);
+            }
+            Outbound::TxDropped { port, reason, dropped: count } => {
+                let port_id = self.ports.get(&port).copied();
+                let origins = port_id
+                    .and_then(|id| forwarded.lock().ok().map(|mut f| dropped(&mut f, id, count)))
+                    .unwrap_or_default();
+                if origins.len() < count as usize {
+                    warn!(channel = %self.channel, port, count, named = origins.len(),
+                        "relayed frames {}, not all of them forwarded here", reason.describe());
+                }
+                for origin in origins {
+                    event(Some(origin), Body::Dropped(reason), 0, 0);
+                }
+            }
+            Outbound::PortOpened { request, port, port_id, .. } => {
+                self.ports.insert(port, port_id);
+                opening.answer(request, Ok(OpenedPort { port, port_id }));
+            }
+            Outbound::Error { request, text, fatal, .. } => {
+                if !opening.answer(request, Err(text.clone())) {
+                    warn!(channel = %self.channel, "the bus reports: {text}");
+                }
+                return !fatal;
+            }
+            Outbound::Goodbye { .. } => return false,
+            // A lossless port is never overrun; the rest answer
+            // requests the bridge does not make.
+            Outbound::RxOverflow { .. }
+            | Outbound::ChannelState { .. }
+            | Outbound::PortClosed { .. }
+            | Outbound::Pong { .. }
+            | Outbound::Stats { .. }
+            | Outbound::Grant { .. } => {}
+        }
+        true
+    }
+
     fn run(mut self, outbox: &QueueOutbox, closed: &AtomicBool, forwarded: &Mutex<Forwarded>, opening: &Opening) {
         let publisher = match self
             .session
@@ -316,66 +388,29 @@ impl Writer {
         let mut seq = 0u64;
         self.status.epoch.store(self.term.epoch, Ordering::Relaxed);
         self.status.last_seq.store(0, Ordering::Relaxed);
+        let mut items = Vec::with_capacity(Batch::MAX_ITEMS);
+        let mut batch = Batch::with_capacity(Batch::MAX_ITEMS);
         // SYNC POINT with the hang-up's and the bridge's Release stores.
         while !closed.load(Ordering::Acquire) {
             let Some(item) = outbox.take_timeout(LOOK) else { continue };
+            // What else the bus queued goes in the same publication, in order.
+            items.push(item);
+            outbox.take_into(&mut items, Batch::MAX_ITEMS - 1);
             outbox.took();
-            let events: Vec<(Option<Origin>, Body, u64, u64)> = match item {
-                Outbound::Frame { frame, meta, .. } => {
-                    let frame = frame.with_echo(false);
-                    let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
-                    let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
-                    vec![(origin, Body::Frame(frame), meta.timestamp_ns, meta.timestamp_ns + busy_ns)]
+            let mut going = true;
+            for item in items.drain(..) {
+                going = going && self.add(item, &mut batch, &mut seq, forwarded, opening);
+            }
+            if !batch.is_empty() {
+                if let Err(e) = publisher.put(batch.bytes()).wait() {
+                    error!(channel = %self.channel, seq, "cannot publish committed events: {e}");
+                    break;
                 }
-                Outbound::TxDropped { port, reason, dropped: count } => {
-                    let port_id = self.ports.get(&port).copied();
-                    let origins = port_id
-                        .and_then(|id| forwarded.lock().ok().map(|mut f| dropped(&mut f, id, count)))
-                        .unwrap_or_default();
-                    if origins.len() < count as usize {
-                        warn!(channel = %self.channel, port, count, named = origins.len(),
-                            "relayed frames {}, not all of them forwarded here", reason.describe());
-                    }
-                    origins.into_iter().map(|origin| (Some(origin), Body::Dropped(reason), 0, 0)).collect()
-                }
-                Outbound::PortOpened { request, port, port_id, .. } => {
-                    self.ports.insert(port, port_id);
-                    opening.answer(request, Ok(OpenedPort { port, port_id }));
-                    continue;
-                }
-                Outbound::Error { request, text, fatal, .. } => {
-                    if !opening.answer(request, Err(text.clone())) {
-                        warn!(channel = %self.channel, "the bus reports: {text}");
-                    }
-                    if fatal {
-                        break;
-                    }
-                    continue;
-                }
-                Outbound::Goodbye { .. } => break,
-                // A lossless port is never overrun; the rest answer
-                // requests the bridge does not make.
-                Outbound::RxOverflow { .. }
-                | Outbound::ChannelState { .. }
-                | Outbound::PortClosed { .. }
-                | Outbound::Pong { .. }
-                | Outbound::Stats { .. }
-                | Outbound::Grant { .. } => continue,
-            };
-            for (origin, body, start_ns, end_ns) in events {
-                seq += 1;
-                let event = Event { term: self.term, seq, start_ns, end_ns, origin, body };
-                let mut bytes = Vec::with_capacity(96);
-                event.encode(&mut bytes);
-                if let Ok(mut ledger) = self.ledger.lock() {
-                    ledger.push(self.term, seq, bytes.clone());
-                }
-                if let Err(e) = publisher.put(bytes).wait() {
-                    error!(channel = %self.channel, seq, "cannot publish a committed event: {e}");
-                    closed.store(true, Ordering::Release);
-                    return;
-                }
+                batch.clear();
                 self.status.last_seq.store(seq, Ordering::Relaxed);
+            }
+            if !going {
+                break;
             }
         }
         closed.store(true, Ordering::Release);

@@ -51,7 +51,7 @@ use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
 use super::channel::{key, FederatedChannel, LinkTrouble, LOOK};
-use super::event::{Body, Event, HistoryQuery, HistoryReply, Origin, Term, TxRequest};
+use super::event::{Batch, Body, Event, HistoryQuery, HistoryReply, Term, TxRequest};
 use super::ledger::Ledger;
 use crate::session::Sessions;
 use fieldhub_bus::federation::{ChannelStatus, Uplinked};
@@ -260,7 +260,8 @@ fn uplink_loop(
         Err(e) => return error!(channel, "cannot declare the transmit publisher: {e}"),
     };
     let me = session.zid().to_string();
-    let mut bytes = Vec::with_capacity(96);
+    let mut batch = Batch::with_capacity(Batch::MAX_ITEMS);
+    let mut ups: Vec<Uplinked> = Vec::with_capacity(Batch::MAX_ITEMS);
     // The resend round this thread asked the bus for.
     let mut synced = 0;
     while !sessions.stopping() {
@@ -280,7 +281,13 @@ fn uplink_loop(
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        if up.round != synced {
+        // What else waits goes in the same publication, in order: one
+        // Zenoh message per batch, never a wait for more to come.
+        ups.clear();
+        ups.push(up);
+        ups.extend(uplink.try_iter().take(Batch::MAX_ITEMS - 1));
+        ups.retain(|up| up.round == synced);
+        if ups.is_empty() {
             continue;
         }
         // A request published while no owner subscribes would be lost.
@@ -288,18 +295,19 @@ fn uplink_loop(
             return;
         }
         if presence.round.load(Ordering::Acquire) != synced {
-            // Still in its FIFO: the next round sends it.
+            // Still in their FIFOs: the next round sends them.
             continue;
         }
-        bytes.clear();
-        let origin = Origin { relay: me.clone(), port_id: up.port_id, arrival: up.arrival };
-        TxRequest { origin, frame: up.frame }.encode(&mut bytes);
+        batch.clear();
+        for up in &ups {
+            batch.push(|out| TxRequest::encode_parts(out, &me, (up.port_id, up.arrival), &up.frame));
+        }
         let Ok(handed_over) = presence.handed_over.lock() else { return };
         if *handed_over {
             return;
         }
-        if let Err(e) = publisher.put(bytes.clone()).wait() {
-            return error!(channel, "cannot send a frame to the owner: {e}");
+        if let Err(e) = publisher.put(batch.bytes()).wait() {
+            return error!(channel, "cannot send frames to the owner: {e}");
         }
     }
 }
@@ -371,14 +379,16 @@ impl Sequencer<'_> {
                 Ok(None) => continue,
                 Err(_) => return false,
             };
-            let bytes = sample.payload().to_bytes().into_owned();
-            match Event::decode(&bytes) {
-                Ok(event) => {
-                    if !self.receive(event, bytes) {
-                        return false;
+            let payload = sample.payload().to_bytes();
+            for item in Batch::items(&payload) {
+                match item.and_then(|bytes| Ok((Event::decode(bytes)?, bytes))) {
+                    Ok((event, bytes)) => {
+                        if !self.receive(event, bytes.to_vec()) {
+                            return false;
+                        }
                     }
+                    Err(e) => warn!(channel = %self.channel.name, "refusing an event: {e}"),
                 }
-                Err(e) => warn!(channel = %self.channel.name, "refusing an event: {e}"),
             }
         }
         false

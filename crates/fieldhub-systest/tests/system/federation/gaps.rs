@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::FIELDHUB;
 use fieldhub_client::fate::ChannelCondition;
 use fieldhub_client::Frame;
-use fieldhub_hub::federation::event::{Body, Event, HistoryQuery, HistoryReply, Term};
+use fieldhub_hub::federation::event::{Batch, Body, Event, HistoryQuery, HistoryReply, Term};
 use fieldhub_testkit::federation::{free_port, token_file};
 use fieldhub_testkit::*;
 use zenoh::qos::CongestionControl;
@@ -112,7 +112,10 @@ impl PlayedOwner {
 
     fn publish(&self, epoch: u64, seq: u64) {
         self.keep_only(epoch, seq);
-        self.publisher.put(Self::event(epoch, seq)).wait().unwrap();
+        // An owner hub publishes its events in batches; this one, one a batch.
+        let mut batch = Batch::with_capacity(1);
+        batch.push(|out| out.extend_from_slice(&Self::event(epoch, seq)));
+        self.publisher.put(batch.bytes()).wait().unwrap();
     }
 }
 
