@@ -11,6 +11,7 @@
 #   - a C program built with mingw against fieldhub.dll (its import library
 #     and include/fieldhub.h), tests/windows/fh_seq.c, exchanges 10,000
 #     numbered frames each way with a Linux dump and replay;
+#   - fieldhub.exe record, replay, stats and frame-bits do their jobs;
 #   - fieldhub.exe hub says it is Linux-only, and shm:// gets a clear error.
 #
 #   wine_cli.sh FIELDHUB_LINUX WINDOWS_DIR [COUNT]
@@ -144,6 +145,32 @@ exchange() {
     got=$(awk '{ print $3 }' "wired-$scheme.log")
     [ "$got" = "100#02" ] || fail "the port fieldhub.exe unplugged and plugged again got '$got', want only 100#02"
     echo "$scheme: fieldhub.exe ctl unplug/plug: the unplugged port missed 100#01 and got 100#02"
+
+    # The other tools: record (Linux replay in), replay (into a Linux dump), stats, frame-bits.
+    win record --hub "$URL" --port "wrec-$scheme" -n 30 -o "wrec-$scheme.log" can0 >"wrec-$scheme.out" 2>&1 &
+    wrec=$!
+    pids="$pids $wrec"
+    wait_for "fieldhub.exe record's port" grep -q "port=wrec-$scheme" "$hublog"
+    awk -v n=30 -v base=1280 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"rframes-$scheme.log"
+    "$FIELDHUB" replay --hub "$URL" -t "rframes-$scheme.log" >/dev/null 2>&1 || fail "Linux replay to fieldhub.exe record"
+    wait "$wrec" || fail "fieldhub.exe record over $scheme: $(cat "wrec-$scheme.out")"
+    result=$(tr -d '\r' <"wrec-$scheme.log" | awk -v n=30 -v base=1280 -f "$ROOT/tests/vm/seq/check.awk") ||
+        fail "fieldhub.exe record did not write the frames in order over $scheme: $result"
+    "$FIELDHUB" dump --hub "$URL" -L --port "lrec-$scheme" -n 30 can0 >"lrec-$scheme.log" 2>"lrec-$scheme.err" &
+    lrec=$!
+    pids="$pids $lrec"
+    wait_for "the Linux dump's port" grep -q "port=lrec-$scheme" "$hublog"
+    awk -v n=30 -v base=1536 -v channel=can0 -f "$ROOT/tests/vm/seq/frames.awk" >"wframes-$scheme.log"
+    win replay --hub "$URL" -t "wframes-$scheme.log" >"wreplay-$scheme.out" 2>&1 ||
+        fail "fieldhub.exe replay over $scheme: $(cat "wreplay-$scheme.out")"
+    wait "$lrec" || fail "Linux dump of fieldhub.exe replay over $scheme: $(cat "lrec-$scheme.err")"
+    result=$(awk -v n=30 -v base=1536 -f "$ROOT/tests/vm/seq/check.awk" "lrec-$scheme.log") ||
+        fail "fieldhub.exe replay's frames did not arrive in order over $scheme: $result"
+    win stats --hub "$URL" >"wstats-$scheme.out" 2>&1 || fail "fieldhub.exe stats over $scheme: $(cat "wstats-$scheme.out")"
+    grep -q can0 "wstats-$scheme.out" || fail "fieldhub.exe stats names no can0: $(cat "wstats-$scheme.out")"
+    win frame-bits 123#DEADBEEF >"wbits.out" 2>&1 || fail "fieldhub.exe frame-bits: $(cat wbits.out)"
+    grep -q "81 bits" wbits.out || fail "fieldhub.exe frame-bits: $(cat wbits.out)"
+    echo "$scheme: fieldhub.exe record, replay (30 frames each, in order), stats and frame-bits"
 
     # fh_seq.exe (fieldhub.dll) <-> Linux dump and replay, the families 768 and 1024
     # (the dump sees both: COUNT of each).
