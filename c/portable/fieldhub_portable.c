@@ -1,11 +1,13 @@
 /*
  * fieldhub_portable.c - the wire codec and the client of fieldhub_portable.h.
  *
- * Two layers, top to bottom in this file:
+ * Three layers, top to bottom in this file:
  *  - the codec: a streaming decoder that asks for exactly the bytes it needs
  *    (a length prefix, a body, one frame record) and checks every field in
  *    the order of spec/protocol.md 4.4, so its errors are the spec's; and
  *    encoders that write whole messages into caller buffers;
+ *  - SHA-256 and HMAC (FIPS 180-4, RFC 2104), written for this file: the
+ *    MAC of AUTH, with which the client proves its token without sending it;
  *  - the client: one session over an fhp_stream, driven by fhp_poll().
  *
  * Invariants: nothing is allocated; no field is read through a struct
@@ -131,8 +133,9 @@ static int decode_body(const uint8_t *body, size_t len, fhp_message *m) {
         magic = take(&r, 4);
         if (magic && memcmp(magic, "FHUB", 4) != 0) return FHP_DEC_BAD_MAGIC;
         m->version = (uint16_t)take_le(&r, 2);
+        /* What follows the version is that version's layout: not read for another. */
+        if (!r.err && m->version != FHP_PROTOCOL_VERSION) return FHP_DEC_UNSUPPORTED_VERSION;
         take_str(&r, take_le(&r, 1), FHP_MAX_NAME_LEN, &m->str_a, &m->str_a_len);
-        take_str(&r, take_le(&r, 1), FHP_MAX_TOKEN_LEN, &m->str_b, &m->str_b_len);
         /* Options are present only as a non-zero u32 (one encoding per HELLO). */
         if (!r.err && r.len - r.pos >= 4) {
             m->options = take_le(&r, 4);
@@ -144,6 +147,13 @@ static int decode_body(const uint8_t *body, size_t len, fhp_message *m) {
         m->version = (uint16_t)take_le(&r, 2);
         m->value = take_le(&r, 4);
         take_str(&r, take_le(&r, 1), FHP_MAX_NAME_LEN, &m->str_a, &m->str_a_len);
+        break;
+    case FHP_MSG_CHALLENGE:
+    case FHP_MSG_AUTH:
+        m->str_b = take(&r, FHP_NONCE_LEN);
+        m->str_b_len = FHP_NONCE_LEN;
+        if (m->type == FHP_MSG_CHALLENGE)
+            take_str(&r, take_le(&r, 1), FHP_MAX_NAME_LEN, &m->str_a, &m->str_a_len);
         break;
     case FHP_MSG_REFUSE:
     case FHP_MSG_ERROR:
@@ -204,7 +214,7 @@ static int decode_body(const uint8_t *body, size_t len, fhp_message *m) {
 }
 
 static int known_type(uint8_t t) {
-    static const uint8_t types[] = {0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22,
+    static const uint8_t types[] = {0x01, 0x02, 0x03, 0x04, 0x05, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22,
                                     0x23, 0x30, 0x40, 0x41, 0x50, 0x60, 0x61, 0x70, 0x71};
     size_t i;
     for (i = 0; i < sizeof types; i++)
@@ -405,7 +415,7 @@ const char *fhp_decode_error_name(int error) {
                                         "trailing_bytes", "bad_magic", "too_long", "not_utf8",
                                         "too_many_frames", "reserved_not_zero", "reserved_options",
                                         "unknown_frame_kind", "reserved_flags", "record_too_long",
-                                        "invalid_frame", "no_room"};
+                                        "invalid_frame", "unsupported_version", "no_room"};
     return error >= 0 && error <= FHP_DEC_NO_ROOM ? names[error] : "unknown";
 }
 
@@ -415,6 +425,8 @@ uint16_t fhp_decode_error_code(int error) {
         return 5;
     case FHP_DEC_BAD_MAGIC:
         return 2;
+    case FHP_DEC_UNSUPPORTED_VERSION:
+        return 3;
     case FHP_DEC_UNKNOWN_FRAME_KIND:
     case FHP_DEC_RESERVED_FLAGS:
     case FHP_DEC_RECORD_TOO_LONG:
@@ -496,8 +508,13 @@ size_t fhp_encode_message(uint8_t *out, size_t cap, const fhp_message *m) {
         put_bytes(&w, (const uint8_t *)"FHUB", 4);
         put(&w, m->version, 2);
         put_str(&w, m->str_a, m->str_a_len, 1, FHP_MAX_NAME_LEN);
-        put_str(&w, m->str_b, m->str_b_len, 1, FHP_MAX_TOKEN_LEN);
         if (m->options) put(&w, m->options, 4);
+        break;
+    case FHP_MSG_CHALLENGE:
+    case FHP_MSG_AUTH:
+        if (m->str_b_len != FHP_NONCE_LEN) w.ok = 0;
+        put_bytes(&w, m->str_b, FHP_NONCE_LEN);
+        if (m->type == FHP_MSG_CHALLENGE) put_str(&w, m->str_a, m->str_a_len, 1, FHP_MAX_NAME_LEN);
         break;
     case FHP_MSG_WELCOME:
         put(&w, m->version, 2);
@@ -563,22 +580,16 @@ size_t fhp_encode_message(uint8_t *out, size_t cap, const fhp_message *m) {
     return finish(&w);
 }
 
-/*
- * HELLO, the session's first message (spec/protocol.md 3.1), kept in this one
- * function: how a client proves it may join (today: the token in clear) is
- * the part of the protocol most likely to change.
- */
-size_t fhp_encode_hello(uint8_t *out, size_t cap, const char *name, const char *token, uint32_t options) {
+/* HELLO, the session's first message (spec/protocol.md 3.1): no token in it (5.1). */
+size_t fhp_encode_hello(uint8_t *out, size_t cap, const char *name, uint32_t options) {
     fhp_message m;
     memset(&m, 0, sizeof m);
     m.type = FHP_MSG_HELLO;
     m.version = FHP_PROTOCOL_VERSION;
     m.str_a = (const uint8_t *)name;
     m.str_a_len = name ? strlen(name) : 0;
-    m.str_b = (const uint8_t *)token;
-    m.str_b_len = token ? strlen(token) : 0;
     m.options = options;
-    if (!utf8_valid(m.str_a, m.str_a_len) || !utf8_valid(m.str_b, m.str_b_len)) return 0;
+    if (!utf8_valid(m.str_a, m.str_a_len)) return 0;
     return fhp_encode_message(out, cap, &m);
 }
 
@@ -614,9 +625,121 @@ void fhp_encode_frames_finish(uint8_t *batch, size_t batch_len, uint16_t count) 
     batch[6] = (uint8_t)(count >> 8);
 }
 
+/* ==== SHA-256 and HMAC-SHA256 (FIPS 180-4, RFC 2104) ================== */
+
+/*
+ * Small rather than fast: the client hashes a few hundred bytes once per
+ * session. The message schedule is a rolling window of 16 words (64 bytes
+ * of stack, not 256). Inputs are far below 512 MiB, so a length is a u32.
+ */
+typedef struct sha256 {
+    uint32_t h[8];
+    uint32_t len; /* bytes hashed */
+    uint8_t buf[64];
+} sha256;
+
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+static const uint32_t sha_iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+static uint32_t ror(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
+/* One block of c->buf into c->h. w[i & 15] holds W[i-16] until it becomes W[i]. */
+static void sha_block(sha256 *c) {
+    uint32_t w[16], s[8], t1, t2, a, b;
+    unsigned i;
+    memcpy(s, c->h, sizeof s);
+    for (i = 0; i < 64; i++) {
+        if (i < 16) {
+            const uint8_t *p = c->buf + 4 * i;
+            w[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        } else {
+            a = w[(i + 1) & 15], b = w[(i + 14) & 15];
+            w[i & 15] += (ror(a, 7) ^ ror(a, 18) ^ (a >> 3)) + (ror(b, 17) ^ ror(b, 19) ^ (b >> 10)) + w[(i + 9) & 15];
+        }
+        t1 = s[7] + (ror(s[4], 6) ^ ror(s[4], 11) ^ ror(s[4], 25)) + ((s[4] & s[5]) ^ (~s[4] & s[6])) + sha_k[i] + w[i & 15];
+        t2 = (ror(s[0], 2) ^ ror(s[0], 13) ^ ror(s[0], 22)) + ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
+        memmove(s + 1, s, 7 * sizeof s[0]);
+        s[4] += t1;
+        s[0] = t1 + t2;
+    }
+    for (i = 0; i < 8; i++) c->h[i] += s[i];
+}
+static void sha_update(sha256 *c, const uint8_t *p, size_t n) {
+    while (n--) {
+        c->buf[c->len++ & 63] = *p++;
+        if ((c->len & 63) == 0) sha_block(c);
+    }
+}
+/* Begin at state `h` after `len` bytes: SHA-256's start, or a key's (HMAC). */
+static void sha_start(sha256 *c, const uint32_t *h, uint32_t len) {
+    memcpy(c->h, h, sizeof c->h);
+    c->len = len;
+}
+/* Pad (the length's high word is 0) and write the digest, big-endian. */
+static void sha_final(sha256 *c, uint8_t out[32]) {
+    uint32_t bits = c->len << 3;
+    unsigned i;
+    uint8_t pad = 0x80;
+    do { sha_update(c, &pad, 1); pad = 0; } while ((c->len & 63) != 60);
+    for (i = 0; i < 4; i++) { pad = (uint8_t)(bits >> (24 - 8 * i)); sha_update(c, &pad, 1); }
+    for (i = 0; i < 32; i++) out[i] = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+/* HMAC's inner and outer states after the padded key (RFC 2104): all a MAC needs of the key. */
+static void hmac_key(const uint8_t *key, size_t n, uint32_t st[16]) {
+    uint8_t k[64];
+    sha256 c;
+    unsigned i, pass;
+    memset(k, 0, sizeof k);
+    if (n > sizeof k) { sha_start(&c, sha_iv, 0); sha_update(&c, key, n); sha_final(&c, k); }
+    else if (n) memcpy(k, key, n);
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; i < 64; i++) k[i] ^= pass ? 0x36 ^ 0x5c : 0x36;
+        sha_start(&c, sha_iv, 0);
+        sha_update(&c, k, 64);
+        memcpy(st + 8 * pass, c.h, 32);
+    }
+}
+/*
+ * AUTH's MAC (spec/protocol.md 5.1): HMAC under the key's states of the
+ * transcript — the context, the CHALLENGE's nonce and str8 hub name (as the
+ * decoder left them, back to back after the nonce), the HELLO's bytes from its
+ * version to the end of its name, and its options as a u32.
+ */
+static void auth_mac(const uint32_t key[16], const fhp_message *challenge, const uint8_t *hello, size_t hello_len,
+                     uint32_t options, uint8_t mac[FHP_MAC_LEN]) {
+    uint8_t o[4];
+    sha256 c;
+    o[0] = (uint8_t)options, o[1] = (uint8_t)(options >> 8), o[2] = (uint8_t)(options >> 16);
+    o[3] = (uint8_t)(options >> 24);
+    sha_start(&c, key, 64);
+    sha_update(&c, (const uint8_t *)"fieldhub-auth-v2", 16);
+    sha_update(&c, challenge->str_b, FHP_NONCE_LEN + 1 + challenge->str_a_len);
+    sha_update(&c, hello, hello_len);
+    sha_update(&c, o, 4);
+    sha_final(&c, mac);
+    sha_start(&c, key + 8, 64);
+    sha_update(&c, mac, FHP_MAC_LEN);
+    sha_final(&c, mac);
+}
+
+void fhp_auth_mac(const uint8_t *token, size_t token_len, const fhp_message *challenge, const fhp_message *hello,
+                  uint8_t mac[FHP_MAC_LEN]) {
+    uint32_t key[16];
+    hmac_key(token, token_len, key);
+    /* The decoded HELLO's version and name length sit right before its name. */
+    auth_mac(key, challenge, hello->str_a - 3, 3 + hello->str_a_len, hello->options, mac);
+}
+
 /* ==== Client ========================================================== */
 
-enum { CS_IDLE, CS_HELLO, CS_READY, CS_CLOSED };
+/* CS_AUTH: HELLO sent, CHALLENGE answered, WELCOME or REFUSE awaited. */
+enum { CS_IDLE, CS_HELLO, CS_AUTH, CS_READY, CS_CLOSED };
 
 /* last_error is built by appending pieces: no snprintf on small targets. */
 static void err_add(fhp_client *c, const char *s, size_t n) {
@@ -754,18 +877,36 @@ int fhp_connect(fhp_client *c, const char *name, const char *token) {
     size_t n;
     if (!c) return FHP_ERR_INVALID_ARGUMENT;
     if (c->state != CS_IDLE) return err_set(c, FHP_ERR_INVALID_ARGUMENT, "fhp_connect: call it once, after fhp_init");
-    n = fhp_encode_hello(c->tx, c->tx_cap, name ? name : "", token, 0);
+    n = fhp_encode_hello(c->tx, c->tx_cap, name ? name : "", 0);
     if (n == 0)
-        return err_set(c, FHP_ERR_INVALID_ARGUMENT,
-                       "fhp_connect: the name (64 bytes at most) or token (128) is too long or not UTF-8");
+        return err_set(c, FHP_ERR_INVALID_ARGUMENT, "fhp_connect: the name is over 64 bytes or not UTF-8");
+    /* The HELLO from its version on, for the AUTH transcript: prefix, type and magic are 9 bytes. */
+    c->hello_len = (uint8_t)(n - 9);
+    memcpy(c->hello, c->tx + 9, c->hello_len);
+    c->keyed = token && *token;
+    if (c->keyed) hmac_key((const uint8_t *)token, strlen(token), c->key);
     c->tx_len = n;
     c->state = CS_HELLO;
     return FHP_OK;
 }
 
+/* Answer the hub's CHALLENGE with AUTH: the token's MAC, or zeros without one. */
+static int answer_challenge(fhp_client *c, const fhp_message *challenge) {
+    uint8_t *auth;
+    int rc = tx_room(c, 5 + FHP_MAC_LEN);
+    if (rc < 0) return rc;
+    auth = c->tx + c->tx_len;
+    memcpy(auth, "\x21\0\0\0\x05", 5); /* length 33, AUTH */
+    memset(auth + 5, 0, FHP_MAC_LEN);
+    if (c->keyed) auth_mac(c->key, challenge, c->hello, c->hello_len, 0, auth + 5);
+    c->tx_len += 5 + FHP_MAC_LEN;
+    c->state = CS_AUTH;
+    return FHP_OK;
+}
+
 int fhp_connected(const fhp_client *c) {
     if (!c) return FHP_ERR_INVALID_ARGUMENT;
-    if (c->state == CS_HELLO) return FHP_ERR_AGAIN;
+    if (c->state == CS_HELLO || c->state == CS_AUTH) return FHP_ERR_AGAIN;
     return need_ready(c);
 }
 
@@ -777,15 +918,17 @@ static int protocol_error(fhp_client *c, const char *what) {
 
 static int on_message(fhp_client *c, const fhp_message *m) {
     fhp_port_slot *slot;
-    if (c->state == CS_HELLO && m->type != FHP_MSG_WELCOME && m->type != FHP_MSG_REFUSE)
-        return protocol_error(c, "its first message was neither WELCOME nor REFUSE");
+    int greeting = c->state == CS_HELLO || c->state == CS_AUTH;
+    if (c->state == CS_HELLO && m->type == FHP_MSG_CHALLENGE) return answer_challenge(c, m);
+    if (greeting && m->type != FHP_MSG_WELCOME && m->type != FHP_MSG_REFUSE)
+        return protocol_error(c, "a message other than WELCOME or REFUSE (or a first CHALLENGE) in the handshake");
     switch (m->type) {
     case FHP_MSG_WELCOME:
-        if (c->state != CS_HELLO) return protocol_error(c, "a second WELCOME");
+        if (!greeting) return protocol_error(c, "a second WELCOME");
         if (m->version != FHP_PROTOCOL_VERSION) {
             protocol_error(c, "WELCOME names protocol version ");
             err_num(c, m->version);
-            err_str(c, "; this client speaks 1");
+            err_str(c, "; this client speaks 2");
             return FHP_ERR_PROTOCOL;
         }
         c->client_id = m->value;

@@ -3,7 +3,7 @@
  *
  * fieldhub is a virtual CAN / CAN FD bus: a hub process is the bus, clients
  * attach ports to its channels. This client speaks the hub's stream protocol
- * (spec/protocol.md, version 1) over any byte stream: a TCP socket, a UART,
+ * (spec/protocol.md, version 2) over any byte stream: a TCP socket, a UART,
  * a virtio-serial port. Copy this header and fieldhub_portable.c into a
  * project; write two callbacks (read and write some bytes) or take a ready
  * adapter from fieldhub_portable_io.c (BSD sockets, Winsock, a file
@@ -147,18 +147,21 @@ typedef struct fhp_stream {
 /* ---- Wire codec (no I/O; used by the client, the tests and the fuzzer) - */
 
 /* Protocol constants (spec/protocol.md section 9). */
-#define FHP_PROTOCOL_VERSION 1u
+#define FHP_PROTOCOL_VERSION 2u
 #define FHP_MAX_MESSAGE_LEN 262144ul
 #define FHP_MAX_HELLO_LEN 512ul
 #define FHP_MAX_FRAMES_PER_BATCH 1024u
 #define FHP_MAX_PORTS 32u
 #define FHP_MAX_NAME_LEN 64u
 #define FHP_MAX_TOKEN_LEN 128u
+#define FHP_NONCE_LEN 32u
+#define FHP_MAC_LEN 32u
 #define FHP_MAX_TEXT_LEN 1024u
 
 /* Message types (spec/protocol.md section 3). */
 enum {
-    FHP_MSG_HELLO = 0x01, FHP_MSG_WELCOME = 0x02, FHP_MSG_REFUSE = 0x03,
+    FHP_MSG_HELLO = 0x01, FHP_MSG_WELCOME = 0x02, FHP_MSG_REFUSE = 0x03, FHP_MSG_CHALLENGE = 0x04,
+    FHP_MSG_AUTH = 0x05,
     FHP_MSG_OPEN_PORT = 0x10, FHP_MSG_PORT_OPENED = 0x11, FHP_MSG_CLOSE_PORT = 0x12,
     FHP_MSG_PORT_CLOSED = 0x13, FHP_MSG_FRAMES = 0x20, FHP_MSG_RX_OVERFLOW = 0x21,
     FHP_MSG_TX_DROPPED = 0x22, FHP_MSG_CHANNEL_STATE = 0x23, FHP_MSG_ERROR = 0x30,
@@ -179,7 +182,7 @@ typedef enum fhp_decode_error {
     FHP_DEC_TRAILING_BYTES, FHP_DEC_BAD_MAGIC, FHP_DEC_TOO_LONG, FHP_DEC_NOT_UTF8,
     FHP_DEC_TOO_MANY_FRAMES, FHP_DEC_RESERVED_NOT_ZERO, FHP_DEC_RESERVED_OPTIONS,
     FHP_DEC_UNKNOWN_FRAME_KIND, FHP_DEC_RESERVED_FLAGS, FHP_DEC_RECORD_TOO_LONG,
-    FHP_DEC_INVALID_FRAME,
+    FHP_DEC_INVALID_FRAME, FHP_DEC_UNSUPPORTED_VERSION,
     /** Not a protocol fault: a legal message longer than the decoder's buffer. */
     FHP_DEC_NO_ROOM
 } fhp_decode_error;
@@ -188,14 +191,15 @@ typedef enum fhp_decode_error {
  * One decoded message other than a frame record. Which fields are set
  * depends on `type` (spec/protocol.md section 3); strings point into the
  * decoder's buffer and stay valid until the next decoder call. str_a is
- * name / hub_name / channel / text / json; str_b is token / port_name.
+ * name / hub_name / channel / text / json; str_b is port_name, or the 32
+ * raw bytes of a CHALLENGE nonce or an AUTH mac.
  * `u64` is a PING/PONG nonce or a STEP/GRANT time.
  */
 typedef struct fhp_message {
     uint8_t type;
     uint8_t fatal;         /* REFUSE/ERROR/GOODBYE */
     uint8_t flags8;        /* PORT_OPENED channel_flags; CHANNEL_STATE condition */
-    uint16_t version;      /* HELLO, WELCOME */
+    uint16_t version;      /* HELLO (always FHP_PROTOCOL_VERSION once decoded), WELCOME */
     uint16_t code;         /* REFUSE/ERROR/GOODBYE code; TX_DROPPED reason */
     uint16_t port;         /* port handle of port and frame messages */
     uint16_t channel_id;   /* PORT_OPENED */
@@ -258,7 +262,7 @@ typedef struct fhp_decoder {
 
 /** Room for every message a hub sends a client except STATS (ERROR: 4 + 1034). */
 #define FHP_RX_BUFFER_MIN 1040u
-/** Room for the largest HELLO or OPEN_PORT this client sends. */
+/** Room for the largest HELLO, AUTH or OPEN_PORT this client sends. */
 #define FHP_TX_BUFFER_MIN 216u
 
 /**
@@ -288,7 +292,14 @@ const char *fhp_code_name(uint16_t code);
  * fhp_encode_frames_finish.
  */
 size_t fhp_encode_message(uint8_t *out, size_t cap, const fhp_message *m);
-size_t fhp_encode_hello(uint8_t *out, size_t cap, const char *name, const char *token, uint32_t options);
+size_t fhp_encode_hello(uint8_t *out, size_t cap, const char *name, uint32_t options);
+/**
+ * The MAC of AUTH (spec/protocol.md 5.1): HMAC-SHA256 under `token`'s
+ * `token_len` bytes of the transcript of `challenge` and `hello`, both as
+ * the decoder gave them (their strings point into the decoded bodies).
+ */
+void fhp_auth_mac(const uint8_t *token, size_t token_len, const fhp_message *challenge, const fhp_message *hello,
+                  uint8_t mac[FHP_MAC_LEN]);
 size_t fhp_encode_frames_header(uint8_t *out, size_t cap);
 size_t fhp_encode_record(uint8_t *out, size_t cap, const fhp_record *r);
 void fhp_encode_frames_finish(uint8_t *batch, size_t batch_len, uint16_t count);
@@ -322,6 +333,10 @@ typedef struct fhp_client {
     uint16_t batch_count;
     uint8_t state;
     uint8_t frame_ready;
+    uint8_t keyed;            /* a token was given: key holds what HMAC needs of it */
+    uint8_t hello_len;
+    uint8_t hello[3 + FHP_MAX_NAME_LEN]; /* the HELLO's version and str8 name, for the AUTH transcript */
+    uint32_t key[16];         /* HMAC-SHA256's inner and outer states after the padded token, not the token */
     uint32_t client_id;
     uint32_t next_request;
     uint32_t failed_request;  /* the last OPEN_PORT the hub declined */
@@ -343,9 +358,12 @@ typedef struct fhp_client {
  */
 int fhp_init(fhp_client *c, const fhp_stream *stream, uint8_t *rx, size_t rx_cap, uint8_t *tx, size_t tx_cap);
 /**
- * Queue HELLO with the client's `name` (<= 64 bytes of UTF-8, may be empty)
- * and `token` (NULL or "" = none). fhp_poll() sends it; fhp_connected()
- * tells when the hub welcomed the client.
+ * Queue HELLO with the client's `name` (<= 64 bytes of UTF-8, may be empty).
+ * `token` (NULL or "" = none) never travels: when the hub answers with a
+ * CHALLENGE, fhp_poll() answers it with AUTH, the token's MAC over the
+ * hub's nonce (spec/protocol.md 5.1). The token is not kept (only HMAC
+ * states derived from it), so its memory may be reused at once.
+ * fhp_poll() sends it; fhp_connected() tells when the hub welcomed the client.
  */
 int fhp_connect(fhp_client *c, const char *name, const char *token);
 /** FHP_OK once WELCOME came, FHP_ERR_AGAIN before, or the error that ended the connection. */

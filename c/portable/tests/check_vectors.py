@@ -2,7 +2,8 @@
 """Run every wire vector of spec/vectors/*.json through the portable C client's
 codec (vector_tool) and check it as spec/README.md says: a valid vector
 decodes to its message and encodes back to exactly its bytes; an invalid one
-fails with its error kind and wire code.
+fails with its error kind and wire code; an AUTH vector's MAC is what
+fhp_auth_mac computes from its `auth` field (token, challenge, hello).
 
     check_vectors.py SPEC_VECTORS_DIR VECTOR_TOOL_COMMAND...
 
@@ -11,8 +12,25 @@ The command may start with a runner (qemu-s390x-static for a big-endian build).
 import glob
 import json
 import os
+import struct
 import subprocess
 import sys
+
+
+def str8(text):
+    data = text.encode("utf-8")
+    return bytes([len(data)]) + data
+
+
+def message_hex(shape):
+    """The wire bytes of a CHALLENGE or HELLO shape (spec/README.md)."""
+    if shape["type"] == "challenge":
+        body = b"\x04" + bytes.fromhex(shape["nonce"]) + str8(shape["hub_name"])
+    else:
+        options = 1 if shape.get("options") == ["synchronized"] else 0
+        body = b"\x01FHUB" + struct.pack("<H", shape["version"]) + str8(shape["name"])
+        body += struct.pack("<I", options) if options else b""
+    return (struct.pack("<I", len(body)) + body).hex()
 
 
 def main():
@@ -26,7 +44,12 @@ def main():
             for v in json.load(f)["vectors"]:
                 is_hello = v.get("limit") == "hello" or (v["valid"] and v["message"]["type"] == "hello")
                 cases.append((os.path.basename(path), v, "hello" if is_hello else "message"))
-    stdin = "".join(f"{limit} {v['hex']}\n" for _, v, limit in cases)
+                if "auth" in v:
+                    a = v["auth"]
+                    args = f"{a['token'].encode('utf-8').hex()} {message_hex(a['challenge'])} {message_hex(a['hello'])}"
+                    cases.append((os.path.basename(path), v, "auth " + args))
+    stdin = "".join(f"{limit} {v['hex']}\n" if not limit.startswith("auth") else f"{limit}\n"
+                    for _, v, limit in cases)
     run = subprocess.run(tool, input=stdin, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         sys.exit(f"{tool} failed with status {run.returncode}: {run.stderr}")
@@ -34,10 +57,13 @@ def main():
     if len(lines) != len(cases):
         sys.exit(f"{tool} answered {len(lines)} lines for {len(cases)} vectors")
     failures = []
-    for (file, v, _), line in zip(cases, lines):
+    for (file, v, limit), line in zip(cases, lines):
         got = json.loads(line)
         where = f"{file}: {v['name']}"
-        if v["valid"]:
+        if limit.startswith("auth"):
+            if got["mac"] != v["message"]["mac"]:
+                failures.append(f"{where}: MAC {got['mac']}, want {v['message']['mac']}")
+        elif v["valid"]:
             if not got["valid"]:
                 failures.append(f"{where}: rejected with {got['error']}")
             elif got["message"] != v["message"]:

@@ -225,21 +225,48 @@ static void errors_name_the_problem(const char *url) {
 }
 
 /* A hub with a token refuses a client without it: FHP_ERR_REFUSED with the hub's reason. */
-static void a_wrong_token_is_refused(const char *url) {
-    static peer a;
+/* Connect to the hub at `url` as `name` with `token`; the status the handshake ends with. */
+static int handshake_with(peer *a, const char *url, const char *name, const char *token) {
     char host[128];
     const char *colon = strrchr(url + 6, ':');
     fhp_stream s;
     int rc;
     memcpy(host, url + 6, (size_t)(colon - url - 6));
     host[colon - url - 6] = '\0';
-    CHECK(fhp_tcp_connect(host, colon + 1, &a.sock) == FHP_OK, "connect");
-    s = fhp_socket_stream(&a.sock);
-    fhp_init(&a.c, &s, a.rx, sizeof a.rx, a.tx, sizeof a.tx);
-    CHECK(fhp_connect(&a.c, "intruder", "not-the-token") == FHP_OK, "HELLO");
-    SETTLE(&a.c, rc, fhp_connected(&a.c));
-    CHECK(rc == FHP_ERR_REFUSED && strstr(fhp_last_error(&a.c), "unauthorized"), "refused: %d %s", rc,
-          fhp_last_error(&a.c));
+    CHECK(fhp_tcp_connect(host, colon + 1, &a->sock) == FHP_OK, "connect");
+    s = fhp_socket_stream(&a->sock);
+    fhp_init(&a->c, &s, a->rx, sizeof a->rx, a->tx, sizeof a->tx);
+    CHECK(fhp_connect(&a->c, name, token) == FHP_OK, "HELLO");
+    SETTLE(&a->c, rc, fhp_connected(&a->c));
+    return rc;
+}
+
+/* The hub's token (hub_tests.sh) proved by challenge-response; a wrong one and none refused. */
+static void a_token_is_proved_and_a_wrong_one_refused(const char *url) {
+    static peer a, b, holder;
+    static char token[] = "the-real-token";
+    uint32_t request;
+    fhp_port port;
+    int rc = handshake_with(&a, url, "intruder", "not-the-token");
+    CHECK(rc == FHP_ERR_REFUSED && strstr(fhp_last_error(&a.c), "unauthorized") &&
+              strstr(fhp_last_error(&a.c), "wrong token"),
+          "wrong token: %d %s", rc, fhp_last_error(&a.c));
+    rc = handshake_with(&b, url, "tokenless", NULL);
+    CHECK(rc == FHP_ERR_REFUSED && strstr(fhp_last_error(&b.c), "requires a token"), "no token: %d %s", rc,
+          fhp_last_error(&b.c));
+    /* The client keeps no copy of the token: its memory may change at once. */
+    CHECK(fhp_tcp_connect("127.0.0.1", strrchr(url + 6, ':') + 1, &holder.sock) == FHP_OK, "connect");
+    {
+        fhp_stream s = fhp_socket_stream(&holder.sock);
+        fhp_init(&holder.c, &s, holder.rx, sizeof holder.rx, holder.tx, sizeof holder.tx);
+    }
+    CHECK(fhp_connect(&holder.c, "holder", token) == FHP_OK, "HELLO");
+    memset(token, 'x', sizeof token - 1);
+    SETTLE(&holder.c, rc, fhp_connected(&holder.c));
+    CHECK(rc == FHP_OK, "the right token: %d %s", rc, fhp_last_error(&holder.c));
+    CHECK(fhp_port_open(&holder.c, "can0", NULL, 0, &request) == FHP_OK, "OPEN_PORT");
+    SETTLE(&holder.c, rc, fhp_port_result(&holder.c, request, &port));
+    CHECK(rc == FHP_OK, "a port after the handshake: %d %s", rc, fhp_last_error(&holder.c));
     printf("token: ok\n");
 }
 
@@ -285,7 +312,7 @@ static int against(const uint8_t *bytes, size_t len, fhp_client *c) {
     return FHP_OK;
 }
 
-static const uint8_t WELCOME[] = {0x0a, 0, 0, 0, 0x02, 1, 0, 7, 0, 0, 0, 2, 'h', 'h'};
+static const uint8_t WELCOME[] = {0x0a, 0, 0, 0, 0x02, 2, 0, 7, 0, 0, 0, 2, 'h', 'h'};
 
 static void hostile_hub_input_is_an_error_code(void) {
     static fhp_client c;
@@ -304,11 +331,15 @@ static void hostile_hub_input_is_an_error_code(void) {
          12, FHP_ERR_PROTOCOL, "truncated"},
         {"an oversize length prefix", (const uint8_t *)"\x01\x00\x04\x00\x02", 5, FHP_ERR_PROTOCOL, "oversize"},
         {"a length prefix of 0", (const uint8_t *)"\x00\x00\x00\x00", 4, FHP_ERR_PROTOCOL, "empty"},
-        {"protocol version 2", (const uint8_t *)"\x0a\x00\x00\x00\x02\x02\x00\x07\x00\x00\x00\x02hh", 14,
-         FHP_ERR_PROTOCOL, "version 2"},
+        {"protocol version 3", (const uint8_t *)"\x0a\x00\x00\x00\x02\x03\x00\x07\x00\x00\x00\x02hh", 14,
+         FHP_ERR_PROTOCOL, "version 3"},
+        {"a CHALLENGE answered, then another",
+         (const uint8_t *)"\x22\x00\x00\x00\x04" "0123456789abcdef0123456789abcdef\x00"
+                          "\x22\x00\x00\x00\x04" "0123456789abcdef0123456789abcdef\x00",
+         76, FHP_ERR_PROTOCOL, "other than WELCOME or REFUSE"},
         {"an unknown type", (const uint8_t *)"\x01\x00\x00\x00\x99", 5, FHP_ERR_PROTOCOL, "unknown_type"},
         {"frames before WELCOME", (const uint8_t *)"\x04\x00\x00\x00\x20\x00\x00\x00", 8, FHP_ERR_PROTOCOL,
-         "neither WELCOME"},
+         "other than WELCOME or REFUSE"},
         {"a STATS larger than the buffer", (const uint8_t *)"\x00\x10\x00\x00\x61", 5, FHP_ERR_NO_ROOM, "fit"},
     };
     unsigned i;
@@ -316,11 +347,11 @@ static void hostile_hub_input_is_an_error_code(void) {
         const uint8_t *b = cases[i].bytes;
         size_t len = cases[i].len;
         /* Cases after the handshake get a WELCOME first. */
-        if (i >= 5) {
+        if (i >= 6) {
             memcpy(bytes, WELCOME, sizeof WELCOME);
             memcpy(bytes + sizeof WELCOME, b, len);
             b = bytes, len += sizeof WELCOME;
-            if (i == 6) b = cases[i].bytes, len = cases[i].len;
+            if (i == 7) b = cases[i].bytes, len = cases[i].len;
         }
         rc = against(b, len, &c);
         CHECK(rc == cases[i].status && strstr(fhp_last_error(&c), cases[i].says), "%s: %d (%s), want %d: %s",
@@ -377,7 +408,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "filters_select_frames_like_socketcan") == 0) filters_select_frames_like_socketcan(argv[2]);
     else if (strcmp(argv[1], "fd_frames_carry_every_length_and_flag") == 0) fd_frames_carry_every_length_and_flag(argv[2]);
     else if (strcmp(argv[1], "errors_name_the_problem") == 0) errors_name_the_problem(argv[2]);
-    else if (strcmp(argv[1], "a_wrong_token_is_refused") == 0) a_wrong_token_is_refused(argv[2]);
+    else if (strcmp(argv[1], "a_token_is_proved_and_a_wrong_one_refused") == 0)
+        a_token_is_proved_and_a_wrong_one_refused(argv[2]);
     else CHECK(0, "unknown test %s", argv[1]);
     return 0;
 }

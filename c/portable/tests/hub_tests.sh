@@ -22,7 +22,7 @@ name = "can1"
 protocol = "can"
 TOML
 set -- --config "$RUN/hub.toml" --listen 127.0.0.1:0 --no-shm --ready-file "$RUN/ready.json"
-if [ "$TEST" = a_wrong_token_is_refused ]; then
+if [ "$TEST" = a_token_is_proved_and_a_wrong_one_refused ]; then
     (umask 077 && echo "the-real-token" >"$RUN/token")
     set -- "$@" --token-file "$RUN/token"
 fi

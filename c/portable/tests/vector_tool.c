@@ -7,6 +7,9 @@
  * encoders write for that message, or {"valid":false,"error":"KIND",
  * "code":"NAME"}. The decoder is fed one byte at a time, so every stage of
  * the streaming decoder meets a short read.
+ *
+ * A line "auth TOKEN_HEX CHALLENGE_HEX HELLO_HEX" (whole messages) asks for
+ * the MAC fhp_auth_mac computes for them: {"mac":"HEX"}.
  */
 #include "fieldhub_portable.h"
 
@@ -73,12 +76,21 @@ static void print_message(const fhp_message *m) {
     case FHP_MSG_HELLO:
         emit("{\"type\":\"hello\",\"version\":%u,\"name\":", m->version);
         json_str(m->str_a, m->str_a_len);
-        emit(",\"token\":");
-        json_str(m->str_b, m->str_b_len);
         if (m->options) {
             emit(",\"options\":");
             bit_names(m->options, session_opts, 1);
         }
+        break;
+    case FHP_MSG_CHALLENGE:
+        emit("{\"type\":\"challenge\",\"nonce\":\"");
+        hex(m->str_b, m->str_b_len);
+        emit("\",\"hub_name\":");
+        json_str(m->str_a, m->str_a_len);
+        break;
+    case FHP_MSG_AUTH:
+        emit("{\"type\":\"auth\",\"mac\":\"");
+        hex(m->str_b, m->str_b_len);
+        emit_c('"');
         break;
     case FHP_MSG_WELCOME:
         emit("{\"type\":\"welcome\",\"version\":%u,\"client_id\":%lu,\"hub_name\":", m->version,
@@ -171,6 +183,38 @@ static int unhex(const char *s, uint8_t *out, size_t cap, size_t *len) {
     return 1;
 }
 
+/* Decode one whole message of `bytes` into `m` (strings point into `buf`); 0 if it does not decode. */
+static int decode_one(const uint8_t *bytes, size_t len, uint8_t *buf, size_t cap, fhp_decoder *d) {
+    size_t used;
+    fhp_decoder_init(d, buf, cap, FHP_MAX_HELLO_LEN);
+    return fhp_decoder_feed(d, bytes, len, &used) == FHP_EV_MESSAGE;
+}
+
+/* "auth TOKEN CHALLENGE HELLO" (hex): the MAC of AUTH for them. */
+static int auth_line(char *args) {
+    static uint8_t token[256], challenge[256], hello[256], challenge_buf[512], hello_buf[512];
+    char *t = strtok(args, " \r\n"), *c = strtok(NULL, " \r\n"), *h = strtok(NULL, " \r\n");
+    size_t token_len, challenge_len, hello_len;
+    uint8_t mac[FHP_MAC_LEN];
+    fhp_decoder cd, hd;
+    if (!t || !c || !h || !unhex(t, token, sizeof token, &token_len) ||
+        !unhex(c, challenge, sizeof challenge, &challenge_len) || !unhex(h, hello, sizeof hello, &hello_len))
+        return 0;
+    if (!decode_one(challenge, challenge_len, challenge_buf, sizeof challenge_buf, &cd) ||
+        cd.msg.type != FHP_MSG_CHALLENGE || !decode_one(hello, hello_len, hello_buf, sizeof hello_buf, &hd) ||
+        hd.msg.type != FHP_MSG_HELLO)
+        return 0;
+    fhp_auth_mac(token, token_len, &cd.msg, &hd.msg, mac);
+    emit("{\"mac\":\"");
+    hex(mac, sizeof mac);
+    emit("\"}\n");
+    fputs(out, stdout);
+    out_len = 0;
+    out[0] = '\0';
+    fflush(stdout);
+    return 1;
+}
+
 int main(void) {
     static char line[2 * BUF_LEN + 64];
     static uint8_t in[BUF_LEN], dec_buf[BUF_LEN], enc[BUF_LEN];
@@ -183,6 +227,10 @@ int main(void) {
         int done = 0;
         if (!space) return 2;
         *space = '\0';
+        if (strcmp(line, "auth") == 0) {
+            if (!auth_line(space + 1)) return 2;
+            continue;
+        }
         space[strcspn(space + 1, "\r\n") + 1] = '\0';
         if (!unhex(space + 1, in, sizeof in, &len)) return 2;
         fhp_decoder_init(&d, dec_buf, sizeof dec_buf,

@@ -64,7 +64,7 @@ fn attack_once(socket: &std::path::Path) -> Result<(), BenchError> {
     let mut session = UnixStream::connect(socket)?;
     let mut hello = Vec::new();
     let version = fieldhub_proto::limits::PROTOCOL_VERSION;
-    let greeting = Hello { version, name: "soak-vandal", token: "", options: Default::default() };
+    let greeting = Hello { version, name: "soak-vandal", options: Default::default() };
     wire::encode(&mut hello, &Message::Hello(greeting));
     session.write_all(&hello)?;
     session.set_read_timeout(Some(PATIENCE))?;

@@ -1,7 +1,9 @@
 //! The handshake of `spec/protocol.md` section 5, once for every transport:
-//! send `HELLO`, read the hub's first message, and tell what it means.
+//! send `HELLO`, answer the hub's `CHALLENGE` (if it has a token) with
+//! `AUTH` — a MAC under the token, which never leaves this process (5.1) —
+//! then read the hub's verdict and tell what it means.
 //!
-//! A transport only moves the two messages ([`Greeting`]); every outcome —
+//! A transport only moves the messages ([`Greeting`]); every outcome —
 //! `WELCOME`, `REFUSE`, an `ERROR` (a hub answers `HELLO` on a stream that
 //! is already in a session that way), any other message, a version this
 //! client does not speak, no answer in time, the hub gone — becomes the same
@@ -9,8 +11,9 @@
 
 use std::time::Instant;
 
+use fieldhub_proto::auth::auth_mac;
 use fieldhub_proto::limits::PROTOCOL_VERSION;
-use fieldhub_proto::wire::{self, Hello, Message, SessionOptions};
+use fieldhub_proto::wire::{self, Auth, Hello, Message, SessionOptions};
 
 use crate::{ClientError, ClientOptions};
 
@@ -21,11 +24,11 @@ pub(crate) struct Session {
     pub hub_name: String,
 }
 
-/// How a transport carries the handshake's two messages.
+/// How a transport carries the handshake's messages.
 pub(crate) trait Greeting {
-    /// Send the encoded `HELLO` (length prefix included).
-    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault>;
-    /// The body of the hub's first message, waiting at most until `deadline`.
+    /// Send an encoded message (`HELLO`, `AUTH`; length prefix included).
+    fn send_handshake(&mut self, message: &[u8]) -> Result<(), Fault>;
+    /// The body of the hub's next message, waiting at most until `deadline`.
     fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault>;
 }
 
@@ -55,6 +58,8 @@ enum Unwelcome {
     Error(String),
     #[error("expected WELCOME, got {0}")]
     Unexpected(&'static str),
+    #[error("expected WELCOME after AUTH, got a second CHALLENGE")]
+    SecondChallenge,
     #[error(
         "the hub welcomed this client with protocol version {0}, but this client speaks only version \
          {PROTOCOL_VERSION}; use a client of the hub's release"
@@ -62,8 +67,9 @@ enum Unwelcome {
     Version(u16),
 }
 
-/// Introduce this client (`options.name`, `options.token`) to the hub at
-/// `url` over `transport`, waiting for the answer at most until `deadline`.
+/// Introduce this client (`options.name`, proving `options.token` if the
+/// hub asks) to the hub at `url` over `transport`, waiting for the answers
+/// at most until `deadline`.
 pub(crate) fn handshake(
     url: &str,
     options: &ClientOptions,
@@ -91,31 +97,45 @@ pub(crate) fn handshake(
         Fault::Closed => ClientError::Closed { reason: fault.to_string() },
         Fault::Corrupt(_) => ClientError::Protocol(fault.to_string()),
     };
-    let mut hello = Vec::new();
-    let token = options.token.as_deref().unwrap_or("");
-    wire::encode(
-        &mut hello,
-        &Message::Hello(Hello {
-            version: PROTOCOL_VERSION,
-            name: &options.name,
-            token,
-            options: match options.synchronized {
-                true => SessionOptions::SYNCHRONIZED,
-                false => SessionOptions::empty(),
-            },
-        }),
-    );
-    transport.send_hello(&hello).map_err(failed)?;
-    let body = transport.answer(deadline).map_err(failed)?;
-    let unwelcome = |why: Unwelcome| ClientError::Protocol(why.to_string());
-    match wire::decode(body).map_err(|e| failed(Fault::Garbled(e.to_string())))? {
-        Message::Welcome(w) if w.version == PROTOCOL_VERSION => {
-            Ok(Session { client_id: w.client_id, hub_name: w.hub_name.to_owned() })
-        }
-        Message::Welcome(w) => Err(unwelcome(Unwelcome::Version(w.version))),
-        Message::Refuse(r) => Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() }),
-        Message::Error(report) => Err(unwelcome(Unwelcome::Error(report.text.into()))),
-        other => Err(unwelcome(Unwelcome::Unexpected(other.type_name()))),
+    let hello = Hello {
+        version: PROTOCOL_VERSION,
+        name: &options.name,
+        options: match options.synchronized {
+            true => SessionOptions::SYNCHRONIZED,
+            false => SessionOptions::empty(),
+        },
+    };
+    let mut bytes = Vec::new();
+    wire::encode(&mut bytes, &Message::Hello(hello));
+    transport.send_handshake(&bytes).map_err(failed)?;
+    let garbled = |e: wire::DecodeError| failed(Fault::Garbled(e.to_string()));
+    let mut challenged = false;
+    loop {
+        let body = transport.answer(deadline).map_err(failed)?;
+        let unwelcome = |why: Unwelcome| ClientError::Protocol(why.to_string());
+        let challenge = match wire::decode(body).map_err(garbled)? {
+            Message::Welcome(w) if w.version == PROTOCOL_VERSION => {
+                return Ok(Session { client_id: w.client_id, hub_name: w.hub_name.to_owned() })
+            }
+            Message::Welcome(w) => return Err(unwelcome(Unwelcome::Version(w.version))),
+            Message::Refuse(r) => {
+                return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
+            }
+            Message::Error(report) => return Err(unwelcome(Unwelcome::Error(report.text.into()))),
+            Message::Challenge(_) if challenged => return Err(unwelcome(Unwelcome::SecondChallenge)),
+            Message::Challenge(challenge) => challenge,
+            other => return Err(unwelcome(Unwelcome::Unexpected(other.type_name()))),
+        };
+        // Without a token there is nothing to prove: the hub decides as
+        // for any client without one (it may know the peer's user).
+        let auth = match options.token.as_deref() {
+            Some(token) => Auth { mac: auth_mac(token.as_bytes(), &challenge, &hello) },
+            None => Auth::NO_TOKEN,
+        };
+        bytes.clear();
+        wire::encode(&mut bytes, &Message::Auth(auth));
+        transport.send_handshake(&bytes).map_err(failed)?;
+        challenged = true;
     }
 }
 
@@ -129,9 +149,9 @@ mod tests {
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
 
-    use fieldhub_proto::limits::MAX_MESSAGE_LEN;
+    use fieldhub_proto::limits::{MAX_MESSAGE_LEN, NONCE_LEN};
     use fieldhub_proto::stream::MessageReader;
-    use fieldhub_proto::wire::{decode, encode, ErrorCode, ErrorReport, Welcome};
+    use fieldhub_proto::wire::{decode, encode, Challenge, ErrorCode, ErrorReport, Welcome};
     use fieldhub_shm::{ClientSegment, Consumer, Producer, SegmentHeader};
 
     use super::*;
@@ -161,60 +181,120 @@ mod tests {
         bytes
     }
 
-    /// What the scripted hub received must be this client's `HELLO`.
-    fn assert_hello(body: &[u8]) {
-        match decode(body).unwrap() {
-            Message::Hello(h) => assert_eq!((h.version, h.name, h.token), (PROTOCOL_VERSION, "ecu", "sesame")),
+    /// What the scripted hub received first must be this client's `HELLO`;
+    /// the rest is returned.
+    fn after_hello(mut received: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        match decode(&received.remove(0)).unwrap() {
+            Message::Hello(h) => assert_eq!((h.version, h.name), (PROTOCOL_VERSION, "ecu")),
             other => panic!("the hub got {} instead of HELLO", other.type_name()),
         }
+        received
     }
 
-    fn over_stream(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+    /// Every message body in `bytes`, in order.
+    fn bodies(bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut reader = MessageReader::new(bytes);
+        std::iter::from_fn(|| reader.read(MAX_MESSAGE_LEN).ok().map(<[u8]>::to_vec)).collect()
+    }
+
+    /// What the hub received over a socket once the client closed it.
+    fn received(hub: UnixStream) -> Vec<Vec<u8>> {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &hub, &mut bytes).unwrap();
+        bodies(&bytes)
+    }
+
+    type Outcome = (Result<Session, ClientError>, Vec<Vec<u8>>);
+
+    fn over_stream(answers: &[Message<'_>], options: &ClientOptions) -> Outcome {
         let (client, hub) = UnixStream::pair().unwrap();
-        if let Some(answer) = answer {
+        for answer in answers {
             (&hub).write_all(&encoded(answer)).unwrap();
         }
         let mut stream = Stream::Unix(client);
         let mut reader = MessageReader::new(BufReader::new(stream.try_clone().unwrap()));
-        let outcome = handshake(URL, &options(), deadline(), &mut StreamGreeting::new(&mut stream, &mut reader));
-        assert_hello(MessageReader::new(&hub).read(MAX_MESSAGE_LEN).unwrap());
-        outcome
+        let outcome = handshake(URL, options, deadline(), &mut StreamGreeting::new(&mut stream, &mut reader));
+        drop((stream, reader));
+        (outcome, after_hello(received(hub)))
     }
 
-    fn over_session_socket(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+    fn over_session_socket(answers: &[Message<'_>], options: &ClientOptions) -> Outcome {
         let (client, hub) = UnixStream::pair().unwrap();
-        if let Some(answer) = answer {
+        for answer in answers {
             (&hub).write_all(&encoded(answer)).unwrap();
         }
-        let outcome = handshake(URL, &options(), deadline(), &mut SocketGreeting::new(&client));
-        assert_hello(MessageReader::new(&hub).read(MAX_MESSAGE_LEN).unwrap());
-        outcome
+        let outcome = handshake(URL, options, deadline(), &mut SocketGreeting::new(&client));
+        drop(client);
+        (outcome, after_hello(received(hub)))
     }
 
-    fn over_rings(answer: Option<&Message<'_>>) -> Result<Session, ClientError> {
+    fn over_rings(answers: &[Message<'_>], options: &ClientOptions) -> Outcome {
         let (segment, _fd) = ClientSegment::create(SegmentHeader::standard(1)).unwrap();
-        if let Some(answer) = answer {
-            assert!(Producer::starting_at(0).try_push(&segment.to_client(), &encoded(answer)).unwrap());
+        let mut producer = Producer::starting_at(0);
+        for answer in answers {
+            assert!(producer.try_push(&segment.to_client(), &encoded(answer)).unwrap());
         }
-        let outcome = handshake(URL, &options(), deadline(), &mut RingGreeting::new(&segment));
-        let mut hello = Vec::new();
-        assert!(Consumer::starting_at(0).pop(&segment.to_hub(), MAX_MESSAGE_LEN as usize, &mut hello).unwrap());
-        assert_hello(&hello);
-        outcome
+        let outcome = handshake(URL, options, deadline(), &mut RingGreeting::new(&segment));
+        let (mut consumer, mut received) = (Consumer::starting_at(0), Vec::new());
+        let mut body = Vec::new();
+        while consumer.pop(&segment.to_hub(), MAX_MESSAGE_LEN as usize, &mut body).unwrap() {
+            received.push(std::mem::take(&mut body));
+        }
+        (outcome, after_hello(received))
     }
 
-    /// The outcome of a handshake the hub answers with `answer` (`None`:
-    /// not at all), the same over every transport.
-    fn outcome(answer: Option<Message<'_>>) -> Result<Session, ClientError> {
-        let answer = answer.as_ref();
-        let [stream, socket, rings] = [over_stream(answer), over_session_socket(answer), over_rings(answer)];
-        let told = |outcome: &Result<Session, ClientError>| match outcome {
-            Ok(session) => format!("{session:?}"),
-            Err(e) => format!("{e:?}: {e}"),
+    /// The outcome of a handshake the hub answers with `answers` (none: not
+    /// at all), the same over every transport, and what the client sent
+    /// after its `HELLO`.
+    fn outcome_with(answers: &[Message<'_>], options: &ClientOptions) -> Outcome {
+        let [stream, socket, rings] =
+            [over_stream(answers, options), over_session_socket(answers, options), over_rings(answers, options)];
+        let told = |outcome: &Outcome| match outcome {
+            (Ok(session), sent) => format!("{session:?} {sent:?}"),
+            (Err(e), sent) => format!("{e:?}: {e} {sent:?}"),
         };
         assert_eq!(told(&stream), told(&socket), "stream and shm session socket differ");
         assert_eq!(told(&stream), told(&rings), "stream and ivshmem rings differ");
         stream
+    }
+
+    fn outcome(answer: Option<Message<'_>>) -> Result<Session, ClientError> {
+        let (outcome, sent) = outcome_with(answer.as_slice(), &options());
+        assert!(sent.is_empty(), "nothing but HELLO without a CHALLENGE");
+        outcome
+    }
+
+    #[test]
+    fn a_challenge_is_answered_with_the_mac_under_the_token_which_never_travels() {
+        let challenge = Challenge { nonce: [0x5A; NONCE_LEN], hub_name: "bench" };
+        let welcome = Welcome { version: PROTOCOL_VERSION, client_id: 7, hub_name: "bench" };
+        let (outcome, sent) = outcome_with(&[Message::Challenge(challenge), Message::Welcome(welcome)], &options());
+        assert_eq!(outcome.unwrap().client_id, 7);
+        let hello = Hello { version: PROTOCOL_VERSION, name: "ecu", options: SessionOptions::empty() };
+        let expected = Auth { mac: auth_mac(b"sesame", &challenge, &hello) };
+        assert_eq!(sent, [encoded(&Message::Auth(expected))[4..].to_vec()], "one AUTH, the MAC");
+        assert!(!sent[0].windows(6).any(|w| w == b"sesame"), "the token itself is not sent");
+    }
+
+    #[test]
+    fn a_client_without_a_token_answers_a_challenge_with_nothing_to_prove() {
+        let challenge = Challenge { nonce: [1; NONCE_LEN], hub_name: "bench" };
+        let refusal = report(ErrorCode::Unauthorized, "this hub requires a token");
+        let options = ClientOptions { token: None, ..options() };
+        let (outcome, sent) = outcome_with(&[Message::Challenge(challenge), Message::Refuse(refusal)], &options);
+        assert_eq!(outcome.unwrap_err().code(), Some(ErrorCode::Unauthorized));
+        assert_eq!(sent, [encoded(&Message::Auth(Auth::NO_TOKEN))[4..].to_vec()]);
+    }
+
+    #[test]
+    fn a_second_challenge_is_a_protocol_error() {
+        let challenge = Challenge { nonce: [1; NONCE_LEN], hub_name: "bench" };
+        let (outcome, sent) = outcome_with(&[Message::Challenge(challenge), Message::Challenge(challenge)], &options());
+        assert_eq!(
+            outcome.unwrap_err().to_string(),
+            "protocol error talking to the hub: expected WELCOME after AUTH, got a second CHALLENGE"
+        );
+        assert_eq!(sent.len(), 1, "one AUTH");
     }
 
     fn report(code: ErrorCode, text: &str) -> ErrorReport<'_> {

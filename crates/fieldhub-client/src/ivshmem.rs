@@ -214,10 +214,10 @@ impl<'a> RingGreeting<'a> {
 }
 
 impl Greeting for RingGreeting<'_> {
-    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault> {
-        match self.producer.try_push(&self.segment.to_hub(), hello) {
+    fn send_handshake(&mut self, message: &[u8]) -> Result<(), Fault> {
+        match self.producer.try_push(&self.segment.to_hub(), message) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Fault::Corrupt("its to-hub ring has no room for HELLO".into())),
+            Ok(false) => Err(Fault::Corrupt("its to-hub ring has no room for a handshake message".into())),
             Err(e) => Err(Fault::Corrupt(e.to_string())),
         }
     }

@@ -231,8 +231,8 @@ impl<'a> SocketGreeting<'a> {
 }
 
 impl Greeting for SocketGreeting<'_> {
-    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault> {
-        self.socket.write_all(hello).map_err(Fault::Io)
+    fn send_handshake(&mut self, message: &[u8]) -> Result<(), Fault> {
+        self.socket.write_all(message).map_err(Fault::Io)
     }
 
     /// Reads exactly one message: nothing after it may be taken from the

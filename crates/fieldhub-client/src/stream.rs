@@ -260,8 +260,8 @@ impl<'a> StreamGreeting<'a> {
 }
 
 impl Greeting for StreamGreeting<'_> {
-    fn send_hello(&mut self, hello: &[u8]) -> Result<(), Fault> {
-        self.stream.write_all(hello).map_err(Fault::Io)
+    fn send_handshake(&mut self, message: &[u8]) -> Result<(), Fault> {
+        self.stream.write_all(message).map_err(Fault::Io)
     }
 
     fn answer(&mut self, deadline: Instant) -> Result<&[u8], Fault> {

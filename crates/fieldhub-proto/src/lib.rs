@@ -13,6 +13,8 @@
 //! - [`wire`]: the TCP/unix-socket wire format — length-prefixed little-endian
 //!   messages, the handshake, frame batches — as a decoder that borrows from
 //!   the caller's buffer and an encoder that appends to a caller's `Vec`.
+//! - [`auth`]: the handshake's challenge–response — the MAC a client sends
+//!   in `AUTH` to prove it holds the token without sending it.
 //! - [`fate`]: what the hub tells a sender about frames that will never be
 //!   on the bus ([`fate::TxDropped`], why: [`fate::DropReason`]) and a
 //!   receiver about its channel ([`fate::ChannelState`]).
@@ -34,6 +36,7 @@
 //! - Encoding a decoded message yields the same bytes (the test vectors in
 //!   `spec/vectors/` pin this for every message type).
 
+pub mod auth;
 pub mod bits;
 pub mod error_text;
 pub mod fate;

@@ -1,8 +1,9 @@
 //! Hard limits of the protocol. They are part of the wire spec
 //! (`spec/protocol.md`, "Limits"); changing one is a protocol change.
 
-/// Protocol version spoken by this crate. A hub refuses any other.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Protocol version spoken by this crate. A hub refuses any other; version
+/// 1 sent the token in clear, version 2 proves it (challenge–response).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// First bytes of the `HELLO` message body after its type byte.
 pub const MAGIC: [u8; 4] = *b"FHUB";
@@ -24,8 +25,15 @@ pub const MAX_PORTS_PER_CLIENT: usize = 32;
 /// Longest client, channel or port name, in bytes (UTF-8).
 pub const MAX_NAME_LEN: usize = 64;
 
-/// Longest authentication token, in bytes.
+/// Longest authentication token, in bytes (a hub's configured tokens; the
+/// token itself never travels).
 pub const MAX_TOKEN_LEN: usize = 128;
+
+/// Bytes of a `CHALLENGE` nonce.
+pub const NONCE_LEN: usize = 32;
+
+/// Bytes of an `AUTH` MAC (HMAC-SHA256).
+pub const MAC_LEN: usize = 32;
 
 /// Longest human-readable text in `ERROR`, `REFUSE` and `GOODBYE`.
 pub const MAX_TEXT_LEN: usize = 1024;

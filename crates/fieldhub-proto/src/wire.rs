@@ -25,6 +25,8 @@ pub mod msg {
     pub const HELLO: u8 = 0x01;
     pub const WELCOME: u8 = 0x02;
     pub const REFUSE: u8 = 0x03;
+    pub const CHALLENGE: u8 = 0x04;
+    pub const AUTH: u8 = 0x05;
     pub const OPEN_PORT: u8 = 0x10;
     pub const PORT_OPENED: u8 = 0x11;
     pub const CLOSE_PORT: u8 = 0x12;
@@ -202,6 +204,10 @@ pub enum DecodeError {
     TrailingBytes { what: &'static str, extra: usize },
     #[error("bad magic {0:02X?}: not a fieldhub client (expected \"FHUB\")")]
     BadMagic([u8; 4]),
+    /// A `HELLO` of another protocol version: its fields after the version
+    /// are laid out as that version says, which this codec does not read.
+    #[error("protocol version {version} is not supported; this revision speaks version {PROTOCOL_VERSION}")]
+    UnsupportedVersion { version: u16 },
     #[error("{what} is {len} bytes, the limit is {max}")]
     TooLong { what: &'static str, len: usize, max: usize },
     #[error("{what} is not valid UTF-8")]
@@ -228,6 +234,7 @@ impl DecodeError {
         match self {
             Self::Oversize { .. } => ErrorCode::Oversize,
             Self::BadMagic(_) => ErrorCode::BadMagic,
+            Self::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
             Self::UnknownFrameKind { .. }
             | Self::ReservedFlags { .. }
             | Self::RecordTooLong { .. }
@@ -245,6 +252,7 @@ impl DecodeError {
             Self::Truncated { .. } => "truncated",
             Self::TrailingBytes { .. } => "trailing_bytes",
             Self::BadMagic(_) => "bad_magic",
+            Self::UnsupportedVersion { .. } => "unsupported_version",
             Self::TooLong { .. } => "too_long",
             Self::NotUtf8 { .. } => "not_utf8",
             Self::TooManyFrames { .. } => "too_many_frames",
@@ -271,16 +279,46 @@ pub fn check_length(len: u32, max: u32) -> Result<usize, DecodeError> {
     Ok(len as usize)
 }
 
-/// `HELLO`: the first message of every connection, client to hub.
+/// `HELLO`: the first message of every connection, client to hub. It
+/// carries no token: a hub with one answers [`Challenge`], and the client
+/// proves it holds the token with [`Auth`] (`crate::auth`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello<'a> {
+    /// Always [`PROTOCOL_VERSION`] once decoded (another version is
+    /// [`DecodeError::UnsupportedVersion`]).
     pub version: u16,
     pub name: &'a str,
-    /// Empty when the client has no token.
-    pub token: &'a str,
-    /// Session options; on the wire only when not empty, so a `HELLO`
-    /// without options has the bytes it always had.
+    /// Session options; on the wire only when not empty.
     pub options: SessionOptions,
+}
+
+/// `CHALLENGE`: a hub with a token answers `HELLO` with a fresh nonce; the
+/// client's [`Auth`] is a MAC over it under the token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Challenge<'a> {
+    /// Random, never used twice by a hub.
+    pub nonce: [u8; NONCE_LEN],
+    /// The hub's name, as its `WELCOME` will carry it; part of the MAC.
+    pub hub_name: &'a str,
+}
+
+/// `AUTH`: the client's answer to [`Challenge`]: HMAC-SHA256 under its
+/// token (`crate::auth::auth_mac`), or [`Auth::NO_TOKEN`] from a client
+/// that has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Auth {
+    pub mac: [u8; MAC_LEN],
+}
+
+impl Auth {
+    /// What a client without a token answers: it has nothing to prove,
+    /// and the hub decides as for any client without a token.
+    pub const NO_TOKEN: Auth = Auth { mac: [0; MAC_LEN] };
+
+    /// Whether this is [`Auth::NO_TOKEN`].
+    pub fn is_no_token(&self) -> bool {
+        self.mac == [0; MAC_LEN]
+    }
 }
 
 /// `WELCOME`: the hub accepted the client.
@@ -342,6 +380,8 @@ pub enum Message<'a> {
     Hello(Hello<'a>),
     Welcome(Welcome<'a>),
     Refuse(ErrorReport<'a>),
+    Challenge(Challenge<'a>),
+    Auth(Auth),
     OpenPort(OpenPort<'a>),
     PortOpened(PortOpened),
     ClosePort {
@@ -392,6 +432,8 @@ impl Message<'_> {
             Message::Hello(_) => "HELLO",
             Message::Welcome(_) => "WELCOME",
             Message::Refuse(_) => "REFUSE",
+            Message::Challenge(_) => "CHALLENGE",
+            Message::Auth(_) => "AUTH",
             Message::OpenPort(_) => "OPEN_PORT",
             Message::PortOpened(_) => "PORT_OPENED",
             Message::ClosePort { .. } => "CLOSE_PORT",
@@ -571,10 +613,14 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                 return Err(DecodeError::BadMagic(m));
             }
             let version = r.u16()?;
+            // What follows the version is that version's layout (version 1
+            // carried the token in clear): refused before it is read.
+            if version != PROTOCOL_VERSION {
+                return Err(DecodeError::UnsupportedVersion { version });
+            }
             let name = r.str8("client name", MAX_NAME_LEN)?;
-            let token = r.str8("token", MAX_TOKEN_LEN)?;
-            // Fewer than 4 bytes after the token are no options field but
-            // trailing bytes, as they were before the field existed.
+            // Fewer than 4 bytes after the name are no options field but
+            // trailing bytes.
             let options = match r.remaining() < 4 {
                 true => SessionOptions::empty(),
                 // A HELLO without options omits the field: four zero bytes
@@ -586,7 +632,7 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                         .ok_or(DecodeError::ReservedOptions { what: "session options", bits })?,
                 },
             };
-            let hello = Hello { version, name, token, options };
+            let hello = Hello { version, name, options };
             r.finish()?;
             Message::Hello(hello)
         }
@@ -598,6 +644,21 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
             Message::Welcome(welcome)
         }
         msg::REFUSE => Message::Refuse(decode_report(payload, "REFUSE")?),
+        msg::CHALLENGE => {
+            let mut r = Reader::new(payload, "CHALLENGE");
+            let mut nonce = [0u8; NONCE_LEN];
+            nonce.copy_from_slice(r.bytes(NONCE_LEN)?);
+            let challenge = Challenge { nonce, hub_name: r.str8("hub name", MAX_NAME_LEN)? };
+            r.finish()?;
+            Message::Challenge(challenge)
+        }
+        msg::AUTH => {
+            let mut r = Reader::new(payload, "AUTH");
+            let mut mac = [0u8; MAC_LEN];
+            mac.copy_from_slice(r.bytes(MAC_LEN)?);
+            r.finish()?;
+            Message::Auth(Auth { mac })
+        }
         msg::ERROR => Message::Error(decode_report(payload, "ERROR")?),
         msg::GOODBYE => Message::Goodbye(decode_report(payload, "GOODBYE")?),
         msg::OPEN_PORT => {
@@ -813,7 +874,7 @@ fn put_str16(out: &mut Vec<u8>, s: &str, max: usize) {
 
 /// The longest prefix of `s` within `max` bytes that ends on a char boundary,
 /// so an encoder never produces a string the decoder rejects.
-fn truncate_utf8(s: &str, max: usize) -> &[u8] {
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &[u8] {
     let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
         end -= 1;
@@ -831,7 +892,6 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             out.extend_from_slice(&MAGIC);
             out.extend_from_slice(&h.version.to_le_bytes());
             put_str8(out, h.name, MAX_NAME_LEN);
-            put_str8(out, h.token, MAX_TOKEN_LEN);
             if !h.options.is_empty() {
                 out.extend_from_slice(&h.options.bits().to_le_bytes());
             }
@@ -845,6 +905,17 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             end(out, s);
         }
         Message::Refuse(r) => encode_report(out, msg::REFUSE, r),
+        Message::Challenge(c) => {
+            let s = begin(out, msg::CHALLENGE);
+            out.extend_from_slice(&c.nonce);
+            put_str8(out, c.hub_name, MAX_NAME_LEN);
+            end(out, s);
+        }
+        Message::Auth(a) => {
+            let s = begin(out, msg::AUTH);
+            out.extend_from_slice(&a.mac);
+            end(out, s);
+        }
         Message::Error(r) => encode_report(out, msg::ERROR, r),
         Message::Goodbye(r) => encode_report(out, msg::GOODBYE, r),
         Message::OpenPort(o) => {
@@ -1101,8 +1172,15 @@ mod tests {
 
     #[test]
     fn control_messages_round_trip() {
-        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "secret", options: SessionOptions::empty() }));
-        roundtrip(Message::Hello(Hello { version: 1, name: "ecu", token: "", options: SessionOptions::SYNCHRONIZED }));
+        roundtrip(Message::Hello(Hello { version: PROTOCOL_VERSION, name: "ecu", options: SessionOptions::empty() }));
+        roundtrip(Message::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            name: "ecu",
+            options: SessionOptions::SYNCHRONIZED,
+        }));
+        roundtrip(Message::Challenge(Challenge { nonce: [0xA5; NONCE_LEN], hub_name: "rack1" }));
+        roundtrip(Message::Auth(Auth { mac: [7; MAC_LEN] }));
+        roundtrip(Message::Auth(Auth::NO_TOKEN));
         roundtrip(Message::Step { until_ns: 1_000_000 });
         roundtrip(Message::Grant { now_ns: u64::MAX });
         roundtrip(Message::Welcome(Welcome { version: 1, client_id: 7, hub_name: "hub" }));
@@ -1131,6 +1209,15 @@ mod tests {
         roundtrip(Message::Stats { request: 4, json: "{\"channels\":[]}" });
         roundtrip(Message::Ping { nonce: u64::MAX });
         roundtrip(Message::Pong { nonce: 1 });
+    }
+
+    #[test]
+    fn a_hello_of_another_version_is_refused_before_its_fields_are_read() {
+        // Version 1's HELLO: name "ecu", then the token "ok" in clear.
+        let v1 = [msg::HELLO, b'F', b'H', b'U', b'B', 1, 0, 3, b'e', b'c', b'u', 2, b'o', b'k'];
+        let refused = decode(&v1).unwrap_err();
+        assert_eq!(refused, DecodeError::UnsupportedVersion { version: 1 });
+        assert_eq!(refused.code(), ErrorCode::UnsupportedVersion);
     }
 
     #[test]
@@ -1214,7 +1301,7 @@ mod tests {
         let mut out = Vec::new();
         encode(
             &mut out,
-            &Message::Hello(Hello { version: 1, name: "n", token: "t", options: SessionOptions::SYNCHRONIZED }),
+            &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "n", options: SessionOptions::SYNCHRONIZED }),
         );
         let mut encoder = BatchEncoder::begin(&mut out);
         let frame = Frame::can_fd(1, FrameFlags::empty(), &[7; 12]).unwrap();
@@ -1225,7 +1312,7 @@ mod tests {
         let bodies = [&out[4..4 + first_len], &out[8 + first_len..]];
         for body in bodies {
             for cut in 0..body.len() {
-                // HELLO's options are optional: cut right after the token,
+                // HELLO's options are optional: cut right after the name,
                 // the body is a HELLO without them.
                 let optional_end = body[0] == msg::HELLO && cut == body.len() - 4;
                 assert_eq!(decode(&body[..cut]).is_err(), !optional_end, "cut at {cut}");

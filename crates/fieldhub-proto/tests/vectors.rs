@@ -12,7 +12,7 @@ use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, E
 use serde_json::{json, Map, Value};
 
 const FILE_FIELDS: &[&str] = &["description", "vectors"];
-const VALID_FIELDS: &[&str] = &["name", "valid", "hex", "message", "note"];
+const VALID_FIELDS: &[&str] = &["name", "valid", "hex", "message", "auth", "note"];
 const INVALID_FIELDS: &[&str] = &["name", "valid", "hex", "error", "code", "limit", "note"];
 
 struct Vector {
@@ -120,7 +120,7 @@ fn report(kind: &str, r: &ErrorReport<'_>) -> Value {
 fn to_json(message: &Message<'_>) -> Value {
     match message {
         Message::Hello(h) => {
-            let mut hello = json!({"type": "hello", "version": h.version, "name": h.name, "token": h.token});
+            let mut hello = json!({"type": "hello", "version": h.version, "name": h.name});
             // `options` is in the shape only when the HELLO carries any.
             if !h.options.is_empty() {
                 let options: Vec<&str> = [(wire::SessionOptions::SYNCHRONIZED, "synchronized")]
@@ -136,6 +136,10 @@ fn to_json(message: &Message<'_>) -> Value {
             json!({"type": "welcome", "version": w.version, "client_id": w.client_id, "hub_name": w.hub_name})
         }
         Message::Refuse(r) => report("refuse", r),
+        Message::Challenge(c) => {
+            json!({"type": "challenge", "nonce": hex::encode(c.nonce), "hub_name": c.hub_name})
+        }
+        Message::Auth(a) => json!({"type": "auth", "mac": hex::encode(a.mac)}),
         Message::Error(r) => report("error", r),
         Message::Goodbye(r) => report("goodbye", r),
         Message::OpenPort(o) => {
@@ -212,6 +216,59 @@ fn to_json(message: &Message<'_>) -> Value {
     }
 }
 
+/// The message a vector's JSON shape describes, for the `auth` field's
+/// `challenge` and `hello`: encoded from the shape, then decoded.
+fn message_of(shape: &Value, id: &str) -> Vec<u8> {
+    let text = |key: &str| shape[key].as_str().unwrap_or_else(|| panic!("{id}: {key}")).to_owned();
+    let mut bytes = Vec::new();
+    match shape["type"].as_str() {
+        Some("challenge") => {
+            let nonce = hex::decode(text("nonce")).unwrap().try_into().unwrap_or_else(|_| panic!("{id}: nonce"));
+            let name = text("hub_name");
+            wire::encode(&mut bytes, &Message::Challenge(wire::Challenge { nonce, hub_name: &name }));
+        }
+        Some("hello") => {
+            let options = match shape.get("options") {
+                Some(list) if list == &json!(["synchronized"]) => wire::SessionOptions::SYNCHRONIZED,
+                None => wire::SessionOptions::empty(),
+                Some(other) => panic!("{id}: options {other}"),
+            };
+            let version = shape["version"].as_u64().unwrap() as u16;
+            let name = text("name");
+            wire::encode(&mut bytes, &Message::Hello(wire::Hello { version, name: &name, options }));
+        }
+        other => panic!("{id}: auth field holds a {other:?}"),
+    }
+    assert_eq!(to_json(&decode(&bytes[4..]).unwrap()), *shape, "{id}: shape round trip");
+    bytes
+}
+
+#[test]
+fn every_auth_vector_is_the_mac_of_its_hello_and_challenge_under_its_token() {
+    let mut checked = 0;
+    for v in load().iter().filter(|v| v.fields.contains_key("auth")) {
+        let id = v.id();
+        let auth = &v.fields["auth"];
+        let token = auth["token"].as_str().unwrap_or_else(|| panic!("{id}: token"));
+        let (challenge, hello) = (message_of(&auth["challenge"], &id), message_of(&auth["hello"], &id));
+        let (Ok(Message::Challenge(challenge)), Ok(Message::Hello(hello))) =
+            (decode(&challenge[4..]), decode(&hello[4..]))
+        else {
+            panic!("{id}: auth needs a challenge and a hello")
+        };
+        let mac = fieldhub_proto::auth::auth_mac(token.as_bytes(), &challenge, &hello);
+        let Ok(Message::Auth(sent)) = decode(&v.bytes[4..]) else { panic!("{id}: not an AUTH") };
+        assert_eq!(hex::encode(sent.mac), hex::encode(mac), "{id}: MAC");
+        assert!(fieldhub_proto::auth::verify(
+            token.as_bytes(),
+            &fieldhub_proto::auth::transcript(&challenge, &hello),
+            &sent.mac
+        ));
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} auth vectors");
+}
+
 #[test]
 fn every_vector_file_is_well_formed() {
     let vectors = load();
@@ -226,7 +283,7 @@ fn every_valid_vector_decodes_to_its_message_and_reencodes_identically() {
         let len = v.checked_length(MAX_MESSAGE_LEN).unwrap_or_else(|e| panic!("{id}: length prefix: {e}"));
         assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
         let message = decode(&v.bytes[4..]).unwrap_or_else(|e| panic!("{id}: {e}"));
-        if matches!(message, Message::Hello(_)) {
+        if matches!(message, Message::Hello(_) | Message::Challenge(_) | Message::Auth(_)) {
             v.checked_length(MAX_HELLO_LEN).unwrap_or_else(|e| panic!("{id}: HELLO over the first-message limit: {e}"));
         }
         assert_eq!(to_json(&message), v.fields["message"], "{id}: decoded message differs");
@@ -295,6 +352,8 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
         types,
         set(&[
             "hello",
+            "challenge",
+            "auth",
             "welcome",
             "refuse",
             "open_port",
@@ -326,6 +385,7 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
             "truncated",
             "trailing_bytes",
             "bad_magic",
+            "unsupported_version",
             "too_long",
             "not_utf8",
             "too_many_frames",

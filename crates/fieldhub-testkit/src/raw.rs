@@ -73,7 +73,7 @@ impl RawStream {
         self.send(&Message::Hello(Hello {
             version: fieldhub_proto::limits::PROTOCOL_VERSION,
             name,
-            token: "",
+
             options: Default::default(),
         }));
         let body = self.read_message().expect("the hub closed the connection instead of answering HELLO");
@@ -82,6 +82,24 @@ impl RawStream {
             Ok(Message::Refuse(r)) => panic!("the hub refused the connection: {}", r.text),
             other => panic!("expected WELCOME, got {other:?}"),
         }
+    }
+
+    /// HELLO, and when the hub answers CHALLENGE, AUTH: the MAC under
+    /// `token` (`None`: the answer of a client without one). Returns the
+    /// hub's verdict (the body of its WELCOME, REFUSE or whatever it sent)
+    /// and the AUTH sent, if the hub challenged.
+    pub fn handshake_with(&mut self, name: &str, token: Option<&str>) -> (Vec<u8>, Option<fieldhub_proto::wire::Auth>) {
+        use fieldhub_proto::wire::{self, Auth, Hello, Message};
+        let hello = Hello { version: fieldhub_proto::limits::PROTOCOL_VERSION, name, options: Default::default() };
+        self.send(&Message::Hello(hello));
+        let body = self.read_message().expect("the hub closed the connection instead of answering HELLO");
+        let Ok(Message::Challenge(challenge)) = wire::decode(&body) else { return (body, None) };
+        let auth = match token {
+            Some(token) => Auth { mac: fieldhub_proto::auth::auth_mac(token.as_bytes(), &challenge, &hello) },
+            None => Auth::NO_TOKEN,
+        };
+        self.send(&Message::Auth(auth));
+        (self.read_message().expect("the hub closed the connection instead of answering AUTH"), Some(auth))
     }
 
     /// OPEN_PORT and its PORT_OPENED (frames that come first are skipped).
@@ -209,7 +227,7 @@ impl RawShm {
         let mut session = std::os::unix::net::UnixStream::connect(path).expect("connect to the session socket");
         let mut hello = Vec::new();
         let version = fieldhub_proto::limits::PROTOCOL_VERSION;
-        wire::encode(&mut hello, &Message::Hello(Hello { version, name, token: "", options: Default::default() }));
+        wire::encode(&mut hello, &Message::Hello(Hello { version, name, options: Default::default() }));
         session.write_all(&hello).unwrap();
         session.set_read_timeout(Some(PATIENCE)).unwrap();
         let (mut welcome, mut fds) = (vec![0u8; 256], Vec::new());

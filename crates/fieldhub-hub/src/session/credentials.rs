@@ -13,13 +13,20 @@
 //! without a token and on loopback) admits every local user, as hubs did
 //! before. Comparisons take the same time whatever prefix matches.
 //!
+//! A frame session proves its token without sending it (`AUTH`, the MAC of
+//! the handshake under the token: [`Credentials::access_by_mac`]); the
+//! control API's bearer token is compared as sent ([`Credentials::access`]).
+//!
 //! Mutual TLS (`[hub] tls_client_ca`): a client certificate the hub
 //! verified stands in for the token — full access without one. A token
-//! such a client presents anyway is still checked (the monitor token makes
+//! such a client proves anyway is still checked (the monitor token makes
 //! it read-only, a wrong one is refused). Without `tls_client_ca`, TLS only
 //! hides the traffic: the rules above apply over it unchanged.
 
 use std::sync::Arc;
+
+use fieldhub_proto::auth;
+use fieldhub_proto::limits::MAC_LEN;
 
 use crate::config::AccessConfig;
 use crate::session::peer_user::PeerOrigin;
@@ -79,9 +86,34 @@ impl Credentials {
     }
 
     /// The access of a client that presented `presented` (empty: none)
-    /// and came from `origin`.
+    /// and came from `origin`: the control API's bearer token, or a client
+    /// without a protocol handshake (socketcand) presenting nothing.
     pub fn access(&self, presented: &str, origin: &PeerOrigin) -> Result<Access, Refused> {
-        if *origin == PeerOrigin::Certified && (presented.is_empty() || self.token.is_none()) {
+        let proof =
+            (!presented.is_empty()).then_some(|token: &str| constant_time_eq(token.as_bytes(), presented.as_bytes()));
+        self.decide(proof, origin)
+    }
+
+    /// The access of a client that answered a `CHALLENGE` with `mac` over
+    /// `transcript` (`fieldhub_proto::auth`); `None`: it has no token.
+    pub fn access_by_mac(
+        &self,
+        proof: Option<(&[u8], &[u8; MAC_LEN])>,
+        origin: &PeerOrigin,
+    ) -> Result<Access, Refused> {
+        let proof = proof.map(|(transcript, mac)| move |token: &str| auth::verify(token.as_bytes(), transcript, mac));
+        self.decide(proof, origin)
+    }
+
+    /// Whether a hub sends `CHALLENGE`: it has a token a client could prove.
+    pub fn challenges(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The one rule: `proves` tells whether the client holds a token (each
+    /// comparison in constant time); `None` when it presented nothing.
+    fn decide(&self, proves: Option<impl Fn(&str) -> bool>, origin: &PeerOrigin) -> Result<Access, Refused> {
+        if *origin == PeerOrigin::Certified && (proves.is_none() || self.token.is_none()) {
             return Ok(Access::Full);
         }
         let Some(token) = &self.token else {
@@ -92,20 +124,16 @@ impl Credentials {
             }
             return origin.check_hub_user().map(|()| Access::Full).map_err(Refused::NotHubUser);
         };
-        if presented.is_empty() {
-            return Err(Refused::TokenRequired);
-        }
-        if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
+        let Some(proves) = proves else { return Err(Refused::TokenRequired) };
+        if proves(token) {
             return Ok(Access::Full);
         }
-        if let Some(monitor) = &self.monitor_token {
-            if constant_time_eq(monitor.as_bytes(), presented.as_bytes()) {
-                return Ok(Access::ReadOnly);
-            }
+        if self.monitor_token.as_deref().is_some_and(&proves) {
+            return Ok(Access::ReadOnly);
         }
         self.grants
             .iter()
-            .find(|(token, _)| constant_time_eq(token.as_bytes(), presented.as_bytes()))
+            .find(|(token, _)| proves(token))
             .map(|(_, grant)| Access::Granted(Arc::clone(grant)))
             .ok_or(Refused::WrongToken)
     }
@@ -153,6 +181,38 @@ mod tests {
         assert_eq!(creds.access("looking", &STRANGER), Err(Refused::WrongToken));
         assert_eq!(creds.access("", &STRANGER), Err(Refused::TokenRequired));
         assert_eq!(creds.access("", &MINE), Err(Refused::TokenRequired), "the hub's own user needs it too");
+    }
+
+    /// A client's `AUTH` under `token` for one handshake, checked.
+    fn answered(creds: &Credentials, token: Option<&str>, origin: &PeerOrigin) -> Result<Access, Refused> {
+        use fieldhub_proto::wire::{Challenge, Hello, SessionOptions};
+        let challenge = Challenge { nonce: [9; fieldhub_proto::limits::NONCE_LEN], hub_name: "hub" };
+        let hello =
+            Hello { version: fieldhub_proto::limits::PROTOCOL_VERSION, name: "ecu", options: SessionOptions::empty() };
+        let transcript = auth::transcript(&challenge, &hello);
+        let mac = token.map(|token| auth::auth_mac(token.as_bytes(), &challenge, &hello));
+        creds.access_by_mac(mac.as_ref().map(|mac| (&transcript[..], mac)), origin)
+    }
+
+    #[test]
+    fn a_mac_under_a_token_gives_that_tokens_access_and_any_other_mac_none() {
+        let creds = Credentials::new(Some("sesame".into()), Some("look".into()), false).with_grants(&[grant(
+            "hil",
+            "hil-secret",
+            &["can0"],
+            &[],
+            false,
+        )]);
+        assert!(creds.challenges());
+        assert_eq!(answered(&creds, Some("sesame"), &STRANGER), Ok(Access::Full));
+        assert_eq!(answered(&creds, Some("look"), &STRANGER), Ok(Access::ReadOnly));
+        assert_eq!(answered(&creds, Some("hil-secret"), &STRANGER).unwrap().describe(), "access 'hil'");
+        assert_eq!(answered(&creds, Some("sesam"), &MINE), Err(Refused::WrongToken));
+        assert_eq!(answered(&creds, None, &MINE), Err(Refused::TokenRequired));
+        assert_eq!(answered(&creds, None, &PeerOrigin::Certified), Ok(Access::Full));
+        assert_eq!(answered(&creds, Some("look"), &PeerOrigin::Certified), Ok(Access::ReadOnly));
+        let open = Credentials::new(None, None, false);
+        assert!(!open.challenges(), "a hub without a token has nothing to ask");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! attaches a client through this module and nothing else:
 //!
 //! - [`Sessions::admit`] counts a client against [`MAX_CLIENTS`] and gives it
-//!   a [`ClientSlot`]: its id, its `HELLO` check ([`ClientSlot::check_hello`]),
+//!   a [`ClientSlot`]: its id, its handshake ([`ClientSlot::handshake`]:
+//!   `HELLO`, and on a hub with a token `CHALLENGE` and `AUTH`; `greeting.rs`),
 //!   its `WELCOME`, its attach to the bus. Dropping the slot detaches the
 //!   client from the bus and uncounts it, so no transport adjusts a count by
 //!   hand and no ending path can forget one.
@@ -21,10 +22,11 @@
 
 pub mod bridge_port;
 pub mod credentials;
+pub mod greeting;
 pub mod peer_key;
 pub mod peer_user;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,10 +74,21 @@ pub struct Sessions {
     live: AtomicUsize,
     /// Slots whose client has no name yet: handshakes under way.
     handshaking: AtomicUsize,
+    /// Clients refused for a wrong token (an `AUTH` that proves none of
+    /// the hub's tokens), since the hub started.
+    wrong_tokens: AtomicU64,
     /// Refused connections, logged once per peer per interval.
     refusals: Mutex<RefusalLog>,
     /// Set when the hub shuts down.
     pub stopping: Arc<AtomicBool>,
+}
+
+/// What the hub sends a client after one message of its handshake.
+pub enum Answer {
+    /// `CHALLENGE` (encoded): the client owes its `AUTH`.
+    Challenge(Vec<u8>),
+    /// The client is admitted: attach it and send its `WELCOME`.
+    Welcome,
 }
 
 /// A protocol violation: what to tell the client and the log.
@@ -130,6 +143,7 @@ impl Sessions {
             next_client: AtomicU32::new(1),
             live: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
+            wrong_tokens: AtomicU64::new(0),
             refusals: Mutex::new(RefusalLog::default()),
             stopping,
         }
@@ -141,7 +155,12 @@ impl Sessions {
     pub fn log_refusal(&self, key: PeerKey, peer: &str, text: &str) {
         let mut refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(held) = refusals.refused(key, Instant::now()) {
-            warn!(peer, from = %key, "refusing connection: {text}{}", held_back(held));
+            // Relaxed: a count for the log.
+            let wrong = match self.wrong_tokens.load(Ordering::Relaxed) {
+                0 => String::new(),
+                n => format!("; wrong tokens refused since the hub started: {n}"),
+            };
+            warn!(peer, from = %key, "refusing connection: {text}{}{wrong}", held_back(held));
         }
     }
 
@@ -190,6 +209,7 @@ impl Sessions {
             // The hub's own clients (SocketCAN, SIL Kit) send no HELLO.
             access: Access::Full,
             synchronized: false,
+            challenged: None,
             attached: false,
             detached: false,
         })
@@ -222,6 +242,8 @@ pub struct ClientSlot {
     access: Access,
     /// Its `HELLO` made it a participant of virtual time.
     synchronized: bool,
+    /// The `CHALLENGE` it was sent, until its `AUTH` comes.
+    challenged: Option<Box<greeting::Challenged>>,
     attached: bool,
     detached: bool,
 }
@@ -251,45 +273,72 @@ impl ClientSlot {
         self.origin = PeerOrigin::Certified;
     }
 
-    /// Check a `HELLO` (message type, version, token, name) and remember the
-    /// client's name; a failure is what to `REFUSE` with.
-    pub fn check_hello(&mut self, body: &[u8]) -> Result<(), Violation> {
-        let hello = match wire::decode(body)? {
-            Message::Hello(hello) => hello,
-            other => {
+    /// Act on one message of the client's handshake — its `HELLO`, then,
+    /// when the hub challenged it, its `AUTH` (`spec/protocol.md` 5.1) —
+    /// and say what to send it; a failure is what to `REFUSE` with.
+    pub fn handshake(&mut self, body: &[u8]) -> Result<Answer, Violation> {
+        match self.challenged.take() {
+            None => self.hello(body),
+            Some(challenged) => self.auth(body, &challenged).map(|()| Answer::Welcome),
+        }
+    }
+
+    fn hello(&mut self, body: &[u8]) -> Result<Answer, Violation> {
+        let hello = match wire::decode(body) {
+            Ok(Message::Hello(hello)) => hello,
+            Ok(other) => {
                 return Err(Violation::new(
                     ErrorCode::UnexpectedMessage,
                     format!("the first message must be HELLO, got {}", other.type_name()),
                 ))
             }
+            Err(wire::DecodeError::UnsupportedVersion { version }) => {
+                return Err(Violation::new(ErrorCode::UnsupportedVersion, greeting::unsupported_version(version)))
+            }
+            Err(e) => return Err(e.into()),
         };
-        if hello.version != PROTOCOL_VERSION {
-            return Err(Violation::new(
-                ErrorCode::UnsupportedVersion,
-                format!(
-                    "protocol version {} is not supported; this hub speaks version {PROTOCOL_VERSION}",
-                    hello.version
-                ),
-            ));
+        if self.sessions.credentials.challenges() {
+            let (challenged, bytes) = greeting::Challenged::new(&hello, &self.sessions.hub_name)
+                .map_err(|(code, text)| Violation::new(code, text))?;
+            self.challenged = Some(Box::new(challenged));
+            return Ok(Answer::Challenge(bytes));
         }
-        let access = self.sessions.credentials.access(hello.token, &self.origin).map_err(|refused| {
-            // The tools and libraries read the token from the environment.
-            let text = match refused {
-                Refused::TokenRequired => "this hub requires a token (set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to \
-                                           a file holding it, or pass it as the client's token)"
-                    .to_owned(),
-                Refused::WrongToken => "wrong token (the one FIELDHUB_TOKEN or FIELDHUB_TOKEN_FILE gives, or the \
-                                        client was given, differs from the hub's)"
-                    .to_owned(),
-                Refused::NotHubUser(who) => format!(
-                    "this hub admits without a token only processes of the user it runs as, and this is {who}: \
-                     set FIELDHUB_TOKEN, or FIELDHUB_TOKEN_FILE to a file holding the hub's token (see \
-                     docs/security.md)"
-                ),
-            };
-            Violation::new(ErrorCode::Unauthorized, text)
-        })?;
-        self.synchronized = hello.options.contains(SessionOptions::SYNCHRONIZED);
+        let access = self.sessions.credentials.access_by_mac(None, &self.origin).map_err(|r| self.unauthorized(r))?;
+        self.admit_with(access, hello.name, hello.options)?;
+        Ok(Answer::Welcome)
+    }
+
+    fn auth(&mut self, body: &[u8], challenged: &greeting::Challenged) -> Result<(), Violation> {
+        let auth = match wire::decode(body)? {
+            Message::Auth(auth) => auth,
+            other => {
+                return Err(Violation::new(
+                    ErrorCode::UnexpectedMessage,
+                    format!("the answer to CHALLENGE must be AUTH, got {}", other.type_name()),
+                ))
+            }
+        };
+        let transcript = challenged.transcript(&self.sessions.hub_name);
+        let proof = (!auth.is_no_token()).then_some((&transcript[..], &auth.mac));
+        let access = self.sessions.credentials.access_by_mac(proof, &self.origin).map_err(|r| self.unauthorized(r))?;
+        let (name, options) = challenged.hello();
+        self.admit_with(access, name, options)
+    }
+
+    /// The refusal of a client that is not admitted; a wrong token is
+    /// counted.
+    fn unauthorized(&self, refused: Refused) -> Violation {
+        if refused == Refused::WrongToken {
+            self.sessions.wrong_tokens.fetch_add(1, Ordering::Relaxed);
+        }
+        Violation::new(ErrorCode::Unauthorized, greeting::refusal(refused))
+    }
+
+    /// Admit the client with `access` under `name` and its `HELLO`'s
+    /// session options (its token, or who it is, decided `access`); a
+    /// failure is what to `REFUSE` with.
+    fn admit_with(&mut self, access: Access, name: &str, options: SessionOptions) -> Result<(), Violation> {
+        self.synchronized = options.contains(SessionOptions::SYNCHRONIZED);
         if self.synchronized && !access.may_control() {
             let text = format!(
                 "{} is read-only for the hub: a synchronised participant holds bus time back, which needs the \
@@ -308,7 +357,7 @@ impl ClientSlot {
                 "this hub runs in real time; a synchronised participant needs [hub] time = \"virtual\"",
             ));
         }
-        let name = if hello.name.is_empty() { "client" } else { hello.name };
+        let name = if name.is_empty() { "client" } else { name };
         crate::config::check_name(name)
             .map_err(|why| Violation::new(ErrorCode::Malformed, format!("client name {why}")))?;
         self.greet(name.to_owned());

@@ -50,7 +50,7 @@ use tracing::warn;
 
 use super::shm::{ShmLink, ShmPeer, Starts};
 use crate::session::peer_user::PeerOrigin;
-use crate::session::{ClientSlot, Sessions, Violation};
+use crate::session::{Answer, ClientSlot, Sessions, Violation};
 use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::outbox::Outbox;
 
@@ -145,7 +145,7 @@ enum State {
     Idle,
     /// The segment is reset for the client that asked; its `HELLO` is
     /// awaited in the to-hub ring. `slot` is the refusal when the hub was full.
-    Granted { segment: ClientSegment, slot: Result<ClientSlot, Violation> },
+    Granted { segment: ClientSegment, slot: Result<ClientSlot, Violation>, starts: Starts },
     /// Handed to the bus. `head` is the to-hub head last seen, `beat` the
     /// client's beat last seen and `beat_seen` when it last moved.
     Attached { slot: ClientSlot, link: Weak<ShmLink>, head: u32, beat: u32, beat_seen: Instant },
@@ -169,7 +169,7 @@ impl Served {
                 true
             }
             State::Idle => false,
-            State::Granted { segment, slot } => self.handshake(segment, slot, now),
+            State::Granted { segment, slot, starts } => self.handshake(segment, slot, starts, now),
             State::Attached { mut slot, link, head, beat, beat_seen } => {
                 let Some(strong) = link.upgrade() else {
                     // The bus let go (goodbye, a violation): no session now.
@@ -227,7 +227,7 @@ impl Served {
                 // SYNC POINT with the client's Acquire load of `granted`: the
                 // reset segment (header, zeroed indices) is visible to it.
                 self.region.granted().store(nonce, Ordering::Release);
-                State::Granted { segment, slot }
+                State::Granted { segment, slot, starts: Starts::default() }
             }
             Err(e) => {
                 warn!(region = %self.path.display(), "cannot reset the ivshmem segment: {e}");
@@ -236,39 +236,55 @@ impl Served {
         }
     }
 
-    /// Look for the granted client's `HELLO`; answer it and attach the client.
-    fn handshake(&mut self, segment: ClientSegment, slot: Result<ClientSlot, Violation>, now: Instant) -> bool {
+    /// Look for the granted client's next handshake message (its `HELLO`,
+    /// then its `AUTH` when the hub has a token); answer it, and attach the
+    /// client once it is admitted. `starts`: the ring positions past the
+    /// handshake's messages so far.
+    fn handshake(
+        &mut self,
+        segment: ClientSegment,
+        slot: Result<ClientSlot, Violation>,
+        mut starts: Starts,
+        now: Instant,
+    ) -> bool {
         let ring = segment.to_hub();
-        let mut consumer = Consumer::starting_at(0);
+        let mut consumer = Consumer::starting_at(starts.to_hub_tail);
         let mut body = Vec::new();
         let slots = match consumer.peek(&ring, MAX_HELLO_LEN as usize, &mut body) {
             Ok(Some(slots)) => slots,
             Ok(None) => {
-                self.state = State::Granted { segment, slot };
+                self.state = State::Granted { segment, slot, starts };
                 return false;
             }
             Err(e) => {
                 let text = format!("corrupt to-hub ring during the handshake: {e}");
-                refuse(&self.path, &segment, &Violation::new(ErrorCode::Malformed, text));
+                refuse(&self.path, &segment, starts, &Violation::new(ErrorCode::Malformed, text));
                 return true;
             }
         };
         consumer.advance(&ring, slots);
+        starts.to_hub_tail = starts.to_hub_tail.wrapping_add(slots);
         let mut slot = match slot {
             Ok(slot) => slot,
             Err(violation) => {
-                refuse(&self.path, &segment, &violation);
+                refuse(&self.path, &segment, starts, &violation);
                 return true;
             }
         };
-        if let Err(violation) = slot.check_hello(&body) {
-            refuse(&self.path, &segment, &violation);
-            return true;
-        }
-        let welcome = slot.welcome();
-        // A fresh ring has room for it; the bus produces after it.
-        let _ = Producer::starting_at(0).try_push(&segment.to_client(), &welcome);
-        let starts = Starts { to_hub_tail: slots, to_client_head: slots_for(welcome.len()) };
+        let reply = match slot.handshake(&body) {
+            Err(violation) => {
+                refuse(&self.path, &segment, starts, &violation);
+                return true;
+            }
+            Ok(Answer::Challenge(challenge)) => {
+                starts.to_client_head = push(&segment, starts.to_client_head, &challenge);
+                self.state = State::Granted { segment, slot: Ok(slot), starts };
+                return true;
+            }
+            Ok(Answer::Welcome) => slot.welcome(),
+        };
+        // The handshake's few messages leave room; the bus produces after them.
+        starts.to_client_head = push(&segment, starts.to_client_head, &reply);
         // Relaxed: a liveness counter.
         let beat = self.region.client_beat().load(Ordering::Relaxed);
         let head = segment.to_hub().head();
@@ -296,8 +312,17 @@ impl Served {
     }
 }
 
-/// Answer a bad handshake with `REFUSE` in the to-client ring.
-fn refuse(path: &Path, segment: &ClientSegment, violation: &Violation) {
+/// Answer a bad handshake with `REFUSE` in the to-client ring, after what
+/// the handshake put there (`starts`).
+fn refuse(path: &Path, segment: &ClientSegment, starts: Starts, violation: &Violation) {
     warn!(region = %path.display(), "refusing an ivshmem client: {}", violation.text);
-    let _ = Producer::starting_at(0).try_push(&segment.to_client(), &violation.refusal());
+    push(segment, starts.to_client_head, &violation.refusal());
+}
+
+/// Publish a handshake message at `head` of the to-client ring; returns
+/// the head after it.
+fn push(segment: &ClientSegment, head: u32, message: &[u8]) -> u32 {
+    // A fresh ring has room for the handshake's few messages.
+    let _ = Producer::starting_at(head).try_push(&segment.to_client(), message);
+    head.wrapping_add(slots_for(message.len()))
 }

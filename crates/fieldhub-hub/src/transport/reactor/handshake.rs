@@ -1,14 +1,16 @@
 //! The handshake: from a connection's first message to its `WELCOME` (or
 //! its `REFUSE`), within [`HANDSHAKE_TIMEOUT`] of its accept.
 //!
-//! - **`HELLO`**: the first message, at most [`MAX_HELLO_LEN`] bytes (a
-//!   longer length prefix is no fieldhub client and is refused before its
-//!   body is read), checked by the session layer. A stream client is then
-//!   attached to the bus and gets its `WELCOME` queued; a shared-memory
-//!   client gets its segment and `WELCOME` on its session socket.
+//! - **`HELLO`**, and on a hub with a token the `CHALLENGE` it gets and the
+//!   client's `AUTH` (`spec/protocol.md` 5.1): each at most
+//!   [`MAX_HELLO_LEN`] bytes (a longer length prefix is no fieldhub client
+//!   and is refused before its body is read), decided by the session layer
+//!   (`ClientSlot::handshake`). An admitted stream client is then attached
+//!   to the bus and gets its `WELCOME` queued; a shared-memory client gets
+//!   its segment and `WELCOME` on its session socket.
 //! - **Deadlines** ([`Deadlines`]): each accepted connection gets one;
 //!   when it passes, a connection still sniffing or waiting for its `HELLO`
-//!   is refused and closed, whatever it sent of it.
+//!   (or its `AUTH`) is refused and closed, whatever it sent of it.
 //!
 //! Invariants: a refused handshake is logged once and ends with a `REFUSE`;
 //! a deadline is decided from the instant it is given (no clock is read
@@ -28,10 +30,11 @@ use fieldhub_proto::wire::{DecodeError, ErrorCode};
 use super::conn::{Conn, Flow, Phase, Socket};
 use super::forward::StreamSession;
 use super::notice::Notice;
-use crate::session::{Violation, HANDSHAKE_TIMEOUT};
+use crate::session::{Answer, Violation, HANDSHAKE_TIMEOUT};
 use crate::transport::shm::{open_session, ShmService};
 
-/// Handle the client's `HELLO` once it is in connection `index`'s input
+/// Handle the client's handshake messages (`HELLO`, then its `AUTH` when
+/// the hub challenged it) once they are in connection `index`'s input
 /// (`shm`: on a shared-memory session socket, served with `service`).
 pub(super) fn hello(
     conn: &mut Conn,
@@ -40,32 +43,50 @@ pub(super) fn hello(
     notice: &Arc<Notice>,
     service: Option<&ShmService>,
 ) -> Flow {
-    let range = match conn.input.next_message(MAX_HELLO_LEN) {
-        Ok(Some(range)) => range,
-        Ok(None) => return Flow::Continue,
-        Err(DecodeError::Oversize { len, .. }) => {
-            let text = format!(
-                "first message claims {len} bytes; a HELLO is at most {MAX_HELLO_LEN} (is this a fieldhub client?)"
-            );
-            conn.refuse(&Violation::new(ErrorCode::Oversize, text));
-            return Flow::Continue;
+    loop {
+        let range = match conn.input.next_message(MAX_HELLO_LEN) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Flow::Continue,
+            Err(DecodeError::Oversize { len, .. }) => {
+                let text = format!(
+                    "a handshake message claims {len} bytes; one is at most {MAX_HELLO_LEN} (is this a fieldhub \
+                     client?)"
+                );
+                conn.refuse(&Violation::new(ErrorCode::Oversize, text));
+                return Flow::Continue;
+            }
+            Err(e) => {
+                conn.refuse(&Violation::new(ErrorCode::Malformed, format!("during handshake: {e}")));
+                return Flow::Continue;
+            }
+        };
+        let end = range.end;
+        let answer = conn.slot.handshake(conn.input.body(range));
+        conn.input.take_to(end);
+        match answer {
+            Err(violation) => {
+                conn.refuse(&violation);
+                return Flow::Continue;
+            }
+            // The AUTH may be buffered already (nothing else may be).
+            Ok(Answer::Challenge(challenge)) => conn.output.push_encoded(&challenge),
+            Ok(Answer::Welcome) => return welcome(conn, shm, index, notice, service),
         }
-        Err(e) => {
-            conn.refuse(&Violation::new(ErrorCode::Malformed, format!("during handshake: {e}")));
-            return Flow::Continue;
-        }
-    };
-    let end = range.end;
-    let checked = conn.slot.check_hello(conn.input.body(range));
-    conn.input.take_to(end);
-    if let Err(violation) = checked {
-        conn.refuse(&violation);
-        return Flow::Continue;
     }
+}
+
+/// Attach an admitted client and send its `WELCOME`.
+fn welcome(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, service: Option<&ShmService>) -> Flow {
     if shm {
         let (Socket::Unix(socket), Some(service)) = (&conn.socket, service) else {
             return Flow::Close("no shared memory served".into());
         };
+        // The CHALLENGE (if any) goes before the WELCOME and its descriptors.
+        if let Err(e) = flush_before_descriptors(conn.output.finish(), conn.written, socket) {
+            return Flow::Close(format!("cannot write the handshake: {e}"));
+        }
+        conn.output.clear();
+        conn.written = 0;
         match open_session(&mut conn.slot, socket, service) {
             Ok(link) => conn.phase = Phase::Shm(Arc::downgrade(&link)),
             Err(violation) => conn.refuse(&violation),
@@ -80,6 +101,28 @@ pub(super) fn hello(
         Err(violation) => conn.refuse(&violation),
     }
     Flow::Continue
+}
+
+/// Write what is still queued for a shared-memory client before its
+/// `WELCOME`, which goes out on its own with the descriptors: the client
+/// read the `CHALLENGE` before it answered, so this is at most a remnant
+/// the socket did not take at once.
+fn flush_before_descriptors(
+    pending: &[u8],
+    written: usize,
+    socket: &std::os::unix::net::UnixStream,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut rest = &pending[written.min(pending.len())..];
+    while !rest.is_empty() {
+        match (&*socket).write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The handshake deadlines of the connections accepted, in accept order.
@@ -153,7 +196,10 @@ mod tests {
     }
 
     fn waiting(serial: u64) -> Waiting {
-        let (sessions, inbox) = testing::sessions();
+        waiting_on(testing::sessions(), serial)
+    }
+
+    fn waiting_on((sessions, inbox): (Arc<crate::session::Sessions>, Inbox), serial: u64) -> Waiting {
         let (ours, peer) = UnixStream::pair().expect("a socket pair");
         let conn = Conn::new(Socket::Unix(ours), testing::slot(&sessions), Phase::Hello { shm: false }, serial);
         let poll = Poll::new().expect("a poll");
@@ -194,6 +240,43 @@ mod tests {
 
     fn hello_of(w: &mut Waiting) -> Flow {
         hello(&mut w.conn, false, 0, &w.notice, None)
+    }
+
+    #[test]
+    fn a_hub_with_a_token_challenges_and_welcomes_only_the_auth_that_answers_its_nonce() {
+        use fieldhub_proto::auth::auth_mac;
+        use fieldhub_proto::wire::Auth;
+        let challenged = |w: &mut Waiting| {
+            feed(&mut w.conn.input, &testing::hello());
+            assert!(matches!(hello_of(w), Flow::Continue));
+            assert!(matches!(w.conn.phase, Phase::Hello { shm: false }), "still in the handshake");
+            assert!(w.inbox.try_recv().is_err(), "nothing reached the bus before AUTH");
+            let body = queued(&mut w.conn);
+            w.conn.output.clear();
+            match wire::decode(&body) {
+                Ok(Message::Challenge(c)) => (c.nonce, c.hub_name.to_owned()),
+                other => panic!("expected CHALLENGE, got {other:?}"),
+            }
+        };
+        let mut holder = waiting_on(testing::sessions_with(Some("sesame")), 1);
+        let (nonce, hub_name) = challenged(&mut holder);
+        assert_eq!(hub_name, "test-hub");
+        let challenge = wire::Challenge { nonce, hub_name: &hub_name };
+        let auth = Auth { mac: auth_mac(b"sesame", &challenge, &testing::HELLO) };
+        feed(&mut holder.conn.input, &testing::encoded(&Message::Auth(auth)));
+        hello_of(&mut holder);
+        assert!(matches!(holder.conn.phase, Phase::Stream(_)));
+        assert!(matches!(wire::decode(&queued(&mut holder.conn)), Ok(Message::Welcome(_))));
+
+        // The same AUTH on another connection answers a nonce it was not sent.
+        let mut replay = waiting_on(testing::sessions_with(Some("sesame")), 2);
+        let (other, _) = challenged(&mut replay);
+        assert_ne!(other, nonce, "every challenge has its own nonce");
+        feed(&mut replay.conn.input, &testing::encoded(&Message::Auth(auth)));
+        hello_of(&mut replay);
+        assert!(matches!(replay.conn.phase, Phase::Closing));
+        assert!(refusal_text(&queued(&mut replay.conn)).starts_with("wrong token"));
+        assert!(replay.inbox.try_recv().is_err(), "nothing reached the bus");
     }
 
     #[test]

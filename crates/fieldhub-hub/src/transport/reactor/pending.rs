@@ -1,4 +1,5 @@
-//! The connections in their handshake (accepted, no `HELLO` accepted yet),
+//! The connections in their handshake (accepted, not yet admitted: no
+//! `HELLO` accepted, or on a hub with a token no `AUTH`),
 //! per peer: which one to close to make room for a new one.
 //!
 //! Strangers that connect and say nothing must not lock everyone else out.

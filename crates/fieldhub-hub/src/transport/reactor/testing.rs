@@ -21,8 +21,13 @@ use crate::session::{ClientSlot, Sessions};
 
 /// Sessions of a hub without a token, and the inbox the bus would read.
 pub(super) fn sessions() -> (Arc<Sessions>, Inbox) {
+    sessions_with(None)
+}
+
+/// Sessions of a hub with `token` (`None`: without one), and the inbox.
+pub(super) fn sessions_with(token: Option<&str>) -> (Arc<Sessions>, Inbox) {
     let (sender, inbox) = inbox::inbox(Arc::new(SteppedByHand));
-    let credentials = Credentials::new(None, None, false);
+    let credentials = Credentials::new(token.map(str::to_owned), None, false);
     let sessions = Sessions::new(sender, "test-hub".into(), credentials, false, Arc::new(AtomicBool::new(false)));
     (Arc::new(sessions), inbox)
 }
@@ -50,10 +55,13 @@ pub(super) fn encoded(message: &Message<'_>) -> Vec<u8> {
     bytes
 }
 
+/// The `HELLO` of the tests' client.
+pub(super) const HELLO: Hello<'static> =
+    Hello { version: PROTOCOL_VERSION, name: "tester", options: SessionOptions::empty() };
+
 /// A client's `HELLO`.
 pub(super) fn hello() -> Vec<u8> {
-    let hello = Hello { version: PROTOCOL_VERSION, name: "tester", token: "", options: SessionOptions::empty() };
-    encoded(&Message::Hello(hello))
+    encoded(&Message::Hello(HELLO))
 }
 
 /// A client's `FRAMES` message on port 1: one CAN frame per id in `ids`.

@@ -2,6 +2,7 @@
 //! the others.
 
 mod attacker;
+mod challenge;
 mod impostor;
 mod ivshmem;
 mod local_users;

@@ -328,7 +328,7 @@ fn an_shm_client_writing_garbage_into_its_ring_is_told_why_and_cut_off_alone() {
     let mut hello = Vec::new();
     wire::encode(
         &mut hello,
-        &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "vandal", token: "", options: Default::default() }),
+        &Message::Hello(Hello { version: PROTOCOL_VERSION, name: "vandal", options: Default::default() }),
     );
     session.write_all(&hello).unwrap();
     session.set_read_timeout(Some(PATIENCE)).unwrap();
