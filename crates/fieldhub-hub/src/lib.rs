@@ -61,6 +61,7 @@ use transport::listener::Bound;
 use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
 use transport::silkit::SilKitBridge;
+use transport::rbs::{Prepared as RbsPrepared, RbsError, RestBus};
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 /// socketcand's commands and lines (the fuzz targets read them).
 pub use transport::socketcand::protocol as socketcand_protocol;
@@ -92,6 +93,8 @@ pub enum StartError {
     Ivshmem(#[from] RegionError),
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
+    #[error(transparent)]
+    Rbs(#[from] RbsError),
     #[error(transparent)]
     Socketcand(#[from] SocketcandError),
     #[error(transparent)]
@@ -178,6 +181,7 @@ impl Hub {
         let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
         let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
         let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+        let rest_bus = RbsPrepared::all(&config.rbs)?;
         let channel_names: Vec<String> = config.channels.iter().map(|c| c.name.clone()).collect();
         let beacon = |target| BeaconConfig { target, hub_name: &config.hub.name, channels: &channel_names };
         let socketcand = config.hub.socketcand.as_deref().map(|addr| {
@@ -230,12 +234,16 @@ impl Hub {
             cannelloni_addrs: cannelloni.addrs.clone(),
             socketcand_addr,
         };
+        let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)
+            .map_err(|error| StartError::Thread { what: "rest-bus simulation", error })?;
+        hub.threads.extend(rbs_threads);
         let control = ControlServer::start(
             hub.inbox.clone(),
             credentials(&config),
             config.hub.recordings_dir.clone(),
             dbc,
             cannelloni.stats(),
+            rest_bus,
         )
         .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);

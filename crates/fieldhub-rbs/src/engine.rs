@@ -179,6 +179,12 @@ impl MessageState {
         Ok(())
     }
 
+    /// Whether `value` can be set on `signal` (as [`MessageState::set`]
+    /// checks it), changing nothing.
+    pub fn check(&self, signal: &str, value: f64) -> Result<(), EngineError> {
+        self.signal(signal)?.raw_of(&self.name, value).map(drop)
+    }
+
     /// A signal's physical value now.
     pub fn get(&self, signal: &str) -> Result<f64, EngineError> {
         self.signal(signal).map(SignalState::value)

@@ -15,6 +15,7 @@ mod access;
 mod cannelloni;
 mod federation;
 mod hub_section;
+mod rbs;
 mod silkit;
 mod source;
 
@@ -28,6 +29,7 @@ pub use crate::config::access::AccessConfig;
 pub use crate::config::cannelloni::{CannelloniConfig, CannelloniListen, MAX_LEARNED_PEERS};
 pub use crate::config::federation::{FederationConfig, Role};
 pub use crate::config::hub_section::{HubSection, TlsFiles};
+pub use crate::config::rbs::{RbsChecksum, RbsConfig, RbsCounter};
 pub use crate::config::silkit::{SilKitConfig, SilKitMode};
 pub(crate) use crate::config::source::ConfigSource;
 pub use fieldhub_bus::access::ALL_CHANNELS;
@@ -83,6 +85,8 @@ pub struct HubConfig {
     pub federation: Option<FederationConfig>,
     /// Per-client permissions (`[[access]]`).
     pub access: Vec<AccessConfig>,
+    /// Rest-bus simulations the hub runs (`[[rbs]]`).
+    pub rbs: Vec<RbsConfig>,
 }
 
 /// The file as written, with the position of each table.
@@ -105,6 +109,8 @@ struct ConfigFile {
     federation: Option<FederationConfig>,
     #[serde(default)]
     access: Vec<AccessConfig>,
+    #[serde(default)]
+    rbs: Vec<RbsConfig>,
 }
 
 /// Where a hub listens: `HOST:PORT` (TCP) or `unix:PATH`.
@@ -202,6 +208,7 @@ impl HubConfig {
             cannelloni: file.cannelloni,
             federation: file.federation,
             access: file.access,
+            rbs: file.rbs,
         };
         config.check(origin, &ConfigSource::parse(text))?;
         Ok(config)
@@ -224,6 +231,7 @@ impl HubConfig {
             cannelloni: Vec::new(),
             federation: None,
             access: Vec::new(),
+            rbs: Vec::new(),
         }
     }
 
@@ -454,6 +462,11 @@ impl HubConfig {
                     return Err(invalid(field("listen"), format!("{listen} is already cannelloni[{j}]'s")));
                 }
             }
+        }
+        for (i, r) in self.rbs.iter().enumerate() {
+            let field = |key: &str| source.table_field("rbs", i, key);
+            self.check_channel_ref(&r.channel).map_err(|m| invalid(field("channel"), m))?;
+            r.setup().map_err(|m| invalid(field("nodes"), m))?;
         }
         Ok(())
     }

@@ -37,12 +37,13 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::error;
 use super::dbc_store::DbcStore;
 use super::handlers::requests::*;
-use super::handlers::{cannelloni, dbc, signals, workbench};
+use super::handlers::{cannelloni, dbc, rbs, signals, workbench};
 use super::http_slots::SlotHandle;
 use super::state::{ask, ApiState};
 use crate::session::credentials::{Access, Credentials, Refused};
 use crate::session::peer_user::PeerOrigin;
 use crate::transport::cannelloni::stats::CannelloniStats;
+use crate::transport::rbs::RestBus;
 use crate::transport::http::{HttpConnection, HttpHandoff};
 
 /// The OpenAPI document of this API, kept in the repository.
@@ -86,6 +87,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/channels/{channel}/send-signals"),
     ("get", "/api/v1/time"),
     ("get", "/api/v1/cannelloni"),
+    ("get", "/api/v1/rbs"),
+    ("post", "/api/v1/rbs"),
     ("post", "/api/v1/time"),
 ];
 
@@ -104,11 +107,12 @@ impl ControlServer {
         recordings_dir: PathBuf,
         dbc: DbcStore,
         cannelloni: Arc<CannelloniStats>,
+        rbs: Arc<RestBus>,
     ) -> std::io::Result<Self> {
         let (connections, incoming) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let state = Arc::new(ApiState { inbox, credentials, recordings_dir, dbc, cannelloni });
+        let state = Arc::new(ApiState { inbox, credentials, recordings_dir, dbc, cannelloni, rbs });
         let thread = std::thread::Builder::new().name("fh-control".into()).spawn(move || {
             runtime.block_on(super::serve::serve(router(state), incoming, stopped));
         })?;
@@ -172,6 +176,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/time", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Time)).post(set_time))
         .route("/api/v1/dbc", get(dbc::list))
         .route("/api/v1/cannelloni", get(cannelloni::report))
+        .route("/api/v1/rbs", get(rbs::list).post(rbs::change))
         .route(
             "/api/v1/channels/{channel}/dbc",
             get(signals::messages)

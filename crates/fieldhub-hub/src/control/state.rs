@@ -17,6 +17,7 @@ use super::api::{error, error_response};
 use super::dbc_store::DbcStore;
 use crate::session::credentials::Credentials;
 use crate::transport::cannelloni::stats::CannelloniStats;
+use crate::transport::rbs::RestBus;
 
 /// How long an HTTP request waits for the bus thread.
 pub const BUS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,6 +32,8 @@ pub struct ApiState {
     pub recordings_dir: PathBuf,
     /// The cannelloni endpoints' counters.
     pub cannelloni: Arc<CannelloniStats>,
+    /// The rest-bus simulations (`[[rbs]]`).
+    pub rbs: Arc<RestBus>,
 }
 
 /// Hand a request to the bus thread and turn its answer into a response.

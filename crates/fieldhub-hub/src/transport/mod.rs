@@ -20,6 +20,8 @@
 //!   socketcand clients (python-can, SavvyCAN, Kayak) open channels as buses.
 //! - [`cannelloni`]: cannelloni endpoints (UDP packets, TCP streams) on a
 //!   channel, every peer a client with one port.
+//! - [`rbs`]: rest-bus simulations (`[[rbs]]`), a DBC's simulated nodes
+//!   as internal ports whose messages are the bus's cyclic jobs.
 //! - [`internal_port`]: how the hub's own one-port clients (SocketCAN,
 //!   cannelloni peers, socketcand connections) attach and open their port.
 //! - [`http`]: a TCP connection that speaks HTTP, handed to the control
@@ -38,6 +40,7 @@ pub mod listener;
 pub mod reactor;
 pub mod shm;
 pub mod silkit;
+pub mod rbs;
 pub mod socketcan;
 pub mod socketcand;
 pub mod tls;

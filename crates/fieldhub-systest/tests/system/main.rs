@@ -17,6 +17,7 @@
 //! | [`access`] | who may do what: `[[access]]` grants, the monitor token, other local users |
 //! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
 //! | [`federation_fate`] | a frame's fate when a federation's owner dies: on every relay, or reported |
+//! | [`rest_bus`] | rest-bus simulation from a DBC: cycles, counters, checksums, values set at run time |
 //! | [`virtual_time`] | synchronised participants and deterministic runs |
 //! | [`virtual_time_fate`] | observers in virtual time hold nothing back and lose nothing; who stalled, and why |
 //! | [`chaos`] | seeded faults, shorts, bus-off, pulled cables and kills: every frame on every receiver or reported |
@@ -46,6 +47,7 @@ mod federation_fate;
 mod hostile_input;
 mod lossless;
 mod ordering;
+mod rest_bus;
 mod timing;
 mod transports;
 mod virtual_time;
