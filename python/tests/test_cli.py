@@ -23,7 +23,7 @@ def test_the_script_is_installed_and_lists_every_tool():
     assert FIELDHUB.exists(), f"pip installed no fieldhub script next to {sys.executable}"
     out = run("--help")
     assert out.returncode == 0, out.stderr
-    for tool in ("hub", "dump", "send", "gen", "stats", "record", "replay", "convert", "ctl", "frame-bits", "bench", "bridge"):
+    for tool in ("hub", "dump", "send", "gen", "stats", "top", "record", "replay", "convert", "ctl", "frame-bits", "bench", "bridge"):
         assert f"\n  {tool} " in out.stdout, f"{tool} missing from:\n{out.stdout}"
 
 

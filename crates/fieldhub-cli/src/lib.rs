@@ -36,6 +36,7 @@ mod replay;
 mod replay_bus_time;
 mod send;
 mod stats;
+mod top;
 
 pub use bench::Launcher;
 use clap::{Parser, Subcommand};
@@ -59,6 +60,8 @@ enum Command {
     Gen(gen::GenArgs),
     /// Show channel, port and route statistics of a running hub.
     Stats(stats::StatsArgs),
+    /// A live view of the bus, like cantop and canbusload: per channel its load, per identifier its rate and period.
+    Top(top::TopArgs),
     /// Record channels to a candump log (.log) or Vector ASC (.asc) file.
     Record(record::RecordArgs),
     /// Play a candump log or Vector ASC file back onto the hub, with its timing or --fast.
@@ -221,6 +224,7 @@ where
         Command::Send(args) => send::run(args),
         Command::Gen(args) => gen::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Top(args) => top::run(args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Convert(args) => convert::run(args),

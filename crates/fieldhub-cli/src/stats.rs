@@ -175,7 +175,7 @@ fn json_document(stats: &fieldhub_proto::stats::HubStats) -> serde_json::Result<
 /// A statistics identifier (SocketCAN form) as cansend writes it: 3 hex
 /// digits for an 11-bit id, 8 for a 29-bit one, `R` after a remote
 /// frame's, `ERR` and the error class bits for error frames.
-fn identifier(socketcan_id: u32) -> String {
+pub(crate) fn identifier(socketcan_id: u32) -> String {
     use fieldhub_proto::frame::{CAN_EFF_FLAG, CAN_ERR_FLAG, CAN_RTR_FLAG};
     if socketcan_id & CAN_ERR_FLAG != 0 {
         return format!("ERR {:X}", socketcan_id & 0x1FFF_FFFF);
