@@ -1,6 +1,7 @@
 //! Send by signals, the web monitor's composer: `GET
 //! /api/v1/channels/{channel}/dbc` lists the messages of the channel's DBC
-//! file with their signals (what the page's form shows), and `POST
+//! file with their signals (what the page's form shows; only to an access
+//! that may read the channel), and `POST
 //! /api/v1/channels/{channel}/send-signals` turns a message's physical
 //! signal values into its frame and puts it on the channel like `POST
 //! .../send` does — the same send port, the same access rule (a change:
@@ -19,7 +20,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use fieldhub_dbc::can_dbc::{AttributeValue, Dbc, MessageId, MultiplexIndicator, NumericValue};
 use fieldhub_proto::frame::fd_round_up_len;
 use fieldhub_proto::{Frame, FrameFlags};
@@ -29,6 +30,7 @@ use serde_json::{json, Value};
 
 use crate::control::api::{body, error};
 use crate::control::state::{ask, ApiState};
+use crate::session::credentials::Access;
 use fieldhub_bus::request::ControlRequest;
 
 #[derive(Deserialize)]
@@ -52,8 +54,17 @@ fn file(s: &ApiState, channel: &str) -> Result<Arc<Dbc>, Box<Response>> {
     })
 }
 
-/// `GET /api/v1/channels/{channel}/dbc`: the DBC's messages and signals.
-pub(crate) async fn messages(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+/// `GET /api/v1/channels/{channel}/dbc`: the DBC's messages and signals,
+/// for an access that may read the channel (as the monitor's stream).
+pub(crate) async fn messages(
+    State(s): State<Arc<ApiState>>,
+    Extension(access): Extension<Access>,
+    Path(channel): Path<String>,
+) -> Response {
+    if !access.may_read(Some(&channel)) {
+        let text = format!("{} may not read channel '{channel}' (not in its read list)", access.describe());
+        return error(StatusCode::FORBIDDEN, text);
+    }
     match file(&s, &channel) {
         Ok(dbc) => Json(messages_json(&dbc)).into_response(),
         Err(response) => *response,
