@@ -129,7 +129,8 @@ fn handshake_bytes(magic: &[u8; 4], version: u16) -> Vec<u8> {
     let mut body = vec![wire::msg::HELLO];
     body.extend_from_slice(magic);
     body.extend_from_slice(&version.to_le_bytes());
-    body.extend_from_slice(&[4, b'e', b'v', b'i', b'l', 0]);
+    // Name "evil"; version 2 has no token field after it.
+    body.extend_from_slice(&[4, b'e', b'v', b'i', b'l']);
     let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
     bytes.extend_from_slice(&body);
     bytes
