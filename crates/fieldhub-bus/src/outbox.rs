@@ -305,6 +305,21 @@ impl QueueOutbox {
         items.pop_front()
     }
 
+    /// Consumer thread: the next item, sleeping until one comes, the outbox
+    /// is closed ([`QueueOutbox::close`] wakes it) or `timeout` passes
+    /// (`None`: no limit). An idle consumer waits here without waking.
+    pub fn take_blocking(&self, timeout: Option<std::time::Duration>) -> Option<Outbound> {
+        let items = self.items();
+        let waiting = |items: &mut VecDeque<Outbound>| items.is_empty() && !self.is_gone();
+        let mut items = match timeout {
+            Some(timeout) => {
+                self.arrived.wait_timeout_while(items, timeout, waiting).unwrap_or_else(|poisoned| poisoned.into_inner()).0
+            }
+            None => self.arrived.wait_while(items, waiting).unwrap_or_else(|poisoned| poisoned.into_inner()),
+        };
+        items.pop_front()
+    }
+
     /// Consumer: it took items; wake the bus if it waits for room.
     pub fn took(&self) {
         // SYNC POINT with `want_room`'s SeqCst store: the bus sets the flag,
@@ -320,6 +335,7 @@ impl QueueOutbox {
         // SYNC POINT with `is_gone`'s Acquire load.
         self.gone.store(true, Ordering::Release);
         *self.items() = VecDeque::new();
+        self.arrived.notify_all();
         self.bus.poke();
     }
 
@@ -393,5 +409,26 @@ impl QueueOutbox {
     /// Every item waiting, taken.
     pub fn drain(&self) -> Vec<Outbound> {
         std::iter::from_fn(|| self.take()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_consumer_wakes_for_an_item_and_for_the_close() {
+        let (outbox, queue) = test_outbox();
+        let waiter = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || (queue.take_blocking(None).is_some(), queue.take_blocking(None).is_none()))
+        };
+        outbox.try_control(Outbound::Pong { nonce: 7 }).unwrap();
+        while !queue.items().is_empty() {
+            std::thread::yield_now();
+        }
+        queue.close();
+        assert_eq!(waiter.join().unwrap(), (true, true), "the item, then None for the close");
+        assert!(queue.take_blocking(None).is_none(), "a closed outbox does not wait");
     }
 }

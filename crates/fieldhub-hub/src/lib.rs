@@ -66,6 +66,7 @@ use transport::socketcan::{SocketCanPort, SocketCanPortError};
 /// socketcand's commands and lines (the fuzz targets read them).
 pub use transport::socketcand::protocol as socketcand_protocol;
 use transport::socketcand::{BeaconConfig, SocketcandError, SocketcandServer};
+use transport::stop_bell::StopBell;
 pub use transport::tls::config::TlsConfigError;
 
 /// How long shutdown waits for sessions to deliver their `GOODBYE`.
@@ -131,6 +132,8 @@ pub struct Hub {
     bus_thread: Option<JoinHandle<()>>,
     reactor: Option<(ReactorHandle, JoinHandle<()>)>,
     threads: Vec<JoinHandle<()>>,
+    /// Wake the listener threads of `threads` that sleep without a timeout.
+    stop_bells: Vec<StopBell>,
     control: Option<Arc<ControlServer>>,
     /// Where the cannelloni endpoints listen (port 0 resolved).
     cannelloni_addrs: Vec<CannelloniListen>,
@@ -230,6 +233,7 @@ impl Hub {
             bus_thread: Some(bus_thread),
             reactor: None,
             threads: Vec::new(),
+            stop_bells: Vec::new(),
             control: None,
             cannelloni_addrs: cannelloni.addrs.clone(),
             socketcand_addr,
@@ -268,13 +272,16 @@ impl Hub {
             hub.threads.push(thread);
         }
         if let Some(server) = socketcand {
-            let thread = server
+            let (thread, bell) = server
                 .start(Arc::clone(&sessions))
                 .map_err(|error| StartError::Thread { what: "socketcand server", error })?;
             hub.threads.push(thread);
+            hub.stop_bells.push(bell);
         }
         let endpoints = cannelloni.start(&sessions);
-        hub.threads.extend(endpoints.map_err(|error| StartError::Thread { what: "cannelloni endpoint", error })?);
+        let (threads, bells) = endpoints.map_err(|error| StartError::Thread { what: "cannelloni endpoint", error })?;
+        hub.threads.extend(threads);
+        hub.stop_bells.extend(bells);
         let bridges = SilKitBridge::start_all(&config.silkit, &config.channels, &sessions)
             .map_err(|error| StartError::Thread { what: "SIL Kit bridge", error })?;
         hub.threads.extend(bridges);
@@ -321,6 +328,9 @@ impl Hub {
     pub fn shutdown(&mut self) {
         if self.stopping.swap(true, Ordering::AcqRel) {
             return;
+        }
+        for bell in &self.stop_bells {
+            bell.ring();
         }
         let _ = self.inbox.send(Inbound::Shutdown);
         if let Some(bus) = self.bus_thread.take() {

@@ -20,6 +20,8 @@
 //!   socketcand clients (python-can, SavvyCAN, Kayak) open channels as buses.
 //! - [`cannelloni`]: cannelloni endpoints (UDP packets, TCP streams) on a
 //!   channel, every peer a client with one port.
+//! - [`stop_bell`]: how `Hub::shutdown` wakes listener threads that sleep
+//!   without a timeout (socketcand, cannelloni).
 //! - [`rbs`]: rest-bus simulations (`[[rbs]]`), a DBC's simulated nodes
 //!   as internal ports whose messages are the bus's cyclic jobs.
 //! - [`internal_port`]: how the hub's own one-port clients (SocketCAN,
@@ -43,4 +45,5 @@ pub mod silkit;
 pub mod rbs;
 pub mod socketcan;
 pub mod socketcand;
+pub mod stop_bell;
 pub mod tls;

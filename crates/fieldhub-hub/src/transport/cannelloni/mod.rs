@@ -22,6 +22,9 @@
 //!   packets lost on the way (sequence gaps) are counted per peer, logged
 //!   once a second at most, and reported by the control API.
 //! - Bad input rejects only that packet (UDP) or that connection (TCP).
+//! - An idle endpoint costs no CPU: every thread sleeps in the kernel until
+//!   a packet, a connection or a frame comes, or the hub stops (each
+//!   endpoint's [`StopBell`] wakes it; its peers hear the bus's goodbye).
 
 pub mod codec;
 mod peer;
@@ -37,6 +40,7 @@ use tracing::warn;
 
 use crate::config::{CannelloniConfig, CannelloniListen};
 use crate::session::Sessions;
+use crate::transport::stop_bell::{SocketPoll, StopBell};
 use stats::{CannelloniStats, EndpointStats};
 
 /// Why an endpoint cannot be set up.
@@ -107,27 +111,32 @@ impl CannelloniEndpoints {
         Arc::new(CannelloniStats { endpoints: self.endpoints.iter().map(|e| Arc::clone(&e.stats)).collect() })
     }
 
-    /// Start every endpoint's thread; they end when the hub stops.
-    pub fn start(self, sessions: &Arc<Sessions>) -> std::io::Result<Vec<JoinHandle<()>>> {
-        let mut threads = Vec::new();
+    /// Start every endpoint's thread; they end when the hub stops and
+    /// rings the bells returned with them.
+    pub fn start(self, sessions: &Arc<Sessions>) -> std::io::Result<(Vec<JoinHandle<()>>, Vec<StopBell>)> {
+        let (mut threads, mut bells) = (Vec::new(), Vec::new());
         for endpoint in self.endpoints {
             let sessions = Arc::clone(sessions);
             let Endpoint { socket, config, stats } = endpoint;
             let thread = match socket {
                 Socket::Udp(socket) => {
+                    let (poll, bell) = SocketPoll::new(&socket)?;
+                    bells.push(bell);
                     // Validation made sure the peers parse.
                     let listed = config.peer_addrs().unwrap_or_default();
                     let udp =
                         udp::UdpEndpoint { socket, channel: config.channel, listed, learn: config.learn_peers, stats };
-                    std::thread::Builder::new().name("fh-cnl-udp".into()).spawn(move || udp.run(&sessions))?
+                    std::thread::Builder::new().name("fh-cnl-udp".into()).spawn(move || udp.run(poll, &sessions))?
                 }
                 Socket::Tcp(listener) => {
+                    let (poll, bell) = SocketPoll::new(&listener)?;
+                    bells.push(bell);
                     let tcp = tcp::TcpEndpoint { listener, channel: config.channel, stats };
-                    std::thread::Builder::new().name("fh-cnl-tcp-l".into()).spawn(move || tcp.run(&sessions))?
+                    std::thread::Builder::new().name("fh-cnl-tcp-l".into()).spawn(move || tcp.run(poll, &sessions))?
                 }
             };
             threads.push(thread);
         }
-        Ok(threads)
+        Ok((threads, bells))
     }
 }

@@ -11,9 +11,13 @@
 //!   slows the peer's reader instead of growing a queue.
 //! - The bus's reports for the peer (`TX_DROPPED`, `RX_OVERFLOW`, errors)
 //!   are counted here and logged at most once a second per peer.
+//! - Nothing here wakes by itself: the peer's writer sleeps on its outbox
+//!   until an item comes or the outbox closes, and the bus's hang-up closes
+//!   the outbox (and runs the endpoint's own wake, e.g. shutting a TCP
+//!   connection down), so an idle peer costs no CPU.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::credit::TxCredit;
@@ -27,8 +31,9 @@ use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use crate::transport::internal_port::{self, InternalPort, PortRequest};
 
-/// How often a waiting thread looks whether its peer or the hub stopped.
-pub const LOOK: Duration = Duration::from_millis(100);
+/// What the endpoint does besides closing the outbox when the bus hangs
+/// up on a peer: wake its reader (a TCP connection is shut down).
+pub type OnHangUp = Box<dyn Fn() + Send>;
 
 /// What the endpoint counts for one peer.
 #[derive(Debug, Default)]
@@ -99,11 +104,35 @@ impl Peer {
     /// forwards its frames (it waits for credit). Why not, when the hub is
     /// full, stopping or the bus refused the port: the caller logs it, as
     /// often as its log limit lets it (a sender may try with every packet).
-    pub fn attach(sessions: &Arc<Sessions>, channel: &str, label: String, origin: PeerOrigin) -> Result<Self, String> {
+    /// When the bus hangs up on the peer, its outbox closes (which wakes
+    /// the writer) and `on_hang_up` runs.
+    pub fn attach(
+        sessions: &Arc<Sessions>,
+        channel: &str,
+        label: String,
+        origin: PeerOrigin,
+        on_hang_up: Option<OnHangUp>,
+    ) -> Result<Self, String> {
         let mut slot = sessions.admit("cannelloni", label.clone(), origin).map_err(|violation| violation.text)?;
         let port_name = port_name(&label);
         slot.name_as(port_name.clone());
-        let (closed, hang_up) = internal_port::closed_flag();
+        let closed = Arc::new(AtomicBool::new(false));
+        // The outbox exists only once the port is open; a hang-up before
+        // that is caught below by the flag.
+        let opened: Arc<OnceLock<Arc<QueueOutbox>>> = Arc::default();
+        let hang_up = {
+            let (closed, opened) = (Arc::clone(&closed), Arc::clone(&opened));
+            Box::new(move || {
+                // SYNC POINT with the readers' Acquire loads.
+                closed.store(true, Ordering::Release);
+                if let Some(outbox) = opened.get() {
+                    outbox.close();
+                }
+                if let Some(wake) = &on_hang_up {
+                    wake();
+                }
+            })
+        };
         let request = PortRequest {
             channel,
             port_name,
@@ -113,6 +142,11 @@ impl Peer {
         };
         let InternalPort { port, outbox, credit } =
             internal_port::open(&mut slot, hang_up, request).map_err(|not_opened| not_opened.to_string())?;
+        let _ = opened.set(Arc::clone(&outbox));
+        // SYNC POINT with the hang-up's Release store.
+        if closed.load(Ordering::Acquire) {
+            outbox.close();
+        }
         let counters = Arc::new(PeerCounters::default());
         Ok(Self { slot, port, outbox, closed, credit, counters, label })
     }

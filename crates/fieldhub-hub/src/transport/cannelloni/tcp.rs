@@ -14,26 +14,36 @@
 //! - A peer that never reads holds only itself: its writer waits on its
 //!   socket, its outbox fills and the bus drops frames for it (counted as
 //!   `rx_dropped`), as for any slow client.
+//! - Idle, nothing runs: the accept thread sleeps in a poll on the listener
+//!   and its stop bell, a reader in `read`, a writer on its outbox. What
+//!   ends a connection shuts its socket down, which wakes both of its
+//!   threads: the peer, the bus's hang-up, the writer's end, the stopping
+//!   hub (the accept thread shuts every connection down).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::outbox::QueueOutbox;
 use tracing::{info, warn};
 
 use super::codec::{encode_record, StreamDecoder, BANNER};
-use super::peer::{item_of, Item, LogLimit, Peer, PeerCounters, LOOK};
+use super::peer::{item_of, Item, LogLimit, OnHangUp, Peer, PeerCounters};
 use super::stats::EndpointStats;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::Sessions;
+use crate::transport::stop_bell::SocketPoll;
 
 /// How long a new connection has to send the banner.
 pub const BANNER_WAIT: Duration = Duration::from_secs(5);
 /// Connections one endpoint serves at once.
 pub const MAX_CONNECTIONS: usize = 64;
+/// How soon the accept thread tries again after `accept` failed (out of
+/// descriptors): the waiting connection may bring no new readiness.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// A bound TCP endpoint, not started yet.
 pub struct TcpEndpoint {
@@ -43,31 +53,38 @@ pub struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
-    /// Accept connections until the hub stops.
-    pub fn run(self, sessions: &Arc<Sessions>) {
+    /// Accept connections until the hub stops; then shut every connection
+    /// down (which wakes its threads) and wait for them.
+    pub fn run(self, mut poll: SocketPoll, sessions: &Arc<Sessions>) {
         if let Err(e) = self.listener.set_nonblocking(true) {
             return warn!(error = %e, "cannot make the cannelloni TCP listener non-blocking");
         }
         let open = Arc::new(AtomicUsize::new(0));
         let refusals = Arc::new(Refusals::default());
-        let mut threads = Vec::new();
+        let mut connections: Vec<(JoinHandle<()>, TcpStream)> = Vec::new();
         let mut log = LogLimit::default();
+        let mut wait = None;
         while !sessions.stopping() {
             let (stream, from) = match self.listener.accept() {
                 Ok(got) => got,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(LOOK);
-                    continue;
-                }
                 Err(e) => {
-                    if let Some(held) = log.allow() {
-                        warn!(error = %e, held, "cannelloni TCP accept failed");
+                    if e.kind() != ErrorKind::WouldBlock {
+                        // Out of descriptors and the like: the connection
+                        // waits in the backlog, and no new readiness may
+                        // come for it; try again shortly.
+                        if let Some(held) = log.allow() {
+                            warn!(error = %e, held, "cannelloni TCP accept failed");
+                        }
+                        wait = Some(ACCEPT_RETRY);
                     }
-                    std::thread::sleep(LOOK);
+                    if let Err(e) = poll.wait(wait.take()) {
+                        warn!(error = %e, "the cannelloni TCP endpoint cannot wait for connections; it stops");
+                        break;
+                    }
                     continue;
                 }
             };
-            threads.retain(|t: &std::thread::JoinHandle<()>| !t.is_finished());
+            connections.retain(|(thread, _)| !thread.is_finished());
             if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
                 open.fetch_sub(1, Ordering::AcqRel);
                 if let Some(held) = log.allow() {
@@ -75,6 +92,17 @@ impl TcpEndpoint {
                 }
                 continue;
             }
+            // Accepted sockets do not inherit the listener's O_NONBLOCK on
+            // Linux; make sure, as the threads block on them.
+            let prepared = stream.set_nonblocking(false).and_then(|()| stream.try_clone());
+            let to_shut = match prepared {
+                Ok(clone) => clone,
+                Err(e) => {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    warn!(%from, error = %e, "cannot serve the cannelloni connection");
+                    continue;
+                }
+            };
             let (sessions, stats, channel, open) =
                 (Arc::clone(sessions), Arc::clone(&self.stats), self.channel.clone(), Arc::clone(&open));
             let refusals = Arc::clone(&refusals);
@@ -83,11 +111,14 @@ impl TcpEndpoint {
                 open.fetch_sub(1, Ordering::AcqRel);
             });
             match spawned {
-                Ok(handle) => threads.push(handle),
+                Ok(handle) => connections.push((handle, to_shut)),
                 Err(e) => warn!(%from, error = %e, "cannot start a thread for the cannelloni connection"),
             }
         }
-        for thread in threads {
+        for (_, stream) in &connections {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        for (thread, _) in connections {
             let _ = thread.join();
         }
     }
@@ -103,11 +134,21 @@ fn serve(
     sessions: &Arc<Sessions>,
 ) {
     let label = format!("tcp/{from}");
-    if let Err(e) = banner(&stream, sessions) {
-        return refusals.log(&label, &format!("closing the cannelloni connection: {e}"));
+    if let Err(e) = banner(&stream) {
+        if !sessions.stopping() {
+            refusals.log(&label, &format!("closing the cannelloni connection: {e}"));
+        }
+        return;
     }
     let local = stream.local_addr().unwrap_or(from);
-    let mut peer = match Peer::attach(sessions, channel, label.clone(), PeerOrigin::Tcp { local, peer: from }) {
+    let origin = PeerOrigin::Tcp { local, peer: from };
+    // The bus letting go of the peer wakes its reader.
+    let on_hang_up: Option<OnHangUp> = stream.try_clone().ok().map(|s| {
+        Box::new(move || {
+            let _ = s.shutdown(Shutdown::Both);
+        }) as OnHangUp
+    });
+    let mut peer = match Peer::attach(sessions, channel, label.clone(), origin, on_hang_up) {
         Ok(peer) => peer,
         Err(why) => return refusals.log(&label, &format!("refusing the cannelloni peer: {why}")),
     };
@@ -116,11 +157,12 @@ fn serve(
     let writer = stream.try_clone().map(|out| {
         let (outbox, counters, closed) =
             (Arc::clone(&peer.outbox), Arc::clone(&peer.counters), Arc::clone(&peer.closed));
-        let (label, sessions) = (label.clone(), Arc::clone(sessions));
+        let label = label.clone();
         std::thread::Builder::new().name("fh-cnl-tcp-w".into()).spawn(move || {
-            let stop = || sessions.stopping() || closed.load(Ordering::Acquire);
-            write_loop(out, &outbox, &counters, &label, &stop);
+            write_loop(&out, &outbox, &counters, &label);
             closed.store(true, Ordering::Release);
+            // Wakes the reader: the session is over.
+            let _ = out.shutdown(Shutdown::Both);
         })
     });
     let reason = read_loop(&stream, &peer, &label);
@@ -148,30 +190,38 @@ impl Refusals {
     }
 }
 
-/// Send the banner and read the peer's within [`BANNER_WAIT`].
-fn banner(mut stream: &TcpStream, sessions: &Sessions) -> Result<(), String> {
+/// Send the banner and read the peer's within [`BANNER_WAIT`] (the
+/// socket's read timeout: one wake at the end, no polling).
+fn banner(mut stream: &TcpStream) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("the banner exchange failed: {e}");
     stream.set_nodelay(true).map_err(fail)?;
-    stream.set_read_timeout(Some(LOOK)).map_err(fail)?;
-    stream.set_write_timeout(Some(LOOK)).map_err(fail)?;
+    stream.set_write_timeout(Some(BANNER_WAIT)).map_err(fail)?;
     stream.write_all(BANNER).map_err(fail)?;
     let mut got = [0u8; BANNER.len()];
     let mut have = 0;
     let deadline = Instant::now() + BANNER_WAIT;
+    let late = || format!("no {} banner within {BANNER_WAIT:?}", String::from_utf8_lossy(BANNER));
     while have < got.len() {
-        if sessions.stopping() || Instant::now() >= deadline {
-            return Err(format!("no {} banner within {BANNER_WAIT:?}", String::from_utf8_lossy(BANNER)));
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
         }
+        stream.set_read_timeout(Some(left)).map_err(fail)?;
         match stream.read(&mut got[have..]) {
             Ok(0) => return Err("the peer closed before its banner".into()),
             Ok(n) => have += n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Err(late()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(fail(e)),
         }
     }
     if &got != BANNER {
         return Err(format!("it sent {:?} instead of the banner CANNELLONIv1", String::from_utf8_lossy(&got)));
     }
+    // From here on the threads block until something comes: the bus's
+    // hang-up, the writer's end or the hub's stop shut the socket down.
+    stream.set_read_timeout(None).map_err(fail)?;
+    stream.set_write_timeout(None).map_err(fail)?;
     Ok(())
 }
 
@@ -180,15 +230,11 @@ fn read_loop(mut stream: &TcpStream, peer: &Peer, label: &str) -> &'static str {
     let mut decoder = StreamDecoder::default();
     let mut buf = [0u8; 4096];
     loop {
-        if peer.is_closed() || peer.slot.sessions().stopping() {
-            return "the session ended";
-        }
         let n = match stream.read(&mut buf) {
+            _ if peer.is_closed() || peer.slot.sessions().stopping() => return "the session ended",
             Ok(0) => return "the peer closed the connection",
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
-                continue
-            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => return "the connection failed",
         };
         PeerCounters::add(&peer.counters.packets_in, 1);
@@ -211,12 +257,14 @@ fn read_loop(mut stream: &TcpStream, peer: &Peer, label: &str) -> &'static str {
     }
 }
 
-/// Write the bus's frames to the peer until the session ends.
-fn write_loop(mut out: TcpStream, outbox: &QueueOutbox, counters: &PeerCounters, label: &str, stop: &dyn Fn() -> bool) {
+/// Write the bus's frames to the peer until the session ends: the outbox
+/// closes or the bus says goodbye (its items wake the writer, nothing else
+/// does), or the connection fails (shut down by the reader, the hang-up or
+/// the stopping hub).
+fn write_loop(mut out: &TcpStream, outbox: &QueueOutbox, counters: &PeerCounters, label: &str) {
     let mut bytes = Vec::with_capacity(4096);
     let mut reports = LogLimit::default();
-    while !stop() {
-        let Some(first) = outbox.take_timeout(LOOK) else { continue };
+    while let Some(first) = outbox.take_blocking(None) {
         bytes.clear();
         let mut frames = 0u64;
         let mut next = Some(first);
@@ -234,27 +282,9 @@ fn write_loop(mut out: TcpStream, outbox: &QueueOutbox, counters: &PeerCounters,
             }
         }
         outbox.took();
-        if !write_all(&mut out, &bytes, stop) {
+        if out.write_all(&bytes).is_err() {
             return;
         }
         PeerCounters::add(&counters.frames_out, frames);
     }
-}
-
-/// Write all of `bytes`, looking at `stop` while the peer does not read
-/// (the socket's write timeout is [`LOOK`]); `false` when it ended first.
-fn write_all(out: &mut TcpStream, mut bytes: &[u8], stop: &dyn Fn() -> bool) -> bool {
-    while !bytes.is_empty() {
-        match out.write(bytes) {
-            Ok(0) => return false,
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
-                if stop() {
-                    return false;
-                }
-            }
-            Err(_) => return false,
-        }
-    }
-    true
 }

@@ -15,6 +15,10 @@
 //!   delivered, as cannelloni delivers it.
 //! - Each peer's frames reach the bus in the order its packets arrived;
 //!   each peer's packets leave in the bus's order, numbered 0, 1, 2… (mod 256).
+//! - Idle, nothing runs: the reader sleeps in a poll on the socket and its
+//!   [`StopBell`](crate::transport::stop_bell::StopBell), each writer on its peer's outbox. The socket itself stays
+//!   blocking (the writers share it); the reader takes what the poll
+//!   announced without waiting (`MSG_DONTWAIT`).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -24,14 +28,16 @@ use std::thread::JoinHandle;
 
 use fieldhub_bus::outbox::QueueOutbox;
 use fieldhub_proto::Frame;
+use rustix::net::RecvFlags;
 use tracing::{info, warn};
 
 use super::codec::{decode_packet, PacketWriter};
-use super::peer::{item_of, Item, LogLimit, Peer, PeerCounters, LOOK};
+use super::peer::{item_of, Item, LogLimit, Peer, PeerCounters};
 use super::stats::EndpointStats;
 use crate::config::MAX_LEARNED_PEERS;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::Sessions;
+use crate::transport::stop_bell::SocketPoll;
 
 /// The largest packet the endpoint sends: fits an Ethernet frame's 1500
 /// bytes with IPv6 and UDP headers, as cannelloni's own default does.
@@ -98,16 +104,28 @@ pub struct UdpEndpoint {
     pub stats: Arc<EndpointStats>,
 }
 
+/// The next datagram waiting on `socket`, without waiting; `None` when none
+/// is left (the poll is edge-triggered: take all before waiting again).
+fn recv_waiting(socket: &UdpSocket, buf: &mut [u8]) -> Option<std::io::Result<(usize, SocketAddr)>> {
+    match rustix::net::recvfrom(socket, &mut *buf, RecvFlags::DONTWAIT) {
+        Ok((len, _, Some(from))) => match SocketAddr::try_from(from) {
+            Ok(from) => Some(Ok((len, from))),
+            Err(_) => Some(Err(std::io::Error::other("a datagram from an address that is not IP"))),
+        },
+        Ok((_, _, None)) => Some(Err(std::io::Error::other("a datagram without a sender address"))),
+        Err(rustix::io::Errno::AGAIN) => None,
+        Err(rustix::io::Errno::INTR) => recv_waiting(socket, buf),
+        Err(e) => Some(Err(e.into())),
+    }
+}
+
 impl UdpEndpoint {
     /// Serve until the hub stops: attach the listed peers, then read.
-    pub fn run(self, sessions: &Arc<Sessions>) {
+    pub fn run(self, mut poll: SocketPoll, sessions: &Arc<Sessions>) {
         let socket = match self.socket.try_clone() {
             Ok(s) => Arc::new(s),
             Err(e) => return warn!(error = %e, "cannot share the cannelloni UDP socket with its writers"),
         };
-        if let Err(e) = self.socket.set_read_timeout(Some(LOOK)) {
-            return warn!(error = %e, "cannot set the cannelloni UDP socket's read timeout");
-        }
         let mut peers: HashMap<SocketAddr, UdpPeer> = HashMap::new();
         for &addr in &self.listed {
             match self.attach(sessions, &socket, addr, false) {
@@ -119,10 +137,16 @@ impl UdpEndpoint {
         let mut frames: Vec<Frame> = Vec::with_capacity(256);
         let mut refused_log = LogLimit::default();
         while !sessions.stopping() {
-            let (len, from) = match self.socket.recv_from(&mut buf) {
-                Ok(got) => got,
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
-                Err(e) => {
+            let (len, from) = match recv_waiting(&self.socket, &mut buf) {
+                Some(Ok(got)) => got,
+                None => {
+                    if let Err(e) = poll.wait(None) {
+                        warn!(error = %e, "the cannelloni UDP endpoint cannot wait for packets; it stops");
+                        break;
+                    }
+                    continue;
+                }
+                Some(Err(e)) => {
                     if let Some(held) = refused_log.allow() {
                         warn!(error = %e, held, "cannelloni UDP receive failed");
                     }
@@ -198,7 +222,7 @@ impl UdpEndpoint {
         learned: bool,
     ) -> Result<UdpPeer, String> {
         let label = format!("udp/{addr}");
-        let peer = Peer::attach(sessions, &self.channel, label.clone(), PeerOrigin::Operator)?;
+        let peer = Peer::attach(sessions, &self.channel, label.clone(), PeerOrigin::Operator, None)?;
         self.stats.add_peer(&label, Arc::clone(&peer.counters));
         let writer = {
             let (socket, outbox, counters) = (Arc::clone(socket), Arc::clone(&peer.outbox), Arc::clone(&peer.counters));
@@ -257,7 +281,8 @@ fn write_loop(
     };
     let mut reports = LogLimit::default();
     while !stop() {
-        let Some(first) = outbox.take_timeout(LOOK) else { continue };
+        // Sleeps until the bus queues something or the outbox closes.
+        let Some(first) = outbox.take_blocking(None) else { return };
         let mut next = Some(first);
         // Pack what waits now into packets; send when full or drained.
         while let Some(item) = next.take() {

@@ -7,6 +7,9 @@
 //! - [`protocol`]: the commands and the lines sent back, byte for byte.
 //! - [`session`]: one connection's state machine and its writer.
 //! - [`bcm`]: BCM mode's receive subscriptions and filters.
+//! - [`configure`]: NO_BUS mode's bit timing (the channel's bitrate, with
+//!   control access) and controller mode (the session's port options).
+//! - [`statistics`]: CONTROL mode's `< stat … >` ticker.
 //! - [`beacon`]: the discovery beacon (`[hub] socketcand_beacon`), sent by
 //!   the accept thread.
 //!
@@ -19,30 +22,31 @@
 //!   only with `[hub] socketcand_allow_unauthenticated = true`, and then
 //!   says so in the log; otherwise a connection is admitted by the same
 //!   rules as a native client without a token.
-//! - The accept thread wakes at least every [`ACCEPT_LOOK`] to notice a
-//!   stopping hub (and to send the beacon when it is due) and otherwise
-//!   sleeps in the kernel.
+//! - Idle, nothing runs: the accept thread sleeps in the kernel until a
+//!   connection comes, the hub stops (its [`StopBell`] rings) or the beacon
+//!   is due; a session's reader sleeps in `read`, its writer on its outbox.
 
 pub mod bcm;
 pub mod beacon;
+pub mod configure;
 pub mod protocol;
 pub mod session;
+pub mod statistics;
 
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use tracing::{info, warn};
 
 use self::beacon::{Beacon, BeaconError};
 use crate::session::Sessions;
+use crate::transport::stop_bell::{SocketPoll, StopBell};
 
-/// How often the accept thread looks whether the hub stops.
-const ACCEPT_LOOK: Duration = Duration::from_millis(200);
+/// How soon the accept thread tries again after `accept` failed (out of
+/// descriptors): the waiting connection may bring no new readiness.
+const ACCEPT_RETRY: Duration = Duration::from_millis(200);
 
 /// Why the socketcand listener cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -108,40 +112,43 @@ impl SocketcandServer {
         self.listener.local_addr()
     }
 
-    /// Accept connections until the hub stops.
-    pub fn start(self, sessions: Arc<Sessions>) -> std::io::Result<JoinHandle<()>> {
-        let mut poll = Poll::new()?;
-        let fd = self.listener.as_raw_fd();
-        poll.registry().register(&mut SourceFd(&fd), Token(0), Interest::READABLE)?;
+    /// Accept connections until the hub stops and rings the bell returned
+    /// with the thread.
+    pub fn start(self, sessions: Arc<Sessions>) -> std::io::Result<(JoinHandle<()>, StopBell)> {
+        let (mut poll, bell) = SocketPoll::new(&self.listener)?;
         if let Ok(addr) = self.local_addr() {
             info!(addr = %addr, "socketcand server listening");
         }
-        std::thread::Builder::new().name("fh-socketcand".into()).spawn(move || self.accept_loop(&mut poll, &sessions))
+        let thread = std::thread::Builder::new()
+            .name("fh-socketcand".into())
+            .spawn(move || self.accept_loop(&mut poll, &sessions))?;
+        Ok((thread, bell))
     }
 
-    fn accept_loop(mut self, poll: &mut Poll, sessions: &Arc<Sessions>) {
-        let mut events = Events::with_capacity(4);
+    fn accept_loop(mut self, poll: &mut SocketPoll, sessions: &Arc<Sessions>) {
+        let mut retry = false;
         while !sessions.stopping() {
             let now = Instant::now();
-            let wait = match &mut self.beacon {
-                Some(beacon) => beacon.tick(now).saturating_duration_since(now).min(ACCEPT_LOOK),
-                None => ACCEPT_LOOK,
+            let beacon_due = self.beacon.as_mut().map(|beacon| beacon.tick(now).saturating_duration_since(now));
+            let wait = match (beacon_due, retry) {
+                (due, true) => Some(due.map_or(ACCEPT_RETRY, |due| due.min(ACCEPT_RETRY))),
+                (due, false) => due,
             };
-            if let Err(e) = poll.poll(&mut events, Some(wait)) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    warn!(error = %e, "the socketcand listener cannot wait; it stops");
-                    return;
-                }
+            if let Err(e) = poll.wait(wait) {
+                warn!(error = %e, "the socketcand listener cannot wait; it stops");
+                return;
             }
+            retry = false;
             loop {
                 let stream = match self.listener.accept() {
                     Ok((stream, _)) => stream,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) => {
                         // Out of descriptors and the like: the connection
-                        // waits in the backlog; try again at the next look.
+                        // waits in the backlog, and may bring no new
+                        // readiness; try again shortly.
                         warn!(error = %e, "socketcand accept failed");
-                        std::thread::sleep(ACCEPT_LOOK);
+                        retry = true;
                         break;
                     }
                 };

@@ -65,9 +65,44 @@ pub enum Command {
     /// `< statistics MS >`: `< stat … >` every MS milliseconds (0: off).
     Statistics(u32),
     /// `< BUS B bitrate sample_point tq prop_seg phase_seg1 phase_seg2 sjw brp >`
-    BitTiming { bus: String, bitrate: u32 },
+    BitTiming { bus: String, timing: BitTiming },
     /// `< BUS C listen_only loopback three_samples >`
     ControllerMode { bus: String, listen_only: bool, loopback: bool, three_samples: bool },
+}
+
+/// What a bit-timing command gives that a fieldhub channel can take: its
+/// bitrate, directly or from the time quantum and the segments (the sample
+/// point, SJW and prescaler do not change a virtual bus). socketcand
+/// passes `-1` for a value it leaves unset; so does this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BitTiming {
+    pub bitrate: Option<u32>,
+    /// The time quantum in nanoseconds.
+    pub tq_ns: Option<u32>,
+    /// `prop_seg`, `phase_seg1`, `phase_seg2`, in time quanta.
+    pub segments: [Option<u32>; 3],
+}
+
+impl BitTiming {
+    /// The bitrate it sets: `bitrate` when given, else one second over the
+    /// bit's time quanta (the sync segment, then the three segments).
+    pub fn bitrate(&self) -> Result<u32, ProtocolError> {
+        if let Some(bitrate) = self.bitrate.filter(|&b| b > 0) {
+            return Ok(bitrate);
+        }
+        let quanta: Option<u64> =
+            self.segments.iter().try_fold(1u64, |sum, segment| segment.map(|s| sum + u64::from(s)));
+        match (self.tq_ns.filter(|&tq| tq > 0), quanta) {
+            (Some(tq), Some(quanta)) => match 1_000_000_000 / u64::from(tq).saturating_mul(quanta) {
+                0 => Err(bad(format!("a bit of {quanta} time quanta of {tq} ns is longer than a second"))),
+                bitrate => Ok(bitrate as u32),
+            },
+            _ => Err(bad(
+                "the bit timing gives no bitrate, nor tq with prop_seg, phase_seg1 and phase_seg2: a fieldhub \
+                 channel takes a bitrate, e.g. 'can0 B 500000 -1 -1 -1 -1 -1 -1 -1'",
+            )),
+        }
+    }
 }
 
 /// The session modes after `< open >`.
@@ -164,12 +199,12 @@ pub fn parse(element: &str) -> Result<Command, ProtocolError> {
         "statistics" => Command::Statistics(args.number("the interval in milliseconds")?),
         bus => match args.words.next() {
             Some("B") => {
-                let bitrate = args.number("the bitrate")?;
-                // sample_point tq prop_seg phase_seg1 phase_seg2 sjw brp
-                for what in ["sample_point", "tq", "prop_seg", "phase_seg1", "phase_seg2", "sjw", "brp"] {
-                    args.number::<u32>(what)?;
-                }
-                Command::BitTiming { bus: bus.to_owned(), bitrate }
+                let bitrate = args.setting("the bitrate")?;
+                let _sample_point = args.setting("sample_point")?;
+                let tq_ns = args.setting("tq")?;
+                let segments = [args.setting("prop_seg")?, args.setting("phase_seg1")?, args.setting("phase_seg2")?];
+                let (_sjw, _brp) = (args.setting("sjw")?, args.setting("brp")?);
+                Command::BitTiming { bus: bus.to_owned(), timing: BitTiming { bitrate, tq_ns, segments } }
             }
             Some("C") => Command::ControllerMode {
                 bus: bus.to_owned(),
@@ -199,6 +234,17 @@ impl<'a> Args<'a> {
     fn number<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, ProtocolError> {
         let word = self.word(what)?;
         word.parse().map_err(|_| bad(format!("{what} of {} is not a number: '{}'", self.verb, shown(word))))
+    }
+
+    /// A bit-timing value: a number, or `-1` for unset (`None`).
+    fn setting(&mut self, what: &str) -> Result<Option<u32>, ProtocolError> {
+        let word = self.word(what)?;
+        match word {
+            "-1" => Ok(None),
+            _ => word.parse().map(Some).map_err(|_| {
+                bad(format!("{what} of the bit timing is not a number from 0 up, or -1 for unset: '{}'", shown(word)))
+            }),
+        }
     }
 
     fn flag(&mut self, what: &str) -> Result<bool, ProtocolError> {
@@ -394,10 +440,30 @@ mod tests {
                 three_samples: false
             })
         );
+        let timing = |bitrate, tq_ns, segments| BitTiming { bitrate, tq_ns, segments };
         assert_eq!(
             parse(" can0 B 500000 875 0 0 0 0 0 0 "),
-            Ok(Command::BitTiming { bus: "can0".into(), bitrate: 500_000 })
+            Ok(Command::BitTiming { bus: "can0".into(), timing: timing(Some(500_000), Some(0), [Some(0); 3]) })
         );
+        assert_eq!(
+            parse(" can0 B -1 -1 125 6 7 2 1 -1 "),
+            Ok(Command::BitTiming { bus: "can0".into(), timing: timing(None, Some(125), [Some(6), Some(7), Some(2)]) })
+        );
+    }
+
+    #[test]
+    fn bit_timing_gives_the_bitrate_or_one_second_over_the_bits_time_quanta() {
+        let bitrate = |text: &str| match parse(text) {
+            Ok(Command::BitTiming { timing, .. }) => timing.bitrate().map_err(|e| e.0),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(bitrate(" can0 B 250000 875 -1 -1 -1 -1 -1 -1 "), Ok(250_000));
+        // 125 ns × (1 + 6 + 7 + 2) = 2 µs a bit: 500 kbit/s, as `ip link` computes it.
+        assert_eq!(bitrate(" can0 B 0 -1 125 6 7 2 1 -1 "), Ok(500_000));
+        assert!(bitrate(" can0 B -1 875 -1 -1 -1 -1 -1 -1 ").unwrap_err().contains("takes a bitrate"));
+        assert!(bitrate(" can0 B 0 -1 4294967295 4294967295 1 1 1 1 ").unwrap_err().contains("longer than a second"));
+        let error = parse(" can0 B -2 0 0 0 0 0 0 0 ").unwrap_err().0;
+        assert!(error.contains("the bitrate of the bit timing is not a number from 0 up, or -1"), "{error}");
     }
 
     #[test]

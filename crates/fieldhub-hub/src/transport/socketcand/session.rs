@@ -21,32 +21,37 @@
 //!   write has waited [`WRITE_PATIENCE`]; neither slows the bus or another
 //!   client (the outbox never blocks the bus: a full one is counted as
 //!   receive overflow).
+//! - Idle, nothing runs: the reader sleeps in `read`, the writer on the
+//!   outbox (the bus's items, its hang-up or the session's end wake it),
+//!   the statistics ticker only exists once asked for.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
-use fieldhub_bus::outbox::{Outbound, OutboxSink, QueueOutbox};
+use fieldhub_bus::outbox::{Outbound, QueueOutbox};
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
 use tracing::{debug, warn};
 
 use super::bcm::{Content, Subscriptions};
+use super::configure::{self, ControllerMode};
 use super::protocol::{self, Command, Element, Elements, Mode};
-use crate::session::credentials::Access;
+use super::statistics::{Counters, Statistics};
+use crate::session::credentials::{Access, Grant};
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, HANDSHAKE_TIMEOUT};
 use crate::transport::internal_port::{self, InternalPort, NotOpened, PortRequest};
+use fieldhub_bus::access::ALL_CHANNELS;
 
 /// How long a write to a client that does not read may wait before the
 /// session is closed.
 pub const WRITE_PATIENCE: Duration = Duration::from_secs(10);
-/// How often the writer looks whether the session ended while nothing comes.
-const WRITER_LOOK: Duration = Duration::from_millis(200);
 /// Outbox items written in one batch.
 const BATCH: usize = 256;
 
@@ -60,12 +65,9 @@ struct Shared {
     out: Mutex<TcpStream>,
     mode: AtomicU8,
     subscriptions: Mutex<Subscriptions>,
-    /// `< statistics MS >`: 0 is off.
-    statistics_ms: AtomicU64,
-    rx_bytes: AtomicU64,
-    rx_packets: AtomicU64,
-    tx_bytes: AtomicU64,
-    tx_packets: AtomicU64,
+    /// `< statistics MS >`'s ticker settings.
+    statistics: Statistics,
+    counters: Counters,
 }
 
 impl Shared {
@@ -95,11 +97,8 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
         out: Mutex::new(out),
         mode: AtomicU8::new(MODE_BCM),
         subscriptions: Mutex::new(Subscriptions::default()),
-        statistics_ms: AtomicU64::new(0),
-        rx_bytes: AtomicU64::new(0),
-        rx_packets: AtomicU64::new(0),
-        tx_bytes: AtomicU64::new(0),
-        tx_packets: AtomicU64::new(0),
+        statistics: Statistics::default(),
+        counters: Counters::default(),
     });
     let mut slot = match sessions.admit("socketcand", format!("socketcand:{peer}"), origin) {
         Ok(slot) => slot,
@@ -108,10 +107,17 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
             return;
         }
     };
-    let access = if allow_unauthenticated {
-        Ok(Access::Full)
-    } else {
-        sessions.credentials.access("", &origin).map_err(|refused| match refused {
+    let access = match sessions.credentials.access("", &origin) {
+        Ok(access) => Ok(access),
+        // Anyone who reaches the listener uses the channels, but does not
+        // change them: no control (bit timing).
+        Err(_) if allow_unauthenticated => Ok(Access::Granted(Arc::new(Grant::new(
+            "socketcand_allow_unauthenticated".into(),
+            vec![ALL_CHANNELS.into()],
+            vec![ALL_CHANNELS.into()],
+            false,
+        )))),
+        Err(refused) => Err(match refused {
             crate::session::credentials::Refused::NotHubUser(who) => format!(
                 "this hub admits socketcand clients only from processes of its own user, and this is {who} \
                  (socketcand has no token; see docs/socketcand.md)"
@@ -119,7 +125,7 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
             _ => "this hub requires a token and socketcand cannot present one: connect with a fieldhub client, \
                   or set allow_unauthenticated on the socketcand listener (docs/socketcand.md)"
                 .to_owned(),
-        })
+        }),
     };
     let access = match access {
         Ok(access) => access,
@@ -129,7 +135,7 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
             return;
         }
     };
-    let mut connection = Connection { stream, shared, sessions, elements: Elements::default() };
+    let mut connection = Connection { stream, shared, sessions, elements: Elements::default(), ticker: None };
     if !connection.shared.write("< hi >") {
         return;
     }
@@ -152,6 +158,10 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
     // The writer sees the outbox gone and ends.
     outbox.close();
     let _ = writer.join();
+    connection.shared.statistics.end();
+    if let Some(ticker) = connection.ticker.take() {
+        let _ = ticker.join();
+    }
 }
 
 struct Connection {
@@ -159,6 +169,8 @@ struct Connection {
     shared: Arc<Shared>,
     sessions: Arc<Sessions>,
     elements: Elements,
+    /// The statistics ticker, once a `statistics` command started it.
+    ticker: Option<JoinHandle<()>>,
 }
 
 /// The opened port: its handle, the outbox and the transmit credit.
@@ -221,6 +233,7 @@ impl Connection {
 
     /// NO_BUS: until `< open NAME >` opens a port, or the session ends.
     fn until_open(&mut self, slot: &mut ClientSlot, access: Access, peer: &str) -> Option<Opened> {
+        let mut mode = ControllerMode::default();
         loop {
             let command = match self.next() {
                 Next::Command(command) => command,
@@ -228,19 +241,29 @@ impl Connection {
                 Next::End(_) => return None,
             };
             let answer = match command {
-                Command::Open(channel) => return self.open(slot, access, peer, channel),
+                Command::Open(channel) => {
+                    let options = mode.options_for(&channel);
+                    return self.open(slot, access, peer, channel, options);
+                }
                 Command::Echo => "< echo >".to_owned(),
-                Command::BitTiming { bus, .. } | Command::ControllerMode { bus, .. } => protocol::error_line(&format!(
-                    "bus '{bus}' is a fieldhub channel: its bitrate and modes are its configuration, changed \
-                     with the control API (PATCH /api/v1/channels/{bus}) by a client with control access"
-                )),
+                Command::BitTiming { bus, timing } => configure::bit_timing(&self.sessions, &access, &bus, &timing),
+                Command::ControllerMode { bus, listen_only, loopback, .. } => {
+                    configure::controller_mode(&self.sessions, &mut mode, &bus, listen_only, loopback)
+                }
                 _ => protocol::error_line("no bus is open; send 'open NAME' first"),
             };
             self.reply(&answer).ok()?;
         }
     }
 
-    fn open(&mut self, slot: &mut ClientSlot, access: Access, peer: &str, channel: String) -> Option<Opened> {
+    fn open(
+        &mut self,
+        slot: &mut ClientSlot,
+        access: Access,
+        peer: &str,
+        channel: String,
+        options: PortOptions,
+    ) -> Option<Opened> {
         slot.admit_as(format!("socketcand-{peer}"), access);
         let hang_up = {
             let stream = self.stream.try_clone().ok()?;
@@ -251,7 +274,8 @@ impl Connection {
         let request = PortRequest {
             channel: &channel,
             port_name: format!("socketcand-{}", slot.id()),
-            options: PortOptions::empty(),
+            // Never FD: socketcand has no CAN FD syntax.
+            options,
             deadline: Some(Instant::now() + HANDSHAKE_TIMEOUT),
         };
         match internal_port::open(slot, hang_up, request) {
@@ -290,6 +314,7 @@ impl Connection {
                             _ => MODE_BCM,
                         };
                         self.shared.mode.store(to, Ordering::Release);
+                        self.shared.statistics.mode_changed(to == MODE_CONTROL);
                         continue;
                     }
                     Mode::IsoTp => protocol::error_line(
@@ -327,7 +352,10 @@ impl Connection {
                      frame with 'send'",
                 ),
                 (Command::Statistics(ms), MODE_CONTROL) => {
-                    self.shared.statistics_ms.store(u64::from(ms), Ordering::Release);
+                    self.shared.statistics.set(ms);
+                    if self.ticker.is_none() {
+                        self.ticker = self.start_ticker();
+                    }
                     continue;
                 }
                 (Command::Open(_), _) => protocol::error_line("a bus is open already; one session serves one bus"),
@@ -350,6 +378,23 @@ impl Connection {
         }
     }
 
+    /// Start the statistics ticker; `None` (said to the client) when no
+    /// thread can be started.
+    fn start_ticker(&self) -> Option<JoinHandle<()>> {
+        let shared = Arc::clone(&self.shared);
+        let started = std::thread::Builder::new()
+            .name("fh-scd-stat".into())
+            .spawn(move || shared.statistics.run(&shared.counters, |line| shared.write(line)));
+        match started {
+            Ok(ticker) => Some(ticker),
+            Err(e) => {
+                warn!(error = %e, "cannot start a socketcand statistics thread");
+                let _ = self.reply(&protocol::error_line("the hub cannot start the statistics timer now; try again"));
+                None
+            }
+        }
+    }
+
     fn subscriptions(&self) -> std::sync::MutexGuard<'_, Subscriptions> {
         self.shared.subscriptions.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -364,8 +409,8 @@ impl Connection {
         if sessions.inbox.send(Inbound::Frame { client: slot.id(), port, frame }).is_err() {
             return false;
         }
-        self.shared.tx_packets.fetch_add(1, Ordering::Relaxed);
-        self.shared.tx_bytes.fetch_add(len, Ordering::Relaxed);
+        self.shared.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
+        self.shared.counters.tx_bytes.fetch_add(len, Ordering::Relaxed);
         true
     }
 }
@@ -390,29 +435,23 @@ fn verb(command: &Command) -> &'static str {
 }
 
 /// The writer thread: the bus's frames and reports to the client, until
-/// the bus lets go of the session or the client stops reading.
+/// the bus lets go of the session or the client stops reading. It sleeps on
+/// the outbox: items, the outbox's close and the bus's goodbye wake it.
 fn write_loop(shared: &Shared, outbox: &QueueOutbox) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut text = String::new();
-    let mut next_stat: Option<Instant> = None;
-    loop {
-        let wait = match next_stat {
-            Some(at) => at.saturating_duration_since(Instant::now()).min(WRITER_LOOK),
-            None => WRITER_LOOK,
-        };
-        if let Some(first) = outbox.take_timeout(wait) {
-            batch.push(first);
-            outbox.take_into(&mut batch, BATCH - 1);
-            outbox.took();
-        }
+    while let Some(first) = outbox.take_blocking(None) {
+        batch.push(first);
+        outbox.take_into(&mut batch, BATCH - 1);
+        outbox.took();
         text.clear();
         let mut end = false;
         let mode = shared.mode.load(Ordering::Acquire);
         for item in batch.drain(..) {
             match item {
                 Outbound::Frame { frame, meta, .. } => {
-                    shared.rx_packets.fetch_add(1, Ordering::Relaxed);
-                    shared.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                    shared.counters.rx_packets.fetch_add(1, Ordering::Relaxed);
+                    shared.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
                     let wanted = match mode {
                         MODE_RAW => true,
                         MODE_BCM => shared
@@ -449,35 +488,12 @@ fn write_loop(shared: &Shared, outbox: &QueueOutbox) {
                 | Outbound::Stats { .. } => {}
             }
         }
-        let ms = shared.statistics_ms.load(Ordering::Acquire);
-        if mode == MODE_CONTROL && ms > 0 {
-            let now = Instant::now();
-            match next_stat {
-                Some(at) if at > now => {}
-                _ => {
-                    if next_stat.is_some() {
-                        text.push_str(&protocol::stat_line(
-                            shared.rx_bytes.load(Ordering::Relaxed),
-                            shared.rx_packets.load(Ordering::Relaxed),
-                            shared.tx_bytes.load(Ordering::Relaxed),
-                            shared.tx_packets.load(Ordering::Relaxed),
-                        ));
-                    }
-                    next_stat = Some(now + Duration::from_millis(ms));
-                }
-            }
-        } else {
-            next_stat = None;
-        }
         if !text.is_empty() && !shared.write(&text) {
             warn!("a socketcand client stopped reading for {} s; its session is closed", WRITE_PATIENCE.as_secs());
             return;
         }
         if end {
             let _ = shared.out.lock().unwrap_or_else(|e| e.into_inner()).shutdown(Shutdown::Both);
-            return;
-        }
-        if outbox.is_gone() {
             return;
         }
     }

@@ -25,13 +25,15 @@ fn hub_with_socketcand() -> (HubProcess, String) {
 struct Scd {
     stream: TcpStream,
     pending: Vec<u8>,
+    /// What the client said last, for a failure's message.
+    said: String,
 }
 
 impl Scd {
     fn connect(addr: &str) -> Self {
         let stream = TcpStream::connect(addr).expect("connect to the socketcand listener");
         stream.set_read_timeout(Some(PATIENCE)).unwrap();
-        Self { stream, pending: Vec::new() }
+        Self { stream, pending: Vec::new(), said: String::new() }
     }
 
     /// Connect, take `< hi >` and open `channel`.
@@ -44,11 +46,17 @@ impl Scd {
 
     fn say(&mut self, text: &str) {
         self.stream.write_all(text.as_bytes()).expect("write to the hub");
+        self.said = text.to_owned();
     }
 
     fn ask(&mut self, text: &str, answer: &str) {
+        assert_eq!(self.element_after(text), answer, "the answer to {text}");
+    }
+
+    /// Say `text`, and the element the hub answers.
+    fn element_after(&mut self, text: &str) -> String {
         self.say(text);
-        assert_eq!(self.element(), answer, "the answer to {text}");
+        self.element()
     }
 
     /// The next element the hub sends, `<` to `>`.
@@ -60,7 +68,10 @@ impl Scd {
                 return element.trim_start().to_owned();
             }
             let mut buf = [0u8; 4096];
-            let n = self.stream.read(&mut buf).expect("the hub answers within the patience");
+            let n = match self.stream.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) => panic!("no answer within the patience after {:?}: {e}", self.said),
+            };
             assert!(n > 0, "the hub closed the connection; pending: {:?}", String::from_utf8_lossy(&self.pending));
             self.pending.extend_from_slice(&buf[..n]);
         }
@@ -99,9 +110,25 @@ fn socketcand_modes_answer_byte_for_byte_as_the_protocol_document_shows() {
     assert_eq!(stranger.element(), "< hi >");
     stranger.ask("< echo >", "< echo >");
     stranger.ask("< send 123 0 >", "< error no bus is open; send 'open NAME' first >");
-    stranger.say("< can0 B 500000 875 0 0 0 0 0 0 >");
-    let said = stranger.element();
-    assert!(said.starts_with("< error bus 'can0' is a fieldhub channel") && said.contains("PATCH"), "{said}");
+    // Bit timing is the channel's bitrate (this session, of the hub's own
+    // user, may control the hub); from tq and segments as `ip link` does.
+    stranger.ask("< can1 B 250000 875 -1 -1 -1 -1 -1 -1 >", "< ok >");
+    stranger.ask("< can1 B 0 -1 125 6 7 2 1 -1 >", "< ok >");
+    let bitrate = |name: &str| {
+        let channels = ok(&hub, "GET", "/api/v1/channels", None);
+        channels.as_array().unwrap().iter().find(|c| c["name"] == name).expect("the channel")["bitrate"].clone()
+    };
+    assert_eq!(bitrate("can1"), 500_000);
+    stranger.ask("< can1 B 250000 875 -1 -1 -1 -1 -1 -1 >", "< ok >");
+    assert_eq!(bitrate("can1"), 250_000);
+    stranger.ask(
+        "< can0 B -1 875 -1 -1 -1 -1 -1 -1 >",
+        "< error the bit timing gives no bitrate, nor tq with prop_seg, phase_seg1 and phase_seg2: a fieldhub channel \
+         takes a bitrate, e.g. 'can0 B 500000 -1 -1 -1 -1 -1 -1 -1' >",
+    );
+    let said = stranger.element_after("< nope B 500000 -1 -1 -1 -1 -1 -1 -1 >");
+    assert!(said.starts_with("< error no channel named 'nope'"), "{said}");
+    stranger.ask("< nope C 1 0 0 >", "< error unknown channel 'nope'; this hub has: can0, can1 >");
     stranger.say("< open nope >");
     assert_eq!(stranger.element(), "< error unknown channel 'nope'; this hub has: can0, can1 >");
     assert!(stranger.closed(), "socketcand ends the connection when a bus cannot be opened");
