@@ -169,10 +169,24 @@ pub type JobReply = Box<dyn FnOnce(Result<JobId, JobError>) + Send>;
 pub enum CyclicRequest {
     /// Send `producer`'s frames from `port` every `period_ns`, the first
     /// cycle `start_delay_ns` from now (bus time).
-    Add { port: u16, producer: Box<dyn FrameProducer>, period_ns: u64, start_delay_ns: u64, reply: JobReply },
+    Add {
+        port: u16,
+        producer: Box<dyn FrameProducer>,
+        period_ns: u64,
+        start_delay_ns: u64,
+        reply: JobReply,
+    },
     /// New period; the next cycle `start_delay_ns` from now.
-    Update { id: JobId, period_ns: u64, start_delay_ns: u64, reply: JobReply },
-    Remove { id: JobId, reply: JobReply },
+    Update {
+        id: JobId,
+        period_ns: u64,
+        start_delay_ns: u64,
+        reply: JobReply,
+    },
+    Remove {
+        id: JobId,
+        reply: JobReply,
+    },
 }
 
 impl std::fmt::Debug for CyclicRequest {

@@ -313,7 +313,10 @@ impl QueueOutbox {
         let waiting = |items: &mut VecDeque<Outbound>| items.is_empty() && !self.is_gone();
         let mut items = match timeout {
             Some(timeout) => {
-                self.arrived.wait_timeout_while(items, timeout, waiting).unwrap_or_else(|poisoned| poisoned.into_inner()).0
+                self.arrived
+                    .wait_timeout_while(items, timeout, waiting)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0
             }
             None => self.arrived.wait_while(items, waiting).unwrap_or_else(|poisoned| poisoned.into_inner()),
         };

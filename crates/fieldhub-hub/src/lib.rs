@@ -58,10 +58,10 @@ pub use transport::cannelloni::codec as cannelloni_codec;
 use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
 use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
+use transport::rbs::{Prepared as RbsPrepared, RbsError, RestBus};
 use transport::reactor::{Listening, Reactor, ReactorHandle};
 use transport::shm::{ShmListener, ShmService};
 use transport::silkit::SilKitBridge;
-use transport::rbs::{Prepared as RbsPrepared, RbsError, RestBus};
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 /// socketcand's commands and lines (the fuzz targets read them).
 pub use transport::socketcand::protocol as socketcand_protocol;

@@ -30,8 +30,8 @@
 
 pub mod asc;
 pub mod candump;
-pub mod mdf4;
 mod line_reader;
+pub mod mdf4;
 mod reader;
 mod recorder;
 

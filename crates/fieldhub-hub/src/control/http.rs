@@ -43,8 +43,8 @@ use super::state::{ask, ApiState};
 use crate::session::credentials::{Access, Credentials, Refused};
 use crate::session::peer_user::PeerOrigin;
 use crate::transport::cannelloni::stats::CannelloniStats;
-use crate::transport::rbs::RestBus;
 use crate::transport::http::{HttpConnection, HttpHandoff};
+use crate::transport::rbs::RestBus;
 
 /// The OpenAPI document of this API, kept in the repository.
 pub const OPENAPI: &str = include_str!("../../../../spec/control-api.yaml");
