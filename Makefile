@@ -10,9 +10,17 @@
 # Each language or subsystem adds its own `mk/<part>.mk`, which defines a
 # `test-<part>` target and appends it to TEST_PARTS.
 #
-# Two builds of the workspace serve every part: the debug build of
-# `cargo test --workspace` and the release build (RELEASE_BUILD), which the
-# wheel, the VM guests, `make run`, `make install` and the benchmarks share.
+# `make test` builds the workspace once and every part tests that build:
+# `cargo test --release`, with the release profile turned into a test build
+# (opt-level 1, debug assertions and overflow checks on) in its own
+# target directory, target/test (TEST_TARGET_DIR). Every cargo build a part
+# makes — the test binaries, the fieldhub command, the wheel's maturin build,
+# the C library's cmake build, the docs' `make install`, `pip install ./python`
+# and `cmake -S c` — then resolves to the same profile and directory and
+# compiles only what differs (features), where a debug build for the tests and
+# a release build for the rest compiled the workspace twice. The release
+# build proper (target/release: `make run`, `make build`, `make install`, the
+# benchmarks) is untouched by it.
 #
 #   make build    the release build of the fieldhub command (target/release/fieldhub)
 #   make install  that build, stripped, into ~/.cargo/bin
@@ -21,40 +29,30 @@ CARGO ?= cargo
 PYTHON ?= python3
 TEST_PARTS :=
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+# A CARGO_TARGET_DIR set by hand is where cargo builds, tests too.
+TEST_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target/test)
+TEST_BIN := $(TEST_TARGET_DIR)/release/fieldhub
+# Every test part, run alone or by `make test`, with that build. The
+# directory goes in CARGO_BUILD_TARGET_DIR, not CARGO_TARGET_DIR, from which
+# the parts name their own directories (target/vm, target/silkit, …).
+test test-%: export CARGO_BUILD_TARGET_DIR = $(TEST_TARGET_DIR)
+test test-%: export CARGO_PROFILE_RELEASE_OPT_LEVEL = 1
+test test-%: export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS = true
+test test-%: export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS = true
 # What the non-Rust parts run to get the fieldhub command and the test
 # binaries: the very build `test-rust` made (same packages, same features),
 # so it costs nothing after it, where `cargo build -p fieldhub-cli` would
 # resolve features anew and compile the hub and Zenoh a second time.
-WORKSPACE_BUILD = $(CARGO) test --locked --workspace --no-run
+WORKSPACE_BUILD = $(CARGO) test --locked --workspace --release --no-run
 # The release build: the fieldhub command, with features resolved for it
 # and the Python extension together (`-p fieldhub-py`, which adds pyo3 and
 # nothing else to build here), as the wheel's maturin build resolves them
-# (mk/python.mk): the two then share every compiled dependency. Resolved for
-# fieldhub-cli alone, the build-time half differs (pyo3's build script asks
-# more of a crate Zenoh's macros use) and Zenoh, the hub and the CLI compile
-# twice. `make run`, `make build`, `make install`, the VM guests and the
-# benchmarks use this build.
+# (mk/python.mk): the two then share every compiled dependency. `make run`,
+# `make build`, `make install` and the benchmarks use this build.
 RELEASE_BUILD = $(CARGO) build --release --locked -p fieldhub-cli -p fieldhub-py --bin fieldhub
-RELEASE_BIN = $(TARGET_DIR)/release/fieldhub
-
-# In `make test` the release build starts in the background once `make deps`
-# is done, at idle priority (chrt --idle): it gets only the CPU time the
-# debug build and the tests leave, which is plenty while tests wait on
-# sockets and timers, and takes none from them. Its users (the wheel, the VM
-# tests) first wait for it (release-wait), at normal priority from then on
-# (on a machine busy with other work an idle build would hardly move), then
-# build whatever is left in the foreground, where errors show.
-RELEASE_BG := $(TARGET_DIR)/release-background
-.PHONY: release-start release-wait
-release-start:
-	@mkdir -p $(TARGET_DIR); \
-	if command -v chrt >/dev/null 2>&1; then idle="chrt --idle 0"; else idle="nice -n 19"; fi; \
-	$$idle $(RELEASE_BUILD) >$(RELEASE_BG).log 2>&1 & echo $$! >$(RELEASE_BG).pid
-release-wait:
-	@if [ -f $(RELEASE_BG).pid ]; then \
-	  pid=$$(cat $(RELEASE_BG).pid); rm -f $(RELEASE_BG).pid; \
-	  for p in $$pid $$(pgrep -P $$pid); do chrt -a -o -p 0 $$p || renice -n 0 -p $$p; done >/dev/null 2>&1; \
-	  while kill -0 $$pid 2>/dev/null; do sleep 1; done; fi
+# Where cargo put it: under a test part (the docs' `make install`) the test
+# build's directory.
+RELEASE_BIN = $(or $(CARGO_TARGET_DIR),$(CARGO_BUILD_TARGET_DIR),$(CURDIR)/target)/release/fieldhub
 
 # $(call need,PART,COMMAND…): fail naming `make deps` when a command is missing.
 need = @for c in $(2); do command -v $$c >/dev/null 2>&1 || \
@@ -84,9 +82,7 @@ install:
 TEST_TIMES := $(TARGET_DIR)/test-times
 test:
 	@mkdir -p $(TARGET_DIR) && echo "start $$(date +%s)" >$(TEST_TIMES)
-	@stop_release() { [ ! -f $(RELEASE_BG).pid ] || kill $$(cat $(RELEASE_BG).pid) 2>/dev/null; rm -f $(RELEASE_BG).pid; }; \
-	  trap 'stop_release; exit 130' INT TERM; \
-	  $(MAKE) --no-print-directory test-parts; status=$$?; stop_release; \
+	@$(MAKE) --no-print-directory test-parts; status=$$?; \
 	  now=$$(date +%s); echo; \
 	  awk -v now=$$now -v status=$$status ' \
 	    NR == 1 { start = prev = $$2; next } \
@@ -95,7 +91,7 @@ test:
 	    $(TEST_TIMES); \
 	  exit $$status
 
-test-parts: deps timed-deps release-start $(foreach part,test-rust $(TEST_PARTS),$(part) timed-$(part))
+test-parts: deps timed-deps $(foreach part,test-rust $(TEST_PARTS),$(part) timed-$(part))
 
 # Not .PHONY, which make never matches against a pattern rule; no file of
 # that name is made.
@@ -103,7 +99,7 @@ timed-%: %
 	@echo "$* $$(date +%s)" >>$(TEST_TIMES)
 
 test-rust:
-	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --workspace --release
 
 lint:
 	$(CARGO) fmt --all --check
@@ -111,6 +107,10 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps --workspace
 	# the fuzz workspace has its own lock file; a new workspace dependency must reach it too
 	cd crates/fieldhub-fuzz/fuzz && $(CARGO) metadata --locked --format-version 1 >/dev/null
+	# the workspace-hack (crates/workspace-hack) names every dependency with the workspace's features
+	@command -v cargo-hakari >/dev/null 2>&1 || { echo "lint: cargo-hakari is missing: cargo install cargo-hakari --locked"; exit 1; }
+	$(CARGO) hakari generate --diff
+	$(CARGO) hakari manage-deps --dry-run
 
 clean:
 	$(CARGO) clean

@@ -21,7 +21,7 @@ for tool in qemu-system-x86_64 cpio busybox; do
     command -v $tool >/dev/null || { echo "bench/vm.sh: $tool missing; run make test-vm once (it installs the VM tools)" >&2; exit 1; }
 done
 [ -x "$FIELDHUB" ] || { echo "bench/vm.sh: $FIELDHUB missing; run make build" >&2; exit 1; }
-FIELDHUB_GUEST_BIN="$FIELDHUB" "$ROOT/tests/vm/build-initramfs.sh" >&2
+FIELDHUB_BIN="$FIELDHUB" "$ROOT/tests/vm/build-initramfs.sh" >&2
 
 RUN=$(mktemp -d /dev/shm/fieldhub-bench-vm.XXXXXX)
 SHM=bench-vm-$$

@@ -13,21 +13,21 @@ C_PREFIX := $(C_BUILD)/prefix
 
 .PHONY: test-c
 test-c:
-	$(CARGO) test --locked --workspace --test header --test header_standards
+	$(CARGO) test --locked --workspace --release --test header --test header_standards
 	$(call need,test-c,cc c++ cmake pkg-config readelf)
 	$(WORKSPACE_BUILD)
 	rm -rf $(C_BUILD)
 	cmake -S c -B $(C_BUILD)/lib -DCMAKE_INSTALL_PREFIX=$(C_PREFIX) -DFIELDHUB_TEST_HOOKS=ON \
-	  -DFIELDHUB_CARGO_PROFILE=dev -DFIELDHUB_CARGO_TARGET_DIR=$(C_TARGET_DIR)
+	  -DFIELDHUB_CARGO_PROFILE=release -DFIELDHUB_CARGO_TARGET_DIR=$(TEST_TARGET_DIR)
 	cmake --build $(C_BUILD)/lib
 	cmake --install $(C_BUILD)/lib
 	readelf -d $(C_PREFIX)/lib/libfieldhub.so | grep -q 'SONAME.*\[libfieldhub\.so\.0\]' || \
 	  { echo "test-c: libfieldhub.so lacks the soname libfieldhub.so.0"; exit 1; }
 	cmake -S c/tests -B $(C_BUILD)/tests -DCMAKE_PREFIX_PATH=$(C_PREFIX) \
-	  -DFIELDHUB_BIN=$(C_TARGET_DIR)/debug/fieldhub
+	  -DFIELDHUB_BIN=$(TEST_BIN)
 	cmake --build $(C_BUILD)/tests
 	cd $(C_BUILD)/tests && ctest --output-on-failure
-	cmake -S c/portable -B $(C_BUILD)/portable -DFIELDHUB_BIN=$(C_TARGET_DIR)/debug/fieldhub
+	cmake -S c/portable -B $(C_BUILD)/portable -DFIELDHUB_BIN=$(TEST_BIN)
 	cmake --build $(C_BUILD)/portable
 	cd $(C_BUILD)/portable && ctest --output-on-failure
 

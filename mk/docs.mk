@@ -10,6 +10,6 @@
 test-docs: python-env
 	$(call need,test-docs,curl cmake cc)
 	$(WORKSPACE_BUILD)
-	$(PYTHON) tests/docs/run_docs.py --fieldhub $(C_TARGET_DIR)/debug/fieldhub --python $(VENV_PY)
+	$(PYTHON) tests/docs/run_docs.py --fieldhub $(TEST_BIN) --python $(VENV_PY)
 
 TEST_PARTS += test-docs

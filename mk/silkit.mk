@@ -54,6 +54,6 @@ test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER) $(SILKIT_NETSIM_PE
 	FIELDHUB_SILKIT_LIB=$(SILKIT_LIB) FIELDHUB_SILKIT_REGISTRY=$(SILKIT_REGISTRY) \
 	FIELDHUB_SILKIT_PEER=$(SILKIT_PEER) FIELDHUB_SILKIT_SYNC_PEER=$(SILKIT_SYNC_PEER) \
 	FIELDHUB_SILKIT_NETSIM_PEER=$(SILKIT_NETSIM_PEER) FIELDHUB_SILKIT_REQUIRED=1 \
-	  $(CARGO) test --locked --workspace --features fieldhub-systest/silkit-peers --test silkit
+	  $(CARGO) test --locked --workspace --release --features fieldhub-systest/silkit-peers --test silkit
 
 TEST_PARTS += test-silkit

@@ -18,7 +18,7 @@ ui-env: python-env
 
 test-ui: ui-env
 	$(WORKSPACE_BUILD)
-	cd tests/ui && FIELDHUB_BIN="$$($(CARGO) metadata --format-version 1 --no-deps | $(VENV_PY) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/fieldhub" \
+	cd tests/ui && FIELDHUB_BIN=$(TEST_BIN) \
 	  CHROMIUM="$(CHROMIUM)" $(VENV)/bin/pytest -q -p no:cacheprovider .
 
 TEST_PARTS += test-ui

@@ -1,7 +1,7 @@
 # VM tests (tests/vm/): a QEMU guest (TCG, no KVM needed) on the bus.
 #
-#   make test-vm   build the release binary (the build the wheel and the
-#                  benchmarks use: RELEASE_BUILD) and run
+#   make test-vm   build the fieldhub command (the test build every part
+#                  uses: TEST_BIN) and run
 #                  tests/vm/test-bridge.sh (guest SocketCAN <-> host hub
 #                  through the bridge and virtio-serial),
 #                  tests/vm/test-hubport.sh (a hub in the guest with vcan0 as
@@ -16,15 +16,15 @@
 #                  from `make deps`.
 
 .PHONY: test-vm
-test-vm: release-wait
+test-vm:
 	$(call need,test-vm,qemu-system-x86_64 busybox cpio xz tc gcc strip strings dpkg)
 	@! ldd "$$(command -v busybox)" >/dev/null 2>&1 || \
 	  { echo "test-vm: busybox is not the static one (busybox-static); run make deps"; exit 1; }
-	$(RELEASE_BUILD)
-	tests/vm/test-bridge.sh
-	tests/vm/test-hubport.sh
-	tests/vm/test-ivshmem.sh
-	tests/vm/test-federation.sh
-	tests/vm/test-portable.sh
+	$(WORKSPACE_BUILD)
+	FIELDHUB_BIN=$(TEST_BIN) tests/vm/test-bridge.sh
+	FIELDHUB_BIN=$(TEST_BIN) tests/vm/test-hubport.sh
+	FIELDHUB_BIN=$(TEST_BIN) tests/vm/test-ivshmem.sh
+	FIELDHUB_BIN=$(TEST_BIN) tests/vm/test-federation.sh
+	FIELDHUB_BIN=$(TEST_BIN) tests/vm/test-portable.sh
 
 TEST_PARTS += test-vm

@@ -13,7 +13,7 @@
 # hub or Zenoh, which are Linux-only dependencies of the CLI).
 
 WINDOWS_TARGET := x86_64-pc-windows-gnu
-WINDOWS_OUT := $(TARGET_DIR)/$(WINDOWS_TARGET)/debug
+WINDOWS_OUT := $(TEST_TARGET_DIR)/$(WINDOWS_TARGET)/debug
 
 .PHONY: test-windows
 test-windows:
@@ -22,6 +22,6 @@ test-windows:
 	  { echo "test-windows: the Rust target $(WINDOWS_TARGET) is missing; run make deps (rustup target add $(WINDOWS_TARGET))"; exit 1; }
 	$(WORKSPACE_BUILD)
 	$(CARGO) build --locked --target $(WINDOWS_TARGET) -p fieldhub-cli -p fieldhub-ffi
-	sh tests/windows/wine_cli.sh $(TARGET_DIR)/debug/fieldhub $(WINDOWS_OUT) 10000
+	sh tests/windows/wine_cli.sh $(TEST_BIN) $(WINDOWS_OUT) 10000
 
 TEST_PARTS += test-windows

@@ -312,9 +312,14 @@ class Document:
         (project / "src" / "main.rs").write_text(block.text)
         # The checkout's versions of every dependency, so nothing new is fetched.
         shutil.copy(self.runner.root / "Cargo.lock", project / "Cargo.lock")
-        env = dict(self.env, CARGO_TARGET_DIR=str(self.runner.root / "target" / "doc-tests"))
+        # Under `make test` the program shares the test run's build (its
+        # directory and its profile, the release profile made a test build),
+        # so the client crate's dependencies are compiled once.
+        shared = self.env.get("CARGO_BUILD_TARGET_DIR")
+        env = dict(self.env, CARGO_TARGET_DIR=shared or str(self.runner.root / "target" / "doc-tests"))
         process = subprocess.run(
-            ["cargo", "run", "--quiet"], cwd=project, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT,
+            ["cargo", "run", "--quiet", *(["--release"] if shared else [])], cwd=project, env=env,
+            capture_output=True, text=True, timeout=BLOCK_TIMEOUT,
         )
         if process.returncode != 0:
             raise DocFailure(f"cargo run: exit status {process.returncode}:\n{process.stdout}{process.stderr}")
@@ -334,7 +339,10 @@ class Runner:
         env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
         env.pop("FIELDHUB_HUB", None)
         env["FIELDHUB_LOG"] = "warn"
-        env["CARGO_TARGET_DIR"] = str(root / "target")
+        # The documents' cargo builds (`make install`, `pip install ./python`,
+        # `cmake -S c`, the Rust programs) share the build of the test run:
+        # `make test` names its directory in CARGO_BUILD_TARGET_DIR.
+        env["CARGO_TARGET_DIR"] = env.get("CARGO_TARGET_DIR") or env.get("CARGO_BUILD_TARGET_DIR") or str(root / "target")
         env["CARGO_INSTALL_ROOT"] = str(scratch / "cargo-root")
         # The fieldhub given comes before the venv's: the Python package
         # installs a `fieldhub` script too, built from whatever wheel the

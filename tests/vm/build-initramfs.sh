@@ -2,7 +2,7 @@
 # Build the guest for the VM tests: Debian's kernel (the package `make deps`
 # downloads into target/vm/dl/, unpacked once), an initramfs with busybox-static,
 # the CAN, virtio-serial, virtio-net and netem modules with their dependencies,
-# target/release/fieldhub (stripped: the build the wheel and the benchmarks use)
+# $FIELDHUB_BIN or target/release/fieldhub (stripped)
 # and iproute2's tc with their shared libraries, the static test programs of guest/, the awk
 # programs of seq/ (in /lib/fieldhub-vm) and every scenario directory of
 # scenarios/.
@@ -16,7 +16,7 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
 HERE=$ROOT/tests/vm
-FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
+FIELDHUB=${FIELDHUB_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
 # Modules the guest loads, in load order after their dependencies.
 MODULES="can can-raw vcan virtio_pci virtio_console virtio_net sch_netem"
 

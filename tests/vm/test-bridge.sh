@@ -19,24 +19,17 @@
 # frames pass each way again (host 0x340 first, then the guest's 0x1C0).
 # Prints throughput both ways. Exit status 0 only if every check passes.
 #
-# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
+# Needs $FIELDHUB_BIN (or target/release/fieldhub), qemu-system-x86_64, busybox-static, cpio.
 set -eu
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-VM=${CARGO_TARGET_DIR:-$ROOT/target}/vm
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
+NAME=test-bridge
+. "$(dirname "$0")/lib.sh"
 COUNT=10000
 AFTER_RESTART=2000
-for tool in qemu-system-x86_64 cpio; do
-    command -v $tool >/dev/null || { echo "test-bridge: $tool missing (make deps installs it)" >&2; exit 1; }
-done
+need qemu-system-x86_64 cpio
 
 "$ROOT/tests/vm/build-initramfs.sh"
-RUN=$(mktemp -d "${TMPDIR:-/tmp}/fieldhub-vm.XXXXXX")
+start_run
 SOCK=$RUN/hub.sock
-pids=""
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$RUN"; }
-trap cleanup EXIT INT TERM
-fail() { echo "test-bridge: FAIL: $*" >&2; exit 1; }
 
 cat >"$RUN/hub.toml" <<TOML
 [hub]
@@ -54,18 +47,6 @@ start_hub() {
     pids="$pids $hub"
     for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
     [ -S "$SOCK" ] || fail "the hub did not listen on $SOCK: $(cat "$RUN/hub.log")"
-}
-# Wait up to 120 s for a command to succeed while the guest runs; a guest
-# that stopped early ends the wait with its console.
-await() {
-    what=$1
-    shift
-    for _ in $(seq 1200); do
-        "$@" && return 0
-        kill -0 "$guest" 2>/dev/null || { tail -20 "$RUN/guest.log"; fail "the guest ended before $what"; }
-        sleep 0.1
-    done
-    fail "timed out waiting for $what"
 }
 # serve_bridge N WHAT HOST_BASE NAME: dump can0 to dump-NAME.log, wait until
 # the hub has opened guest-vcan0 for the Nth time (WHAT says what that

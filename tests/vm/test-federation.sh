@@ -9,24 +9,17 @@
 # each family complete and in order: order and completeness survive the
 # impaired link.
 #
-# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio,
+# Needs $FIELDHUB_BIN (or target/release/fieldhub), qemu-system-x86_64, busybox-static, cpio,
 # iproute2's tc (copied into the guest).
 set -eu
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FIELDHUB=${FIELDHUB_GUEST_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
+NAME=test-federation
+. "$(dirname "$0")/lib.sh"
 SEQ=$ROOT/tests/vm/seq
 COUNT=${COUNT:-2000}
-command -v qemu-system-x86_64 >/dev/null || { echo "test-federation: qemu-system-x86_64 missing (make deps installs it)" >&2; exit 1; }
+need qemu-system-x86_64
 
 "$ROOT/tests/vm/build-initramfs.sh"
-RUN=$(mktemp -d /tmp/fieldhub-vm-federation.XXXXXX)
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
+start_run
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 OWNER_PORT=$(free_port)
 RELAY_PORT=$(free_port)
@@ -52,7 +45,7 @@ TOML
 hub host1 "$OWNER_PORT" "" ""
 hub host2 "$RELAY_PORT" "\"tcp/127.0.0.1:$OWNER_PORT\"" 'owner = "host1"'
 for _ in $(seq 100); do grep -q 'the owner is there' "$RUN/host2.log" 2>/dev/null && break; sleep 0.1; done
-grep -q 'the owner is there' "$RUN/host2.log" || { cat "$RUN/host1.log" "$RUN/host2.log"; echo "test-federation: FAIL: host2 never saw host1" >&2; exit 1; }
+grep -q 'the owner is there' "$RUN/host2.log" || { cat "$RUN/host1.log" "$RUN/host2.log"; fail "host2 never saw host1"; }
 
 total=$((1 + 3 * COUNT))
 for h in host1 host2; do
@@ -84,12 +77,12 @@ result=$(grep '^FIELDHUB-VM-RESULT' "$RUN/guest.log")
 echo "$result"
 guest_md5=$(echo "$result" | sed -n 's/.* md5=\([0-9a-f]*\).*/\1/p')
 for h in host1 host2; do
-    eval "wait \$dump_$h" || { cat "$RUN/$h.dump.err"; echo "test-federation: FAIL: $h's dump ended early" >&2; exit 1; }
+    eval "wait \$dump_$h" || { cat "$RUN/$h.dump.err"; fail "$h's dump ended early"; }
     for family in 256 512 768; do
         awk -v n="$COUNT" -v base=$family -f "$SEQ/check.awk" "$RUN/$h.dump" >/dev/null ||
-            { awk -v n="$COUNT" -v base=$family -f "$SEQ/check.awk" "$RUN/$h.dump"; echo "test-federation: FAIL: family $family on $h" >&2; exit 1; }
+            { awk -v n="$COUNT" -v base=$family -f "$SEQ/check.awk" "$RUN/$h.dump"; fail "family $family on $h"; }
     done
     md5=$(awk '{print $3}' "$RUN/$h.dump" | md5sum | cut -d' ' -f1)
-    [ "$md5" = "$guest_md5" ] || { echo "test-federation: FAIL: $h saw another order than the guest ($md5, guest $guest_md5)" >&2; exit 1; }
+    [ "$md5" = "$guest_md5" ] || { fail "$h saw another order than the guest ($md5, guest $guest_md5)"; }
 done
 echo "test-federation: PASS ($total frames, one order on the three hubs across a link with 2 ms delay and 1 % loss, $(($(date +%s) - start)) s)"

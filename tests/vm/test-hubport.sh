@@ -6,10 +6,11 @@
 # unplugged and plugged back), the hub reopens it, and 2,000 more pass each
 # way (the guest checks both directions and reports).
 #
-# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
+# Needs $FIELDHUB_BIN (or target/release/fieldhub), qemu-system-x86_64, busybox-static, cpio.
 set -eu
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-command -v qemu-system-x86_64 >/dev/null || { echo "test-hubport: qemu-system-x86_64 missing (make deps installs it)" >&2; exit 1; }
+NAME=test-hubport
+. "$(dirname "$0")/lib.sh"
+need qemu-system-x86_64
 
 "$ROOT/tests/vm/build-initramfs.sh"
 start=$(date +%s)

@@ -18,19 +18,15 @@
 # Exit status 0 only if every check passes. Needs target/release/fieldhub,
 # qemu-system-x86_64, busybox-static, cpio (as test-bridge.sh).
 set -eu
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
+NAME=test-ivshmem
+. "$(dirname "$0")/lib.sh"
 COUNT=${COUNT:-100000}
 SIDE=6000
-command -v qemu-system-x86_64 >/dev/null || { echo "test-ivshmem: qemu-system-x86_64 missing" >&2; exit 1; }
+need qemu-system-x86_64
 
 "$ROOT/tests/vm/build-initramfs.sh"
-RUN=$(mktemp -d /dev/shm/fieldhub-vm.XXXXXX 2>/dev/null || mktemp -d "${TMPDIR:-/tmp}/fieldhub-vm.XXXXXX")
+start_run
 HUB="unix:$RUN/hub.sock"
-pids=""
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$RUN"; }
-trap cleanup EXIT INT TERM
-fail() { echo "test-ivshmem: FAIL: $*" >&2; exit 1; }
 # A dump of little-endian counters (`gen -D i`): all n, in order.
 check_counters() {
     awk -v n="$1" -v what="$2" 'BEGIN { for (i = 0; i < 256; i++) v[sprintf("%02X", i)] = i }

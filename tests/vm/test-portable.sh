@@ -6,32 +6,16 @@
 #   in order by seq/check.awk; host `fieldhub replay` -> 10,000 frames (family
 #   0x280) -> fhp_seq, which checks them in order.
 #
-# Needs target/release/fieldhub, qemu-system-x86_64, busybox-static, cpio.
+# Needs $FIELDHUB_BIN (or target/release/fieldhub), qemu-system-x86_64, busybox-static, cpio.
 set -eu
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
+NAME=test-portable
+. "$(dirname "$0")/lib.sh"
 COUNT=10000
-for tool in qemu-system-x86_64 cpio; do
-    command -v $tool >/dev/null || { echo "test-portable: $tool missing (make deps installs it)" >&2; exit 1; }
-done
+need qemu-system-x86_64 cpio
 
 "$ROOT/tests/vm/build-initramfs.sh"
-RUN=$(mktemp -d "${TMPDIR:-/tmp}/fieldhub-vm.XXXXXX")
+start_run
 SOCK=$RUN/hub.sock
-pids=""
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$RUN"; }
-trap cleanup EXIT INT TERM
-fail() { echo "test-portable: FAIL: $*" >&2; exit 1; }
-await() {
-    what=$1
-    shift
-    for _ in $(seq 1200); do
-        "$@" && return 0
-        kill -0 "$guest" 2>/dev/null || { tail -20 "$RUN/guest.log"; fail "the guest ended before $what"; }
-        sleep 0.1
-    done
-    fail "timed out waiting for $what"
-}
 
 cat >"$RUN/hub.toml" <<TOML
 [[channel]]
