@@ -124,7 +124,10 @@ impl TcpEndpoint {
     }
 }
 
-/// Serve one connection to its end.
+/// Serve one connection to its end, then close it. Every way out shuts the
+/// socket down: the accept thread holds a clone of it (to shut it down when
+/// the hub stops), so dropping this one would leave a refused peer waiting
+/// on an open connection.
 fn serve(
     stream: TcpStream,
     from: SocketAddr,
@@ -133,8 +136,20 @@ fn serve(
     refusals: &Refusals,
     sessions: &Arc<Sessions>,
 ) {
+    serve_peer(&stream, from, channel, stats, refusals, sessions);
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn serve_peer(
+    stream: &TcpStream,
+    from: SocketAddr,
+    channel: &str,
+    stats: &EndpointStats,
+    refusals: &Refusals,
+    sessions: &Arc<Sessions>,
+) {
     let label = format!("tcp/{from}");
-    if let Err(e) = banner(&stream) {
+    if let Err(e) = banner(stream) {
         if !sessions.stopping() {
             refusals.log(&label, &format!("closing the cannelloni connection: {e}"));
         }
@@ -165,7 +180,7 @@ fn serve(
             let _ = out.shutdown(Shutdown::Both);
         })
     });
-    let reason = read_loop(&stream, &peer, &label);
+    let reason = read_loop(stream, &peer, &label);
     peer.close(reason);
     let _ = stream.shutdown(Shutdown::Both);
     match writer {
