@@ -3,7 +3,7 @@
 //!
 //! The hub answers `HELLO` with a `CHALLENGE` (a fresh 32-byte nonce and its
 //! name); the client answers `AUTH` with HMAC-SHA256 under its token of the
-//! [transcript](transcript): a fixed context string, the nonce, the hub's
+//! [transcript]: a fixed context string, the nonce, the hub's
 //! name, and the `HELLO`'s version, name and options as they travelled. A
 //! listener that is not the hub learns nothing it could replay: an `AUTH`
 //! answers one nonce only, and binds the session's name and options.
