@@ -74,7 +74,21 @@ impl Shared {
     /// Write `line` alone; a client that does not take it within
     /// [`WRITE_PATIENCE`] loses its connection.
     fn write(&self, line: &str) -> bool {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        Self::write_to(out, line)
+    }
+
+    /// Switch to mode `to` and answer `< ok >`, under the write lock: a
+    /// frame the client sends once it read the answer is formatted in the
+    /// new mode (the writer reads the mode after taking it), and none of the
+    /// new mode is written before the answer.
+    fn switch_mode(&self, to: u8) -> bool {
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        self.mode.store(to, Ordering::Release);
+        Self::write_to(out, "< ok >")
+    }
+
+    fn write_to(mut out: std::sync::MutexGuard<'_, TcpStream>, line: &str) -> bool {
         match out.write_all(line.as_bytes()) {
             Ok(()) => true,
             Err(e) => {
@@ -304,16 +318,16 @@ impl Connection {
             let answer = match (command, mode) {
                 (Command::Mode(to), _) => match to {
                     Mode::Bcm | Mode::Raw | Mode::Control => {
-                        // `< ok >` first, alone: frames of the new mode come after it.
-                        if let Err(reason) = self.reply("< ok >") {
-                            return reason;
-                        }
                         let to = match to {
                             Mode::Raw => MODE_RAW,
                             Mode::Control => MODE_CONTROL,
                             _ => MODE_BCM,
                         };
-                        self.shared.mode.store(to, Ordering::Release);
+                        // `< ok >` alone, and the mode in place before the
+                        // client can read it.
+                        if !self.shared.switch_mode(to) {
+                            return "the client does not read".into();
+                        }
                         self.shared.statistics.mode_changed(to == MODE_CONTROL);
                         continue;
                     }
