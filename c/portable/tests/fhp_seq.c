@@ -29,6 +29,7 @@
 #else
 #include <fcntl.h>
 #include <sys/select.h>
+#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -70,8 +71,10 @@ int main(int argc, char **argv) {
     fhp_socket sock;
 #ifndef _WIN32
     int fd = -1;
+    const char *serial = NULL;
+    const struct timespec half_second = {0, 500000000L};
 #endif
-    int rc;
+    int rc, attempt;
     unsigned long count, send_base, recv_base, sent = 0, got = 0;
     uint32_t request;
     uint64_t nonce = 0;
@@ -99,18 +102,38 @@ int main(int argc, char **argv) {
 #ifndef _WIN32
         fd = sock;
     } else if (strncmp(argv[1], "serial:", 7) == 0) {
-        fd = open(argv[1] + 7, O_RDWR | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0) return perror(argv[1] + 7), 1;
+        serial = argv[1] + 7;
+        fd = open(serial, O_RDWR | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0) return perror(serial), 1;
         stream = fhp_fd_stream(&fd);
 #endif
     } else {
         fprintf(stderr, "fhp_seq: URL must be tcp://HOST:PORT or serial:PATH, not %s\n", argv[1]);
         return 2;
     }
-    fhp_init(&c, &stream, rx, sizeof rx, tx, sizeof tx);
-    if ((rc = fhp_connect(&c, "fhp-seq", getenv("FIELDHUB_TOKEN"))) != FHP_OK) die(&c, rc, "connect");
-    while ((rc = fhp_connected(&c)) == FHP_ERR_AGAIN)
-        if ((rc = fhp_poll(&c)) < 0) die(&c, rc, "HELLO");
+    for (attempt = 1;; attempt++) {
+        fhp_init(&c, &stream, rx, sizeof rx, tx, sizeof tx);
+        if ((rc = fhp_connect(&c, "fhp-seq", getenv("FIELDHUB_TOKEN"))) != FHP_OK) die(&c, rc, "connect");
+        while ((rc = fhp_connected(&c)) == FHP_ERR_AGAIN)
+            if ((rc = fhp_poll(&c)) < 0) break;
+#ifndef _WIN32
+        /* A virtio-serial port reads as ended while QEMU has no connection
+         * to the hub: QEMU connects when it starts, the hub closes a
+         * connection that says nothing for 5 s (a guest still booting),
+         * and QEMU's reconnect=1 connects again a second later. So over a
+         * port an end before WELCOME means "try again", as the Rust
+         * bridge does; a REFUSE is an answer and is not retried. */
+        if (rc == FHP_ERR_CLOSED && serial && attempt < 30) {
+            fprintf(stderr, "fhp_seq: %s: %s; saying HELLO again in 0.5 s\n", serial, fhp_last_error(&c));
+            close(fd);
+            nanosleep(&half_second, NULL);
+            fd = open(serial, O_RDWR | O_NONBLOCK | O_NOCTTY);
+            if (fd < 0) return perror(serial), 1;
+            continue;
+        }
+#endif
+        break;
+    }
     if (rc) die(&c, rc, "HELLO");
     if ((rc = fhp_port_open(&c, argv[2], NULL, FHP_PORT_FD | FHP_PORT_BLOCK_ON_OVERFLOW, &request)) != FHP_OK)
         die(&c, rc, "open port");
