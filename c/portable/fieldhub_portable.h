@@ -50,7 +50,8 @@ extern "C" {
 #define FHP_ERR_INVALID_ARGUMENT (-1)
 /** The stream's read or write callback reported an error. */
 #define FHP_ERR_IO (-3)
-/** The hub refused the connection (REFUSE: token, version, hub full). */
+/** The hub refused the connection (REFUSE: token, version, hub full), or the io adapters
+ *  refused another user's hub before sending anything (fhp_check_hub). */
 #define FHP_ERR_REFUSED (-4)
 /** The connection has ended (GOODBYE, a fatal ERROR, end of stream). */
 #define FHP_ERR_CLOSED (-5)

@@ -74,6 +74,7 @@ int main(int argc, char **argv) {
     const char *serial = NULL;
     const struct timespec half_second = {0, 500000000L};
 #endif
+    char why[320] = "";
     int rc, attempt;
     unsigned long count, send_base, recv_base, sent = 0, got = 0;
     uint32_t request;
@@ -96,8 +97,8 @@ int main(int argc, char **argv) {
         if (!colon || n >= sizeof host) return fprintf(stderr, "fhp_seq: bad URL %s\n", argv[1]), 2;
         memcpy(host, argv[1] + 6, n);
         host[n] = '\0';
-        rc = fhp_tcp_connect(host, colon + 1, &sock);
-        if (rc) return fprintf(stderr, "fhp_seq: cannot connect to %s: %s\n", argv[1], fhp_strerror(rc)), 1;
+        rc = fhp_tcp_connect(host, colon + 1, &sock, why, sizeof why);
+        if (rc) return fprintf(stderr, "fhp_seq: cannot connect to %s: %s\n", argv[1], *why ? why : fhp_strerror(rc)), 1;
         stream = fhp_socket_stream(&sock);
 #ifndef _WIN32
         fd = sock;

@@ -2,7 +2,7 @@
  * Tests of the portable client: against a real hub (its URL is argv[2]) and
  * against a scripted hostile hub (an in-memory stream, no hub needed).
  *
- *     fhp_tests TEST [tcp://HOST:PORT]
+ *     fhp_tests TEST [tcp://HOST:PORT] [UNIX_SOCKET_PATH]
  *
  * The hub the driver (hub_tests.sh) starts has can0 (CAN FD) and can1
  * (classic CAN).
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <unistd.h>
 
 #define CHECK(cond, ...)                                                   \
     do {                                                                   \
@@ -62,7 +63,7 @@ static void join(peer *p, const char *url, const char *name) {
     CHECK(strncmp(url, "tcp://", 6) == 0 && colon, "bad URL %s", url);
     memcpy(host, url + 6, (size_t)(colon - url - 6));
     host[colon - url - 6] = '\0';
-    CHECK(fhp_tcp_connect(host, colon + 1, &p->sock) == FHP_OK, "cannot connect to %s", url);
+    CHECK(fhp_tcp_connect(host, colon + 1, &p->sock, NULL, 0) == FHP_OK, "cannot connect to %s", url);
     s = fhp_socket_stream(&p->sock);
     CHECK(fhp_init(&p->c, &s, p->rx, sizeof p->rx, p->tx, sizeof p->tx) == FHP_OK, "init");
     CHECK(fhp_connect(&p->c, name, NULL) == FHP_OK, "connect: %s", fhp_last_error(&p->c));
@@ -233,7 +234,7 @@ static int handshake_with(peer *a, const char *url, const char *name, const char
     int rc;
     memcpy(host, url + 6, (size_t)(colon - url - 6));
     host[colon - url - 6] = '\0';
-    CHECK(fhp_tcp_connect(host, colon + 1, &a->sock) == FHP_OK, "connect");
+    CHECK(fhp_tcp_connect(host, colon + 1, &a->sock, NULL, 0) == FHP_OK, "connect");
     s = fhp_socket_stream(&a->sock);
     fhp_init(&a->c, &s, a->rx, sizeof a->rx, a->tx, sizeof a->tx);
     CHECK(fhp_connect(&a->c, name, token) == FHP_OK, "HELLO");
@@ -255,7 +256,7 @@ static void a_token_is_proved_and_a_wrong_one_refused(const char *url) {
     CHECK(rc == FHP_ERR_REFUSED && strstr(fhp_last_error(&b.c), "requires a token"), "no token: %d %s", rc,
           fhp_last_error(&b.c));
     /* The client keeps no copy of the token: its memory may change at once. */
-    CHECK(fhp_tcp_connect("127.0.0.1", strrchr(url + 6, ':') + 1, &holder.sock) == FHP_OK, "connect");
+    CHECK(fhp_tcp_connect("127.0.0.1", strrchr(url + 6, ':') + 1, &holder.sock, NULL, 0) == FHP_OK, "connect");
     {
         fhp_stream s = fhp_socket_stream(&holder.sock);
         fhp_init(&holder.c, &s, holder.rx, sizeof holder.rx, holder.tx, sizeof holder.tx);
@@ -399,9 +400,49 @@ static void hostile_hub_input_is_an_error_code(void) {
     printf("hostile hub: ok\n");
 }
 
+/* `url` (tcp://127.0.0.1:PORT) and `unix_path` are served by the user nobody
+ * (hub_owner.sh): both are refused before a byte is sent, naming nobody and
+ * what to set; FIELDHUB_HUB_USER naming nobody (by name or uid) lets them in. */
+static void another_users_listener_is_refused_naming_it(const char *url, const char *unix_path) {
+    char host[64], why[512], expected[128];
+    const char *colon = strrchr(url + 6, ':');
+    fhp_socket sock;
+    int fd;
+    CHECK(strncmp(url, "tcp://", 6) == 0 && colon && (size_t)(colon - url - 6) < sizeof host, "bad URL %s", url);
+    memcpy(host, url + 6, (size_t)(colon - url - 6));
+    host[colon - url - 6] = '\0';
+    CHECK(unsetenv("FIELDHUB_HUB_USER") == 0, "unsetenv");
+
+    CHECK(fhp_tcp_connect(host, colon + 1, &sock, why, sizeof why) == FHP_ERR_REFUSED, "TCP admitted: %s", why);
+    snprintf(expected, sizeof expected, "the socket listening at %s runs as user nobody (uid 65534), not as you", url + 6);
+    CHECK(strstr(why, expected) && strstr(why, "nothing was sent") && strstr(why, "set FIELDHUB_HUB_USER=nobody"),
+          "the refusal names the listener and the fix: %s", why);
+    CHECK(fhp_unix_connect(unix_path, &fd, why, sizeof why) == FHP_ERR_REFUSED, "unix admitted: %s", why);
+    CHECK(strstr(why, "the process listening on this socket runs as user nobody (uid 65534)") &&
+              strstr(why, "set FIELDHUB_HUB_USER=nobody"),
+          "the refusal names the listener and the fix: %s", why);
+    CHECK(setenv("FIELDHUB_HUB_USER", "no-such-user-here", 1) == 0, "setenv");
+    CHECK(fhp_tcp_connect(host, colon + 1, &sock, why, sizeof why) == FHP_ERR_REFUSED &&
+              strstr(why, "FIELDHUB_HUB_USER=no-such-user-here names no user of this machine"),
+          "an unknown user in FIELDHUB_HUB_USER: %s", why);
+
+    /* Named on purpose, the other user's hub is talked to. */
+    CHECK(setenv("FIELDHUB_HUB_USER", "nobody", 1) == 0, "setenv");
+    CHECK(fhp_tcp_connect(host, colon + 1, &sock, why, sizeof why) == FHP_OK, "trusted by name: %s", why);
+    fhp_tcp_close(&sock);
+    CHECK(setenv("FIELDHUB_HUB_USER", "65534", 1) == 0, "setenv");
+    CHECK(fhp_unix_connect(unix_path, &fd, why, sizeof why) == FHP_OK, "trusted by uid: %s", why);
+    close(fd);
+    printf("another user's listeners: refused, then trusted on request\n");
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "hostile_hub_input_is_an_error_code") == 0) {
         hostile_hub_input_is_an_error_code();
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "another_users_listener_is_refused_naming_it") == 0) {
+        another_users_listener_is_refused_naming_it(argv[2], argv[3]);
         return 0;
     }
     CHECK(argc == 3, "usage: fhp_tests TEST tcp://HOST:PORT");
