@@ -65,7 +65,6 @@ pub mod port_id;
 pub mod recording;
 pub mod request;
 pub mod slots;
-#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tx_queue;
 

@@ -401,13 +401,11 @@ impl OutboxSink for QueueOutbox {
 
 /// An outbox nobody drains, and its consumer side to read it in tests that
 /// step the bus themselves.
-#[cfg(any(test, feature = "testing"))]
 pub fn test_outbox() -> (Outbox, Arc<QueueOutbox>) {
     let queue = QueueOutbox::new(None, Arc::new(crate::testing::SteppedByHand));
     (Outbox::new(queue.clone()), queue)
 }
 
-#[cfg(any(test, feature = "testing"))]
 impl QueueOutbox {
     /// Every item waiting, taken.
     pub fn drain(&self) -> Vec<Outbound> {

@@ -1,4 +1,4 @@
-//! Driving the bus in-process (the `testing` feature): the [`Harness`] on a
+//! Driving the bus in-process: the [`Harness`] on a
 //! manual clock, outboxes read by the test, a wall clock the test moves and
 //! an in-memory recorder. Logic tests of this crate and of its users run the
 //! bus here deterministically; integration tests start real hub processes.

@@ -48,7 +48,6 @@ mod cyclic_jobs_tests;
 #[cfg(test)]
 mod fate_tests;
 mod federated;
-#[cfg(any(test, feature = "testing"))]
 pub(crate) mod harness;
 mod intakes;
 mod monitor;

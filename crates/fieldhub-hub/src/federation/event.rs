@@ -2,7 +2,8 @@
 //! request, an owner's committed event, and the answer to a history query
 //! (any hub that applied or sequenced a channel's events answers it). Little-
 //! endian, fixed layout, checked on decoding (a frame is rebuilt through
-//! `Frame::from_parts`).
+//! `Frame::from_parts`). Normative: `spec/federation.md`, pinned by
+//! `spec/vectors/federation/messages.json`.
 //!
 //! Layouts:
 //! - origin: `len u8`, the relay's Zenoh session id (UTF-8), `port_id u32`,

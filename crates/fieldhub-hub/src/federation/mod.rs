@@ -49,6 +49,8 @@
 mod channel;
 mod error;
 pub mod event;
+#[cfg(test)]
+mod event_vectors;
 #[cfg(feature = "federation")]
 mod handover;
 #[cfg(feature = "federation")]
