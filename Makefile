@@ -39,6 +39,11 @@ test test-%: export CARGO_BUILD_TARGET_DIR = $(TEST_TARGET_DIR)
 test test-%: export CARGO_PROFILE_RELEASE_OPT_LEVEL = 1
 test test-%: export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS = true
 test test-%: export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS = true
+# No line tables (the release profile's are for perf): a failing test names
+# its file and line without them, and the hub's crate compiles in 5 % less
+# CPU time (118 s against 124 s at opt-level 1) — more for the 40 test
+# binaries' links.
+test test-%: export CARGO_PROFILE_RELEASE_DEBUG = false
 # What the non-Rust parts run to get the fieldhub command and the test
 # binaries: the very build `test-rust` made (same packages, same features),
 # so it costs nothing after it, where `cargo build -p fieldhub-cli` would
