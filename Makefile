@@ -40,9 +40,10 @@ test test-%: export CARGO_PROFILE_RELEASE_OPT_LEVEL = 1
 test test-%: export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS = true
 test test-%: export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS = true
 # No line tables (the release profile's are for perf): a failing test names
-# its file and line without them, and the hub's crate compiles in 5 % less
-# CPU time (118 s against 124 s at opt-level 1) — more for the 40 test
-# binaries' links.
+# its file and line without them; the hub's crate compiles in 5 % less CPU
+# time (118 s against 124 s at opt-level 1); and the docs' Rust program, a
+# crate of its own whose release profile has none, shares this build (with
+# line tables here, cargo compiled its 101 dependencies again).
 test test-%: export CARGO_PROFILE_RELEASE_DEBUG = false
 # What the non-Rust parts run to get the fieldhub command and the test
 # binaries: the very build `test-rust` made (same packages, same features),
