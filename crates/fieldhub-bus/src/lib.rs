@@ -44,6 +44,7 @@
 //! - **Bounded everything**, and no allocation per frame on the data path.
 
 pub mod access;
+pub mod auth_refusals;
 pub mod bus;
 pub mod bus_load;
 pub mod channel;

@@ -95,6 +95,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     if let Some(endpoints) = cannelloni {
         write_cannelloni(&mut out, &endpoints)?;
     }
+    if !stats.auth_refused.is_empty() {
+        writeln!(out, "\nrefused for their credentials: {}", by_reason(&stats.auth_refused))?;
+    }
     if let Some(o) = &stats.omitted {
         writeln!(
             out,
@@ -188,7 +191,7 @@ pub(crate) fn identifier(socketcan_id: u32) -> String {
     }
 }
 
-/// `bus_off 3, fault_rule 1`: drop counts by reason.
+/// `bus_off 3, fault_rule 1`: counts by name (drops by reason, refusals by transport).
 fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
     counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
 }

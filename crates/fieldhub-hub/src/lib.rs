@@ -198,7 +198,9 @@ impl Hub {
         let bell = Arc::new(bell);
         let wake = Arc::new(BusWake::new(Arc::clone(&bell)));
         let (inbox, inbox_rx) = fieldhub_bus::inbox::inbox(wake.clone());
-        let mut bus = bus_thread::bus_for(&config);
+        // Counted by the sessions and the control API, reported by the bus.
+        let refusals = Arc::new(fieldhub_bus::auth_refusals::AuthRefusals::default());
+        let mut bus = bus_thread::bus_for(&config).with_auth_refusals(Arc::clone(&refusals));
         let federation = match federation::Federation::open(&config)? {
             Some((federation, links)) => {
                 for link in links {
@@ -214,7 +216,7 @@ impl Hub {
         let sessions = Arc::new(Sessions::new(
             inbox.clone(),
             config.hub.name.clone(),
-            credentials(&config),
+            credentials(&config, &refusals),
             config.hub.time == TimeMode::Virtual,
             Arc::clone(&stopping),
         ));
@@ -243,7 +245,7 @@ impl Hub {
         hub.threads.extend(rbs_threads);
         let control = ControlServer::start(
             hub.inbox.clone(),
-            credentials(&config),
+            credentials(&config, &refusals),
             config.hub.recordings_dir.clone(),
             dbc,
             cannelloni.stats(),
@@ -433,12 +435,17 @@ fn raise_open_file_limit() {
     }
 }
 
-/// The tokens and the rule for local users that sessions and the control API check.
-fn credentials(config: &HubConfig) -> session::credentials::Credentials {
+/// The tokens and the rule for local users that sessions and the control
+/// API check, counting whom they refuse in `refusals`.
+fn credentials(
+    config: &HubConfig,
+    refusals: &Arc<fieldhub_bus::auth_refusals::AuthRefusals>,
+) -> session::credentials::Credentials {
     session::credentials::Credentials::new(
         config.hub.token.clone(),
         config.hub.monitor_token.clone(),
         config.hub.insecure_local,
     )
     .with_grants(&config.access)
+    .counting_refusals_in(Arc::clone(refusals))
 }

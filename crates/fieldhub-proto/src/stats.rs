@@ -18,6 +18,12 @@ pub struct HubStats {
     /// the document is whole.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub omitted: Option<OmittedStats>,
+    /// Clients refused for their credentials since the hub started (a
+    /// wrong token, none where one is needed, another local user without
+    /// one), by transport: `tcp`, `tls`, `unix`, `shm`, `ivshmem`, `http`;
+    /// only transports that refused any.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty"))]
+    pub auth_refused: std::collections::BTreeMap<String, u64>,
 }
 
 /// How many entries of each list a `STATS` document left out, cut from

@@ -23,6 +23,7 @@ use fieldhub_proto::{Frame, FrameKind};
 use tracing::{debug, info, warn};
 
 use crate::access::{Access, PortRight};
+use crate::auth_refusals::AuthRefusals;
 use crate::channel::{Channel, Transmitted};
 use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{BusConfig, PortConfig, Protocol, RouteConfig, Timing};
@@ -197,6 +198,8 @@ pub struct Bus {
     relays: Vec<Option<crossbeam_channel::Sender<crate::federation::Uplinked>>>,
     /// Per channel: its federation figures, for `STATS`, when it is federated.
     federation: Vec<Option<Arc<crate::federation::ChannelStatus>>>,
+    /// Clients the hub refused for their credentials, for `STATS`.
+    auth_refused: Arc<AuthRefusals>,
     /// Cyclic jobs of the clients' ports, by the bus time they are due
     /// (`bus/cyclic_jobs.rs`).
     cyclic: CyclicJobs<(ClientId, u16), Box<dyn FrameProducer>>,
@@ -257,6 +260,7 @@ impl Bus {
             virtual_time: None,
             relays: vec![None; count],
             federation: vec![None; count],
+            auth_refused: Arc::default(),
             cyclic: CyclicJobs::new(),
             cyclic_due: Vec::new(),
         }
@@ -343,6 +347,12 @@ impl Bus {
     /// bus refuses to start recordings.
     pub fn with_recorder(mut self, recorder: Box<dyn Recorder>) -> Self {
         self.recorder = Some(recorder);
+        self
+    }
+
+    /// Report `refusals`, which the hub's transports count, in `STATS`.
+    pub fn with_auth_refusals(mut self, refusals: Arc<AuthRefusals>) -> Self {
+        self.auth_refused = refusals;
         self
     }
 
@@ -700,7 +710,15 @@ impl Bus {
                     .map_or(0, |m| m.counters.tx_dropped),
             })
             .collect();
-        HubStats { hub: self.hub_name.clone(), channels, ports, routes, time: self.time_stats(), omitted: None }
+        HubStats {
+            hub: self.hub_name.clone(),
+            channels,
+            ports,
+            routes,
+            time: self.time_stats(),
+            omitted: None,
+            auth_refused: self.auth_refused.snapshot(),
+        }
     }
 
     fn on_open_port(

@@ -30,6 +30,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::{delete, get, patch, post};
 use axum::Router;
+use fieldhub_bus::auth_refusals::AuthTransport;
 use fieldhub_bus::inbox::InboxSender;
 use fieldhub_bus::request::ControlRequest;
 use tokio::sync::{mpsc, oneshot};
@@ -239,7 +240,11 @@ async fn authorize(State(state): State<Arc<ApiState>>, mut request: Request, nex
     // A request that came some other way than the server's own accept
     // (a test calling the router) has no origin and is nobody's.
     let origin = request.extensions().get::<PeerOrigin>().copied().unwrap_or(PeerOrigin::Unknown);
-    let access = match state.credentials.access(&presented, &origin) {
+    let decided = state.credentials.access(&presented, &origin);
+    if decided.is_err() {
+        state.credentials.count_refusal(AuthTransport::Http);
+    }
+    let access = match decided {
         Err(Refused::TokenRequired) => {
             return unauthorized("this hub requires 'Authorization: Bearer <token>'".into());
         }

@@ -22,6 +22,9 @@
 //! such a client proves anyway is still checked (the monitor token makes
 //! it read-only, a wrong one is refused). Without `tls_client_ca`, TLS only
 //! hides the traffic: the rules above apply over it unchanged.
+//!
+//! Every client refused here is counted by the transport that refused it
+//! ([`Credentials::count_refusal`]), for `STATS`' `auth_refused`.
 
 use std::sync::Arc;
 
@@ -31,6 +34,7 @@ use fieldhub_proto::limits::MAC_LEN;
 use crate::config::AccessConfig;
 use crate::session::peer_user::PeerOrigin;
 pub use fieldhub_bus::access::{Access, Grant};
+use fieldhub_bus::auth_refusals::{AuthRefusals, AuthTransport};
 
 /// Why a client is not admitted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +55,8 @@ pub struct Credentials {
     /// `[[access]]` tokens and their grants.
     grants: Vec<(String, Arc<Grant>)>,
     insecure_local: bool,
+    /// Clients refused, per transport; the bus reports the same counters.
+    refusals: Arc<AuthRefusals>,
 }
 
 impl Credentials {
@@ -59,7 +65,18 @@ impl Credentials {
     pub fn new(token: Option<String>, monitor_token: Option<String>, insecure_local: bool) -> Self {
         let monitor_token = monitor_token.filter(|_| token.is_some());
         let insecure_local = insecure_local && token.is_none();
-        Self { token, monitor_token, grants: Vec::new(), insecure_local }
+        Self { token, monitor_token, grants: Vec::new(), insecure_local, refusals: Arc::default() }
+    }
+
+    /// Count refusals in `refusals` (the counters `STATS` reports).
+    pub fn counting_refusals_in(mut self, refusals: Arc<AuthRefusals>) -> Self {
+        self.refusals = refusals;
+        self
+    }
+
+    /// A client was refused on `transport` for its credentials.
+    pub fn count_refusal(&self, transport: AuthTransport) {
+        self.refusals.count(transport);
     }
 
     /// Add the `[[access]]` tables whose tokens were read (the

@@ -40,6 +40,7 @@ use tracing::{debug, info, warn};
 use crate::session::credentials::{Access, Credentials, Refused};
 use crate::session::peer_key::{held_back, PeerKey, RefusalLog};
 use crate::session::peer_user::PeerOrigin;
+use fieldhub_bus::auth_refusals::AuthTransport;
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::{ClientId, HangUp, Inbound, InboxSender, Intake, NotQueued};
 use fieldhub_bus::outbox::Outbox;
@@ -227,6 +228,20 @@ impl Sessions {
     }
 }
 
+/// The transport a handshake of `via` (a [`Sessions::admit`] label) came
+/// over, as `STATS` names it; `None` for the hub's own clients, which are
+/// never refused.
+fn auth_transport(via: &str) -> Option<AuthTransport> {
+    Some(match via {
+        "TCP" => AuthTransport::Tcp,
+        "TLS" => AuthTransport::Tls,
+        "a unix socket" => AuthTransport::Unix,
+        "shared memory" => AuthTransport::Shm,
+        "ivshmem" => AuthTransport::Ivshmem,
+        _ => return None,
+    })
+}
+
 /// One counted client, from its first byte to its end. Dropping it detaches
 /// the client from the bus (if attached) and uncounts it.
 pub struct ClientSlot {
@@ -325,11 +340,14 @@ impl ClientSlot {
         self.admit_with(access, name, options)
     }
 
-    /// The refusal of a client that is not admitted; a wrong token is
-    /// counted.
+    /// The refusal of a client that is not admitted, counted for its
+    /// transport (`STATS`' `auth_refused`); a wrong token for the log too.
     fn unauthorized(&self, refused: Refused) -> Violation {
         if refused == Refused::WrongToken {
             self.sessions.wrong_tokens.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(transport) = auth_transport(self.via) {
+            self.sessions.credentials.count_refusal(transport);
         }
         Violation::new(ErrorCode::Unauthorized, greeting::refusal(refused))
     }

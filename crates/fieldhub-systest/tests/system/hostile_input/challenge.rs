@@ -4,17 +4,23 @@
 //! What a listener on the path records is of no use to it: the token's bytes
 //! are not in it, an `AUTH` it replays answers a nonce the hub no longer
 //! asks, and a client of the old version, which sent its token in clear, is
-//! refused with what to upgrade.
+//! refused with what to upgrade. Over shared memory and ivshmem the same
+//! challenge admits the token's holder; every refusal is counted per
+//! transport in `STATS` (`auth_refused`).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+use super::attacker::Pair;
 use crate::FIELDHUB;
 use fieldhub_proto::wire::{self, ErrorCode, Message};
 use fieldhub_testkit::*;
 
 const TOKEN: &str = "a-token-no-capture-may-hold-7f3a9c51";
+/// The numbered pair that runs while tokens are guessed.
+const PAIR_ID: u32 = 0x3C;
+const PAIR_TAG: u8 = 11;
 
 /// The hub's verdict: its `REFUSE`'s code and text, or a panic.
 fn refusal(body: &[u8]) -> (u16, String) {
@@ -136,6 +142,9 @@ fn an_auth_replayed_against_a_new_nonce_is_refused() {
 #[test]
 fn a_wrong_token_is_refused_and_counted_and_the_right_one_still_admitted() {
     let hub = FIELDHUB.start_with_token(TOKEN);
+    let (talker, listener) =
+        (client_with_token(&hub.url, "pair-sender", TOKEN), client_with_token(&hub.url, "pair-receiver", TOKEN));
+    let pair = Pair::start(talker, listener, "can0", PAIR_ID, PAIR_TAG);
     for attempt in 1..=3 {
         let mut guess = RawStream::connect(&hub);
         let (verdict, _) = guess.handshake_with("guess", Some("open-sesame"));
@@ -152,6 +161,69 @@ fn a_wrong_token_is_refused_and_counted_and_the_right_one_still_admitted() {
     assert!(text.starts_with("this hub requires a token"), "{text}");
     let client = client_with_token(&hub.url, "holder", TOKEN);
     client.open_port("can0").expect("the right token is still admitted");
+    // Each refusal is counted for its transport: STATS and the control API
+    // say so (a request without the bearer token is one more, over HTTP).
+    let counted = client.stats().unwrap().auth_refused;
+    assert_eq!(counted, [("tcp".to_owned(), 4)].into(), "3 wrong tokens and 1 without, over TCP");
+    assert_eq!(control::api(&hub, "GET", "/api/v1/stats", None).0, 401);
+    let stats: serde_json::Value = ureq::get(&format!("{}/api/v1/stats", control::base(&hub)))
+        .set("Authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .expect("the token holder reads the statistics")
+        .into_json()
+        .unwrap();
+    assert_eq!(stats["auth_refused"], serde_json::json!({"tcp": 4, "http": 1}), "{stats}");
+    pair.wait_for_more(100);
+    pair.finish();
+}
+
+/// A client of `url` presenting `token`: its refusal (code, text), or the
+/// client.
+fn connect_or_refusal(url: &str, name: &str, token: &str) -> Result<fieldhub_client::Client, (u16, String)> {
+    let options = fieldhub_client::ClientOptions { name: name.into(), token: Some(token.into()), ..Default::default() };
+    fieldhub_client::Client::connect_with(url, &options).map_err(|e| match e {
+        fieldhub_client::ClientError::Refused { code, text, .. } => (code, text),
+        other => panic!("expected the hub's REFUSE, got {other}"),
+    })
+}
+
+#[test]
+fn shared_memory_and_ivshmem_clients_prove_the_token_and_a_wrong_one_is_refused_and_counted() {
+    let region =
+        std::path::Path::new("/dev/shm").join(format!("fieldhub-challenge-{}-{}", std::process::id(), unique()));
+    let shm_name = format!("challenge-{}-{}", std::process::id(), unique());
+    let hub = FIELDHUB.start_with_env(
+        None,
+        &["--shm", &shm_name, "--ivshmem", region.to_str().unwrap()],
+        &[("FIELDHUB_TOKEN", TOKEN)],
+    );
+    let shm_url = hub.shm_url.clone().expect("the hub serves shared memory");
+    let ivshmem_url = format!("ivshmem://{}", region.display());
+    let listener = client_with_token(&hub.url, "listener", TOKEN);
+    listener.open_port_with("can0", &lossless()).unwrap();
+    listener.flush().unwrap();
+
+    for (url, tag) in [(&shm_url, 1u8), (&ivshmem_url, 2)] {
+        let (code, text) = connect_or_refusal(url, "guess", "open-sesame").err().expect("a wrong token is refused");
+        assert_eq!(code, ErrorCode::Unauthorized as u16, "{url}");
+        assert!(text.starts_with("wrong token"), "{url}: {text}");
+        let holder = connect_or_refusal(url, "holder", TOKEN).unwrap_or_else(|r| panic!("{url}: {r:?}"));
+        let port = holder.open_port("can0").unwrap();
+        for i in 0..20 {
+            holder.send(&port, &numbered(0x20 + u32::from(tag), tag, i)).unwrap();
+        }
+        assert_eq!(flush_all(&holder), 0, "{url}: every frame on the bus");
+        let got = recv_n(&listener, 20);
+        for (i, r) in got.iter().enumerate() {
+            assert_eq!(number_of(&r.frame), (tag, i as u32), "{url}: the holder's frames, in order");
+        }
+        holder.close();
+    }
+    let counted = listener.stats().unwrap().auth_refused;
+    assert_eq!(counted, [("ivshmem".to_owned(), 1), ("shm".to_owned(), 1)].into(), "one wrong token on each");
+    drop(listener);
+    drop(hub);
+    let _ = std::fs::remove_file(&region);
 }
 
 #[test]
