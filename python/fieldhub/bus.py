@@ -25,6 +25,14 @@ only when it calls ``bus.step(seconds)`` (and every other participant is done
 too); ``bus.now`` is the bus time it stands at, and frames carry bus time as
 their timestamp. ``send_periodic`` on it keeps its period in bus time. A bus
 without the option observes: it sends and receives, and time never waits for it.
+A participant's ``send`` never waits for bus time (its sends are part of its
+step): on an overloaded channel its frames queue in the hub and go out in the
+following steps, in arbitration order. When more than 256 of them wait at a step
+boundary the hub says so (``tx_queue_full``), ``bus.tx_queue_full`` is true and
+``send(msg, timeout=0)`` raises ``can.CanOperationError`` naming ``queue_full``
+until a step ends with the queue back under 256; past 16,384 waiting frames the
+hub refuses further ones, and ``flush_tx_buffer()`` raises naming how many
+(``tx_dropped_by_reason`` ``queue_full`` in the hub's stats; docs/virtual-time.md).
 
 As on a SocketCAN bus: ``fd=True`` needs a CAN FD channel (refused at open on
 a classic one); a bus opened without it neither receives nor sends CAN FD
@@ -325,6 +333,12 @@ class FieldhubBus(BusABC):
                 raise can.CanOperationError(str(e)) from None
             if kind == "invalid":
                 raise ValueError(str(e)) from None
+            if kind == "timeout" and timeout == 0 and self._native.tx_queue_full():
+                raise can.CanOperationError(
+                    "queue_full: more than 256 frames of this participant wait in the hub (tx_queue_full at its last"
+                    " step): its channel carries less than it sends. They go on the bus in the coming steps; send"
+                    " without a timeout to queue anyway, or send less per step"
+                ) from None
             if kind == "timeout":
                 raise can.CanOperationError(
                     f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
@@ -391,6 +405,15 @@ class FieldhubBus(BusABC):
             return self._native.fileno()
         except _native.Error as e:
             raise translate(e, opening=False) from None
+
+    @property
+    def tx_queue_full(self) -> bool:
+        """Whether more than 256 frames of this participant waited in the hub
+        at its last step boundary (virtual time: its channel carries less than
+        it sends). Meanwhile ``send(msg, timeout=0)`` raises naming
+        ``queue_full``; a send without a timeout still queues its frame. Always
+        false outside virtual time."""
+        return self._native.tx_queue_full()
 
     @property
     def rx_dropped(self) -> int:

@@ -347,6 +347,13 @@ impl NativeClient {
         Ok(self.client()?.rx_dropped(&self.port(handle)?))
     }
 
+    /// Whether this participant's queue in the hub was full at its last
+    /// step boundary (`ERROR tx_queue_full`): its channel carries less than
+    /// it sends. Always false outside virtual time.
+    fn tx_queue_full(&self) -> PyResult<bool> {
+        Ok(self.client()?.tx_queue_full())
+    }
+
     /// Disconnect, from any thread: calls blocked in other threads return
     /// with a `closed` error, and further calls raise one.
     fn close(&self, py: Python<'_>) {

@@ -2,6 +2,7 @@
 tasks keep their period in bus time, and a run — a failing one included —
 is the same on every run."""
 
+import re
 import threading
 
 import can
@@ -125,3 +126,72 @@ def test_the_control_api_holds_and_steps_virtual_time(fieldhub_hub):
     fieldhub_hub.run_until(2.0)
     message = observer.recv(5)
     assert message is not None and message.timestamp == 1.5
+
+
+def counted(k):
+    return can.Message(arbitration_id=0x200, data=k.to_bytes(2, "little"), is_extended_id=False)
+
+
+def drain(ecu, observer, step, count):
+    """Step ``ecu`` until ``observer`` has ``count`` frames (at most 2,000
+    steps); returns them with whether ``ecu.tx_queue_full`` held after each step."""
+    frames, full = [], []
+    for _ in range(2000):
+        ecu.step(step)
+        full.append(ecu.tx_queue_full)
+        observer.flush_tx_buffer()
+        frames += frames_of(observer)
+        if len(frames) >= count:
+            break
+    return frames, full
+
+
+SLOW_BUS = '[[channel]]\nname = "can0"\ntiming = "timed"\nbitrate = 125000\n'
+
+
+@pytest.mark.fieldhub_config(SLOW_BUS, time="virtual")
+def test_ten_thousand_frames_sent_in_one_step_go_out_in_order_over_the_following_steps(fieldhub_hub):
+    ecu = fieldhub_hub.bus("can0", synchronized=True, port_name="ecu")
+    observer = fieldhub_hub.bus("can0")
+    for k in range(10_000):
+        ecu.send(counted(k))
+    ecu.step(0.01)
+    # About 18 frames fit in 10 ms at 125 kbit/s: the participant hears
+    # that its queue is full, and a send that must not wait says so.
+    assert ecu.tx_queue_full
+    with pytest.raises(can.CanOperationError, match="queue_full"):
+        ecu.send(counted(0), timeout=0)
+    frames, full = drain(ecu, observer, 0.01, 10_000)
+    # The run went on: every frame on the bus, in the order sent, one after
+    # another over 5.3 s of bus time.
+    assert [int.from_bytes(data, "little") for _, _, data in frames] == list(range(10_000))
+    times = [t for t, _, _ in frames]
+    assert times == sorted(set(times)) and times[-1] > 4 * NS
+    assert ecu.now_ns == (len(full) + 1) * 10_000_000
+    # Told while more than 256 waited, and no longer once the queue drained.
+    assert full[0] and not full[-1] and full == sorted(full, reverse=True)
+    ecu.send(counted(10_000), timeout=0)
+    assert fieldhub_hub.port("ecu")["tx_dropped"] == 0
+
+
+@pytest.mark.fieldhub_config(SLOW_BUS.replace("125000", "500000"), time="virtual")
+def test_frames_past_what_the_hub_holds_of_a_participant_are_refused_and_reported_as_queue_full(fieldhub_hub):
+    ecu = fieldhub_hub.bus("can0", synchronized=True, port_name="ecu")
+    observer = fieldhub_hub.bus("can0")
+    for k in range(20_000):
+        ecu.send(counted(k))
+    # Nothing leaves the queue during a step: the first 16,384 are held, the
+    # rest refused as they came — each flush raises one report of them.
+    refused = 0
+    for _ in range(3617):
+        try:
+            ecu.flush_tx_buffer()
+            break
+        except can.CanOperationError as e:
+            report = re.fullmatch(r"(\d+) frame\(s\) sent on port \d+ refused: 16384 frames of this participant .*", str(e))
+            assert report, e
+            refused += int(report[1])
+    assert refused == 3616
+    assert fieldhub_hub.port("ecu")["tx_dropped_by_reason"] == {"queue_full": 3616}
+    frames, _ = drain(ecu, observer, 0.01, 16_384)
+    assert [int.from_bytes(data, "little") for _, _, data in frames] == list(range(16_384))
