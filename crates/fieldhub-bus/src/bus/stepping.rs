@@ -113,12 +113,15 @@ impl Bus {
         self.step();
         self.retire_lingering();
         let granted = self.virtual_time.as_mut().map(|vt| vt.grant(target)).unwrap_or_default();
-        for client in granted {
+        for &client in &granted {
             if let Some(text) = self.queue_full(client) {
                 let error = Outbound::Error { code: ErrorCode::TxQueueFull, request: 0, fatal: false, text };
                 self.reply(client, error);
             }
             self.reply(client, Outbound::Grant { now_ns: target });
+        }
+        if let Some(vt) = self.virtual_time.as_mut() {
+            vt.granted_done(granted);
         }
         true
     }

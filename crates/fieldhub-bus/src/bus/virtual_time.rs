@@ -220,6 +220,9 @@ pub struct VirtualTime {
     pub(super) told_lossless: bool,
     /// Observers' ports that stay until their frames are on the bus.
     pub(super) lingering: Vec<Lingering>,
+    /// The participants of the last grant, kept so that an advance
+    /// allocates nothing ([`VirtualTime::grant`]).
+    granted: Vec<ClientId>,
 }
 
 impl VirtualTime {
@@ -240,6 +243,7 @@ impl VirtualTime {
             ports_seen: 0,
             told_lossless: false,
             lingering: Vec::new(),
+            granted: Vec::new(),
         }
     }
 
@@ -324,11 +328,12 @@ impl VirtualTime {
     }
 
     /// The window ended at `target`: the participants whose boundary it
-    /// is stand there now and compute their next step. Returns them.
+    /// is stand there now and compute their next step. Returns them, in a
+    /// buffer to be handed back with [`VirtualTime::granted_done`].
     pub fn grant(&mut self, target: u64) -> Vec<ClientId> {
         let now = self.wall.now();
         self.pace.advanced(now, target);
-        let mut granted = Vec::new();
+        let mut granted = std::mem::take(&mut self.granted);
         for (&client, participant) in self.participants.iter_mut() {
             if participant.done_until == Some(target) {
                 participant.done_until = None;
@@ -344,6 +349,13 @@ impl VirtualTime {
         };
         self.reconsider_pace();
         granted
+    }
+
+    /// Hand back the buffer [`VirtualTime::grant`] returned, emptied: the
+    /// next advance fills it again without allocating.
+    pub fn granted_done(&mut self, mut granted: Vec<ClientId>) {
+        granted.clear();
+        self.granted = granted;
     }
 
     /// The step timeout, for reports.
