@@ -377,3 +377,4 @@ fn the_real_time_factor_counts_only_wall_clock_time_in_which_bus_time_was_free_t
 }
 
 mod overload;
+mod step_length;
