@@ -23,6 +23,9 @@ mod frame_bits;
 mod gen;
 #[cfg_attr(windows, path = "windows/hub.rs")]
 mod hub;
+mod isotp;
+mod isotp_dump;
+mod isotp_link;
 #[cfg(windows)]
 #[path = "windows/linux_only.rs"]
 mod linux_only;
@@ -68,6 +71,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Convert a log between candump (.log), Vector ASC (.asc) and ASAM MDF4 (.mf4), like log2asc and asc2log.
     Convert(convert::ConvertArgs),
+    /// ISO-TP (ISO 15765-2) payloads: send, recv and dump, like isotpsend, isotprecv, isotpdump and isotpsniffer.
+    Isotp(isotp::IsotpArgs),
     /// Control a running hub: wiring (plug, unplug, cut, repair), routes, listings.
     Ctl(ctl::CtlArgs),
     /// Exact on-wire length and duration of a frame (stuff bits, CRC, BRS).
@@ -228,6 +233,7 @@ where
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Isotp(args) => isotp::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::FrameBits(args) => frame_bits::run(args),
         Command::Bench(args) => bench::run(args, &this_command),
@@ -251,6 +257,10 @@ fn can_utils_name(tool: &str) -> Option<&'static str> {
         "cangen" => "gen",
         "canplayer" => "replay",
         "canbusload" => "stats",
+        "isotpsend" => "isotp send",
+        "isotprecv" => "isotp recv",
+        "isotpdump" => "isotp dump",
+        "isotpsniffer" => "isotp dump --sniff",
         _ => return None,
     })
 }

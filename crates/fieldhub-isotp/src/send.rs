@@ -47,6 +47,8 @@ pub enum TxError {
     Overflow(usize),
     #[error("flow control with status {0}, which is none of 0 (continue), 1 (wait) or 2 (overflow)")]
     FlowStatus(u8),
+    #[error("flow control not padded to 8 bytes with {expected:#04X}, as -p's RX asks: the transfer is dropped")]
+    Padding { expected: u8 },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -136,10 +138,17 @@ impl Sender {
             return Ok(());
         }
         let offset = usize::from(self.config.rx_address.is_some());
-        let Ok(pdu::Parsed { pci: Pci::FlowControl { status, block_size, st_min }, .. }) = pdu::parse(data, offset)
+        let Ok(pdu::Parsed { pci: Pci::FlowControl { status, block_size, st_min }, data_at }) =
+            pdu::parse(data, offset)
         else {
             return Ok(());
         };
+        if let Some(expected) = self.config.rx_padding {
+            if data.len() < 8 || data[data_at..].iter().any(|&b| b != expected) {
+                self.state = State::Done;
+                return Err(TxError::Padding { expected });
+            }
+        }
         match status {
             FS_CONTINUE => {
                 let block_left = (block_size != 0).then_some(block_size);
@@ -259,6 +268,18 @@ mod tests {
         sender.on_frame(&[0x10, 0x30, 0, 0], MS).unwrap();
         assert_eq!(frame(sender.poll(MS)), [0xF1, 0x21, 6, 7, 8, 9, 10, 11]);
         assert_eq!(frame(sender.poll(MS)), [0xF1, 0x22, 12]);
+    }
+
+    #[test]
+    fn flow_control_without_the_padding_asked_for_ends_the_transfer() {
+        let config = Config { rx_padding: Some(0x55), ..Config::default() };
+        let mut sender = Sender::new(config.clone(), vec![1; 20]).unwrap();
+        frame(sender.poll(Duration::ZERO));
+        assert_eq!(sender.on_frame(&[0x30, 0, 0], MS), Err(TxError::Padding { expected: 0x55 }));
+        let mut sender = Sender::new(config, vec![1; 20]).unwrap();
+        frame(sender.poll(Duration::ZERO));
+        sender.on_frame(&[0x30, 0, 0, 0x55, 0x55, 0x55, 0x55, 0x55], MS).unwrap();
+        assert_eq!(frame(sender.poll(MS))[0], 0x21);
     }
 
     #[test]
