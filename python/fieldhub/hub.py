@@ -7,6 +7,7 @@
         hub.add_fault(channel="can0", at="bus", id=0x100, mask=0x7FF,
                       action={"type": "drop"}, probability=0.1, seed=42)
         hub.unplug("ecu1"); hub.cut("can0", ["dash"]); hub.stats()
+        hub.rbs().set("EngineStatus", Rpm=2000)      # a rest-bus simulation
 
 A private hub is a child process (``python -m fieldhub hub``, the Rust hub in
 the extension) on a free loopback port, also serving shared memory under a
@@ -30,12 +31,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Deque, Dict, Iterable, List, Optional, Union
 
 import can
 
 from fieldhub import _native
 from fieldhub.errors import HubError, HubStartError, HubUnreachable
+from fieldhub.rbs import RestBus, start as start_rest_bus
 
 #: Numbers the private hubs of this process, for their shared-memory names.
 _private_hubs = itertools.count()
@@ -380,3 +382,20 @@ class Hub:
     def run_until(self, seconds: float) -> Dict[str, Any]:
         """Let virtual time run up to ``seconds`` of bus time, then hold it."""
         return self.request("POST", "/api/v1/time", {"action": "run_until", "until_ns": int(round(seconds * 1e9))})
+
+    def rbs(self, sim: int = 0) -> RestBus:
+        """The hub's rest-bus simulation ``sim`` (its ``[[rbs]]`` tables from
+        0, then those started later), to set, ramp, stop and start its
+        messages' signals by name (docs/rest-bus.md)."""
+        return RestBus(self, sim)
+
+    def start_rbs(self, dbc: Union[str, "os.PathLike[str]"], channel: str = "can0", *,
+                  nodes: Optional[Iterable[str]] = None, exclude: Optional[Iterable[str]] = None,
+                  default_cycle_ms: Optional[int] = None, counters: Iterable[Dict[str, Any]] = (),
+                  checksums: Iterable[Dict[str, Any]] = ()) -> RestBus:
+        """Start a rest-bus simulation of the DBC file ``dbc`` on ``channel``,
+        as an ``[[rbs]]`` table would: only ``nodes``, or every node but
+        ``exclude``; ``counters`` and ``checksums`` as ``[[rbs.counter]]`` and
+        ``[[rbs.checksum]]`` tables (dicts of the same keys). Used as a
+        ``with`` block, it is removed at its end (else :meth:`RestBus.remove`)."""
+        return start_rest_bus(self, dbc, channel, nodes, exclude, default_cycle_ms, counters, checksums)

@@ -1,6 +1,8 @@
 //! `fieldhub ctl`: the hub's HTTP control API from the command line. Every
 //! subcommand is one API call; the answer is printed as JSON.
 
+mod rbs;
+
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
@@ -102,6 +104,9 @@ enum Operation {
         #[command(subcommand)]
         operation: Option<TimeOperation>,
     },
+    /// Rest-bus simulations (`[[rbs]]`, docs/rest-bus.md): list messages and signal values; set signals,
+    /// stop or start a message, stick its counter, make its checksum wrong.
+    Rbs(rbs::RbsArgs),
 }
 
 #[derive(clap::Subcommand)]
@@ -282,6 +287,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             };
             (if action.is_some() { "POST" } else { "GET" }, "/api/v1/time".to_owned(), action)
         }
+        Operation::Rbs(args) => rbs::request(args),
     };
     let answer = call(&base, method, &path, body)?;
     crate::output::outln!("{}", serde_json::to_string_pretty(&answer)?)

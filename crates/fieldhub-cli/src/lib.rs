@@ -31,6 +31,7 @@ mod isotp_link;
 mod linux_only;
 mod local_time;
 mod output;
+mod rbs;
 #[cfg(target_os = "linux")]
 mod ready;
 mod reconnect;
@@ -81,6 +82,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Bridge a real bus into the hub: `bridge socketcan IFACE` joins a Linux SocketCAN interface to a channel.
     Bridge(bridge::BridgeArgs),
+    /// Rest-bus simulation: a DBC's nodes sending their messages on a running hub while it runs (docs/rest-bus.md).
+    Rbs(rbs::RbsArgs),
 }
 
 /// `--port NAME`, shared by the tools that open one port.
@@ -238,6 +241,7 @@ where
         Command::FrameBits(args) => frame_bits::run(args),
         Command::Bench(args) => bench::run(args, &this_command),
         Command::Bridge(args) => bridge::run(args),
+        Command::Rbs(args) => rbs::run(args),
     };
     match result {
         Ok(()) => 0,

@@ -242,11 +242,41 @@ pub fn dbc(data: &[u8]) {
 
 /// A DBC file read for a rest-bus simulation, every node simulated, as
 /// `fieldhub rbs` and `[[rbs]]` read theirs: it loads or names its line,
-/// and what loads plans or says why not.
+/// what loads plans or says why not, and what plans is built into the
+/// engine's jobs as the hub builds them (the first message's first signal
+/// an alive counter, its last a checksum) and runs one cycle of each.
 pub fn rbs(data: &[u8]) {
+    use fieldhub_bus::cyclic::FrameProducer;
+    use fieldhub_rbs::engine::{ChecksumSpec, CounterSpec, Setup, Simulation};
+
     let Ok(dbc) = fieldhub_rbs::load::load(data) else { return };
     let every_node = fieldhub_rbs::plan::NodeSelection::Except(Vec::new());
     if let Ok(planned) = fieldhub_rbs::plan::plan(&dbc, &every_node, Some(100)) {
         assert!(planned.iter().all(|m| m.payload.len() <= 64), "a planned payload fits a CAN FD frame");
+    }
+    let first = dbc.messages.first();
+    let rule = |last: bool| {
+        let message = first?;
+        let signal = if last { message.signals.last() } else { message.signals.first() }?;
+        Some((message.name.clone(), signal.name.clone()))
+    };
+    let counters = rule(false).map(|(message, signal)| CounterSpec { message, signal, min: None, max: None });
+    let checksums = rule(true).map(|(message, signal)| ChecksumSpec {
+        message,
+        signal,
+        algorithm: fieldhub_rbs::protect::Algorithm::Xor,
+        data_id: Some(0x1234),
+    });
+    let setup = Setup {
+        nodes: every_node,
+        default_cycle_ms: Some(100),
+        counters: counters.into_iter().collect(),
+        checksums: checksums.into_iter().collect(),
+    };
+    let Ok(mut simulation) = Simulation::build(&dbc, &setup) else { return };
+    for job in &mut simulation.jobs {
+        if let Some(frame) = job.produce(0) {
+            assert!(frame.data().len() <= 64, "a simulated frame fits a CAN FD frame");
+        }
     }
 }

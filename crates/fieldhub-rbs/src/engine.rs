@@ -8,19 +8,23 @@
 //! - The control plane and the bus share only atomics: a cycle takes no
 //!   lock and allocates nothing (the payload is built in the job's own
 //!   buffer).
-//! - Every cycle writes every present signal from its current raw value,
-//!   then the alive counter, then the checksum over the finished payload
-//!   (`protect.rs`), so a receiver's checks pass unless a fault is set.
+//! - Every cycle writes every present signal at its value for the cycle's
+//!   bus time (the value set, or its ramp's: `signal.rs`), then the alive
+//!   counter, then the checksum over the finished payload (`protect.rs`),
+//!   so a receiver's checks pass unless a fault is set; each signal's
+//!   value as sent is kept for the control plane to show.
 //! - In a multiplexed message only the multiplexor and the signals its
 //!   current value selects are written; the other bits stay 0.
-//! - A value set by name is checked against the signal's size and its DBC
-//!   range before it is stored; a refused value changes nothing.
+//! - A value set or ramped to by name is checked against the signal's size
+//!   and its DBC range before it is stored; a refused value changes
+//!   nothing. The counter's and the checksum's signals are the engine's
+//!   and are refused.
 //! - A message without a cycle ([`crate::plan::PlannedMessage::cycle_ms`]
 //!   `None`) sends once per change: its job runs when the runtime triggers
 //!   it and sends only if a change is pending.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use can_dbc::{ByteOrder, Dbc, MultiplexIndicator, NumericValue, ValueType};
 use fieldhub_bus::cyclic::FrameProducer;
@@ -30,6 +34,7 @@ use fieldhub_proto::Frame;
 use crate::bits::insert;
 use crate::plan::{plan, NodeSelection, PlanError, PlannedMessage};
 use crate::protect::{Algorithm, AliveCounter, Checksum, ChecksumRule, CounterRule, Place, RuleError};
+use crate::signal::{Ramp, Role, SignalState, ValueError};
 
 /// An alive counter the user names: the signal, and its range (default:
 /// every value the signal holds).
@@ -78,68 +83,17 @@ pub enum EngineError {
     },
     #[error("message {message}, signal {signal}: a checksum must be one whole byte (8 bits on a byte boundary)")]
     ChecksumNotAByte { message: String, signal: String },
-    #[error("message {message}, signal {signal}: {value} is outside its range {min}..={max}")]
-    OutOfRange { message: String, signal: String, value: f64, min: f64, max: f64 },
-    #[error("message {message}, signal {signal}: {value} is not a number")]
-    NotANumber { message: String, signal: String, value: f64 },
-}
-
-/// One signal of a running message.
-#[derive(Debug)]
-pub struct SignalState {
-    pub name: String,
-    place: Place,
-    signed: bool,
-    pub factor: f64,
-    pub offset: f64,
-    /// The DBC's range; `min == max` (both 0 in most files) means none.
-    pub min: f64,
-    pub max: f64,
-    /// The multiplexor value that selects it; `None`: always present.
-    mux: Option<u64>,
-    /// Its raw value, as sent.
-    raw: AtomicU64,
-}
-
-impl SignalState {
-    /// Its physical value now.
-    pub fn value(&self) -> f64 {
-        let raw = self.raw.load(Ordering::Relaxed);
-        let raw = match self.signed {
-            true => fieldhub_dbc::bits::sign_extend(raw, self.place.size) as f64,
-            false => raw as f64,
-        };
-        raw * self.factor + self.offset
-    }
-
-    /// The raw value of physical `value`, or why it does not fit.
-    fn raw_of(&self, message: &str, value: f64) -> Result<u64, EngineError> {
-        let fail = |min: f64, max: f64| EngineError::OutOfRange {
-            message: message.to_owned(),
-            signal: self.name.clone(),
-            value,
-            min,
-            max,
-        };
-        if !value.is_finite() {
-            return Err(EngineError::NotANumber { message: message.to_owned(), signal: self.name.clone(), value });
-        }
-        if self.min < self.max && !(self.min..=self.max).contains(&value) {
-            return Err(fail(self.min, self.max));
-        }
-        let factor = if self.factor == 0.0 { 1.0 } else { self.factor };
-        let raw = ((value - self.offset) / factor).round_ties_even();
-        let size = self.place.size.min(64);
-        let (lo, hi) = match self.signed {
-            true => (-(2f64.powi(size as i32 - 1)), 2f64.powi(size as i32 - 1) - 1.0),
-            false => (0.0, 2f64.powi(size as i32) - 1.0),
-        };
-        if !(lo..=hi).contains(&raw) {
-            let ends = [lo * factor + self.offset, hi * factor + self.offset];
-            return Err(fail(ends[0].min(ends[1]), ends[0].max(ends[1])));
-        }
-        Ok(if self.signed { raw as i64 as u64 } else { raw as u64 })
-    }
+    #[error("message {message}, signal {signal}: {source}")]
+    Value {
+        message: String,
+        signal: String,
+        #[source]
+        source: ValueError,
+    },
+    #[error("message {0} is sent on change, not in cycles: set its signals instead of ramping them")]
+    RampWithoutCycle(String),
+    #[error("a ramp's duration must be more than 0 ms, not {0} ms (to jump to a value, set it)")]
+    RampTooShort(f64),
 }
 
 /// A running message: what the control plane reads and changes.
@@ -158,6 +112,9 @@ pub struct MessageState {
     /// A change waits to be sent (messages sent on change).
     changed: AtomicBool,
     sent: AtomicU64,
+    /// Held by the control plane while it writes a signal's value or
+    /// command; the job never takes it.
+    writer: Mutex<()>,
 }
 
 impl MessageState {
@@ -169,23 +126,66 @@ impl MessageState {
         })
     }
 
-    /// Set a signal's physical value; from its next cycle on it is sent (a
-    /// message sent on change is due to be sent: trigger its job).
+    /// The raw value of physical `value` for `signal`, or why it cannot be set.
+    fn raw_of(&self, signal: &SignalState, value: f64) -> Result<u64, EngineError> {
+        signal.raw_of(value).map_err(|source| EngineError::Value {
+            message: self.name.clone(),
+            signal: signal.name.clone(),
+            source,
+        })
+    }
+
+    /// Set a signal's physical value, ending any ramp of it; from its next
+    /// cycle on it is sent (a message sent on change is due to be sent:
+    /// trigger its job).
     pub fn set(&self, signal: &str, value: f64) -> Result<(), EngineError> {
         let signal = self.signal(signal)?;
-        let raw = signal.raw_of(&self.name, value)?;
-        signal.raw.store(raw, Ordering::Relaxed);
+        let raw = self.raw_of(signal, value)?;
+        let _writing = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        signal.store(raw);
         self.changed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Ramp a signal from the value it has at its message's next cycle to
+    /// physical `value`, `ms` milliseconds of bus time later, linearly: each
+    /// cycle sends the ramp's value at its bus time (raw, rounded half to
+    /// even), and the target from the ramp's end on.
+    pub fn ramp(&self, signal: &str, value: f64, ms: f64) -> Result<(), EngineError> {
+        let (signal, raw, ramp_ns) = self.ramp_of(signal, value, ms)?;
+        let _writing = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        signal.start_ramp(raw, ramp_ns);
+        Ok(())
+    }
+
+    /// Whether a ramp of `signal` to `value` over `ms` can start (as
+    /// [`MessageState::ramp`] checks it), changing nothing.
+    pub fn check_ramp(&self, signal: &str, value: f64, ms: f64) -> Result<(), EngineError> {
+        self.ramp_of(signal, value, ms).map(drop)
+    }
+
+    /// The signal, the raw target and the duration in ns of a ramp.
+    fn ramp_of(&self, signal: &str, value: f64, ms: f64) -> Result<(&SignalState, u64, u64), EngineError> {
+        if self.cycle_ms.is_none() {
+            return Err(EngineError::RampWithoutCycle(self.name.clone()));
+        }
+        let signal = self.signal(signal)?;
+        let raw = self.raw_of(signal, value)?;
+        let ramp_ns = (ms * 1e6).round();
+        if !(1.0..=u64::MAX as f64).contains(&ramp_ns) {
+            return Err(EngineError::RampTooShort(ms));
+        }
+        Ok((signal, raw, ramp_ns as u64))
     }
 
     /// Whether `value` can be set on `signal` (as [`MessageState::set`]
     /// checks it), changing nothing.
     pub fn check(&self, signal: &str, value: f64) -> Result<(), EngineError> {
-        self.signal(signal)?.raw_of(&self.name, value).map(drop)
+        let signal = self.signal(signal)?;
+        self.raw_of(signal, value).map(drop)
     }
 
-    /// A signal's physical value now.
+    /// A signal's physical value now ([`SignalState::value`]).
     pub fn get(&self, signal: &str) -> Result<f64, EngineError> {
         self.signal(signal).map(SignalState::value)
     }
@@ -226,12 +226,16 @@ impl MessageState {
 /// One message's cyclic job: builds its frame every cycle.
 pub struct MessageJob {
     state: Arc<MessageState>,
+    /// Each signal's ramp as this job runs it, by the signal's index.
+    ramps: Vec<Ramp>,
     payload: [u8; 64],
     /// Bytes on the wire: the DBC's size, rounded up to a CAN FD length.
     len: usize,
     multiplexor: Option<usize>,
-    counter: Option<AliveCounter>,
-    checksum: Option<Checksum>,
+    /// The alive counter and its signal's index.
+    counter: Option<(AliveCounter, usize)>,
+    /// The checksum and its signal's index.
+    checksum: Option<(Checksum, usize)>,
 }
 
 impl MessageJob {
@@ -239,24 +243,31 @@ impl MessageJob {
         &self.state
     }
 
-    /// The frame of the next cycle, from the current state.
-    fn build(&mut self) -> Option<Frame> {
+    /// The frame of the cycle due at `due_ns`, from the current state.
+    fn build(&mut self, due_ns: u64) -> Option<Frame> {
         let state = &*self.state;
         let data = &mut self.payload[..self.len];
         data.fill(0);
-        let selector = self.multiplexor.map(|i| state.signals[i].raw.load(Ordering::Relaxed));
-        for signal in state.signals.iter().filter(|s| s.mux.is_none() || s.mux == selector) {
+        // The multiplexor's value this cycle selects the signals sent (the
+        // loop reads it again, to the same value).
+        let selector = self.multiplexor.map(|i| state.signals[i].due(&mut self.ramps[i], due_ns));
+        for (signal, ramp) in state.signals.iter().zip(self.ramps.iter_mut()) {
+            let raw = signal.due(ramp, due_ns);
+            if signal.mux.is_some() && signal.mux != selector {
+                continue;
+            }
             let Place { start, size, order } = signal.place;
             // Every place was checked against the payload when the job was built.
-            insert(data, start, size, order, signal.raw.load(Ordering::Relaxed)).ok()?;
+            insert(data, start, size, order, raw).ok()?;
+            signal.record_sent(raw);
         }
-        if let Some(counter) = self.counter.as_mut() {
+        if let Some((counter, index)) = self.counter.as_mut() {
             counter.stick(state.counter_stuck.load(Ordering::Relaxed));
-            counter.stamp(data).ok()?;
+            state.signals[*index].record_sent(counter.stamp(data).ok()?);
         }
-        if let Some(checksum) = self.checksum.as_mut() {
+        if let Some((checksum, index)) = self.checksum.as_mut() {
             checksum.corrupt(state.checksum_wrong.load(Ordering::Relaxed));
-            checksum.stamp(data).ok()?;
+            state.signals[*index].record_sent(u64::from(checksum.stamp(data).ok()?));
         }
         let frame = match self.len {
             0..=8 => Frame::can(state.id, state.extended, data),
@@ -270,12 +281,12 @@ impl MessageJob {
 }
 
 impl FrameProducer for MessageJob {
-    fn produce(&mut self, _due_ns: u64) -> Option<Frame> {
+    fn produce(&mut self, due_ns: u64) -> Option<Frame> {
         let changed = self.state.changed.swap(false, Ordering::Acquire);
         if !self.state.enabled.load(Ordering::Relaxed) || (self.state.cycle_ms.is_none() && !changed) {
             return None;
         }
-        let frame = self.build()?;
+        let frame = self.build(due_ns)?;
         self.state.sent.fetch_add(1, Ordering::Relaxed);
         Some(frame)
     }
@@ -306,6 +317,8 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
         .iter()
         .find(|m| m.name == planned.name)
         .ok_or_else(|| EngineError::NoMessage(planned.name.clone()))?;
+    let counter = setup.counters.iter().find(|c| c.message == planned.name);
+    let checksum = setup.checksums.iter().find(|c| c.message == planned.name);
     let signals: Vec<SignalState> = message
         .signals
         .iter()
@@ -313,25 +326,25 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
             // The plan placed every signal of the message in its payload.
             let place = Place { start: s.start_bit as u32, size: s.size as u32, order: s.byte_order };
             let raw = fieldhub_dbc::bits::extract(&planned.payload, place.start, place.size, place.order).unwrap_or(0);
-            SignalState {
-                name: s.name.clone(),
-                place,
-                signed: s.value_type == ValueType::Signed,
-                factor: s.factor,
-                offset: s.offset,
-                min: number(&s.min),
-                max: number(&s.max),
-                mux: match s.multiplexer_indicator {
-                    MultiplexIndicator::MultiplexedSignal(v)
-                    | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v) => Some(v),
-                    _ => None,
-                },
-                raw: AtomicU64::new(raw),
-            }
+            let mux = match s.multiplexer_indicator {
+                MultiplexIndicator::MultiplexedSignal(v) | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v) => {
+                    Some(v)
+                }
+                _ => None,
+            };
+            let role = match (counter, checksum) {
+                (Some(c), _) if c.signal == s.name => Role::Counter,
+                (_, Some(c)) if c.signal == s.name => Role::Checksum,
+                _ => Role::Value,
+            };
+            let signed = s.value_type == ValueType::Signed;
+            let range = (number(&s.min), number(&s.max));
+            SignalState::new(s.name.clone(), place, signed, (s.factor, s.offset), range, mux, role, raw)
         })
         .collect();
     let multiplexor = message.signals.iter().position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
     let len = fieldhub_proto::frame::fd_round_up_len(planned.payload.len()).unwrap_or(64);
+    let ramps = vec![Ramp::default(); signals.len()];
     let state = MessageState {
         name: planned.name.clone(),
         node: planned.node.clone(),
@@ -346,34 +359,46 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
         // A message sent on change goes once at the start, with its start values.
         changed: AtomicBool::new(true),
         sent: AtomicU64::new(0),
+        writer: Mutex::new(()),
     };
-    let mut job =
-        MessageJob { state: Arc::new(state), payload: [0; 64], len, multiplexor, counter: None, checksum: None };
     let placed = |signal: &str| {
-        let state = &job.state;
-        state.signal(signal).map(|s| s.place)
+        let place = state.signal(signal)?.place;
+        let index = state.signals.iter().position(|s| s.name == signal).unwrap_or(0);
+        Ok::<_, EngineError>((place, index))
     };
-    if let Some(spec) = setup.counters.iter().find(|c| c.message == planned.name) {
-        let place = placed(&spec.signal)?;
-        let full = if place.size >= 64 { u64::MAX } else { (1 << place.size) - 1 };
-        let rule = CounterRule { place, min: spec.min.unwrap_or(0), max: spec.max.unwrap_or(full) };
-        let fail = |source| EngineError::Rule { message: spec.message.clone(), signal: spec.signal.clone(), source };
-        job.counter = Some(AliveCounter::new(rule).map_err(fail)?);
-    }
-    if let Some(spec) = setup.checksums.iter().find(|c| c.message == planned.name) {
-        let place = placed(&spec.signal)?;
-        let on_boundary = match place.order {
-            ByteOrder::LittleEndian => place.start % 8 == 0,
-            ByteOrder::BigEndian => place.start % 8 == 7,
-        };
-        if place.size != 8 || !on_boundary {
-            return Err(EngineError::ChecksumNotAByte { message: spec.message.clone(), signal: spec.signal.clone() });
+    let counter = match counter {
+        None => None,
+        Some(spec) => {
+            let (place, index) = placed(&spec.signal)?;
+            let full = if place.size >= 64 { u64::MAX } else { (1 << place.size) - 1 };
+            let rule = CounterRule { place, min: spec.min.unwrap_or(0), max: spec.max.unwrap_or(full) };
+            let fail =
+                |source| EngineError::Rule { message: spec.message.clone(), signal: spec.signal.clone(), source };
+            Some((AliveCounter::new(rule).map_err(fail)?, index))
         }
-        let rule = ChecksumRule { byte: (place.start / 8) as usize, algorithm: spec.algorithm, data_id: spec.data_id };
-        let fail = |source| EngineError::Rule { message: spec.message.clone(), signal: spec.signal.clone(), source };
-        job.checksum = Some(Checksum::new(rule, planned.payload.len()).map_err(fail)?);
-    }
-    Ok(job)
+    };
+    let checksum = match checksum {
+        None => None,
+        Some(spec) => {
+            let (place, index) = placed(&spec.signal)?;
+            let on_boundary = match place.order {
+                ByteOrder::LittleEndian => place.start % 8 == 0,
+                ByteOrder::BigEndian => place.start % 8 == 7,
+            };
+            if place.size != 8 || !on_boundary {
+                return Err(EngineError::ChecksumNotAByte {
+                    message: spec.message.clone(),
+                    signal: spec.signal.clone(),
+                });
+            }
+            let rule =
+                ChecksumRule { byte: (place.start / 8) as usize, algorithm: spec.algorithm, data_id: spec.data_id };
+            let fail =
+                |source| EngineError::Rule { message: spec.message.clone(), signal: spec.signal.clone(), source };
+            Some((Checksum::new(rule, planned.payload.len()).map_err(fail)?, index))
+        }
+    };
+    Ok(MessageJob { state: Arc::new(state), ramps, payload: [0; 64], len, multiplexor, counter, checksum })
 }
 
 fn number(value: &NumericValue) -> f64 {

@@ -10,6 +10,8 @@
 //! - A parse error names its line: pest's position, or, for a value
 //!   can-dbc refuses after parsing (a number out of range, an unknown
 //!   multiplex indicator), the first line holding the refused text.
+//! - Multiplexing no message can be built from (two multiplexors, circles
+//!   through `SG_MUL_VAL_`) is refused at its line too (`multiplex.rs`).
 
 use can_dbc::{Dbc, DbcError};
 
@@ -40,7 +42,9 @@ pub fn load(bytes: &[u8]) -> Result<Dbc, LoadError> {
             text
         }
     };
-    Dbc::try_from(text.as_ref()).map_err(|e| placed(&text, e))
+    let dbc = Dbc::try_from(text.as_ref()).map_err(|e| placed(&text, e))?;
+    crate::multiplex::check(&dbc, &text)?;
+    Ok(dbc)
 }
 
 /// The error with its line.

@@ -117,3 +117,66 @@ fn an_event_message_goes_once_at_the_start_and_once_per_change() {
     assert_eq!(data(event.produce(0)), [1]);
     assert!(event.produce(0).is_none());
 }
+
+fn rpm_raw(bytes: &[u8]) -> u16 {
+    u16::from_le_bytes([bytes[2], bytes[3]])
+}
+
+#[test]
+fn a_ramp_sends_its_value_at_each_cycles_bus_time_from_the_next_cycle_then_holds_its_target() {
+    let mut sim = simulation();
+    let engine = job(&mut sim, "EngineStatus");
+    const MS: u64 = 1_000_000;
+    assert_eq!(rpm_raw(&data(engine.produce(0))), 3200);
+    // 800 rpm (raw 3200) to 1000 rpm (raw 4000) over 35 ms: 800 raw in 35 ms.
+    engine.state().ramp("Rpm", 1000.0, 35.0).unwrap();
+    let sent: Vec<u16> = (1..=6).map(|k| rpm_raw(&data(engine.produce(k * 10 * MS)))).collect();
+    let expected: Vec<u16> =
+        (0..6u64).map(|k| (3200.0 + 800.0 * ((k * 10) as f64 / 35.0).min(1.0)).round_ties_even() as u16).collect();
+    assert_eq!(sent, expected, "the ramp starts at the cycle after it was asked for");
+    assert_eq!(sent, [3200, 3429, 3657, 3886, 4000, 4000]);
+    assert_eq!(engine.state().get("Rpm").unwrap(), 1000.0, "a ramped signal shows its value as last sent");
+    // A value set ends a ramp; a new ramp starts from the value the cycle would send.
+    engine.state().ramp("Rpm", 0.0, 1000.0).unwrap();
+    assert_eq!(rpm_raw(&data(engine.produce(70 * MS))), 4000);
+    assert_eq!(rpm_raw(&data(engine.produce(80 * MS))), 3960);
+    engine.state().set("Rpm", 500.0).unwrap();
+    assert_eq!(rpm_raw(&data(engine.produce(90 * MS))), 2000);
+    assert_eq!(rpm_raw(&data(engine.produce(100 * MS))), 2000);
+}
+
+#[test]
+fn a_ramp_is_refused_on_an_event_message_on_a_computed_signal_and_without_a_duration() {
+    let mut sim = simulation();
+    let refused = |sim: &mut Simulation, message: &str, signal: &str, ms: f64| {
+        job(sim, message).state().ramp(signal, 1.0, ms).unwrap_err().to_string()
+    };
+    assert_eq!(
+        refused(&mut sim, "BodyEvent", "Horn", 100.0),
+        "message BodyEvent is sent on change, not in cycles: set its signals instead of ramping them"
+    );
+    assert!(refused(&mut sim, "EngineStatus", "Counter", 100.0).contains("alive counter"));
+    assert!(refused(&mut sim, "EngineStatus", "Rpm", 0.0).contains("more than 0 ms"));
+    let err = job(&mut sim, "EngineStatus").state().ramp("Rpm", 20_000.0, 100.0).unwrap_err();
+    assert!(err.to_string().ends_with("20000 is outside its range 0..=16383.75"), "{err}");
+}
+
+#[test]
+fn the_counter_and_checksum_show_as_last_sent_and_are_refused_as_values() {
+    let mut sim = simulation();
+    let engine = job(&mut sim, "EngineStatus");
+    let mut last = Vec::new();
+    for _ in 0..3 {
+        last = data(engine.produce(0));
+    }
+    let state = engine.state();
+    assert_eq!(state.get("Counter").unwrap(), 2.0);
+    assert_eq!(state.get("Checksum").unwrap(), f64::from(last[0]));
+    let err = state.set("Counter", 5.0).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "message EngineStatus, signal Counter: it is the message's alive counter, which the simulation computes; \
+         use counter_stuck or checksum_wrong to fault it"
+    );
+    assert!(state.check("Checksum", 1.0).unwrap_err().to_string().contains("the message's checksum"));
+}

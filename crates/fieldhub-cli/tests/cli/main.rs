@@ -1,5 +1,5 @@
 //! Tests of the `fieldhub` command itself: its tools (`dump`, `send`,
-//! `gen`, `ctl`, `stats`, `top`, `record`, `replay`, `convert`, `isotp`, `frame-bits`, `bench`,
+//! `gen`, `ctl`, `rbs`, `stats`, `top`, `record`, `replay`, `convert`, `isotp`, `frame-bits`, `bench`,
 //! `bridge`) and the `hub` command's flags, ready signal and messages —
 //! against real hubs where a tool needs one. What the hub does is
 //! `crates/fieldhub-systest`'s to test.
@@ -16,6 +16,7 @@ mod candump_options;
 mod convert;
 mod frame_bits;
 mod isotp;
+mod rbs;
 mod ready_signal;
 mod record_replay;
 mod rough_edges;

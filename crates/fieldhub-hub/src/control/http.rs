@@ -90,6 +90,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/cannelloni"),
     ("get", "/api/v1/rbs"),
     ("post", "/api/v1/rbs"),
+    ("post", "/api/v1/rbs/sims"),
+    ("delete", "/api/v1/rbs/sims/{sim}"),
     ("post", "/api/v1/time"),
 ];
 
@@ -178,6 +180,9 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/dbc", get(dbc::list))
         .route("/api/v1/cannelloni", get(cannelloni::report))
         .route("/api/v1/rbs", get(rbs::list).post(rbs::change))
+        // A DBC's text in JSON: the monitor's DBC upload's limit.
+        .route("/api/v1/rbs/sims", post(rbs::add).layer(DefaultBodyLimit::max(dbc::MAX_DBC_BYTES)))
+        .route("/api/v1/rbs/sims/{sim}", delete(rbs::remove))
         .route(
             "/api/v1/channels/{channel}/dbc",
             get(signals::messages)

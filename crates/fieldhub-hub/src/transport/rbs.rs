@@ -2,22 +2,30 @@
 //! simulated node of a DBC is one hub-internal client with one port on the
 //! simulation's channel, named as the node, whose messages are cyclic jobs
 //! the bus runs on bus time (`fieldhub_rbs::engine` builds the frames).
-//! The control API reads and changes the messages through [`RestBus`].
+//! The control API reads and changes the messages through [`RestBus`], and
+//! adds simulations while the hub runs (`fieldhub rbs`) and removes them.
 //!
 //! Invariants:
 //! - A DBC that does not load, a node it does not define or a rule that
-//!   does not fit stops the hub's start with an error naming `rbs[i]`.
+//!   does not fit stops the hub's start with an error naming `rbs[i]`; a
+//!   simulation added while the hub runs is refused with the same error,
+//!   or when a node's port does not open, and leaves nothing behind.
 //! - One thread per node: it opens the port, adds its jobs, then only
 //!   takes what the bus reports to the port (dropped frames are logged)
-//!   until the hub stops. The frames themselves never pass through it.
+//!   until the hub stops or its simulation is removed; its port closes
+//!   then, and the bus drops the port's jobs with it. The frames
+//!   themselves never pass through it.
+//! - A simulation keeps its number (its place in the list, `sim` in the
+//!   control API) while it runs; a removed one's number is not reused.
 //! - A message without a cycle is a job of [`EVENT_PERIOD`] that sends only
 //!   on change; setting one of its signals runs it at once (the job is
 //!   restarted with no delay), so it goes on the bus at the next bus step.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId};
 use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound, InboxSender};
@@ -37,6 +45,10 @@ pub const EVENT_PERIOD: Duration = Duration::from_secs(3600);
 
 /// How long a node's thread waits for the bus to answer its jobs.
 const JOB_ANSWER: Duration = Duration::from_secs(5);
+
+/// How long adding a simulation waits for its nodes to attach: the bus
+/// answers a port and its jobs at once, unless it is stopping.
+const ATTACH: Duration = Duration::from_secs(10);
 
 /// Why a simulation cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -76,24 +88,48 @@ pub struct SimMessage {
 /// One running simulation.
 pub struct RunningSim {
     pub channel: String,
+    /// The DBC file (for one added through the API, the name it was given).
     pub dbc: PathBuf,
     pub messages: Vec<SimMessage>,
+    /// Set when it is removed: its nodes' threads close their ports.
+    stop: AtomicBool,
+}
+
+impl RunningSim {
+    /// A message by name.
+    pub fn message(&self, name: &str) -> Option<&SimMessage> {
+        self.messages.iter().find(|m| m.state.name == name)
+    }
 }
 
 /// Every simulation of the hub.
 pub struct RestBus {
-    pub sims: Vec<RunningSim>,
-    inbox: InboxSender,
+    /// By number; `None`: removed.
+    sims: RwLock<Vec<Option<Arc<RunningSim>>>>,
+    sessions: Arc<Sessions>,
+    /// The node threads of simulations added while the hub runs.
+    added_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// One node's messages: (simulation, node, [(message index, job)]).
-type NodeJobs = (usize, String, Vec<(usize, MessageJob)>);
+/// One node's messages: (node, [(message index, job)]).
+type NodeJobs = (String, Vec<(usize, MessageJob)>);
 
 /// A simulation loaded and built, its nodes not attached yet.
 pub struct Prepared {
     channel: String,
     dbc: PathBuf,
     jobs: Vec<MessageJob>,
+}
+
+/// Why a simulation cannot be built from a DBC's bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Load(#[from] fieldhub_rbs::load::LoadError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 impl Prepared {
@@ -104,13 +140,21 @@ impl Prepared {
 
     fn one(index: usize, config: &RbsConfig) -> Result<Self, RbsError> {
         let path = config.dbc.clone();
-        let setup = config.setup().map_err(|why| RbsError::Setup(index, why))?;
         let bytes = std::fs::read(&path).map_err(|source| RbsError::Read { index, path: path.clone(), source })?;
-        let dbc =
-            fieldhub_rbs::load::load(&bytes).map_err(|source| RbsError::Load { index, path: path.clone(), source })?;
-        let sim =
-            Simulation::build(&dbc, &setup).map_err(|source| RbsError::Engine { index, path: path.clone(), source })?;
-        Ok(Self { channel: config.channel.clone(), dbc: path, jobs: sim.jobs })
+        Self::from_bytes(config, &bytes).map_err(|error| match error {
+            BuildError::Setup(why) => RbsError::Setup(index, why),
+            BuildError::Load(source) => RbsError::Load { index, path, source },
+            BuildError::Engine(source) => RbsError::Engine { index, path, source },
+        })
+    }
+
+    /// The simulation `config` describes of the DBC file `bytes` (its
+    /// `dbc` path only names it).
+    pub fn from_bytes(config: &RbsConfig, bytes: &[u8]) -> Result<Self, BuildError> {
+        let setup = config.setup().map_err(BuildError::Setup)?;
+        let dbc = fieldhub_rbs::load::load(bytes)?;
+        let sim = Simulation::build(&dbc, &setup)?;
+        Ok(Self { channel: config.channel.clone(), dbc: config.dbc.clone(), jobs: sim.jobs })
     }
 }
 
@@ -121,35 +165,108 @@ impl RestBus {
         prepared: Vec<Prepared>,
         sessions: &Arc<Sessions>,
     ) -> std::io::Result<(Arc<Self>, Vec<JoinHandle<()>>)> {
-        let mut sims = Vec::new();
-        let mut nodes: Vec<NodeJobs> = Vec::new();
-        for (s, p) in prepared.into_iter().enumerate() {
-            let mut messages = Vec::new();
-            for (m, job) in p.jobs.into_iter().enumerate() {
-                messages.push(SimMessage { state: Arc::clone(job.state()), job: OnceLock::new() });
-                let node = job.state().node.clone();
-                match nodes.iter_mut().find(|(sim, name, _)| *sim == s && *name == node) {
-                    Some((_, _, jobs)) => jobs.push((m, job)),
-                    None => nodes.push((s, node, vec![(m, job)])),
-                }
-            }
-            sims.push(RunningSim { channel: p.channel, dbc: p.dbc, messages });
-        }
-        let rest_bus = Arc::new(Self { sims, inbox: sessions.inbox.clone() });
+        let rest_bus = Arc::new(Self {
+            sims: RwLock::new(Vec::new()),
+            sessions: Arc::clone(sessions),
+            added_threads: Mutex::new(Vec::new()),
+        });
         let mut threads = Vec::new();
-        for (sim, node, jobs) in nodes {
-            let (rest_bus, sessions) = (Arc::clone(&rest_bus), Arc::clone(sessions));
-            let thread = std::thread::Builder::new()
-                .name(format!("fh-rbs-{node}"))
-                .spawn(move || run_node(&rest_bus, sim, &node, jobs, &sessions))?;
-            threads.push(thread);
+        for p in prepared {
+            let (sim, nodes) = rest_bus.running(p);
+            rest_bus.sims.write().unwrap_or_else(PoisonError::into_inner).push(Some(Arc::clone(&sim)));
+            threads.extend(rest_bus.spawn_nodes(&sim, nodes, None)?);
         }
         Ok((rest_bus, threads))
     }
 
-    /// A message of simulation `sim`, by name.
-    pub fn message(&self, sim: usize, name: &str) -> Option<&SimMessage> {
-        self.sims.get(sim)?.messages.iter().find(|m| m.state.name == name)
+    /// A prepared simulation as it runs, and its nodes' jobs.
+    fn running(&self, prepared: Prepared) -> (Arc<RunningSim>, Vec<NodeJobs>) {
+        let mut messages = Vec::new();
+        let mut nodes: Vec<NodeJobs> = Vec::new();
+        for (m, job) in prepared.jobs.into_iter().enumerate() {
+            messages.push(SimMessage { state: Arc::clone(job.state()), job: OnceLock::new() });
+            let node = job.state().node.clone();
+            match nodes.iter_mut().find(|(name, _)| *name == node) {
+                Some((_, jobs)) => jobs.push((m, job)),
+                None => nodes.push((node, vec![(m, job)])),
+            }
+        }
+        let sim = RunningSim { channel: prepared.channel, dbc: prepared.dbc, messages, stop: AtomicBool::new(false) };
+        (Arc::new(sim), nodes)
+    }
+
+    fn spawn_nodes(
+        &self,
+        sim: &Arc<RunningSim>,
+        nodes: Vec<NodeJobs>,
+        attached: Option<crossbeam_channel::Sender<Result<(), String>>>,
+    ) -> std::io::Result<Vec<JoinHandle<()>>> {
+        let mut threads = Vec::new();
+        for (node, jobs) in nodes {
+            let (sim, sessions, inbox) = (Arc::clone(sim), Arc::clone(&self.sessions), self.sessions.inbox.clone());
+            let attached = attached.clone();
+            let thread = std::thread::Builder::new().name(format!("fh-rbs-{node}")).spawn(move || {
+                run_node(&sim, &node, jobs, &sessions, &inbox, attached);
+            })?;
+            threads.push(thread);
+        }
+        Ok(threads)
+    }
+
+    /// Start a simulation while the hub runs: its number once every node
+    /// attached and added its messages, or why not (and it is gone again).
+    /// Blocks up to [`ATTACH`].
+    pub fn add(&self, prepared: Prepared) -> Result<usize, String> {
+        let (sim, nodes) = self.running(prepared);
+        let count = nodes.len();
+        let number = {
+            let mut sims = self.sims.write().unwrap_or_else(PoisonError::into_inner);
+            sims.push(Some(Arc::clone(&sim)));
+            sims.len() - 1
+        };
+        let (attached, reports) = crossbeam_channel::bounded(count);
+        let started = self.spawn_nodes(&sim, nodes, Some(attached));
+        let mut failed = started.as_ref().err().map(|e| format!("cannot start a node's thread: {e}"));
+        self.added_threads.lock().unwrap_or_else(PoisonError::into_inner).extend(started.into_iter().flatten());
+        let deadline = Instant::now() + ATTACH;
+        for _ in 0..count {
+            if failed.is_some() {
+                break;
+            }
+            match reports.recv_deadline(deadline) {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => failed = Some(why),
+                Err(_) => failed = Some("the bus did not attach the simulated nodes in time".into()),
+            }
+        }
+        match failed {
+            None => Ok(number),
+            Some(why) => {
+                self.remove(number);
+                Err(why)
+            }
+        }
+    }
+
+    /// Stop simulation `number`: its nodes' ports close. False if there is none.
+    pub fn remove(&self, number: usize) -> bool {
+        let removed = self.sims.write().unwrap_or_else(PoisonError::into_inner).get_mut(number).and_then(Option::take);
+        let Some(sim) = removed else { return false };
+        sim.stop.store(true, Ordering::Release);
+        // Threads of simulations removed before have ended or end now.
+        self.added_threads.lock().unwrap_or_else(PoisonError::into_inner).retain(|t| !t.is_finished());
+        true
+    }
+
+    /// The running simulations with their numbers.
+    pub fn sims(&self) -> Vec<(usize, Arc<RunningSim>)> {
+        let sims = self.sims.read().unwrap_or_else(PoisonError::into_inner);
+        sims.iter().enumerate().filter_map(|(n, sim)| Some((n, Arc::clone(sim.as_ref()?)))).collect()
+    }
+
+    /// Simulation `number`, if it runs.
+    pub fn sim(&self, number: usize) -> Option<Arc<RunningSim>> {
+        self.sims.read().unwrap_or_else(PoisonError::into_inner).get(number)?.clone()
     }
 
     /// A message sent on change changed: run its job now.
@@ -161,16 +278,45 @@ impl RestBus {
         let period_ns = EVENT_PERIOD.as_nanos() as u64;
         let reply = Box::new(|_: Result<JobId, JobError>| {});
         let request = CyclicRequest::Update { id, period_ns, start_delay_ns: 0, reply };
-        let _ = self.inbox.send(Inbound::Cyclic { client, request });
+        let _ = self.sessions.inbox.send(Inbound::Cyclic { client, request });
+    }
+}
+
+impl Drop for RestBus {
+    /// The control server ends with the hub: the added simulations' node
+    /// threads end with it (they look at the hub's stop every [`LOOK`]).
+    fn drop(&mut self) {
+        for sim in self.sims.get_mut().unwrap_or_else(PoisonError::into_inner).iter().flatten() {
+            sim.stop.store(true, Ordering::Release);
+        }
+        for thread in self.added_threads.get_mut().unwrap_or_else(PoisonError::into_inner).drain(..) {
+            let _ = thread.join();
+        }
     }
 }
 
 /// A node's thread: attach its port, add its jobs, take its reports.
-fn run_node(rest_bus: &RestBus, sim: usize, node: &str, jobs: Vec<(usize, MessageJob)>, sessions: &Arc<Sessions>) {
-    let channel = &rest_bus.sims[sim].channel;
+/// `attached` hears whether it attached (for a simulation added at run time).
+fn run_node(
+    sim: &RunningSim,
+    node: &str,
+    jobs: Vec<(usize, MessageJob)>,
+    sessions: &Arc<Sessions>,
+    inbox: &InboxSender,
+    attached: Option<crossbeam_channel::Sender<Result<(), String>>>,
+) {
+    let report = |result: Result<(), String>| {
+        if let Some(attached) = &attached {
+            let _ = attached.try_send(result);
+        }
+    };
+    let channel = &sim.channel;
     let mut slot = match sessions.admit("rest-bus simulation", format!("rbs:{node}"), PeerOrigin::Operator) {
         Ok(slot) => slot,
-        Err(violation) => return error!(node, "the hub cannot attach the simulated node: {}", violation.text),
+        Err(violation) => {
+            report(Err(format!("the hub cannot attach the simulated node {node}: {}", violation.text)));
+            return error!(node, "the hub cannot attach the simulated node: {}", violation.text);
+        }
     };
     slot.name_as(format!("rbs-{node}"));
     let (closed, hang_up) = internal_port::closed_flag();
@@ -182,8 +328,11 @@ fn run_node(rest_bus: &RestBus, sim: usize, node: &str, jobs: Vec<(usize, Messag
     };
     let port = match internal_port::open(&mut slot, hang_up, request) {
         Ok(port) => port,
-        Err(NotOpened::Stopped) => return,
-        Err(not_opened) => return error!(node, channel, "simulated node not attached: {not_opened}"),
+        Err(NotOpened::Stopped) => return report(Err("the hub is stopping".into())),
+        Err(not_opened) => {
+            report(Err(format!("simulated node {node} not attached: {not_opened}")));
+            return error!(node, channel, "simulated node not attached: {not_opened}");
+        }
     };
     let count = jobs.len();
     let (answers, answered) = crossbeam_channel::bounded(count);
@@ -199,23 +348,25 @@ fn run_node(rest_bus: &RestBus, sim: usize, node: &str, jobs: Vec<(usize, Messag
         });
         let producer: Box<dyn FrameProducer> = Box::new(job);
         let request = CyclicRequest::Add { port: port.port, producer, period_ns, start_delay_ns, reply };
-        if sessions.inbox.send(Inbound::Cyclic { client: slot.id(), request }).is_err() {
-            return;
+        if inbox.send(Inbound::Cyclic { client: slot.id(), request }).is_err() {
+            return report(Err("the hub is stopping".into()));
         }
     }
     for _ in 0..count {
         match answered.recv_timeout(JOB_ANSWER) {
             Ok((index, Ok(id))) => {
-                let _ = rest_bus.sims[sim].messages[index].job.set((slot.id(), id));
+                let _ = sim.messages[index].job.set((slot.id(), id));
             }
             Ok((index, Err(e))) => {
-                error!(node, message = %rest_bus.sims[sim].messages[index].state.name, "message not simulated: {e}")
+                error!(node, message = %sim.messages[index].state.name, "message not simulated: {e}")
             }
             Err(_) => break,
         }
     }
     info!(node, channel, messages = count, "simulated node attached");
-    let stop = || sessions.stopping() || closed.load(std::sync::atomic::Ordering::Acquire);
+    report(Ok(()));
+    // SYNC POINT with RestBus::remove's Release store.
+    let stop = || sessions.stopping() || closed.load(Ordering::Acquire) || sim.stop.load(Ordering::Acquire);
     while !stop() {
         let Some(item) = port.outbox.take_timeout(LOOK) else { continue };
         port.outbox.took();
@@ -233,6 +384,7 @@ fn run_node(rest_bus: &RestBus, sim: usize, node: &str, jobs: Vec<(usize, Messag
             _ => {}
         }
     }
-    slot.detach("the hub is stopping");
+    let why = if sim.stop.load(Ordering::Acquire) { "its simulation was removed" } else { "the hub is stopping" };
+    slot.detach(why);
     port.outbox.close();
 }
