@@ -398,9 +398,10 @@ void fh_client_free(struct fh_client *client);
 
 /**
  * Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `tls://HOST:PORT`,
- * `unix:PATH`, `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
- * `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
- * `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+ * `unix:PATH`, `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub,
+ * as the fieldhub tools pick it — `$FIELDHUB_HUB`, else `shm://default` when the local
+ * hub serves it (TCP instead, with one line on stderr saying why, when its shared memory
+ * cannot be used), else `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
  * `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names, else none). Waits at most 5 seconds. A handle connects once; for a new
  * connection use a new handle.
  *

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -1079,6 +1081,77 @@ static void test_example_candump_prints_frames_like_candump(void) {
     hub_stop(&h);
 }
 
+/* ---- fh_connect(NULL): the tools' default hub, TCP when shm cannot serve ---- */
+
+/* A hub serving shm://default in a private runtime directory whose session
+ * socket no longer leads to it (a killed hub's, or a squatter's): a NULL URL
+ * falls back to the TCP listener the hub publishes next to it, says why in
+ * one line on stderr, and the frame arrives. */
+static void test_a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used(void) {
+    char runtime[] = "/tmp/fh-ctest-runtime-XXXXXX";
+    CHECK(mkdtemp(runtime), "mkdtemp");
+    CHECK(setenv("XDG_RUNTIME_DIR", runtime, 1) == 0 && unsetenv("FIELDHUB_HUB") == 0, "environment");
+    hub h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.log, sizeof h.log, "hub-%d-fallback.log", (int)getpid());
+    const char *argv[] = {getenv("FIELDHUB_BIN"), "hub", "--listen", "127.0.0.1:0", "--shm", "default", NULL};
+    CHECK(argv[0], "FIELDHUB_BIN is not set");
+    h.pid = spawn(argv, NULL, h.log);
+    wait_for_text(h.log, "listening on tcp://");
+    char *text = read_file(h.log);
+    const char *at = strstr(text, "listening on tcp://") + strlen("listening on ");
+    snprintf(h.url, sizeof h.url, "%.*s", (int)strcspn(at, " \r\n"), at);
+    free(text);
+    fh_client *watcher = connect_client(h.url, "watcher");
+    open_port(watcher, "can0", 0);
+    OK(watcher, fh_flush(watcher));
+
+    char path[100]; /* fits sun_path */
+    CHECK(snprintf(path, sizeof path, "%s/fieldhub/default.sock", runtime) < (int)sizeof path, "path length");
+    CHECK(unlink(path) == 0, "the hub's session socket %s", path);
+    int dead = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    CHECK(dead >= 0 && bind(dead, (struct sockaddr *)&addr, sizeof addr) == 0, "bind %s", path);
+    close(dead); /* the socket file stays; nothing listens on it */
+
+    char err_path[64];
+    snprintf(err_path, sizeof err_path, "fallback-%d.err", (int)getpid());
+    fflush(stderr);
+    int saved = dup(2), err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && err >= 0 && dup2(err, 2) == 2, "redirect stderr");
+    fh_client *c = fh_client_new();
+    int rc = fh_connect(c, NULL, "defaulted", NULL);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2, "restore stderr");
+    close(saved);
+    close(err);
+    OK(c, rc);
+    char *said = read_file(err_path);
+    unlink(err_path);
+    char expected[300];
+    snprintf(expected, sizeof expected, "; using %s instead\n", h.url);
+    CHECK(strncmp(said, "fieldhub: shm://default cannot be used (", 40) == 0 && strstr(said, expected) &&
+              strchr(said, '\n') == said + strlen(said) - 1,
+          "one line saying why, naming %s: %s", h.url, said);
+    free(said);
+
+    fh_port port = open_port(c, "can0", 0);
+    fh_frame f = numbered(7);
+    OK(c, fh_send(c, port, &f, PATIENCE_MS));
+    OK(c, fh_flush(c));
+    fh_frame got;
+    recv_one(watcher, &got, NULL);
+    check_numbered(&got, 7);
+    fh_client_free(c);
+    fh_client_free(watcher);
+    hub_stop(&h);
+    unlink(h.log);
+    char command[512];
+    snprintf(command, sizeof command, "rm -rf '%s'", runtime);
+    CHECK(system(command) == 0, "%s", command);
+}
+
 /* ---- runner ---- */
 
 struct test {
@@ -1104,6 +1177,8 @@ static const struct test TESTS[] = {
     {"virtual_time_runs_step_by_step_and_repeat_exactly", test_virtual_time_runs_step_by_step_and_repeat_exactly},
     {"virtual_time_needs_a_hub_in_virtual_time_and_a_participant",
      test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant},
+    {"a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used",
+     test_a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used},
 };
 
 int main(int argc, char **argv) {

@@ -62,6 +62,7 @@ the interpreter exits as with python-can's own buses.
 """
 
 import atexit
+import logging
 import os
 import time
 import warnings
@@ -73,6 +74,8 @@ from can import BusABC, CanProtocol, Message
 from fieldhub import _native
 from fieldhub.errors import translate
 from fieldhub.periodic import VirtualPeriodicTask, send_due
+
+_log = logging.getLogger("can.fieldhub")
 
 CAN_EFF_FLAG = 0x80000000
 CAN_RTR_FLAG = 0x40000000
@@ -206,8 +209,9 @@ class FieldhubBus(BusABC):
         # python-can's config sources turn "42" into 42; names stay names.
         port_name = None if port_name is None else str(port_name)
         token = None if token is None else str(token)
-        self.hub = hub or default_hub()
-        self.channel_info = f"fieldhub {self.hub} {channel}"
+        #: The hub's URL; given none, the default the bus reached (``default_hub()``,
+        #: or TCP when its shared memory cannot be used, logged in one line saying why).
+        self.hub = hub or None
         self._channel_name = str(channel) if channel is not None else ""
         self._can_protocol = CanProtocol.CAN_FD if fd else CanProtocol.CAN_20
         self._port_options = (port_name, receive_own_messages, block_on_overflow, fd)
@@ -224,6 +228,9 @@ class FieldhubBus(BusABC):
                 _path(tls_key),
                 None if tls_server_name is None else str(tls_server_name),
             )
+            self.hub = self._native.url
+            if self._native.fallback:
+                _log.warning("fieldhub: %s", self._native.fallback)
             self._open_port()
         except _native.Error as e:
             if self._native is not None:
@@ -232,6 +239,7 @@ class FieldhubBus(BusABC):
         except can.CanInitializationError:
             self._native.close()
             raise
+        self.channel_info = f"fieldhub {self.hub} {channel}"
         self._check_bitrates(kwargs.pop("bitrate", None), kwargs.pop("data_bitrate", None))
         unknown = sorted(set(kwargs) - _PYTHON_CAN_KEYWORDS)
         if unknown:

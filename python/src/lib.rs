@@ -118,6 +118,13 @@ struct NativeClient {
     /// `None` once closed.
     client: Mutex<Option<Arc<Client>>>,
     ports: Mutex<HashMap<u16, Port>>,
+    /// The hub's URL: the one given, else the default the client reached.
+    #[pyo3(get)]
+    url: String,
+    /// Given no URL: why `shm://default` could not be used and TCP was,
+    /// one line (`fieldhub_client::connect_default`); `None` otherwise.
+    #[pyo3(get)]
+    fallback: Option<String>,
 }
 
 impl NativeClient {
@@ -135,14 +142,15 @@ impl NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    /// `tls_*`: the TLS settings of a `tls://` URL (`None`: the
-    /// environment's `FIELDHUB_TLS_*`).
+    /// `url`: `None` for the default hub, as the fieldhub tools pick it
+    /// (then `fallback` says why it is TCP, if it is). `tls_*`: the TLS
+    /// settings of a `tls://` URL (`None`: the environment's `FIELDHUB_TLS_*`).
     #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false, tls_ca=None, tls_cert=None,
                         tls_key=None, tls_server_name=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        url: String,
+        url: Option<String>,
         name: String,
         token: Option<String>,
         timeout: f64,
@@ -156,8 +164,13 @@ impl NativeClient {
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
         let options = ClientOptions { name, token, timeout, synchronized, tls };
-        let client = exit::released(py, || Client::connect_with(&url, &options)).map_err(client_error)?;
-        Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()) })
+        let mut fallback = None;
+        let (client, url) = exit::released(py, || match url {
+            Some(url) => Client::connect_with(&url, &options).map(|client| (client, url)),
+            None => fieldhub_client::connect_default_url(&options, |why| fallback = Some(why.to_owned())),
+        })
+        .map_err(client_error)?;
+        Ok(Self { client: Mutex::new(Some(Arc::new(client))), ports: Mutex::new(HashMap::new()), url, fallback })
     }
 
     /// Open a port; returns (handle, channel_id, port_id).
@@ -265,6 +278,7 @@ impl NativeClient {
             FrameKind::Can => "can",
             FrameKind::CanFd => "canfd",
             FrameKind::Error => "error",
+            FrameKind::Lin => "lin",
         };
         Ok(Some((
             r.port,

@@ -1,4 +1,6 @@
-//! Connecting when no hub URL was given: [`connect_default`].
+//! Connecting when no hub URL was given: [`connect_default`] — the one
+//! path of every tool and library told no URL (the CLI, `fh_connect(NULL)`,
+//! python-can's bus without `hub=`).
 //!
 //! The default URL ([`default_hub_url`]) is `$FIELDHUB_HUB`, else
 //! `shm://default` when the local hub's session socket exists, else the
@@ -21,15 +23,24 @@ use crate::{Client, ClientError, ClientOptions};
 /// cannot be used, tell `fallback` why (one line, for stderr) and connect
 /// over TCP instead.
 pub fn connect_default(options: &ClientOptions, fallback: impl FnOnce(&str)) -> Result<Client, ClientError> {
+    connect_default_url(options, fallback).map(|(client, _)| client)
+}
+
+/// [`connect_default`], and the URL it reached the hub at (a bus names
+/// its hub).
+pub fn connect_default_url(
+    options: &ClientOptions,
+    fallback: impl FnOnce(&str),
+) -> Result<(Client, String), ClientError> {
     let url = default_hub_url();
     let shm_default = std::env::var_os(HUB_ENV).is_none() && url == format!("shm://{DEFAULT_SHM_NAME}");
     match Client::connect_with(&url, options) {
         Err(error) if shm_default && shared_memory_unusable(&error) => {
             let tcp = published_stream_url().unwrap_or_else(|| format!("tcp://127.0.0.1:{DEFAULT_TCP_PORT}"));
             fallback(&format!("{url} cannot be used ({error}); using {tcp} instead"));
-            Client::connect_with(&tcp, options)
+            Client::connect_with(&tcp, options).map(|client| (client, tcp))
         }
-        result => result,
+        result => result.map(|client| (client, url)),
     }
 }
 

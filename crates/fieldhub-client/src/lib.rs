@@ -123,7 +123,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use default_hub::connect_default;
+pub use default_hub::{connect_default, connect_default_url};
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};

@@ -252,9 +252,10 @@ pub unsafe extern "C" fn fh_client_free(client: *mut fh_client) {
 }
 
 /// Connect `client` to the hub at `url` (`tcp://HOST:PORT`, `tls://HOST:PORT`,
-/// `unix:PATH`, `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub —
-/// `$FIELDHUB_HUB`, else `shm://default` when the local hub serves it, else
-/// `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
+/// `unix:PATH`, `shm://NAME`, `ivshmem://PATH` or `serial:PATH`; NULL: the default hub,
+/// as the fieldhub tools pick it — `$FIELDHUB_HUB`, else `shm://default` when the local
+/// hub serves it (TCP instead, with one line on stderr saying why, when its shared memory
+/// cannot be used), else `tcp://127.0.0.1:29536`) and introduce it as `name` (NULL: "client"), with `token` if the hub needs one (NULL:
 /// `$FIELDHUB_TOKEN`, else the file `$FIELDHUB_TOKEN_FILE` names, else none). Waits at most 5 seconds. A handle connects once; for a new
 /// connection use a new handle.
 ///
@@ -304,7 +305,7 @@ pub unsafe extern "C" fn fh_connect_opts(
             if flags & !FH_CONNECT_SYNCHRONIZED != 0 {
                 return Err(Failure::invalid_argument(format!("unknown fh_connect_opts flags 0x{flags:x}")));
             }
-            let url = text_arg(url, "url")?.map_or_else(fieldhub_client::default_hub_url, str::to_owned);
+            let url = text_arg(url, "url")?;
             let mut options =
                 ClientOptions { synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0, ..Default::default() };
             if let Some(name) = text_arg(name, "name")? {
@@ -314,7 +315,10 @@ pub unsafe extern "C" fn fh_connect_opts(
             if c.client.get().is_some() {
                 return Err(Failure::invalid_argument("this client is already connected; use a new handle"));
             }
-            let connected = Client::connect_with(&url, &options)?;
+            let connected = match url {
+                Some(url) => Client::connect_with(url, &options)?,
+                None => fieldhub_client::connect_default(&options, |why| eprintln!("fieldhub: {why}"))?,
+            };
             c.client
                 .set(connected)
                 .map_err(|_| Failure::invalid_argument("this client was connected by another thread meanwhile"))
