@@ -9,4 +9,5 @@ mod local_users;
 mod recording;
 mod shm;
 mod shm_pages;
+mod soak;
 mod stream;
