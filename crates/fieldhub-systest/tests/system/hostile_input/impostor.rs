@@ -6,7 +6,9 @@
 //! names it and the override. With the override naming that user the
 //! client does talk — the check, not chance, kept the bytes back. A
 //! numbered pair of root's clients on the real hub loses nothing
-//! throughout.
+//! throughout. A `shm://` session socket in root's own private directory
+//! served by `nobody`'s process (bound by root, listened on after dropping
+//! to `nobody`: only `SO_PEERCRED` tells) is refused the same way.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -22,14 +24,20 @@ const PAIR_TAG: u8 = 7;
 
 /// A listener that accepts connections and prints, for each, how many
 /// bytes arrived before the client closed or 3 s passed (`received N`).
+/// `shm`: started as root, it binds in root's private directory, then
+/// becomes `nobody` before it listens.
 const IMPOSTOR: &str = r#"
-import socket, sys
+import os, socket, sys
 if sys.argv[1] == "tcp":
     s = socket.socket()
     s.bind(("127.0.0.1", int(sys.argv[2])))
 else:
     s = socket.socket(socket.AF_UNIX)
     s.bind(sys.argv[2])
+if sys.argv[1] == "shm":
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
 s.listen(8)
 print("listening", flush=True)
 while True:
@@ -54,7 +62,11 @@ impl Impostor {
         use std::io::BufRead;
         let script = dir.join("impostor.py");
         std::fs::write(&script, IMPOSTOR).unwrap();
-        let mut child = nobody_command("/usr/bin/python3")
+        let mut command = match kind {
+            "shm" => std::process::Command::new("/usr/bin/python3"),
+            _ => nobody_command("/usr/bin/python3"),
+        };
+        let mut child = command
             .args([script.to_str().unwrap(), kind, at])
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -132,5 +144,23 @@ fn another_users_listener_on_a_loopback_port_or_a_unix_socket_gets_no_byte_and_t
     }
     let (sent, stderr) = send_with_token(&hub.url, None);
     assert!(sent, "root's own hub is reached as before: {stderr}");
+    pair.finish();
+}
+
+#[test]
+fn another_users_process_serving_a_shm_session_socket_gets_no_byte_and_the_client_names_it() {
+    let hub = FIELDHUB.start();
+    let pair = Pair::start(hub.client("pair-sender"), hub.client("pair-receiver"), "can0", PAIR_ID, PAIR_TAG);
+    // Root's own private directory: the client's directory checks pass.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.path().join("squat.sock");
+    let impostor = Impostor::listen(dir.path(), "shm", socket.to_str().unwrap());
+    let url = format!("shm://squat?dir={}", dir.path().display());
+    let (sent, stderr) = send_with_token(&url, None);
+    assert!(!sent, "{url}: the client refused the impostor");
+    assert!(stderr.contains(&format!("runs as user {NOBODY}")), "{url}: the impostor is named: {stderr}");
+    assert_eq!(impostor.line(), "received 0", "{url}: not one byte reached the impostor");
+    pair.wait_for_more(100);
     pair.finish();
 }
