@@ -3,7 +3,7 @@
 //! fills the hub's handshake slots with silent connections, and holds the
 //! control API's connections. Each is refused while a numbered pair of
 //! root's clients runs throughout and loses nothing, and root's new
-//! clients — TCP, shared memory, HTTP — get in.
+//! clients — TCP, shared memory, HTTP, TLS — get in.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Instant;
@@ -59,6 +59,34 @@ fn silent_connections_of_another_user_hold_only_their_share_of_handshakes_and_ev
     assert!(made_room >= 1, "nobody's oldest connections were closed for its new ones: {:#?}", hub.log());
     let lines = refusals_of_nobody(&hub, "refusing connection");
     assert!(lines <= refusal_lines_allowed(started), "{lines} lines for one peer: {:#?}", hub.log());
+    drop(attack);
+    pair.finish();
+}
+
+#[test]
+fn silent_connections_of_another_user_leave_a_tls_hub_admitting_root_over_tls() {
+    let certs = Certs::make("silent-tls");
+    let (cert, key) = (certs.path("hub.crt").display().to_string(), certs.path("hub.key").display().to_string());
+    let hub = FIELDHUB.start_with(None, &["--tls-cert", &cert, "--tls-key", &key]);
+    let url = hub.url.replacen("tcp://", "tls://", 1);
+    let connect = |name: &str| {
+        let tls = fieldhub_client::tls::TlsOptions { ca: Some(certs.path("ca.crt")), ..Default::default() };
+        let options = fieldhub_client::ClientOptions { name: name.into(), tls, ..Default::default() };
+        fieldhub_client::Client::connect_with(&url, &options).unwrap_or_else(|e| panic!("{name} over {url}: {e}"))
+    };
+    let pair = Pair::start(connect("pair-sender"), connect("pair-receiver"), "can0", PAIR_ID, PAIR_TAG);
+    let address = hub.url.strip_prefix("tcp://").expect("a TCP address");
+    let attack = AsNobody::bash(&format!("{}; read", hold_connections(address, 300, "")));
+    assert_eq!(attack.line(), "held");
+
+    // nobody's 300 silent connections on the TLS port leave root's TLS clients their way in.
+    let (tx, rx) = (connect("late-tls-tx"), connect("late-tls-rx"));
+    let port = tx.open_port("can1").unwrap();
+    rx.open_port_with("can1", &lossless()).unwrap();
+    rx.flush().unwrap();
+    exchange_numbered(&tx, &port, &rx, 0x101, 2, 200);
+    let made_room = refusals_of_nobody(&hub, "closed to make room");
+    assert!(made_room >= 1, "nobody's oldest connections were closed for its new ones: {:#?}", hub.log());
     drop(attack);
     pair.finish();
 }
