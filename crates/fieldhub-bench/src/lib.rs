@@ -20,6 +20,9 @@
 //! - [`socketcand`]: a socketcand client in RAW mode through the hub's
 //!   socketcand server next to a native TCP client: round trips and one-way
 //!   frames/s (`fieldhub bench socketcand`).
+//! - [`rbs`]: a rest-bus simulation of 300 messages at 10 ms to 1 s in real
+//!   time: each message's period error and lateness against its schedule,
+//!   in frame times (`fieldhub bench rbs`).
 //! - [`cpu`]: CPU time of the hub process and of its clients at idle and at
 //!   a fixed frame rate.
 //! - [`virtual_time`]: the real-time factor of a hub in virtual time —
@@ -52,6 +55,7 @@ pub mod hub_process;
 pub mod latency;
 pub mod plot;
 pub mod raw;
+pub mod rbs;
 pub mod remote;
 pub mod report;
 pub mod scaling;

@@ -17,8 +17,8 @@ use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 pub use fieldhub_bench::Launcher;
 use fieldhub_bench::{
-    cannelloni, chaos, cpu, latency, plot, raw, remote, report, scaling, soak, socketcand, throughput, virtual_time,
-    FrameSize, Transport,
+    cannelloni, chaos, cpu, latency, plot, raw, rbs, remote, report, scaling, soak, socketcand, throughput,
+    virtual_time, FrameSize, Transport,
 };
 
 use crate::HubSelect;
@@ -130,6 +130,20 @@ enum Kind {
         /// Frames per throughput run.
         #[arg(long, default_value = "100000")]
         frames: usize,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A rest-bus simulation of a large database in real time (300 messages at 10 ms to 1 s on a timed 1 Mbit/s
+    /// channel): per cycle class, each message's period error and lateness against its schedule, in µs and in
+    /// frame times, and missed cycles.
+    Rbs {
+        /// Simulated messages.
+        #[arg(long, default_value = "300")]
+        messages: usize,
+        /// How long to run, in seconds.
+        #[arg(long, default_value = "30")]
+        seconds: u64,
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
@@ -408,6 +422,12 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
         Kind::Socketcand { samples, frames, json } => {
             let spec = fieldhub_bench::gateway::GatewayRun { samples, frames };
             let made = socketcand::run(this_command, &spec, &mut progress).context("socketcand benchmark");
+            clear_progress();
+            report(&made?, json, |r| print!("{r}"))?;
+        }
+        Kind::Rbs { messages, seconds, json } => {
+            let spec = rbs::RbsRun { messages, seconds };
+            let made = rbs::run(this_command, &spec, &mut progress).context("rest-bus simulation benchmark");
             clear_progress();
             report(&made?, json, |r| print!("{r}"))?;
         }

@@ -1,0 +1,276 @@
+//! `fieldhub bench rbs`: a rest-bus simulation of a large database in real
+//! time (docs/rest-bus.md) — by default 300 messages of 10 nodes at cycles
+//! from 10 ms to 1 s, on a timed 1 Mbit/s channel, for 30 s — and how close
+//! each message's frames come to its schedule.
+//!
+//! The hub runs the simulation (`POST /api/v1/rbs/sims`, as `fieldhub rbs`
+//! starts one) on a channel the benchmark adds (`POST /api/v1/channels`); a
+//! receiver on the channel takes every frame with its bus timestamp. Per
+//! message: the period jitter (each interval between consecutive cycles
+//! against the nominal cycle) and the lateness of each frame against the
+//! message's schedule `first + k·period` — on a timed channel a frame waits
+//! for the bus, so lateness up to a few frame times is arbitration, not the
+//! scheduler. The first second is warm-up (every message's first cycle is
+//! due at once). The figures are in µs and in frame times (the baseline: one
+//! 8-byte frame's time at the channel's bitrate, computed exactly), and the
+//! cycles a message missed are counted.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use fieldhub_client::{Client, ClientOptions, PortConfig};
+use fieldhub_proto::Frame;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::hub_process::HubProcess;
+use crate::stats::Distribution;
+use crate::{BenchError, Launcher, Progress, Transport, PATIENCE};
+
+/// The channel the simulation runs on.
+const RBS_CHANNEL: &str = "bench-rbs";
+/// Its bitrate: a classic CAN bus at its fastest.
+const BITRATE: u32 = 1_000_000;
+/// Cycle classes (ms) and how many of every 30 messages have each: the
+/// faster the fewer, so 300 messages load 1 Mbit/s to about half.
+const CYCLES: [(u64, usize); 7] = [(10, 1), (20, 2), (50, 4), (100, 8), (200, 6), (500, 5), (1000, 4)];
+/// Simulated nodes.
+const NODES: usize = 10;
+/// What is not measured at the start: every message's first cycle is due
+/// at once, and their frames queue for the bus for a while.
+const WARM_UP_NS: u64 = 1_000_000_000;
+
+/// What to run.
+pub struct RbsRun {
+    pub messages: usize,
+    pub seconds: u64,
+}
+
+/// One cycle class's figures, over every message of that cycle.
+#[derive(Clone, Debug, Serialize)]
+pub struct CycleClass {
+    pub cycle_ms: u64,
+    pub messages: usize,
+    pub frames: usize,
+    /// Cycles no frame came for.
+    pub missed: u64,
+    /// |interval − cycle| between consecutive cycles, over every message of the class.
+    pub period_error: Distribution,
+    /// How late each frame was against its message's schedule.
+    pub lateness: Distribution,
+    /// The largest lateness in frame times.
+    pub max_lateness_frames: f64,
+    /// Frames late by at most one frame time, of all.
+    pub within_one_frame: f64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RbsReport {
+    pub messages: usize,
+    pub seconds: u64,
+    pub bitrate: u32,
+    /// The bus load the database asks for (frames' bits per second / bitrate).
+    pub nominal_load: f64,
+    /// One 8-byte classic frame's time on the bus (the baseline), µs.
+    pub frame_time_us: f64,
+    pub classes: Vec<CycleClass>,
+}
+
+impl std::fmt::Display for RbsReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "rest-bus simulation: {} messages for {} s on {} kbit/s (nominal load {:.0} %), one frame time {:.1} µs",
+            self.messages,
+            self.seconds,
+            self.bitrate / 1000,
+            self.nominal_load * 100.0,
+            self.frame_time_us
+        )?;
+        writeln!(
+            f,
+            "cycle  msgs  frames  missed  |period error| p50/p99/max µs   late p50/p99/max µs   max late  ≤1 frame"
+        )?;
+        for c in &self.classes {
+            writeln!(
+                f,
+                "{:>4}ms {:>4} {:>7} {:>7}  {:>7.1} {:>7.1} {:>7.1}   {:>6.1} {:>6.1} {:>7.1}   {:>5.2} fr  {:>6.2} %",
+                c.cycle_ms,
+                c.messages,
+                c.frames,
+                c.missed,
+                c.period_error.p50_us,
+                c.period_error.p99_us,
+                c.period_error.max_us,
+                c.lateness.p50_us,
+                c.lateness.p99_us,
+                c.lateness.max_us,
+                c.max_lateness_frames,
+                c.within_one_frame * 100.0
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The cycle of message `i`.
+fn cycle_of(i: usize) -> u64 {
+    let mut slot = i % 30;
+    for (cycle, share) in CYCLES {
+        if slot < share {
+            return cycle;
+        }
+        slot -= share;
+    }
+    CYCLES[CYCLES.len() - 1].0
+}
+
+/// A DBC of `messages` 8-byte messages, identifiers 0x100 up, sent by
+/// `NODES` nodes in turn, each with its cycle and one 16-bit signal.
+fn database(messages: usize) -> String {
+    let nodes: Vec<String> = (0..NODES).map(|n| format!("NODE{n}")).collect();
+    let mut text = format!("VERSION \"\"\n\nNS_ :\n\nBS_:\n\nBU_: {} DUT\n\n", nodes.join(" "));
+    for i in 0..messages {
+        let id = 0x100 + i;
+        text += &format!("BO_ {id} M{i}: 8 {}\n SG_ S{i} : 0|16@1+ (1,0) [0|65535] \"\" DUT\n\n", nodes[i % NODES]);
+    }
+    text += "BA_DEF_ BO_ \"GenMsgCycleTime\" INT 0 65535;\nBA_DEF_DEF_ \"GenMsgCycleTime\" 0;\n";
+    for i in 0..messages {
+        text += &format!("BA_ \"GenMsgCycleTime\" BO_ {} {};\n", 0x100 + i, cycle_of(i));
+    }
+    text
+}
+
+/// One control API call over plain HTTP/1.1; the JSON answer of a 2xx.
+fn call(hub: SocketAddr, method: &str, path: &str, body: &Value) -> Result<Value, BenchError> {
+    let body = body.to_string();
+    let mut stream = TcpStream::connect(hub)?;
+    stream.set_read_timeout(Some(PATIENCE))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {hub}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let status = answer.split(' ').nth(1).unwrap_or("");
+    let content = answer.split_once("\r\n\r\n").map_or("", |(_, content)| content);
+    if !status.starts_with('2') {
+        return Err(BenchError::Hub(format!("{method} {path}: {status}: {content}")));
+    }
+    serde_json::from_str(content).map_err(|e| BenchError::Hub(format!("{method} {path}: not JSON ({e}): {content}")))
+}
+
+/// Run the simulation against a hub of its own and measure it.
+pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result<RbsReport, BenchError> {
+    if spec.messages == 0 || spec.messages > 0x700 || spec.seconds < 2 {
+        return Err(BenchError::Invalid(
+            "give 1 to 1792 messages and at least 2 seconds (the first is warm-up)".into(),
+        ));
+    }
+    let hub = HubProcess::start(launcher, false)?;
+    let url = hub.url(Transport::Tcp, false);
+    let control: SocketAddr = url
+        .strip_prefix("tcp://")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| BenchError::Hub(format!("the hub's TCP address {url} is not HOST:PORT")))?;
+    let channel = json!({ "name": RBS_CHANNEL, "protocol": "can", "bitrate": BITRATE, "timing": "timed" });
+    call(control, "POST", "/api/v1/channels", &channel)?;
+    let options = ClientOptions { name: "receiver".into(), timeout: PATIENCE, ..Default::default() };
+    let receiver = Client::connect_with(&hub.url(Transport::Shm, false), &options)?;
+    receiver.open_port_with(RBS_CHANNEL, &PortConfig { name: Some("dut".into()), ..PortConfig::default() })?;
+    progress(&format!("{} messages for {} s", spec.messages, spec.seconds));
+    let sim = json!({ "name": "bench.dbc", "dbc": database(spec.messages), "channel": RBS_CHANNEL, "except": ["DUT"] });
+    call(control, "POST", "/api/v1/rbs/sims", &sim)?;
+    let mut seen: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let end = Instant::now() + Duration::from_secs(spec.seconds);
+    while Instant::now() < end {
+        if let Some(rx) = receiver.recv(Some(Duration::from_millis(100)))? {
+            seen.entry(rx.frame.id()).or_default().push(rx.meta.timestamp_ns);
+        }
+    }
+    drop(receiver);
+    drop(hub);
+    // The first cycles of every message are due at once and queue for the
+    // bus: the schedule is measured from WARM_UP_NS after the first frame.
+    let begin = seen.values().filter_map(|t| t.first()).min().copied().unwrap_or(0);
+    for times in seen.values_mut() {
+        times.retain(|&t| t >= begin + WARM_UP_NS);
+    }
+    let frame = Frame::can(0x100, false, &[0; 8]).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    let frame_ns = fieldhub_proto::bits::FrameBits::of(&frame).duration_ns(BITRATE, BITRATE) as f64;
+    let nominal_load = (0..spec.messages).map(|i| 1000.0 / cycle_of(i) as f64).sum::<f64>() * frame_ns / 1e9;
+    let classes = CYCLES
+        .iter()
+        .filter_map(|&(cycle_ms, _)| {
+            let ids: Vec<u32> =
+                (0..spec.messages).filter(|&i| cycle_of(i) == cycle_ms).map(|i| 0x100 + i as u32).collect();
+            (!ids.is_empty()).then(|| class(cycle_ms, &ids, &seen, frame_ns))
+        })
+        .collect();
+    Ok(RbsReport {
+        messages: spec.messages,
+        seconds: spec.seconds,
+        bitrate: BITRATE,
+        nominal_load,
+        frame_time_us: frame_ns / 1e3,
+        classes,
+    })
+}
+
+/// The figures of one cycle class.
+fn class(cycle_ms: u64, ids: &[u32], seen: &BTreeMap<u32, Vec<u64>>, frame_ns: f64) -> CycleClass {
+    let period = cycle_ms * 1_000_000;
+    let (mut lateness, mut period_error, mut missed) = (Vec::new(), Vec::new(), 0);
+    for id in ids {
+        let Some(times) = seen.get(id).filter(|t| !t.is_empty()) else { continue };
+        // Its schedule: every period from the earliest start its frames
+        // imply (cycle numbers counted from its first frame); a frame's
+        // lateness is how far after that schedule it came.
+        let first = times[0];
+        let cycles: Vec<u64> = times.iter().map(|t| (t - first + period / 2) / period).collect();
+        let implied: Vec<i128> =
+            times.iter().zip(&cycles).map(|(&t, &k)| i128::from(t) - i128::from(k * period)).collect();
+        let start = implied.iter().copied().min().unwrap_or(0);
+        lateness.extend(implied.iter().map(|&at| u64::try_from(at - start).unwrap_or(u64::MAX)));
+        missed += cycles.last().map_or(0, |last| last + 1) - times.len() as u64;
+        // Consecutive cycles only: a missed one is counted above, not here.
+        for (pair, k) in times.windows(2).zip(cycles.windows(2)) {
+            if k[1] == k[0] + 1 {
+                period_error.push((pair[1] - pair[0]).abs_diff(period));
+            }
+        }
+    }
+    let within = lateness.iter().filter(|&&l| l as f64 <= frame_ns).count();
+    let frames = lateness.len();
+    let max_late = lateness.iter().copied().max().unwrap_or(0) as f64;
+    CycleClass {
+        cycle_ms,
+        messages: ids.len(),
+        frames,
+        missed,
+        period_error: Distribution::of(&mut period_error),
+        lateness: Distribution::of(&mut lateness),
+        max_lateness_frames: max_late / frame_ns,
+        within_one_frame: if frames == 0 { 0.0 } else { within as f64 / frames as f64 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_hundred_messages_take_every_cycle_class_and_the_database_gives_each_its_cycle() {
+        let counts: Vec<usize> = CYCLES.iter().map(|&(c, _)| (0..300).filter(|&i| cycle_of(i) == c).count()).collect();
+        assert_eq!(counts, [10, 20, 40, 80, 60, 50, 40]);
+        let text = database(300);
+        assert_eq!(text.lines().filter(|l| l.starts_with("BO_ ")).count(), 300);
+        assert_eq!(text.lines().filter(|l| l.starts_with("BA_ \"GenMsgCycleTime\" BO_ ")).count(), 300);
+        assert!(text.contains("BA_ \"GenMsgCycleTime\" BO_ 256 10;") && text.contains("BU_: NODE0"));
+    }
+}
