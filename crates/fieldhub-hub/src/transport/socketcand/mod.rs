@@ -5,8 +5,11 @@
 //! is a channel.
 //!
 //! - [`protocol`]: the commands and the lines sent back, byte for byte.
-//! - [`session`]: one connection's state machine and its writer.
+//! - [`session`]: one connection's state machine.
+//! - [`writer`]: what a session's two threads share, and its writer thread.
 //! - [`bcm`]: BCM mode's receive subscriptions and filters.
+//! - [`bcm_tx`]: BCM mode's cyclic transmission jobs (`add`, `update`,
+//!   `delete`), run by the bus on bus time.
 //! - [`configure`]: NO_BUS mode's bit timing (the channel's bitrate, with
 //!   control access) and controller mode (the session's port options).
 //! - [`statistics`]: CONTROL mode's `< stat … >` ticker.
@@ -27,11 +30,13 @@
 //!   is due; a session's reader sleeps in `read`, its writer on its outbox.
 
 pub mod bcm;
+pub mod bcm_tx;
 pub mod beacon;
 pub mod configure;
 pub mod protocol;
 pub mod session;
 pub mod statistics;
+pub mod writer;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! One socketcand connection: the state machine of `doc/protocol.md`
 //! (NO_BUS → `< open >` → BCM, RAW or CONTROL) on the connection's thread,
-//! and a writer thread that turns the client's outbox into `< frame … >`
-//! lines.
+//! and a writer thread ([`super::writer`]) that turns the client's outbox
+//! into `< frame … >` lines.
 //!
 //! Invariants:
 //! - A session is a client of the bus like a native one: admitted and
@@ -25,80 +25,30 @@
 //!   outbox (the bus's items, its hang-up or the session's end wake it),
 //!   the statistics ticker only exists once asked for.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use fieldhub_bus::credit::TxCredit;
 use fieldhub_bus::inbox::Inbound;
-use fieldhub_bus::outbox::{Outbound, QueueOutbox};
+use fieldhub_bus::outbox::QueueOutbox;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::bcm::{Content, Subscriptions};
+use super::bcm_tx::{self, JobLink, TxJobError, TxJobs};
 use super::configure::{self, ControllerMode};
 use super::protocol::{self, Command, Element, Elements, Mode};
-use super::statistics::{Counters, Statistics};
+use super::writer::{write_loop, Shared, MODE_BCM, MODE_CONTROL, MODE_RAW, WRITE_PATIENCE};
 use crate::session::credentials::{Access, Grant};
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, HANDSHAKE_TIMEOUT};
 use crate::transport::internal_port::{self, InternalPort, NotOpened, PortRequest};
 use fieldhub_bus::access::ALL_CHANNELS;
-
-/// How long a write to a client that does not read may wait before the
-/// session is closed.
-pub const WRITE_PATIENCE: Duration = Duration::from_secs(10);
-/// Outbox items written in one batch.
-const BATCH: usize = 256;
-
-const MODE_BCM: u8 = 0;
-const MODE_RAW: u8 = 1;
-const MODE_CONTROL: u8 = 2;
-
-/// What the connection's thread and its writer share.
-struct Shared {
-    /// Writes of both threads, each one whole line or batch.
-    out: Mutex<TcpStream>,
-    mode: AtomicU8,
-    subscriptions: Mutex<Subscriptions>,
-    /// `< statistics MS >`'s ticker settings.
-    statistics: Statistics,
-    counters: Counters,
-}
-
-impl Shared {
-    /// Write `line` alone; a client that does not take it within
-    /// [`WRITE_PATIENCE`] loses its connection.
-    fn write(&self, line: &str) -> bool {
-        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        Self::write_to(out, line)
-    }
-
-    /// Switch to mode `to` and answer `< ok >`, under the write lock: a
-    /// frame the client sends once it read the answer is formatted in the
-    /// new mode (the writer reads the mode after taking it), and none of the
-    /// new mode is written before the answer.
-    fn switch_mode(&self, to: u8) -> bool {
-        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        self.mode.store(to, Ordering::Release);
-        Self::write_to(out, "< ok >")
-    }
-
-    fn write_to(mut out: std::sync::MutexGuard<'_, TcpStream>, line: &str) -> bool {
-        match out.write_all(line.as_bytes()) {
-            Ok(()) => true,
-            Err(e) => {
-                debug!(error = %e, "socketcand client write failed; closing");
-                let _ = out.shutdown(Shutdown::Both);
-                false
-            }
-        }
-    }
-}
 
 /// Serve one accepted connection until it ends.
 pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: bool) {
@@ -107,13 +57,7 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_PATIENCE));
     let Ok(out) = stream.try_clone() else { return };
-    let shared = Arc::new(Shared {
-        out: Mutex::new(out),
-        mode: AtomicU8::new(MODE_BCM),
-        subscriptions: Mutex::new(Subscriptions::default()),
-        statistics: Statistics::default(),
-        counters: Counters::default(),
-    });
+    let shared = Arc::new(Shared::new(out));
     let mut slot = match sessions.admit("socketcand", format!("socketcand:{peer}"), origin) {
         Ok(slot) => slot,
         Err(violation) => {
@@ -149,7 +93,14 @@ pub fn serve(stream: TcpStream, sessions: Arc<Sessions>, allow_unauthenticated: 
             return;
         }
     };
-    let mut connection = Connection { stream, shared, sessions, elements: Elements::default(), ticker: None };
+    let mut connection = Connection {
+        stream,
+        shared,
+        sessions,
+        elements: Elements::default(),
+        ticker: None,
+        tx_jobs: TxJobs::default(),
+    };
     if !connection.shared.write("< hi >") {
         return;
     }
@@ -185,6 +136,8 @@ struct Connection {
     elements: Elements,
     /// The statistics ticker, once a `statistics` command started it.
     ticker: Option<JoinHandle<()>>,
+    /// BCM mode's cyclic transmission jobs, run by the bus.
+    tx_jobs: TxJobs,
 }
 
 /// The opened port: its handle, the outbox and the transmit credit.
@@ -323,6 +276,11 @@ impl Connection {
                             Mode::Control => MODE_CONTROL,
                             _ => MODE_BCM,
                         };
+                        // socketcand closes its BCM socket when it leaves
+                        // BCM mode, and with it the socket's cyclic jobs.
+                        if to != MODE_BCM && self.tx_jobs.clear(&link(slot, port)).is_err() {
+                            return "the hub is stopping".into();
+                        }
                         // `< ok >` alone, and the mode in place before the
                         // client can read it.
                         if !self.shared.switch_mode(to) {
@@ -361,10 +319,31 @@ impl Connection {
                     }
                     protocol::error_line(&format!("no subscription or filter for {:X} to remove", id.id))
                 }
-                (Command::Add { .. } | Command::Update(_) | Command::Delete(_), MODE_BCM) => protocol::error_line(
-                    "cyclic transmission jobs (add, update, delete) are not served by this hub yet; send each \
-                     frame with 'send'",
-                ),
+                (Command::Add { interval_us: 0, frame }, MODE_BCM) => {
+                    // A zero interval stops the identifier's timer and
+                    // sends the frame once.
+                    let stopped = self.tx_jobs.delete(&link(slot, port), bcm_tx::id_of(&frame));
+                    if stopped.is_err() || !self.transmit(slot, port, credit, frame) {
+                        return "the hub is stopping".into();
+                    }
+                    continue;
+                }
+                (Command::Add { interval_us, frame }, MODE_BCM) => {
+                    match self.tx_jobs.add(&link(slot, port), interval_us, frame) {
+                        Ok(()) => continue,
+                        Err(TxJobError::Stopping) => return "the hub is stopping".into(),
+                        Err(e) => protocol::error_line(&e.to_string()),
+                    }
+                }
+                (Command::Update(frame), MODE_BCM) => match self.tx_jobs.update(frame) {
+                    Ok(()) => continue,
+                    Err(e) => protocol::error_line(&e.to_string()),
+                },
+                (Command::Delete(id), MODE_BCM) => match self.tx_jobs.delete(&link(slot, port), id) {
+                    Ok(true) => continue,
+                    Ok(false) => protocol::error_line(&TxJobError::NoJob(id).to_string()),
+                    Err(_) => return "the hub is stopping".into(),
+                },
                 (Command::Statistics(ms), MODE_CONTROL) => {
                     self.shared.statistics.set(ms);
                     if self.ticker.is_none() {
@@ -429,6 +408,11 @@ impl Connection {
     }
 }
 
+/// Where the session's cyclic jobs go: its client and port on the bus.
+fn link(slot: &ClientSlot, port: u16) -> JobLink<'_> {
+    JobLink { sessions: slot.sessions(), client: slot.id(), port }
+}
+
 fn verb(command: &Command) -> &'static str {
     match command {
         Command::Open(_) => "open",
@@ -445,70 +429,5 @@ fn verb(command: &Command) -> &'static str {
         Command::Statistics(_) => "statistics",
         Command::BitTiming { .. } => "bit timing",
         Command::ControllerMode { .. } => "controller mode",
-    }
-}
-
-/// The writer thread: the bus's frames and reports to the client, until
-/// the bus lets go of the session or the client stops reading. It sleeps on
-/// the outbox: items, the outbox's close and the bus's goodbye wake it.
-fn write_loop(shared: &Shared, outbox: &QueueOutbox) {
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut text = String::new();
-    while let Some(first) = outbox.take_blocking(None) {
-        batch.push(first);
-        outbox.take_into(&mut batch, BATCH - 1);
-        outbox.took();
-        text.clear();
-        let mut end = false;
-        let mode = shared.mode.load(Ordering::Acquire);
-        for item in batch.drain(..) {
-            match item {
-                Outbound::Frame { frame, meta, .. } => {
-                    shared.counters.rx_packets.fetch_add(1, Ordering::Relaxed);
-                    shared.counters.rx_bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
-                    let wanted = match mode {
-                        MODE_RAW => true,
-                        MODE_BCM => shared
-                            .subscriptions
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .pass(&frame, meta.timestamp_ns),
-                        _ => false,
-                    };
-                    if wanted {
-                        protocol::format_frame(&mut text, &frame, meta.timestamp_ns);
-                    }
-                }
-                Outbound::RxOverflow { dropped, .. } => text.push_str(&protocol::error_line(&format!(
-                    "{dropped} frames of the channel dropped: this session did not read fast enough"
-                ))),
-                Outbound::TxDropped { reason, dropped, .. } => text.push_str(&protocol::error_line(&format!(
-                    "{dropped} frames this session sent are off the bus: {}",
-                    reason.describe()
-                ))),
-                Outbound::ChannelState { text: said, .. } => text.push_str(&protocol::error_line(&said)),
-                Outbound::Error { text: said, fatal, .. } => {
-                    text.push_str(&protocol::error_line(&said));
-                    end |= fatal;
-                }
-                Outbound::Goodbye { text: said, .. } => {
-                    text.push_str(&protocol::error_line(&said));
-                    end = true;
-                }
-                Outbound::PortOpened { .. }
-                | Outbound::PortClosed { .. }
-                | Outbound::Pong { .. }
-                | Outbound::Grant { .. }
-                | Outbound::Stats { .. } => {}
-            }
-        }
-        if !text.is_empty() && !shared.write(&text) {
-            warn!("a socketcand client stopped reading for {} s; its session is closed", WRITE_PATIENCE.as_secs());
-            return;
-        }
-        if end {
-            let _ = shared.out.lock().unwrap_or_else(|e| e.into_inner()).shutdown(Shutdown::Both);
-            return;
-        }
     }
 }

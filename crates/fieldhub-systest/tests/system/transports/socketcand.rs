@@ -1,7 +1,9 @@
 //! The socketcand server (`[hub] socketcand`): a raw TCP client drives
 //! NO_BUS, BCM, RAW and CONTROL mode byte for byte as linux-can/socketcand's
 //! `doc/protocol.md` shows them, errors included, with a native client on
-//! the same channel; hostile clients (garbage, an oversize command, a
+//! the same channel; BCM's cyclic jobs keep their period in virtual time,
+//! `update` changes the next cycle, `delete` and leaving BCM mode end them;
+//! hostile clients (garbage, an oversize command, a
 //! connection that says nothing, one that never reads) leave the hub and
 //! the other clients serving.
 
@@ -157,9 +159,23 @@ fn socketcand_modes_answer_byte_for_byte_as_the_protocol_document_shows() {
     scd.ask("< frobnicate >", "< error unknown command 'frobnicate' >");
     scd.ask("< statistics 100 >", "< error statistics is not a command of BCM mode >");
     scd.ask("< open can1 >", "< error a bus is open already; one session serves one bus >");
-    let add = "< error cyclic transmission jobs (add, update, delete) are not served by this hub yet; send each frame \
-               with 'send' >";
-    scd.ask("< add 1 0 123 8 11 22 33 44 55 66 77 88 >", add);
+    // Cyclic jobs: the first frame at once (BCM's STARTTIMER), then every
+    // interval until delete (their period on bus time is the virtual-time
+    // test's); interval 0 sends once; update and delete need a job.
+    scd.ask("< update 123 3 11 22 33 >", "< error no cyclic job for 123; start one with 'add' >");
+    scd.ask("< delete 00000123 >", "< error no cyclic job for 00000123; start one with 'add' >");
+    scd.say("< add 1 0 123 8 11 22 33 44 55 66 77 88 >");
+    let got = native.recv(Some(PATIENCE)).unwrap().expect("the job's first frame");
+    assert_eq!((got.frame.id(), got.frame.data()), (0x123, &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88][..]));
+    scd.say("< update 123 3 11 22 33 >");
+    scd.say("< delete 123 >");
+    scd.ask("< delete 123 >", "< error no cyclic job for 123; start one with 'add' >");
+    scd.say("< add 0 0 321 1 5 >");
+    // The 1 s job's second cycle may come first on a slow machine.
+    let got = std::iter::from_fn(|| native.recv(Some(PATIENCE)).unwrap())
+        .find(|got| got.frame.id() != 0x123)
+        .expect("the frame of an add without interval");
+    assert_eq!((got.frame.id(), got.frame.data()), (0x321, &[5][..]));
 
     // RAW: every frame of the channel.
     scd.ask("< rawmode >", "< ok >");
@@ -176,11 +192,83 @@ fn socketcand_modes_answer_byte_for_byte_as_the_protocol_document_shows() {
     assert_eq!((words[1], words.len()), ("stat", 7), "{stat}");
     let counts: Vec<u64> = words[2..6].iter().map(|w| w.parse().unwrap()).collect();
     assert_eq!(counts[1], 6, "rpackets: every frame of the channel the session received: {stat}");
-    assert_eq!((counts[2], counts[3]), (2, 1), "tbytes, tpackets: {stat}");
+    // The send and the add without interval; a job's frames are the bus's.
+    assert_eq!((counts[2], counts[3]), (3, 2), "tbytes, tpackets: {stat}");
     scd.say("< statistics 0 >");
     scd.ask("< bcmmode >", "< ok >");
     drop(scd);
     drop(native);
+    assert!(hub.terminate().success());
+}
+
+const MS: u64 = 1_000_000;
+
+/// Let virtual time run to `until_ns` (the control API answers at once;
+/// the frames of the window say when the bus got there).
+fn run_until(hub: &HubProcess, until_ns: u64) {
+    ok(hub, "POST", "/api/v1/time", Some(serde_json::json!({"action": "run_until", "until_ns": until_ns})));
+}
+
+/// The next `count` frames `client` receives: `(bus time, id, data)`.
+fn frames(client: &fieldhub_client::Client, count: usize) -> Vec<(u64, u32, Vec<u8>)> {
+    (0..count)
+        .map(|k| {
+            let got = client.recv(Some(PATIENCE)).unwrap().unwrap_or_else(|| panic!("only {k} of {count} frames"));
+            (got.meta.timestamp_ns, got.frame.id(), got.frame.data().to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn bcm_cyclic_jobs_keep_their_period_on_bus_time_in_virtual_time() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let config = format!("[hub]\ntime = \"virtual\"\nsocketcand = \"{addr}\"\n\n[[channel]]\nname = \"can0\"\n");
+    let hub = FIELDHUB.start_with(Some(&config), &[]);
+    let observer = hub.client("observer");
+    observer.open_port("can0").unwrap();
+    let mut scd = Scd::open(&addr, "can0");
+    // Bus time stands at 0 until the control API moves it.
+    scd.say("< add 0 10000 123 2 11 22 >");
+    scd.say("< add 0 25000 00000456 1 01 >");
+    // Commands are taken in order, an add once the bus has the job.
+    scd.ask("< echo >", "< echo >");
+    run_until(&hub, 100 * MS);
+    let seen = frames(&observer, 11 + 5);
+    let times = |seen: &[(u64, u32, Vec<u8>)], id: u32| -> Vec<u64> {
+        seen.iter().filter(|f| f.1 == id).map(|f| f.0).collect()
+    };
+    assert_eq!(times(&seen, 0x123), (0..=10).map(|k| k * 10 * MS).collect::<Vec<_>>(), "every 10 ms from the add");
+    assert_eq!(times(&seen, 0x456), [0, 25, 50, 75, 100].map(|ms| ms * MS));
+    assert!(seen.iter().all(|f| f.2 == [0x11, 0x22] || f.2 == [0x01]));
+
+    // update: the next cycle carries the new data, on the same phase.
+    scd.say("< update 123 3 AA BB CC >");
+    scd.ask("< echo >", "< echo >");
+    run_until(&hub, 150 * MS);
+    let seen = frames(&observer, 5 + 2);
+    assert_eq!(times(&seen, 0x123), [110, 120, 130, 140, 150].map(|ms| ms * MS));
+    assert!(seen.iter().filter(|f| f.1 == 0x123).all(|f| f.2 == [0xAA, 0xBB, 0xCC]), "{seen:?}");
+    assert_eq!(times(&seen, 0x456), [125, 150].map(|ms| ms * MS));
+
+    // add again: the job restarts at once with its new interval; delete
+    // ends the other.
+    scd.say("< add 0 20000 123 1 CC >");
+    scd.say("< delete 00000456 >");
+    scd.ask("< echo >", "< echo >");
+    run_until(&hub, 200 * MS);
+    let seen = frames(&observer, 3);
+    assert_eq!(seen, [150, 170, 190].map(|ms| (ms * MS, 0x123, vec![0xCC])));
+
+    // Leaving BCM mode ends the jobs (socketcand closes its BCM socket):
+    // the next frame the observer sees is a marker sent after 200 ms.
+    scd.ask("< rawmode >", "< ok >");
+    let marker = hub.client("marker");
+    let marker_port = marker.open_port("can0").unwrap();
+    marker.send(&marker_port, &Frame::can(0x7FF, false, &[]).unwrap()).unwrap();
+    marker.flush().unwrap();
+    run_until(&hub, 300 * MS);
+    assert_eq!(frames(&observer, 1), [(200 * MS, 0x7FF, vec![])]);
+    drop((scd, observer, marker));
     assert!(hub.terminate().success());
 }
 
