@@ -89,6 +89,9 @@ pub enum Protocol {
     Can,
     /// CAN FD: classic and FD frames.
     Canfd,
+    /// LIN 2.x: LIN frames only, the master's schedule table run by the
+    /// hub (`[channel.lin]`).
+    Lin,
 }
 
 /// How a channel spends time.
@@ -169,6 +172,10 @@ pub struct ChannelConfig {
     /// `arbitration = "master-slave"` channel.
     #[serde(default)]
     pub master_slave: Option<MasterSlaveConfig>,
+    /// `[channel.lin]`: the master's schedule table of a `protocol = "lin"`
+    /// channel.
+    #[serde(default)]
+    pub lin: Option<LinConfig>,
 }
 
 impl ChannelConfig {
@@ -190,6 +197,7 @@ impl ChannelConfig {
             tdma: None,
             token: None,
             master_slave: None,
+            lin: None,
         }
     }
 
@@ -198,8 +206,16 @@ impl ChannelConfig {
         if self.bitrate == 0 || self.bitrate > MAX_BITRATE {
             return Err(("bitrate", format!("{} is not 1..={MAX_BITRATE} bit/s", self.bitrate)));
         }
+        let lin_rates = fieldhub_proto::lin::MIN_BITRATE..=fieldhub_proto::lin::MAX_BITRATE;
+        if self.protocol == Protocol::Lin && !lin_rates.contains(&self.bitrate) {
+            let text = format!(
+                "{} bit/s is not a LIN bitrate (1000..=20000); LIN buses run at 19200, 10400 or 9600",
+                self.bitrate
+            );
+            return Err(("bitrate", text));
+        }
         match (self.protocol, self.data_bitrate) {
-            (Protocol::Can, Some(_)) => {
+            (Protocol::Can | Protocol::Lin, Some(_)) => {
                 Err(("data_bitrate", "only protocol = \"canfd\" channels have a data bitrate".into()))
             }
             (Protocol::Canfd, Some(rate)) if rate < self.bitrate || rate > MAX_DATA_BITRATE => Err((
@@ -298,6 +314,25 @@ pub struct MasterSlaveConfig {
     /// How long in µs after a poll ends the polled slave may start its
     /// answer; an unanswered poll keeps the bus idle this long.
     pub response_timeout_us: u64,
+}
+
+/// `[channel.lin]`: the schedule table the hub runs as the LIN master.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinConfig {
+    /// The slots in order, repeated from the first after the last: at the
+    /// start of each the master sends the header of `id`.
+    pub schedule: Vec<LinSlotConfig>,
+}
+
+/// One slot of a LIN schedule table.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinSlotConfig {
+    /// The frame identifier whose header the master sends (0..=0x3F).
+    pub id: u8,
+    /// The slot's length in ms: the next slot starts this long after its start.
+    pub delay_ms: u64,
 }
 
 fn default_max_frames() -> u32 {

@@ -115,6 +115,8 @@ pub fn extra_info(flags: FrameFlags) -> String {
 pub fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String {
     let id = if frame.is_error() {
         format!("{:08X}", frame.id() | CAN_ERR_FLAG)
+    } else if frame.is_lin() {
+        format!(" {:02X}", frame.id())
     } else if frame.is_extended() {
         format!("{:08X}", frame.id())
     } else {
@@ -135,7 +137,22 @@ pub fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String
     if frame.is_error() {
         line.push_str("   ERRORFRAME");
     }
+    if frame.is_lin() {
+        line.push_str(&lin_note(frame));
+    }
     line
+}
+
+/// What candump's line adds for a LIN frame: its checksum, or that no
+/// slave answered its header.
+fn lin_note(frame: &Frame) -> String {
+    let flags = frame.flags();
+    if flags.contains(FrameFlags::LIN_NO_RESPONSE) {
+        return "   LIN no response".into();
+    }
+    let model = if flags.contains(FrameFlags::LIN_CLASSIC) { "classic" } else { "enhanced" };
+    let wrong = if flags.contains(FrameFlags::LIN_CHECKSUM_ERROR) { " (wrong)" } else { "" };
+    format!("   LIN {model} checksum {:02X}{wrong}", frame.len8_dlc())
 }
 
 #[cfg(test)]

@@ -182,7 +182,7 @@ impl fh_frame {
                 }
             }
             FrameKind::Can => out.len8_dlc = frame.len8_dlc(),
-            FrameKind::Error => {}
+            FrameKind::Error | FrameKind::Lin => {}
         }
         let data = frame.data();
         out.data[..data.len()].copy_from_slice(data);

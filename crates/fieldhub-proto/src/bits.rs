@@ -22,6 +22,9 @@
 //!   nominal rate overstates a BRS frame by one nominal minus one data bit.)
 //! - Error frames are counted as an error flag (6), its delimiter (8) and the
 //!   intermission (3): 17 nominal bits.
+//! - LIN frames are [`crate::lin`]'s nominal frame — break, delimiter, sync,
+//!   protected identifier, data and checksum bytes of 10 bits, no spaces —
+//!   all at the nominal rate; a header no slave answered is the header's 34.
 
 use crate::frame::{Frame, FrameKind};
 
@@ -49,6 +52,14 @@ impl FrameBits {
             FrameKind::Error => Self { total: ERROR_FRAME, stuff_bits: 0, nominal_bits: ERROR_FRAME, data_bits: 0 },
             FrameKind::Can => classic(frame),
             FrameKind::CanFd => fd(frame),
+            FrameKind::Lin => {
+                let shape = crate::lin::FrameShape::default();
+                let total = match frame.len() {
+                    0 => shape.header_bits(),
+                    len => shape.frame_bits(len).unwrap_or(shape.header_bits()),
+                };
+                Self { total, stuff_bits: 0, nominal_bits: total, data_bits: 0 }
+            }
         }
     }
 
@@ -339,7 +350,7 @@ mod reference {
     /// stuffed and checked one bit at a time.
     pub fn frame_bits(frame: &Frame) -> FrameBits {
         use crate::FrameFlags;
-        if frame.kind() == FrameKind::Error {
+        if matches!(frame.kind(), FrameKind::Error | FrameKind::Lin) {
             return FrameBits::of(frame);
         }
         let fd = frame.kind() == FrameKind::CanFd;

@@ -1,11 +1,12 @@
-//! The frame model: CAN classic, CAN FD and error frames, plus the metadata a
-//! hub assigns when it puts a frame on a channel.
+//! The frame model: CAN classic, CAN FD, error and LIN frames, plus the
+//! metadata a hub assigns when it puts a frame on a channel.
 //!
 //! A [`Frame`] is a plain `Copy` value with its payload inline (64 bytes), so
 //! the data path moves frames without allocating. Every constructor validates;
 //! a `Frame` value is always one that a real controller could put on the wire.
 
 use crate::limits::{MAX_CANFD_DATA, MAX_CAN_DATA};
+use crate::lin::{self, Checksum};
 
 /// Largest 11-bit (base) identifier.
 pub const MAX_STANDARD_ID: u32 = 0x7FF;
@@ -20,7 +21,7 @@ pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
 /// Payload length of every error frame (SocketCAN `CAN_ERR_DLC`).
 pub const ERROR_FRAME_LEN: usize = 8;
 
-/// What kind of frame a record carries. The wire value is stable; values 3..=255
+/// What kind of frame a record carries. The wire value is stable; values 4..=255
 /// are reserved for generic fieldbus frames (up to 2048 bytes) in a later
 /// revision and rejected by this one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +34,9 @@ pub enum FrameKind {
     /// Error frame in SocketCAN layout: the id carries the error class bits
     /// (`CAN_ERR_*` without `CAN_ERR_FLAG`), the 8 data bytes the details.
     Error = 2,
+    /// LIN 2.x frame: a 6-bit identifier, 1..=8 data bytes and the checksum
+    /// byte, or a header no slave answered ([`crate::lin`]).
+    Lin = 3,
 }
 
 impl FrameKind {
@@ -42,6 +46,7 @@ impl FrameKind {
             0 => Some(Self::Can),
             1 => Some(Self::CanFd),
             2 => Some(Self::Error),
+            3 => Some(Self::Lin),
             _ => None,
         }
     }
@@ -66,6 +71,16 @@ bitflags::bitflags! {
     }
 }
 
+/// The low flag bits mean something else on a LIN frame (spec 4.2).
+impl FrameFlags {
+    /// LIN: the classic checksum (data bytes only); without it, enhanced.
+    pub const LIN_CLASSIC: Self = Self::EXTENDED;
+    /// LIN, hub to client only: the header went out and no slave answered.
+    pub const LIN_NO_RESPONSE: Self = Self::REMOTE;
+    /// LIN: the checksum byte is not the one its model gives.
+    pub const LIN_CHECKSUM_ERROR: Self = Self::BRS;
+}
+
 /// Why a frame is not valid.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
@@ -83,6 +98,8 @@ pub enum FrameError {
     FlagNotAllowed { flag: &'static str, kind: &'static str },
     #[error("error frames carry exactly 8 data bytes, got {len}")]
     ErrorFrameLength { len: usize },
+    #[error(transparent)]
+    Lin(#[from] crate::lin::LinError),
 }
 
 /// One frame. `Copy`, fixed size, payload inline.
@@ -204,6 +221,33 @@ impl Frame {
         Ok(frame)
     }
 
+    /// A LIN response for identifier `id` (0..=0x3F) with 1..=8 data bytes,
+    /// its checksum byte computed under `model`.
+    pub fn lin(id: u8, model: Checksum, data: &[u8]) -> Result<Self, FrameError> {
+        let pid = lin::protected_id(id)?;
+        Self::lin_with_checksum(id, model, data, model.of(pid, data))
+    }
+
+    /// A LIN response with the checksum byte `checksum` as given: flagged
+    /// `LIN_CHECKSUM_ERROR` when it is not the one `model` gives (a slave
+    /// that sends a wrong checksum).
+    pub fn lin_with_checksum(id: u8, model: Checksum, data: &[u8], checksum: u8) -> Result<Self, FrameError> {
+        let pid = lin::protected_id(id)?;
+        let mut flags = match model {
+            Checksum::Classic => FrameFlags::LIN_CLASSIC,
+            Checksum::Enhanced => FrameFlags::empty(),
+        };
+        if checksum != model.of(pid, data) {
+            flags |= FrameFlags::LIN_CHECKSUM_ERROR;
+        }
+        Self::from_parts(FrameKind::Lin, flags, u32::from(id), data.len(), checksum, data)
+    }
+
+    /// The header of identifier `id` that no slave answered.
+    pub fn lin_no_response(id: u8) -> Result<Self, FrameError> {
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, &[])
+    }
+
     /// Build a frame from wire fields, checking every combination. `data`
     /// holds the payload; it is ignored (and may be empty) for remote frames.
     pub fn from_parts(
@@ -288,6 +332,7 @@ impl Frame {
                     return Err(FrameError::ExtendedIdTooLarge { id });
                 }
             }
+            FrameKind::Lin => lin::check_record(flags, id, len, len8_dlc, data)?,
         }
         Ok(())
     }
@@ -359,11 +404,11 @@ impl Frame {
 
     /// Whether the identifier is 29 bits.
     pub fn is_extended(&self) -> bool {
-        self.flags.contains(FrameFlags::EXTENDED)
+        self.flags.contains(FrameFlags::EXTENDED) && self.kind != FrameKind::Lin
     }
     /// Whether this is a remote transmission request.
     pub fn is_remote(&self) -> bool {
-        self.flags.contains(FrameFlags::REMOTE)
+        self.flags.contains(FrameFlags::REMOTE) && self.kind != FrameKind::Lin
     }
     /// Whether this is a CAN FD frame.
     pub fn is_fd(&self) -> bool {
@@ -385,9 +430,14 @@ impl Frame {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// Raw DLC 9..=15 of a classic 8-byte frame, 0 otherwise.
+    /// Raw DLC 9..=15 of a classic 8-byte frame, a LIN frame's checksum
+    /// byte, 0 otherwise (the record's `len8_dlc` field).
     pub fn len8_dlc(&self) -> u8 {
         self.len8_dlc
+    }
+    /// Whether this is a LIN frame.
+    pub fn is_lin(&self) -> bool {
+        self.kind == FrameKind::Lin
     }
     /// The DLC code as it would appear on the wire.
     pub fn dlc(&self) -> u8 {
@@ -415,6 +465,15 @@ impl Frame {
     }
     /// This frame with another identifier (same format: 11 or 29 bits).
     pub fn with_id(mut self, id: u32) -> Result<Self, FrameError> {
+        if self.is_lin() {
+            // The enhanced checksum covers the protected identifier.
+            let id = u8::try_from(id).map_err(|_| lin::LinError::IdOutOfRange(id))?;
+            return if self.flags.contains(FrameFlags::LIN_NO_RESPONSE) {
+                Self::lin_no_response(id)
+            } else {
+                Self::lin(id, lin::model_of(self.flags), self.data())
+            };
+        }
         if !self.is_error() {
             check_id(id, self.is_extended())?;
         }
@@ -430,6 +489,13 @@ impl Frame {
             FrameKind::Can if len > MAX_CAN_DATA => return Err(FrameError::CanTooLong { len }),
             FrameKind::CanFd if fd_len_to_dlc(len).is_none() => return Err(FrameError::InvalidFdLength { len }),
             FrameKind::Error if len != ERROR_FRAME_LEN => return Err(FrameError::ErrorFrameLength { len }),
+            FrameKind::Lin => {
+                // The checksum covers the data: made anew over the new length.
+                let id = self.id as u8;
+                let mut data = self.data;
+                data[self.len as usize..].fill(0);
+                return Self::lin(id, lin::model_of(self.flags), &data[..len.min(MAX_CANFD_DATA)]);
+            }
             _ => {}
         }
         for b in &mut self.data[self.len as usize..] {
@@ -561,6 +627,14 @@ mod accepted_parts_tests {
             }
         }
         frames.push(Frame::error(0x4, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap());
+        for id in [0x00, 0x10, 0x3C, 0x3F] {
+            for len in 1..=8 {
+                frames.push(Frame::lin(id, Checksum::Enhanced, &[0x5A; 8][..len]).unwrap());
+                frames.push(Frame::lin(id, Checksum::Classic, &[0x5A; 8][..len]).unwrap());
+                frames.push(Frame::lin_with_checksum(id, Checksum::Enhanced, &[0x5A; 8][..len], 0x00).unwrap());
+            }
+            frames.push(Frame::lin_no_response(id).unwrap());
+        }
         let echoed: Vec<Frame> = frames.iter().map(|f| f.with_echo(true)).collect();
         for frame in frames.iter().chain(&echoed) {
             let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };

@@ -22,8 +22,16 @@
 //!   the shortest break and delimiter: 34 + 10 × (n + 1) bits; a frame may
 //!   take up to 1.4 times that (`T_Frame_Maximum`, spec 2.4), the time a
 //!   master's schedule must give each slot.
+//! - The frame record (spec/protocol.md 4.1, kind `lin`): the 6-bit
+//!   identifier in `id`, the data bytes, the checksum byte in the record's
+//!   `len8_dlc` field and the checksum model in flag `CLASSIC`; a header no
+//!   slave answered is a record with flag `NO_RESPONSE` and no data, a
+//!   response whose checksum byte is wrong carries `CHECKSUM_ERROR`.
+//!   [`check_record`] is the rule a decoder applies.
 
 use thiserror::Error;
+
+use crate::frame::FrameFlags;
 
 /// The highest frame identifier (6 bits).
 pub const MAX_ID: u8 = 0x3F;
@@ -40,7 +48,7 @@ const BYTE_BITS: u32 = 10;
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum LinError {
     #[error("LIN frame identifier 0x{0:02X} is over 0x3F (6 bits)")]
-    IdOutOfRange(u8),
+    IdOutOfRange(u32),
     #[error("0x{0:02X} is not a protected identifier: its parity bits should make it 0x{1:02X}")]
     Parity(u8, u8),
     #[error("a LIN frame carries 1 to 8 data bytes, not {0}")]
@@ -49,12 +57,62 @@ pub enum LinError {
     Bitrate(u32),
     #[error("a LIN break is at least 13 bits and its delimiter at least 1, not {0} and {1}")]
     Break(u32, u32),
+    #[error("the LIN frame's checksum byte is 0x{given:02X}, its checksum model gives 0x{expected:02X} (set CHECKSUM_ERROR to send a wrong one on purpose)")]
+    Checksum { given: u8, expected: u8 },
+    #[error("a LIN frame flagged CHECKSUM_ERROR carries 0x{0:02X}, which is its right checksum")]
+    ChecksumNotWrong(u8),
+    #[error("a LIN NO_RESPONSE record is a header alone: no data, checksum 0, no other flag")]
+    NoResponseShape,
+    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, ECHO 0x10)")]
+    Flags(u8),
+}
+
+/// The flags a `lin` record may carry.
+const RECORD_FLAGS: FrameFlags = FrameFlags::LIN_CLASSIC
+    .union(FrameFlags::LIN_NO_RESPONSE)
+    .union(FrameFlags::LIN_CHECKSUM_ERROR)
+    .union(FrameFlags::ECHO);
+
+/// The checksum model a record's flags name.
+pub fn model_of(flags: FrameFlags) -> Checksum {
+    if flags.contains(FrameFlags::LIN_CLASSIC) {
+        Checksum::Classic
+    } else {
+        Checksum::Enhanced
+    }
+}
+
+/// Whether the fields of a `lin` record make a valid LIN frame (spec 4.3):
+/// identifier 0..=0x3F; a response of 1..=8 bytes whose `checksum` byte is
+/// the one its model gives (or, with `CHECKSUM_ERROR`, is not); or a
+/// `NO_RESPONSE` header alone.
+pub fn check_record(flags: FrameFlags, id: u32, len: usize, checksum: u8, data: &[u8]) -> Result<(), LinError> {
+    if !RECORD_FLAGS.contains(flags) {
+        return Err(LinError::Flags(flags.difference(RECORD_FLAGS).bits()));
+    }
+    let id = u8::try_from(id).ok().filter(|&id| id <= MAX_ID).ok_or(LinError::IdOutOfRange(id))?;
+    if flags.contains(FrameFlags::LIN_NO_RESPONSE) {
+        let only = flags.difference(FrameFlags::ECHO) == FrameFlags::LIN_NO_RESPONSE;
+        if !only || len != 0 || !data.is_empty() || checksum != 0 {
+            return Err(LinError::NoResponseShape);
+        }
+        return Ok(());
+    }
+    if !(1..=MAX_DATA).contains(&len) || data.len() != len {
+        return Err(LinError::DataLength(len));
+    }
+    let expected = model_of(flags).of(protected_id(id)?, data);
+    match (flags.contains(FrameFlags::LIN_CHECKSUM_ERROR), checksum == expected) {
+        (false, false) => Err(LinError::Checksum { given: checksum, expected }),
+        (true, true) => Err(LinError::ChecksumNotWrong(checksum)),
+        _ => Ok(()),
+    }
 }
 
 /// The protected identifier of frame identifier `id` (0..=0x3F).
 pub fn protected_id(id: u8) -> Result<u8, LinError> {
     if id > MAX_ID {
-        return Err(LinError::IdOutOfRange(id));
+        return Err(LinError::IdOutOfRange(u32::from(id)));
     }
     let bit = |n: u8| (id >> n) & 1;
     let p0 = bit(0) ^ bit(1) ^ bit(2) ^ bit(4);

@@ -9,10 +9,15 @@
 //!   raw DLC 0xE. Data bytes may be separated by `.`.
 //! - Error frames print as `20000004#0000000000000000` (candump prints the
 //!   id with `CAN_ERR_FLAG`, 8 hex digits).
+//! - LIN frames (fieldhub's own form: cansend has none) read and print as
+//!   `L10#4A5593E5` — `L`, the 6-bit identifier in two hex digits, the data —
+//!   followed by `/C` under the classic checksum and `!96` (the byte sent)
+//!   for a wrong checksum; a header no slave answered is `L10#-`.
 //! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
 //!   by ` T` (TX confirmation) or ` R` (received) as newer candump writes.
 
 use crate::frame::{Frame, FrameFlags, FrameKind};
+use crate::lin::Checksum;
 
 pub use crate::frame::CAN_ERR_FLAG;
 
@@ -35,6 +40,8 @@ pub enum TextError {
     Invalid { text: String, reason: crate::frame::FrameError },
     #[error("'{0}': expected a log line '(SECONDS.MICROS) CHANNEL FRAME'")]
     BadLogLine(String),
+    #[error("'{0}': a LIN frame is L, a two-digit identifier 00..3F, # and 1 to 8 data bytes (L10#4A55)")]
+    BadLin(String),
 }
 
 fn parse_hex_bytes(text: &str, whole: &str, out: &mut [u8; 64]) -> Result<usize, TextError> {
@@ -65,8 +72,42 @@ fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
     }
 }
 
-/// Parse cansend syntax.
+/// Parse a LIN frame's text after its `L`: `10#4A55`, `10#4A55/C`,
+/// `10#4A55!00`, `10#-`.
+fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
+    let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
+    let bad = || TextError::BadLin(text.to_owned());
+    let (id_text, rest) = lin.split_once('#').ok_or_else(bad)?;
+    if id_text.len() != 2 {
+        return Err(bad());
+    }
+    let id = u8::from_str_radix(id_text, 16).map_err(|_| bad())?;
+    if rest == "-" {
+        return Frame::lin_no_response(id).map_err(invalid);
+    }
+    let (rest, checksum) = match rest.split_once('!') {
+        Some((rest, byte)) if byte.len() == 2 => (rest, Some(u8::from_str_radix(byte, 16).map_err(|_| bad())?)),
+        Some(_) => return Err(bad()),
+        None => (rest, None),
+    };
+    let (hex, model) = match rest.strip_suffix("/C") {
+        Some(hex) => (hex, Checksum::Classic),
+        None => (rest, Checksum::Enhanced),
+    };
+    let mut data = [0u8; 64];
+    let len = parse_hex_bytes(hex, text, &mut data)?;
+    match checksum {
+        Some(byte) => Frame::lin_with_checksum(id, model, &data[..len], byte),
+        None => Frame::lin(id, model, &data[..len]),
+    }
+    .map_err(invalid)
+}
+
+/// Parse cansend syntax (and fieldhub's LIN form, `L10#4A55`).
 pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
+    if let Some(lin) = text.strip_prefix('L') {
+        return parse_lin(lin, text);
+    }
     let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
     let (id_text, rest) = text.split_once('#').ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
     let (id, extended) = parse_id(id_text, text)?;
@@ -147,6 +188,23 @@ pub fn write_cansend(out: &mut String, frame: &Frame) {
             out.push('#');
             push_hex(out, frame.data());
         }
+        FrameKind::Lin => {
+            out.push('L');
+            push_id(out, frame.id(), 2);
+            out.push('#');
+            if frame.flags().contains(FrameFlags::LIN_NO_RESPONSE) {
+                out.push('-');
+                return;
+            }
+            push_hex(out, frame.data());
+            if frame.flags().contains(FrameFlags::LIN_CLASSIC) {
+                out.push_str("/C");
+            }
+            if frame.flags().contains(FrameFlags::LIN_CHECKSUM_ERROR) {
+                out.push('!');
+                push_hex(out, &[frame.len8_dlc()]);
+            }
+        }
         FrameKind::Can | FrameKind::CanFd => {
             push_id(out, frame.id(), if frame.is_extended() { 8 } else { 3 });
             out.push('#');
@@ -216,6 +274,24 @@ pub fn parse_log_line(line: &str) -> Result<LogLine, TextError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lin_forms_round_trip_and_carry_the_checksum_model() {
+        for text in ["L10#4A5593E5", "L3C#0102030405060708/C", "L10#4A5593E5!00", "L22#-", "L00#FF/C!12"] {
+            let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(frame.is_lin(), "{text}");
+            assert_eq!(format_cansend(&frame), text);
+        }
+        let frame = parse_cansend("L10#4A5593E5").unwrap();
+        assert_eq!((frame.id(), frame.len8_dlc(), frame.flags()), (0x10, 0x96, FrameFlags::empty()));
+        assert_eq!(parse_cansend("L10#4A5593E5/C").unwrap().len8_dlc(), 0xE6);
+        // The right checksum given as a wrong one is simply the right one.
+        assert_eq!(parse_cansend("L10#4A5593E5!96").unwrap(), frame);
+        for bad in ["L40#01", "L1#01", "L10#", "L10#010203040506070809", "L10#01!1", "L10"] {
+            assert!(parse_cansend(bad).is_err(), "{bad}");
+        }
+        assert!(parse_cansend("L40#01").unwrap_err().to_string().contains("over 0x3F"));
+    }
 
     #[test]
     fn cansend_forms_round_trip() {

@@ -89,6 +89,8 @@ bitflags::bitflags! {
     pub struct ChannelFlags: u8 {
         /// The channel carries CAN FD frames (`protocol = "canfd"`).
         const CANFD = 0x1;
+        /// The channel carries LIN frames (`protocol = "lin"`), 4.1.1.
+        const LIN = 0x2;
     }
 }
 

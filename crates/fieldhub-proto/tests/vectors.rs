@@ -1,6 +1,7 @@
 //! Checks the codec against the language-neutral test vectors in
 //! `spec/vectors/*.json` (format: `spec/README.md`). Every other
-//! implementation of the protocol runs the same files.
+//! implementation of the protocol runs the same files; those that carry LIN
+//! frames also run `spec/vectors/lin/frames.json`, as this one does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,13 +53,27 @@ fn check_fields(map: &Map<String, Value>, allowed: &[&str], what: &str) {
 
 /// Every vector of every file, after checking the files' structure.
 fn load() -> Vec<Vector> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(vector_dir())
+    load_from(&vector_dir(), |_| true)
+}
+
+/// The wire vectors and those of the `lin` kind (`vectors/lin/`).
+fn load_with_lin() -> Vec<Vector> {
+    let mut vectors = load();
+    vectors.extend(load_from(&vector_dir().join("lin"), |file| file == "frames.json"));
+    vectors
+}
+
+/// Every vector of the files in `dir` that `wanted` names, after checking
+/// the files' structure.
+fn load_from(dir: &Path, wanted: impl Fn(&str) -> bool) -> Vec<Vector> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("spec/vectors is readable")
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .filter(|path| path.file_name().is_some_and(|name| wanted(&name.to_string_lossy())))
         .collect();
     paths.sort();
-    assert!(!paths.is_empty(), "no vector files in {}", vector_dir().display());
+    assert!(!paths.is_empty(), "no vector files in {}", dir.display());
     let mut vectors = Vec::new();
     for path in paths {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -97,12 +112,14 @@ fn load() -> Vec<Vector> {
     vectors
 }
 
-fn flag_names(bits: u8) -> Vec<&'static str> {
-    [(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")]
-        .into_iter()
-        .filter(|&(bit, _)| bits & bit != 0)
-        .map(|(_, name)| name)
-        .collect()
+fn flag_names(kind: FrameKind, bits: u8) -> Vec<&'static str> {
+    let names = match kind {
+        FrameKind::Lin => {
+            [(0x01, "classic"), (0x02, "no_response"), (0x04, "checksum_error"), (0x08, "-"), (0x10, "echo")]
+        }
+        _ => [(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")],
+    };
+    names.into_iter().filter(|&(bit, _)| bits & bit != 0).map(|(_, name)| name).collect()
 }
 
 fn report(kind: &str, r: &ErrorReport<'_>) -> Value {
@@ -157,7 +174,7 @@ fn to_json(message: &Message<'_>) -> Value {
             json!({"type": "open_port", "request": o.request, "options": options, "channel": o.channel, "port_name": o.port_name})
         }
         Message::PortOpened(p) => {
-            let channel_flags: Vec<&str> = [(wire::ChannelFlags::CANFD, "canfd")]
+            let channel_flags: Vec<&str> = [(wire::ChannelFlags::CANFD, "canfd"), (wire::ChannelFlags::LIN, "lin")]
                 .into_iter()
                 .filter(|&(bit, _)| p.channel_flags.contains(bit))
                 .map(|(_, name)| name)
@@ -177,11 +194,12 @@ fn to_json(message: &Message<'_>) -> Value {
                         FrameKind::Can => "can",
                         FrameKind::CanFd => "canfd",
                         FrameKind::Error => "error",
+                        FrameKind::Lin => "lin",
                     };
                     json!({
                         "port": r.port,
                         "kind": kind,
-                        "flags": flag_names(r.frame.flags().bits()),
+                        "flags": flag_names(r.frame.kind(), r.frame.flags().bits()),
                         "id": r.frame.id(),
                         "seq": r.meta.seq,
                         "timestamp_ns": r.meta.timestamp_ns,
@@ -278,7 +296,7 @@ fn every_vector_file_is_well_formed() {
 #[test]
 fn every_valid_vector_decodes_to_its_message_and_reencodes_identically() {
     let mut checked = 0;
-    for v in load().iter().filter(|v| v.valid()) {
+    for v in load_with_lin().iter().filter(|v| v.valid()) {
         let id = v.id();
         let len = v.checked_length(MAX_MESSAGE_LEN).unwrap_or_else(|e| panic!("{id}: length prefix: {e}"));
         assert_eq!(len, v.bytes.len() - 4, "{id}: length prefix does not match the body");
@@ -298,7 +316,7 @@ fn every_valid_vector_decodes_to_its_message_and_reencodes_identically() {
 #[test]
 fn every_invalid_vector_is_rejected_with_the_named_error() {
     let mut checked = 0;
-    for v in load().iter().filter(|v| !v.valid()) {
+    for v in load_with_lin().iter().filter(|v| !v.valid()) {
         let id = v.id();
         let max = match v.str_field("limit") {
             None | Some("message") => MAX_MESSAGE_LEN,

@@ -79,11 +79,13 @@ pub fn to_socketcan(frame: &Frame) -> RawFrame {
             raw.data[..frame.len()].copy_from_slice(frame.data());
             CanRawFrame::Fd(raw)
         }
-        FrameKind::Can | FrameKind::Error => {
+        FrameKind::Can | FrameKind::Error | FrameKind::Lin => {
             let mut raw: can_frame = can_frame_default();
             raw.can_id = frame.socketcan_id();
             raw.can_dlc = frame.len() as u8;
-            raw.len8_dlc = frame.len8_dlc();
+            // A LIN frame (which a CAN interface never carries) keeps its
+            // checksum byte in the record's len8_dlc field.
+            raw.len8_dlc = if frame.is_lin() { 0 } else { frame.len8_dlc() };
             let data = frame.data();
             raw.data[..data.len()].copy_from_slice(data);
             CanRawFrame::Classic(raw)

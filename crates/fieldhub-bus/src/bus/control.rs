@@ -278,6 +278,8 @@ impl Bus {
             "tdma": c.config.tdma,
             "token": c.config.token,
             "master_slave": c.config.master_slave,
+            "lin": c.config.lin,
+            "no_responses": c.lin_no_responses(),
             "frames": c.frames,
             "ports": ports,
             "cut": !cut.is_empty(),

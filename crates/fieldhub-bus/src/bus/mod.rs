@@ -437,7 +437,8 @@ impl Bus {
                 if let Some(id) = route.config.rewrite_id {
                     frame = frame.with_id(id).unwrap_or(frame);
                 }
-                let fits = !(frame.kind() == FrameKind::CanFd && destination.config.protocol == Protocol::Can);
+                let fits = !(frame.kind() == FrameKind::CanFd && destination.config.protocol == Protocol::Can)
+                    && frame.kind() != FrameKind::Lin;
                 if !fits || gateway.tx.len() >= GATEWAY_QUEUE {
                     gateway.counters.tx_dropped += 1;
                     continue;
@@ -537,15 +538,22 @@ impl Bus {
             return;
         };
         let channel = &mut self.channels[owned.channel as usize];
-        if frame.kind() == FrameKind::CanFd && channel.config.protocol == Protocol::Can {
+        let kind_refused = match frame.kind() {
+            FrameKind::CanFd if channel.config.protocol == Protocol::Can => {
+                Some(("is classic CAN and cannot carry the CAN FD frame", "; configure it with protocol = \"canfd\""))
+            }
+            FrameKind::Lin if channel.config.protocol != Protocol::Lin => Some((
+                "is a CAN channel and cannot carry the LIN frame",
+                "; LIN frames travel on protocol = \"lin\" channels",
+            )),
+            _ => None,
+        };
+        if let Some((what, fix)) = kind_refused {
             client.credit.release();
             if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
                 member.counters.tx_refused += 1;
             }
-            let text = format!(
-                "channel '{}' is classic CAN and cannot carry the CAN FD frame {frame:?}; configure it with protocol = \"canfd\"",
-                channel.name()
-            );
+            let text = format!("channel '{}' {what} {frame:?}{fix}", channel.name());
             let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
             return self.reply(client_id, error);
         }
@@ -654,6 +662,7 @@ impl Bus {
                 protocol: match c.config.protocol {
                     Protocol::Can => "can".into(),
                     Protocol::Canfd => "canfd".into(),
+                    Protocol::Lin => "lin".into(),
                 },
                 bitrate: c.config.bitrate,
                 data_bitrate: c.config.effective_data_bitrate(),
@@ -800,6 +809,8 @@ impl Bus {
         info!(target: crate::CLIENT_LOG, client = client_id, port = %name, channel, "port opened");
         let member = self.channels[channel_id as usize].members.push(member);
         self.channels[channel_id as usize].name_port(port_id, &name);
+        // Served at once: a LIN channel's master starts its schedule when a port opens.
+        self.dirty[channel_id as usize] = true;
         client.ports[slot] = Some(OwnedPort { channel: channel_id, port_id, member });
         self.taken_names.insert(name.clone());
         self.port_names.insert(port_id, name);

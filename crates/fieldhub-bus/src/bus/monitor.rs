@@ -67,6 +67,16 @@ impl Bus {
                 "channel '{channel}' is classic CAN and cannot carry the CAN FD frame {frame:?}"
             )));
         }
+        if frame.is_lin() && target.config.protocol != Protocol::Lin {
+            return Err(ControlError::Invalid(format!(
+                "channel '{channel}' is a CAN channel and cannot carry the LIN frame {frame:?}"
+            )));
+        }
+        if target.config.protocol == Protocol::Lin {
+            return Err(ControlError::Invalid(format!(
+                "channel '{channel}' is a LIN channel: its slaves publish responses from their ports"
+            )));
+        }
         if target.config.arbitration != Arbitration::Can {
             let rule = target.config.arbitration.name();
             return Err(ControlError::Invalid(format!(

@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 
 use fieldhub_proto::bits::FrameBits;
-use fieldhub_proto::FrameMeta;
+use fieldhub_proto::{Frame, FrameMeta};
 
 use super::faults::{decide_fate, Delayed, Fate, Held};
 use super::{Channel, Transmitted, MAX_HELD};
@@ -40,6 +40,27 @@ impl Channel {
             channel: self.id,
             sender: None,
             frame: error,
+            hops: 0,
+            timestamp_ns: meta.timestamp_ns,
+        });
+    }
+
+    /// Put a LIN header nobody answered on the bus at its end `at`: the
+    /// bus's own frame (sender 0), to every port, counted as a frame.
+    pub(super) fn no_response(&mut self, header: Frame, at: u64, sent: &mut Vec<Transmitted>) {
+        let meta = self.next_meta(None, at);
+        for member in self.members.iter_mut().filter(|m| m.plugged) {
+            member.deliver(header, meta);
+        }
+        self.frames += 1;
+        self.ids.count(header.socketcan_id(), meta.timestamp_ns);
+        let bits = FrameBits::of(&header);
+        let busy_ns = bits.duration_ns(self.config.bitrate, self.config.bitrate);
+        self.load.add(meta.timestamp_ns, bits.total, busy_ns);
+        sent.push(Transmitted {
+            channel: self.id,
+            sender: None,
+            frame: header,
             hops: 0,
             timestamp_ns: meta.timestamp_ns,
         });

@@ -142,7 +142,22 @@ impl Channel {
         match self.config.protocol {
             Protocol::Canfd => ChannelFlags::CANFD,
             Protocol::Can => ChannelFlags::empty(),
+            Protocol::Lin => ChannelFlags::LIN,
         }
+    }
+
+    /// Headers of this LIN channel's schedule that no slave answered.
+    pub fn lin_no_responses(&self) -> Option<u64> {
+        self.arbiter.no_responses()
+    }
+
+    /// A LIN channel's header nobody answered, once bus time `at` has
+    /// reached its end: on the bus (fanned out) at its end, which it
+    /// returns. `None` on other channels and before the end.
+    fn header_alone(&mut self, at: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
+        let (header, end) = self.arbiter.lin()?.take_unanswered(at)?;
+        self.no_response(header, end, sent);
+        Some(end)
     }
 
     /// Decide and transmit everything that may go by bus time `now_ns`.
@@ -151,6 +166,10 @@ impl Channel {
     /// served again.
     pub fn service(&mut self, now_ns: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
         self.release_held(now_ns, sent);
+        if let Some(master) = self.arbiter.lin() {
+            // The hub is the LIN master: its schedule runs while a port is here.
+            master.run(now_ns, self.members.iter().next().is_some());
+        }
         let wake = match self.config.timing {
             Timing::Ideal => self.service_ideal(now_ns, sent),
             Timing::Timed => self.service_timed(now_ns, sent),

@@ -89,6 +89,9 @@ impl Channel {
     pub(super) fn service_ideal(&mut self, now_ns: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
         loop {
             let (winner, wake) = self.arbitrate(now_ns);
+            if self.header_alone(now_ns, sent).is_some() {
+                continue;
+            }
             let Some(index) = winner else { return wake };
             if let Some(recheck) = self.hold_for_lossless(now_ns) {
                 return Some(recheck);
@@ -117,7 +120,14 @@ impl Channel {
             }
             let mut at = self.bus_free_at;
             let index = loop {
-                match self.arbitrate(at) {
+                let decision = self.arbitrate(at);
+                if let Some(end) = self.header_alone(at, sent) {
+                    // A LIN header nobody answered kept the bus until its end.
+                    self.bus_free_at = end;
+                    at = end;
+                    continue;
+                }
+                match decision {
                     (Some(index), _) => break index,
                     (None, Some(next)) if next <= now_ns => at = next.max(at),
                     (None, wake) => return wake,

@@ -71,6 +71,9 @@ fn page_flags(frame: &Frame) -> u32 {
         FrameKind::CanFd => bits | flags::FD,
         FrameKind::Error => bits | flags::ERROR,
         FrameKind::Can => bits,
+        // A LIN frame's low flag bits mean other things (checksum model,
+        // no response); the page shows its identifier and data alone.
+        FrameKind::Lin => 0,
     }
 }
 

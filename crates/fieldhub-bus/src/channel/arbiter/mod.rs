@@ -11,8 +11,9 @@
 //! time and when the bus thread wakes late.
 //!
 //! The rules, a module each: `can` (ISO 11898 priority), `tdma` (static
-//! slots), `token` (a token ring) and `master_slave` (a master polling
-//! slaves). A channel holds its rule in
+//! slots), `token` (a token ring), `master_slave` (a master polling
+//! slaves) and `lin` (the LIN master's schedule table, the rule of every
+//! `protocol = "lin"` channel). A channel holds its rule in
 //! [`Rule`], an enum chosen once when the channel is made: the frame path
 //! dispatches with one predictable branch, nothing is boxed, and the `can`
 //! arm inlines into the loop exactly as the rule was before it had a trait.
@@ -24,6 +25,9 @@
 //! ([`Rule::refuses`]), so every frame a rule accepts goes out in time.
 
 mod can;
+mod lin;
+#[cfg(test)]
+mod lin_tests;
 mod master_slave;
 mod roles;
 mod tdma;
@@ -34,10 +38,11 @@ mod token;
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::Frame;
 
-use crate::config::{Arbitration, ChannelConfig};
+use crate::config::{Arbitration, ChannelConfig, Protocol};
 use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 pub use can::PriorityArbiter;
+pub use lin::LinScheduleArbiter;
 pub use master_slave::MasterSlaveArbiter;
 use roles::Roles;
 pub use tdma::TdmaArbiter;
@@ -89,12 +94,16 @@ pub enum Rule {
     Tdma(TdmaArbiter),
     Token(TokenArbiter),
     MasterSlave(MasterSlaveArbiter),
+    Lin(LinScheduleArbiter),
 }
 
 impl Rule {
     /// The rule `config` names; its settings were checked by
     /// [`check_arbitration`].
     pub fn new(config: &ChannelConfig) -> Self {
+        if let (Protocol::Lin, Some(lin)) = (config.protocol, &config.lin) {
+            return Self::Lin(LinScheduleArbiter::new(lin));
+        }
         match (config.arbitration, &config.tdma, &config.token, &config.master_slave) {
             (Arbitration::Tdma, Some(tdma), _, _) => Self::Tdma(TdmaArbiter::new(tdma)),
             (Arbitration::Token, _, Some(token), _) => Self::Token(TokenArbiter::new(token)),
@@ -106,7 +115,7 @@ impl Rule {
     /// The named ports of a rule that gives turns by name.
     fn roles(&mut self) -> Option<&mut Roles> {
         match self {
-            Self::Can(_) => None,
+            Self::Can(_) | Self::Lin(_) => None,
             Self::Tdma(rule) => Some(rule.roles()),
             Self::Token(rule) => Some(rule.roles()),
             Self::MasterSlave(rule) => Some(rule.roles()),
@@ -135,6 +144,23 @@ impl Rule {
             Self::Tdma(rule) => rule.refuses(port, rates.duration_ns(frame)),
             Self::Token(rule) => rule.refuses(port, rates.duration_ns(frame)),
             Self::MasterSlave(rule) => rule.refuses(port),
+            Self::Lin(rule) => rule.refuses(frame, rates),
+        }
+    }
+
+    /// Headers of a LIN schedule nobody answered (`None`: not a LIN channel).
+    pub fn no_responses(&self) -> Option<u64> {
+        match self {
+            Self::Lin(rule) => Some(rule.no_responses),
+            _ => None,
+        }
+    }
+
+    /// The LIN schedule, on a `protocol = "lin"` channel.
+    pub fn lin(&mut self) -> Option<&mut LinScheduleArbiter> {
+        match self {
+            Self::Lin(rule) => Some(rule),
+            _ => None,
         }
     }
 }
@@ -147,6 +173,7 @@ impl Arbiter for Rule {
             Self::Tdma(rule) => rule.open(at, rates),
             Self::Token(rule) => rule.open(at, rates),
             Self::MasterSlave(rule) => rule.open(at, rates),
+            Self::Lin(rule) => rule.open(at, rates),
         }
     }
 
@@ -157,6 +184,7 @@ impl Arbiter for Rule {
             Self::Tdma(rule) => rule.consider(candidate),
             Self::Token(rule) => rule.consider(candidate),
             Self::MasterSlave(rule) => rule.consider(candidate),
+            Self::Lin(rule) => rule.consider(candidate),
         }
     }
 
@@ -167,6 +195,7 @@ impl Arbiter for Rule {
             Self::Tdma(rule) => rule.decide(at),
             Self::Token(rule) => rule.decide(at),
             Self::MasterSlave(rule) => rule.decide(at),
+            Self::Lin(rule) => rule.decide(at),
         }
     }
 
@@ -177,6 +206,7 @@ impl Arbiter for Rule {
             Self::Tdma(rule) => rule.started(at, frame),
             Self::Token(rule) => rule.started(at, frame),
             Self::MasterSlave(rule) => rule.started(at, frame),
+            Self::Lin(rule) => rule.started(at, frame),
         }
     }
 }
@@ -189,6 +219,20 @@ const MAX_TURN_US: u64 = 1_000_000_000;
 /// names the offending key.
 pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, String)> {
     let rule = config.arbitration.name();
+    match (config.protocol == Protocol::Lin, &config.lin) {
+        (true, None) => {
+            return Err(("lin", "protocol = \"lin\" needs a [channel.lin] table with its schedule".into()));
+        }
+        (false, Some(_)) => return Err(("lin", "a [channel.lin] table needs protocol = \"lin\"".into())),
+        (true, Some(_)) if config.arbitration != Arbitration::Can => {
+            let text = format!("a LIN channel's master runs its schedule table; leave out arbitration = \"{rule}\"");
+            return Err(("arbitration", text));
+        }
+        (true, Some(_)) if config.federated => {
+            return Err(("federated", "a LIN channel is local to one hub".into()));
+        }
+        _ => {}
+    }
     // Each rule but `can` and its table: both or neither.
     let tables = [
         (Arbitration::Tdma, "tdma", config.tdma.is_some(), "its slots"),
@@ -221,6 +265,9 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
     if let Some(polling) = &config.master_slave {
         master_slave::check(polling)?;
     }
+    if let Some(lin) = &config.lin {
+        lin::check(lin)?;
+    }
     Ok(())
 }
 
@@ -228,6 +275,12 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
 /// under `can`, since other rules give turns to named ports and a route's
 /// sending end has no name.
 pub fn check_route_into(config: &ChannelConfig) -> Result<(), String> {
+    if config.protocol == Protocol::Lin {
+        return Err(format!(
+            "a route cannot send into channel '{}': it is a LIN channel, whose slaves publish responses from their ports",
+            config.name
+        ));
+    }
     match config.arbitration {
         Arbitration::Can => Ok(()),
         rule => Err(format!(
