@@ -169,3 +169,17 @@ impl SocketcandServer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_beyond_loopback_starts_only_when_unauthenticated_clients_are_allowed() {
+        let refused = SocketcandServer::bind("0.0.0.0:0", false, None).err().expect("refused without the setting");
+        assert!(matches!(refused, SocketcandError::Unauthenticated { .. }), "{refused}");
+        assert!(refused.to_string().contains("socketcand_allow_unauthenticated = true"), "{refused}");
+        assert!(SocketcandServer::bind("0.0.0.0:0", true, None).is_ok());
+        assert!(SocketcandServer::bind("127.0.0.1:0", false, None).is_ok(), "loopback needs no setting");
+    }
+}
