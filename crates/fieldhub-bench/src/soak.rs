@@ -34,8 +34,9 @@ pub struct SoakRun {
     pub kills: usize,
     /// Seed of the kill schedule.
     pub seed: u64,
-    /// A hostile client damages the shared pages it is given all along
-    /// (`soak_hostile`).
+    /// Attackers run all along (`soak_hostile`): a client damaging the
+    /// shared pages it is given, silent connections, the control API held,
+    /// garbage.
     pub hostile: bool,
 }
 
@@ -58,6 +59,8 @@ pub struct SoakReport {
     pub seconds: f64,
     /// Sessions the hostile client attached and damaged (`--hostile`).
     pub hostile_attacks: u64,
+    /// What the stream attackers did (`--hostile`).
+    pub attacks: crate::soak_hostile::Attacks,
     /// Frames every receiver took, numbered and unnumbered.
     pub frames_per_receiver: u64,
     /// Problems found; empty when the run was clean.
@@ -85,7 +88,14 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
     }
     let killable_n = spec.clients - receivers_n - senders_n;
     let hub = HubProcess::start(launcher, false)?;
-    let before = resources(hub.pid())?;
+    let target = match spec.hostile {
+        true => Some(stream_target(&hub)?),
+        false => None,
+    };
+    let before = match &target {
+        Some(target) => baseline_after_first_request(hub.pid(), target)?,
+        None => resources(hub.pid())?,
+    };
     let connect = |i: usize, role: &str| {
         let transport = if i % 2 == 0 { Transport::Shm } else { Transport::Tcp };
         let options = ClientOptions { name: format!("soak-{role}-{i}"), ..ClientOptions::default() };
@@ -104,9 +114,12 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
     for i in 0..killable_n {
         killable.spawn(i)?;
     }
-    let vandal = match spec.hostile {
-        true => Some(crate::soak_hostile::Vandal::start(shm_socket(&hub.url(Transport::Shm, false))?)),
-        false => None,
+    let (vandal, stream_attacks) = match target {
+        Some(target) => (
+            Some(crate::soak_hostile::Vandal::start(shm_socket(&hub.url(Transport::Shm, false))?)),
+            Some(crate::soak_hostile::StreamAttacks::start(target)),
+        ),
+        None => (None, None),
     };
     let started = Instant::now();
     let done = AtomicBool::new(false);
@@ -166,6 +179,13 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
             0
         }
     };
+    let attacks = match stream_attacks.map(crate::soak_hostile::StreamAttacks::finish) {
+        Some((attacks, found)) => {
+            problems.extend(found);
+            attacks
+        }
+        None => Default::default(),
+    };
     for (i, view) in views.iter().enumerate() {
         if let Some(gap) = &view.gap {
             problems.push(format!("receiver {i}: {gap}"));
@@ -201,6 +221,7 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
         kills: spec.kills,
         seconds,
         hostile_attacks,
+        attacks,
         frames_per_receiver: views.first().map_or(0, |v| v.count),
         problems,
         before,
@@ -217,6 +238,17 @@ fn shm_socket(url: &str) -> Result<std::path::PathBuf, BenchError> {
         }
         .map_err(BenchError::Invalid),
         _ => Err(BenchError::Invalid(format!("the hub under test serves no shared memory ({url})"))),
+    }
+}
+
+/// The hub's TCP address and unix socket, for the stream attackers.
+fn stream_target(hub: &HubProcess) -> Result<crate::soak_hostile::Target, BenchError> {
+    let (tcp, unix) = (hub.url(Transport::Tcp, false), hub.url(Transport::Unix, false));
+    let tcp = tcp.strip_prefix("tcp://").and_then(|a| a.parse().ok());
+    let unix = unix.strip_prefix("unix:").map(std::path::PathBuf::from);
+    match (tcp, unix) {
+        (Some(tcp), Some(unix)) => Ok(crate::soak_hostile::Target { tcp, unix }),
+        _ => Err(BenchError::Invalid("the hub under test serves no TCP address or unix socket".into())),
     }
 }
 
@@ -369,6 +401,25 @@ pub fn resources(pid: u32) -> Result<Resources, BenchError> {
     Ok(Resources { descriptors, threads: field("Threads:") as usize, rss_kib: field("VmRSS:") })
 }
 
+/// The hub's measure with `--hostile`: its descriptors once a first
+/// request has been answered and its connection closed (the control API
+/// keeps the netlink socket it opened for it, `soak_hostile::first_request`),
+/// its threads as before the request (the tokio worker that served it idles
+/// out after 10 s, as those of the attacks' requests do before the run's
+/// end is measured).
+fn baseline_after_first_request(pid: u32, target: &crate::soak_hostile::Target) -> Result<Resources, BenchError> {
+    let threads = resources(pid)?.threads;
+    crate::soak_hostile::first_request(target)?;
+    let (mut last, mut same) = (resources(pid)?, 0);
+    while same < 3 {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = resources(pid)?;
+        same = if now.descriptors == last.descriptors { same + 1 } else { 0 };
+        last = now;
+    }
+    Ok(Resources { threads, ..last })
+}
+
 /// Wait (at most a minute) for the hub's descriptors and threads to come
 /// back to `before`; what they are then.
 fn settle(pid: u32, before: Resources) -> Result<Resources, BenchError> {
@@ -394,6 +445,20 @@ pub fn print(report: &SoakReport) {
             "  a hostile client attached {} times, each time damaging the bell page and its segment",
             report.hostile_attacks
         );
+        let a = &report.attacks;
+        println!(
+            "  silent connections: {} opened, never saying HELLO; the hub closed {} of them",
+            a.silent_opened, a.silent_closed_by_hub
+        );
+        println!(
+            "  control API held: {} cross-site requests refused on up to {} keep-alive connections, {} of them \
+             closed by the hub to make room; {} legitimate requests answered",
+            a.http_refused,
+            crate::soak_hostile::HTTP_HELD,
+            a.http_closed_by_hub,
+            a.http_answered
+        );
+        println!("  garbage: {} connections sent bad input and were closed by the hub", a.garbage_closed);
     }
     println!(
         "  hub before: {} descriptors, {} threads, {} KiB resident; after: {} descriptors, {} threads, {} KiB",
