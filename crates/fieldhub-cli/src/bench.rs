@@ -187,8 +187,10 @@ enum Kind {
         /// own hub and schedule.
         #[arg(long)]
         chaos: bool,
-        /// The soak with the attacks of issue 34 mixed in: a hostile client keeps attaching over shared
-        /// memory and damaging the pages it is given (the bell page, its segment) while clients come and go.
+        /// The soak with the attacks of issue 34 mixed in while clients come and go: a hostile client keeps
+        /// attaching over shared memory and damaging the pages it is given (the bell page, its segment),
+        /// silent connections hold handshake slots, keep-alive HTTP connections ask what the hub refuses,
+        /// and connections send garbage; each counted in the report.
         #[arg(long, conflicts_with = "chaos")]
         hostile: bool,
         /// With --chaos: how many seeds.
