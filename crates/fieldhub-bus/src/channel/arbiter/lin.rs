@@ -89,23 +89,23 @@ impl LinScheduleArbiter {
     /// Why `frame` may not be published on this channel, if it may not.
     pub fn refuses(&self, frame: &Frame, rates: Rates) -> Option<String> {
         if !frame.is_lin() {
-            return Some("is not a LIN frame; a LIN channel carries LIN frames only".into());
+            return Some("sends a frame that is not a LIN frame; a LIN channel carries LIN frames only".into());
         }
         if frame.flags().contains(FrameFlags::LIN_NO_RESPONSE) {
-            return Some("is a header without a response, which only the master (the hub) sends".into());
+            return Some("sends a header without a response, which only the master (the hub) sends".into());
         }
         let id = frame.id() as u8;
         let Some(shortest) = self.slots.iter().filter(|&&(slot, _)| slot == id).map(|&(_, ns)| ns).min() else {
             let ids: Vec<String> = self.slots.iter().map(|(slot, _)| format!("0x{slot:02X}")).collect();
             return Some(format!(
-                "is a response for identifier 0x{id:02X}, which this channel's schedule table never sends ({})",
+                "publishes a response for identifier 0x{id:02X}, which this channel's schedule table never sends ({})",
                 ids.join(", ")
             ));
         };
         let takes = rates.duration_ns(frame);
         (takes > shortest).then(|| {
             format!(
-                "takes {takes} ns on the wire, longer than the shortest slot of identifier 0x{id:02X} ({shortest} ns)"
+                "publishes a response that takes {takes} ns on the wire, longer than the shortest slot of identifier 0x{id:02X} ({shortest} ns)"
             )
         })
     }
