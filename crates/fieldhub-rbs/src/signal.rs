@@ -16,7 +16,7 @@
 //!   would have sent, reaching its target `ramp_ns` later:
 //!   the ramp's values are a function of that cycle's bus time alone, so a
 //!   run in virtual time repeats exactly.
-//! - [`SignalState::sent`] is written by the job only: the raw value of the
+//! - `SignalState::sent` is written by the job only: the raw value of the
 //!   last frame, alive counters and checksums included.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
