@@ -63,6 +63,7 @@ pub mod soak;
 pub mod soak_hostile;
 pub mod socketcand;
 pub mod stats;
+mod stream_socket;
 pub mod throughput;
 pub mod virtual_time;
 

@@ -25,7 +25,7 @@
 //! stream sender waits for room on the space bell.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -37,6 +37,7 @@ use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_shm::ring::slots_for;
 use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer, RingRef, SegmentHeader, WaitPolicy};
 
+use crate::stream_socket::StreamSocket;
 use crate::{BenchError, FrameSize, Launcher, Progress, PATIENCE, WARM_UP};
 
 /// How long a peer waits for the measuring side before it gives up (the
@@ -197,68 +198,15 @@ struct ShmPeer {
     bell: BellSegment,
 }
 
-/// The socket of a stream baseline: loopback TCP (Nagle off) or a unix
-/// stream socket.
-enum StreamSocket {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl StreamSocket {
-    /// The peer's end: connect to `connect` (HOST:PORT, or a socket path).
-    fn connect(mode: PeerMode, connect: &str) -> std::io::Result<Self> {
-        if matches!(mode, PeerMode::Unix | PeerMode::UnixStream) {
-            return Ok(Self::Unix(UnixStream::connect(connect)?));
-        }
-        let stream = TcpStream::connect(connect)?;
-        stream.set_nodelay(true)?;
-        Ok(Self::Tcp(stream))
+/// The peer's end of a stream baseline: connect to `connect` (HOST:PORT,
+/// or a socket path) over loopback TCP (Nagle off) or a unix socket.
+fn connect_stream(mode: PeerMode, connect: &str) -> std::io::Result<StreamSocket> {
+    if matches!(mode, PeerMode::Unix | PeerMode::UnixStream) {
+        return Ok(StreamSocket::Unix(UnixStream::connect(connect)?));
     }
-
-    /// Reads and writes bounded by `patience`, blocking otherwise.
-    fn bound(&self, patience: Duration) -> std::io::Result<()> {
-        match self {
-            Self::Tcp(s) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(patience))?;
-                s.set_write_timeout(Some(patience))
-            }
-            Self::Unix(s) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(patience))?;
-                s.set_write_timeout(Some(patience))
-            }
-        }
-    }
-
-    fn shutdown_write(&self) -> std::io::Result<()> {
-        match self {
-            Self::Tcp(s) => s.shutdown(Shutdown::Write),
-            Self::Unix(s) => s.shutdown(Shutdown::Write),
-        }
-    }
-}
-
-impl Read for StreamSocket {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Tcp(s) => s.read(buf),
-            Self::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for StreamSocket {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Tcp(s) => s.write(buf),
-            Self::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    let stream = TcpStream::connect(connect)?;
+    stream.set_nodelay(true)?;
+    Ok(StreamSocket::Tcp(stream))
 }
 
 /// A peer connected over loopback TCP (Nagle off) or a unix socket, reads
@@ -525,7 +473,7 @@ pub fn run_peer(mode: PeerMode, connect: &str, bytes: usize) -> Result<(), Bench
             Ok(())
         }
         PeerMode::Tcp | PeerMode::Unix => {
-            let mut stream = StreamSocket::connect(mode, connect)?;
+            let mut stream = connect_stream(mode, connect)?;
             stream.bound(PEER_PATIENCE)?;
             let mut buf = vec![0u8; bytes.max(1)];
             // The measuring side closes the connection when it is done.
@@ -535,7 +483,7 @@ pub fn run_peer(mode: PeerMode, connect: &str, bytes: usize) -> Result<(), Bench
             Ok(())
         }
         PeerMode::TcpStream | PeerMode::UnixStream => {
-            let mut stream = StreamSocket::connect(mode, connect)?;
+            let mut stream = connect_stream(mode, connect)?;
             stream.bound(PEER_PATIENCE)?;
             let mut buf = vec![0u8; bytes.max(1) * RECORDS_PER_WRITE];
             let mut received = 0u64;

@@ -46,6 +46,7 @@ use fieldhub_proto::wire::{self, Hello, Message};
 use rustix::fs::FallocateFlags;
 use serde::Serialize;
 
+use crate::stream_socket::StreamSocket;
 use crate::{BenchError, PATIENCE};
 
 /// Pause between two attacks: often enough to meet every replacement
@@ -206,79 +207,42 @@ impl StreamAttacks {
 /// TCP peer is with at its first request, and keeps it for its life
 /// (`fieldhub_shm::peer`). That is the hub's steady state, not a leak.
 pub fn first_request(target: &Target) -> Result<(), BenchError> {
-    match http_status(&mut BufReader::new(Conn::open(target, false)?), LEGITIMATE)? {
+    match http_status(&mut BufReader::new(open(target, false)?), LEGITIMATE)? {
         200 => Ok(()),
         status => Err(BenchError::Invalid(format!("the hub answered a request of its own user {status}"))),
     }
 }
 
 /// A connection to the hub over TCP or its unix socket.
-enum Conn {
-    Tcp(TcpStream),
-    Unix(UnixStream),
+fn open(target: &Target, over_unix: bool) -> std::io::Result<StreamSocket> {
+    let conn = match over_unix {
+        true => StreamSocket::Unix(UnixStream::connect(&target.unix)?),
+        false => StreamSocket::Tcp(TcpStream::connect(target.tcp)?),
+    };
+    conn.set_read_timeout(Some(PATIENCE))?;
+    Ok(conn)
 }
 
-impl Conn {
-    fn open(target: &Target, over_unix: bool) -> std::io::Result<Self> {
-        let conn = match over_unix {
-            true => Self::Unix(UnixStream::connect(&target.unix)?),
-            false => Self::Tcp(TcpStream::connect(target.tcp)?),
-        };
-        match &conn {
-            Self::Tcp(s) => s.set_read_timeout(Some(PATIENCE))?,
-            Self::Unix(s) => s.set_read_timeout(Some(PATIENCE))?,
-        }
-        Ok(conn)
-    }
-
-    /// Whether the hub has closed it (or written to it: a `REFUSE` before
-    /// closing), without waiting.
-    fn closed_by_hub(&mut self) -> std::io::Result<bool> {
-        match self {
-            Self::Tcp(s) => s.set_nonblocking(true)?,
-            Self::Unix(s) => s.set_nonblocking(true)?,
-        }
-        let read = self.read(&mut [0u8; 512]);
-        match self {
-            Self::Tcp(s) => s.set_nonblocking(false)?,
-            Self::Unix(s) => s.set_nonblocking(false)?,
-        }
-        Ok(!matches!(read, Err(e) if e.kind() == ErrorKind::WouldBlock))
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Tcp(s) => s.read(buf),
-            Self::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Tcp(s) => s.write(buf),
-            Self::Unix(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// Whether the hub has closed `conn` (or written to it: a `REFUSE` before
+/// closing), without waiting.
+fn closed_by_hub(conn: &mut StreamSocket) -> std::io::Result<bool> {
+    conn.set_nonblocking(true)?;
+    let read = conn.read(&mut [0u8; 512]);
+    conn.set_nonblocking(false)?;
+    Ok(!matches!(read, Err(e) if e.kind() == ErrorKind::WouldBlock))
 }
 
 /// Attack 2: connections that never say `HELLO`, [`SILENT_HELD`] held on
 /// each transport; one more every step, the oldest dropped beyond that.
 fn silent(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError> {
     let mut done = Attacks::default();
-    let mut held: [VecDeque<Conn>; 2] = Default::default();
+    let mut held: [VecDeque<StreamSocket>; 2] = Default::default();
     while !stop.load(Ordering::Relaxed) {
         for (over_unix, held) in [false, true].into_iter().zip(held.iter_mut()) {
             let before = held.len();
-            held.retain_mut(|c| !c.closed_by_hub().unwrap_or(true));
+            held.retain_mut(|c| !closed_by_hub(c).unwrap_or(true));
             done.silent_closed_by_hub += (before - held.len()) as u64;
-            held.push_back(Conn::open(target, over_unix)?);
+            held.push_back(open(target, over_unix)?);
             done.silent_opened += 1;
             if held.len() > SILENT_HELD {
                 held.pop_front();
@@ -294,12 +258,12 @@ fn silent(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError> {
 /// which must be answered.
 fn control_api(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError> {
     let mut done = Attacks::default();
-    let mut held: Vec<Option<BufReader<Conn>>> = (0..HTTP_HELD).map(|_| None).collect();
+    let mut held: Vec<Option<BufReader<StreamSocket>>> = (0..HTTP_HELD).map(|_| None).collect();
     while !stop.load(Ordering::Relaxed) {
         for slot in &mut held {
             let conn = match slot {
                 Some(conn) => conn,
-                None => slot.insert(BufReader::new(Conn::open(target, false)?)),
+                None => slot.insert(BufReader::new(open(target, false)?)),
             };
             match http_status(conn, CROSS_SITE) {
                 Ok(403) => done.http_refused += 1,
@@ -311,7 +275,7 @@ fn control_api(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError
             }
             std::thread::sleep(STEP);
         }
-        let mut fresh = BufReader::new(Conn::open(target, false)?);
+        let mut fresh = BufReader::new(open(target, false)?);
         match http_status(&mut fresh, LEGITIMATE)? {
             200 => done.http_answered += 1,
             status => {
@@ -325,7 +289,7 @@ fn control_api(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError
 }
 
 /// Send `request`; the status of its response, whose body is read.
-fn http_status(conn: &mut BufReader<Conn>, request: &[u8]) -> std::io::Result<u16> {
+fn http_status(conn: &mut BufReader<StreamSocket>, request: &[u8]) -> std::io::Result<u16> {
     conn.get_mut().write_all(request)?;
     let (mut status, mut length, mut line) = (None, 0usize, String::new());
     loop {
@@ -370,7 +334,7 @@ fn garbage(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError> {
             1 => (fieldhub_proto::limits::MAX_MESSAGE_LEN + 1).to_le_bytes().to_vec(),
             _ => version_1_hello(),
         };
-        let mut conn = Conn::open(target, round % 2 == 1)?;
+        let mut conn = open(target, round % 2 == 1)?;
         // The hub may close it before it has all: that is an answer too.
         let _ = conn.write_all(&bytes);
         match conn.read_to_end(&mut Vec::new()) {
