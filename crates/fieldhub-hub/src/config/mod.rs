@@ -688,7 +688,7 @@ mod tests {
 
     #[test]
     fn bad_protocol_is_rejected() {
-        let err = HubConfig::parse("[[channel]]\nname = \"a\"\nprotocol = \"lin\"\n", "t").unwrap_err();
+        let err = HubConfig::parse("[[channel]]\nname = \"a\"\nprotocol = \"flexray\"\n", "t").unwrap_err();
         assert!(err.to_string().contains("line 3"), "{err}");
     }
 }
