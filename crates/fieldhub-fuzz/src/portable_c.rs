@@ -63,7 +63,7 @@ fn c_first_message(data: &[u8]) -> (String, usize) {
 }
 
 /// The portable C client on hostile input: its decoder accepts exactly what
-/// `fieldhub_proto::wire` accepts of a peer without LIN ([`without_lin`])
+/// `fieldhub_proto::wire` accepts of a peer without LIN (`without_lin`)
 /// and rejects the rest with the same error kind, taking exactly the message's bytes; every message it accepts
 /// re-encodes to its bytes; and its client, fed the input as a hub's bytes
 /// after WELCOME, ends with a negative status.
