@@ -5,6 +5,8 @@
 //! credit for the calling thread and the caller's hang-up, send `OPEN_PORT`
 //! and wait for the bus's answer on that outbox. [`closed_flag`] is the
 //! hang-up most of them want: a flag the bus sets when it drops the client.
+//! [`ask_cyclic`] is how such a client starts or changes a cyclic job the
+//! bus runs from its port (socketcand's BCM, a rest-bus simulation's nodes).
 //!
 //! Invariants:
 //! - The calling thread is the one that forwards the port's frames: the
@@ -18,12 +20,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::RecvTimeoutError;
 use fieldhub_bus::credit::TxCredit;
-use fieldhub_bus::inbox::{HangUp, Inbound};
+use fieldhub_bus::cyclic::{JobError, JobId};
+use fieldhub_bus::inbox::{ClientId, CyclicRequest, HangUp, Inbound, JobReply};
 use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
 use fieldhub_proto::wire::PortOptions;
 
-use crate::session::ClientSlot;
+use crate::session::{ClientSlot, Sessions};
 
 /// How often a waiting thread looks whether the hub stopped or its
 /// deadline passed.
@@ -60,6 +64,40 @@ pub enum NotOpened {
     /// The hub is stopping, or the deadline passed without an answer.
     #[error("the hub is stopping")]
     Stopped,
+}
+
+/// Why a cyclic-job request got no job.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JobNotRun {
+    #[error("the bus refused the cyclic job: {0}")]
+    Refused(JobError),
+    /// The hub is stopping, or the bus dropped the request unanswered
+    /// (which it does only when it stops).
+    #[error("the hub is stopping")]
+    Stopped,
+}
+
+/// Send `client`'s cyclic-job request that `make` builds around the reply
+/// and wait for the bus's answer, looking every [`LOOK`] whether the hub
+/// stopped.
+pub fn ask_cyclic(
+    sessions: &Sessions,
+    client: ClientId,
+    make: impl FnOnce(JobReply) -> CyclicRequest,
+) -> Result<JobId, JobNotRun> {
+    let (answer, answered) = crossbeam_channel::bounded(1);
+    let reply: JobReply = Box::new(move |result| {
+        let _ = answer.try_send(result);
+    });
+    let request = Inbound::Cyclic { client, request: make(reply) };
+    sessions.inbox.send(request).map_err(|_| JobNotRun::Stopped)?;
+    loop {
+        match answered.recv_timeout(LOOK) {
+            Ok(result) => return result.map_err(JobNotRun::Refused),
+            Err(RecvTimeoutError::Timeout) if !sessions.stopping() => {}
+            Err(_) => return Err(JobNotRun::Stopped),
+        }
+    }
 }
 
 /// A hang-up that sets a flag, and the flag (read it with `Acquire`).

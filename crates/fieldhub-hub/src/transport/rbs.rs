@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId};
-use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound, InboxSender};
+use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound};
 use fieldhub_bus::outbox::Outbound;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_rbs::engine::{EngineError, MessageJob, MessageState, Simulation};
@@ -37,14 +37,11 @@ use tracing::{error, info, warn};
 use crate::config::RbsConfig;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::Sessions;
-use crate::transport::internal_port::{self, NotOpened, PortRequest, LOOK};
+use crate::transport::internal_port::{self, JobNotRun, NotOpened, PortRequest, LOOK};
 
 /// The period of a message sent on change only: its job runs when a
 /// signal changes, and this long after otherwise (sending nothing then).
 pub const EVENT_PERIOD: Duration = Duration::from_secs(3600);
-
-/// How long a node's thread waits for the bus to answer its jobs.
-const JOB_ANSWER: Duration = Duration::from_secs(5);
 
 /// How long adding a simulation waits for its nodes to attach: the bus
 /// answers a port and its jobs at once, unless it is stopping.
@@ -203,10 +200,10 @@ impl RestBus {
     ) -> std::io::Result<Vec<JoinHandle<()>>> {
         let mut threads = Vec::new();
         for (node, jobs) in nodes {
-            let (sim, sessions, inbox) = (Arc::clone(sim), Arc::clone(&self.sessions), self.sessions.inbox.clone());
+            let (sim, sessions) = (Arc::clone(sim), Arc::clone(&self.sessions));
             let attached = attached.clone();
             let thread = std::thread::Builder::new().name(format!("fh-rbs-{node}")).spawn(move || {
-                run_node(&sim, &node, jobs, &sessions, &inbox, attached);
+                run_node(&sim, &node, jobs, &sessions, attached);
             })?;
             threads.push(thread);
         }
@@ -302,7 +299,6 @@ fn run_node(
     node: &str,
     jobs: Vec<(usize, MessageJob)>,
     sessions: &Arc<Sessions>,
-    inbox: &InboxSender,
     attached: Option<crossbeam_channel::Sender<Result<(), String>>>,
 ) {
     let report = |result: Result<(), String>| {
@@ -335,32 +331,22 @@ fn run_node(
         }
     };
     let count = jobs.len();
-    let (answers, answered) = crossbeam_channel::bounded(count);
     for (index, job) in jobs {
         let state = Arc::clone(job.state());
         let (period_ns, start_delay_ns) = match state.cycle_ms {
             Some(ms) => (ms.saturating_mul(1_000_000), state.start_delay_ms.saturating_mul(1_000_000)),
             None => (EVENT_PERIOD.as_nanos() as u64, 0),
         };
-        let answers = answers.clone();
-        let reply = Box::new(move |result| {
-            let _ = answers.try_send((index, result));
-        });
         let producer: Box<dyn FrameProducer> = Box::new(job);
-        let request = CyclicRequest::Add { port: port.port, producer, period_ns, start_delay_ns, reply };
-        if inbox.send(Inbound::Cyclic { client: slot.id(), request }).is_err() {
-            return report(Err("the hub is stopping".into()));
-        }
-    }
-    for _ in 0..count {
-        match answered.recv_timeout(JOB_ANSWER) {
-            Ok((index, Ok(id))) => {
+        let add = |reply| CyclicRequest::Add { port: port.port, producer, period_ns, start_delay_ns, reply };
+        match internal_port::ask_cyclic(sessions, slot.id(), add) {
+            Ok(id) => {
                 let _ = sim.messages[index].job.set((slot.id(), id));
             }
-            Ok((index, Err(e))) => {
+            Err(JobNotRun::Refused(e)) => {
                 error!(node, message = %sim.messages[index].state.name, "message not simulated: {e}")
             }
-            Err(_) => break,
+            Err(JobNotRun::Stopped) => return report(Err("the hub is stopping".into())),
         }
     }
     info!(node, channel, messages = count, "simulated node attached");

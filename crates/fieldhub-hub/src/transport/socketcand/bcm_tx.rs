@@ -31,29 +31,22 @@
 //!   under a lock the session holds only to replace it (no I/O, no wait
 //!   inside), shared with no other thread.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use crossbeam_channel::RecvTimeoutError;
-use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId};
-use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound, JobReply};
+use fieldhub_bus::cyclic::{FrameProducer, JobId};
+use fieldhub_bus::inbox::{ClientId, CyclicRequest, JobReply};
 use fieldhub_proto::Frame;
+use std::sync::{Arc, Mutex};
 
 use super::protocol::CanId;
 use crate::session::Sessions;
-
-/// How often a wait for the bus's answer looks whether the hub stopped.
-const LOOK: Duration = Duration::from_millis(100);
+use crate::transport::internal_port::{self, JobNotRun};
 
 /// Why a job command was not carried out; the text is what the client is told.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TxJobError {
     #[error("no cyclic job for {}; start one with 'add'", shown(*.0))]
     NoJob(CanId),
-    #[error("the bus refused the cyclic job: {0}")]
-    Refused(JobError),
-    #[error("the hub is stopping")]
-    Stopping,
+    #[error(transparent)]
+    NotRun(#[from] JobNotRun),
 }
 
 /// Where a session's job requests go: its client and port on the bus.
@@ -66,20 +59,7 @@ pub struct JobLink<'a> {
 impl JobLink<'_> {
     /// Send the request `make` builds and wait for the bus's answer.
     fn ask(&self, make: impl FnOnce(JobReply) -> CyclicRequest) -> Result<JobId, TxJobError> {
-        let (answer, answered) = crossbeam_channel::bounded(1);
-        let reply: JobReply = Box::new(move |result| {
-            let _ = answer.try_send(result);
-        });
-        let request = Inbound::Cyclic { client: self.client, request: make(reply) };
-        self.sessions.inbox.send(request).map_err(|_| TxJobError::Stopping)?;
-        loop {
-            match answered.recv_timeout(LOOK) {
-                Ok(result) => return result.map_err(TxJobError::Refused),
-                Err(RecvTimeoutError::Timeout) if !self.sessions.stopping() => {}
-                // The bus dropped the request unanswered: it stopped.
-                Err(_) => return Err(TxJobError::Stopping),
-            }
-        }
+        Ok(internal_port::ask_cyclic(self.sessions, self.client, make)?)
     }
 }
 
@@ -159,7 +139,7 @@ impl TxJobs {
         let job = self.jobs.swap_remove(index).job;
         match link.ask(|reply| CyclicRequest::Remove { id: job, reply }) {
             // A job the bus no longer has (its port closed) is gone too.
-            Ok(_) | Err(TxJobError::Refused(_)) => Ok(true),
+            Ok(_) | Err(TxJobError::NotRun(JobNotRun::Refused(_))) => Ok(true),
             Err(e) => Err(e),
         }
     }

@@ -47,6 +47,7 @@ use super::writer::{write_loop, Shared, MODE_BCM, MODE_CONTROL, MODE_RAW, WRITE_
 use crate::session::credentials::{Access, Grant};
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions, HANDSHAKE_TIMEOUT};
+use crate::transport::internal_port::JobNotRun;
 use crate::transport::internal_port::{self, InternalPort, NotOpened, PortRequest};
 use fieldhub_bus::access::ALL_CHANNELS;
 
@@ -331,7 +332,7 @@ impl Connection {
                 (Command::Add { interval_us, frame }, MODE_BCM) => {
                     match self.tx_jobs.add(&link(slot, port), interval_us, frame) {
                         Ok(()) => continue,
-                        Err(TxJobError::Stopping) => return "the hub is stopping".into(),
+                        Err(TxJobError::NotRun(JobNotRun::Stopped)) => return "the hub is stopping".into(),
                         Err(e) => protocol::error_line(&e.to_string()),
                     }
                 }
