@@ -163,6 +163,8 @@ async function start() {
     select.replaceChildren(...channels.map((c) => el('option', { value: c.name }, c.name)));
   }
   document.getElementById('dbc-file').addEventListener('change', (e) => uploadDbc(e.target));
+  const access = await act('read what this page may do', () => api('GET', '/api/v1/access'));
+  if (access) busTime.allow(access);
   await showDbcs().catch(() => {});
   showTab('trace');
   connect();

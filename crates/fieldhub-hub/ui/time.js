@@ -1,7 +1,11 @@
 // Bus time on a virtual-time hub (docs/virtual-time.md): the bus's time,
 // its real-time factor and who holds it, with pause, run, step and
-// run-until buttons (GET and POST /api/v1/time). On a hub in real time the
-// panel stays hidden.
+// run-until buttons — the requests `fieldhub ctl time …` makes (GET and
+// POST /api/v1/time). Step with a length holds bus time and runs it that
+// far from where it stopped; without one it is the API's single step (one
+// advance). On a hub in real time the panel stays hidden; for an access
+// that may not control the hub (GET /api/v1/access) the buttons are
+// disabled and the panel says why.
 
 import { api, say } from './api.js';
 
@@ -14,10 +18,28 @@ export class BusTime {
     this.now = root.querySelector('#bus-now');
     this.factor = root.querySelector('#bus-factor');
     this.state = root.querySelector('#bus-state');
+    this.step = root.querySelector('#bus-step');
     this.until = root.querySelector('#bus-until');
+    this.noControl = root.querySelector('#bus-no-control');
+    this.controls = root.querySelectorAll('button[data-time], input');
     for (const button of root.querySelectorAll('button[data-time]')) {
       button.addEventListener('click', () => this.act(button.dataset.time));
     }
+  }
+
+  /// Disable the buttons when the page's access may not control the hub
+  /// (`{access, control}` as GET /api/v1/access answers), saying why.
+  allow(access) {
+    const reason = access.control
+      ? ''
+      : `${access.access} may not control the hub: holding and stepping bus time needs the hub's token `
+        + 'or an [[access]] with control = true';
+    for (const control of this.controls) {
+      control.disabled = !access.control;
+      control.title = reason;
+    }
+    this.noControl.hidden = access.control;
+    this.noControl.textContent = reason;
   }
 
   /// Read the hub's time status (each poll).
@@ -38,21 +60,35 @@ export class BusTime {
     this.state.dataset.state = limit.state || '';
   }
 
-  async act(action) {
-    const body = { action };
+  /// The request for `action`, or a message saying what to type.
+  async request(action) {
     if (action === 'run_until') {
       const target = Number(this.until.value);
       if (!this.until.value.trim() || !Number.isFinite(target) || target < 0) {
-        say('run until: give the bus time to stop at, in seconds', true);
-        return;
+        throw new Error('give the bus time to stop at, in seconds');
       }
-      body.until_ns = Math.round(target * 1e9);
+      return { action, until_ns: Math.round(target * 1e9) };
     }
+    if (action === 'step' && this.step.value.trim()) {
+      const length = Number(this.step.value);
+      if (!Number.isFinite(length) || length <= 0) {
+        throw new Error('give the step\'s length in milliseconds (or nothing for one advance)');
+      }
+      // Held first, so the step starts where bus time stopped, not where a
+      // status read a moment earlier found it.
+      const held = await api('POST', '/api/v1/time', { action: 'pause' });
+      return { action: 'run_until', until_ns: held.now_ns + Math.round(length * 1e6) };
+    }
+    return { action };
+  }
+
+  async act(action) {
+    const what = `bus time: ${action.replace('_', ' ')}`;
     try {
-      this.show(await api('POST', '/api/v1/time', body));
-      say(`bus time: ${action.replace('_', ' ')}: done`);
+      this.show(await api('POST', '/api/v1/time', await this.request(action)));
+      say(`${what}: done`);
     } catch (e) {
-      say(`bus time: ${action.replace('_', ' ')}: ${e.message}`, true);
+      say(`${what}: ${e.message}`, true);
     }
   }
 }

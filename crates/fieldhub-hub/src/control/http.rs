@@ -87,6 +87,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/channels/{channel}/dbc"),
     ("post", "/api/v1/channels/{channel}/send-signals"),
     ("get", "/api/v1/time"),
+    ("get", "/api/v1/access"),
     ("get", "/api/v1/cannelloni"),
     ("get", "/api/v1/rbs"),
     ("post", "/api/v1/rbs"),
@@ -178,6 +179,7 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/monitor", get(super::handlers::monitor_ws::open))
         .route("/api/v1/time", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Time)).post(set_time))
         .route("/api/v1/dbc", get(dbc::list))
+        .route("/api/v1/access", get(workbench::access))
         .route("/api/v1/cannelloni", get(cannelloni::report))
         .route("/api/v1/rbs", get(rbs::list).post(rbs::change))
         // A DBC's text in JSON: the monitor's DBC upload's limit.

@@ -4,7 +4,9 @@
 //! `bus::monitor`) and downloading a recording's file (`GET
 //! /api/v1/recording-file?path=NAME`, read only inside the recordings
 //! directory, under the same rules as writing one; only for an access
-//! that reads every channel).
+//! that reads every channel), and what the asking client may do (`GET
+//! /api/v1/access`), so the page disables the controls it may not use
+//! and says why instead of offering buttons the API would refuse.
 
 use std::sync::Arc;
 
@@ -19,6 +21,12 @@ use crate::control::api::{body, error};
 use crate::control::state::{ask, ApiState};
 use crate::session::credentials::Access;
 use fieldhub_bus::request::ControlRequest;
+
+/// The requesting client's access: how refusals name it and whether it
+/// may change the hub.
+pub(crate) async fn access(Extension(access): Extension<Access>) -> Response {
+    Json(serde_json::json!({"access": access.describe(), "control": access.may_control()})).into_response()
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
