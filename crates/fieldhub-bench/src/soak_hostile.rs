@@ -352,8 +352,10 @@ fn garbage(stop: &AtomicBool, target: &Target) -> Result<Attacks, BenchError> {
     Ok(done)
 }
 
-/// A `HELLO` of protocol version 1: name "old", then its token in clear.
-fn version_1_hello() -> Vec<u8> {
+/// A `HELLO` of protocol version 1, length prefix included: name "old",
+/// then its token "sesame" in clear (the hub must refuse it by its version
+/// before it reads the token; `hostile_input::challenge` checks the answer).
+pub fn version_1_hello() -> Vec<u8> {
     let mut body = vec![wire::msg::HELLO];
     body.extend_from_slice(b"FHUB");
     body.extend_from_slice(&1u16.to_le_bytes());

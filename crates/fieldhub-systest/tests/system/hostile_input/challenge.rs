@@ -230,15 +230,7 @@ fn shared_memory_and_ivshmem_clients_prove_the_token_and_a_wrong_one_is_refused_
 fn a_version_1_hello_with_its_token_in_clear_is_refused_naming_both_versions() {
     let hub = FIELDHUB.start_with_token(TOKEN);
     let mut old = RawStream::connect(&hub);
-    // Version 1: magic, version 1, name "old", then the token in clear.
-    let mut body = vec![0x01];
-    body.extend_from_slice(b"FHUB");
-    body.extend_from_slice(&1u16.to_le_bytes());
-    body.extend_from_slice(&[3, b'o', b'l', b'd', 6]);
-    body.extend_from_slice(b"sesame");
-    let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
-    bytes.extend_from_slice(&body);
-    old.stream.write_all(&bytes).unwrap();
+    old.stream.write_all(&fieldhub_bench::soak_hostile::version_1_hello()).unwrap();
     let (code, text) = refusal(&old.read_message().expect("a REFUSE"));
     assert_eq!(code, ErrorCode::UnsupportedVersion as u16);
     assert!(text.starts_with("protocol version 1 is not supported; this hub speaks version 2"), "{text}");
