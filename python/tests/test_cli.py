@@ -23,7 +23,9 @@ def test_the_script_is_installed_and_lists_every_tool():
     assert FIELDHUB.exists(), f"pip installed no fieldhub script next to {sys.executable}"
     out = run("--help")
     assert out.returncode == 0, out.stderr
-    for tool in ("hub", "dump", "send", "gen", "stats", "top", "record", "replay", "convert", "ctl", "frame-bits", "bench", "bridge"):
+    tools = ("hub", "dump", "send", "gen", "stats", "top", "record", "replay", "convert", "isotp", "ctl",
+             "frame-bits", "bench", "bridge", "rbs")
+    for tool in tools:
         assert f"\n  {tool} " in out.stdout, f"{tool} missing from:\n{out.stdout}"
 
 
