@@ -320,9 +320,49 @@ pub struct MasterSlaveConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LinConfig {
+    /// A LIN description file the hub's configuration loader reads, relative
+    /// to the configuration file: it fills `schedule`, `frames` and the
+    /// channel's bitrate. Configuration only: the control API never reads
+    /// a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ldf: Option<PathBuf>,
+    /// The LDF's schedule table to run (default: its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_table: Option<String>,
     /// The slots in order, repeated from the first after the last: at the
     /// start of each the master sends the header of `id`.
+    #[serde(default)]
     pub schedule: Vec<LinSlotConfig>,
+    /// What each frame may be (an LDF's `Frames`); empty: any response for
+    /// a scheduled identifier, from any port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<LinFrameConfig>,
+}
+
+/// One frame of a LIN cluster: who publishes its response, how long it is
+/// and which checksum it carries. A response that differs is refused.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinFrameConfig {
+    /// The frame's name, for messages.
+    pub name: String,
+    /// The frame identifier (0..=0x3F).
+    pub id: u8,
+    /// Data bytes (1..=8).
+    pub length: u8,
+    pub checksum: LinChecksum,
+    /// The port names (LDF node names) that may publish the response.
+    pub publishers: Vec<String>,
+}
+
+/// A LIN frame's checksum model.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LinChecksum {
+    /// The data bytes only: LIN 1.x, and the diagnostic frames.
+    Classic,
+    /// The protected identifier and the data bytes: LIN 2.x.
+    Enhanced,
 }
 
 /// One slot of a LIN schedule table.

@@ -64,7 +64,7 @@ pub enum ControlRequest {
     },
     Clients,
     /// Add a channel while the hub runs.
-    CreateChannel(ChannelConfig),
+    CreateChannel(Box<ChannelConfig>),
     /// Remove a channel no port or route uses.
     RemoveChannel {
         channel: String,
@@ -225,7 +225,8 @@ mod tests {
 
     #[test]
     fn malformed_channels_and_routes_are_refused_without_the_bus() {
-        let channel = |json: serde_json::Value| ControlRequest::CreateChannel(serde_json::from_value(json).unwrap());
+        let channel =
+            |json: serde_json::Value| ControlRequest::CreateChannel(Box::new(serde_json::from_value(json).unwrap()));
         let refused = |request: ControlRequest| match request.check() {
             Err(ControlError::Invalid(m)) => m,
             other => panic!("{request:?} was not refused: {other:?}"),

@@ -75,7 +75,7 @@ impl Bus {
             ControlRequest::Short { channel } => self.set_short(&channel, true),
             ControlRequest::Unshort { channel } => self.set_short(&channel, false),
             ControlRequest::Clients => Ok(self.clients_json()),
-            ControlRequest::CreateChannel(config) => self.create_channel(config),
+            ControlRequest::CreateChannel(config) => self.create_channel(*config),
             ControlRequest::RemoveChannel { channel } => self.remove_channel(&channel),
             ControlRequest::UpdateChannel { channel, update } => self.update_channel(&channel, update),
             ControlRequest::Recordings => Ok(Value::Array(self.recordings.iter().map(recording_json).collect())),

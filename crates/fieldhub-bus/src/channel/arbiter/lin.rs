@@ -17,6 +17,10 @@
 //! - A response for an identifier the table never schedules, or longer on
 //!   the wire than the shortest slot of its identifier, is refused as it
 //!   comes: every response the channel accepts goes out.
+//! - With `frames` (an LDF's, `[channel.lin] ldf`), a response is also
+//!   refused unless its length and checksum model are its frame's and its
+//!   port is named as one of the frame's publishers (the LDF's node names,
+//!   kept in [`Roles`]).
 //! - The schedule starts when the channel is first served with a port on it
 //!   (a port's opening serves it) and stops when the last port leaves; slot
 //!   `k` of a run that started at `t0` starts at `t0 + Σ delays before k`,
@@ -24,11 +28,22 @@
 
 use fieldhub_proto::{Frame, FrameFlags};
 
+use super::roles::Roles;
 use super::{Arbiter, Candidate, Rates};
-use crate::config::LinConfig;
+use crate::config::{LinChecksum, LinConfig};
+use crate::port_id::PortId;
 
 /// Longest slot accepted: 1,000 s, as for the other rules' turns.
 const MAX_DELAY_MS: u64 = 1_000_000;
+
+/// What a frame of `[channel.lin] frames` may be.
+struct FrameRule {
+    name: String,
+    length: u8,
+    checksum: LinChecksum,
+    /// Its publishers: indices into the rule's `roles`.
+    publishers: Vec<usize>,
+}
 
 pub struct LinScheduleArbiter {
     /// Each slot's identifier and length in ns.
@@ -43,12 +58,33 @@ pub struct LinScheduleArbiter {
     /// A header nobody answered and the bus time its header ends.
     unanswered: Option<(Frame, u64)>,
     rates: Rates,
+    /// Each identifier's frame, when the channel has `frames` (64 entries),
+    /// else empty.
+    frames: Vec<Option<FrameRule>>,
+    /// Which open port has which publisher's name.
+    roles: Roles,
     /// Headers nobody answered since the channel was made.
     pub no_responses: u64,
 }
 
 impl LinScheduleArbiter {
     pub fn new(config: &LinConfig) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        for name in config.frames.iter().flat_map(|f| &f.publishers) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        let mut frames: Vec<Option<FrameRule>> = Vec::new();
+        if !config.frames.is_empty() {
+            frames.resize_with(usize::from(fieldhub_proto::lin::MAX_ID) + 1, || None);
+        }
+        for frame in &config.frames {
+            let publishers = frame.publishers.iter().filter_map(|p| names.iter().position(|n| n == p)).collect();
+            let rule =
+                FrameRule { name: frame.name.clone(), length: frame.length, checksum: frame.checksum, publishers };
+            frames[usize::from(frame.id)] = Some(rule);
+        }
         Self {
             slots: config.schedule.iter().map(|slot| (slot.id, slot.delay_ms * 1_000_000)).collect(),
             next: 0,
@@ -57,8 +93,15 @@ impl LinScheduleArbiter {
             granted: false,
             unanswered: None,
             rates: Rates::default(),
+            frames,
+            roles: Roles::new(names),
             no_responses: 0,
         }
+    }
+
+    /// The publishers' names: which open port is which node.
+    pub fn roles(&mut self) -> &mut Roles {
+        &mut self.roles
     }
 
     /// Start the schedule at `now` if it is stopped and the channel has a
@@ -87,7 +130,7 @@ impl LinScheduleArbiter {
     }
 
     /// Why `frame` may not be published on this channel, if it may not.
-    pub fn refuses(&self, frame: &Frame, rates: Rates) -> Option<String> {
+    pub fn refuses(&self, port: PortId, frame: &Frame, rates: Rates) -> Option<String> {
         if !frame.is_lin() {
             return Some("sends a frame that is not a LIN frame; a LIN channel carries LIN frames only".into());
         }
@@ -103,11 +146,46 @@ impl LinScheduleArbiter {
             ));
         };
         let takes = rates.duration_ns(frame);
-        (takes > shortest).then(|| {
-            format!(
+        if takes > shortest {
+            return Some(format!(
                 "publishes a response that takes {takes} ns on the wire, longer than the shortest slot of identifier 0x{id:02X} ({shortest} ns)"
-            )
-        })
+            ));
+        }
+        let rule = self.frames.get(usize::from(id))?.as_ref()?;
+        self.breaks(port, frame, rule)
+    }
+
+    /// How `frame` from `port` differs from its frame `rule`, if it does.
+    fn breaks(&self, port: PortId, frame: &Frame, rule: &FrameRule) -> Option<String> {
+        let (id, name) = (frame.id(), &rule.name);
+        let len = frame.data().len();
+        if len != usize::from(rule.length) {
+            return Some(format!("publishes {len} bytes for frame {name} (0x{id:02X}), which has {}", rule.length));
+        }
+        let classic = frame.flags().contains(FrameFlags::LIN_CLASSIC);
+        let (sent, wanted) = match (classic, rule.checksum) {
+            (true, LinChecksum::Enhanced) => ("classic", "enhanced (LIN 2.x)"),
+            (false, LinChecksum::Classic) => {
+                ("enhanced", "classic (diagnostic frames, LIN 1.x nodes; /C in the CLI's text)")
+            }
+            _ => ("", ""),
+        };
+        if !sent.is_empty() {
+            return Some(format!(
+                "publishes frame {name} (0x{id:02X}) with the {sent} checksum; its checksum is {wanted}"
+            ));
+        }
+        let role = self.roles.of(port);
+        if role.is_some_and(|r| rule.publishers.contains(&r)) {
+            return None;
+        }
+        let names = self.roles.names();
+        let publishers: Vec<&str> = rule.publishers.iter().map(|&r| names[r].as_str()).collect();
+        Some(format!(
+            "publishes frame {name} (0x{id:02X}), which node {} publishes; open the port under that name (--port {})",
+            publishers.join(" or "),
+            publishers[0]
+        ))
     }
 
     /// Move to the slot after the current one.
@@ -169,6 +247,13 @@ impl Arbiter for LinScheduleArbiter {
 
 /// Check `[channel.lin]`; the error names the key.
 pub(super) fn check(config: &LinConfig) -> Result<(), (&'static str, String)> {
+    if config.ldf.is_some() && config.frames.is_empty() {
+        return Err((
+            "lin.ldf",
+            "an LDF is read only from the hub's configuration file; through the control API give schedule and frames"
+                .into(),
+        ));
+    }
     if config.schedule.is_empty() {
         return Err((
             "lin.schedule",
@@ -186,5 +271,33 @@ pub(super) fn check(config: &LinConfig) -> Result<(), (&'static str, String)> {
             ));
         }
     }
-    Ok(())
+    check_frames(config)
+}
+
+/// Check `[channel.lin] frames`: each once, valid, and one for every
+/// scheduled identifier.
+fn check_frames(config: &LinConfig) -> Result<(), (&'static str, String)> {
+    let key = "lin.frames";
+    for (n, frame) in config.frames.iter().enumerate() {
+        let at = format!("frame {} ({})", n + 1, frame.name);
+        if frame.id > fieldhub_proto::lin::MAX_ID {
+            return Err((key, format!("{at}: id 0x{:02X} is over 0x3F (6 bits)", frame.id)));
+        }
+        if !(1..=8).contains(&frame.length) {
+            return Err((key, format!("{at}: length {} is not 1..=8 bytes", frame.length)));
+        }
+        if frame.publishers.is_empty() {
+            return Err((key, format!("{at}: no publishers; name the node (port) that sends its response")));
+        }
+        if config.frames[..n].iter().any(|other| other.id == frame.id) {
+            return Err((key, format!("{at}: id 0x{:02X} has two frames", frame.id)));
+        }
+    }
+    if config.frames.is_empty() {
+        return Ok(());
+    }
+    match config.schedule.iter().find(|slot| !config.frames.iter().any(|f| f.id == slot.id)) {
+        Some(slot) => Err((key, format!("the schedule sends 0x{:02X}, which no frame defines", slot.id))),
+        None => Ok(()),
+    }
 }

@@ -9,7 +9,9 @@ use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameFlags};
 
 use crate::channel::{Channel, Transmitted};
-use crate::config::{Arbitration, ChannelConfig, LinConfig, LinSlotConfig, Protocol, Timing};
+use crate::config::{
+    Arbitration, ChannelConfig, LinChecksum, LinConfig, LinFrameConfig, LinSlotConfig, Protocol, Timing,
+};
 use crate::credit::TxCredit;
 use crate::member::Member;
 use crate::outbox::test_outbox;
@@ -30,7 +32,12 @@ fn port(n: u32) -> PortId {
 }
 
 fn schedule(slots: &[(u8, u64)]) -> LinConfig {
-    LinConfig { schedule: slots.iter().map(|&(id, delay_ms)| LinSlotConfig { id, delay_ms }).collect() }
+    LinConfig {
+        ldf: None,
+        schedule_table: None,
+        schedule: slots.iter().map(|&(id, delay_ms)| LinSlotConfig { id, delay_ms }).collect(),
+        frames: Vec::new(),
+    }
 }
 
 fn config(slots: &[(u8, u64)]) -> ChannelConfig {
@@ -204,4 +211,77 @@ fn lin_channel_is_read_from_toml() {
     assert_eq!(config.lin, Some(schedule(&[(0x10, 10), (0x3C, 20)])));
     config.check_rates().unwrap();
     config.check_arbitration().unwrap();
+}
+
+/// The channel of `lin_channel` with an LDF's frames: 0x10 (2 bytes) from
+/// `door`, 0x3C (8 bytes, classic) from `BCM`; port 1 is `door`, 2 `seat`.
+fn lin_channel_with_frames() -> Channel {
+    let mut channel = lin_channel(&[(0x10, 10), (0x3C, 20)]);
+    let frame = |name: &str, id, length, checksum, publisher: &str| LinFrameConfig {
+        name: name.into(),
+        id,
+        length,
+        checksum,
+        publishers: vec![publisher.into()],
+    };
+    let mut config = channel.config.clone();
+    config.lin.as_mut().unwrap().frames = vec![
+        frame("DoorStatus", 0x10, 2, LinChecksum::Enhanced, "door"),
+        frame("MasterReq", 0x3C, 8, LinChecksum::Classic, "BCM"),
+    ];
+    config.check_arbitration().unwrap();
+    let members = std::mem::take(&mut channel.members);
+    channel = Channel::new(0, config);
+    channel.members = members;
+    channel.name_port(port(1), "door");
+    channel.name_port(port(2), "seat");
+    channel
+}
+
+#[test]
+fn with_frames_only_their_publisher_may_answer_with_their_length_and_checksum() {
+    let channel = lin_channel_with_frames();
+    let refused = |n: u32, frame: &Frame| channel.arbitration_refuses(port(n), frame);
+    assert_eq!(refused(1, &response(0x10, 2)), None);
+    let text = refused(2, &response(0x10, 2)).unwrap();
+    assert!(
+        text.contains(
+            "frame DoorStatus (0x10), which node door publishes; open the port under that name (--port door)"
+        ),
+        "{text}"
+    );
+    let text = refused(3, &response(0x10, 2)).unwrap();
+    assert!(text.contains("which node door publishes"), "{text}");
+    let text = refused(1, &response(0x10, 1)).unwrap();
+    assert!(text.contains("publishes 1 bytes for frame DoorStatus (0x10), which has 2"), "{text}");
+    let classic = Frame::lin(0x10, Checksum::Classic, &[1, 2]).unwrap();
+    let text = refused(1, &classic).unwrap();
+    assert!(text.contains("with the classic checksum; its checksum is enhanced"), "{text}");
+    let text = refused(1, &response(0x3C, 8)).unwrap();
+    assert!(text.contains("with the enhanced checksum; its checksum is classic"), "{text}");
+    let request = Frame::lin(0x3C, Checksum::Classic, &[0; 8]).unwrap();
+    assert!(refused(1, &request).unwrap().contains("which node BCM publishes"));
+}
+
+#[test]
+fn frames_settings_errors_name_the_key() {
+    let mut config = config(&[(0x10, 10), (0x11, 10)]);
+    let lin = config.lin.as_mut().unwrap();
+    lin.frames = vec![LinFrameConfig {
+        name: "DoorStatus".into(),
+        id: 0x10,
+        length: 2,
+        checksum: LinChecksum::Enhanced,
+        publishers: vec!["door".into()],
+    }];
+    let (key, text) = config.check_arbitration().unwrap_err();
+    assert_eq!((key, text.as_str()), ("lin.frames", "the schedule sends 0x11, which no frame defines"));
+    let lin = config.lin.as_mut().unwrap();
+    lin.frames[0].length = 9;
+    assert!(config.check_arbitration().unwrap_err().1.contains("length 9 is not 1..=8"));
+    let unread =
+        ChannelConfig { lin: Some(LinConfig { ldf: Some("body.ldf".into()), ..schedule(&[(0x10, 10)]) }), ..config };
+    let (key, text) = unread.check_arbitration().unwrap_err();
+    assert_eq!(key, "lin.ldf");
+    assert!(text.contains("read only from the hub's configuration file"), "{text}");
 }

@@ -115,7 +115,8 @@ impl Rule {
     /// The named ports of a rule that gives turns by name.
     fn roles(&mut self) -> Option<&mut Roles> {
         match self {
-            Self::Can(_) | Self::Lin(_) => None,
+            Self::Can(_) => None,
+            Self::Lin(rule) => Some(rule.roles()),
             Self::Tdma(rule) => Some(rule.roles()),
             Self::Token(rule) => Some(rule.roles()),
             Self::MasterSlave(rule) => Some(rule.roles()),
@@ -144,7 +145,7 @@ impl Rule {
             Self::Tdma(rule) => rule.refuses(port, rates.duration_ns(frame)),
             Self::Token(rule) => rule.refuses(port, rates.duration_ns(frame)),
             Self::MasterSlave(rule) => rule.refuses(port),
-            Self::Lin(rule) => rule.refuses(frame, rates),
+            Self::Lin(rule) => rule.refuses(port, frame, rates),
         }
     }
 

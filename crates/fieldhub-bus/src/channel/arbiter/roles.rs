@@ -1,5 +1,6 @@
 //! Named-port turns: the rules that give bus time to ports by name (`tdma`,
-//! `token`, `master-slave`) keep here which open port has which of their
+//! `token`, `master-slave`, and `lin` for its frames' publishers) keep here
+//! which open port has which of their
 //! names. A rule refers to a name by its index in the list it was made
 //! with; a port opened under a name the rule does not know has no role.
 

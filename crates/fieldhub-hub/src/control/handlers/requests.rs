@@ -66,7 +66,7 @@ pub(crate) async fn create_channel(
     b: Result<Json<ChannelConfig>, JsonRejection>,
 ) -> Response {
     match body(b) {
-        Ok(config) => ask(s, ControlRequest::CreateChannel(config)).await,
+        Ok(config) => ask(s, ControlRequest::CreateChannel(Box::new(config))).await,
         Err(response) => *response,
     }
 }
