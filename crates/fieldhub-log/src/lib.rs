@@ -1,5 +1,5 @@
 //! Bus traffic logs: recording frames to, and reading them back from, the
-//! two text formats the CAN world exchanges.
+//! formats the CAN world exchanges.
 //!
 //! - **candump log** (can-utils `candump -L`, `canplayer`, python-can `.log`):
 //!   `(1700000000.123456) can0 123#DEADBEEF`, CAN FD as `123##1…`, remote
@@ -8,14 +8,18 @@
 //! - **Vector ASC** (CANoe/CANalyzer, python-can `.asc`): a header with the
 //!   measurement's date, then one event a line (`   0.123456 1  123  Rx   d 4
 //!   DE AD BE EF`, `CANFD` lines, `ErrorFrame`). See [`asc`].
+//! - **Vector BLF** (CANoe/CANalyzer's binary log, python-can `.blf`):
+//!   objects in zlib containers. See [`blf`].
+//! - **ASAM MDF4** (`.mf4`), read and written whole. See [`mdf4`].
 //!
 //! # Layout
 //!
 //! - [`Recorder`]: takes `(timestamp_ns, channel, &Frame, Direction)` and
-//!   writes either format to any `std::io::Write`. The `fieldhub record`
+//!   writes candump, ASC or BLF to any `std::io::Write`. The `fieldhub record`
 //!   command and the hub's own recorder both use it.
-//! - [`LogReader`]: an iterator of [`Record`]s over any `BufRead`, in either
-//!   format; [`open`] picks the format from the file name or its first line.
+//! - [`LogReader`]: an iterator of [`Record`]s over any `BufRead`, in any
+//!   of those formats; [`open`] picks the format from the file name or its
+//!   first bytes.
 //!   Each format's reader ([`asc`], [`candump`]) takes its input through
 //!   `line_reader.rs`, numbered lines that name the line of any failure.
 //!
@@ -29,6 +33,7 @@
 //!   frame once a channel has been seen.
 
 pub mod asc;
+pub mod blf;
 pub mod candump;
 mod line_reader;
 pub mod mdf4;
@@ -70,15 +75,19 @@ pub enum Format {
     Candump,
     /// Vector ASC.
     Asc,
+    /// Vector BLF (binary).
+    Blf,
 }
 
 impl Format {
-    /// The format a file name implies: `.log` → candump, `.asc` → ASC.
+    /// The format a file name implies: `.log` → candump, `.asc` → ASC,
+    /// `.blf` → BLF.
     pub fn from_path(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "log" => Some(Self::Candump),
             "asc" => Some(Self::Asc),
+            "blf" => Some(Self::Blf),
             _ => None,
         }
     }
@@ -98,6 +107,7 @@ impl Format {
         match self {
             Self::Candump => "candump",
             Self::Asc => "asc",
+            Self::Blf => "blf",
         }
     }
 }
@@ -108,7 +118,8 @@ impl std::str::FromStr for Format {
         match text.to_ascii_lowercase().as_str() {
             "candump" | "log" => Ok(Self::Candump),
             "asc" => Ok(Self::Asc),
-            _ => Err(format!("unknown log format '{text}': use candump or asc")),
+            "blf" => Ok(Self::Blf),
+            _ => Err(format!("unknown log format '{text}': use candump, asc or blf")),
         }
     }
 }
@@ -138,6 +149,10 @@ pub enum LogError {
     /// An MDF4 file that cannot be read; `offset` is the block's byte offset.
     #[error("MDF4 block at byte {offset}: {message}")]
     Mdf4 { offset: u64, message: String },
+    /// A BLF file that cannot be read; `offset` is the top-level object's
+    /// (the container's) byte offset.
+    #[error("BLF at byte {offset}: {error}")]
+    Blf { offset: u64, error: blf::BlfError },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -167,6 +182,7 @@ mod tests {
     fn format_follows_the_file_extension() {
         assert_eq!(Format::from_path(Path::new("x/trace.log")), Some(Format::Candump));
         assert_eq!(Format::from_path(Path::new("trace.ASC")), Some(Format::Asc));
+        assert_eq!(Format::from_path(Path::new("trace.blf")), Some(Format::Blf));
         assert_eq!(Format::from_path(Path::new("trace.txt")), None);
         assert_eq!(Format::from_path(Path::new("trace")), None);
     }
@@ -175,7 +191,8 @@ mod tests {
     fn format_names_parse_and_unknown_ones_are_explained() {
         assert_eq!("candump".parse::<Format>(), Ok(Format::Candump));
         assert_eq!("ASC".parse::<Format>(), Ok(Format::Asc));
-        assert!("blf".parse::<Format>().unwrap_err().contains("candump or asc"));
+        assert_eq!("BLF".parse::<Format>(), Ok(Format::Blf));
+        assert!("trc".parse::<Format>().unwrap_err().contains("candump, asc or blf"));
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! Reading logs of either format through one iterator.
+//! Reading logs of any format but MDF4 (read whole, [`crate::mdf4`]) through one iterator.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::asc::AscReader;
+use crate::blf::BlfReader;
 use crate::candump::CandumpReader;
 use crate::line_reader::Lines;
 use crate::{DateZone, Format, LogError, Record};
@@ -17,10 +18,11 @@ pub struct ReadOptions {
     pub zone: DateZone,
 }
 
-/// Records from a log of either format.
+/// Records from a log of any of these formats.
 pub enum LogReader<R> {
     Candump(CandumpReader<R>),
     Asc(AscReader<R>),
+    Blf(BlfReader<R>),
 }
 
 impl<R: BufRead> LogReader<R> {
@@ -29,6 +31,7 @@ impl<R: BufRead> LogReader<R> {
         match format {
             Format::Candump => Self::Candump(CandumpReader::new(input)),
             Format::Asc => Self::Asc(AscReader::new(input, options.zone)),
+            Format::Blf => Self::Blf(BlfReader::new(input)),
         }
     }
 
@@ -37,6 +40,7 @@ impl<R: BufRead> LogReader<R> {
         match self {
             Self::Candump(_) => Format::Candump,
             Self::Asc(_) => Format::Asc,
+            Self::Blf(_) => Format::Blf,
         }
     }
 }
@@ -48,12 +52,14 @@ impl<R: BufRead> Iterator for LogReader<R> {
         match self {
             Self::Candump(reader) => reader.next(),
             Self::Asc(reader) => reader.next(),
+            Self::Blf(reader) => reader.next(),
         }
     }
 }
 
 /// Open a log file. `format` `None` takes it from the extension (`.log`,
-/// `.asc`), else from the first non-blank line.
+/// `.asc`, `.blf`), else from its first bytes: `LOGG` is BLF, else the
+/// first non-blank line tells candump from ASC.
 pub fn open(
     path: &Path,
     format: Option<Format>,
@@ -61,6 +67,7 @@ pub fn open(
 ) -> Result<LogReader<BufReader<File>>, LogError> {
     let format = match format.or_else(|| Format::from_path(path)) {
         Some(format) => format,
+        None if starts_with(path, b"LOGG")? => Format::Blf,
         None => {
             let mut lines = Lines::new(BufReader::new(File::open(path)?));
             let mut format = Format::Candump;
@@ -75,4 +82,11 @@ pub fn open(
         }
     };
     Ok(LogReader::new(BufReader::new(File::open(path)?), format, options))
+}
+
+/// Whether the file at `path` starts with `magic`.
+fn starts_with(path: &Path, magic: &[u8]) -> std::io::Result<bool> {
+    let mut head = Vec::with_capacity(magic.len());
+    File::open(path)?.take(magic.len() as u64).read_to_end(&mut head)?;
+    Ok(head == magic)
 }

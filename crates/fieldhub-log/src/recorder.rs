@@ -1,31 +1,34 @@
-//! [`Recorder`]: frames in, log text out, to any `std::io::Write`.
+//! [`Recorder`]: frames in, a candump, ASC or BLF log out, to any `std::io::Write`.
 
-use std::io::Write;
+use std::io::{Seek, Write};
 
 use fieldhub_proto::Frame;
 
 use crate::asc::AscWriter;
+use crate::blf::BlfWriter;
 use crate::{candump, DateZone, Direction, Format};
 
 /// How to record.
 #[derive(Clone, Debug, Default)]
 pub struct RecorderOptions {
-    /// ASC: channels numbered 1, 2, … in this order; channels not listed
-    /// get the next numbers when their first frame comes. Ignored for candump.
+    /// ASC and BLF: channels numbered 1, 2, … in this order; channels not
+    /// listed get the next numbers when their first frame comes. Ignored
+    /// for candump.
     pub channels: Vec<String>,
     /// candump: append ` R` / ` T` to each line. Off by default because
     /// canplayer before can-utils 2023 and python-can before 4.0 reject it.
     pub mark_direction: bool,
-    /// ASC: when the recording started (Unix ns), for the header of a
-    /// recording that ends before its first frame.
+    /// ASC and BLF: when the recording started (Unix ns), for the header
+    /// of a recording that ends before its first frame.
     pub start_ns: u64,
     /// ASC: the zone the header's local dates are written in.
     pub zone: DateZone,
 }
 
-/// Writes frames as log lines. Output is buffered by the caller's writer;
-/// call [`Recorder::flush`] to push it out and [`Recorder::finish`] to end
-/// the file (ASC has a trailer).
+/// Writes frames as log lines or BLF objects. Output is buffered by the
+/// caller's writer; call [`Recorder::flush`] to push it out and
+/// [`Recorder::finish`] (or, to a file, [`Recorder::finish_file`]) to end
+/// the file (ASC has a trailer, BLF a header with statistics).
 pub struct Recorder<W: Write> {
     out: W,
     kind: Kind,
@@ -37,6 +40,7 @@ pub struct Recorder<W: Write> {
 enum Kind {
     Candump { mark_direction: bool },
     Asc(AscWriter),
+    Blf(BlfWriter),
 }
 
 impl<W: Write> Recorder<W> {
@@ -46,6 +50,7 @@ impl<W: Write> Recorder<W> {
         let kind = match format {
             Format::Candump => Kind::Candump { mark_direction: options.mark_direction },
             Format::Asc => Kind::Asc(AscWriter::new(&options.channels, options.start_ns, options.zone)),
+            Format::Blf => Kind::Blf(BlfWriter::new(&options.channels, options.start_ns)),
         };
         Self { out, kind, line: String::with_capacity(512), frames: 0 }
     }
@@ -67,6 +72,11 @@ impl<W: Write> Recorder<W> {
                 candump::write_line(&mut self.line, timestamp_ns, channel, frame, direction);
             }
             Kind::Asc(writer) => writer.write_frame(&mut self.line, timestamp_ns, channel, frame, direction),
+            Kind::Blf(writer) => {
+                writer.record(&mut self.out, timestamp_ns, channel, frame, direction)?;
+                self.frames += 1;
+                return Ok(());
+            }
         }
         self.out.write_all(self.line.as_bytes())?;
         self.frames += 1;
@@ -78,20 +88,40 @@ impl<W: Write> Recorder<W> {
         self.frames
     }
 
-    /// Push buffered output to the writer's destination.
+    /// Push buffered output to the writer's destination (BLF: what is
+    /// recorded, as a container of its own).
     pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Kind::Blf(writer) = &mut self.kind {
+            writer.flush(&mut self.out)?;
+        }
         self.out.flush()
     }
 
-    /// End the file, flush, and hand back the writer.
+    /// End the file, flush, and hand back the writer. A BLF header keeps
+    /// the statistics it was first written with: use
+    /// [`Recorder::finish_file`] where the writer can seek.
     pub fn finish(mut self) -> std::io::Result<W> {
         self.line.clear();
-        if let Kind::Asc(writer) = &mut self.kind {
-            writer.finish(&mut self.line);
+        match &mut self.kind {
+            Kind::Asc(writer) => writer.finish(&mut self.line),
+            Kind::Blf(writer) => writer.finish(&mut self.out)?,
+            Kind::Candump { .. } => {}
         }
         self.out.write_all(self.line.as_bytes())?;
         self.out.flush()?;
         Ok(self.out)
+    }
+
+    /// [`Recorder::finish`] a file: a BLF header is rewritten with the
+    /// file's statistics (its size, object count and end time).
+    pub fn finish_file(mut self) -> std::io::Result<W>
+    where
+        W: Seek,
+    {
+        if let Kind::Blf(writer) = &mut self.kind {
+            writer.finish_seekable(&mut self.out)?;
+        }
+        self.finish()
     }
 }
 
