@@ -3,7 +3,8 @@
 //! channel hands to its uplink ([`Uplinked`]), the link the bus is given for
 //! a channel ([`BusLink`]) and the channel's figures ([`ChannelStatus`]),
 //! written by the federation threads and read by the bus for `STATS`, with
-//! what a port opened on the channel is told first (it waits for its owner).
+//! what a port opened on the channel is told first (it waits for its owner),
+//! which `STATS` reports too (the web monitor shows the owner unreachable).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -93,6 +94,7 @@ impl ChannelStatus {
             gaps_recovered: read(&self.gaps_recovered),
             desyncs: read(&self.desyncs),
             stale: read(&self.stale),
+            waiting: self.waiting.lock().ok().and_then(|w| w.clone()),
         }
     }
 }

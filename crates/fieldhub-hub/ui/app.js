@@ -1,10 +1,12 @@
 // The web monitor's entry: tabs, the live trace stream from the hub's
 // monitor WebSocket, and a once-a-second poll of the control API for the
-// wiring, faults, recordings and bus load. Nothing here waits on the
-// stream: batches arrive at most 25 times a second and only update the
-// views' models; each view redraws at most once per animation frame.
+// wiring, faults, recordings, bus load, bus time and federated channels'
+// owners. Nothing here waits on the stream: batches arrive at most 25 times
+// a second and only update the views' models; each view redraws at most
+// once per animation frame.
 
 import { act, api, el, monitorUrl, say, timed } from './api.js';
+import { Federation } from './federation.js';
 import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Plot } from './plot.js';
@@ -41,6 +43,7 @@ const wiring = new Wiring(document.getElementById('wiring'));
 const load = new Load(document.getElementById('load'));
 const composer = new SignalComposer(document.getElementById('send'), new Send(document.getElementById('send')));
 const busTime = new BusTime(document.getElementById('bus-time'));
+const federation = new Federation(document.getElementById('federation'));
 
 let socket = null;
 let lastTaken = 0;
@@ -112,6 +115,7 @@ async function poll() {
     const stats = await api('GET', '/api/v1/stats');
     document.getElementById('hub-name').textContent = stats.hub;
     load.add(stats);
+    federation.show(stats.channels);
     await busTime.refresh();
     const known = ports.size;
     for (const port of stats.ports) ports.set(port.port_id, port.name);

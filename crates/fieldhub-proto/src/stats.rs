@@ -105,6 +105,11 @@ pub struct FederationStats {
     pub desyncs: u64,
     /// Relay: events refused because their epoch was older than one applied.
     pub stale: u64,
+    /// Relay: while the channel waits for its owner (none reachable, or a
+    /// new owner's term not started yet), what its clients were told
+    /// (`CHANNEL_STATE` waiting); absent while the owner is reachable.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub waiting: Option<String>,
 }
 
 /// Traffic of one identifier on one channel.
