@@ -1,15 +1,16 @@
 // The web monitor's entry: tabs, the live trace stream from the hub's
 // monitor WebSocket, and a once-a-second poll of the control API for the
-// wiring, faults, recordings, bus load, bus time and federated channels'
-// owners. Nothing here waits on the stream: batches arrive at most 25 times
-// a second and only update the views' models; each view redraws at most
-// once per animation frame.
+// wiring, faults, recordings, bus load, bus time, federated channels'
+// owners and rest-bus simulations. Nothing here waits on the stream:
+// batches arrive at most 25 times a second and only update the views'
+// models; each view redraws at most once per animation frame.
 
 import { act, api, el, monitorUrl, say, timed } from './api.js';
 import { Federation } from './federation.js';
 import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Plot } from './plot.js';
+import { RestBus } from './rbs.js';
 import { Send } from './send.js';
 import { SignalComposer } from './signals.js';
 import { BusTime } from './time.js';
@@ -44,6 +45,7 @@ const load = new Load(document.getElementById('load'));
 const composer = new SignalComposer(document.getElementById('send'), new Send(document.getElementById('send')));
 const busTime = new BusTime(document.getElementById('bus-time'));
 const federation = new Federation(document.getElementById('federation'));
+const restBus = new RestBus(document.getElementById('rbs'));
 
 let socket = null;
 let lastTaken = 0;
@@ -63,6 +65,7 @@ function showTab(name) {
   if (name === 'trace') trace.schedule();
   if (name === 'plot') plot.draw();
   if (name === 'wiring') wiring.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
+  if (name === 'rbs') restBus.refresh().catch((e) => say(`the hub does not answer: ${e.message}`, true));
 }
 
 function connect() {
@@ -121,6 +124,7 @@ async function poll() {
     for (const port of stats.ports) ports.set(port.port_id, port.name);
     if (ports.size !== known) trace.schedule();
     if (!document.getElementById('wiring').hidden) await wiring.refresh();
+    if (!document.getElementById('rbs').hidden) await restBus.refresh();
   } catch (e) {
     say(`the hub does not answer: ${e.message}`, true);
   }
@@ -168,7 +172,10 @@ async function start() {
   }
   document.getElementById('dbc-file').addEventListener('change', (e) => uploadDbc(e.target));
   const access = await act('read what this page may do', () => api('GET', '/api/v1/access'));
-  if (access) busTime.allow(access);
+  if (access) {
+    busTime.allow(access);
+    restBus.allow(access);
+  }
   await showDbcs().catch(() => {});
   showTab('trace');
   connect();

@@ -30,6 +30,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("plot.js", "text/javascript; charset=utf-8", include_str!("../../ui/plot.js")),
     ("time.js", "text/javascript; charset=utf-8", include_str!("../../ui/time.js")),
     ("federation.js", "text/javascript; charset=utf-8", include_str!("../../ui/federation.js")),
+    ("rbs.js", "text/javascript; charset=utf-8", include_str!("../../ui/rbs.js")),
     // uPlot (https://github.com/leeoniya/uPlot, MIT), vendored as its npm
     // package's dist files: the version is in the names.
     ("uplot-1.6.32.min.js", "text/javascript; charset=utf-8", include_str!("../../ui/uplot-1.6.32.min.js")),
