@@ -57,3 +57,9 @@ test-silkit: $(SILKIT_LIB) $(SILKIT_PEER) $(SILKIT_SYNC_PEER) $(SILKIT_NETSIM_PE
 	  $(CARGO) test --locked --workspace --release --features fieldhub-systest/silkit-peers --test silkit
 
 TEST_PARTS += test-silkit
+
+# The docs' configurations with [[silkit]] are checked as a start would
+# check them (`fieldhub hub --check-config` loads SIL Kit's library), so the
+# docs tests find the library where the SIL Kit tests do.
+test-docs: $(SILKIT_LIB)
+test-docs: export FIELDHUB_SILKIT_LIB := $(SILKIT_LIB)

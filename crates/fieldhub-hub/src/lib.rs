@@ -33,6 +33,7 @@
 //! - A misbehaving client is disconnected alone; the bus never stops for it.
 
 mod bus_thread;
+mod check;
 pub mod config;
 mod control;
 pub mod fatal;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bus_thread::wake::BusWake;
+pub use check::{check_config, CheckError};
 use config::CannelloniListen;
 pub use config::{ConfigError, HubConfig, ListenAddr, TimeMode};
 use control::dbc_store::{DbcFileError, DbcStore};
@@ -77,11 +79,6 @@ const GOODBYE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(
-        "access '{name}': its token was not read from {token_file}; the fieldhub binary reads every token_file, \
-         a program that starts the hub itself sets AccessConfig::token"
-    )]
-    AccessToken { name: String, token_file: String },
     // `error`, not `source`: the text already carries it, and an error
     // chain printed by the caller would repeat it.
     #[error("cannot listen on {addr}: {error}")]
@@ -106,12 +103,6 @@ pub enum StartError {
     Federation(#[from] federation::FederationError),
     #[error(transparent)]
     Tls(#[from] TlsConfigError),
-}
-
-/// The TLS settings of `config`, read and checked (`None`: no TLS): what
-/// [`Hub::start`] does first, for `--check-config` too.
-pub fn tls_server_config(config: &HubConfig) -> Result<Option<Arc<rustls::ServerConfig>>, TlsConfigError> {
-    config.tls_files().map(|files| transport::tls::config::server_config(&files)).transpose()
 }
 
 /// A running hub. Dropping it shuts it down.
@@ -145,16 +136,8 @@ impl Hub {
     /// Bind every listen address and start serving.
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
-        // A table without its secret would admit nobody, silently.
-        if let Some(a) = config.access.iter().find(|a| a.token.is_none()) {
-            return Err(StartError::AccessToken {
-                name: a.name.clone(),
-                token_file: a.token_file.display().to_string(),
-            });
-        }
-        let tokens = config.check_access_tokens(&config::ConfigSource::none());
-        tokens.map_err(|(field, message)| ConfigError::Invalid { origin: "configuration".into(), field, message })?;
-        let tls = tls_server_config(&config)?;
+        config.check_access()?;
+        let tls = transport::tls::config::of_hub(&config)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
         for addr in config.listen_addrs()? {

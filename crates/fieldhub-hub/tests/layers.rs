@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The hub's layers, top to bottom: each may use the ones below it, never
 /// one above. `""` is the crate root (`lib.rs`: `Hub`, which wires them).
 const LAYERS: &[&str] =
-    &["", "control", "federation", "transport", "session", "bus_thread", "recording", "config", "fatal"];
+    &["", "check", "control", "federation", "transport", "session", "bus_thread", "recording", "config", "fatal"];
 
 /// A module path (`config::access`) → its file, for every file of `src/`.
 fn modules(src: &Path) -> BTreeMap<String, PathBuf> {

@@ -12,6 +12,7 @@ pub const FIELDHUB: Fieldhub = Fieldhub::at(env!("CARGO_BIN_EXE_fieldhub"));
 mod bench;
 mod bench_report;
 mod bridge;
+mod check_config;
 mod candump_options;
 mod convert;
 mod frame_bits;

@@ -218,28 +218,6 @@ fn tools_open_named_ports_that_the_control_api_and_the_configuration_know() {
 }
 
 #[test]
-fn check_config_says_ok_or_names_the_mistake_without_starting_a_hub() {
-    let dir = std::env::temp_dir().join(format!("fieldhub-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (good, bad) = (dir.join("good.toml"), dir.join("bad.toml"));
-    // The good one names a port in use: checking binds nothing.
-    let hub = FIELDHUB.start();
-    let addr = hub.url.trim_start_matches("tcp://").to_owned();
-    std::fs::write(&good, format!("[hub]\nlisten = [\"{addr}\"]\n[[channel]]\nname = \"a\"\n")).unwrap();
-    std::fs::write(&bad, "[[channel]]\nname = \"a\"\n\ndata_bitrate = 2000000\n").unwrap();
-    let check = |path: &std::path::Path| {
-        FIELDHUB.command().args(["hub", "--check-config", "--config"]).arg(path).output().unwrap()
-    };
-    let out = check(&good);
-    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok", "{out:?}");
-    let out = check(&bad);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad.toml: line 4: channel[0].data_bitrate"), "{stderr}");
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
 fn dump_any_listens_on_every_channel() {
     let hub = FIELDHUB.start();
     let dump =

@@ -160,6 +160,24 @@ impl HubConfig {
         access::check_tokens(&self.access, &self.hub, source)
     }
 
+    /// Every `[[access]]` table holds its token (the fieldhub binary reads
+    /// every `token_file`; a program that builds a configuration itself sets
+    /// `AccessConfig::token`), and the tokens pass [`Self::check_access_tokens`]:
+    /// a table without its secret would admit nobody, silently.
+    pub fn check_access(&self) -> Result<(), ConfigError> {
+        let invalid = |field, message| ConfigError::Invalid { origin: "configuration".into(), field, message };
+        if let Some((i, a)) = self.access.iter().enumerate().find(|(_, a)| a.token.is_none()) {
+            let message = format!(
+                "'{}': its token was not read from {}; the fieldhub binary reads every token_file, a program \
+                 that starts the hub itself sets AccessConfig::token",
+                a.name,
+                a.token_file.display()
+            );
+            return Err(invalid(format!("access[{i}].token_file"), message));
+        }
+        self.check_access_tokens(&ConfigSource::none()).map_err(|(field, message)| invalid(field, message))
+    }
+
     /// What the bus thread runs of this configuration.
     pub fn bus_config(&self) -> BusConfig {
         BusConfig {

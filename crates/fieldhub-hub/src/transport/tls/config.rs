@@ -16,7 +16,7 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::TlsFiles;
+use crate::config::{HubConfig, TlsFiles};
 
 /// Why the TLS settings cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,12 @@ pub enum TlsConfigError {
         cert.display()
     )]
     KeyMismatch { key: PathBuf, cert: PathBuf },
+}
+
+/// The TLS settings of `config`, read and checked (`None`: no TLS), as
+/// [`Hub::start`](crate::Hub::start) and `--check-config` read them.
+pub fn of_hub(config: &HubConfig) -> Result<Option<Arc<ServerConfig>>, TlsConfigError> {
+    config.tls_files().map(|files| server_config(&files)).transpose()
 }
 
 /// The server configuration every TLS connection of the hub uses.
