@@ -1,7 +1,7 @@
 """``fieldhub convert`` between candump logs, Vector ASC and ASAM MDF4,
 checked against the readers and writers other programs use: python-can's
 (``can.io``) for every format and asammdf's, which python-can's MF4 reader
-and writer are built on, for MDF4."""
+and writer are built on, for MDF4. BLF: ``test_blf.py``."""
 
 import subprocess
 import sys
@@ -98,6 +98,6 @@ def test_asc_converts_both_ways_as_python_can_reads_and_writes_it(tmp_path):
 
 def test_an_unknown_output_format_is_named_with_the_fix(tmp_path):
     (tmp_path / "in.log").write_text("(1700000000.000000) can0 123#00\n")
-    out = subprocess.run([str(FIELDHUB), "convert", str(tmp_path / "in.log"), str(tmp_path / "out.blf")],
+    out = subprocess.run([str(FIELDHUB), "convert", str(tmp_path / "in.log"), str(tmp_path / "out.trc")],
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1 and "--to candump|asc|mf4" in out.stderr, out.stderr
+    assert out.returncode == 1 and "--to candump|asc|blf|mf4" in out.stderr, out.stderr

@@ -1,5 +1,5 @@
 //! `fieldhub convert IN OUT`: a log from one format to another — candump
-//! log, Vector ASC and ASAM MDF4 — like can-utils' `log2asc` / `asc2log`
+//! log, Vector ASC and BLF, and ASAM MDF4 — like can-utils' `log2asc` / `asc2log`
 //! and python-can's `can.logconvert`.
 //!
 //! Every frame is carried over with its time, channel and direction; a
@@ -16,11 +16,12 @@ use fieldhub_log::{DateZone, Direction, Format, ReadOptions, Record, Recorder, R
 
 #[derive(clap::Args)]
 pub struct ConvertArgs {
-    /// The input's format [default: from its extension: .log candump, .asc asc, .mf4 mf4; else its first line].
-    #[arg(long = "from", value_name = "candump|asc|mf4")]
+    /// The input's format [default: from its extension: .log candump, .asc asc, .blf blf, .mf4 mf4; else its first
+    /// bytes].
+    #[arg(long = "from", value_name = "candump|asc|blf|mf4")]
     from: Option<LogFormat>,
     /// The output's format [default: from its extension].
-    #[arg(long = "to", value_name = "candump|asc|mf4")]
+    #[arg(long = "to", value_name = "candump|asc|blf|mf4")]
     to: Option<LogFormat>,
     /// candump output: append R or T to each line for the direction (newer candump and python-can read it).
     #[arg(long = "direction")]
@@ -48,7 +49,7 @@ impl std::str::FromStr for LogFormat {
             other => other
                 .parse()
                 .map(Self::Text)
-                .map_err(|_| format!("unknown log format '{text}': use candump, asc or mf4")),
+                .map_err(|_| format!("unknown log format '{text}': use candump, asc, blf or mf4")),
         }
     }
 }
@@ -68,13 +69,16 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
         Some(format) => format,
         None if args.output == Path::new("-") => LogFormat::Text(Format::Candump),
         None => bail!(
-            "cannot tell the output format from '{}': name it .log, .asc or .mf4, or pass --to candump|asc|mf4",
+            "cannot tell the output format from '{}': name it .log, .asc, .blf or .mf4, or pass --to candump|asc|blf|mf4",
             args.output.display()
         ),
     };
     let to_stdout = args.output == Path::new("-");
     if to_stdout && to == LogFormat::Mf4 {
         bail!("MDF4 is binary and written whole: give a file name, not -");
+    }
+    if to_stdout && to == LogFormat::Text(Format::Blf) {
+        bail!("BLF is binary and its header is rewritten at the end: give a file name, not -");
     }
     let records = read(&args.input, args.from)?;
     let frames = records.len();
@@ -99,7 +103,7 @@ fn read(path: &Path, format: Option<LogFormat>) -> anyhow::Result<Vec<Record>> {
         }
         Some(LogFormat::Text(format)) => collect(fieldhub_log::open(path, Some(format), &ReadOptions::default()), path),
         None => {
-            // MDF files begin with "MDF     "; anything else is text, sniffed by its first line.
+            // MDF files begin with "MDF     "; fieldhub_log::open tells BLF ("LOGG") from text.
             let mut head = [0u8; 8];
             let is_mdf = File::open(path)
                 .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut head))
@@ -122,29 +126,33 @@ fn collect<R: std::io::BufRead>(
 }
 
 fn write(args: &ConvertArgs, to: LogFormat, records: Vec<Record>) -> std::io::Result<()> {
-    let out: Box<dyn Write> = if args.output == Path::new("-") {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(File::create(&args.output)?)
-    };
-    let out = BufWriter::new(out);
     let start_ns = records.first().map_or(0, |r| r.timestamp_ns);
-    match to {
+    let format = match to {
         LogFormat::Mf4 => {
-            let mut writer = Mdf4Writer::new(out, &[], start_ns);
+            let mut writer = Mdf4Writer::new(BufWriter::new(File::create(&args.output)?), &[], start_ns);
             for r in &records {
                 writer.record(r.timestamp_ns, &r.channel, &r.frame, r.direction.unwrap_or(Direction::Rx))?;
             }
             writer.finish()?;
+            return Ok(());
         }
-        LogFormat::Text(format) => {
-            let options = RecorderOptions { mark_direction: args.mark_direction, start_ns, ..Default::default() };
-            let mut recorder = Recorder::new(out, format, &options);
-            for r in &records {
-                recorder.record(r.timestamp_ns, &r.channel, &r.frame, r.direction.unwrap_or(Direction::Rx))?;
-            }
-            recorder.finish()?;
-        }
+        LogFormat::Text(format) => format,
+    };
+    let options = RecorderOptions { mark_direction: args.mark_direction, start_ns, ..Default::default() };
+    if args.output == Path::new("-") {
+        let out: Box<dyn Write> = Box::new(std::io::stdout().lock());
+        record_all(Recorder::new(BufWriter::new(out), format, &options), &records)?.finish()?;
+    } else {
+        // A file: finish_file rewrites a BLF header with the file's statistics.
+        let out = BufWriter::new(File::create(&args.output)?);
+        record_all(Recorder::new(out, format, &options), &records)?.finish_file()?;
     }
     Ok(())
+}
+
+fn record_all<W: Write>(mut recorder: Recorder<W>, records: &[Record]) -> std::io::Result<Recorder<W>> {
+    for r in records {
+        recorder.record(r.timestamp_ns, &r.channel, &r.frame, r.direction.unwrap_or(Direction::Rx))?;
+    }
+    Ok(recorder)
 }

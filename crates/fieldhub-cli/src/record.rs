@@ -1,8 +1,8 @@
-//! `fieldhub record`: write channels' traffic to a candump log or Vector ASC file.
+//! `fieldhub record`: write channels' traffic to a candump log, Vector ASC or Vector BLF file.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,8 +22,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub struct RecordArgs {
     #[command(flatten)]
     hub: HubSelect,
-    /// File format [default: from the extension of -o (.log → candump, .asc → asc); candump on stdout].
-    #[arg(short = 'f', long = "format", value_name = "candump|asc")]
+    /// File format [default: from the extension of -o (.log → candump, .asc → asc, .blf → blf); candump on stdout].
+    #[arg(short = 'f', long = "format", value_name = "candump|asc|blf")]
     format: Option<Format>,
     /// Write to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -36,7 +36,7 @@ pub struct RecordArgs {
     mark_direction: bool,
     #[command(flatten)]
     port: PortSelect,
-    /// Channels to record; in ASC they become channels 1, 2, … in this order.
+    /// Channels to record; in ASC and BLF they become channels 1, 2, … in this order.
     #[arg(required = true, value_name = "CHANNEL")]
     channels: Vec<String>,
 }
@@ -50,7 +50,7 @@ fn format_for(args: &RecordArgs) -> anyhow::Result<Format> {
         Some(path) => match Format::from_path(path) {
             Some(format) => Ok(format),
             None => bail!(
-                "cannot tell the log format from '{}': name it .log or .asc, or pass -f candump|asc",
+                "cannot tell the log format from '{}': name it .log, .asc or .blf, or pass -f candump|asc|blf",
                 path.display()
             ),
         },
@@ -59,6 +59,9 @@ fn format_for(args: &RecordArgs) -> anyhow::Result<Format> {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let format = format_for(&args)?;
+    if format == Format::Blf && args.output.is_none() {
+        bail!("BLF is binary and its header is rewritten at the end: give a file with -o FILE.blf");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot install signal handlers")?;
@@ -72,12 +75,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         let port = client.open_port_with(channel, &config).with_context(|| format!("cannot record '{channel}'"))?;
         channels.insert(port.handle, (channel.clone(), 0u64));
     }
-    let (out, destination): (Box<dyn Write>, String) = match &args.output {
+    let (out, destination) = match &args.output {
         Some(path) => {
             let file = File::create(path).with_context(|| format!("cannot create '{}'", path.display()))?;
-            (Box::new(file), path.display().to_string())
+            (Output::File(file), path.display().to_string())
         }
-        None => (Box::new(std::io::stdout()), "stdout".into()),
+        None => (Output::Stdout(std::io::stdout()), "stdout".into()),
     };
     let options = RecorderOptions {
         channels: args.channels.clone(),
@@ -88,9 +91,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let mut recorder = Recorder::new(BufWriter::new(out), format, &options);
     eprintln!("recording {} to {destination} ({format})", args.channels.join(", "));
 
-    let written = record(&client, &mut recorder, &mut channels, args.count, &stop);
+    // A BLF flush writes a container: only after a pause, not after every frame of sparse traffic.
+    let flush_at_once = format != Format::Blf;
+    let written = record(&client, &mut recorder, &mut channels, args.count, flush_at_once, &stop);
     let frames = recorder.frames();
-    let finished = recorder.finish().map(drop).map_err(anyhow::Error::from);
+    // A file's BLF header is rewritten with its statistics.
+    let finished = match args.output {
+        Some(_) => recorder.finish_file().map(drop),
+        None => recorder.finish().map(drop),
+    };
+    let finished = finished.map_err(anyhow::Error::from);
     if let Err(e) = written.and(finished) {
         // A closed pipe (`| head`) ends a recording to stdout, as for dump.
         if args.output.is_none() && is_broken_pipe(&e) {
@@ -105,6 +115,37 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a recording goes: a file (which BLF seeks back in) or stdout.
+enum Output {
+    File(File),
+    Stdout(std::io::Stdout),
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::File(file) => file.write(buf),
+            Self::Stdout(stdout) => stdout.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::File(file) => file.flush(),
+            Self::Stdout(stdout) => stdout.flush(),
+        }
+    }
+}
+
+impl Seek for Output {
+    fn seek(&mut self, position: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Self::File(file) => file.seek(position),
+            Self::Stdout(_) => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "stdout cannot seek")),
+        }
+    }
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
@@ -114,6 +155,7 @@ fn record<W: Write>(
     recorder: &mut Recorder<W>,
     channels: &mut HashMap<u16, (String, u64)>,
     count: Option<u64>,
+    flush_at_once: bool,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
     while count.is_none_or(|n| recorder.frames() < n) && !stop.load(Ordering::Relaxed) {
@@ -121,10 +163,15 @@ fn record<W: Write>(
             Some(r) => r,
             None => {
                 // Idle: make what we have visible, then wait a little for more.
-                recorder.flush()?;
+                if flush_at_once {
+                    recorder.flush()?;
+                }
                 match client.recv(Some(STOP_CHECK))? {
                     Some(r) => r,
-                    None => continue,
+                    None => {
+                        recorder.flush()?;
+                        continue;
+                    }
                 }
             }
         };

@@ -55,16 +55,16 @@ pub struct ReplayArgs {
     /// Play the file this many times; `i` for ever (canplayer -l).
     #[arg(long = "loop", short = 'l', value_name = "N|i", default_value = "1", value_parser = parse_loops)]
     loops: u64,
-    /// File format [default: from the extension (.log, .asc), else from the first line].
-    #[arg(short = 'f', long = "format", value_name = "candump|asc")]
+    /// File format [default: from the extension (.log, .asc, .blf), else from the first bytes].
+    #[arg(short = 'f', long = "format", value_name = "candump|asc|blf")]
     format: Option<Format>,
     #[command(flatten)]
     port: PortSelect,
     /// The log to play, as canplayer -I (then every word after the options is an OUT=IN assignment).
     #[arg(short = 'I', value_name = "FILE")]
     input: Option<PathBuf>,
-    /// The log to play (unless -I names it). ASC channels without a `// fieldhub channel` comment are named
-    /// can0, can1, … (ASC channel 1, 2, …).
+    /// The log to play (unless -I names it). ASC and BLF channels without fieldhub's channel names (a
+    /// `// fieldhub channel` comment, a BLF text object) are named can0, can1, … (channel 1, 2, …).
     #[arg(required_unless_present = "input")]
     file: Option<PathBuf>,
     /// canplayer's interface assignments, OUT=IN: the file's channel IN goes out on hub channel OUT (the

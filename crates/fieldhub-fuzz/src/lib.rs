@@ -37,6 +37,8 @@ pub const TARGETS: &[Target] = &[
     ("recording_path", recording_path),
     ("candump", candump),
     ("asc", asc),
+    ("blf", blf),
+    ("mdf4", mdf4),
     ("cansend", cansend),
     ("dbc", dbc),
     ("rbs", rbs),

@@ -11,8 +11,14 @@ pub(super) const HEADER_FIELDS: usize = 72;
 /// python-can's application id; 0 would be "unknown".
 const APPLICATION_ID: u8 = 5;
 /// Unix times before 1990 are taken for bus times, not dates: their
-/// SYSTEMTIME is all zero, as python-can writes it.
+/// SYSTEMTIME is all zero, as python-can writes it (and so is one past
+/// what chrono's nanosecond times reach, in 2262).
 const FIRST_DATE_NS: u64 = 631_152_000 * 1_000_000_000;
+const LAST_DATE_NS: u64 = i64::MAX as u64;
+
+fn is_date(ns: u64) -> bool {
+    (FIRST_DATE_NS..=LAST_DATE_NS).contains(&ns)
+}
 
 /// The header's statistics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,10 +76,10 @@ impl FileHeader {
 }
 
 /// The SYSTEMTIME (UTC) of a Unix time in ns, to the millisecond; zero
-/// for times before 1990.
+/// for times that are not dates.
 fn system_time(ns: u64) -> [u8; 16] {
     let mut bytes = [0; 16];
-    let Some(time) = (ns >= FIRST_DATE_NS).then(|| DateTime::from_timestamp_nanos(ns as i64)) else {
+    let Some(time) = is_date(ns).then(|| DateTime::from_timestamp_nanos(ns as i64)) else {
         return bytes;
     };
     let fields = [
@@ -105,7 +111,7 @@ fn unix_ns(bytes: &[u8]) -> u64 {
 
 /// A Unix time in ns cut to what a SYSTEMTIME holds.
 pub(super) fn to_millisecond(ns: u64) -> u64 {
-    if ns < FIRST_DATE_NS {
+    if !is_date(ns) {
         0
     } else {
         ns - ns % 1_000_000
