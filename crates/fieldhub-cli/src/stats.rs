@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use fieldhub_proto::stats::FederationStats;
+
 use crate::HubSelect;
 
 #[derive(clap::Args)]
@@ -60,11 +62,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
             writeln!(out, "    dropped off the bus: {}", by_reason(&c.tx_dropped_by_reason))?;
         }
         if let Some(f) = &c.federation {
-            writeln!(
-                out,
-                "    federated: {} (owner {}), epoch {}, last seq {}, gaps recovered {}, desyncs {}, stale {}",
-                f.role, f.owner, f.epoch, f.last_seq, f.gaps_recovered, f.desyncs, f.stale
-            )?;
+            out.push_str(&federation_lines(f));
         }
         for id in c.ids.iter().take(args.top_ids) {
             writeln!(out, "    id {:>10} {:>12} frames {:>10.1} /s", identifier(id.id), id.frames, id.rate_hz)?;
@@ -192,14 +190,37 @@ pub(crate) fn identifier(socketcan_id: u32) -> String {
 }
 
 /// `bus_off 3, fault_rule 1`: counts by name (drops by reason, refusals by transport).
+/// A federated channel's lines under its row: its role and counters, and
+/// on a relay whose owner is not reachable, what its clients were told.
+fn federation_lines(f: &FederationStats) -> String {
+    let mut lines = format!(
+        "    federated: {} (owner {}), epoch {}, last seq {}, gaps recovered {}, desyncs {}, stale {}\n",
+        f.role, f.owner, f.epoch, f.last_seq, f.gaps_recovered, f.desyncs, f.stale
+    );
+    if let Some(told) = &f.waiting {
+        lines.push_str(&format!("    owner not reachable: {told}\n"));
+    }
+    lines
+}
+
 fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
     counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{identifier, json_document};
-    use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats};
+    use super::{federation_lines, identifier, json_document};
+    use fieldhub_proto::stats::{ChannelStats, FederationStats, HubStats, IdStats};
+
+    #[test]
+    fn a_relay_whose_owner_is_not_reachable_says_so_under_its_channel() {
+        let relay = FederationStats { role: "relay".into(), owner: "rack1".into(), ..Default::default() };
+        assert!(!federation_lines(&relay).contains("not reachable"), "{}", federation_lines(&relay));
+        let waiting = FederationStats { waiting: Some("the owner rack1 is not reachable".into()), ..relay };
+        let lines = federation_lines(&waiting);
+        assert!(lines.starts_with("    federated: relay (owner rack1)"), "{lines}");
+        assert!(lines.ends_with("    owner not reachable: the owner rack1 is not reachable\n"), "{lines}");
+    }
 
     #[test]
     fn identifiers_read_as_cansend_writes_them_not_with_socketcan_flag_bits() {
