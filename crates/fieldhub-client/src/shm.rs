@@ -7,7 +7,9 @@
 //! - sending writes the wire message straight into the to-hub ring
 //!   ([`RingSender`]) and rings the hub's doorbell — a system call only if
 //!   the hub sleeps. A full ring waits on the space doorbell, which the hub
-//!   rings as it takes messages.
+//!   rings as it takes messages. A synchronised participant's frames do
+//!   not ring (`ShmLink::quiet_frames`): the hub holds them until the
+//!   participant's step ends anyway, and the message that ends it rings.
 //! - the thread holding the client's consumer token (`receive.rs`: an
 //!   application thread waiting in `recv` or for a reply, or a reader
 //!   thread once the ready fd exists) takes messages from the to-client
@@ -52,6 +54,19 @@ pub(crate) struct ShmLink {
     /// Locked by the consumer-token holder only, so never contended.
     to_client: Mutex<ToClient>,
     policy: WaitPolicy,
+    /// A synchronised participant's link (virtual time, `spec/protocol.md`
+    /// 6.8): sending a frame does not ring the hub's doorbell. The hub
+    /// stages a participant's frames until its step ends, so a wake-up per
+    /// frame would cost the participant a system call and the sleeping hub
+    /// a round of input for nothing; the `STEP` that ends the step rings,
+    /// as every other message does (a `PING` of a flush, `CLOSE_PORT`),
+    /// and the hub reads the ring in order, so it has the step's frames
+    /// before the step's end. A sender that finds the ring full rings
+    /// before it waits for room: only the hub makes room. Anything else
+    /// (a participant dropped for stalling sends as an observer) is read
+    /// at the hub's next round of input, at the latest after its longest
+    /// sleep (50 ms).
+    quiet_frames: bool,
 }
 
 /// The consumer's side of the to-client ring.
@@ -108,6 +123,7 @@ impl ShmLink {
             to_hub: RingSender::new(Producer::starting_at(0)),
             to_client: Mutex::new(ToClient { receiver: RingReceiver::new(), spin: spin::consumer_spin(), idle: false }),
             policy: if busy_poll { WaitPolicy::BUSY_POLL } else { WaitPolicy::ADAPTIVE },
+            quiet_frames: options.synchronized,
         };
         Ok((link, session))
     }
@@ -119,11 +135,19 @@ impl ShmLink {
     /// Write one message, built by `encode`, into the to-hub ring, waiting
     /// at most `timeout` (`None`: no limit) for room.
     fn send(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
-        let space = self.segment.space_bell();
-        self.to_hub
-            .send(&self.segment.to_hub(), encode, timeout, |deadline, room| space.wait(self.policy, deadline, room))?;
+        self.send_quietly(encode, timeout)?;
         self.hub_bell.bell().ring();
         Ok(())
+    }
+
+    /// [`ShmLink::send`] without the doorbell, except before waiting for
+    /// room: a full ring empties only when the hub reads it.
+    fn send_quietly(&self, encode: impl FnOnce(&mut Vec<u8>), timeout: Option<Duration>) -> Result<(), SendFail> {
+        let space = self.segment.space_bell();
+        self.to_hub.send(&self.segment.to_hub(), encode, timeout, |deadline, room| {
+            self.hub_bell.bell().ring();
+            space.wait(self.policy, deadline, room)
+        })
     }
 
     /// End the link: wake every thread waiting on the client's doorbell
@@ -138,7 +162,10 @@ impl ShmLink {
 
 impl Link for ShmLink {
     fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
-        self.send(one_frame(port, frame), timeout)
+        match self.quiet_frames {
+            true => self.send_quietly(one_frame(port, frame), timeout),
+            false => self.send(one_frame(port, frame), timeout),
+        }
     }
 
     fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {

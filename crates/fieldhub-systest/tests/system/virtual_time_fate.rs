@@ -288,3 +288,30 @@ fn ctl_time_gives_the_pace_of_the_run_however_long_the_hub_idles_after_it() {
     let stats = String::from_utf8(fieldhub(&hub, &["stats"]).stdout).unwrap();
     assert!(stats.contains(&format!("{factor:.1}x real time")), "{stats}");
 }
+
+/// A participant over shared memory does not ring the hub for each frame
+/// (the hub holds a step's frames until the step ends) but for its step's
+/// end: 10,000 frames in one step, more than its to-hub ring's 4,096
+/// slots, so it waits for room — after ringing, as only the hub makes
+/// room — are all on the bus in the step's window, in the order sent.
+#[test]
+fn a_participant_over_shm_has_a_step_of_more_frames_than_its_ring_holds_on_the_bus_in_order() {
+    let hub = FIELDHUB.start_shm_with(Some(IDEAL), &[]);
+    let options = ClientOptions { name: "ecu".into(), synchronized: true, ..Default::default() };
+    let ecu = Client::connect_with(hub.shm_url.as_deref().unwrap(), &options).expect("connect over shm");
+    let config = PortConfig { name: Some("ecu".into()), receive_own: true, ..Default::default() };
+    let port = ecu.open_port_with("can0", &config).unwrap();
+    for n in 0..10_000 {
+        ecu.send_timeout(&port, &fieldhub_testkit::numbered(0x100, 1, n), Some(PATIENCE)).unwrap();
+    }
+    ecu.begin_step(MS).unwrap();
+    assert_eq!(ecu.await_time(MS, Some(PATIENCE)).unwrap(), Some(MS), "the step ends");
+    let mut numbers = Vec::new();
+    while let Some(rx) = ecu.try_recv().unwrap() {
+        assert!(rx.meta.timestamp_ns < MS, "in the step's window: {rx:?}");
+        numbers.push(fieldhub_testkit::number_of(&rx.frame).1);
+    }
+    assert_eq!(numbers, (0..10_000).collect::<Vec<_>>(), "every frame, in the order sent");
+    let port = port_named(&hub, "ecu").unwrap();
+    assert_eq!((counter(&port, "tx_frames"), counter(&port, "tx_dropped")), (10_000, 0), "{port}");
+}
