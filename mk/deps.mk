@@ -27,9 +27,10 @@
 #                    c/portable/README.md), run with qemu-user; not gcc-multilib, which
 #                    conflicts with the s390x cross compiler (apt would remove one for the other)
 #   gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static   its big-endian build, run with qemu-user
+#   tmux             the terminal that drives fieldhub top's full-screen view (crates/fieldhub-cli/tests/cli/top_tui.rs)
 DEPS_PACKAGES := make gcc g++ libc6-dev binutils cmake pkgconf python3 python3-venv curl chromium \
   qemu-system-x86 busybox-static cpio xz-utils iproute2 strace gcc-mingw-w64-x86-64 wine64 openssl gcc-i686-linux-gnu libc6-dev-i386-cross \
-  gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static
+  gcc-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static tmux
 
 # The guests' kernel: Debian 12's, a package apt-get downloads (not installs).
 VM_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/vm

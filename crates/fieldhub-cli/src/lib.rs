@@ -41,6 +41,9 @@ mod replay_bus_time;
 mod send;
 mod stats;
 mod top;
+mod top_draw;
+mod top_model;
+mod top_tui;
 
 pub use bench::Launcher;
 use clap::{Parser, Subcommand};
@@ -64,7 +67,7 @@ enum Command {
     Gen(gen::GenArgs),
     /// Show channel, port and route statistics of a running hub.
     Stats(stats::StatsArgs),
-    /// A live view of the bus, like cantop and canbusload: per channel its load, per identifier its rate and period.
+    /// A live view of the bus, like cansniffer and canbusload: per channel its load, per identifier its rate and period.
     Top(top::TopArgs),
     /// Record channels to a candump log (.log) or Vector ASC (.asc) file.
     Record(record::RecordArgs),

@@ -1,12 +1,14 @@
-//! `fieldhub top`: a live view of the bus, like cantop and canbusload — per
-//! channel its load, frame rate and frames dropped off it, per identifier
-//! its count, rate and period, refreshed every interval.
+//! `fieldhub top`: a live view of the bus, like cansniffer and canbusload —
+//! per channel its load, frame rate and frames dropped off it, per
+//! identifier its count, rate and period, refreshed every interval.
 //!
-//! On a terminal each refresh redraws the screen; into a pipe or file each
-//! is a block of plain text after a blank line, so `top -n 1` is a snapshot
-//! a script can read. The figures are the hub's `STATS` (the same as
-//! `fieldhub stats`); the channel's frames per second is the change of its
-//! frame count between two refreshes, so the first refresh has none.
+//! On a terminal (stdout a tty, no `-n`) it is a full-screen view
+//! (`top_tui.rs`: period jitter, changed bytes, sort keys). Into a pipe or
+//! file, or with `-n N`, each refresh is a block of plain text after a blank
+//! line (on a terminal the screen is cleared first), so `top -n 1` is a
+//! snapshot a script can read. The plain figures are the hub's `STATS` (the
+//! same as `fieldhub stats`); the channel's frames per second is the change
+//! of its frame count between two refreshes, so the first refresh has none.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use fieldhub_proto::stats::{ChannelStats, IdStats};
 
+use crate::top_model::SortBy;
 use crate::HubSelect;
 
 /// Clear the screen and put the cursor home (ANSI, as `clear` does).
@@ -31,8 +34,9 @@ pub struct TopArgs {
     /// Stop after N refreshes (default: until Ctrl-C); -n 1 prints one snapshot.
     #[arg(short = 'n', long = "iterations", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     iterations: Option<u64>,
-    /// Order of the identifiers: rate (most frequent first), id, or frames.
-    #[arg(short = 's', long = "sort", value_name = "rate|id|frames", default_value = "rate")]
+    /// Order of the identifiers: rate (most frequent first), id, count (most frames first; also
+    /// 'frames') or period (shortest first). On the terminal the keys i, c, r and p change it.
+    #[arg(short = 's', long = "sort", value_name = "rate|id|count|period", default_value = "rate")]
     sort: SortBy,
     /// Identifiers to list per channel.
     #[arg(long = "ids", value_name = "N", default_value = "20")]
@@ -42,16 +46,21 @@ pub struct TopArgs {
     channels: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum SortBy {
-    Rate,
-    Id,
-    Frames,
-}
-
 pub fn run(args: TopArgs) -> anyhow::Result<()> {
     let client = args.hub.connect("top")?;
     let redraw = std::io::stdout().is_terminal();
+    if redraw && args.iterations.is_none() {
+        let stats = client.stats()?;
+        check_channels(&stats, &args.channels)?;
+        let channels = if args.channels.is_empty() {
+            stats.channels.iter().map(|c| c.name.clone()).collect()
+        } else {
+            args.channels.clone()
+        };
+        let view =
+            crate::top_tui::View { interval: Duration::from_millis(args.interval_ms), sort: args.sort, channels };
+        return crate::top_tui::run(&client, view);
+    }
     let interval = Duration::from_millis(args.interval_ms);
     let mut previous: HashMap<String, (u64, Instant)> = HashMap::new();
     let mut refresh = 0u64;
@@ -67,11 +76,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
             ""
         });
         writeln!(out, "hub {}  (every {} ms, Ctrl-C ends)", stats.hub, args.interval_ms)?;
-        for name in &args.channels {
-            if !stats.channels.iter().any(|c| &c.name == name) {
-                anyhow::bail!("the hub has no channel '{name}' (fieldhub ctl channels lists them)");
-            }
-        }
+        check_channels(&stats, &args.channels)?;
         for channel in stats.channels.iter().filter(|c| args.channels.is_empty() || args.channels.contains(&c.name)) {
             let rate = previous.get(&channel.name).map(|&(frames, at)| {
                 channel.frames.saturating_sub(frames) as f64 / now.duration_since(at).as_secs_f64().max(1e-9)
@@ -88,6 +93,15 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
     }
 }
 
+fn check_channels(stats: &fieldhub_proto::stats::HubStats, channels: &[String]) -> anyhow::Result<()> {
+    for name in channels {
+        if !stats.channels.iter().any(|c| &c.name == name) {
+            anyhow::bail!("the hub has no channel '{name}' (fieldhub ctl channels lists them)");
+        }
+    }
+    Ok(())
+}
+
 fn write_channel(out: &mut String, c: &ChannelStats, rate: Option<f64>, args: &TopArgs) -> std::fmt::Result {
     let rate = rate.map_or_else(|| "-".to_owned(), |r| format!("{r:.1}"));
     let dropped: u64 = c.tx_dropped_by_reason.values().sum();
@@ -102,7 +116,11 @@ fn write_channel(out: &mut String, c: &ChannelStats, rate: Option<f64>, args: &T
     match args.sort {
         SortBy::Rate => ids.sort_by(|a, b| b.rate_hz.total_cmp(&a.rate_hz).then(a.id.cmp(&b.id))),
         SortBy::Id => ids.sort_by_key(|i| i.id),
-        SortBy::Frames => ids.sort_by(|a, b| b.frames.cmp(&a.frames).then(a.id.cmp(&b.id))),
+        SortBy::Count => ids.sort_by(|a, b| b.frames.cmp(&a.frames).then(a.id.cmp(&b.id))),
+        // The shortest period is the highest rate; identifiers without a rate last.
+        SortBy::Period => ids.sort_by(|a, b| {
+            (a.rate_hz <= 0.0).cmp(&(b.rate_hz <= 0.0)).then(b.rate_hz.total_cmp(&a.rate_hz)).then(a.id.cmp(&b.id))
+        }),
     }
     for id in ids.into_iter().take(args.ids) {
         let period = if id.rate_hz > 0.0 { format!("{:.1}", 1000.0 / id.rate_hz) } else { "-".into() };

@@ -1,5 +1,5 @@
 //! Tests of the `fieldhub` command itself: its tools (`dump`, `send`,
-//! `gen`, `ctl`, `rbs`, `stats`, `top`, `record`, `replay`, `convert`, `isotp`, `frame-bits`, `bench`,
+//! `gen`, `ctl`, `rbs`, `stats`, `top` (also on a terminal, in tmux), `record`, `replay`, `convert`, `isotp`, `frame-bits`, `bench`,
 //! `bridge`) and the `hub` command's flags, ready signal and messages —
 //! against real hubs where a tool needs one. What the hub does is
 //! `crates/fieldhub-systest`'s to test.
@@ -24,3 +24,4 @@ mod rough_edges;
 mod stats;
 mod tools;
 mod top;
+mod top_tui;
