@@ -46,11 +46,15 @@
 //!   (`refusal.rs`, through the binary's log setup).
 
 #[cfg(feature = "federation")]
+mod applier;
+#[cfg(feature = "federation")]
 mod channel;
 mod error;
 pub mod event;
 #[cfg(test)]
 mod event_vectors;
+#[cfg(feature = "federation")]
+mod forwarder;
 #[cfg(feature = "federation")]
 mod handover;
 #[cfg(feature = "federation")]

@@ -28,8 +28,7 @@ use tracing::warn;
 
 use super::event::Origin;
 use crate::session::bridge_port::{LateAnswer, NotOpened, PortOpenings};
-use crate::session::ClientSlot;
-use fieldhub_bus::inbox::Inbound;
+use fieldhub_bus::inbox::{ClientId, Inbound, InboxSender};
 
 /// How long a relay port's route stays after its last frame left.
 pub const ROUTE_IDLE: Duration = Duration::from_secs(10);
@@ -165,12 +164,12 @@ impl OriginPorts {
     }
 
     /// The port (handle, hub-wide id) `origin`'s frame goes through,
-    /// opening one when the relay port has none; `None` when the bridge is
-    /// stopping.
+    /// opening one for bridge client `client` through `inbox` when the relay
+    /// port has none; `None` when the bridge is stopping.
     pub fn route(
         &mut self,
         origin: &Origin,
-        slot: &ClientSlot,
+        slot: (ClientId, &InboxSender),
         opening: &Opening,
         forwarded: &Mutex<Forwarded>,
         stop: &dyn Fn() -> bool,
@@ -211,19 +210,19 @@ impl OriginPorts {
     fn open(
         &self,
         key: &(String, u32),
-        slot: &ClientSlot,
+        (client, inbox): (ClientId, &InboxSender),
         opening: &Opening,
         stop: &dyn Fn() -> bool,
     ) -> Option<Result<(u16, u32), String>> {
         let open = |request| Inbound::OpenPort {
-            client: slot.id(),
+            client,
             request,
             options: self.options,
             channel: self.channel.clone(),
             // Unique on the hub: the relay's session id, its port's id.
             port_name: format!("federation-{}-{}-{}", self.channel, short(&key.0), key.1),
         };
-        match opening.open(&slot.sessions().inbox, (), open, stop) {
+        match opening.open(inbox, (), open, stop) {
             Ok(opened) => Some(Ok((opened.port, opened.port_id))),
             Err(NotOpened::Refused(text)) => Some(Err(text)),
             Err(NotOpened::Stopped) => None,
@@ -233,7 +232,7 @@ impl OriginPorts {
     /// Close the routes whose relay port sent nothing for [`ROUTE_IDLE`]
     /// and has nothing waiting: their own ports are closed, a shared one's
     /// route forgotten.
-    fn close_idle(&mut self, slot: &ClientSlot, forwarded: &Mutex<Forwarded>, now: Instant) {
+    fn close_idle(&mut self, (client, inbox): (ClientId, &InboxSender), forwarded: &Mutex<Forwarded>, now: Instant) {
         let forwarded = forwarded.lock().unwrap_or_else(|e| e.into_inner());
         let waiting =
             |key: &(String, u32), port_id: u32| forwarded.get(&port_id).is_some_and(|p| p.holds(&key.0, key.1));
@@ -252,7 +251,7 @@ impl OriginPorts {
             }
             if let Some(route) = removed {
                 if route.own {
-                    let _ = slot.sessions().inbox.send(Inbound::ClosePort { client: slot.id(), port: route.port });
+                    let _ = inbox.send(Inbound::ClosePort { client, port: route.port });
                 }
             }
         }

@@ -3,8 +3,9 @@
 //! The bridge is one client of the bus. Its main port on the channel,
 //! opened lossless and with `RECEIVE_OWN`, carries every frame the channel
 //! transmits, in the channel's order. Relays' transmit requests
-//! (`fieldhub/C/tx`) enter with transmit credit, like any sender's, each
-//! relay port's through a `TRANSMIT_ONLY` port of its own
+//! (`fieldhub/C/tx`) enter from Zenoh's subscriber callback
+//! (`forwarder.rs`) with transmit credit, like any sender's, each relay
+//! port's through a `TRANSMIT_ONLY` port of its own
 //! (`origin_ports`), so they arbitrate by identifier with each other and
 //! with the owner's local ports as on one hub. The writer thread turns each
 //! frame into a committed event (`fieldhub/C/events`), keeps it in the
@@ -23,8 +24,8 @@
 //! Invariants:
 //! - `seq` is +1 per published event, from 1, under one term.
 //! - Nothing is dropped: the port is lossless (a slow publisher holds the
-//!   channel), publications block under congestion, requests wait for
-//!   credit and the request subscriber's queue holds Zenoh back when full.
+//!   channel), publications block under congestion, and requests wait for
+//!   credit in the subscriber's callback, holding Zenoh's link back.
 //! - A relay port's frame is forwarded once: a relay sends its waiting
 //!   frames again to an owner that comes back, and one already forwarded
 //!   (or committed under an older term) is skipped.
@@ -36,25 +37,20 @@ use std::sync::{Arc, Mutex};
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
 use tracing::{error, info, warn};
-use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Priority};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use super::channel::{key, FederatedChannel, LOOK};
-use super::event::{Batch, Body, Event, Origin, Term, TxRequest};
+use super::event::{Batch, Body, Event, Origin, Term};
+use super::forwarder::{CreditWaiter, Forwarder, Stopping};
 use super::ledger::Ledger;
 use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts, SeenRequests};
 use crate::session::bridge_port::OpenedPort;
 use crate::session::peer_user::PeerOrigin;
-use crate::session::{ClientSlot, Sessions};
-use fieldhub_bus::credit::TxCredit;
+use crate::session::Sessions;
 use fieldhub_bus::inbox::Inbound;
 use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
-
-/// Transmit requests Zenoh may queue for the forwarder before it holds
-/// the link back.
-const REQUEST_QUEUE: usize = 4096;
 
 pub struct OwnerBridge {
     session: zenoh::Session,
@@ -117,8 +113,9 @@ impl OwnerBridge {
             let closed = Arc::clone(&closed);
             Box::new(move || closed.store(true, Ordering::Release))
         };
-        // This thread forwards relays' frames, so it waits for credit.
-        let credit = Arc::new(TxCredit::for_current_thread());
+        // The subscriber's callback forwards relays' frames: it waits for credit.
+        let waiter: Arc<CreditWaiter> = Arc::default();
+        let credit = Arc::new(CreditWaiter::credit(&waiter));
         if slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None).is_err() {
             return None;
         }
@@ -137,17 +134,9 @@ impl OwnerBridge {
             return None;
         }
         let main = wait_until_opened(&outbox, sessions, &name)?;
-        let mut routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
+        let routes = OriginPorts::new(main, name.clone(), self.channel.canfd);
         let opening: Arc<Opening> = Arc::new(opening());
         let forwarded: Arc<Mutex<Forwarded>> = Arc::default();
-        let requests =
-            match self.session.declare_subscriber(key(&name, "tx")).with(FifoChannel::new(REQUEST_QUEUE)).wait() {
-                Ok(requests) => requests,
-                Err(e) => {
-                    error!(channel = %name, "cannot subscribe to the relays' transmit requests: {e}");
-                    return None;
-                }
-            };
         let outranked: Arc<Mutex<Option<(String, Term)>>> = Arc::default();
         let rivals = {
             let (outranked, term, channel) = (Arc::clone(&outranked), self.term, name.clone());
@@ -191,47 +180,66 @@ impl OwnerBridge {
                 .name(format!("fh-fed-pub-{name}"))
                 .spawn(move || writer.run(&outbox, &closed, &forwarded, &opening))
         };
+        // Requests go to the bus from Zenoh's callback (`forwarder.rs`),
+        // declared once the writer reads the bridge's outbox.
+        let stopping = Stopping {
+            sessions: Arc::clone(sessions),
+            closed: Arc::clone(&closed),
+            outranked: Arc::clone(&outranked),
+            ended: Arc::default(),
+        };
+        let ended = Arc::clone(&stopping.ended);
+        let forwarder = Mutex::new(Forwarder {
+            client: slot.id(),
+            channel: name.clone(),
+            credit,
+            waiter,
+            seen: std::mem::take(&mut self.seen),
+            routes,
+            opening,
+            forwarded,
+            stopping,
+        });
+        let requests = self
+            .session
+            .declare_subscriber(key(&name, "tx"))
+            .callback(move |sample| {
+                if let Ok(mut forwarder) = forwarder.lock() {
+                    forwarder.take(&sample.payload().to_bytes());
+                }
+            })
+            .wait();
+        let requests = match requests {
+            Ok(requests) => Some(requests),
+            Err(e) => {
+                error!(channel = %name, "cannot subscribe to the relays' transmit requests: {e}");
+                ended.store(true, Ordering::Release);
+                None
+            }
+        };
         // Declared last: a relay that sees the owner finds its subscriber.
-        let token =
-            self.session.liveliness().declare_token(super::channel::owner_token(&name, &self.me, self.term)).wait();
-        if let Err(e) = &token {
-            error!(channel = %name, "cannot declare the owner's liveliness token: {e}");
-        }
-        info!(channel = %name, epoch = self.term.epoch, incarnation = self.term.incarnation,
-            "federation: this hub owns the channel");
+        let token = requests.as_ref().map(|_| {
+            let token =
+                self.session.liveliness().declare_token(super::channel::owner_token(&name, &self.me, self.term));
+            let token = token.wait();
+            match &token {
+                Ok(_) => info!(channel = %name, epoch = self.term.epoch, incarnation = self.term.incarnation,
+                    "federation: this hub owns the channel"),
+                Err(e) => error!(channel = %name, "cannot declare the owner's liveliness token: {e}"),
+            }
+            token
+        });
         let beaten = || outranked.lock().map(|o| o.is_some()).unwrap_or(false);
-        let stop = || sessions.stopping() || closed.load(Ordering::Acquire) || beaten();
+        // SYNC POINT with the forwarder's Release store of `ended`.
+        let stop =
+            || sessions.stopping() || closed.load(Ordering::Acquire) || beaten() || ended.load(Ordering::Acquire);
         while !stop() {
-            let sample = match requests.recv_timeout(LOOK) {
-                Ok(Some(sample)) => sample,
-                Ok(None) => continue,
-                Err(_) => break,
-            };
-            let payload = sample.payload().to_bytes();
-            let mut going = true;
-            for item in Batch::items(&payload) {
-                let request = match item.and_then(TxRequest::decode) {
-                    Ok(request) => request,
-                    Err(e) => {
-                        warn!(channel = %name, "refusing a transmit request: {e}");
-                        continue;
-                    }
-                };
-                if !self.seen.first_time(&request.origin) {
-                    continue;
-                }
-                let Some(route) = routes.route(&request.origin, &slot, &opening, &forwarded, &stop) else {
-                    going = false;
-                    break;
-                };
-                if !forward(&slot, route, &credit, &forwarded, request, &stop) {
-                    going = false;
-                    break;
-                }
-            }
-            if !going {
-                break;
-            }
+            std::thread::sleep(LOOK);
+        }
+        // Nothing is forwarded from here on, by a callback still running either.
+        ended.store(true, Ordering::Release);
+        if let Some(Err(e)) = requests.map(|r| r.undeclare().wait()) {
+            warn!(channel = %name, "cannot unsubscribe from the relays' transmit requests: {e}");
         }
         drop(token);
         slot.detach("the federation is closing");
@@ -250,26 +258,6 @@ impl OwnerBridge {
         }
         Some(Outranked { channel: self.channel, by, term })
     }
-}
-
-/// Put one relay's frame into bridge port `route` (handle, hub-wide id),
-/// with transmit credit.
-fn forward(
-    slot: &ClientSlot,
-    (port, port_id): (u16, u32),
-    credit: &TxCredit,
-    forwarded: &Mutex<Forwarded>,
-    request: TxRequest,
-    stop: &dyn Fn() -> bool,
-) -> bool {
-    if !credit.acquire(stop) {
-        return false;
-    }
-    // Queued before the frame: the bus cannot carry it first.
-    if let Ok(mut forwarded) = forwarded.lock() {
-        forwarded.entry(port_id).or_default().push(request.origin, request.frame);
-    }
-    slot.sessions().inbox.send(Inbound::Frame { client: slot.id(), port, frame: request.frame }).is_ok()
 }
 
 /// The bus's answer to `OPEN_PORT`: the port handle and hub-wide id, or

@@ -7,7 +7,9 @@
 //! (`fieldhub/C/events`) strictly in sequence order, as
 //! [`Inbound::Committed`] (a frame) or [`Inbound::CommitDropped`] (a frame
 //! of this hub's the owner's bus dropped), and keeps each in the channel's
-//! ledger, from which this hub answers other hubs' history queries. On a gap
+//! ledger, from which this hub answers other hubs' history queries; while
+//! all is in order it lets the subscriber's callback apply the next events
+//! itself (`applier.rs`), one hand-off less per event. On a gap
 //! it fetches the missing events from every hub that answers
 //! (`fieldhub/C/history`: the owner, the other relays, a standby); what none
 //! holds any more it reports to the channel's clients as a gap
@@ -34,7 +36,7 @@
 //! - Nothing is sent to the owner of a newer term before the old term is
 //!   finished here: a frame the old owner committed is never sent again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,15 +45,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use fieldhub_proto::fate::ChannelCondition;
 use tracing::{error, info, warn};
-use zenoh::handlers::{FifoChannel, FifoChannelHandler};
-use zenoh::pubsub::Subscriber;
 use zenoh::qos::{CongestionControl, Priority};
 use zenoh::query::ConsolidationMode;
-use zenoh::sample::{Sample, SampleKind};
+use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use super::applier::Applier;
 use super::channel::{key, FederatedChannel, LinkTrouble, LOOK};
-use super::event::{Batch, Body, Event, HistoryQuery, HistoryReply, Term, TxRequest};
+use super::event::{Batch, Event, HistoryQuery, HistoryReply, Term, TxRequest};
 use super::ledger::Ledger;
 use crate::session::Sessions;
 use fieldhub_bus::federation::{ChannelStatus, Uplinked};
@@ -102,9 +103,7 @@ pub(super) struct TakeOver {
     pub committed: Committed,
 }
 
-/// Per relay port (Zenoh session id, port id), the arrival number of the
-/// newest of its frames committed.
-pub(super) type Committed = HashMap<(String, u32), u64>;
+pub(super) use super::applier::Committed;
 
 /// A running relay: its uplink thread, and its events thread, which ends
 /// with the channel when this hub takes it over.
@@ -136,14 +135,35 @@ impl RelayBridge {
     pub fn start(mut self, sessions: &Arc<Sessions>) -> std::io::Result<Option<RelayThreads>> {
         let name = self.channel.name.clone();
         let Some(uplink) = self.channel.uplink.take() else { return Ok(None) };
-        let events =
-            match self.session.declare_subscriber(key(&name, "events")).with(FifoChannel::new(EVENT_QUEUE)).wait() {
-                Ok(events) => events,
-                Err(e) => {
-                    error!(channel = %name, "cannot subscribe to the owner's events: {e}");
-                    return Ok(None);
+        let applier = Arc::new(Applier {
+            channel: self.channel.id,
+            name: name.clone(),
+            me: self.session.zid().to_string(),
+            sessions: Arc::clone(sessions),
+            status: Arc::clone(&self.channel.status),
+            ledger: Arc::clone(&self.ledger),
+            position: Mutex::default(),
+        });
+        // The callback applies the next event itself while the events
+        // thread offers it the position (`applier.rs`); the rest waits here.
+        let (to_thread, events) = crossbeam_channel::bounded::<Vec<u8>>(EVENT_QUEUE);
+        let subscriber = {
+            let applier = Arc::clone(&applier);
+            self.session.declare_subscriber(key(&name, "events")).callback(move |sample| {
+                let payload = sample.payload().to_bytes();
+                if !applier.take_fast(&payload) {
+                    // Blocks while the queue is full, holding the owner's link back.
+                    let _ = to_thread.send(payload.into_owned());
                 }
-            };
+            })
+        };
+        let subscriber = match subscriber.wait() {
+            Ok(subscriber) => subscriber,
+            Err(e) => {
+                error!(channel = %name, "cannot subscribe to the owner's events: {e}");
+                return Ok(None);
+            }
+        };
         info!(channel = %name, owner = %self.owner, "federation: this hub relays the channel");
         let presence: Arc<Presence> = Arc::default();
         let watch = {
@@ -198,7 +218,7 @@ impl RelayBridge {
                 .name(format!("fh-fed-up-{name}"))
                 .spawn(move || uplink_loop(&session, (id, &name), &uplink, &sessions, &presence))?
         };
-        let applier = {
+        let events_thread = {
             let sessions = Arc::clone(sessions);
             std::thread::Builder::new().name(format!("fh-fed-rx-{name}")).spawn(move || {
                 let standby = self.standby;
@@ -206,7 +226,7 @@ impl RelayBridge {
                     session: &self.session,
                     channel: &self.channel,
                     sessions: &sessions,
-                    me: self.session.zid().to_string(),
+                    applier: &applier,
                     owner: self.owner.clone(),
                     status: &self.channel.status,
                     presence: &presence,
@@ -217,7 +237,6 @@ impl RelayBridge {
                     last: None,
                     live_term: None,
                     told_waiting: false,
-                    committed: Committed::new(),
                 };
                 let take_over = sequencer.run(&events, standby);
                 let seen_epoch = sequencer.term.map_or(0, |t| t.epoch);
@@ -226,18 +245,21 @@ impl RelayBridge {
                         *handed_over = true;
                     }
                 }
-                // Dropped before this hub publishes: it must not apply its own events.
+                // Dropped before this hub publishes: it must not apply its own
+                // events. The queue first: a callback waiting for room returns.
                 drop(events);
+                drop(subscriber);
                 drop(watch);
                 let s = self.channel.status.snapshot();
                 info!(channel = %self.channel.name, epoch = s.epoch, last_seq = s.last_seq,
                     gaps_recovered = s.gaps_recovered, desyncs = s.desyncs, stale = s.stale,
                     "federation relay stopped");
-                let committed = std::mem::take(&mut sequencer.committed);
+                let committed =
+                    applier.position.lock().map(|mut p| std::mem::take(&mut p.committed)).unwrap_or_default();
                 take_over.then_some(TakeOver { channel: self.channel, seen_epoch, committed })
             })?
         };
-        Ok(Some((uplinker, applier)))
+        Ok(Some((uplinker, events_thread)))
     }
 }
 
@@ -335,8 +357,8 @@ struct Sequencer<'a> {
     session: &'a zenoh::Session,
     channel: &'a FederatedChannel,
     sessions: &'a Sessions,
-    /// This hub's Zenoh session id: events naming it are its own ports' frames.
-    me: String,
+    /// How events are applied, shared with the subscriber's callback.
+    applier: &'a Applier,
     /// The configured owner, named while none is there yet.
     owner: String,
     status: &'a ChannelStatus,
@@ -355,15 +377,14 @@ struct Sequencer<'a> {
     live_term: Option<Term>,
     /// Whether the clients were told the channel waits (and not live since).
     told_waiting: bool,
-    /// Relay ports' newest committed frames, for a standby's takeover.
-    committed: Committed,
 }
 
 impl Sequencer<'_> {
     /// Apply events until the hub stops (false) or, on a standby, the
     /// owner is gone and this hub takes over (true).
-    fn run(&mut self, events: &Subscriber<FifoChannelHandler<Sample>>, standby: bool) -> bool {
+    fn run(&mut self, events: &Receiver<Vec<u8>>, standby: bool) -> bool {
         while !self.sessions.stopping() {
+            self.reclaim();
             if !self.watch_owners(!events.is_empty()) {
                 return false;
             }
@@ -374,12 +395,13 @@ impl Sequencer<'_> {
                 // The new term starts from what the other hubs applied too.
                 return self.term.is_none_or(|term| self.finish(term));
             }
-            let sample = match events.recv_timeout(LOOK) {
-                Ok(Some(sample)) => sample,
-                Ok(None) => continue,
-                Err(_) => return false,
+            self.offer(events, standby);
+            let payload = match events.recv_timeout(LOOK) {
+                Ok(payload) => payload,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return false,
             };
-            let payload = sample.payload().to_bytes();
+            self.reclaim();
             for item in Batch::items(&payload) {
                 match item.and_then(|bytes| Ok((Event::decode(bytes)?, bytes))) {
                     Ok((event, bytes)) => {
@@ -390,8 +412,39 @@ impl Sequencer<'_> {
                     Err(e) => warn!(channel = %self.channel.name, "refusing an event: {e}"),
                 }
             }
+            // One wake of the bus for the publication's events.
+            self.sessions.inbox.wake_bus();
         }
         false
+    }
+
+    /// Take the position back from the subscriber's callback: the events it
+    /// applied are this thread's too.
+    fn reclaim(&mut self) {
+        let Ok(mut position) = self.applier.position.lock() else { return };
+        position.fast = false;
+        if let Some((term, next)) = position.next.take() {
+            if self.term == Some(term) {
+                self.last = self.last.max(Some(next - 1));
+            }
+        }
+    }
+
+    /// Offer the position to the subscriber's callback while nothing needs
+    /// this thread: live under the followed term's owner, past this hub's
+    /// first event, nothing queued here and no takeover due.
+    fn offer(&self, events: &Receiver<Vec<u8>>, standby: bool) {
+        let (Some(term), Some(last)) = (self.term, self.last) else { return };
+        // SYNC POINT with the liveliness callback's Release stores.
+        let live = self.presence.live.load(Ordering::Acquire);
+        let takeover = standby && self.presence.takeover.load(Ordering::Acquire);
+        if !live || takeover || self.told_waiting || self.live_term != Some(term) || !events.is_empty() {
+            return;
+        }
+        if let Ok(mut position) = self.applier.position.lock() {
+            position.fast = true;
+            position.next = Some((term, last + 1));
+        }
     }
 
     /// Follow the owners' comings and goings: tell the clients the channel
@@ -679,6 +732,7 @@ impl Sequencer<'_> {
                 return false;
             }
         }
+        self.sessions.inbox.wake_bus();
         true
     }
 
@@ -694,24 +748,10 @@ impl Sequencer<'_> {
     }
 
     /// Hand one event to the bus and keep it; false when the bus is gone.
+    /// Queued quietly: the caller wakes the bus once after its events.
     fn apply(&mut self, event: Event, bytes: Vec<u8>) -> bool {
         self.last = Some(event.seq);
-        self.status.last_seq.store(event.seq, Ordering::Relaxed);
-        if let Ok(mut ledger) = self.ledger.lock() {
-            ledger.push(event.term, event.seq, bytes);
-        }
-        if let Some(o) = &event.origin {
-            let newest = self.committed.entry((o.relay.clone(), o.port_id)).or_insert(o.arrival);
-            *newest = o.arrival.max(*newest);
-        }
-        let mine = event.origin.filter(|o| o.relay == self.me).map(|o| (o.port_id, o.arrival));
-        let channel = self.channel.id;
-        let inbound = match (event.body, mine) {
-            (Body::Frame(frame), origin) => Inbound::Committed { channel, origin, frame },
-            (Body::Dropped(reason), Some(origin)) => Inbound::CommitDropped { channel, origin, reason },
-            // Another hub's frame off the bus: its own relay tells its sender.
-            (Body::Dropped(_), None) => return true,
-        };
-        self.sessions.inbox.send(inbound).is_ok()
+        let Ok(mut position) = self.applier.position.lock() else { return false };
+        self.applier.apply(&mut position, event, bytes)
     }
 }
