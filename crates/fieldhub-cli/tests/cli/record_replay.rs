@@ -155,16 +155,17 @@ fn receive_per_channel(client: &Client, n: usize) -> HashMap<String, Vec<Frame>>
 }
 
 #[test]
-fn recorded_traffic_replays_identically_from_candump_and_asc() {
+fn recorded_traffic_replays_identically_from_candump_asc_and_blf() {
     const CLASSIC: u32 = 3000;
     const FD: u32 = 1500;
     let hub = FIELDHUB.start_with(Some(CHANNELS), &[]);
     let scratch = Scratch::new("round-trip");
-    let (log, asc) = (scratch.path("traffic.log"), scratch.path("traffic.asc"));
+    let (log, asc, blf) = (scratch.path("traffic.log"), scratch.path("traffic.asc"), scratch.path("traffic.blf"));
     let total = (CLASSIC + FD).to_string();
     let recorders = [
         start_recording(&hub, &["-n", &total, "-o", log.to_str().unwrap(), "can0", "fd0"]),
         start_recording(&hub, &["-n", &total, "-o", asc.to_str().unwrap(), "can0", "fd0"]),
+        start_recording(&hub, &["-n", &total, "-o", blf.to_str().unwrap(), "can0", "fd0"]),
     ];
 
     let sender = hub.client("sender");
@@ -185,7 +186,8 @@ fn recorded_traffic_replays_identically_from_candump_and_asc() {
 
     let from_log = read_log(&log);
     let from_asc = read_log(&asc);
-    for (name, records) in [("candump", &from_log), ("asc", &from_asc)] {
+    let from_blf = read_log(&blf);
+    for (name, records) in [("candump", &from_log), ("asc", &from_asc), ("blf", &from_blf)] {
         let channels = per_channel(records);
         assert_eq!(channels["can0"], sent_classic, "{name}: can0 differs from what was sent");
         assert_eq!(channels["fd0"], sent_fd, "{name}: fd0 differs from what was sent");
@@ -194,18 +196,19 @@ fn recorded_traffic_replays_identically_from_candump_and_asc() {
             assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{name}: {channel} timestamps go backwards");
         }
     }
-    // Both recorders saw the hub's timestamps; the files agree to the microsecond.
-    let strip = |rs: &[Record]| rs.iter().map(|r| (r.timestamp_ns, r.channel.clone(), r.frame)).collect::<Vec<_>>();
-    let mut log_sorted = strip(&from_log);
-    let mut asc_sorted = strip(&from_asc);
-    log_sorted.sort_by_key(|(ts, ch, _)| (ch.clone(), *ts));
-    asc_sorted.sort_by_key(|(ts, ch, _)| (ch.clone(), *ts));
-    assert_eq!(log_sorted, asc_sorted);
+    // The recorders saw the hub's timestamps; the files agree to the microsecond (BLF keeps ns).
+    let strip = |rs: &[Record]| {
+        let mut rs: Vec<_> = rs.iter().map(|r| (r.timestamp_ns / 1_000, r.channel.clone(), r.frame)).collect();
+        rs.sort_by_key(|(ts, ch, _)| (ch.clone(), *ts));
+        rs
+    };
+    assert_eq!(strip(&from_log), strip(&from_asc));
+    assert_eq!(strip(&from_log), strip(&from_blf));
 
     let watcher = hub.client("watcher");
     watcher.open_port_with("can1", &lossless()).unwrap();
     watcher.open_port_with("fd1", &lossless()).unwrap();
-    for (file, recorded) in [(&log, &from_log), (&asc, &from_asc)] {
+    for (file, recorded) in [(&log, &from_log), (&asc, &from_asc), (&blf, &from_blf)] {
         let out =
             fieldhub(&hub, &["replay", "--fast", "--map", "can0=can1", "--map", "fd0=fd1", file.to_str().unwrap()]);
         assert!(out.status.success(), "replay {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
