@@ -22,8 +22,9 @@ VENV_PIP := $(VENV)/bin/pip
 WHEEL_DIR := $(CURDIR)/target/wheels
 WHEEL_VENV := $(CURDIR)/target/wheel-venv
 # Real third-party programs the tests run against a hub (asammdf: reads and
-# writes the MDF4 files `fieldhub convert` is checked with).
-PYTHON_TEST_PROGRAMS := canopen can-isotp udsoncan cantools can-cannelloni==0.1.0 asammdf
+# writes the MDF4 files `fieldhub convert` is checked with; ldfparser: reads
+# the LDFs LIN channels are configured from).
+PYTHON_TEST_PROGRAMS := canopen can-isotp udsoncan cantools can-cannelloni==0.1.0 asammdf ldfparser
 PYTHON_TEST_TOOLS := "maturin>=1.5,<2" "python-can>=4.2" $(PYTHON_TEST_PROGRAMS) pytest
 
 .PHONY: test-python python-tools python-env wheel

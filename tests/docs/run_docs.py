@@ -18,7 +18,9 @@ What runs, by the block's language:
 - python: with the Python of a venv that has the fieldhub wheel installed.
 - rust: built and run as a program (directive `rust-program`) that depends on
   the client crate as the document's `cargo-toml` block says.
-- anything else (c, cmake, json, text, output): not code to run; listed.
+- anything else (c, cmake, json, text, output): not code to run; listed —
+  unless it has a `file NAME` directive: then it is written to that file
+  (a LIN description file the next blocks use).
 
 A comment right above a block directs it; directives are separated by `;`:
 
@@ -207,6 +209,9 @@ class Document:
         if "setup" in d:
             self.setup.append(block)
         language = block.language
+        if language not in RUNNABLE:
+            (self.cwd / d["file"]).write_text(block.text)
+            return ""
         if language in ("sh", "bash"):
             output = self.run_terminals(block) if "terminals" in d else self.run_shell(block)
         elif language == "toml":
@@ -393,7 +398,7 @@ class Runner:
             if not block.directives["skip"]:
                 raise SystemExit(f"{block.where}: `skip:` needs a reason")
             return block.directives["skip"]
-        if block.language not in RUNNABLE:
+        if block.language not in RUNNABLE and "file" not in block.directives:
             return "not code to run"
         return None
 

@@ -1,7 +1,7 @@
 //! `fieldhub hub`: run the hub until SIGINT or SIGTERM.
 
 use std::os::fd::RawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use fieldhub_hub::{config::DEFAULT_CONFIG, Hub, HubConfig, TimeMode};
@@ -164,7 +164,9 @@ fn load_config(args: &HubArgs) -> anyhow::Result<HubConfig> {
         ),
         None => (DEFAULT_CONFIG.to_owned(), "built-in default configuration".to_owned()),
     };
-    let mut config = HubConfig::parse(&text, &origin)?;
+    // Files the configuration names (an LDF) are found next to it.
+    let dir = args.config.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
+    let mut config = HubConfig::parse_in(&text, &origin, dir)?;
     if args.shm.is_some() || args.no_shm {
         config.hub.shm = args.shm.clone();
     }

@@ -42,6 +42,7 @@ pub const TARGETS: &[Target] = &[
     ("cansend", cansend),
     ("dbc", dbc),
     ("rbs", rbs),
+    ("ldf", ldf),
     ("cannelloni", cannelloni),
     ("socketcand", socketcand),
     ("portable_c", portable_c),

@@ -267,6 +267,25 @@ pub fn dbc(data: &[u8]) {
     }
 }
 
+/// A LIN description file (`[channel.lin] ldf`): it parses or names its
+/// line and column, and what parses keeps the reader's promises — every
+/// schedule entry names a defined frame with a delay, every frame a 6-bit
+/// identifier and 1 to 8 bytes, and each frame has a checksum model.
+pub fn ldf(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let ldf = match fieldhub_ldf::parse(text) {
+        Ok(ldf) => ldf,
+        Err(e) => return assert!(e.line >= 1 && e.column >= 1 && !e.message.is_empty(), "{e:?}"),
+    };
+    for frame in &ldf.frames {
+        assert!(frame.id <= 0x3F && (1..=8).contains(&frame.length), "{frame:?}");
+        let _ = ldf.classic_checksum(frame);
+    }
+    for entry in ldf.schedule_tables.iter().flat_map(|t| &t.entries) {
+        assert!(ldf.frame(&entry.frame).is_some() && entry.delay_us > 0, "{entry:?}");
+    }
+}
+
 /// A DBC file read for a rest-bus simulation, every node simulated, as
 /// `fieldhub rbs` and `[[rbs]]` read theirs: it loads or names its line,
 /// what loads plans or says why not, and what plans is built into the

@@ -27,10 +27,15 @@ impl<'a> ConfigSource<'a> {
 
     /// `line N: [[kind]][index].key`, the line of the key — or of its table
     /// when the key is not written (a default at fault) — else without line.
+    /// A dotted key (`lin.ldf`) is looked up in the sub-table.
     pub fn table_field(&self, kind: &str, index: usize, key: &str) -> String {
         let table = self.doc.as_ref().and_then(|doc| doc.get(kind)).and_then(Item::as_array_of_tables);
         let table = table.and_then(|tables| tables.get(index));
-        let span = table.and_then(|t| t.key(key).and_then(|k| k.span()).or_else(|| t.span()));
+        let nested = key.split_once('.').and_then(|(sub, inner)| {
+            let sub = table?.get(sub)?.as_table_like()?;
+            sub.key(inner).and_then(|k| k.span())
+        });
+        let span = nested.or_else(|| table.and_then(|t| t.key(key).and_then(|k| k.span()).or_else(|| t.span())));
         self.with_line(span, format!("{kind}[{index}].{key}"))
     }
 
@@ -76,5 +81,12 @@ mod tests {
         assert_eq!(source.table_field("channel", 0, "bitrate"), "line 4: channel[0].bitrate");
         assert_eq!(source.hub_field("listen"), "hub.listen");
         assert_eq!(ConfigSource::none().table_field("port", 2, "rate"), "port[2].rate");
+    }
+
+    #[test]
+    fn a_key_of_a_sub_table_is_found_on_its_own_line() {
+        let text = "[[channel]]\nname = \"body\"\n\n[channel.lin]\nschedule_table = \"x\"\nldf = \"b.ldf\"\n";
+        let source = ConfigSource::parse(text);
+        assert_eq!(source.table_field("channel", 0, "lin.ldf"), "line 6: channel[0].lin.ldf");
     }
 }

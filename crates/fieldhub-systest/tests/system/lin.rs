@@ -82,3 +82,90 @@ fn lin_schedule_in_virtual_time_carries_each_slaves_responses_at_exact_times_the
     // The fourth cycle's 0x11 and 0x20 slots (at 115 and 125 ms) have not come.
     assert_eq!((body["protocol"].as_str(), body["no_responses"].as_u64()), (Some("lin"), Some(1)));
 }
+
+/// The body cluster of `crates/fieldhub-ldf/tests/files/body.ldf`: its
+/// table `Normal` sends DoorStatus (0x10, 2 bytes, from `door`) 10 ms,
+/// SeatStatus (0x11, 4 bytes, from `seat`) 10 ms, BcmCommand (0x20, from
+/// `BCM`, nobody here) 15 ms, at its LIN_speed of 19.2 kbit/s.
+fn ldf_config() -> String {
+    let ldf = concat!(env!("CARGO_MANIFEST_DIR"), "/../fieldhub-ldf/tests/files/body.ldf");
+    format!(
+        "[hub]\ntime = \"virtual\"\ntime_participants = [\"door\", \"seat\"]\n\n[[channel]]\nname = \"body\"\n\
+         protocol = \"lin\"\ntiming = \"timed\"\n\n[channel.lin]\nldf = \"{ldf}\"\n"
+    )
+}
+
+fn port_counter(hub: &HubProcess, name: &str, counter: &str) -> Option<u64> {
+    let ports = ok(hub, "GET", "/api/v1/ports", None);
+    ports.as_array()?.iter().find(|p| p["name"] == name)?[counter].as_u64()
+}
+
+#[test]
+fn an_ldf_channel_runs_its_schedule_at_the_ldfs_delays_and_refuses_a_frame_from_the_wrong_node() {
+    let hub = FIELDHUB.start_with(Some(&ldf_config()), &[]);
+    let dump = FIELDHUB
+        .command()
+        .args(["dump", "--hub", &hub.url, "--port", "dump", "-t", "a", "-n", "7", "body"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(deadline(), "the dump's port opens", || port_counter(&hub, "dump", "rx_frames").is_some());
+    let published = |node: &'static str, frames: Vec<Frame>| {
+        let options = ClientOptions { name: node.into(), synchronized: true, ..Default::default() };
+        let client = Client::connect_with(&hub.url, &options).unwrap();
+        thread::spawn(move || {
+            let config = fieldhub_client::PortConfig { name: Some(node.into()), ..Default::default() };
+            let port = client.open_port_with("body", &config).unwrap();
+            for frame in &frames {
+                client.send(&port, frame).unwrap();
+            }
+            client.step(75 * MS).unwrap();
+            // The first refusal the hub reported, if any; the client stays
+            // connected, so its port's counters can be read.
+            (client.flush().err().map(|e| e.to_string()), client)
+        })
+    };
+    let door = published("door", vec![response(0x10, 2, 1), response(0x10, 2, 2)]);
+    let seat = published(
+        "seat",
+        vec![
+            response(0x11, 4, 3),
+            // DoorStatus is door's, and SeatStatus carries the enhanced checksum.
+            response(0x10, 2, 4),
+            Frame::lin(0x11, Checksum::Classic, &[5; 4]).unwrap(),
+        ],
+    );
+    let (door, _door) = door.join().unwrap();
+    assert_eq!(door, None);
+    let (seat, _seat) = seat.join().unwrap();
+    let refusal = seat.expect("the hub tells seat why its DoorStatus was not sent");
+    assert!(refusal.contains("port 'seat' publishes frame DoorStatus (0x10), which node door publishes"), "{refusal}");
+    let output = dump.wait_with_output().unwrap();
+    let lines: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    // Slots start at the sums of the LDF's delays (0, 10, 20 ms, then every
+    // 35 ms); each frame ends its nominal time later: 34 bits for a header
+    // alone, 64 for 2 bytes, 84 for 4. The schedule started as the dump's
+    // port opened, before anyone had published.
+    let header = "[0] LIN no response";
+    let expected = [
+        format!("(0000000000.001770) body 10 {header}"),
+        "(0000000000.014375) body 11 [4] 03 03 03 03 LIN enhanced checksum".to_owned(),
+        format!("(0000000000.021770) body 20 {header}"),
+        "(0000000000.038333) body 10 [2] 01 01 LIN enhanced checksum".to_owned(),
+        format!("(0000000000.046770) body 11 {header}"),
+        format!("(0000000000.056770) body 20 {header}"),
+        "(0000000000.073333) body 10 [2] 02 02 LIN enhanced checksum".to_owned(),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+    for (line, expected) in lines.iter().zip(&expected) {
+        assert!(line.starts_with(expected.as_str()), "{line} is not {expected}");
+    }
+    let channels = ok(&hub, "GET", "/api/v1/channels", None);
+    let body = channels.as_array().unwrap().iter().find(|c| c["name"] == "body").unwrap().clone();
+    assert_eq!((body["bitrate"].as_u64(), body["no_responses"].as_u64()), (Some(19_200), Some(4)));
+    assert_eq!(port_counter(&hub, "seat", "tx_refused"), Some(2));
+}

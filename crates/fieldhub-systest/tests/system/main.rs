@@ -8,7 +8,7 @@
 //! | [`bus_semantics`] | wiring, gateway routes, rate limits, CAN FD refusals, statistics |
 //! | [`timing`] | `timed` channels: bit times and arbitration |
 //! | [`arbiters`] | access rules: `tdma` slots, `token` rings and `master-slave` polling, on the wall clock and in virtual time |
-//! | [`lin`] | LIN channels: the hub's schedule table, slaves' responses at exact times, no response |
+//! | [`lin`] | LIN channels: the hub's schedule table (by hand or from an LDF), slaves' responses at exact times, no response, a frame from the wrong node refused |
 //! | [`backpressure`] | a sender ahead of a busy bus is held back within a bound |
 //! | [`lossless`] | a stalled lossless reader holds only its own channel |
 //! | [`faults`] | fault rules, shorts, forced error states |
