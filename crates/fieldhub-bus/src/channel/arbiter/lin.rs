@@ -160,7 +160,10 @@ impl LinScheduleArbiter {
         let (id, name) = (frame.id(), &rule.name);
         let len = frame.data().len();
         if len != usize::from(rule.length) {
-            return Some(format!("publishes {len} bytes for frame {name} (0x{id:02X}), which has {}", rule.length));
+            return Some(format!(
+                "publishes a {len}-byte response for frame {name} (0x{id:02X}), whose length is {} bytes",
+                rule.length
+            ));
         }
         let classic = frame.flags().contains(FrameFlags::LIN_CLASSIC);
         let (sent, wanted) = match (classic, rule.checksum) {

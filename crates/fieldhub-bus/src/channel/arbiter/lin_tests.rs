@@ -253,7 +253,10 @@ fn with_frames_only_their_publisher_may_answer_with_their_length_and_checksum() 
     let text = refused(3, &response(0x10, 2)).unwrap();
     assert!(text.contains("which node door publishes"), "{text}");
     let text = refused(1, &response(0x10, 1)).unwrap();
-    assert!(text.contains("publishes 1 bytes for frame DoorStatus (0x10), which has 2"), "{text}");
+    assert!(
+        text.contains("publishes a 1-byte response for frame DoorStatus (0x10), whose length is 2 bytes"),
+        "{text}"
+    );
     let classic = Frame::lin(0x10, Checksum::Classic, &[1, 2]).unwrap();
     let text = refused(1, &classic).unwrap();
     assert!(text.contains("with the classic checksum; its checksum is enhanced"), "{text}");
