@@ -71,6 +71,12 @@ fn check_config_refuses_what_a_start_would_refuse_a_missing_dbc_an_absent_interf
     let stderr = refused(&out);
     assert!(stderr.contains("can0") && stderr.contains("body.dbc"), "{stderr}");
 
+    // Found next to the configuration, whatever the working directory.
+    let dbc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fieldhub-rbs/tests/data/body.dbc");
+    std::fs::copy(dbc, scratch.0.join("body.dbc")).unwrap();
+    let out = scratch.check("dbc.toml", &format!("{channel}dbc = \"body.dbc\"\n"));
+    assert!(out.status.success(), "{out:?}");
+
     let out = scratch.check("rbs.toml", &format!("{channel}[[rbs]]\nchannel = \"can0\"\ndbc = \"rest.dbc\"\n"));
     assert!(refused(&out).contains("rest.dbc"), "{out:?}");
 

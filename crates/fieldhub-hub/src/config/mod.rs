@@ -203,32 +203,28 @@ impl HubConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        let mut config = Self::parse_in(&text, &path.display().to_string(), path.parent().unwrap_or(Path::new("")))?;
-        // A DBC file named in the configuration is found next to it.
-        let dir = path.parent().unwrap_or(Path::new(""));
-        for channel in &mut config.channels {
-            if let Some(dbc) = channel.dbc.take() {
-                channel.dbc = Some(dir.join(dbc));
-            }
-        }
-        Ok(config)
+        Self::parse_in(&text, &path.display().to_string(), path.parent().unwrap_or(Path::new("")))
     }
 
     /// Parse and validate TOML text; `origin` names it in error messages,
-    /// and files it names (`[channel.lin] ldf`) are read relative to the
-    /// working directory.
+    /// and files it names (`[channel.lin] ldf`, a channel's `dbc`) are
+    /// relative to the working directory.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         Self::parse_in(text, origin, Path::new(""))
     }
 
     /// Parse and validate the TOML text of a file in directory `dir`, which
-    /// the files it names (`[channel.lin] ldf`) are relative to.
+    /// the files it names (`[channel.lin] ldf`, a channel's `dbc`) are
+    /// relative to.
     pub fn parse_in(text: &str, origin: &str, dir: &Path) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: describe_toml_error(text, &e) })?;
         let mut channels = file.channel;
         let source = ConfigSource::parse(text);
         for (i, channel) in channels.iter_mut().enumerate() {
+            if let Some(dbc) = channel.dbc.take() {
+                channel.dbc = Some(dir.join(dbc));
+            }
             lin_ldf::apply(channel, dir).map_err(|(key, message)| ConfigError::Invalid {
                 origin: origin.to_owned(),
                 field: source.table_field("channel", i, key),
