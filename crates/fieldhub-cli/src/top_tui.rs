@@ -58,9 +58,10 @@ pub fn run(client: &Client, view: View) -> anyhow::Result<()> {
         channel_of.insert(port.handle, index);
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let mut signals = signal_hook::consts::TERM_SIGNALS.to_vec();
+    let signals = signal_hook::consts::TERM_SIGNALS.iter().copied();
+    // The terminal closed: no one sees the screen, but the shell is left as it was.
     #[cfg(unix)]
-    signals.push(signal_hook::consts::SIGHUP);
+    let signals = signals.chain([signal_hook::consts::SIGHUP]);
     for signal in signals {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot install signal handlers")?;
     }
