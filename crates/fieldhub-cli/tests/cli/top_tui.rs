@@ -152,8 +152,12 @@ fn top_on_a_terminal_restores_it_when_terminated() {
     let hub = FIELDHUB.start();
     let tmux = Tmux::start();
     start_top(&tmux, &hub, "");
+    // top is the pane's shell's one child.
     let shell = tmux.pane("#{pane_pid}");
-    let out = Command::new("pkill").args(["-TERM", "-P", &shell, "-x", "fieldhub"]).output().unwrap();
-    assert!(out.status.success(), "pkill found top under the pane's shell {shell}: {out:?}");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let top: i32 =
+        children.split_whitespace().next().and_then(|pid| pid.parse().ok()).expect("top runs under the shell");
+    // SAFETY: kill(2) on a pid is sound for any value; this one is top's.
+    assert_eq!(unsafe { libc::kill(top, libc::SIGTERM) }, 0, "SIGTERM to top ({top})");
     check_terminal_restored(&tmux);
 }
