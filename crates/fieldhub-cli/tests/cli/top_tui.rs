@@ -143,6 +143,14 @@ fn top_on_a_terminal_shows_each_identifier_sorts_by_a_key_and_q_restores_the_ter
         id_rows(s) == [("200".to_owned(), 12), ("300".to_owned(), 6), ("100".to_owned(), 3)]
     });
 
+    // A smaller terminal: the view is drawn anew to its size, the keys on its last line.
+    let out = tmux.run(&["resize-window", "-t", "0", "-x", "90", "-y", "16"]);
+    assert!(out.status.success(), "tmux resize-window: {}", String::from_utf8_lossy(&out.stderr));
+    tmux.wait_for_screen("the view redrawn in 90×16", |s| {
+        let lines: Vec<&str> = s.lines().collect();
+        lines.len() == 16 && lines[15].starts_with("sort: ") && lines[15].contains("[c] count")
+    });
+
     tmux.keys(&["q"]);
     check_terminal_restored(&tmux);
 }
