@@ -537,57 +537,14 @@ impl Bus {
             self.reject_client(client_id, ErrorCode::PortNotOpen, text);
             return;
         };
+        if self.refuses_as_it_comes(client_id, owned, &frame) {
+            return;
+        }
+        let Some(client) = self.clients.get(&client_id) else { return };
         let channel = &mut self.channels[owned.channel as usize];
-        let kind_refused = match frame.kind() {
-            FrameKind::CanFd if channel.config.protocol == Protocol::Can => {
-                Some(("is classic CAN and cannot carry the CAN FD frame", "; configure it with protocol = \"canfd\""))
-            }
-            FrameKind::Lin if channel.config.protocol != Protocol::Lin => Some((
-                "is a CAN channel and cannot carry the LIN frame",
-                "; LIN frames travel on protocol = \"lin\" channels",
-            )),
-            _ => None,
-        };
-        if let Some((what, fix)) = kind_refused {
-            client.credit.release();
-            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
-                member.counters.tx_refused += 1;
-            }
-            let text = format!("channel '{}' {what} {frame:?}{fix}", channel.name());
-            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
-            return self.reply(client_id, error);
-        }
-        // A `tdma` or `token` channel gives turns to named ports: a frame
-        // that would never get one is refused now rather than kept forever.
-        if let Some(why) = channel.arbitration_refuses(owned.port_id, &frame) {
-            client.credit.release();
-            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
-                member.counters.tx_refused += 1;
-            }
-            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
-            let text = format!("port '{name}' {why}; the frame {frame:?} was not sent (see docs/buses.md)");
-            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
-            return self.reply(client_id, error);
-        }
         let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) else {
             return client.credit.release();
         };
-        if let Some(why) = member.refuses_to_send(&frame) {
-            client.credit.release();
-            member.counters.tx_refused += 1;
-            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
-            let (code, text) = if member.read_only {
-                let who = client.access.describe();
-                let text = format!(
-                    "port '{name}' {why}: {who} may receive on its channel, not send; the frame {frame:?} was not sent"
-                );
-                (ErrorCode::Unauthorized, text)
-            } else {
-                (ErrorCode::InvalidFrame, format!("port '{name}' {why}; the frame {frame:?} was not sent"))
-            };
-            let error = Outbound::Error { code, request: 0, fatal: false, text };
-            return self.reply(client_id, error);
-        }
         // Like a node whose cable is pulled, or a controller that is
         // bus-off: the frame goes nowhere, and its sender hears why.
         let off_the_bus = match member.errors.bus_off_until {
@@ -606,6 +563,71 @@ impl Bus {
         if self.relays[owned.channel as usize].is_some() {
             self.uplink(owned.channel, owned.port_id, arrival, frame);
         }
+    }
+
+    /// Whether `frame` from the port `owned` is refused as it comes: a kind
+    /// its channel cannot carry, a port that never gets a turn under the
+    /// channel's access rule, a port that may not send it. A refusal is told
+    /// to the client, counted on the port and returns the frame's credit.
+    /// Each reason is fixed for the port, so virtual time checks it when a
+    /// frame is staged, before its sender hears the frame is placed.
+    fn refuses_as_it_comes(&mut self, client_id: ClientId, owned: OwnedPort, frame: &Frame) -> bool {
+        let Some(client) = self.clients.get(&client_id) else { return false };
+        let channel = &mut self.channels[owned.channel as usize];
+        let kind_refused = match frame.kind() {
+            FrameKind::CanFd if channel.config.protocol == Protocol::Can => {
+                Some(("is classic CAN and cannot carry the CAN FD frame", "; configure it with protocol = \"canfd\""))
+            }
+            FrameKind::Lin if channel.config.protocol != Protocol::Lin => Some((
+                "is a CAN channel and cannot carry the LIN frame",
+                "; LIN frames travel on protocol = \"lin\" channels",
+            )),
+            _ => None,
+        };
+        if let Some((what, fix)) = kind_refused {
+            client.credit.release();
+            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
+                member.counters.tx_refused += 1;
+            }
+            let text = format!("channel '{}' {what} {frame:?}{fix}", channel.name());
+            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
+            self.reply(client_id, error);
+            return true;
+        }
+        // A `tdma` or `token` channel gives turns to named ports: a frame
+        // that would never get one is refused now rather than kept forever.
+        if let Some(why) = channel.arbitration_refuses(owned.port_id, frame) {
+            client.credit.release();
+            if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
+                member.counters.tx_refused += 1;
+            }
+            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+            let text = format!("port '{name}' {why}; the frame {frame:?} was not sent (see docs/buses.md)");
+            let error = Outbound::Error { code: ErrorCode::InvalidFrame, request: 0, fatal: false, text };
+            self.reply(client_id, error);
+            return true;
+        }
+        let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) else {
+            return false;
+        };
+        if let Some(why) = member.refuses_to_send(frame) {
+            client.credit.release();
+            member.counters.tx_refused += 1;
+            let name = self.port_names.get(&owned.port_id).map_or("?", String::as_str);
+            let (code, text) = if member.read_only {
+                let who = client.access.describe();
+                let text = format!(
+                    "port '{name}' {why}: {who} may receive on its channel, not send; the frame {frame:?} was not sent"
+                );
+                (ErrorCode::Unauthorized, text)
+            } else {
+                (ErrorCode::InvalidFrame, format!("port '{name}' {why}; the frame {frame:?} was not sent"))
+            };
+            let error = Outbound::Error { code, request: 0, fatal: false, text };
+            self.reply(client_id, error);
+            return true;
+        }
+        false
     }
 
     /// Answer a ping once every frame the client sent before it has left its

@@ -52,6 +52,11 @@ impl Bus {
     /// for room would wait for bus time, which waits for its step.
     pub(super) fn stage_frame(&mut self, client: ClientId, port: u16, frame: Frame) {
         let owned = self.clients.get(&client).and_then(|c| c.ports.get(port as usize).copied().flatten());
+        // Refused now, not when bus time moves: a sender that is not a
+        // participant hears the frame is placed as soon as it is staged.
+        if owned.is_some_and(|owned| self.refuses_as_it_comes(client, owned, &frame)) {
+            return;
+        }
         let Some(vt) = self.virtual_time.as_ref() else { return };
         if let Some(owned) = owned.filter(|_| vt.is_participant(client)) {
             let held = self.queued_of(client) + vt.staged_by(client) as usize;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
-use fieldhub_proto::{Frame, FrameMeta};
+use fieldhub_proto::{Frame, FrameFlags, FrameMeta};
 
 use super::harness::{Harness, TestClient};
 use crate::fault::FaultSpec;
@@ -305,6 +305,28 @@ fn an_observer_s_frames_wait_at_the_bus_time_they_were_sent_and_go_out_when_time
     assert!(h.advance_virtual_time());
     let got = h.frames(&rx);
     assert_eq!(got.iter().map(|(f, m)| (f.id(), m.timestamp_ns)).collect::<Vec<_>>(), [(0x123, 0)], "at bus time 0");
+}
+
+#[test]
+fn a_frame_refused_as_it_comes_is_refused_before_its_sender_hears_it_placed_not_when_time_moves() {
+    let mut h = Harness::in_virtual_time(IDEAL);
+    let (tool, rx) = (h.connect("send"), h.connect("rx"));
+    let port = h.open(&tool, "can0", "send", PortOptions::FD);
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    // can0 is classic CAN: a CAN FD frame never goes on it.
+    h.send(&tool, port, Frame::can_fd(0x123, FrameFlags::empty(), &[1; 12]).unwrap());
+    h.bus.handle(Inbound::Ping { client: tool.id, nonce: 7 });
+    assert!(!h.advance_virtual_time(), "nothing moves bus time");
+    h.bus.serve();
+    let items = h.items(&tool);
+    let refused = items.iter().position(|i| matches!(i, Outbound::Error { code: ErrorCode::InvalidFrame, .. }));
+    let placed = items.iter().position(|i| matches!(i, Outbound::Pong { nonce: 7 }));
+    assert!(refused.is_some() && refused < placed, "refused before the confirmation: {items:?}");
+    assert_eq!(port_stats(&mut h, "send").tx_refused, 1);
+    h.control(ControlRequest::SetTime(TimeCommand::RunUntil { until_ns: 5 * MS })).unwrap();
+    assert!(h.advance_virtual_time());
+    assert!(h.frames(&rx).is_empty(), "the refused frame never reaches the bus");
+    assert_eq!(port_stats(&mut h, "send").tx_refused, 1, "refused once, not again when time moved");
 }
 
 #[test]
