@@ -38,7 +38,7 @@ pub struct TopArgs {
     /// 'frames') or period (shortest first). On the terminal the keys i, c, r and p change it.
     #[arg(short = 's', long = "sort", value_name = "rate|id|count|period", default_value = "rate")]
     sort: SortBy,
-    /// Identifiers to list per channel.
+    /// Identifiers to list per channel in plain text (the terminal view lists as many as fit).
     #[arg(long = "ids", value_name = "N", default_value = "20")]
     ids: usize,
     /// Channels to show (default: every channel of the hub).
