@@ -12,7 +12,8 @@
 #     and include/fieldhub.h), tests/windows/fh_seq.c, exchanges 10,000
 #     numbered frames each way with a Linux dump and replay;
 #   - fieldhub.exe record, replay, stats and frame-bits do their jobs;
-#   - fieldhub.exe hub says it is Linux-only, and shm:// gets a clear error.
+#   - fieldhub.exe bridge says it is Linux-only, and shm:// gets a clear error.
+# (The hub on Windows, fieldhub.exe hub: wine_hub.sh.)
 #
 #   wine_cli.sh FIELDHUB_LINUX WINDOWS_DIR [COUNT]
 #
@@ -205,8 +206,8 @@ URL="tls://localhost:$(sed 's/.*"tcp":\["[^"]*:\([0-9]*\)".*/\1/' tls.json)"
 FIELDHUB_TLS_CA=ca.crt exchange tls tls.log
 
 # What is Linux-only says so.
-if win hub >hub.out 2>&1; then fail "fieldhub.exe hub ran"; fi
-grep -q "fieldhub hub is Linux-only" hub.out || fail "fieldhub.exe hub: $(cat hub.out)"
+if win bridge socketcan vcan0 can0 >bridge.out 2>&1; then fail "fieldhub.exe bridge ran"; fi
+grep -q "fieldhub bridge is Linux-only" bridge.out || fail "fieldhub.exe bridge: $(cat bridge.out)"
 if win send --hub shm://default can0 123#00 >shm.out 2>&1; then fail "fieldhub.exe reached shm://default"; fi
 grep -q "shared memory (shm://) is Linux-only" shm.out || fail "fieldhub.exe over shm://: $(cat shm.out)"
 echo "wine_cli: ok"

@@ -1,6 +1,5 @@
 //! `fieldhub hub`: run the hub until SIGINT or SIGTERM.
 
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -11,7 +10,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::federation_log;
-use crate::ready::{Ready, ReadySignal};
+use crate::ready::{RawFd, Ready, ReadySignal};
 
 #[derive(clap::Args)]
 pub struct HubArgs {
@@ -132,8 +131,7 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
         federation_log::watch(fieldhub_hub::federation::RefusalLog::new(federation.token_file.as_deref()));
     }
     let ready = ready_signal(&args)?;
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("cannot install signal handlers")?;
+    let stop = Stop::install()?;
     let mut hub = Hub::start(config.clone()).context("cannot start the hub")?;
     log_started(&hub, &config);
     if let Some(ready) = ready {
@@ -143,15 +141,58 @@ pub fn run(args: HubArgs) -> anyhow::Result<()> {
             return Err(e.into());
         }
     }
-    if let Some(signal) = signals.forever().next() {
-        tracing::info!("signal {signal}: shutting down");
-    }
+    stop.wait();
     hub.shutdown();
     if let Some(path) = &args.ready_file {
         // The addresses in it are gone with the hub.
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// SIGINT or SIGTERM (Ctrl-C, Ctrl-Break on Windows), which stop the hub.
+struct Stop {
+    #[cfg(unix)]
+    signals: signal_hook::iterator::Signals,
+    #[cfg(windows)]
+    caught: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Stop {
+    /// Catch the signals from now on, before the hub starts.
+    fn install() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            let signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]);
+            Ok(Self { signals: signals.context("cannot install signal handlers")? })
+        }
+        #[cfg(windows)]
+        {
+            let caught = std::sync::Arc::default();
+            for signal in [SIGINT, SIGTERM] {
+                signal_hook::flag::register(signal, std::sync::Arc::clone(&caught))
+                    .context("cannot install signal handlers")?;
+            }
+            Ok(Self { caught })
+        }
+    }
+
+    /// Wait for one of the signals.
+    fn wait(self) {
+        #[cfg(unix)]
+        if let Some(signal) = { self.signals }.forever().next() {
+            tracing::info!("signal {signal}: shutting down");
+        }
+        // signal-hook has no iterator on Windows, only the flag: looked at
+        // five times a second, a cost no one measures.
+        #[cfg(windows)]
+        {
+            while !self.caught.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            tracing::info!("interrupted: shutting down");
+        }
+    }
 }
 
 /// The configuration file (or the built-in one) with the command line's

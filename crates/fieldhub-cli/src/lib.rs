@@ -17,11 +17,9 @@ mod ctl;
 mod dump;
 mod dump_log;
 mod dump_session;
-#[cfg(target_os = "linux")]
 mod federation_log;
 mod frame_bits;
 mod gen;
-#[cfg_attr(windows, path = "windows/hub.rs")]
 mod hub;
 mod isotp;
 mod isotp_dump;
@@ -32,7 +30,6 @@ mod linux_only;
 mod local_time;
 mod output;
 mod rbs;
-#[cfg(target_os = "linux")]
 mod ready;
 mod reconnect;
 mod record;

@@ -15,10 +15,18 @@
 //! ```
 
 use std::fmt;
+#[cfg(unix)]
 use std::fs::File;
+#[cfg(unix)]
 use std::io::Write;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+#[cfg(unix)]
+pub use std::os::fd::RawFd;
+#[cfg(unix)]
+use std::os::fd::{FromRawFd, OwnedFd};
+/// A descriptor number as `--ready-fd` takes it; Windows has none to inherit.
+#[cfg(windows)]
+pub type RawFd = i32;
 use std::path::{Path, PathBuf};
 
 use fieldhub_hub::config::ListenAddr;
@@ -89,15 +97,21 @@ impl Ready {
 /// a harness author sees which argument to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadyError {
+    #[cfg(unix)]
     #[error("--ready-fd {0}: no such open file descriptor (pass the write end of a pipe the hub inherits)")]
     NotOpen(RawFd),
+    #[cfg(unix)]
     #[error("--ready-fd {0}: the file descriptor is open read-only; the hub writes its ready line to it")]
     ReadOnly(RawFd),
+    #[cfg(unix)]
     #[error(
         "--ready-fd {0}: standard input, output and error cannot carry the ready line (the hub closes the file \
          descriptor after writing it)"
     )]
     Stdio(RawFd),
+    #[cfg(windows)]
+    #[error("--ready-fd {0}: a program on windows inherits no file descriptors; give --ready-file PATH")]
+    NoDescriptors(RawFd),
     #[error("{target}: cannot write the ready line: {source}")]
     Write { target: String, source: std::io::Error },
 }
@@ -108,6 +122,7 @@ pub enum ReadyError {
 pub enum ReadySignal {
     /// An inherited file descriptor (a pipe's write end), closed after the
     /// line so a reader sees end of file right behind it.
+    #[cfg(unix)]
     Fd { fd: RawFd, file: File },
     /// A file, replaced whole (temporary file, then rename) so a poller
     /// never reads half a line. Whoever polls removes it before starting
@@ -116,7 +131,14 @@ pub enum ReadySignal {
 }
 
 impl ReadySignal {
+    /// `--ready-fd` on Windows: refused (see [`ReadyError::NoDescriptors`]).
+    #[cfg(windows)]
+    pub fn fd(fd: RawFd) -> Result<Self, ReadyError> {
+        Err(ReadyError::NoDescriptors(fd))
+    }
+
     /// Take ownership of the inherited `fd`.
+    #[cfg(unix)]
     pub fn fd(fd: RawFd) -> Result<Self, ReadyError> {
         if (0..=2).contains(&fd) {
             return Err(ReadyError::Stdio(fd));
@@ -142,6 +164,7 @@ impl ReadySignal {
         line.push('\n');
         let target = self.to_string();
         let written = match self {
+            #[cfg(unix)]
             Self::Fd { mut file, .. } => file.write_all(line.as_bytes()),
             Self::File(path) => replace_file(&path, line.as_bytes()),
         };
@@ -152,6 +175,7 @@ impl ReadySignal {
 impl fmt::Display for ReadySignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            #[cfg(unix)]
             Self::Fd { fd, .. } => write!(f, "--ready-fd {fd}"),
             Self::File(path) => write!(f, "--ready-file {}", path.display()),
         }

@@ -23,6 +23,7 @@ use fieldhub_silkit::SilKitLibrary;
 use crate::config::{ConfigError, HubConfig, SilKitMode};
 use crate::control::dbc_store::{DbcFileError, DbcStore};
 use crate::transport::rbs::{Prepared as RbsPrepared, RbsError};
+#[cfg(target_os = "linux")]
 use crate::transport::socketcan::{SocketCanPort, SocketCanPortError};
 use crate::transport::tls::config::{self as tls, TlsConfigError};
 
@@ -37,6 +38,7 @@ pub enum CheckError {
     Dbc(#[from] DbcFileError),
     #[error(transparent)]
     Rbs(#[from] RbsError),
+    #[cfg(target_os = "linux")]
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
     #[error(
@@ -58,9 +60,12 @@ pub enum CheckError {
 /// peer that is not there), one line each.
 pub fn check_config(config: &HubConfig) -> Result<Vec<String>, CheckError> {
     config.check_access()?;
+    config.check_admission_here()?;
     tls::of_hub(config)?;
     DbcStore::load(config)?;
     RbsPrepared::all(&config.rbs)?;
+    // Elsewhere the configuration refused SocketCAN ports (`config::platform`).
+    #[cfg(target_os = "linux")]
     drop(SocketCanPort::open_all(&config.ports)?);
     for path in &config.hub.ivshmem {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));

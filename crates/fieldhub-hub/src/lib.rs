@@ -13,6 +13,8 @@
 //! - `transport/`: moves bytes or ring messages. The reactor thread serves
 //!   every TCP, unix-socket and `shm://` session socket; ivshmem regions have
 //!   a poller; SocketCAN ports and SIL Kit networks a thread per direction.
+//!   Shared memory, unix sockets, ivshmem and SocketCAN are Linux-only: a
+//!   hub elsewhere (Windows) serves TCP and TLS (`config::platform`).
 //! - [`session`]: the session layer: admission ([`session::ClientSlot`]),
 //!   handshake, the one mapping from a client's message to a bus request,
 //!   errors and goodbyes; credentials and peer users.
@@ -58,12 +60,15 @@ use session::Sessions;
 /// cannelloni's packet and stream formats (the fuzz targets read them).
 pub use transport::cannelloni::codec as cannelloni_codec;
 use transport::cannelloni::{CannelloniEndpoints, CannelloniError};
+#[cfg(target_os = "linux")]
 use transport::ivshmem::{IvshmemRegions, RegionError};
 use transport::listener::Bound;
 use transport::rbs::{Prepared as RbsPrepared, RbsError, RestBus};
 use transport::reactor::{Listening, Reactor, ReactorHandle};
+#[cfg(target_os = "linux")]
 use transport::shm::{ShmListener, ShmService};
 use transport::silkit::SilKitBridge;
+#[cfg(target_os = "linux")]
 use transport::socketcan::{SocketCanPort, SocketCanPortError};
 /// socketcand's commands and lines (the fuzz targets read them).
 pub use transport::socketcand::protocol as socketcand_protocol;
@@ -87,8 +92,10 @@ pub enum StartError {
     Thread { what: &'static str, error: std::io::Error },
     #[error("cannot serve shared memory as shm://{name}: {error}")]
     Shm { name: String, error: std::io::Error },
+    #[cfg(target_os = "linux")]
     #[error(transparent)]
     Ivshmem(#[from] RegionError),
+    #[cfg(target_os = "linux")]
     #[error(transparent)]
     SocketCan(#[from] SocketCanPortError),
     #[error(transparent)]
@@ -137,6 +144,7 @@ impl Hub {
     pub fn start(config: HubConfig) -> Result<Self, StartError> {
         raise_open_file_limit();
         config.check_access()?;
+        config.check_admission_here()?;
         let tls = transport::tls::config::of_hub(&config)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let mut bound = Vec::new();
@@ -150,23 +158,30 @@ impl Hub {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| StartError::Listen { addr: ListenAddr::Unix("?".into()), error })?;
 
-        let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
-        let runtime = config.hub.shm.as_deref().map(shm_runtime_dir).transpose().map_err(shm_error)?;
-        let shm = match (&config.hub.shm, &runtime) {
-            (Some(name), Some(runtime)) => Some(ShmListener::bind(&runtime.path, name).map_err(shm_error)?),
-            _ => None,
+        #[cfg(target_os = "linux")]
+        let (shm, runtime, control_file, bell, bell_fd, ivshmem, socketcan_ports) = {
+            let shm_error = |error| StartError::Shm { name: config.hub.shm.clone().unwrap_or_default(), error };
+            let runtime = config.hub.shm.as_deref().map(shm_runtime_dir).transpose().map_err(shm_error)?;
+            let shm = match (&config.hub.shm, &runtime) {
+                (Some(name), Some(runtime)) => Some(ShmListener::bind(&runtime.path, name).map_err(shm_error)?),
+                _ => None,
+            };
+            let control_file = match (&config.hub.shm, &runtime, control_url(&addrs, tls.is_some())) {
+                (Some(name), Some(runtime), Some(url)) => {
+                    Some(publish_control_url(&runtime.path, name, &url).map_err(shm_error)?)
+                }
+                _ => None,
+            };
+            // The bus thread's doorbell: its descriptor goes to every
+            // shared-memory client; in-process senders wake the bus privately.
+            let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
+            let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
+            let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+            (shm, runtime, control_file, bell, bell_fd, ivshmem, socketcan_ports)
         };
-        let control_file = match (&config.hub.shm, &runtime, control_url(&addrs, tls.is_some())) {
-            (Some(name), Some(runtime), Some(url)) => {
-                Some(publish_control_url(&runtime.path, name, &url).map_err(shm_error)?)
-            }
-            _ => None,
-        };
-        // The bus thread's doorbell: its descriptor goes to every
-        // shared-memory client; in-process senders wake the bus privately.
-        let (bell, bell_fd) = fieldhub_shm::BellSegment::create().map_err(shm_error)?;
-        let ivshmem = IvshmemRegions::open(&config.hub.ivshmem)?;
-        let socketcan_ports = SocketCanPort::open_all(&config.ports)?;
+        // Elsewhere the bell is the hub's own: no client maps it.
+        #[cfg(not(target_os = "linux"))]
+        let bell = bus_thread::wake::HubBell::default();
         let rest_bus = RbsPrepared::all(&config.rbs)?;
         let channel_names: Vec<String> = config.channels.iter().map(|c| c.name.clone()).collect();
         let beacon = |target| BeaconConfig { target, hub_name: &config.hub.name, channels: &channel_names };
@@ -207,13 +222,10 @@ impl Hub {
             inbox,
             stopping,
             addrs,
-            shm_socket: shm.as_ref().map(|l| l.path().to_owned()),
-            shm_url: config.hub.shm.as_ref().zip(runtime.as_ref()).map(|(name, runtime)| match &runtime.squatted {
-                None => format!("shm://{name}"),
-                Some(_) => format!("shm://{name}?dir={}", runtime.path.display()),
-            }),
-            private_dir: runtime.and_then(|runtime| runtime.squatted.map(|_| runtime.path)),
-            control_file,
+            shm_socket: None,
+            shm_url: None,
+            private_dir: None,
+            control_file: None,
             sessions: Arc::clone(&sessions),
             bus_thread: Some(bus_thread),
             reactor: None,
@@ -223,6 +235,17 @@ impl Hub {
             cannelloni_addrs: cannelloni.addrs.clone(),
             socketcand_addr,
         };
+        #[cfg(target_os = "linux")]
+        {
+            hub.shm_socket = shm.as_ref().map(|l| l.path().to_owned());
+            hub.shm_url =
+                config.hub.shm.as_ref().zip(runtime.as_ref()).map(|(name, runtime)| match &runtime.squatted {
+                    None => format!("shm://{name}"),
+                    Some(_) => format!("shm://{name}?dir={}", runtime.path.display()),
+                });
+            hub.private_dir = runtime.and_then(|runtime| runtime.squatted.map(|_| runtime.path));
+            hub.control_file = control_file;
+        }
         let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)
             .map_err(|error| StartError::Thread { what: "rest-bus simulation", error })?;
         hub.threads.extend(rbs_threads);
@@ -237,19 +260,25 @@ impl Hub {
         .map_err(|error| StartError::Thread { what: "control", error })?;
         let control = Arc::new(control);
         hub.control = Some(Arc::clone(&control));
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut listening: Vec<Listening> = bound.into_iter().map(Bound::into_listening).collect();
+        #[cfg(target_os = "linux")]
         let shm_service = shm.map(|listener| {
             let (listener, path) = listener.into_parts();
             listening.push(Listening::Shm(listener, path));
             Arc::new(ShmService { bell, bell_fd, ring_slots: config.hub.shm_ring_slots })
         });
+        #[cfg(not(target_os = "linux"))]
+        let shm_service = None;
         let (reactor, handle) = Reactor::new(listening, Arc::clone(&sessions), Some(control), shm_service, tls)
             .map_err(|error| StartError::Thread { what: "reactor", error })?;
         hub.reactor = Some((handle, spawn("fh-reactor", "reactor", move || reactor.run())?));
+        #[cfg(target_os = "linux")]
         if !ivshmem.is_empty() {
             let sessions = Arc::clone(&sessions);
             hub.threads.push(spawn("fh-ivshmem", "ivshmem", move || ivshmem.poll_loop(sessions))?);
         }
+        #[cfg(target_os = "linux")]
         for port in socketcan_ports {
             let thread = port
                 .start(Arc::clone(&sessions))
@@ -350,6 +379,7 @@ impl Hub {
 /// The hub URL of the first TCP listener (which also serves the HTTP
 /// control API), as a local tool reaches it: an unspecified address
 /// (`0.0.0.0`, `::`) becomes loopback; `tls://` when the hub speaks TLS.
+#[cfg(target_os = "linux")]
 fn control_url(addrs: &[ListenAddr], tls: bool) -> Option<String> {
     let scheme = if tls { "tls" } else { "tcp" };
     addrs.iter().find_map(|addr| match addr {
@@ -368,6 +398,7 @@ fn control_url(addrs: &[ListenAddr], tls: bool) -> Option<String> {
 /// The private directory of the hub's session socket: the usual one, or,
 /// when another user made that first (squatted), one of the hub's own,
 /// logged with the URL that names it.
+#[cfg(target_os = "linux")]
 fn shm_runtime_dir(name: &str) -> std::io::Result<fieldhub_shm::socket::RuntimeDir> {
     let runtime = fieldhub_shm::socket::runtime_dir()?;
     if let Some(why) = &runtime.squatted {
@@ -384,6 +415,7 @@ fn shm_runtime_dir(name: &str) -> std::io::Result<fieldhub_shm::socket::RuntimeD
 
 /// Write `url` to the control file of `shm://name` (owner-only, in `dir`,
 /// the private directory the session socket lives in).
+#[cfg(target_os = "linux")]
 fn publish_control_url(dir: &std::path::Path, name: &str, url: &str) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -406,14 +438,17 @@ fn spawn(name: &str, what: &'static str, body: impl FnOnce() + Send + 'static) -
 
 /// Serve as many clients as the hard limit on open files allows: each
 /// session holds a descriptor or two, and the default soft limit (often
-/// 1,024) is below [`session::MAX_CLIENTS`].
+/// 1,024) is below [`session::MAX_CLIENTS`]. (Windows has no such limit.)
 fn raise_open_file_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
-        let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
-            tracing::debug!("cannot raise the open-file limit: {e}");
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let limit = getrlimit(Resource::Nofile);
+        if limit.current < limit.maximum {
+            let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+            if let Err(e) = setrlimit(Resource::Nofile, raised) {
+                tracing::debug!("cannot raise the open-file limit: {e}");
+            }
         }
     }
 }

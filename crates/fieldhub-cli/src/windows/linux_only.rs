@@ -1,6 +1,6 @@
 //! What the Windows build of `fieldhub` says for the commands it does not
-//! have: the hub (`fieldhub hub`, whose reactor is epoll) and the SocketCAN
-//! bridge are Linux-only (docs/windows.md). The commands still parse any
+//! have: the SocketCAN bridge and the benchmarks (shared memory, futexes,
+//! /proc) are Linux-only (docs/windows.md). The commands still parse any
 //! arguments, so the answer is always this error, never a usage message.
 
 use std::ffi::OsString;
@@ -8,8 +8,8 @@ use std::ffi::OsString;
 /// A command this platform's build does not have.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "fieldhub {command} is Linux-only; this build for {} has the client tools (dump, send, gen, ctl, stats, \
-     record, replay, frame-bits): run the hub on Linux and give --hub tcp://HOST:PORT or tls://HOST:PORT",
+    "fieldhub {command} is Linux-only; this build for {} has the hub (over TCP and TLS) and the client tools \
+     (dump, send, gen, ctl, stats, record, replay, frame-bits)",
     std::env::consts::OS
 )]
 pub struct LinuxOnly {

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fieldhub_bus::inbox::Wake;
-use fieldhub_shm::{AdaptiveSpin, BellSegment, WaitPolicy};
+#[cfg(target_os = "linux")]
+pub use fieldhub_shm::BellSegment as HubBell;
+use fieldhub_shm::{AdaptiveSpin, WaitPolicy};
 
 /// The longest the bus thread sleeps without looking at its input. Wake-ups
 /// normally come sooner; this bounds what a lost one (a client that cleared
@@ -20,9 +22,9 @@ pub const MAX_BUS_WAIT: Duration = Duration::from_millis(50);
 /// The bus thread's wake-up: the hub's bell in shared memory, announced
 /// twice — in the bell segment for shared-memory clients, and in the hub's
 /// private memory for its own threads, which no client can write
-/// ([`BellSegment::bell_announced_in`], model-checked in `fieldhub-shm`).
+/// (`BellSegment::bell_announced_in`, model-checked in `fieldhub-shm`).
 pub struct BusWake {
-    bell: Arc<BellSegment>,
+    bell: Arc<HubBell>,
     /// The bus thread's private announcement that it is about to sleep.
     armed: AtomicU32,
     /// Work that is in no queue (a receiver freed room): the wait ends.
@@ -32,7 +34,7 @@ pub struct BusWake {
 }
 
 impl BusWake {
-    pub fn new(bell: Arc<BellSegment>) -> Self {
+    pub fn new(bell: Arc<HubBell>) -> Self {
         Self { bell, armed: AtomicU32::new(0), poked: AtomicBool::new(false), idle: AtomicBool::new(false) }
     }
 
@@ -92,5 +94,26 @@ impl Wake for BusWake {
     fn poke(&self) {
         self.poked.store(true, Ordering::Relaxed);
         self.ring();
+    }
+}
+
+/// The hub's bell where shared memory is Linux-only: in the hub's private
+/// memory, rung by its own threads only (no client maps it).
+#[cfg(not(target_os = "linux"))]
+#[derive(Default)]
+pub struct HubBell {
+    word: AtomicU32,
+    armed: AtomicU32,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl HubBell {
+    pub fn bell(&self) -> fieldhub_shm::Bell<'_> {
+        fieldhub_shm::Bell::new(&self.word, &self.armed)
+    }
+
+    /// The bell with its announcement in `armed`, as `BellSegment` has it.
+    pub fn bell_announced_in<'a>(&'a self, armed: &'a AtomicU32) -> fieldhub_shm::Bell<'a> {
+        fieldhub_shm::Bell::new(&self.word, armed)
     }
 }

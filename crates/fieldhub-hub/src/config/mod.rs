@@ -16,6 +16,7 @@ mod cannelloni;
 mod federation;
 mod hub_section;
 mod lin_ldf;
+pub mod platform;
 mod rbs;
 mod silkit;
 mod source;
@@ -44,12 +45,30 @@ pub use fieldhub_bus::names::check_name;
 /// The configuration used when none is given: two ideal classic CAN
 /// channels, `can0` and `can1`, listening on loopback only and serving
 /// local clients over shared memory as `shm://default`.
+#[cfg(target_os = "linux")]
 pub const DEFAULT_CONFIG: &str = r#"# fieldhub built-in default configuration
 [hub]
 name = "fieldhub"
 listen = ["127.0.0.1:29536"]
 # Local clients find this name and use shared memory instead of TCP.
 shm = "default"
+
+[[channel]]
+name = "can0"
+protocol = "can"
+
+[[channel]]
+name = "can1"
+protocol = "can"
+"#;
+
+/// The configuration used when none is given where shared memory is
+/// Linux-only (`platform`): the same channels, over TCP only.
+#[cfg(not(target_os = "linux"))]
+pub const DEFAULT_CONFIG: &str = r#"# fieldhub built-in default configuration
+[hub]
+name = "fieldhub"
+listen = ["127.0.0.1:29536"]
 
 [[channel]]
 name = "can0"
@@ -289,6 +308,19 @@ impl HubConfig {
         Some(TlsFiles { cert, key, client_ca: self.hub.tls_client_ca.clone() })
     }
 
+    /// [`platform::admits_by_user_only`] on this platform, as the error a
+    /// start (and `--check-config`) gives.
+    pub fn check_admission_here(&self) -> Result<(), ConfigError> {
+        match platform::admits_by_user_only(&self.hub, platform::LINUX) {
+            Some(why) => Err(ConfigError::Invalid {
+                origin: "configuration".into(),
+                field: "hub.token".into(),
+                message: why.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Check every rule; `origin` names the configuration in errors.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         self.check(origin, &ConfigSource::none())
@@ -325,6 +357,14 @@ impl HubConfig {
         if self.hub.listen.is_empty() {
             return Err(invalid(hub("listen"), "at least one listen address is needed".into()));
         }
+        if let Some((field, why)) = platform::linux_only(&self.hub, &self.ports, platform::LINUX) {
+            let field = match field {
+                platform::Field::Hub(key) => hub(key),
+                platform::Field::Port(i, key) => source.table_field("port", i, key),
+            };
+            return Err(invalid(field, why.to_string()));
+        }
+        #[cfg(target_os = "linux")]
         if let Some(name) = &self.hub.shm {
             fieldhub_shm::socket::check_name(name).map_err(|m| invalid(hub("shm"), m))?;
         }

@@ -14,8 +14,13 @@
 //! it; a new token appears whole or not at all (written to a temporary
 //! file in the same directory, then linked in place without replacing
 //! one that a hub starting at the same time made first).
+//!
+//! Linux-only: elsewhere (Windows) file modes say nothing of who may read
+//! a file, so a hub there keeps no token of its own and needs `token_file`.
 
+#[cfg(target_os = "linux")]
 use std::io::Write;
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -24,6 +29,7 @@ use super::error::FederationError;
 /// The token file's name in the user's fieldhub configuration directory.
 const FILE_NAME: &str = "federation.token";
 /// Random bytes in a new token (written as hex).
+#[cfg(target_os = "linux")]
 const TOKEN_BYTES: usize = 32;
 
 /// Where this user's own federation token is kept.
@@ -38,8 +44,19 @@ pub fn own_token_path() -> Result<PathBuf, FederationError> {
     Ok(config.join("fieldhub").join(FILE_NAME))
 }
 
+/// A hub's own token is Linux-only (see the module doc).
+#[cfg(not(target_os = "linux"))]
+pub fn own_token(path: &Path) -> Result<(String, bool), FederationError> {
+    let why = format!("a hub on {} keeps no owner-only token of its own", std::env::consts::OS);
+    Err(FederationError::OwnToken {
+        path: path.to_owned(),
+        error: std::io::Error::new(std::io::ErrorKind::Unsupported, why),
+    })
+}
+
 /// This user's own federation token at `path` (see [`own_token_path`]),
 /// made now if there is none; with whether it was made now.
+#[cfg(target_os = "linux")]
 pub fn own_token(path: &Path) -> Result<(String, bool), FederationError> {
     let fail = |error: std::io::Error| FederationError::OwnToken { path: path.to_owned(), error };
     let dir = path.parent().ok_or_else(|| fail(std::io::ErrorKind::InvalidInput.into()))?;
@@ -64,6 +81,7 @@ pub fn own_token(path: &Path) -> Result<(String, bool), FederationError> {
 }
 
 /// The secret in `path`, which must be owner-only and hold one line.
+#[cfg(target_os = "linux")]
 fn read_owner_only(path: &Path) -> std::io::Result<String> {
     let file = std::fs::File::open(path)?;
     let mode = file.metadata()?.permissions().mode();
@@ -82,6 +100,7 @@ fn read_owner_only(path: &Path) -> std::io::Result<String> {
 }
 
 /// A new secret: [`TOKEN_BYTES`] from the kernel's random source, in hex.
+#[cfg(target_os = "linux")]
 fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; TOKEN_BYTES];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;

@@ -12,11 +12,19 @@
 //! blocking, and check what they opened (a regular file with one link)
 //! before they truncate or read it, so a name swapped between the two steps
 //! is refused rather than written, read or waited on.
+//!
+//! Linux-only: elsewhere (Windows) the hub has no such safe open, so it
+//! refuses every recording path ([`RecordingPathError::LinuxOnly`]);
+//! clients record with `fieldhub record` on their side.
 
 use std::fs::File;
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Component, Path, PathBuf};
+#[cfg(target_os = "linux")]
+use std::path::Component;
+use std::path::{Path, PathBuf};
 
+#[cfg(target_os = "linux")]
 use rustix::fs::{Mode, OFlags};
 
 /// Why a recording path was refused; each says what the API takes instead.
@@ -47,8 +55,35 @@ pub enum RecordingPathError {
     NoDirectory { path: String, error: String },
     #[error("the recordings directory '{dir}' cannot be used ({error}); check [hub] recordings_dir")]
     Unusable { dir: String, error: String },
+    #[error(
+        "path '{0}': a hub on {os} writes no recordings (the hub's recordings are Linux-only); record on the \
+         client's side with fieldhub record",
+        os = std::env::consts::OS
+    )]
+    LinuxOnly(String),
 }
 
+/// Recordings by the hub are Linux-only (see the module doc).
+#[cfg(not(target_os = "linux"))]
+pub fn resolve(_dir: &Path, requested: &str) -> Result<PathBuf, RecordingPathError> {
+    Err(RecordingPathError::LinuxOnly(requested.into()))
+}
+
+/// Recordings by the hub are Linux-only (see the module doc).
+#[cfg(not(target_os = "linux"))]
+pub fn create(path: &Path) -> std::io::Result<File> {
+    let refused = RecordingPathError::LinuxOnly(path.display().to_string());
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, refused))
+}
+
+/// Recordings by the hub are Linux-only (see the module doc).
+#[cfg(not(target_os = "linux"))]
+pub fn read(path: &Path, _limit: u64) -> std::io::Result<Vec<u8>> {
+    let refused = RecordingPathError::LinuxOnly(path.display().to_string());
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, refused))
+}
+
+#[cfg(target_os = "linux")]
 /// The file `requested` names inside `dir` (created if missing), checked as
 /// the module doc says.
 pub fn resolve(dir: &Path, requested: &str) -> Result<PathBuf, RecordingPathError> {
@@ -92,6 +127,7 @@ pub fn resolve(dir: &Path, requested: &str) -> Result<PathBuf, RecordingPathErro
     }
 }
 
+#[cfg(target_os = "linux")]
 fn kind_of(kind: std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "a directory"
@@ -106,6 +142,7 @@ fn kind_of(kind: std::fs::FileType) -> &'static str {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Create or truncate the regular file at `path` (from [`resolve`]),
 /// opened as the module doc says; truncated only once it is known to be a
 /// regular file with one link.
@@ -116,6 +153,7 @@ pub fn create(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
+#[cfg(target_os = "linux")]
 /// Read the regular file at `path` (from [`resolve`]), at most `limit`
 /// bytes: opened as [`create`] opens, so a download is held to the same
 /// rules as a recording.
@@ -133,6 +171,7 @@ pub fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+#[cfg(target_os = "linux")]
 /// Open the absolute `path` with `access`: every directory on the way
 /// relative to its parent's descriptor, and nothing a symbolic link; no
 /// truncation, and no waiting on a FIFO (O_NONBLOCK).
@@ -155,6 +194,7 @@ fn open_beneath(path: &Path, access: OFlags) -> std::io::Result<File> {
     Ok(File::from(rustix::fs::openat(&dir, name, flags, Mode::from_raw_mode(0o644))?))
 }
 
+#[cfg(target_os = "linux")]
 /// What was opened is a regular file with one link: its metadata.
 fn checked(file: &File) -> std::io::Result<std::fs::Metadata> {
     let meta = file.metadata()?;

@@ -12,13 +12,23 @@
 //!
 //! Looked up once per connection that presents no token, never on the data
 //! path. The reactor opens its netlink socket before the hub is ready
-//! ([`DiagSocket`]), so a hub out of descriptors can still tell who a
+//! (`DiagSocket`), so a hub out of descriptors can still tell who a
 //! waiting connection is.
+//!
+//! Linux only: elsewhere (Windows) no user of a TCP peer can be told, so a
+//! hub there admits no client without a token or a certificate.
 
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 
+#[cfg(target_os = "linux")]
 pub use fieldhub_shm::peer::{tcp_peer_uid, DiagSocket};
+
+/// Which user owns the socket at `peer` connected to `local`: nobody can
+/// tell on this platform.
+#[cfg(not(target_os = "linux"))]
+pub fn tcp_peer_uid(_local: SocketAddr, _peer: SocketAddr) -> Option<u32> {
+    None
+}
 
 /// Where a client came from, as far as deciding who it is goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +51,8 @@ pub enum PeerOrigin {
 
 impl PeerOrigin {
     /// The peer of a unix socket, as the kernel reports it.
-    pub fn unix(socket: impl AsFd) -> Self {
+    #[cfg(target_os = "linux")]
+    pub fn unix(socket: impl std::os::fd::AsFd) -> Self {
         let uid = rustix::net::sockopt::socket_peercred(socket).ok().map(|cred| cred.uid.as_raw());
         Self::Unix { uid }
     }
@@ -67,14 +78,26 @@ impl PeerOrigin {
             Self::Tcp { local, peer } => tcp_peer_uid(local, peer),
         };
         match (self, uid) {
-            (_, Some(uid)) if uid == rustix::process::geteuid().as_raw() => Ok(()),
+            (_, Some(uid)) if Some(uid) == hub_uid() => Ok(()),
             (_, Some(uid)) => Err(format!("a process of user id {uid}")),
-            (Self::Tcp { peer, .. }, None) => {
+            (Self::Tcp { peer, .. }, None) if cfg!(target_os = "linux") => {
                 Err(format!("{peer}, which no socket of this machine is (another machine)"))
             }
+            (Self::Tcp { peer, .. }, None) => Err(format!(
+                "{peer}, whose user a hub on {} cannot tell (on this machine or another)",
+                std::env::consts::OS
+            )),
             (_, None) => Err("a process whose user the kernel did not tell".into()),
         }
     }
+}
+
+/// The user the hub runs as, where users of peers can be told.
+fn hub_uid() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    return Some(rustix::process::geteuid().as_raw());
+    #[cfg(not(target_os = "linux"))]
+    return None;
 }
 
 #[cfg(test)]

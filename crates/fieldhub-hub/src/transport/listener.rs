@@ -5,8 +5,10 @@
 //! renamed into place. Other users (a QEMU run as another account) are let
 //! in by the operator, with `chmod` or a shared group, not by accident.
 
-use std::net::TcpListener;
+use mio::net::TcpListener;
+#[cfg(target_os = "linux")]
 use std::os::unix::net::UnixListener;
+#[cfg(target_os = "linux")]
 use std::path::{Path, PathBuf};
 
 use super::reactor::Listening;
@@ -15,6 +17,8 @@ use crate::config::ListenAddr;
 /// A bound listener, ready to accept.
 pub enum Bound {
     Tcp(TcpListener),
+    /// Unix sockets are Linux-only; the configuration refuses them elsewhere.
+    #[cfg(target_os = "linux")]
     Unix(UnixListener, PathBuf),
 }
 
@@ -22,11 +26,21 @@ impl Bound {
     /// Bind `addr`. A stale unix socket file left by a dead hub is replaced.
     pub fn bind(addr: &ListenAddr) -> std::io::Result<Self> {
         match addr {
-            ListenAddr::Tcp(addr) => Ok(Bound::Tcp(TcpListener::bind(addr)?)),
+            ListenAddr::Tcp(addr) => {
+                let listener = std::net::TcpListener::bind(addr)?;
+                listener.set_nonblocking(true)?;
+                Ok(Bound::Tcp(TcpListener::from_std(listener)))
+            }
+            #[cfg(target_os = "linux")]
             ListenAddr::Unix(path) => {
                 remove_stale_socket(path);
                 Ok(Bound::Unix(bind_owner_only(path)?, path.clone()))
             }
+            #[cfg(not(target_os = "linux"))]
+            ListenAddr::Unix(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                crate::config::platform::LinuxOnly::UnixSocket,
+            )),
         }
     }
 
@@ -34,6 +48,7 @@ impl Bound {
     pub fn local_addr(&self) -> std::io::Result<ListenAddr> {
         match self {
             Bound::Tcp(l) => Ok(ListenAddr::Tcp(l.local_addr()?)),
+            #[cfg(target_os = "linux")]
             Bound::Unix(_, path) => Ok(ListenAddr::Unix(path.clone())),
         }
     }
@@ -42,12 +57,14 @@ impl Bound {
     pub fn into_listening(self) -> Listening {
         match self {
             Bound::Tcp(listener) => Listening::Tcp(listener),
+            #[cfg(target_os = "linux")]
             Bound::Unix(listener, path) => Listening::Unix(listener, path),
         }
     }
 }
 
 /// Bind a unix socket at `path` that only its owner can connect to.
+#[cfg(target_os = "linux")]
 fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     let mut staging = path.as_os_str().to_owned();
@@ -64,6 +81,7 @@ fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+#[cfg(target_os = "linux")]
 fn remove_stale_socket(path: &Path) {
     use std::os::unix::fs::FileTypeExt;
     let is_socket = std::fs::symlink_metadata(path).map(|m| m.file_type().is_socket()).unwrap_or(false);

@@ -33,17 +33,32 @@
 //!
 //! Adding a transport means writing one module here that feeds the session
 //! layer. Nothing here knows about channels or order; the bus does.
+//!
+//! `shm`, `ivshmem` and `socketcan` are Linux-only (memfd segments, futexes
+//! shared between processes, `SCM_RIGHTS`, SocketCAN), and so are unix
+//! sockets in the reactor and the listener; elsewhere (Windows,
+//! `docs/windows.md`) the configuration refuses them
+//! (`config::platform`) and no shared-memory service exists.
 
 pub mod cannelloni;
 pub mod http;
 pub mod internal_port;
+#[cfg(target_os = "linux")]
 pub mod ivshmem;
 pub mod listener;
 pub mod rbs;
 pub mod reactor;
+#[cfg(target_os = "linux")]
 pub mod shm;
 pub mod silkit;
+#[cfg(target_os = "linux")]
 pub mod socketcan;
 pub mod socketcand;
 pub mod stop_bell;
 pub mod tls;
+
+/// Shared memory is Linux-only: elsewhere no service for it can exist.
+#[cfg(not(target_os = "linux"))]
+pub mod shm {
+    pub enum ShmService {}
+}

@@ -12,13 +12,15 @@
 //!   drop closes the waker, and a ring not yet taken is lost with it.
 //! - The poll is edge-triggered: after a wake the thread takes everything
 //!   waiting on its socket (until `WouldBlock`) before it waits again.
+//! - On Windows mio watches only its own socket types, whose reads re-arm
+//!   the watch; the thread reads the standard library's socket, so the poll
+//!   watches a duplicate handle of it and re-arms it before every wait (a
+//!   socket already readable then wakes the wait at once).
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use tracing::warn;
 
@@ -43,21 +45,68 @@ impl StopBell {
 pub struct SocketPoll {
     poll: Poll,
     events: Events,
+    /// The duplicate handle watched (Windows): re-armed before each wait.
+    #[cfg(windows)]
+    watched: Box<dyn mio::event::Source + Send>,
+}
+
+/// A socket a [`SocketPoll`] can watch: a listener or a datagram socket.
+pub trait Watchable {
+    /// A handle mio watches: the descriptor itself on unix; on Windows a
+    /// duplicate of the socket as mio's own type.
+    #[cfg(unix)]
+    fn watched(&self) -> io::Result<std::os::fd::RawFd>;
+    #[cfg(windows)]
+    fn watched(&self) -> io::Result<Box<dyn mio::event::Source + Send>>;
+}
+
+impl Watchable for std::net::TcpListener {
+    #[cfg(unix)]
+    fn watched(&self) -> io::Result<std::os::fd::RawFd> {
+        Ok(std::os::fd::AsRawFd::as_raw_fd(self))
+    }
+    #[cfg(windows)]
+    fn watched(&self) -> io::Result<Box<dyn mio::event::Source + Send>> {
+        Ok(Box::new(mio::net::TcpListener::from_std(self.try_clone()?)))
+    }
+}
+
+impl Watchable for std::net::UdpSocket {
+    #[cfg(unix)]
+    fn watched(&self) -> io::Result<std::os::fd::RawFd> {
+        Ok(std::os::fd::AsRawFd::as_raw_fd(self))
+    }
+    #[cfg(windows)]
+    fn watched(&self) -> io::Result<Box<dyn mio::event::Source + Send>> {
+        Ok(Box::new(mio::net::UdpSocket::from_std(self.try_clone()?)))
+    }
 }
 
 impl SocketPoll {
     /// A poll on `socket` (a listener, or a datagram socket; it may stay
     /// blocking if its reader takes with `MSG_DONTWAIT`), and its bell.
-    pub fn new(socket: &impl AsRawFd) -> io::Result<(Self, StopBell)> {
+    pub fn new(socket: &impl Watchable) -> io::Result<(Self, StopBell)> {
         let poll = Poll::new()?;
         let bell = StopBell(Arc::new(Waker::new(poll.registry(), STOP)?));
-        poll.registry().register(&mut SourceFd(&socket.as_raw_fd()), SOCKET, Interest::READABLE)?;
-        Ok((Self { poll, events: Events::with_capacity(4) }, bell))
+        #[cfg(unix)]
+        {
+            let fd = socket.watched()?;
+            poll.registry().register(&mut mio::unix::SourceFd(&fd), SOCKET, Interest::READABLE)?;
+            Ok((Self { poll, events: Events::with_capacity(4) }, bell))
+        }
+        #[cfg(windows)]
+        {
+            let mut watched = socket.watched()?;
+            poll.registry().register(&mut watched, SOCKET, Interest::READABLE)?;
+            Ok((Self { poll, events: Events::with_capacity(4), watched }, bell))
+        }
     }
 
     /// Sleep until the socket is readable, the bell rings or `timeout`
     /// passes (`None`: no limit). An interrupted wait returns as a wake.
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        #[cfg(windows)]
+        self.poll.registry().reregister(&mut self.watched, SOCKET, Interest::READABLE)?;
         match self.poll.poll(&mut self.events, timeout) {
             Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
             _ => Ok(()),

@@ -18,7 +18,9 @@
 //! - Idle, nothing runs: the reader sleeps in a poll on the socket and its
 //!   [`StopBell`](crate::transport::stop_bell::StopBell), each writer on its peer's outbox. The socket itself stays
 //!   blocking (the writers share it); the reader takes what the poll
-//!   announced without waiting (`MSG_DONTWAIT`).
+//!   announced without waiting (`MSG_DONTWAIT`). Windows has no such flag:
+//!   there the socket is non-blocking for all, and a packet a writer cannot
+//!   hand over at once is counted in its peer's `send_errors`.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -28,7 +30,6 @@ use std::thread::JoinHandle;
 
 use fieldhub_bus::outbox::QueueOutbox;
 use fieldhub_proto::Frame;
-use rustix::net::RecvFlags;
 use tracing::{info, warn};
 
 use super::codec::{decode_packet, PacketWriter};
@@ -106,8 +107,9 @@ pub struct UdpEndpoint {
 
 /// The next datagram waiting on `socket`, without waiting; `None` when none
 /// is left (the poll is edge-triggered: take all before waiting again).
+#[cfg(target_os = "linux")]
 fn recv_waiting(socket: &UdpSocket, buf: &mut [u8]) -> Option<std::io::Result<(usize, SocketAddr)>> {
-    match rustix::net::recvfrom(socket, &mut *buf, RecvFlags::DONTWAIT) {
+    match rustix::net::recvfrom(socket, &mut *buf, rustix::net::RecvFlags::DONTWAIT) {
         Ok((len, _, Some(from))) => match SocketAddr::try_from(from) {
             Ok(from) => Some(Ok((len, from))),
             Err(_) => Some(Err(std::io::Error::other("a datagram from an address that is not IP"))),
@@ -119,9 +121,24 @@ fn recv_waiting(socket: &UdpSocket, buf: &mut [u8]) -> Option<std::io::Result<(u
     }
 }
 
+/// The next datagram waiting on `socket`, non-blocking elsewhere (see the
+/// module's invariants); `None` when none is left.
+#[cfg(not(target_os = "linux"))]
+fn recv_waiting(socket: &UdpSocket, buf: &mut [u8]) -> Option<std::io::Result<(usize, SocketAddr)>> {
+    match socket.recv_from(buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => recv_waiting(socket, buf),
+        got => Some(got),
+    }
+}
+
 impl UdpEndpoint {
     /// Serve until the hub stops: attach the listed peers, then read.
     pub fn run(self, mut poll: SocketPoll, sessions: &Arc<Sessions>) {
+        #[cfg(not(target_os = "linux"))]
+        if let Err(e) = self.socket.set_nonblocking(true) {
+            return warn!(error = %e, "cannot make the cannelloni UDP socket non-blocking");
+        }
         let socket = match self.socket.try_clone() {
             Ok(s) => Arc::new(s),
             Err(e) => return warn!(error = %e, "cannot share the cannelloni UDP socket with its writers"),

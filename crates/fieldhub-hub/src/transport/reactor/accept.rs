@@ -12,14 +12,15 @@
 //! and phase.
 
 use std::io::ErrorKind;
-use std::net::TcpListener;
-use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
 use std::os::unix::net::UnixListener;
+#[cfg(target_os = "linux")]
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::unix::SourceFd;
+use mio::event::Source;
+use mio::net::TcpListener;
 use mio::{Interest, Registry, Token};
 use tracing::{info, warn};
 
@@ -41,13 +42,18 @@ const STREAM_RECEIVE_BUFFER: usize = 64 * 1024;
 /// and the sender would wait for its zero-window probes — stalls of seconds,
 /// seen under load. Small segments let the window reopen as soon as the
 /// reactor reads.
+#[cfg(target_os = "linux")]
 const STREAM_SEGMENT: u32 = 8 * 1024;
 
-/// A bound listener the reactor accepts on.
+/// A bound listener the reactor accepts on: TCP as mio's own type (on
+/// Windows mio can watch no other), unix and `shm://` session sockets
+/// (Linux-only) by their descriptors.
 pub enum Listening {
     Tcp(TcpListener),
+    #[cfg(target_os = "linux")]
     Unix(UnixListener, PathBuf),
     /// An `shm://` session socket.
+    #[cfg(target_os = "linux")]
     Shm(UnixListener, PathBuf),
 }
 
@@ -79,25 +85,27 @@ impl Acceptor {
     /// Set `listeners` up and watch them in `registry`, each with its index
     /// as its token.
     pub(super) fn new(
-        listeners: Vec<Listening>,
+        mut listeners: Vec<Listening>,
         registry: &Registry,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> std::io::Result<Self> {
-        for (index, listener) in listeners.iter().enumerate() {
-            let fd = match listener {
+        for (index, listener) in listeners.iter_mut().enumerate() {
+            match listener {
                 Listening::Tcp(l) => {
-                    l.set_nonblocking(true)?;
                     // Inherited by accepted sockets; see both constants.
-                    rustix::net::sockopt::set_socket_recv_buffer_size(l, STREAM_RECEIVE_BUFFER)?;
-                    socket2::SockRef::from(l).set_tcp_mss(STREAM_SEGMENT)?;
-                    l.as_raw_fd()
+                    let socket = socket2::SockRef::from(&*l);
+                    socket.set_recv_buffer_size(STREAM_RECEIVE_BUFFER)?;
+                    #[cfg(target_os = "linux")]
+                    socket.set_tcp_mss(STREAM_SEGMENT)?;
+                    l.register(registry, Token(index), Interest::READABLE)?;
                 }
+                #[cfg(target_os = "linux")]
                 Listening::Unix(l, _) | Listening::Shm(l, _) => {
+                    use std::os::fd::AsRawFd;
                     l.set_nonblocking(true)?;
-                    l.as_raw_fd()
+                    mio::unix::SourceFd(&l.as_raw_fd()).register(registry, Token(index), Interest::READABLE)?;
                 }
-            };
-            registry.register(&mut SourceFd(&fd), Token(index), Interest::READABLE)?;
+            }
         }
         Ok(Self { listeners, tls, retry: None, failing: false })
     }
@@ -119,6 +127,7 @@ impl Acceptor {
                     let key = PeerKey::of(&origin);
                     Accepted { socket: Socket::Tcp(s), via, peer: peer.to_string(), origin, key, phase: Phase::Sniff }
                 }),
+                #[cfg(target_os = "linux")]
                 Listening::Unix(l, path) => l.accept().map(|(s, _)| {
                     let origin = PeerOrigin::unix(&s);
                     Accepted {
@@ -130,6 +139,7 @@ impl Acceptor {
                         phase: Phase::Hello { shm: false },
                     }
                 }),
+                #[cfg(target_os = "linux")]
                 Listening::Shm(l, _) => l.accept().map(|(s, _)| {
                     let origin = PeerOrigin::unix(&s);
                     Accepted {
@@ -183,12 +193,12 @@ impl Acceptor {
             },
             (socket, _) => socket,
         };
-        let nonblocking = match &socket {
-            Socket::Tcp(s) => s.set_nonblocking(true),
-            Socket::Unix(s) => s.set_nonblocking(true),
-            Socket::Tls(s) => s.tcp.set_nonblocking(true),
-        };
-        nonblocking.ok().map(|()| Accepted { socket, via, peer, origin, key, phase })
+        // mio's TCP sockets are accepted non-blocking.
+        #[cfg(target_os = "linux")]
+        if let Socket::Unix(s) = &socket {
+            s.set_nonblocking(true).ok()?;
+        }
+        Some(Accepted { socket, via, peer, origin, key, phase })
     }
 
     /// When accepting is to be tried again after it failed.
@@ -216,11 +226,13 @@ impl Acceptor {
 
     /// Close the listeners; unix socket files are removed.
     pub(super) fn close(&mut self) {
-        for listener in self.listeners.drain(..) {
+        #[cfg(target_os = "linux")]
+        for listener in &self.listeners {
             if let Listening::Unix(_, path) | Listening::Shm(_, path) = listener {
                 let _ = std::fs::remove_file(path);
             }
         }
+        self.listeners.clear();
     }
 }
 

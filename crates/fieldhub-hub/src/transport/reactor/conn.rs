@@ -10,10 +10,14 @@
 //! input buffer and the stream session it holds.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
 use std::os::unix::net::UnixStream;
+#[cfg(target_os = "linux")]
 use std::sync::Weak;
+
+use mio::event::Source;
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
 
 use fieldhub_proto::wire::{ErrorCode, Packer, LENGTH_PREFIX};
 
@@ -21,28 +25,70 @@ use super::forward::StreamSession;
 use super::input::Input;
 use crate::session::peer_key::PeerKey;
 use crate::session::{ClientSlot, Violation};
+#[cfg(target_os = "linux")]
 use crate::transport::shm::ShmLink;
 use crate::transport::tls::TlsSocket;
 
 pub(super) enum Socket {
     Tcp(TcpStream),
+    /// Unix sockets are Linux-only (`docs/windows.md`).
+    #[cfg(target_os = "linux")]
     Unix(UnixStream),
     /// TCP on a hub with TLS; boxed, so plaintext connections stay small.
     Tls(Box<TlsSocket>),
 }
 
-impl Socket {
-    pub(super) fn fd(&self) -> std::os::fd::RawFd {
+/// The reactor watches a connection through its socket: mio's own TCP type
+/// (on Windows mio can watch no other), a unix socket by its descriptor.
+impl Source for Socket {
+    fn register(&mut self, registry: &Registry, token: Token, interests: Interest) -> std::io::Result<()> {
         match self {
-            Socket::Tcp(s) => s.as_raw_fd(),
-            Socket::Unix(s) => s.as_raw_fd(),
-            Socket::Tls(s) => s.tcp.as_raw_fd(),
+            Socket::Tcp(s) => s.register(registry, token, interests),
+            #[cfg(target_os = "linux")]
+            Socket::Unix(s) => {
+                use std::os::fd::AsRawFd;
+                mio::unix::SourceFd(&s.as_raw_fd()).register(registry, token, interests)
+            }
+            Socket::Tls(s) => s.tcp.register(registry, token, interests),
         }
     }
 
+    fn reregister(&mut self, registry: &Registry, token: Token, interests: Interest) -> std::io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.reregister(registry, token, interests),
+            #[cfg(target_os = "linux")]
+            Socket::Unix(s) => {
+                use std::os::fd::AsRawFd;
+                mio::unix::SourceFd(&s.as_raw_fd()).reregister(registry, token, interests)
+            }
+            Socket::Tls(s) => s.tcp.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> std::io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.deregister(registry),
+            #[cfg(target_os = "linux")]
+            Socket::Unix(s) => {
+                use std::os::fd::AsRawFd;
+                mio::unix::SourceFd(&s.as_raw_fd()).deregister(registry)
+            }
+            Socket::Tls(s) => s.tcp.deregister(registry),
+        }
+    }
+}
+
+/// A second handle on `tcp`'s connection, as the standard library's type:
+/// the control server's (tokio's), or one to write a last answer on.
+pub(super) fn duplicate(tcp: &TcpStream) -> std::io::Result<std::net::TcpStream> {
+    socket2::SockRef::from(tcp).try_clone().map(std::net::TcpStream::from)
+}
+
+impl Socket {
     pub(super) fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.read(buf),
+            #[cfg(target_os = "linux")]
             Socket::Unix(s) => s.read(buf),
             Socket::Tls(s) => s.read(buf),
         }
@@ -51,6 +97,7 @@ impl Socket {
     pub(super) fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write(buf),
+            #[cfg(target_os = "linux")]
             Socket::Unix(s) => s.write(buf),
             Socket::Tls(s) => s.write(buf),
         }
@@ -61,10 +108,10 @@ impl Socket {
     /// for a plain socket.
     pub(super) fn take_tls(&mut self) -> std::io::Result<Option<Box<TlsSocket>>> {
         let Socket::Tls(tls) = self else { return Ok(None) };
-        let duplicate = Socket::Tcp(tls.tcp.try_clone()?);
+        let duplicate = Socket::Tcp(TcpStream::from_std(duplicate(&tls.tcp)?));
         match std::mem::replace(self, duplicate) {
             Socket::Tls(tls) => Ok(Some(tls)),
-            Socket::Tcp(_) | Socket::Unix(_) => Ok(None),
+            _ => Ok(None),
         }
     }
 
@@ -73,7 +120,7 @@ impl Socket {
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Socket::Tls(s) => s.flush(),
-            Socket::Tcp(_) | Socket::Unix(_) => Ok(()),
+            _ => Ok(()),
         }
     }
 }
@@ -88,7 +135,8 @@ pub(super) enum Phase {
     Stream(StreamSession),
     /// A shared-memory session: the socket only signals its end. Only the
     /// bus holds the link: when it lets go of the client, the link's drop
-    /// shuts the socket, which ends this session too.
+    /// shuts the socket, which ends this session too. Linux-only.
+    #[cfg(target_os = "linux")]
     Shm(Weak<ShmLink>),
     /// Writing a last message (a refusal, an error), then closing.
     Closing,
@@ -122,6 +170,7 @@ pub(super) struct Conn {
     pub(super) held: Option<PeerKey>,
 }
 
+#[cfg(target_os = "linux")]
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Phase::Shm(link) = &self.phase {
@@ -204,7 +253,7 @@ impl Conn {
                 self.slot.reject(&violation);
                 violation.text
             }
-            Phase::Stream(_) | Phase::Shm(_) => "connection closed".into(),
+            _ => "connection closed".into(),
         }
     }
 }

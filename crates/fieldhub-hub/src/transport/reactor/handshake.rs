@@ -27,11 +27,11 @@ use std::time::Instant;
 use fieldhub_proto::limits::MAX_HELLO_LEN;
 use fieldhub_proto::wire::{DecodeError, ErrorCode};
 
-use super::conn::{Conn, Flow, Phase, Socket};
+use super::conn::{Conn, Flow, Phase};
 use super::forward::StreamSession;
 use super::notice::Notice;
 use crate::session::{Answer, Violation, HANDSHAKE_TIMEOUT};
-use crate::transport::shm::{open_session, ShmService};
+use crate::transport::shm::ShmService;
 
 /// Handle the client's handshake messages (`HELLO`, then its `AUTH` when
 /// the hub challenged it) once they are in connection `index`'s input
@@ -78,20 +78,7 @@ pub(super) fn hello(
 /// Attach an admitted client and send its `WELCOME`.
 fn welcome(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, service: Option<&ShmService>) -> Flow {
     if shm {
-        let (Socket::Unix(socket), Some(service)) = (&conn.socket, service) else {
-            return Flow::Close("no shared memory served".into());
-        };
-        // The CHALLENGE (if any) goes before the WELCOME and its descriptors.
-        if let Err(e) = flush_before_descriptors(conn.output.finish(), conn.written, socket) {
-            return Flow::Close(format!("cannot write the handshake: {e}"));
-        }
-        conn.output.clear();
-        conn.written = 0;
-        match open_session(&mut conn.slot, socket, service) {
-            Ok(link) => conn.phase = Phase::Shm(Arc::downgrade(&link)),
-            Err(violation) => conn.refuse(&violation),
-        }
-        return Flow::Continue;
+        return welcome_shm(conn, service);
     }
     match StreamSession::attach(&mut conn.slot, index, notice) {
         Ok(session) => {
@@ -103,10 +90,41 @@ fn welcome(conn: &mut Conn, shm: bool, index: usize, notice: &Arc<Notice>, servi
     Flow::Continue
 }
 
+/// Open an admitted shared-memory client's session and send its `WELCOME`
+/// with the segment's descriptors.
+#[cfg(target_os = "linux")]
+fn welcome_shm(conn: &mut Conn, service: Option<&ShmService>) -> Flow {
+    let (super::conn::Socket::Unix(socket), Some(service)) = (&conn.socket, service) else {
+        return Flow::Close("no shared memory served".into());
+    };
+    // The CHALLENGE (if any) goes before the WELCOME and its descriptors.
+    if let Err(e) = flush_before_descriptors(conn.output.finish(), conn.written, socket) {
+        return Flow::Close(format!("cannot write the handshake: {e}"));
+    }
+    conn.output.clear();
+    conn.written = 0;
+    match crate::transport::shm::open_session(&mut conn.slot, socket, service) {
+        Ok(link) => conn.phase = Phase::Shm(Arc::downgrade(&link)),
+        Err(violation) => conn.refuse(&violation),
+    }
+    Flow::Continue
+}
+
+/// No shared memory is served here: no connection is a shared-memory
+/// session socket, and no [`ShmService`] exists.
+#[cfg(not(target_os = "linux"))]
+fn welcome_shm(_conn: &mut Conn, service: Option<&ShmService>) -> Flow {
+    match service {
+        None => Flow::Close("no shared memory served".into()),
+        Some(service) => match *service {},
+    }
+}
+
 /// Write what is still queued for a shared-memory client before its
 /// `WELCOME`, which goes out on its own with the descriptors: the client
 /// read the `CHALLENGE` before it answered, so this is at most a remnant
 /// the socket did not take at once.
+#[cfg(target_os = "linux")]
 fn flush_before_descriptors(
     pending: &[u8],
     written: usize,
@@ -183,6 +201,7 @@ mod tests {
     use mio::{Poll, Token};
 
     use super::*;
+    use crate::transport::reactor::conn::Socket;
     use crate::transport::reactor::testing::{self, feed};
 
     /// A connection waiting for its `HELLO` over one end of a socket pair

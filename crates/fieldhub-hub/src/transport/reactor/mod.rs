@@ -56,7 +56,6 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use fieldhub_proto::wire::ErrorCode;
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use tracing::warn;
 
@@ -71,6 +70,7 @@ use pending::{Pending, Victim};
 use super::http::HttpHandoff;
 use super::shm::ShmService;
 use super::tls::TlsFailure;
+#[cfg(target_os = "linux")]
 use crate::session::peer_user::DiagSocket;
 use crate::session::{Sessions, Violation};
 use fieldhub_bus::slots::SlotTable;
@@ -112,7 +112,8 @@ pub struct Reactor {
     /// The read buffer lent to whichever connection is being read.
     spare: Vec<u8>,
     /// Who a TCP peer is, asked on the reactor's thread: opened here, while
-    /// descriptors are free and before the hub says it is ready.
+    /// descriptors are free and before the hub says it is ready. Linux-only.
+    #[cfg(target_os = "linux")]
     diag: Option<DiagSocket>,
 }
 
@@ -146,6 +147,7 @@ impl Reactor {
             deadlines: Deadlines::default(),
             pending: Pending::default(),
             spare: Vec::with_capacity(input::READ_CHUNK),
+            #[cfg(target_os = "linux")]
             diag: Some(DiagSocket::open()),
         };
         Ok((reactor, handle))
@@ -154,6 +156,7 @@ impl Reactor {
     /// Serve until stopped.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
+        #[cfg(target_os = "linux")]
         if let Some(diag) = self.diag.take() {
             diag.serve_this_thread();
         }
@@ -211,8 +214,8 @@ impl Reactor {
     }
 
     fn close_all(&mut self) {
-        for conn in self.conns.drain() {
-            let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+        for mut conn in self.conns.drain() {
+            let _ = self.poll.registry().deregister(&mut conn.socket);
         }
         self.acceptor.close();
     }
@@ -254,10 +257,7 @@ impl Reactor {
         };
         let index = self.conns.next_index();
         let token = Token(CONN_BASE + index);
-        let fd = socket.fd();
-        if let Err(e) =
-            self.poll.registry().register(&mut SourceFd(&fd), token, Interest::READABLE | Interest::WRITABLE)
-        {
+        if let Err(e) = self.poll.registry().register(&mut socket, token, Interest::READABLE | Interest::WRITABLE) {
             warn!(peer, "cannot watch a new connection: {e}");
             return;
         }
@@ -377,7 +377,9 @@ impl Reactor {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     let reason = match conn.phase {
-                        Phase::Stream(_) | Phase::Shm(_) => format!("connection lost: {e}"),
+                        Phase::Stream(_) => format!("connection lost: {e}"),
+                        #[cfg(target_os = "linux")]
+                        Phase::Shm(_) => format!("connection lost: {e}"),
                         _ => {
                             // A failed TLS handshake (a client that does not
                             // trust the hub, or has no certificate it takes)
@@ -400,7 +402,7 @@ impl Reactor {
     /// Give an HTTP connection to the control server; it is no client.
     fn hand_over(&mut self, index: usize) {
         let Some(mut conn) = self.conns.remove(index) else { return };
-        let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+        let _ = self.poll.registry().deregister(&mut conn.socket);
         self.forget(&mut conn);
         let Some(control) = &self.control else { return };
         match sniff::http_connection(&mut conn) {
@@ -451,7 +453,7 @@ impl Reactor {
     /// End connection `index`: the session layer detaches its client.
     fn close(&mut self, index: usize, reason: String) {
         if let Some(mut conn) = self.conns.remove(index) {
-            let _ = self.poll.registry().deregister(&mut SourceFd(&conn.socket.fd()));
+            let _ = self.poll.registry().deregister(&mut conn.socket);
             self.forget(&mut conn);
             if !reason.is_empty() {
                 conn.slot.detach(&reason);
@@ -490,6 +492,7 @@ fn process(conn: &mut Conn, index: usize, notice: &Arc<Notice>, service: Option<
                 Flow::Continue
             }
         },
+        #[cfg(target_os = "linux")]
         Phase::Shm(_) => {
             if !conn.input.is_empty() {
                 warn!("a shared-memory client wrote to its session socket, which carries nothing after WELCOME");

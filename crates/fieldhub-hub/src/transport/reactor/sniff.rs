@@ -23,7 +23,7 @@ use std::io::{self, ErrorKind};
 
 use fieldhub_proto::wire::ErrorCode;
 
-use super::conn::{Conn, Flow, Phase, Socket};
+use super::conn::{duplicate, Conn, Flow, Phase, Socket};
 use crate::session::Violation;
 use crate::transport::http::{looks_like_http, HttpConnection};
 use crate::transport::tls::Opening;
@@ -104,6 +104,7 @@ pub(super) fn sniff(conn: &mut Conn, http: bool) -> Flow {
                 },
             }
         }
+        #[cfg(target_os = "linux")]
         Socket::Unix(_) => Sniffed::Protocol,
     };
     match sniffed {
@@ -152,12 +153,13 @@ pub(super) fn http_connection(conn: &mut Conn) -> Option<io::Result<HttpConnecti
         Ok(Some(tls)) => {
             let certified = tls.certified();
             let (tcp, session) = tls.into_parts();
+            let tcp = std::net::TcpStream::from(tcp);
             let read_ahead = conn.input.buffered().to_vec();
             Some(Ok(HttpConnection::Tls { tcp, session: Box::new(session), read_ahead, certified }))
         }
         Ok(None) => match &conn.socket {
-            Socket::Tcp(stream) => Some(stream.try_clone().map(HttpConnection::Plain)),
-            Socket::Unix(_) | Socket::Tls(_) => None,
+            Socket::Tcp(stream) => Some(duplicate(stream).map(HttpConnection::Plain)),
+            _ => None,
         },
         Err(e) => Some(Err(e)),
     }

@@ -23,8 +23,11 @@
 pub mod config;
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
+
+// mio's own type: on Windows the reactor can watch no other, and its reads
+// and writes re-arm the watch when they would block.
+use mio::net::TcpStream;
 
 use rustls::{ServerConfig, ServerConnection};
 
