@@ -29,41 +29,16 @@ WINDIR=$2
 COUNT=${3:-10000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-# Debian puts Wine's 64-bit programs beside each other, not on PATH.
-WINE=$(command -v wine64 || echo /usr/lib/wine/wine64)
-WINESERVER=$(command -v wineserver || echo "$(dirname "$WINE")/wineserver64")
-fail() { echo "wine_cli: FAIL: $*" >&2; exit 1; }
-[ -x "$WINE" ] || fail "wine64 missing (make deps installs it)"
-command -v x86_64-w64-mingw32-gcc >/dev/null || fail "x86_64-w64-mingw32-gcc missing (gcc-mingw-w64-x86-64: make deps installs it)"
+NAME=wine_cli
+. "$HERE/wine_prefix.sh"
 command -v openssl >/dev/null || fail "openssl missing (make deps installs it)"
 for f in fieldhub.exe fieldhub.dll libfieldhub.dll.a; do
     [ -f "$WINDIR/$f" ] || fail "$WINDIR/$f missing (cargo build --target x86_64-pc-windows-gnu -p fieldhub-cli -p fieldhub-ffi; the target: rustup target add x86_64-pc-windows-gnu, which make deps does)"
 done
 
-RUN=$(mktemp -d "${TMPDIR:-/tmp}/fh-wine-cli.XXXXXX")
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    # The prefix's wineserver writes the registry as it exits: stop it, wait, then remove.
-    WINEPREFIX="$RUN/prefix" "$WINESERVER" -k 2>/dev/null || true
-    WINEPREFIX="$RUN/prefix" "$WINESERVER" -w 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
-# wait_for WHAT COMMAND...: up to 60 s (a hang guard, not a measure).
-wait_for() {
-    what=$1
-    shift
-    for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done
-    fail "timed out waiting for $what"
-}
-
 cp "$WINDIR/fieldhub.exe" "$WINDIR/fieldhub.dll" "$RUN/"
 x86_64-w64-mingw32-gcc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$ROOT/include" -o "$RUN/fh_seq.exe" \
     "$HERE/fh_seq.c" -L"$WINDIR" -lfieldhub.dll
-x86_64-w64-mingw32-gcc -shared -O2 -o "$RUN/bcryptprimitives.dll" "$HERE/processprng_shim.c" -ladvapi32
-# A prefix of its own: nothing of the user's Wine set-up is used or changed.
-export WINEPREFIX="$RUN/prefix" WINEDEBUG=-all
 # Run from the run directory: the certificates are then relative paths,
 # the same under Wine as on Linux.
 win() { (cd "$RUN" && "$WINE" fieldhub.exe "$@"); }

@@ -23,37 +23,12 @@ WINDIR=$2
 COUNT=${3:-10000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-# Debian puts Wine's 64-bit programs beside each other, not on PATH.
-WINE=$(command -v wine64 || echo /usr/lib/wine/wine64)
-WINESERVER=$(command -v wineserver || echo "$(dirname "$WINE")/wineserver64")
-fail() { echo "wine_hub: FAIL: $*" >&2; exit 1; }
-[ -x "$WINE" ] || fail "wine64 missing (make deps installs it)"
-command -v x86_64-w64-mingw32-gcc >/dev/null || fail "x86_64-w64-mingw32-gcc missing (gcc-mingw-w64-x86-64: make deps installs it)"
+NAME=wine_hub
+. "$HERE/wine_prefix.sh"
 command -v curl >/dev/null || fail "curl missing (make deps installs it)"
 [ -f "$WINDIR/fieldhub.exe" ] || fail "$WINDIR/fieldhub.exe missing (cargo build --target x86_64-pc-windows-gnu -p fieldhub-cli; the target: rustup target add x86_64-pc-windows-gnu, which make deps does)"
 
-RUN=$(mktemp -d "${TMPDIR:-/tmp}/fh-wine-hub.XXXXXX")
-pids=""
-cleanup() {
-    for p in $pids; do kill "$p" 2>/dev/null || true; done
-    # The prefix's wineserver writes the registry as it exits: stop it, wait, then remove.
-    WINEPREFIX="$RUN/prefix" "$WINESERVER" -k 2>/dev/null || true
-    WINEPREFIX="$RUN/prefix" "$WINESERVER" -w 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
-# wait_for WHAT COMMAND...: up to 60 s (a hang guard, not a measure).
-wait_for() {
-    what=$1
-    shift
-    for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done
-    fail "timed out waiting for $what"
-}
-
 cp "$WINDIR/fieldhub.exe" "$RUN/"
-x86_64-w64-mingw32-gcc -shared -O2 -o "$RUN/bcryptprimitives.dll" "$HERE/processprng_shim.c" -ladvapi32
-# A prefix of its own: nothing of the user's Wine set-up is used or changed.
-export WINEPREFIX="$RUN/prefix" WINEDEBUG=-all
 cd "$RUN"
 win() { "$WINE" fieldhub.exe "$@"; }
 

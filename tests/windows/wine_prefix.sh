@@ -1,0 +1,34 @@
+# Sourced by the Wine tests (wine_cli.sh, wine_hub.sh) after they set NAME
+# (their name, for messages) and HERE (this directory): Wine's programs,
+# a run directory RUN with a Wine prefix of its own (nothing of the user's
+# Wine set-up is used or changed) and the test-only bcryptprimitives.dll
+# Wine 8 lacks (processprng_shim.c, never shipped), removed at exit with
+# every process named in pids; `fail` and `wait_for`.
+
+fail() { echo "$NAME: FAIL: $*" >&2; exit 1; }
+# Debian puts Wine's 64-bit programs beside each other, not on PATH.
+WINE=$(command -v wine64 || echo /usr/lib/wine/wine64)
+WINESERVER=$(command -v wineserver || echo "$(dirname "$WINE")/wineserver64")
+[ -x "$WINE" ] || fail "wine64 missing (make deps installs it)"
+command -v x86_64-w64-mingw32-gcc >/dev/null || fail "x86_64-w64-mingw32-gcc missing (gcc-mingw-w64-x86-64: make deps installs it)"
+
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/fh-$NAME.XXXXXX")
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null || true; done
+    # The prefix's wineserver writes the registry as it exits: stop it, wait, then remove.
+    WINEPREFIX="$RUN/prefix" "$WINESERVER" -k 2>/dev/null || true
+    WINEPREFIX="$RUN/prefix" "$WINESERVER" -w 2>/dev/null || true
+    rm -rf "$RUN"
+}
+trap cleanup EXIT INT TERM
+# wait_for WHAT COMMAND...: up to 60 s (a hang guard, not a measure).
+wait_for() {
+    what=$1
+    shift
+    for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done
+    fail "timed out waiting for $what"
+}
+
+x86_64-w64-mingw32-gcc -shared -O2 -o "$RUN/bcryptprimitives.dll" "$HERE/processprng_shim.c" -ladvapi32
+export WINEPREFIX="$RUN/prefix" WINEDEBUG=-all
