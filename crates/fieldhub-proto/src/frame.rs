@@ -21,9 +21,10 @@ pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
 /// Payload length of every error frame (SocketCAN `CAN_ERR_DLC`).
 pub const ERROR_FRAME_LEN: usize = 8;
 
-/// What kind of frame a record carries. The wire value is stable; values 4..=255
-/// are reserved for generic fieldbus frames (up to 2048 bytes) in a later
-/// revision and rejected by this one.
+/// What kind of frame a record carries. The wire value is stable. The spec's
+/// kinds 4 (`canxl`) and 5 (`raw`, spec/protocol.md 4.1.2 and 4.1.3) are not
+/// implemented by this revision, which refuses them as `unknown_frame_kind`
+/// like the reserved 6..=255 — as the vectors' `without_kind` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FrameKind {
