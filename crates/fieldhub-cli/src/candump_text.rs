@@ -143,12 +143,15 @@ pub fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String
     line
 }
 
-/// What candump's line adds for a LIN frame: its checksum, or that no
-/// slave answered its header.
+/// What candump's line adds for a LIN frame: its checksum, that no slave
+/// answered its header, or that the answers to it collided.
 fn lin_note(frame: &Frame) -> String {
     let flags = frame.flags();
     if flags.contains(FrameFlags::LIN_NO_RESPONSE) {
         return "   LIN no response".into();
+    }
+    if flags.contains(FrameFlags::LIN_COLLISION) {
+        return format!("   LIN collision, checksum read {:02X}", frame.len8_dlc());
     }
     let model = if flags.contains(FrameFlags::LIN_CLASSIC) { "classic" } else { "enhanced" };
     let wrong = if flags.contains(FrameFlags::LIN_CHECKSUM_ERROR) { " (wrong)" } else { "" };
@@ -159,6 +162,14 @@ fn lin_note(frame: &Frame) -> String {
 mod tests {
     use super::*;
     use fieldhub_proto::text::parse_cansend;
+
+    #[test]
+    fn lin_lines_say_the_checksum_a_missing_response_or_a_collision() {
+        let line = |text| candump_line("lin0", None, &parse_cansend(text).unwrap());
+        assert_eq!(line("L10#4A5593E5"), "  lin0   10   [4]  4A 55 93 E5   LIN enhanced checksum 96");
+        assert_eq!(line("L22#-"), "  lin0   22   [0]    LIN no response");
+        assert_eq!(line("L30#1000/X!78"), "  lin0   30   [2]  10 00   LIN collision, checksum read 78");
+    }
 
     #[test]
     fn candump_line_matches_can_utils_layout() {

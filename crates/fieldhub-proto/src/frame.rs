@@ -80,6 +80,9 @@ impl FrameFlags {
     pub const LIN_NO_RESPONSE: Self = Self::REMOTE;
     /// LIN: the checksum byte is not the one its model gives.
     pub const LIN_CHECKSUM_ERROR: Self = Self::BRS;
+    /// LIN, hub to client only: two or more slaves answered an
+    /// event-triggered header at once; the data are what the bus read.
+    pub const LIN_COLLISION: Self = Self::ESI;
 }
 
 /// Why a frame is not valid.
@@ -247,6 +250,25 @@ impl Frame {
     /// The header of identifier `id` that no slave answered.
     pub fn lin_no_response(id: u8) -> Result<Self, FrameError> {
         Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, &[])
+    }
+
+    /// What the bus read when `responses` (two or more slaves' answers to
+    /// the header of event-triggered frame `id`) collided: each response's
+    /// data bytes and checksum byte, shorter ones padded with recessive
+    /// 0xFF, ANDed bit by bit (dominant 0 wins), as long as the longest
+    /// (spec 4.1.1).
+    pub fn lin_collision(id: u8, responses: &[Frame]) -> Result<Self, FrameError> {
+        let mut bytes = [0xFF_u8; lin::MAX_DATA + 1];
+        let mut len = 0;
+        for response in responses {
+            let data = response.data();
+            for (byte, sent) in bytes.iter_mut().zip(data.iter().chain([&response.len8_dlc()])) {
+                *byte &= sent;
+            }
+            len = len.max(data.len());
+        }
+        let (data, checksum) = (&bytes[..len], bytes[len]);
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, checksum, data)
     }
 
     /// Build a frame from wire fields, checking every combination. `data`
@@ -635,6 +657,11 @@ mod accepted_parts_tests {
                 frames.push(Frame::lin_with_checksum(id, Checksum::Enhanced, &[0x5A; 8][..len], 0x00).unwrap());
             }
             frames.push(Frame::lin_no_response(id).unwrap());
+            let responses = [
+                Frame::lin(id, Checksum::Enhanced, &[0x5A; 2]).unwrap(),
+                Frame::lin(id, Checksum::Classic, &[0xA5]).unwrap(),
+            ];
+            frames.push(Frame::lin_collision(id, &responses).unwrap());
         }
         let echoed: Vec<Frame> = frames.iter().map(|f| f.with_echo(true)).collect();
         for frame in frames.iter().chain(&echoed) {

@@ -26,7 +26,9 @@
 //!   identifier in `id`, the data bytes, the checksum byte in the record's
 //!   `len8_dlc` field and the checksum model in flag `CLASSIC`; a header no
 //!   slave answered is a record with flag `NO_RESPONSE` and no data, a
-//!   response whose checksum byte is wrong carries `CHECKSUM_ERROR`.
+//!   response whose checksum byte is wrong carries `CHECKSUM_ERROR`, and
+//!   what the bus read when slaves' responses to an event-triggered header
+//!   collided carries `COLLISION` ([`crate::Frame::lin_collision`]).
 //!   [`check_record`] is the rule a decoder applies.
 
 use thiserror::Error;
@@ -63,7 +65,9 @@ pub enum LinError {
     ChecksumNotWrong(u8),
     #[error("a LIN NO_RESPONSE record is a header alone: no data, checksum 0, no other flag")]
     NoResponseShape,
-    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, ECHO 0x10)")]
+    #[error("a LIN COLLISION record is what the bus read: 1 to 8 data bytes, no other flag")]
+    CollisionShape,
+    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, COLLISION 0x08, ECHO 0x10)")]
     Flags(u8),
 }
 
@@ -71,6 +75,7 @@ pub enum LinError {
 const RECORD_FLAGS: FrameFlags = FrameFlags::LIN_CLASSIC
     .union(FrameFlags::LIN_NO_RESPONSE)
     .union(FrameFlags::LIN_CHECKSUM_ERROR)
+    .union(FrameFlags::LIN_COLLISION)
     .union(FrameFlags::ECHO);
 
 /// The checksum model a record's flags name.
@@ -84,8 +89,8 @@ pub fn model_of(flags: FrameFlags) -> Checksum {
 
 /// Whether the fields of a `lin` record make a valid LIN frame (spec 4.3):
 /// identifier 0..=0x3F; a response of 1..=8 bytes whose `checksum` byte is
-/// the one its model gives (or, with `CHECKSUM_ERROR`, is not); or a
-/// `NO_RESPONSE` header alone.
+/// the one its model gives (or, with `CHECKSUM_ERROR`, is not); a
+/// `NO_RESPONSE` header alone; or a `COLLISION` of 1..=8 bytes.
 pub fn check_record(flags: FrameFlags, id: u32, len: usize, checksum: u8, data: &[u8]) -> Result<(), LinError> {
     if !RECORD_FLAGS.contains(flags) {
         return Err(LinError::Flags(flags.difference(RECORD_FLAGS).bits()));
@@ -95,6 +100,14 @@ pub fn check_record(flags: FrameFlags, id: u32, len: usize, checksum: u8, data: 
         let only = flags.difference(FrameFlags::ECHO) == FrameFlags::LIN_NO_RESPONSE;
         if !only || len != 0 || !data.is_empty() || checksum != 0 {
             return Err(LinError::NoResponseShape);
+        }
+        return Ok(());
+    }
+    if flags.contains(FrameFlags::LIN_COLLISION) {
+        // Any checksum byte: the wired-AND of the colliding responses'.
+        let only = flags.difference(FrameFlags::ECHO) == FrameFlags::LIN_COLLISION;
+        if !only || !(1..=MAX_DATA).contains(&len) || data.len() != len {
+            return Err(LinError::CollisionShape);
         }
         return Ok(());
     }

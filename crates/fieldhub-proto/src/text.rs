@@ -12,7 +12,9 @@
 //! - LIN frames (fieldhub's own form: cansend has none) read and print as
 //!   `L10#4A5593E5` — `L`, the 6-bit identifier in two hex digits, the data —
 //!   followed by `/C` under the classic checksum and `!96` (the byte sent)
-//!   for a wrong checksum; a header no slave answered is `L10#-`.
+//!   for a wrong checksum; a header no slave answered is `L10#-`, and what
+//!   the bus read when responses to an event-triggered header collided is
+//!   `L30#1000/X!78` (data, `/X`, the checksum byte read).
 //! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
 //!   by ` T` (TX confirmation) or ` R` (received) as newer candump writes.
 
@@ -90,11 +92,17 @@ fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
         Some(_) => return Err(bad()),
         None => (rest, None),
     };
+    let mut data = [0u8; 64];
+    if let (Some(hex), Some(byte)) = (rest.strip_suffix("/X"), checksum) {
+        // What the bus read in a collision: the data, then the checksum byte.
+        let len = parse_hex_bytes(hex, text, &mut data)?;
+        let read = Frame::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, byte, &data[..len]);
+        return read.map_err(invalid);
+    }
     let (hex, model) = match rest.strip_suffix("/C") {
         Some(hex) => (hex, Checksum::Classic),
         None => (rest, Checksum::Enhanced),
     };
-    let mut data = [0u8; 64];
     let len = parse_hex_bytes(hex, text, &mut data)?;
     match checksum {
         Some(byte) => Frame::lin_with_checksum(id, model, &data[..len], byte),
@@ -200,7 +208,10 @@ pub fn write_cansend(out: &mut String, frame: &Frame) {
             if frame.flags().contains(FrameFlags::LIN_CLASSIC) {
                 out.push_str("/C");
             }
-            if frame.flags().contains(FrameFlags::LIN_CHECKSUM_ERROR) {
+            if frame.flags().contains(FrameFlags::LIN_COLLISION) {
+                out.push_str("/X");
+            }
+            if frame.flags().intersects(FrameFlags::LIN_CHECKSUM_ERROR | FrameFlags::LIN_COLLISION) {
                 out.push('!');
                 push_hex(out, &[frame.len8_dlc()]);
             }
@@ -277,7 +288,9 @@ mod tests {
 
     #[test]
     fn lin_forms_round_trip_and_carry_the_checksum_model() {
-        for text in ["L10#4A5593E5", "L3C#0102030405060708/C", "L10#4A5593E5!00", "L22#-", "L00#FF/C!12"] {
+        let forms =
+            ["L10#4A5593E5", "L3C#0102030405060708/C", "L10#4A5593E5!00", "L22#-", "L00#FF/C!12", "L30#1000/X!78"];
+        for text in forms {
             let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert!(frame.is_lin(), "{text}");
             assert_eq!(format_cansend(&frame), text);
@@ -287,7 +300,9 @@ mod tests {
         assert_eq!(parse_cansend("L10#4A5593E5/C").unwrap().len8_dlc(), 0xE6);
         // The right checksum given as a wrong one is simply the right one.
         assert_eq!(parse_cansend("L10#4A5593E5!96").unwrap(), frame);
-        for bad in ["L40#01", "L1#01", "L10#", "L10#010203040506070809", "L10#01!1", "L10"] {
+        let collision = parse_cansend("L30#1000/X!78").unwrap();
+        assert_eq!((collision.len(), collision.len8_dlc(), collision.flags()), (2, 0x78, FrameFlags::LIN_COLLISION));
+        for bad in ["L40#01", "L1#01", "L10#", "L10#010203040506070809", "L10#01!1", "L10", "L30#/X!00"] {
             assert!(parse_cansend(bad).is_err(), "{bad}");
         }
         assert!(parse_cansend("L40#01").unwrap_err().to_string().contains("over 0x3F"));

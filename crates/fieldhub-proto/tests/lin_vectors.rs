@@ -73,3 +73,21 @@ fn nominal_frame_times_and_their_maximum_match_the_vectors_and_frame_bits() {
     // A header nobody answered: the header's 34 bits.
     assert_eq!(FrameBits::of(&Frame::lin_no_response(0x22).unwrap()).total, 34);
 }
+
+#[test]
+fn a_collision_is_the_wired_and_of_the_responses_with_their_checksums_as_the_frames_vector_says() {
+    // spec/vectors/lin/frames.json `lin_collision_hub_made`: frames 0x11 and
+    // 0x12 answer event-triggered 0x30 together, each response opening
+    // with its frame's protected identifier and checked under 0x30's.
+    let answer = |data: &[u8]| Frame::lin(0x30, Checksum::Enhanced, data).unwrap();
+    let (door, seat) = (answer(&[0x11, 0x01]), answer(&[0x92, 0x02]));
+    assert_eq!((door.len8_dlc(), seat.len8_dlc()), (0xFC, 0x7A));
+    let read = Frame::lin_collision(0x30, &[door, seat]).unwrap();
+    assert_eq!((read.data(), read.len8_dlc(), read.flags()), (&[0x10, 0x00][..], 0x78, FrameFlags::LIN_COLLISION));
+    // A shorter response is padded with recessive bits: its checksum byte
+    // meets the longer one's data.
+    let short = answer(&[0x11]);
+    let read = Frame::lin_collision(0x30, &[short, seat]).unwrap();
+    assert_eq!((read.data(), read.len8_dlc()), (&[0x10, 0x02 & short.len8_dlc()][..], 0x7A));
+    assert_eq!(FrameBits::of(&read).total, 34 + 30, "the header and a 2-byte response");
+}
