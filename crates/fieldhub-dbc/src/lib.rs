@@ -17,10 +17,12 @@
 
 pub mod bits;
 mod format;
+pub mod mux;
 
 use std::collections::HashMap;
 
-use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
+use can_dbc::{ByteOrder, Dbc, MessageId, SignalExtendedValueType, ValueType};
+use mux::{deselected_by, presences, Presence};
 
 /// The parser's own types: a parsed file ([`can_dbc::Dbc`]) is what the
 /// hub keeps beside a [`Database`] to list and encode messages.
@@ -34,6 +36,8 @@ pub enum DbcLoadError {
     Parse(String),
     #[error("the DBC file is neither UTF-8 nor Windows-1252 text")]
     Encoding,
+    #[error(transparent)]
+    Multiplexing(#[from] mux::MuxError),
     #[error("signal {message}.{signal}: {why}")]
     Signal { message: String, signal: String, why: String },
 }
@@ -44,14 +48,6 @@ enum Kind {
     Integer { signed: bool },
     Float32,
     Float64,
-}
-
-/// When a signal is present: always, or when a multiplexor's raw value is
-/// in one of the ranges.
-#[derive(Clone, Debug, PartialEq)]
-enum Presence {
-    Always,
-    When { multiplexor: usize, ranges: Vec<(u64, u64)> },
 }
 
 /// One signal, ready to decode.
@@ -65,7 +61,6 @@ struct SignalDef {
     factor: f64,
     offset: f64,
     unit: String,
-    presence: Presence,
     choices: Vec<(i64, String)>,
 }
 
@@ -74,6 +69,8 @@ struct SignalDef {
 struct MessageDef {
     name: String,
     signals: Vec<SignalDef>,
+    /// Each signal's multiplexors, by the signal's index.
+    presences: Vec<Presence>,
 }
 
 /// A signal's value in a decoded frame.
@@ -144,7 +141,7 @@ impl Database {
             message.signals.iter().map(|s| bits::extract(data, s.start, s.size, s.order)).collect();
         let mut signals = Vec::with_capacity(message.signals.len());
         for (index, signal) in message.signals.iter().enumerate() {
-            if !present(message, &raws, index, 0) {
+            if deselected_by(&message.presences, index, |i| raws[i]).is_some() {
                 continue;
             }
             let Some(raw) = raws[index] else { continue };
@@ -185,53 +182,12 @@ pub fn read(bytes: &[u8]) -> Result<Dbc, DbcLoadError> {
     }
 }
 
-/// Whether signal `index` is present: its multiplexor (recursively) is
-/// present and has a matching raw value. `depth` guards against a file
-/// whose multiplexors name each other in a cycle.
-fn present(message: &MessageDef, raws: &[Option<u64>], index: usize, depth: usize) -> bool {
-    match &message.signals[index].presence {
-        Presence::Always => true,
-        Presence::When { multiplexor, ranges } => {
-            depth < message.signals.len()
-                && present(message, raws, *multiplexor, depth + 1)
-                && raws[*multiplexor].is_some_and(|raw| ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&raw)))
-        }
-    }
-}
-
 fn message_def(dbc: &Dbc, message: &can_dbc::Message) -> Result<MessageDef, DbcLoadError> {
-    let index_of = |name: &str| message.signals.iter().position(|s| s.name == name);
-    // Simple multiplexing names one switch; the first `M` (or `mNM`) is it.
-    let switch = message.signals.iter().position(|s| {
-        matches!(
-            s.multiplexer_indicator,
-            MultiplexIndicator::Multiplexor | MultiplexIndicator::MultiplexorAndMultiplexedSignal(_)
-        )
-    });
+    let presences = presences(dbc, message)?;
     let mut signals = Vec::with_capacity(message.signals.len());
     for signal in &message.signals {
         let fail =
             |why: String| DbcLoadError::Signal { message: message.name.clone(), signal: signal.name.clone(), why };
-        let extended =
-            dbc.extended_multiplex.iter().find(|x| x.message_id == message.id && x.signal_name == signal.name);
-        let presence = match (extended, signal.multiplexer_indicator) {
-            (Some(x), _) => Presence::When {
-                multiplexor: index_of(&x.multiplexor_signal_name)
-                    .ok_or_else(|| fail(format!("no multiplexor named '{}'", x.multiplexor_signal_name)))?,
-                ranges: x.mappings.iter().map(|m| (m.min_value, m.max_value)).collect(),
-            },
-            (
-                None,
-                MultiplexIndicator::MultiplexedSignal(value)
-                | MultiplexIndicator::MultiplexorAndMultiplexedSignal(value),
-            ) => Presence::When {
-                multiplexor: switch
-                    .filter(|&s| message.signals[s].name != signal.name)
-                    .ok_or_else(|| fail("multiplexed, but the message has no multiplexor".into()))?,
-                ranges: vec![(value, value)],
-            },
-            (None, _) => Presence::Always,
-        };
         let kind = match dbc.extended_value_type_for_signal(message.id, &signal.name) {
             Some(SignalExtendedValueType::IEEEfloat32Bit) => Kind::Float32,
             Some(SignalExtendedValueType::IEEEdouble64bit) => Kind::Float64,
@@ -261,11 +217,10 @@ fn message_def(dbc: &Dbc, message: &can_dbc::Message) -> Result<MessageDef, DbcL
             factor: signal.factor,
             offset: signal.offset,
             unit: signal.unit.clone(),
-            presence,
             choices,
         });
     }
-    Ok(MessageDef { name: message.name.clone(), signals })
+    Ok(MessageDef { name: message.name.clone(), signals, presences })
 }
 
 #[cfg(test)]

@@ -11,13 +11,15 @@
 //! Invariants:
 //! - A value that does not fit its signal's bits is refused naming the
 //!   signal and the physical range that fits, never cut to its low bits.
-//! - Multiplexing: a multiplexed signal is written only when its
-//!   multiplexor's raw value (given, or its start value) selects it; a
+//! - Multiplexing, at any depth (`fieldhub_dbc::mux`): a multiplexed
+//!   signal is written only when every multiplexor on its chain is written
+//!   and its raw value (given, or its start value) selects the next; a
 //!   value given for a signal the frame does not carry is refused naming
-//!   the multiplexor value that would carry it.
+//!   the multiplexor that leaves it out and its value.
 //! - An unknown message or signal is refused listing what the DBC has.
 
-use can_dbc::{Dbc, Message, MessageId, MultiplexIndicator, Signal, SignalExtendedValueType, ValueType};
+use can_dbc::{Dbc, Message, MessageId, Signal, SignalExtendedValueType, ValueType};
+use fieldhub_dbc::mux::{deselected_by, presences, MuxError};
 
 use crate::bits::{insert, OutOfPayload};
 
@@ -52,6 +54,8 @@ pub enum EncodeError {
          set {multiplexor} to select it"
     )]
     NotSelected { message: String, signal: String, multiplexor: String, selector: u64 },
+    #[error(transparent)]
+    Multiplexing(#[from] MuxError),
     #[error("message {message}, signal {signal}: {source}")]
     Signal {
         message: String,
@@ -89,17 +93,18 @@ pub fn encode(dbc: &Dbc, name: &str, values: &[(String, f64)]) -> Result<Encoded
         };
         raws.push((raw, given.is_some()));
     }
+    let presences = presences(dbc, message)?;
     // The size was checked against 64 bytes.
     let mut payload = vec![0u8; message.size as usize];
     for (index, signal) in message.signals.iter().enumerate() {
         let (raw, given) = raws[index];
-        if let Some((multiplexor, selector)) = deselected(dbc, message, signal, &raws) {
+        if let Some(multiplexor) = deselected_by(&presences, index, |i| Some(raws[i].0)) {
             if given {
                 return Err(EncodeError::NotSelected {
                     message: message.name.clone(),
                     signal: signal.name.clone(),
-                    multiplexor: multiplexor.to_owned(),
-                    selector,
+                    multiplexor: message.signals[multiplexor].name.clone(),
+                    selector: raws[multiplexor].0,
                 });
             }
             continue;
@@ -115,35 +120,6 @@ pub fn encode(dbc: &Dbc, name: &str, values: &[(String, f64)]) -> Result<Encoded
         MessageId::Extended(id) => (id, true),
     };
     Ok(Encoded { id, extended, payload })
-}
-
-/// The multiplexor (name, raw value) that leaves `signal` out of the frame,
-/// if one does: extended multiplexing (`SG_MUL_VAL_`) by its ranges, simple
-/// multiplexing by the message's switch (`M`).
-fn deselected<'a>(dbc: &Dbc, message: &'a Message, signal: &Signal, raws: &[(u64, bool)]) -> Option<(&'a str, u64)> {
-    let raw_of = |name: &str| message.signals.iter().position(|s| s.name == name).map(|i| raws[i].0);
-    if let Some(x) = dbc.extended_multiplex.iter().find(|x| x.message_id == message.id && x.signal_name == signal.name)
-    {
-        let switch = message.signals.iter().find(|s| s.name == x.multiplexor_signal_name)?;
-        let raw = raw_of(&switch.name)?;
-        let selected = x.mappings.iter().any(|m| (m.min_value..=m.max_value).contains(&raw));
-        return (!selected).then_some((switch.name.as_str(), raw));
-    }
-    let wanted = match signal.multiplexer_indicator {
-        MultiplexIndicator::MultiplexedSignal(value) | MultiplexIndicator::MultiplexorAndMultiplexedSignal(value) => {
-            value
-        }
-        MultiplexIndicator::Plain | MultiplexIndicator::Multiplexor => return None,
-    };
-    let switch = message.signals.iter().find(|s| {
-        s.name != signal.name
-            && matches!(
-                s.multiplexer_indicator,
-                MultiplexIndicator::Multiplexor | MultiplexIndicator::MultiplexorAndMultiplexedSignal(_)
-            )
-    })?;
-    let raw = raw_of(&switch.name)?;
-    (raw != wanted).then_some((switch.name.as_str(), raw))
 }
 
 /// A signal's start value as raw bits (two's complement for a negative one).

@@ -13,8 +13,9 @@
 //!   counter, then the checksum over the finished payload (`protect.rs`),
 //!   so a receiver's checks pass unless a fault is set; each signal's
 //!   value as sent is kept for the control plane to show.
-//! - In a multiplexed message only the multiplexor and the signals its
-//!   current value selects are written; the other bits stay 0.
+//! - In a multiplexed message only the signals every multiplexor on their
+//!   chain selects this cycle are written, at any depth
+//!   (`fieldhub_dbc::mux`); the other bits stay 0.
 //! - A value set or ramped to by name is checked against the signal's size
 //!   and its DBC range before it is stored; a refused value changes
 //!   nothing. The counter's and the checksum's signals are the engine's
@@ -26,8 +27,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use can_dbc::{ByteOrder, Dbc, MultiplexIndicator, NumericValue, ValueType};
+use can_dbc::{ByteOrder, Dbc, NumericValue, ValueType};
 use fieldhub_bus::cyclic::FrameProducer;
+use fieldhub_dbc::mux::{deselected_by, presences, Presence};
 use fieldhub_proto::frame::FrameFlags;
 use fieldhub_proto::Frame;
 
@@ -231,7 +233,11 @@ pub struct MessageJob {
     payload: [u8; 64],
     /// Bytes on the wire: the DBC's size, rounded up to a CAN FD length.
     len: usize,
-    multiplexor: Option<usize>,
+    /// Each signal's multiplexors, by the signal's index.
+    presences: Vec<Presence>,
+    /// Each signal's raw value this cycle, by its index (kept, so that a
+    /// cycle allocates nothing).
+    raws: Vec<u64>,
     /// The alive counter and its signal's index.
     counter: Option<(AliveCounter, usize)>,
     /// The checksum and its signal's index.
@@ -248,14 +254,17 @@ impl MessageJob {
         let state = &*self.state;
         let data = &mut self.payload[..self.len];
         data.fill(0);
-        // The multiplexor's value this cycle selects the signals sent (the
-        // loop reads it again, to the same value).
-        let selector = self.multiplexor.map(|i| state.signals[i].due(&mut self.ramps[i], due_ns));
-        for (signal, ramp) in state.signals.iter().zip(self.ramps.iter_mut()) {
-            let raw = signal.due(ramp, due_ns);
-            if signal.mux.is_some() && signal.mux != selector {
+        // Every value first: the multiplexors' values this cycle select
+        // the signals sent, wherever they are in the message.
+        for ((signal, ramp), raw) in state.signals.iter().zip(self.ramps.iter_mut()).zip(self.raws.iter_mut()) {
+            *raw = signal.due(ramp, due_ns);
+        }
+        let raws = &self.raws;
+        for (index, signal) in state.signals.iter().enumerate() {
+            if deselected_by(&self.presences, index, |i| raws.get(i).copied()).is_some() {
                 continue;
             }
+            let raw = raws[index];
             let Place { start, size, order } = signal.place;
             // Every place was checked against the payload when the job was built.
             insert(data, start, size, order, raw).ok()?;
@@ -326,12 +335,6 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
             // The plan placed every signal of the message in its payload.
             let place = Place { start: s.start_bit as u32, size: s.size as u32, order: s.byte_order };
             let raw = fieldhub_dbc::bits::extract(&planned.payload, place.start, place.size, place.order).unwrap_or(0);
-            let mux = match s.multiplexer_indicator {
-                MultiplexIndicator::MultiplexedSignal(v) | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v) => {
-                    Some(v)
-                }
-                _ => None,
-            };
             let role = match (counter, checksum) {
                 (Some(c), _) if c.signal == s.name => Role::Counter,
                 (_, Some(c)) if c.signal == s.name => Role::Checksum,
@@ -339,10 +342,12 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
             };
             let signed = s.value_type == ValueType::Signed;
             let range = (number(&s.min), number(&s.max));
-            SignalState::new(s.name.clone(), place, signed, (s.factor, s.offset), range, mux, role, raw)
+            SignalState::new(s.name.clone(), place, signed, (s.factor, s.offset), range, role, raw)
         })
         .collect();
-    let multiplexor = message.signals.iter().position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
+    // The plan built the message's first payload with them.
+    let presences = presences(dbc, message).map_err(PlanError::from)?;
+    let raws = vec![0; signals.len()];
     let len = fieldhub_proto::frame::fd_round_up_len(planned.payload.len()).unwrap_or(64);
     let ramps = vec![Ramp::default(); signals.len()];
     let state = MessageState {
@@ -398,7 +403,7 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
             Some((Checksum::new(rule, planned.payload.len()).map_err(fail)?, index))
         }
     };
-    Ok(MessageJob { state: Arc::new(state), ramps, payload: [0; 64], len, multiplexor, counter, checksum })
+    Ok(MessageJob { state: Arc::new(state), ramps, payload: [0; 64], len, presences, raws, counter, checksum })
 }
 
 fn number(value: &NumericValue) -> f64 {

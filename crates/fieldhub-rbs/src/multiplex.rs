@@ -4,7 +4,9 @@
 //!
 //! Refused:
 //! - a message with two plain multiplexors (`M`): which one selects?
-//! - a multiplexed signal (`mN`) in a message without a multiplexor;
+//! - a multiplexed signal (`mN`) in a message without a multiplexor, or
+//!   in one with several and no `SG_MUL_VAL_` naming the one that selects
+//!   it (`fieldhub_dbc::mux`: which multiplexor selects what);
 //! - an `SG_MUL_VAL_` (extended multiplexing) naming a message, signal or
 //!   multiplexor that does not exist;
 //! - multiplexors that select each other in a circle through
@@ -14,6 +16,7 @@
 //! steps as the message has signals, so it ends on every input.
 
 use can_dbc::{Dbc, Message, MessageId, MultiplexIndicator};
+use fieldhub_dbc::mux::{presences, MuxError};
 
 use crate::load::LoadError;
 
@@ -63,6 +66,17 @@ pub fn check(dbc: &Dbc, text: &str) -> Result<(), LoadError> {
             }
         }
     }
+    for message in &dbc.messages {
+        if let Err(e) = presences(dbc, message) {
+            let line = match &e {
+                MuxError::NoMultiplexor { signal, .. } | MuxError::Ambiguous { signal, .. } => {
+                    signal_line(text, message.id, signal)
+                }
+                MuxError::UnknownMultiplexor { signal, .. } => mul_val_line(text, message.id, signal),
+            };
+            return Err(LoadError::Parse { line, why: e.to_string() });
+        }
+    }
     Ok(())
 }
 
@@ -77,25 +91,6 @@ fn check_message(message: &Message, text: &str) -> Result<(), LoadError> {
             message.name, first.name, second.name
         );
         return Err(at(&second.name, why));
-    }
-    let selects = |s: &&can_dbc::Signal| {
-        matches!(
-            s.multiplexer_indicator,
-            MultiplexIndicator::Multiplexor | MultiplexIndicator::MultiplexorAndMultiplexedSignal(_)
-        )
-    };
-    if !message.signals.iter().any(|s| selects(&s)) {
-        let multiplexed = message
-            .signals
-            .iter()
-            .find(|s| matches!(s.multiplexer_indicator, MultiplexIndicator::MultiplexedSignal(_)));
-        if let Some(signal) = multiplexed {
-            let why = format!(
-                "signal {} is multiplexed (m), but message {} has no multiplexor (M)",
-                signal.name, message.name
-            );
-            return Err(at(&signal.name, why));
-        }
     }
     Ok(())
 }
@@ -175,6 +170,19 @@ mod tests {
         let stranger =
             format!("{HEAD}BO_ 256 M1: 8 A\n SG_ P M : 0|8@1+ (1,0) [0|0] \"\" B\n\nSG_MUL_VAL_ 256 P Nobody 1-1;\n");
         assert_eq!(refused(&stranger), (8, "SG_MUL_VAL_ names signal Nobody, which message M1 does not have".into()));
+        let ambiguous = format!(
+            "{HEAD}BO_ 256 M1: 8 A\n SG_ P M : 0|8@1+ (1,0) [0|0] \"\" B\n SG_ Q m1M : 8|8@1+ (1,0) [0|0] \"\" B\n \
+             SG_ R m2 : 16|8@1+ (1,0) [0|0] \"\" B\n\nSG_MUL_VAL_ 256 Q P 1-1;\n"
+        );
+        assert_eq!(
+            refused(&ambiguous),
+            (
+                8,
+                "signal R is multiplexed (m), but message M1 has several multiplexors (P, Q); \
+                 an SG_MUL_VAL_ line must name the one that selects it"
+                    .into()
+            )
+        );
     }
 
     #[test]

@@ -9,12 +9,14 @@
 //! Invariants:
 //! - A message without a cycle time and without a default is sent on
 //!   change only (event-triggered): [`PlannedMessage::cycle_ms`] is `None`.
-//! - In a multiplexed message the first payload carries the multiplexor's
-//!   start value and the signals that value selects; the others stay 0.
+//! - In a multiplexed message the first payload carries the multiplexors'
+//!   start values and the signals they select, at any depth
+//!   (`fieldhub_dbc::mux`); the others stay 0.
 //! - A node name that the DBC does not define is an error listing the
 //!   nodes it does define, never a simulation that silently sends nothing.
 
-use can_dbc::{AttributeValue, Dbc, Message, MessageId, MultiplexIndicator, Signal};
+use can_dbc::{AttributeValue, Dbc, Message, MessageId, Signal};
+use fieldhub_dbc::mux::{deselected_by, presences, MuxError};
 
 use crate::bits::{insert, OutOfPayload};
 
@@ -34,6 +36,8 @@ pub enum PlanError {
     UnknownNode { name: String, known: String },
     #[error("message {message} is {size} bytes long; a CAN FD frame carries at most 64")]
     MessageTooLong { message: String, size: u64 },
+    #[error(transparent)]
+    Multiplexing(#[from] MuxError),
     #[error("message {message}, signal {signal}: {source}")]
     Signal {
         message: String,
@@ -123,22 +127,17 @@ fn start_payload(dbc: &Dbc, message: &Message) -> Result<Vec<u8>, PlanError> {
     let mut payload = vec![0u8; message.size as usize];
     let start_of =
         |signal: &Signal| dbc.resolved_signal_attribute(message.id, &signal.name, "GenSigStartValue").map_or(0, raw_of);
-    let selector =
-        message.signals.iter().find(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor).map(&start_of);
-    for signal in &message.signals {
-        let present = match signal.multiplexer_indicator {
-            MultiplexIndicator::Plain | MultiplexIndicator::Multiplexor => true,
-            MultiplexIndicator::MultiplexedSignal(value)
-            | MultiplexIndicator::MultiplexorAndMultiplexedSignal(value) => selector == Some(value),
-        };
-        if !present {
+    let presences = presences(dbc, message)?;
+    let starts: Vec<u64> = message.signals.iter().map(&start_of).collect();
+    for (index, signal) in message.signals.iter().enumerate() {
+        if deselected_by(&presences, index, |i| starts.get(i).copied()).is_some() {
             continue;
         }
         let fail = |source| PlanError::Signal { message: message.name.clone(), signal: signal.name.clone(), source };
         // Beyond u32 is beyond any payload: `insert` refuses it like any misfit.
         let start = u32::try_from(signal.start_bit).unwrap_or(u32::MAX);
         let size = u32::try_from(signal.size).unwrap_or(u32::MAX);
-        insert(&mut payload, start, size, signal.byte_order, start_of(signal)).map_err(fail)?;
+        insert(&mut payload, start, size, signal.byte_order, starts[index]).map_err(fail)?;
     }
     Ok(payload)
 }

@@ -67,8 +67,6 @@ pub struct SignalState {
     /// The DBC's range; `min == max` (both 0 in most files) means none.
     pub min: f64,
     pub max: f64,
-    /// The multiplexor value that selects it; `None`: always present.
-    pub(crate) mux: Option<u64>,
     pub role: Role,
     /// The value set (raw): what is sent while no ramp runs.
     raw: AtomicU64,
@@ -90,14 +88,12 @@ pub(crate) struct Ramp {
 }
 
 impl SignalState {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         name: String,
         place: Place,
         signed: bool,
         (factor, offset): (f64, f64),
         (min, max): (f64, f64),
-        mux: Option<u64>,
         role: Role,
         start: u64,
     ) -> Self {
@@ -109,7 +105,6 @@ impl SignalState {
             offset,
             min,
             max,
-            mux,
             role,
             raw: AtomicU64::new(start),
             sent: AtomicU64::new(start),
