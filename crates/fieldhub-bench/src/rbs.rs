@@ -13,7 +13,11 @@
 //! scheduler. The first second is warm-up (every message's first cycle is
 //! due at once). The figures are in µs and in frame times (the baseline: one
 //! 8-byte frame's time at the channel's bitrate, computed exactly), and the
-//! cycles a message missed are counted.
+//! cycles a message missed are counted, as are the periods more than one
+//! frame time off their cycle; each class names its worst message (the
+//! largest period error). The load achieved — the frames that came after
+//! the warm-up, at the baseline frame's time each, over the time they took —
+//! stands beside the load the database asks for.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -58,12 +62,25 @@ pub struct CycleClass {
     pub missed: u64,
     /// |interval − cycle| between consecutive cycles, over every message of the class.
     pub period_error: Distribution,
+    /// Periods more than one frame time off the cycle.
+    pub periods_off_by_more_than_a_frame: usize,
+    /// The message with the largest period error: its identifier, and its
+    /// own p99 and max in µs.
+    pub worst_message: Option<WorstMessage>,
     /// How late each frame was against its message's schedule.
     pub lateness: Distribution,
     /// The largest lateness in frame times.
     pub max_lateness_frames: f64,
     /// Frames late by at most one frame time, of all.
     pub within_one_frame: f64,
+}
+
+/// One message's period error, the worst of its class.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorstMessage {
+    pub id: u32,
+    pub p99_us: f64,
+    pub max_us: f64,
 }
 
 /// The whole run.
@@ -74,6 +91,9 @@ pub struct RbsReport {
     pub bitrate: u32,
     /// The bus load the database asks for (frames' bits per second / bitrate).
     pub nominal_load: f64,
+    /// The load the frames measured make: their count at the baseline
+    /// frame's time, over the time from the warm-up's end to the last.
+    pub achieved_load: f64,
     /// One 8-byte classic frame's time on the bus (the baseline), µs.
     pub frame_time_us: f64,
     pub classes: Vec<CycleClass>,
@@ -83,21 +103,25 @@ impl std::fmt::Display for RbsReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "rest-bus simulation: {} messages for {} s on {} kbit/s (nominal load {:.0} %), one frame time {:.1} µs",
+            "rest-bus simulation: {} messages for {} s on {} kbit/s, load {:.1} % achieved of {:.1} % nominal, \
+             one frame time {:.1} µs",
             self.messages,
             self.seconds,
             self.bitrate / 1000,
+            self.achieved_load * 100.0,
             self.nominal_load * 100.0,
             self.frame_time_us
         )?;
         writeln!(
             f,
-            "cycle  msgs  frames  missed  |period error| p50/p99/max µs   late p50/p99/max µs   max late  ≤1 frame"
+            "cycle  msgs  frames  missed  |period error| p50/p99/max µs  >1 frame   late p50/p99/max µs   max late  \
+             ≤1 frame   worst message p99/max µs"
         )?;
         for c in &self.classes {
             writeln!(
                 f,
-                "{:>4}ms {:>4} {:>7} {:>7}  {:>7.1} {:>7.1} {:>7.1}   {:>6.1} {:>6.1} {:>7.1}   {:>5.2} fr  {:>6.2} %",
+                "{:>4}ms {:>4} {:>7} {:>7}  {:>7.1} {:>7.1} {:>7.1}  {:>8}   {:>6.1} {:>6.1} {:>7.1}   {:>5.2} fr  \
+                 {:>6.2} %   {}",
                 c.cycle_ms,
                 c.messages,
                 c.frames,
@@ -105,11 +129,15 @@ impl std::fmt::Display for RbsReport {
                 c.period_error.p50_us,
                 c.period_error.p99_us,
                 c.period_error.max_us,
+                c.periods_off_by_more_than_a_frame,
                 c.lateness.p50_us,
                 c.lateness.p99_us,
                 c.lateness.max_us,
                 c.max_lateness_frames,
-                c.within_one_frame * 100.0
+                c.within_one_frame * 100.0,
+                c.worst_message
+                    .as_ref()
+                    .map_or("-".into(), |w| format!("0x{:X} {:.1}/{:.1}", w.id, w.p99_us, w.max_us))
             )?;
         }
         Ok(())
@@ -204,6 +232,10 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
     let frame = Frame::can(0x100, false, &[0; 8]).map_err(|e| BenchError::Invalid(e.to_string()))?;
     let frame_ns = fieldhub_proto::bits::FrameBits::of(&frame).duration_ns(BITRATE, BITRATE) as f64;
     let nominal_load = (0..spec.messages).map(|i| 1000.0 / cycle_of(i) as f64).sum::<f64>() * frame_ns / 1e9;
+    let measured = seen.values().map(Vec::len).sum::<usize>();
+    let last = seen.values().filter_map(|t| t.last()).max().copied().unwrap_or(0);
+    let window_ns = last.saturating_sub(begin + WARM_UP_NS);
+    let achieved_load = if window_ns == 0 { 0.0 } else { measured as f64 * frame_ns / window_ns as f64 };
     let classes = CYCLES
         .iter()
         .filter_map(|&(cycle_ms, _)| {
@@ -217,6 +249,7 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
         seconds: spec.seconds,
         bitrate: BITRATE,
         nominal_load,
+        achieved_load,
         frame_time_us: frame_ns / 1e3,
         classes,
     })
@@ -226,6 +259,7 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
 fn class(cycle_ms: u64, ids: &[u32], seen: &BTreeMap<u32, Vec<u64>>, frame_ns: f64) -> CycleClass {
     let period = cycle_ms * 1_000_000;
     let (mut lateness, mut period_error, mut missed) = (Vec::new(), Vec::new(), 0);
+    let mut worst: Option<(u32, Vec<u64>)> = None;
     for id in ids {
         let Some(times) = seen.get(id).filter(|t| !t.is_empty()) else { continue };
         // Its schedule: every period from the earliest start its frames
@@ -239,12 +273,23 @@ fn class(cycle_ms: u64, ids: &[u32], seen: &BTreeMap<u32, Vec<u64>>, frame_ns: f
         lateness.extend(implied.iter().map(|&at| u64::try_from(at - start).unwrap_or(u64::MAX)));
         missed += cycles.last().map_or(0, |last| last + 1) - times.len() as u64;
         // Consecutive cycles only: a missed one is counted above, not here.
-        for (pair, k) in times.windows(2).zip(cycles.windows(2)) {
-            if k[1] == k[0] + 1 {
-                period_error.push((pair[1] - pair[0]).abs_diff(period));
-            }
+        let own: Vec<u64> = times
+            .windows(2)
+            .zip(cycles.windows(2))
+            .filter(|(_, k)| k[1] == k[0] + 1)
+            .map(|(pair, _)| (pair[1] - pair[0]).abs_diff(period))
+            .collect();
+        period_error.extend_from_slice(&own);
+        let max_of = |errors: &[u64]| errors.iter().copied().max().unwrap_or(0);
+        if worst.as_ref().is_none_or(|(_, errors)| max_of(&own) > max_of(errors)) {
+            worst = Some((*id, own));
         }
     }
+    let off = period_error.iter().filter(|&&e| e as f64 > frame_ns).count();
+    let worst_message = worst.map(|(id, mut errors)| {
+        let d = Distribution::of(&mut errors);
+        WorstMessage { id, p99_us: d.p99_us, max_us: d.max_us }
+    });
     let within = lateness.iter().filter(|&&l| l as f64 <= frame_ns).count();
     let frames = lateness.len();
     let max_late = lateness.iter().copied().max().unwrap_or(0) as f64;
@@ -254,6 +299,8 @@ fn class(cycle_ms: u64, ids: &[u32], seen: &BTreeMap<u32, Vec<u64>>, frame_ns: f
         frames,
         missed,
         period_error: Distribution::of(&mut period_error),
+        periods_off_by_more_than_a_frame: off,
+        worst_message,
         lateness: Distribution::of(&mut lateness),
         max_lateness_frames: max_late / frame_ns,
         within_one_frame: if frames == 0 { 0.0 } else { within as f64 / frames as f64 },
@@ -272,5 +319,22 @@ mod tests {
         assert_eq!(text.lines().filter(|l| l.starts_with("BO_ ")).count(), 300);
         assert_eq!(text.lines().filter(|l| l.starts_with("BA_ \"GenMsgCycleTime\" BO_ ")).count(), 300);
         assert!(text.contains("BA_ \"GenMsgCycleTime\" BO_ 256 10;") && text.contains("BU_: NODE0"));
+    }
+
+    #[test]
+    fn a_class_counts_periods_off_by_more_than_a_frame_and_names_its_worst_message() {
+        const MS: u64 = 1_000_000;
+        let frame_ns = 130_000.0;
+        // 0x100 on time; 0x101 one period 200 µs long (and the next 200 µs
+        // short), one 100 µs long, and one cycle missed (not a period).
+        let on_time: Vec<u64> = (0..5).map(|k| k * 10 * MS).collect();
+        let jittery = vec![0, 10 * MS + 200_000, 20 * MS, 30 * MS + 100_000, 50 * MS + 100_000];
+        let seen = BTreeMap::from([(0x100, on_time), (0x101, jittery)]);
+        let c = class(10, &[0x100, 0x101], &seen, frame_ns);
+        assert_eq!((c.frames, c.missed), (10, 1));
+        assert_eq!(c.period_error.samples, 7, "4 on time, 3 of 0x101's consecutive cycles");
+        assert_eq!(c.periods_off_by_more_than_a_frame, 2, "200 µs twice; 100 µs is within a frame time");
+        let worst = c.worst_message.unwrap();
+        assert_eq!((worst.id, worst.max_us), (0x101, 200.0));
     }
 }
