@@ -5,15 +5,16 @@
 const token = new URLSearchParams(location.search).get('token');
 
 /// Call the control API; resolves to the JSON answer, rejects with the
-/// API's own error text.
+/// API's own error text. A body is sent as JSON, a Blob (a file) as its bytes.
 export async function api(method, path, body) {
   const headers = {};
   if (token) headers.authorization = `Bearer ${token}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
+  const bytes = body instanceof Blob;
+  if (body !== undefined) headers['content-type'] = bytes ? 'application/octet-stream' : 'application/json';
   const response = await fetch(path, {
     method,
     headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: body === undefined || bytes ? body : JSON.stringify(body),
   });
   const text = await response.text();
   let answer;

@@ -11,6 +11,7 @@ import { Load } from './load.js';
 import { Overwrite } from './overwrite.js';
 import { Plot } from './plot.js';
 import { RestBus } from './rbs.js';
+import { RecordingOpener } from './recording.js';
 import { Send } from './send.js';
 import { SignalComposer } from './signals.js';
 import { BusTime } from './time.js';
@@ -19,6 +20,7 @@ import { Wiring } from './wiring.js';
 
 const names = new Map();
 const channelName = (id) => names.get(id) ?? String(id);
+const channelId = (name) => [...names].find(([, n]) => n === name)?.[0] ?? -1;
 /// Port names by hub-wide port id: from the statistics polled each second,
 /// and from the batches, which name the ports that sent their frames (the
 /// hub remembers ports that left, so one that came and went between two
@@ -40,6 +42,7 @@ function senderName(id, kind) {
 const trace = new Trace(document.getElementById('trace'), channelName, senderName);
 const overwrite = new Overwrite(document.getElementById('overwrite'), channelName);
 const plot = new Plot(document.getElementById('plot'), channelName);
+const opener = new RecordingOpener(document.getElementById('plot'), plot, channelId);
 const wiring = new Wiring(document.getElementById('wiring'));
 const load = new Load(document.getElementById('load'));
 const composer = new SignalComposer(document.getElementById('send'), new Send(document.getElementById('send')));
@@ -136,6 +139,7 @@ async function showDbcs() {
   document.getElementById('dbc-status').textContent = files.length
     ? `decoding ${files.map((f) => `${f.channel} (${f.messages} messages)`).join(', ')}`
     : 'no DBC loaded';
+  opener.setChannels(files.map((f) => f.channel));
   await composer.setChannels(files.map((f) => f.channel));
 }
 

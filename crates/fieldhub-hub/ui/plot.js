@@ -3,9 +3,11 @@
 // sends the physical value with each frame) or raw bits of an identifier
 // (little-endian, DBC's @1 numbering: bit 0 is byte 0's lowest). Points
 // come from the live trace — the frames the hub sends the page, at most 250
-// a tick on a flood — or from a candump log opened from the page (raw bits
-// only: its frames are not decoded). Drawn with uPlot (vendored, see
-// ui.rs), at most four times a second and only while the view is shown.
+// a tick on a flood — or from a recording opened from the page, which the
+// hub reads and decodes (recording.js): a series plots the recording's
+// frames, including series added after it was opened, until Resume goes
+// back to live frames. Drawn with uPlot (vendored, see ui.rs), at most
+// four times a second and only while the view is shown.
 //
 // Invariants: at most MAX_POINTS points per series (the oldest go), at
 // most MAX_SIGNALS signal names offered (a DBC's, as frames show them).
@@ -38,6 +40,8 @@ export class Plot {
     /// Signals the frames showed: "channel\tmessage\tsignal" → label.
     this.signals = new Map();
     this.paused = false;
+    /// The opened recording's frames while it is shown, else null.
+    this.recording = null;
     this.chart = null;
     this.drawnAt = 0;
     this.timer = 0;
@@ -46,14 +50,35 @@ export class Plot {
     this.area = root.querySelector('#plot-chart');
     root.querySelector('#plot-add-signal').addEventListener('click', () => this.addSignal());
     root.querySelector('#plot-add-raw').addEventListener('click', () => this.addRaw(root));
-    root.querySelector('#plot-pause').addEventListener('click', (e) => {
-      this.paused = !this.paused;
-      e.target.textContent = this.paused ? 'Resume' : 'Pause';
-      e.target.classList.toggle('active', this.paused);
+    this.pause = root.querySelector('#plot-pause');
+    this.pause.addEventListener('click', () => {
+      this.setPaused(!this.paused);
+      if (!this.paused && this.recording) {
+        this.recording = null;
+        this.clearPoints();
+      }
     });
     root.querySelector('#plot-clear').addEventListener('click', () => this.clearPoints());
     root.querySelector('#plot-export').addEventListener('click', () => this.export());
-    root.querySelector('#plot-file').addEventListener('change', (e) => this.open(e.target));
+  }
+
+  setPaused(paused) {
+    this.paused = paused;
+    this.pause.textContent = paused ? 'Resume' : 'Pause';
+    this.pause.classList.toggle('active', paused);
+  }
+
+  /// Offer the signals of a decoded frame (values: [message, [[signal,
+  /// value], …]]) of channel `ch` in the picker.
+  offer(ch, values) {
+    if (!values || this.signals.size >= MAX_SIGNALS) return;
+    for (const [name] of values[1]) {
+      const key = `${ch}\t${values[0]}\t${name}`;
+      if (!this.signals.has(key)) {
+        this.signals.set(key, `${this.channelName(ch)} ${values[0]}.${name}`);
+        this.picker.append(el('option', { value: key }, this.signals.get(key)));
+      }
+    }
   }
 
   /// Take a batch's frames: [channel, us, id, flags, hex, …, values] with
@@ -61,23 +86,15 @@ export class Plot {
   add(batch) {
     for (const f of batch.frames) {
       const values = f[10];
-      if (values && this.signals.size < MAX_SIGNALS) {
-        for (const [name] of values[1]) {
-          const key = `${f[0]}\t${values[0]}\t${name}`;
-          if (!this.signals.has(key)) {
-            this.signals.set(key, `${this.channelName(f[0])} ${values[0]}.${name}`);
-            this.picker.append(el('option', { value: key }, this.signals.get(key)));
-          }
-        }
-      }
+      this.offer(f[0], values);
       if (!this.paused) this.take({ ch: f[0], us: f[1], id: f[2], flags: f[3], hex: f[4], values });
     }
     if (!this.paused) this.schedule();
   }
 
   /// Offer each series the frame.
-  take(frame) {
-    for (const s of this.series) {
+  take(frame, series = this.series) {
+    for (const s of series) {
       const value = s.value(frame);
       if (value === null || value === undefined) continue;
       s.t.push(frame.us);
@@ -89,9 +106,22 @@ export class Plot {
     }
   }
 
+  /// Plot a recording's frames ({ch, us, id, flags, hex, values}) instead
+  /// of the live ones: the view pauses until Resume.
+  showRecording(frames) {
+    this.setPaused(true);
+    this.recording = frames;
+    this.clearPoints();
+    for (const frame of frames) {
+      this.offer(frame.ch, frame.values);
+      this.take(frame);
+    }
+    this.draw();
+  }
+
   addSignal() {
     const key = this.picker.value;
-    if (!key) return say('plot: pick a signal (a DBC signal is offered once a frame of its message came)', true);
+    if (!key) return say('plot: pick a signal (a DBC signal is offered once a frame of its message came, live or in a recording opened with a DBC)', true);
     const [ch, message, signal] = key.split('\t');
     const channel = Number(ch);
     this.addSeries(this.signals.get(key), (f) => {
@@ -130,6 +160,7 @@ export class Plot {
     });
     series.item = item;
     this.list.append(item);
+    if (this.recording) for (const frame of this.recording) this.take(frame, [series]);
     this.rebuild();
   }
 
@@ -139,33 +170,6 @@ export class Plot {
       s.v = [];
     }
     this.schedule();
-  }
-
-  /// Open a candump log (`(seconds) channel id#data` lines) and plot the
-  /// chosen series over it instead of the live frames (the view pauses).
-  async open(input) {
-    const file = input.files[0];
-    if (!file) return;
-    const text = await file.text();
-    input.value = '';
-    const line = /^\((\d+)\.(\d{1,9})\)\s+(\S+)\s+([0-9A-Fa-f]{1,8})#(R\d?|#[0-9A-Fa-f][0-9A-Fa-f]*|[0-9A-Fa-f]*)/;
-    this.paused = true;
-    const pause = this.root.querySelector('#plot-pause');
-    pause.textContent = 'Resume';
-    pause.classList.add('active');
-    this.clearPoints();
-    let frames = 0;
-    for (const row of text.split('\n')) {
-      const m = line.exec(row.trim());
-      if (!m) continue;
-      const us = Number(m[1]) * 1e6 + Math.floor(Number(m[2].padEnd(6, '0').slice(0, 6)));
-      const data = m[5].startsWith('R') ? '' : m[5].replace(/^#./, '');
-      const flags = (m[4].length > 3 ? 1 : 0) | (m[5].startsWith('R') ? 2 : 0);
-      this.take({ ch: -1, us, id: parseInt(m[4], 16), flags, hex: data.toUpperCase(), values: null });
-      frames += 1;
-    }
-    say(`plot: ${file.name}: ${frames} frames (raw bits series; Resume for live frames)`, frames === 0);
-    this.draw();
   }
 
   /// Redraw at most every DRAW_MS, only while the view is shown.

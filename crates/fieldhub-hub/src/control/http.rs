@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::error;
 use super::dbc_store::DbcStore;
 use super::handlers::requests::*;
-use super::handlers::{cannelloni, dbc, rbs, signals, workbench};
+use super::handlers::{cannelloni, dbc, rbs, recording_decode, signals, workbench};
 use super::http_slots::SlotHandle;
 use super::state::{ask, ApiState};
 use crate::session::credentials::{Access, Credentials, Refused};
@@ -78,6 +78,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/recordings"),
     ("post", "/api/v1/recordings"),
     ("delete", "/api/v1/recordings/{id}"),
+    ("post", "/api/v1/recordings/decode"),
     ("get", "/api/v1/recording-file"),
     ("post", "/api/v1/channels/{channel}/send"),
     ("get", "/api/v1/monitor"),
@@ -174,6 +175,10 @@ fn router(state: Arc<ApiState>) -> Router {
             get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Recordings)).post(start_recording),
         )
         .route("/api/v1/recordings/{id}", delete(stop_recording))
+        .route(
+            "/api/v1/recordings/decode",
+            post(recording_decode::decode).layer(DefaultBodyLimit::max(recording_decode::MAX_RECORDING_BYTES)),
+        )
         .route("/api/v1/recording-file", get(workbench::recording_file))
         .route("/api/v1/channels/{channel}/send", post(workbench::send_frame))
         .route("/api/v1/monitor", get(super::handlers::monitor_ws::open))

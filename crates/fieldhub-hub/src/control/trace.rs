@@ -54,7 +54,7 @@ pub mod flags {
     pub const ERROR: u32 = 32;
 }
 
-fn page_flags(frame: &Frame) -> u32 {
+pub(crate) fn page_flags(frame: &Frame) -> u32 {
     let f = frame.flags();
     let mut bits = 0;
     for (flag, bit) in [
@@ -77,7 +77,7 @@ fn page_flags(frame: &Frame) -> u32 {
     }
 }
 
-fn hex(data: &[u8]) -> String {
+pub(crate) fn hex(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len() * 2);
     for b in data {
         let _ = write!(out, "{b:02X}");

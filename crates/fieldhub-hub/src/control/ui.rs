@@ -28,6 +28,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("signals.js", "text/javascript; charset=utf-8", include_str!("../../ui/signals.js")),
     ("sort.js", "text/javascript; charset=utf-8", include_str!("../../ui/sort.js")),
     ("plot.js", "text/javascript; charset=utf-8", include_str!("../../ui/plot.js")),
+    ("recording.js", "text/javascript; charset=utf-8", include_str!("../../ui/recording.js")),
     ("time.js", "text/javascript; charset=utf-8", include_str!("../../ui/time.js")),
     ("federation.js", "text/javascript; charset=utf-8", include_str!("../../ui/federation.js")),
     ("rbs.js", "text/javascript; charset=utf-8", include_str!("../../ui/rbs.js")),

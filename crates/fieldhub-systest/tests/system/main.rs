@@ -15,6 +15,7 @@
 //! | [`hostile_input`] | bad or hostile clients, over streams and shared memory |
 //! | [`client_api`] | client features that need a hub: the ready fd, filters, threads, timeouts |
 //! | [`control_api`] | the HTTP control API and `fieldhub ctl` |
+//! | [`recording_decode`] | the control API reading a recording the web monitor opens: each format, broken and oversized files, who may |
 //! | [`access`] | who may do what: `[[access]]` grants, the monitor token, other local users |
 //! | [`federation`] | federated hubs over Zenoh: order, gaps, standby, network namespaces |
 //! | [`federation_fate`] | a frame's fate when a federation's owner dies: on every relay, or reported |
@@ -49,6 +50,7 @@ mod hostile_input;
 mod lin;
 mod lossless;
 mod ordering;
+mod recording_decode;
 mod rest_bus;
 mod timing;
 mod transports;
