@@ -30,8 +30,10 @@ use std::time::{Duration, Instant};
 use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId};
 use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound};
 use fieldhub_bus::outbox::Outbound;
+use fieldhub_dbc::can_dbc::Dbc;
 use fieldhub_proto::wire::PortOptions;
-use fieldhub_rbs::engine::{EngineError, MessageJob, MessageState, Simulation};
+use fieldhub_rbs::engine::{EngineError, MessageJob, MessageState, Setup, Simulation};
+use fieldhub_rbs::protect::Algorithm;
 use tracing::{error, info, warn};
 
 use crate::config::RbsConfig;
@@ -88,6 +90,8 @@ pub struct RunningSim {
     /// The DBC file (for one added through the API, the name it was given).
     pub dbc: PathBuf,
     pub messages: Vec<SimMessage>,
+    /// Its alive counters and checksums, as the control API describes them.
+    pub protections: Vec<Protection>,
     /// Set when it is removed: its nodes' threads close their ports.
     stop: AtomicBool,
 }
@@ -96,6 +100,48 @@ impl RunningSim {
     /// A message by name.
     pub fn message(&self, name: &str) -> Option<&SimMessage> {
         self.messages.iter().find(|m| m.state.name == name)
+    }
+}
+
+/// A message's alive counter or checksum, which the simulation computes:
+/// the control API names the signal and its rule.
+#[derive(Clone, Debug)]
+pub enum Protection {
+    /// The counter's signal and the raw values it counts through (a range
+    /// the rule leaves open is the signal's every value).
+    Counter { message: String, signal: String, min: u64, max: u64 },
+    /// The checksum's signal and how it is computed.
+    Checksum { message: String, signal: String, algorithm: Algorithm, data_id: Option<u16> },
+}
+
+impl Protection {
+    /// The rules of `setup` on `dbc`, their ranges resolved as the engine
+    /// resolves them.
+    fn of(dbc: &Dbc, setup: &Setup) -> Vec<Self> {
+        let bits = |message: &str, signal: &str| {
+            let m = dbc.messages.iter().find(|m| m.name == message)?;
+            m.signals.iter().find(|s| s.name == signal).map(|s| s.size)
+        };
+        let counters = setup.counters.iter().map(|c| {
+            let size = bits(&c.message, &c.signal).unwrap_or(64);
+            let full = if size >= 64 { u64::MAX } else { (1 << size) - 1 };
+            let (min, max) = (c.min.unwrap_or(0), c.max.unwrap_or(full));
+            Self::Counter { message: c.message.clone(), signal: c.signal.clone(), min, max }
+        });
+        let checksums = setup.checksums.iter().map(|c| Self::Checksum {
+            message: c.message.clone(),
+            signal: c.signal.clone(),
+            algorithm: c.algorithm,
+            data_id: c.data_id,
+        });
+        counters.chain(checksums).collect()
+    }
+
+    /// The message it protects.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Counter { message, .. } | Self::Checksum { message, .. } => message,
+        }
     }
 }
 
@@ -116,6 +162,7 @@ pub struct Prepared {
     channel: String,
     dbc: PathBuf,
     jobs: Vec<MessageJob>,
+    protections: Vec<Protection>,
 }
 
 /// Why a simulation cannot be built from a DBC's bytes.
@@ -151,7 +198,8 @@ impl Prepared {
         let setup = config.setup().map_err(BuildError::Setup)?;
         let dbc = fieldhub_rbs::load::load(bytes)?;
         let sim = Simulation::build(&dbc, &setup)?;
-        Ok(Self { channel: config.channel.clone(), dbc: config.dbc.clone(), jobs: sim.jobs })
+        let protections = Protection::of(&dbc, &setup);
+        Ok(Self { channel: config.channel.clone(), dbc: config.dbc.clone(), jobs: sim.jobs, protections })
     }
 }
 
@@ -188,7 +236,13 @@ impl RestBus {
                 None => nodes.push((node, vec![(m, job)])),
             }
         }
-        let sim = RunningSim { channel: prepared.channel, dbc: prepared.dbc, messages, stop: AtomicBool::new(false) };
+        let sim = RunningSim {
+            channel: prepared.channel,
+            dbc: prepared.dbc,
+            messages,
+            protections: prepared.protections,
+            stop: AtomicBool::new(false),
+        };
         (Arc::new(sim), nodes)
     }
 
@@ -373,4 +427,39 @@ fn run_node(
     let why = if sim.stop.load(Ordering::Acquire) { "its simulation was removed" } else { "the hub is stopping" };
     slot.detach(why);
     port.outbox.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fieldhub_rbs::engine::{ChecksumSpec, CounterSpec};
+    use fieldhub_rbs::plan::NodeSelection;
+
+    #[test]
+    fn a_counter_without_a_range_counts_through_every_value_of_its_signal() {
+        let dbc = fieldhub_rbs::load::load(
+            b"VERSION \"\"\n\nNS_ :\n\nBS_:\n\nBU_: E\n\nBO_ 256 Status: 8 E\n SG_ Crc : 0|8@1+ (1,0) [0|255] \"\" E\n \
+              SG_ Alive : 8|4@1+ (1,0) [0|15] \"\" E\n",
+        )
+        .unwrap();
+        let counter = |min, max| CounterSpec { message: "Status".into(), signal: "Alive".into(), min, max };
+        let checksum = ChecksumSpec {
+            message: "Status".into(),
+            signal: "Crc".into(),
+            algorithm: Algorithm::SaeJ1850,
+            data_id: Some(7),
+        };
+        let setup = |counters| Setup {
+            nodes: NodeSelection::Except(Vec::new()),
+            default_cycle_ms: None,
+            counters,
+            checksums: vec![checksum.clone()],
+        };
+        let open = Protection::of(&dbc, &setup(vec![counter(None, None)]));
+        assert!(matches!(&open[0], Protection::Counter { min: 0, max: 15, .. }), "{open:?}");
+        assert!(matches!(&open[1], Protection::Checksum { data_id: Some(7), .. }), "{open:?}");
+        let given = Protection::of(&dbc, &setup(vec![counter(Some(1), Some(14))]));
+        assert!(matches!(&given[0], Protection::Counter { min: 1, max: 14, .. }), "{given:?}");
+        assert_eq!(given[0].message(), "Status");
+    }
 }

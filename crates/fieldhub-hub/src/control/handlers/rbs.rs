@@ -23,7 +23,8 @@ use crate::config::{RbsChecksum, RbsConfig, RbsCounter};
 use crate::control::api::error;
 use crate::control::state::ApiState;
 use crate::session::credentials::Access;
-use crate::transport::rbs::{Prepared, RunningSim, SimMessage};
+use crate::transport::rbs::{Prepared, Protection, RunningSim, SimMessage};
+use fieldhub_rbs::protect::Algorithm;
 
 /// A change to one simulated message, or (`node`, `enabled` only) to every
 /// message of one simulated node.
@@ -56,7 +57,37 @@ pub struct RampTo {
     ms: f64,
 }
 
-fn message_json(message: &SimMessage) -> Value {
+/// A checksum's algorithm as `[[rbs.checksum]]` and `fieldhub rbs --checksum` name it.
+fn algorithm_json(algorithm: Algorithm) -> Value {
+    match algorithm {
+        Algorithm::Xor => json!({ "algorithm": "xor" }),
+        Algorithm::SaeJ1850 => json!({ "algorithm": "crc8-sae-j1850" }),
+        Algorithm::Crc8H2F => json!({ "algorithm": "crc8h2f" }),
+        Algorithm::Polynomial { poly, init, xorout, reflect } => {
+            json!({ "algorithm": "crc8", "poly": poly, "init": init, "xorout": xorout, "reflect": reflect })
+        }
+    }
+}
+
+/// The message's alive counter and checksum rules: (counter, checksum), null where it has none.
+fn protections_json(sim: &RunningSim, message: &str) -> (Value, Value) {
+    let (mut counter, mut checksum) = (Value::Null, Value::Null);
+    for protection in sim.protections.iter().filter(|p| p.message() == message) {
+        match protection {
+            Protection::Counter { signal, min, max, .. } => {
+                counter = json!({ "signal": signal, "min": min, "max": max });
+            }
+            Protection::Checksum { signal, algorithm, data_id, .. } => {
+                checksum = algorithm_json(*algorithm);
+                checksum["signal"] = json!(signal);
+                checksum["data_id"] = json!(data_id);
+            }
+        }
+    }
+    (counter, checksum)
+}
+
+fn message_json(sim: &RunningSim, message: &SimMessage) -> Value {
     let s = &message.state;
     let signals: serde_json::Map<String, Value> =
         s.signals.iter().map(|signal| (signal.name.clone(), json!(signal.value()))).collect();
@@ -68,6 +99,7 @@ fn message_json(message: &SimMessage) -> Value {
             Some((signal.name.clone(), json!({ "to": to, "ms": ramp_ns as f64 / 1e6 })))
         })
         .collect();
+    let (counter, checksum) = protections_json(sim, &s.name);
     json!({
         "name": s.name,
         "node": s.node,
@@ -78,6 +110,8 @@ fn message_json(message: &SimMessage) -> Value {
         "enabled": s.enabled(),
         "counter_stuck": s.counter_stuck(),
         "checksum_wrong": s.checksum_wrong(),
+        "counter": counter,
+        "checksum": checksum,
         "sent": s.sent(),
         "signals": signals,
         "ramps": ramps,
@@ -94,7 +128,7 @@ fn sim_json(number: usize, sim: &RunningSim) -> Value {
         "sim": number,
         "channel": sim.channel,
         "dbc": sim.dbc.display().to_string(),
-        "messages": sim.messages.iter().map(message_json).collect::<Vec<_>>(),
+        "messages": sim.messages.iter().map(|m| message_json(sim, m)).collect::<Vec<_>>(),
     })
 }
 
@@ -155,7 +189,7 @@ pub async fn change(State(state): State<Arc<ApiState>>, Json(change): Json<Chang
     if !change.set.is_empty() {
         rest_bus.trigger(message);
     }
-    Json(message_json(message)).into_response()
+    Json(message_json(&sim, message)).into_response()
 }
 
 /// Stop or start every message of a simulated node.
@@ -180,7 +214,7 @@ fn node_change(sim: &RunningSim, change: &Change, node: &str) -> Response {
     for message in &messages {
         message.state.enable(on);
     }
-    let listed: Vec<Value> = messages.into_iter().map(message_json).collect();
+    let listed: Vec<Value> = messages.into_iter().map(|m| message_json(sim, m)).collect();
     Json(json!({ "node": node, "enabled": on, "messages": listed })).into_response()
 }
 
