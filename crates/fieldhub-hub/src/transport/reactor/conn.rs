@@ -103,13 +103,21 @@ impl Socket {
         }
     }
 
-    /// Take a TLS connection's state out, leaving a plain duplicate of its
-    /// socket in its place (to close, or to write plaintext on); `None`
-    /// for a plain socket.
+    /// Take a TLS connection's state out, leaving its own socket in its
+    /// place, plain (to close, or to write plaintext on); the state leaves
+    /// with a duplicate (for the control server, or to drop). `None` for a
+    /// plain socket.
     pub(super) fn take_tls(&mut self) -> std::io::Result<Option<Box<TlsSocket>>> {
         let Socket::Tls(tls) = self else { return Ok(None) };
-        let duplicate = Socket::Tcp(TcpStream::from_std(duplicate(&tls.tcp)?));
-        match std::mem::replace(self, duplicate) {
+        // The connection keeps the socket the reactor registered, not the
+        // duplicate: a refusal that would block is finished when the socket
+        // says it is writable, and only a registered socket says so. On
+        // Linux epoll watches the open file, which a duplicate shares; on
+        // Windows mio watches the one handle, so a duplicate in its place
+        // was never woken and the refusal could be lost.
+        let duplicate = TcpStream::from_std(duplicate(&tls.tcp)?);
+        let registered = std::mem::replace(&mut tls.tcp, duplicate);
+        match std::mem::replace(self, Socket::Tcp(registered)) {
             Socket::Tls(tls) => Ok(Some(tls)),
             _ => Ok(None),
         }
@@ -254,6 +262,60 @@ impl Conn {
                 violation.text
             }
             _ => "connection closed".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rustls::server::{ClientHello, ResolvesServerCert};
+    use rustls::sign::CertifiedKey;
+    use rustls::ServerConfig;
+
+    use super::*;
+
+    /// No certificate: the session is only taken apart, never handshaken.
+    #[derive(Debug)]
+    struct NoCertificate;
+
+    impl ResolvesServerCert for NoCertificate {
+        fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_tls_connection_answered_in_plaintext_keeps_the_socket_the_reactor_watches() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        accepted.set_nonblocking(true).unwrap();
+        let config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(NoCertificate));
+        let tls = TlsSocket::new(TcpStream::from_std(accepted), &Arc::new(config)).unwrap();
+        let mut socket = Socket::Tls(Box::new(tls));
+        let mut poll = mio::Poll::new().unwrap();
+        let interests = Interest::READABLE | Interest::WRITABLE;
+        poll.registry().register(&mut socket, Token(7), interests).unwrap();
+
+        // The plaintext refusal's way: the TLS state goes (with its socket).
+        drop(socket.take_tls().unwrap().expect("a TLS socket has TLS state"));
+        assert!(matches!(socket, Socket::Tcp(_)));
+        // The socket left is the registered one: watching it on works (a
+        // duplicate was never registered, and its events never came).
+        socket.reregister(poll.registry(), Token(7), interests).expect("the registered socket stays in place");
+        peer.write_all(b"more").unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let readable = |events: &mio::Events| events.iter().any(|e| e.token() == Token(7) && e.is_readable());
+        while !readable(&events) {
+            // A hang guard, not a measure.
+            poll.poll(&mut events, Some(std::time::Duration::from_secs(10))).unwrap();
+            assert!(!events.is_empty(), "no event for the socket left in place");
         }
     }
 }
