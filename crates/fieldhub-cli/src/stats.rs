@@ -1,4 +1,6 @@
 //! `fieldhub stats`: channel and port statistics of a running hub.
+//! A channel's `FRAMES` are its data, remote and LIN frames (what its ids
+//! and load count); `ERRORS` its error frames, the bus's own and clients'.
 //!
 //! The report is composed first and written at once; a reader that stops
 //! early (`fieldhub stats | head`) ends the command quietly (`crate::output`).
@@ -49,14 +51,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>7} {:>7}",
-        "CHANNEL", "PROTO", "BITRATE", "DATA", "TIMING", "FRAMES", "LOAD1s", "LOAD10s"
+        "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>8} {:>7} {:>7}",
+        "CHANNEL", "PROTO", "BITRATE", "DATA", "TIMING", "FRAMES", "ERRORS", "LOAD1s", "LOAD10s"
     )?;
     for c in &stats.channels {
         writeln!(
             out,
-            "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>6.1}% {:>6.1}%",
-            c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.load_1s, c.load_10s
+            "{:<16} {:<6} {:>9} {:>9} {:<6} {:>12} {:>8} {:>6.1}% {:>6.1}%",
+            c.name, c.protocol, c.bitrate, c.data_bitrate, c.timing, c.frames, c.error_frames, c.load_1s, c.load_10s
         )?;
         if !c.tx_dropped_by_reason.is_empty() {
             writeln!(out, "    dropped off the bus: {}", by_reason(&c.tx_dropped_by_reason))?;

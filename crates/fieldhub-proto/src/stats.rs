@@ -64,8 +64,14 @@ pub struct ChannelStats {
     pub data_bitrate: u32,
     /// `ideal` or `timed`.
     pub timing: String,
-    /// Frames put on the channel.
+    /// Data and remote frames (and LIN frames) put on the channel: what
+    /// `ids` lists and the load measures.
     pub frames: u64,
+    /// Error frames on the channel, not in `frames`: the bus's own (in place
+    /// of a frame destroyed on the wire, or one no other node acknowledged)
+    /// and those clients sent (which `ids` also lists, `CAN_ERR_FLAG` set).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub error_frames: u64,
     /// Bits put on the wire (stuff bits and intermission included).
     #[cfg_attr(feature = "serde", serde(default))]
     pub bits: u64,

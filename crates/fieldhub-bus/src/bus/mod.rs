@@ -693,6 +693,7 @@ impl Bus {
                     Timing::Timed => "timed".into(),
                 },
                 frames: c.frames,
+                error_frames: c.error_frames,
                 bits: c.load.bits,
                 load_1s: c.load.percent(now_ns, 1_000_000_000),
                 load_10s: c.load.percent(now_ns, 10_000_000_000),

@@ -35,7 +35,7 @@ impl Channel {
             }
             member.deliver(error, meta);
         }
-        self.frames += 1;
+        self.error_frames += 1;
         sent.push(Transmitted {
             channel: self.id,
             sender: None,
@@ -131,7 +131,10 @@ impl Channel {
                 }
             }
         }
-        self.frames += 1;
+        match frame.is_error() {
+            true => self.error_frames += 1,
+            false => self.frames += 1,
+        }
         self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
         let bits = FrameBits::of(&frame);
         let busy_ns = bits.duration_ns(self.config.bitrate, self.config.effective_data_bitrate());

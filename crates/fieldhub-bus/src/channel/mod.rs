@@ -77,11 +77,14 @@ pub struct Channel {
     last_seq: u64,
     last_timestamp_ns: u64,
     pub members: Members,
-    /// Frames put on the channel (error frames included).
     /// Frames of ports gone from the channel that were dropped, by
     /// [`DropReason`] (`Channel::tx_dropped_by_reason` adds the present ports').
     pub departed_drops: [u64; DropReason::ALL.len()],
+    /// Data, remote and LIN frames put on the channel (STATS `frames`).
     pub frames: u64,
+    /// Error frames on the channel: the bus's own and clients' (STATS
+    /// `error_frames`), counted apart from `frames`.
+    pub error_frames: u64,
     pub ids: IdCounter,
     pub load: BusLoad,
     /// Fault rules, evaluated in order.
@@ -117,6 +120,7 @@ impl Channel {
             last_timestamp_ns: 0,
             members: Members::default(),
             frames: 0,
+            error_frames: 0,
             departed_drops: [0; DropReason::ALL.len()],
             ids: IdCounter::default(),
             load: BusLoad::default(),

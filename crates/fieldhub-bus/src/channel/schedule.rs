@@ -310,7 +310,7 @@ impl Channel {
                 hops: 0,
                 timestamp_ns: meta.timestamp_ns,
             });
-            self.frames += 1;
+            self.error_frames += 1;
         }
         let before = self.members[index].errors.state();
         let member = &mut self.members[index];

@@ -1,11 +1,14 @@
 //! `fieldhub stats`: on a hub larger than one `STATS` message (issue 16: it
 //! printed invalid JSON past ~1,900 ports) the document stays valid JSON,
 //! says how much it left out, and the control API still has everything.
-//! (Into a pipe closed early it ends quietly: `rough_edges`.)
+//! (Into a pipe closed early it ends quietly: `rough_edges`.) A channel's
+//! error frames have their own column and key, apart from its frames
+//! (issue 39: `FRAMES` counted them though the ids and the load did not).
 
 use crate::FIELDHUB;
 use fieldhub_proto::stats::HubStats;
-use fieldhub_testkit::api;
+use fieldhub_proto::Frame;
+use fieldhub_testkit::{api, ok};
 
 #[test]
 fn stats_of_two_thousand_ports_are_valid_json_that_says_what_was_left_out() {
@@ -72,4 +75,38 @@ fn stats_list_each_cannelloni_peers_sequence_gaps_and_malformed_packets() {
     let out = FIELDHUB.command().args(["stats", "--json", "--hub", &hub.url]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["cannelloni"][0]["peers"][0]["seq_gaps"], 3);
+}
+
+#[test]
+fn error_frames_have_their_own_column_and_key_apart_from_data_frames() {
+    let hub = FIELDHUB.start();
+    // Two attempts destroyed on the wire: an error frame each, then the
+    // frame again.
+    let rule = serde_json::json!({"channel": "can0", "at": "bus", "id": 0x200, "mask": 0x7FF, "count": 2,
+                                  "action": {"type": "corrupt"}});
+    ok(&hub, "POST", "/api/v1/faults", Some(rule));
+    let ecu = hub.client("ecu");
+    let port = ecu.open_port("can0").unwrap();
+    for n in 0..10u8 {
+        ecu.send(&port, &Frame::can(0x200, false, &[n]).unwrap()).unwrap();
+    }
+    ecu.send(&port, &Frame::error(0x4, [0; 8]).unwrap()).unwrap();
+    ecu.flush().unwrap();
+    let counted = || {
+        let out = FIELDHUB.command().args(["stats", "--json", "--hub", &hub.url]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (json["channels"][0]["frames"].as_u64(), json["channels"][0]["error_frames"].as_u64())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while counted() != (Some(10), Some(3)) {
+        assert!(std::time::Instant::now() < deadline, "10 frames and 3 error frames: {:?}", counted());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = FIELDHUB.command().args(["stats", "--hub", &hub.url]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header: Vec<&str> = text.lines().find(|l| l.starts_with("CHANNEL")).unwrap().split_whitespace().collect();
+    let row: Vec<&str> = text.lines().find(|l| l.starts_with("can0 ")).unwrap().split_whitespace().collect();
+    let column = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!((column("FRAMES"), column("ERRORS")), ("10", "3"), "{text}");
 }
