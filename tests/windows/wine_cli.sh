@@ -12,7 +12,10 @@
 #     and include/fieldhub.h), tests/windows/fh_seq.c, exchanges 10,000
 #     numbered frames each way with a Linux dump and replay;
 #   - fieldhub.exe record, replay, stats and frame-bits do their jobs;
-#   - fieldhub.exe bridge says it is Linux-only, and shm:// gets a clear error.
+#   - fieldhub.exe bench ping gets 2,000 round trips from fieldhub.exe bench
+#     echo, in order, and prints their percentiles (over TCP);
+#   - fieldhub.exe bridge and bench latency say they are Linux-only, and
+#     shm:// gets a clear error.
 # (The hub on Windows, fieldhub.exe hub: wine_hub.sh.)
 #
 #   wine_cli.sh FIELDHUB_LINUX WINDOWS_DIR [COUNT]
@@ -175,6 +178,7 @@ URL="tcp://$(sed 's/.*"tcp":\["\([^"]*\)".*/\1/' tcp.json)"
 if win send --hub "$URL" can0 123#00 >refused.out 2>&1; then fail "fieldhub.exe talked to a loopback hub without FIELDHUB_HUB_USER=any"; fi
 grep -q "FIELDHUB_HUB_USER=any" refused.out || fail "the loopback refusal does not say what to set: $(cat refused.out)"
 FIELDHUB_HUB_USER=any exchange tcp tcp.log
+FIELDHUB_HUB_USER=any ping_echo "$URL" tcp.log
 
 start_hub tls --tls-cert hub.crt --tls-key hub.key
 URL="tls://localhost:$(sed 's/.*"tcp":\["[^"]*:\([0-9]*\)".*/\1/' tls.json)"
@@ -183,6 +187,8 @@ FIELDHUB_TLS_CA=ca.crt exchange tls tls.log
 # What is Linux-only says so.
 if win bridge socketcan vcan0 can0 >bridge.out 2>&1; then fail "fieldhub.exe bridge ran"; fi
 grep -q "fieldhub bridge is Linux-only" bridge.out || fail "fieldhub.exe bridge: $(cat bridge.out)"
+if win bench latency --transport tcp >latency.out 2>&1; then fail "fieldhub.exe bench latency ran"; fi
+grep -q "fieldhub bench latency is Linux-only" latency.out || fail "fieldhub.exe bench latency: $(cat latency.out)"
 if win send --hub shm://default can0 123#00 >shm.out 2>&1; then fail "fieldhub.exe reached shm://default"; fi
 grep -q "shared memory (shm://) is Linux-only" shm.out || fail "fieldhub.exe over shm://: $(cat shm.out)"
 echo "wine_cli: ok"

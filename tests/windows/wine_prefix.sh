@@ -3,7 +3,7 @@
 # a run directory RUN with a Wine prefix of its own (nothing of the user's
 # Wine set-up is used or changed) and the test-only bcryptprimitives.dll
 # Wine 8 lacks (processprng_shim.c, never shipped), removed at exit with
-# every process named in pids; `fail` and `wait_for`.
+# every process named in pids; `fail`, `wait_for` and `ping_echo`.
 
 fail() { echo "$NAME: FAIL: $*" >&2; exit 1; }
 # Debian puts Wine's 64-bit programs beside each other, not on PATH.
@@ -28,6 +28,28 @@ wait_for() {
     shift
     for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done
     fail "timed out waiting for $what"
+}
+
+# ping_echo URL HUBLOG: fieldhub.exe bench echo answers fieldhub.exe bench
+# ping's 2,000 round trips (after 200 that warm up) on can0 of the hub at
+# URL, whose log is HUBLOG. ping stops with an error at the first answer
+# missing or out of order, so its success says every one came back in
+# order; it must print its percentiles. Needs the caller's `win`.
+ping_echo() {
+    win bench echo --hub "$1" --channel can0 >wecho.out 2>&1 &
+    wecho=$!
+    pids="$pids $wecho"
+    wait_for "fieldhub.exe bench echo's port" grep -q "port=bench-echo" "$2"
+    win bench ping --hub "$1" --channel can0 --samples 2000 >wping.out 2>wping.err ||
+        fail "fieldhub.exe bench ping on $1: $(cat wping.out wping.err)"
+    kill "$wecho" 2>/dev/null || true
+    percentiles=$(tr -d '\r' <wping.out | awk '
+        /\(2000 samples, / { told = 1 }
+        $1 == "p50" && $4 == "p99" { header = NR }
+        header && NR == header + 1 && NF == 8 { p50 = $1; p99 = $4 }
+        END { if (!told || p50 == "") exit 1; printf "p50 %s us, p99 %s us", p50, p99 }') ||
+        fail "fieldhub.exe bench ping printed no percentiles of 2000 samples: $(cat wping.out)"
+    echo "$NAME: fieldhub.exe bench ping -> fieldhub.exe bench echo on $1: 2000 round trips in order, $percentiles"
 }
 
 x86_64-w64-mingw32-gcc -shared -O2 -o "$RUN/bcryptprimitives.dll" "$HERE/processprng_shim.c" -ladvapi32

@@ -39,32 +39,54 @@
 //! - [`soak`]: not a measurement: clients killed at random under numbered
 //!   traffic, then the order and the hub's resources checked (`bench soak`).
 //!
+//! On other platforms (Windows) only [`remote`] and [`stats`] are built:
+//! the rest start hubs and use shared memory, futexes and /proc.
+//!
 //! Invariants: every hub figure is reported next to the baseline of the same
 //! run and its ratio `hub / baseline` (in a scaling series, the baseline is
 //! the series' first point); the first round trips of every series
 //! warm caches and threads up and are not counted. Benchmarks are not tests:
 //! they print figures and assert nothing about them.
 
+#[cfg(target_os = "linux")]
 pub mod background;
+#[cfg(target_os = "linux")]
 pub mod bystanders;
+#[cfg(target_os = "linux")]
 pub mod cannelloni;
+#[cfg(target_os = "linux")]
 pub mod chaos;
+#[cfg(target_os = "linux")]
 pub mod cpu;
+#[cfg(target_os = "linux")]
 pub mod gateway;
+#[cfg(target_os = "linux")]
 pub mod hub_process;
+#[cfg(target_os = "linux")]
 pub mod latency;
+#[cfg(target_os = "linux")]
 pub mod plot;
+#[cfg(target_os = "linux")]
 pub mod raw;
+#[cfg(target_os = "linux")]
 pub mod rbs;
 pub mod remote;
+#[cfg(target_os = "linux")]
 pub mod report;
+#[cfg(target_os = "linux")]
 pub mod scaling;
+#[cfg(target_os = "linux")]
 pub mod soak;
+#[cfg(target_os = "linux")]
 pub mod soak_hostile;
+#[cfg(target_os = "linux")]
 pub mod socketcand;
 pub mod stats;
+#[cfg(target_os = "linux")]
 mod stream_socket;
+#[cfg(target_os = "linux")]
 pub mod throughput;
+#[cfg(target_os = "linux")]
 pub mod virtual_time;
 
 use std::path::PathBuf;
@@ -96,8 +118,10 @@ pub enum BenchError {
     Client(#[from] fieldhub_client::ClientError),
     #[error("extra client {index} of {count} cannot connect: {source}")]
     ExtraClient { index: usize, count: usize, source: fieldhub_client::ClientError },
+    #[cfg(target_os = "linux")]
     #[error(transparent)]
     Ring(#[from] fieldhub_shm::RingError),
+    #[cfg(target_os = "linux")]
     #[error("shared segment: {0}")]
     Segment(#[from] fieldhub_shm::OpenError),
     #[error(transparent)]

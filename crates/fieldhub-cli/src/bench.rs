@@ -10,18 +10,17 @@
 //! stderr as one updating line. `raw-peer` is the hidden second process of
 //! the raw baselines, started by the benchmark from this same executable.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use fieldhub_bench::raw::PeerMode;
 pub use fieldhub_bench::Launcher;
 use fieldhub_bench::{
-    cannelloni, chaos, cpu, latency, plot, raw, rbs, remote, report, scaling, soak, socketcand, throughput,
-    virtual_time, FrameSize, Transport,
+    cannelloni, chaos, cpu, latency, plot, raw, rbs, report, scaling, soak, socketcand, throughput, virtual_time,
+    FrameSize, Transport,
 };
 
-use crate::HubSelect;
+use crate::bench_remote::{self, clear_progress, progress};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -232,31 +231,8 @@ enum Kind {
         #[arg(long)]
         json: bool,
     },
-    /// Answer `bench ping` probes on a channel of a running hub (request 0x100, answer 0x101) until stopped; run it at the far end of the path to measure, e.g. in a VM guest.
-    Echo {
-        #[command(flatten)]
-        hub: HubSelect,
-        /// Channel to answer on.
-        #[arg(long, value_name = "NAME", default_value = "can0")]
-        channel: String,
-    },
-    /// Round trips to a `bench echo` on a channel of a running hub: percentiles (µs).
-    Ping {
-        #[command(flatten)]
-        hub: HubSelect,
-        /// Channel the echo answers on.
-        #[arg(long, value_name = "NAME", default_value = "can0")]
-        channel: String,
-        /// Round trips to measure (after a warm-up that does not count).
-        #[arg(long, default_value = "2000")]
-        samples: usize,
-        /// 64-byte CAN FD frames instead of 8-byte CAN (needs a canfd channel).
-        #[arg(long)]
-        fd: bool,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Echo(bench_remote::EchoArgs),
+    Ping(bench_remote::PingArgs),
     /// The whole methodology in one run: round trips, throughput, CPU, call times, footprint, jitter, models, machine.
     ///
     /// Writes report.html (plots inline), report.json and report.md (the same figures) and the plots as SVG files
@@ -287,12 +263,6 @@ enum Kind {
     },
 }
 
-/// One updating line on stderr.
-fn progress(line: &str) {
-    eprint!("\r{line:<100.100}");
-    let _ = std::io::stderr().flush();
-}
-
 /// Print a benchmark's result: JSON for machines, else its table.
 fn report<T: serde::Serialize + ?Sized>(result: &T, json: bool, table: impl FnOnce(&T)) -> anyhow::Result<()> {
     if json {
@@ -303,29 +273,13 @@ fn report<T: serde::Serialize + ?Sized>(result: &T, json: bool, table: impl FnOn
     Ok(())
 }
 
-fn clear_progress() {
-    eprint!("\r{:100}\r", "");
-}
-
 pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
     match args.kind {
         Kind::RawPeer { mode, connect, bytes } => {
             raw::run_peer(mode, &connect, bytes).context("raw baseline peer")?;
         }
-        Kind::Echo { hub, channel } => {
-            let url = hub.url();
-            let answered = remote::echo(&url, crate::hub_token()?.as_deref(), &channel)
-                .with_context(|| format!("bench echo on {url} {channel}"))?;
-            eprintln!("bench echo: answered {answered} round trips");
-        }
-        Kind::Ping { hub, channel, samples, fd, json } => {
-            let url = hub.url();
-            let size = if fd { FrameSize::Fd64 } else { FrameSize::Can8 };
-            let result = remote::ping(&url, crate::hub_token()?.as_deref(), &channel, size, samples, &mut progress);
-            clear_progress();
-            let result = result.with_context(|| format!("bench ping on {url} {channel}"))?;
-            report(&result, json, print_ping)?;
-        }
+        Kind::Echo(args) => bench_remote::echo(args)?,
+        Kind::Ping(args) => bench_remote::ping(args)?,
         Kind::Latency { transport, busy_poll, samples, sizes, clients, idle_clients, json, plot } => {
             let spec = latency::LatencyRun {
                 transport,
@@ -609,22 +563,6 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
         }
         println!();
     }
-}
-
-fn print_ping(result: &remote::PingResult) {
-    let d = &result.round_trip;
-    println!(
-        "round trip to the echo on {} via {}, {} B ({} samples, µs)",
-        result.channel, result.url, result.payload_bytes, d.samples
-    );
-    println!(
-        "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8}",
-        "p50", "p80", "p95", "p99", "p99.9", "max", "mean", "std"
-    );
-    println!(
-        "  {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>8.2} {:>8.2}",
-        d.p50_us, d.p80_us, d.p95_us, d.p99_us, d.p999_us, d.max_us, d.mean_us, d.std_us
-    );
 }
 
 fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {

@@ -9,6 +9,7 @@
 
 #[cfg_attr(windows, path = "windows/bench.rs")]
 mod bench;
+mod bench_remote;
 #[cfg_attr(windows, path = "windows/bridge.rs")]
 mod bridge;
 mod candump_text;

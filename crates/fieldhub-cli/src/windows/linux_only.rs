@@ -1,6 +1,6 @@
 //! What the Windows build of `fieldhub` says for the commands it does not
-//! have: the SocketCAN bridge and the benchmarks (shared memory, futexes,
-//! /proc) are Linux-only (docs/windows.md). The commands still parse any
+//! have: the SocketCAN bridge and the benchmarks that start hubs (shared
+//! memory, futexes, /proc) are Linux-only (docs/windows.md). The commands still parse any
 //! arguments, so the answer is always this error, never a usage message.
 
 use std::ffi::OsString;
@@ -9,11 +9,11 @@ use std::ffi::OsString;
 #[derive(Debug, thiserror::Error)]
 #[error(
     "fieldhub {command} is Linux-only; this build for {} has the hub (over TCP and TLS) and the client tools \
-     (dump, send, gen, ctl, stats, record, replay, frame-bits)",
+     (dump, send, gen, ctl, stats, record, replay, frame-bits, bench ping/echo)",
     std::env::consts::OS
 )]
 pub struct LinuxOnly {
-    pub command: &'static str,
+    pub command: String,
 }
 
 /// The arguments of a Linux-only command, taken as they come.
@@ -26,6 +26,6 @@ pub struct AnyArgs {
 impl AnyArgs {
     /// Refuse the command named `command`.
     pub fn refuse(self, command: &'static str) -> anyhow::Result<()> {
-        Err(LinuxOnly { command }.into())
+        Err(LinuxOnly { command: command.into() }.into())
     }
 }
