@@ -2,7 +2,8 @@
 a recording opened from the page — a candump log, and ASC and BLF files
 written by python-can, which the hub reads and decodes; its points are
 checked against cantools decoding the frames that were sent or written. A
-file the hub cannot read is reported with where its reader stopped."""
+file the hub cannot read is reported with where its reader stopped; for an
+access that may not control the hub, opening one is disabled with the reason."""
 
 import time
 
@@ -10,7 +11,7 @@ import can
 import cantools
 import pytest
 
-from conftest import screenshot
+from conftest import CONFIG, Page, RunningHub, screenshot
 from test_tour import DBC, engine_frame
 
 
@@ -132,3 +133,27 @@ def test_a_broken_recording_opened_from_the_page_shows_where_the_hubs_reader_sto
     page.set_input_files("#plot-file", str(blf))
     page.wait_for_selector("#message.error")
     assert "broken.blf: not a readable blf recording: BLF at byte " in page.inner_text("#message")
+
+
+def test_for_the_monitor_token_opening_a_recording_is_disabled_and_says_why(browser, tmp_path):
+    config = CONFIG.replace('name = "ui-test"', 'name = "ui-test"\ntoken = "full-token"\nmonitor_token = "look-only"')
+    hub = RunningHub(config, token="full-token")
+    try:
+        opened = Page(browser, hub, "?token=look-only")
+        try:
+            page = opened.page
+            page.click("nav button[data-tab=plot]")
+            page.wait_for_selector("#plot-no-control:not([hidden])")
+            assert page.is_disabled("#plot-file")
+            assert "the monitor token may not control the hub" in page.inner_text("#plot-no-control")
+            assert opened.errors == []
+        finally:
+            opened.close()
+        full = Page(browser, hub, "?token=full-token")
+        try:
+            full.page.click("nav button[data-tab=plot]")
+            assert full.page.is_enabled("#plot-file") and full.page.is_hidden("#plot-no-control")
+        finally:
+            full.close()
+    finally:
+        hub.stop()

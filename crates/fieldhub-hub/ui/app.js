@@ -179,6 +179,7 @@ async function start() {
   if (access) {
     busTime.allow(access);
     restBus.allow(access);
+    opener.allow(access);
   }
   await showDbcs().catch(() => {});
   showTab('trace');

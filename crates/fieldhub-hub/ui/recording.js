@@ -4,7 +4,9 @@
 // answers the frames — with their signals' values when a channel's DBC is
 // chosen — in the form the live stream has; the page parses no format.
 // A file the hub cannot read is reported with the reader's error (the line
-// or byte offset), a file over the hub's cap with the cap.
+// or byte offset), a file over the hub's cap with the cap. Opening one is a
+// change (a POST): for an access that may not control the hub the file
+// choice is disabled and says why.
 
 import { api, el, say } from './api.js';
 
@@ -14,7 +16,20 @@ export class RecordingOpener {
     this.plot = plot;
     this.channelId = channelId;
     this.dbc = root.querySelector('#plot-dbc');
-    root.querySelector('#plot-file').addEventListener('change', (e) => this.open(e.target));
+    this.file = root.querySelector('#plot-file');
+    this.file.addEventListener('change', (e) => this.open(e.target));
+    this.hint = root.querySelector('#plot-no-control');
+  }
+
+  /// Disable opening files when the page's access may not control the hub.
+  allow(access) {
+    const reason = access.control ? '' : `${access.access} may not control the hub: opening a recording `
+      + 'sends it to the hub (POST /api/v1/recordings/decode), which needs the hub\'s token or an [[access]] '
+      + 'with control = true';
+    this.file.disabled = !access.control;
+    this.file.title = reason;
+    this.hint.textContent = reason;
+    this.hint.hidden = access.control;
   }
 
   /// The channels with a DBC file, offered to decode a recording with.
