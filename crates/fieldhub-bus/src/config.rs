@@ -337,6 +337,44 @@ pub struct LinConfig {
     /// a scheduled identifier, from any port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frames: Vec<LinFrameConfig>,
+    /// Event-triggered frames (an LDF's `Event_triggered_frames`): a slot of
+    /// one's `id` is answered by the slaves with a response pending for its
+    /// `frames`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_triggered: Vec<LinEventTriggeredConfig>,
+    /// Sporadic frames (an LDF's `Sporadic_frames`), which slots name with
+    /// `sporadic = "NAME"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sporadic: Vec<LinSporadicConfig>,
+}
+
+/// An event-triggered frame (LIN 2.2A 2.3.3.3): its own identifier, the
+/// unconditional frames it carries, and the schedule the master runs once
+/// when their responses collide.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinEventTriggeredConfig {
+    /// The frame's name, for messages.
+    pub name: String,
+    /// The identifier whose header the master sends (0..=0x3F).
+    pub id: u8,
+    /// The unconditional frames it carries, by identifier.
+    pub frames: Vec<u8>,
+    /// The collision-resolving schedule, run once after a collision; empty:
+    /// each of `frames` in turn, in slots as long as the one that collided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collision_schedule: Vec<LinSlotConfig>,
+}
+
+/// A sporadic frame (LIN 2.2A 2.3.3.4): its slot carries the first of its
+/// frames that has a response pending, or nothing.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinSporadicConfig {
+    /// The name slots give (`sporadic = "NAME"`).
+    pub name: String,
+    /// Its unconditional frames by identifier, highest priority first.
+    pub frames: Vec<u8>,
 }
 
 /// One frame of a LIN cluster: who publishes its response, how long it is
@@ -369,8 +407,13 @@ pub enum LinChecksum {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LinSlotConfig {
-    /// The frame identifier whose header the master sends (0..=0x3F).
-    pub id: u8,
+    /// The frame identifier whose header the master sends (0..=0x3F): an
+    /// unconditional or an event-triggered frame's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u8>,
+    /// Instead of `id`: the sporadic frame whose slot this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sporadic: Option<String>,
     /// The slot's length in ms: the next slot starts this long after its start.
     pub delay_ms: u64,
 }

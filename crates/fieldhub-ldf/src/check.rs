@@ -7,6 +7,7 @@ use crate::model::{Ldf, Publisher};
 use crate::parser::Parts;
 
 pub fn check(parts: Parts, end: Pos) -> Result<Ldf, LdfError> {
+    check_events(&parts)?;
     let missing = |what: &str| LdfError::at(end, format!("the file has no {what}; every LDF needs one"));
     let (protocol_version, _) = parts.protocol_version.ok_or_else(|| missing("LIN_protocol_version = \"2.1\";"))?;
     let speed_bps = parts.speed_bps.ok_or_else(|| missing("LIN_speed = 19.2 kbps;"))?;
@@ -76,18 +77,16 @@ pub fn check(parts: Parts, end: Pos) -> Result<Ldf, LdfError> {
                     format!("'{command}' in {place} is a node configuration command, which the hub's master does not send; leave it out or schedule MasterReq"),
                 ));
             }
-            if parts.event_triggered_frames.contains(name) || parts.sporadic_frames.contains(name) {
-                return Err(LdfError::at(
-                    entry.pos,
-                    format!("'{name}' in {place} is an event-triggered or sporadic frame, which fieldhub does not run yet; schedule its unconditional frames instead"),
-                ));
-            }
-            if !parts.frames.iter().any(|f| &f.name == name) {
+            let event = parts.event_triggered_frames.iter().any(|f| &f.name == name);
+            if !event
+                && !parts.sporadic_frames.iter().any(|f| &f.name == name)
+                && !parts.frames.iter().any(|f| &f.name == name)
+            {
                 let known: Vec<&str> = parts.frames.iter().map(|f| f.name.as_str()).collect();
                 return Err(LdfError::at(
                     entry.pos,
                     format!(
-                        "{place} schedules '{name}', which no Frames or Diagnostic_frames entry defines ({})",
+                        "{place} schedules '{name}', which no Frames, Diagnostic_frames, Event_triggered_frames or Sporadic_frames entry defines ({})",
                         known.join(", ")
                     ),
                 ));
@@ -113,4 +112,47 @@ pub fn check(parts: Parts, end: Pos) -> Result<Ldf, LdfError> {
         sporadic_frames: parts.sporadic_frames,
         schedule_tables: parts.schedule_tables,
     })
+}
+
+/// Event-triggered and sporadic frames: their own names and identifiers,
+/// unconditional frames they carry, and an existing collision table.
+fn check_events(parts: &Parts) -> Result<(), LdfError> {
+    let unconditional = |name: &str| {
+        parts.frames.iter().any(|f| f.name == name && f.id < 0x3C && matches!(f.publisher, Publisher::Node(_)))
+    };
+    let carried = |frames: &[String], what: &str, pos: Pos| match frames.iter().find(|f| !unconditional(f)) {
+        Some(f) => Err(LdfError::at(
+            pos,
+            format!("{what} carries '{f}', which is not a frame of Frames; it carries unconditional frames"),
+        )),
+        None => Ok(()),
+    };
+    let mut names: Vec<&str> = parts.frames.iter().map(|f| f.name.as_str()).collect();
+    let events = parts.event_triggered_frames.iter().map(|e| (e.name.as_str(), e.pos));
+    for (name, pos) in events.chain(parts.sporadic_frames.iter().map(|s| (s.name.as_str(), s.pos))) {
+        if names.contains(&name) {
+            return Err(LdfError::at(pos, format!("'{name}' names two frames; each frame has its own name")));
+        }
+        names.push(name);
+    }
+    for (i, event) in parts.event_triggered_frames.iter().enumerate() {
+        let what = format!("event-triggered frame '{}'", event.name);
+        let mut other_ids = parts.frames.iter().map(|f| f.id).chain(parts.event_triggered_frames[..i].iter().map(|e| e.id));
+        if other_ids.any(|id| id == event.id) {
+            return Err(LdfError::at(
+                event.pos,
+                format!("{what} has identifier 0x{:02X}, which another frame has", event.id),
+            ));
+        }
+        carried(&event.frames, &what, event.pos)?;
+        if let Some(table) = &event.collision_table {
+            if !parts.schedule_tables.iter().any(|t| &t.name == table) {
+                return Err(LdfError::at(event.pos, format!("{what} resolves collisions with schedule table '{table}', which Schedule_tables does not define")));
+            }
+        }
+    }
+    for sporadic in &parts.sporadic_frames {
+        carried(&sporadic.frames, &format!("sporadic frame '{}'", sporadic.name), sporadic.pos)?;
+    }
+    Ok(())
 }

@@ -2,7 +2,8 @@
 //! fieldhub's LIN channels (`[channel.lin] ldf = "body.ldf"`,
 //! docs/buses.md): the cluster's speed, its nodes, each frame's
 //! identifier, publisher and length, each node's protocol version (which
-//! gives a frame's checksum model) and the schedule tables.
+//! gives a frame's checksum model), the event-triggered and sporadic frames
+//! and the schedule tables.
 //!
 //! - `lexer.rs` the tokens, `parser.rs` the grammar, `check.rs` the
 //!   cross-references, `model.rs` what comes out.
@@ -21,7 +22,7 @@ mod model;
 mod parser;
 
 pub use error::{LdfError, Pos};
-pub use model::{Entry, Frame, Ldf, Publisher, ScheduleTable};
+pub use model::{Entry, EventTriggeredFrame, Frame, Ldf, Publisher, ScheduleTable, SporadicFrame};
 
 /// The largest LDF read: 4 MiB, far over any real cluster's file.
 pub const MAX_LDF_BYTES: usize = 4 << 20;

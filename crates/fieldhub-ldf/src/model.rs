@@ -1,6 +1,6 @@
 //! What the hub takes from an LDF: the cluster's speed and protocol
-//! versions, its nodes, its frames (identifier, publisher, length) and its
-//! schedule tables. Signals, encodings and node configuration are read
+//! versions, its nodes, its frames (identifier, publisher, length), its
+//! event-triggered and sporadic frames and its schedule tables. Signals, encodings and node configuration are read
 //! over (their sections are checked for balance only).
 
 use crate::error::Pos;
@@ -24,10 +24,10 @@ pub struct Ldf {
     pub frames: Vec<Frame>,
     /// `Node_attributes`: each node's `LIN_protocol`, where written.
     pub node_protocols: Vec<(String, String)>,
-    /// Names of event-triggered frames (`Event_triggered_frames`).
-    pub event_triggered_frames: Vec<String>,
-    /// Names of sporadic frames (`Sporadic_frames`).
-    pub sporadic_frames: Vec<String>,
+    /// Event-triggered frames (`Event_triggered_frames`), in the order written.
+    pub event_triggered_frames: Vec<EventTriggeredFrame>,
+    /// Sporadic frames (`Sporadic_frames`), in the order written.
+    pub sporadic_frames: Vec<SporadicFrame>,
     /// The schedule tables, in the order written.
     pub schedule_tables: Vec<ScheduleTable>,
 }
@@ -54,6 +54,31 @@ pub struct Frame {
     pub pos: Pos,
 }
 
+/// An event-triggered frame: its own identifier, the unconditional frames
+/// it carries and the table that resolves their collisions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventTriggeredFrame {
+    pub name: String,
+    /// The identifier of its header, 0..=0x3F.
+    pub id: u8,
+    /// The collision-resolving schedule table (LIN 2.1 on; a LIN 2.0 file
+    /// has none).
+    pub collision_table: Option<String>,
+    /// The unconditional frames it carries, by name (checked).
+    pub frames: Vec<String>,
+    pub pos: Pos,
+}
+
+/// A sporadic frame: the unconditional frames its slot may carry, highest
+/// priority first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SporadicFrame {
+    pub name: String,
+    /// By name (checked).
+    pub frames: Vec<String>,
+    pub pos: Pos,
+}
+
 /// One schedule table: its frames in order, each with its slot's length.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleTable {
@@ -65,7 +90,8 @@ pub struct ScheduleTable {
 /// One entry of a schedule table: a frame and the slot's length.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    /// The frame's name (a frame of [`Ldf::frames`]; checked).
+    /// The frame's name: an unconditional, diagnostic, event-triggered or
+    /// sporadic frame's (checked).
     pub frame: String,
     /// The slot's length in µs (`delay 10 ms`: 10,000).
     pub delay_us: u64,
@@ -76,6 +102,11 @@ impl Ldf {
     /// The frame named `name`.
     pub fn frame(&self, name: &str) -> Option<&Frame> {
         self.frames.iter().find(|f| f.name == name)
+    }
+
+    /// The event-triggered frame named `name`.
+    pub fn event_triggered(&self, name: &str) -> Option<&EventTriggeredFrame> {
+        self.event_triggered_frames.iter().find(|f| f.name == name)
     }
 
     /// The schedule table named `name`.

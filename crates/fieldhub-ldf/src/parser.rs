@@ -7,7 +7,7 @@
 
 use crate::error::{LdfError, Pos};
 use crate::lexer::Tok;
-use crate::model::{Entry, Frame, Publisher, ScheduleTable};
+use crate::model::{Entry, EventTriggeredFrame, Frame, Publisher, ScheduleTable, SporadicFrame};
 
 /// Sections the hub reads over: signals, encodings, node composition.
 const SKIPPED: [&str; 7] = [
@@ -44,8 +44,8 @@ pub struct Parts {
     pub slaves: Vec<(String, Pos)>,
     pub frames: Vec<Frame>,
     pub node_protocols: Vec<(String, String)>,
-    pub event_triggered_frames: Vec<String>,
-    pub sporadic_frames: Vec<String>,
+    pub event_triggered_frames: Vec<EventTriggeredFrame>,
+    pub sporadic_frames: Vec<SporadicFrame>,
     pub schedule_tables: Vec<ScheduleTable>,
     /// Schedule entries that are node configuration commands: name, place.
     pub commands: Vec<(String, Pos)>,
@@ -251,8 +251,8 @@ impl<'a> Parser<'a> {
             "Diagnostic_frames" => self.diagnostic_frames(parts),
             "Node_attributes" => self.node_attributes(parts),
             "Schedule_tables" => self.schedule_tables(parts),
-            "Event_triggered_frames" => self.names_only(name, &mut parts.event_triggered_frames),
-            "Sporadic_frames" => self.names_only(name, &mut parts.sporadic_frames),
+            "Event_triggered_frames" => self.event_triggered_frames(parts),
+            "Sporadic_frames" => self.sporadic_frames(parts),
             _ if SKIPPED.contains(&name) => self.skip_block(name),
             _ => Err(LdfError::at(pos, format!("unknown section '{name}'; an LDF has {KNOWN}"))),
         }
@@ -351,12 +351,56 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn names_only(&mut self, inside: &str, names: &mut Vec<String>) -> Result<(), LdfError> {
+    /// Frame names after a first one was read: `, name` until `;`.
+    fn more_names(&mut self, first: &str, inside: &str) -> Result<Vec<String>, LdfError> {
+        let mut names = vec![first.to_owned()];
+        while self.eat(',') {
+            names.push(self.ident(inside)?.0.to_owned());
+        }
+        self.punct(';', inside)?;
+        Ok(names)
+    }
+
+    /// `name : [collision_table ,] id , frame {, frame} ;` (LIN 2.1 9.2.4.3;
+    /// LIN 2.0 has no collision table).
+    fn event_triggered_frames(&mut self, parts: &mut Parts) -> Result<(), LdfError> {
+        let inside = "Event_triggered_frames";
         while !self.eat('}') {
-            let (name, _) = self.ident(inside)?;
+            let (name, pos) = self.ident(inside)?;
             self.punct(':', inside)?;
-            self.skip_statement(inside)?;
-            names.push(name.to_owned());
+            let collision_table = match self.peek() {
+                Some(Tok::Ident(table)) => {
+                    let table = (*table).to_owned();
+                    self.at += 1;
+                    self.punct(',', inside)?;
+                    Some(table)
+                }
+                _ => None,
+            };
+            let id = self.integer(0x3F, "the frame identifier", inside)? as u8;
+            self.punct(',', inside)?;
+            let (first, _) = self.ident(inside)?;
+            let frames = self.more_names(first, inside)?;
+            parts.event_triggered_frames.push(EventTriggeredFrame {
+                name: name.to_owned(),
+                id,
+                collision_table,
+                frames,
+                pos,
+            });
+        }
+        Ok(())
+    }
+
+    /// `name : frame {, frame} ;` (LIN 2.1 9.2.4.2).
+    fn sporadic_frames(&mut self, parts: &mut Parts) -> Result<(), LdfError> {
+        let inside = "Sporadic_frames";
+        while !self.eat('}') {
+            let (name, pos) = self.ident(inside)?;
+            self.punct(':', inside)?;
+            let (first, _) = self.ident(inside)?;
+            let frames = self.more_names(first, inside)?;
+            parts.sporadic_frames.push(SporadicFrame { name: name.to_owned(), frames, pos });
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use fieldhub_ldf::{parse, Publisher, MAX_LDF_BYTES};
 
 const BODY: &str = include_str!("files/body.ldf");
 const MIXED: &str = include_str!("files/mixed.ldf");
+const EVENTS: &str = include_str!("files/events.ldf");
 
 #[test]
 fn a_body_cluster_gives_its_speed_nodes_frames_and_tables() {
@@ -38,6 +39,48 @@ fn checksums_are_classic_for_diagnostic_frames_and_lin_1_nodes_only() {
     assert_eq!(mixed.speed_bps, 10_417);
     let classic: Vec<_> = mixed.frames.iter().map(|f| (f.name.as_str(), mixed.classic_checksum(f))).collect();
     assert_eq!(classic, [("WiperState", false), ("MirrorState", true), ("GatewayCommand", false)]);
+}
+
+#[test]
+fn event_triggered_and_sporadic_frames_give_their_frames_collision_table_and_slots() {
+    let ldf = parse(EVENTS).unwrap();
+    let events: Vec<_> = ldf
+        .event_triggered_frames
+        .iter()
+        .map(|e| (e.name.as_str(), e.id, e.collision_table.as_deref(), e.frames.join(" ")))
+        .collect();
+    assert_eq!(events, [("DoorEvents", 0x30, Some("DoorCollision"), "LeftDoor RightDoor".to_owned())]);
+    assert_eq!(ldf.sporadic_frames[0].name, "SeatCommands");
+    assert_eq!(ldf.sporadic_frames[0].frames, ["SeatHeater", "SeatFanSpeed"]);
+    let normal: Vec<_> = ldf.schedule_tables[0].entries.iter().map(|e| e.frame.as_str()).collect();
+    assert_eq!(normal, ["DoorEvents", "SeatState", "SeatCommands"]);
+    // LIN 2.0 writes no collision table.
+    let old = EVENTS.replace("DoorEvents: DoorCollision, 0x30", "DoorEvents: 0x30");
+    assert_eq!(parse(&old).unwrap().event_triggered_frames[0].collision_table, None);
+}
+
+#[test]
+fn event_triggered_and_sporadic_mistakes_are_named() {
+    let error = |from: &str, to: &str| {
+        assert!(EVENTS.contains(from), "{from}");
+        parse(&EVENTS.replace(from, to)).unwrap_err().to_string()
+    };
+    let text = error("DoorCollision, 0x30", "Nightly, 0x30");
+    assert!(
+        text.contains("resolves collisions with schedule table 'Nightly', which Schedule_tables does not define"),
+        "{text}"
+    );
+    let text = error("0x30, LeftDoor", "0x20, LeftDoor");
+    assert!(text.contains("event-triggered frame 'DoorEvents' has identifier 0x20, which another frame has"), "{text}");
+    let text = error("SeatHeater, SeatFanSpeed;", "SeatHeater, DoorEvents;");
+    assert!(
+        text.contains("sporadic frame 'SeatCommands' carries 'DoorEvents', which is not a frame of Frames"),
+        "{text}"
+    );
+    let text = error("SeatCommands: SeatHeater", "SeatState: SeatHeater");
+    assert!(text.contains("'SeatState' names two frames"), "{text}");
+    let text = error("    SeatCommands delay 10 ms;", "    SeatOrders delay 10 ms;");
+    assert!(text.contains("schedules 'SeatOrders', which no Frames, Diagnostic_frames, Event_triggered_frames or Sporadic_frames entry defines"), "{text}");
 }
 
 /// `BODY` with `from` replaced by `to`; the error's line, column and text.

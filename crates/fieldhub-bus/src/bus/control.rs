@@ -280,6 +280,7 @@ impl Bus {
             "master_slave": c.config.master_slave,
             "lin": c.config.lin,
             "no_responses": c.lin_no_responses(),
+            "collisions": c.lin_collisions(),
             "frames": c.frames,
             "ports": ports,
             "cut": !cut.is_empty(),

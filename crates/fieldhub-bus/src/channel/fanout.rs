@@ -45,9 +45,10 @@ impl Channel {
         });
     }
 
-    /// Put a LIN header nobody answered on the bus at its end `at`: the
-    /// bus's own frame (sender 0), to every port, counted as a frame.
-    pub(super) fn no_response(&mut self, header: Frame, at: u64, sent: &mut Vec<Transmitted>) {
+    /// Put a LIN frame the bus made itself (a header nobody answered, a
+    /// collision) on the bus at its end `at`: sender 0, to every port,
+    /// counted as a frame.
+    pub(super) fn bus_made(&mut self, header: Frame, at: u64, sent: &mut Vec<Transmitted>) {
         let meta = self.next_meta(None, at);
         for member in self.members.iter_mut().filter(|m| m.plugged) {
             member.deliver(header, meta);

@@ -152,15 +152,20 @@ impl Channel {
 
     /// Headers of this LIN channel's schedule that no slave answered.
     pub fn lin_no_responses(&self) -> Option<u64> {
-        self.arbiter.no_responses()
+        self.arbiter.lin_counts().map(|(none, _)| none)
     }
 
-    /// A LIN channel's header nobody answered, once bus time `at` has
-    /// reached its end: on the bus (fanned out) at its end, which it
-    /// returns. `None` on other channels and before the end.
+    /// Event-triggered headers of this LIN channel whose answers collided.
+    pub fn lin_collisions(&self) -> Option<u64> {
+        self.arbiter.lin_counts().map(|(_, collisions)| collisions)
+    }
+
+    /// A LIN channel's own frame (a header nobody answered, a collision),
+    /// once bus time `at` has reached its end: on the bus (fanned out) at
+    /// its end, which it returns. `None` on other channels and before the end.
     fn header_alone(&mut self, at: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
-        let (header, end) = self.arbiter.lin()?.take_unanswered(at)?;
-        self.no_response(header, end, sent);
+        let (frame, end) = self.arbiter.lin()?.take_own_frame(at)?;
+        self.bus_made(frame, end, sent);
         Some(end)
     }
 

@@ -122,7 +122,8 @@ impl Channel {
             let index = loop {
                 let decision = self.arbitrate(at);
                 if let Some(end) = self.header_alone(at, sent) {
-                    // A LIN header nobody answered kept the bus until its end.
+                    // A LIN frame of the bus's own (a header nobody
+                    // answered, a collision) kept the bus until its end.
                     self.bus_free_at = end;
                     at = end;
                     continue;
@@ -161,6 +162,7 @@ impl Channel {
     /// bus-position rules. `None` when the frame never reaches the wire.
     pub(super) fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
         let pending = self.members[index].tx.take(at)?;
+        let pending = Pending { frame: self.arbiter.carried(pending.frame), ..pending };
         self.arbiter.started(at, &pending.frame);
         let sender = self.members[index].port_id;
         let outcome = |outcome| Some(Attempt { sender, pending, outcome });

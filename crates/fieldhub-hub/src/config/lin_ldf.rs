@@ -3,7 +3,9 @@
 //! read once, when the configuration is loaded; its chosen schedule table
 //! (`schedule_table`, default the first) becomes the channel's schedule,
 //! its frames the channel's `frames` (length, checksum model, publishing
-//! nodes) and its `LIN_speed` the channel's bitrate. The bus then checks
+//! nodes), its event-triggered frames (with their collision-resolving
+//! tables' slots) and sporadic frames the channel's `event_triggered` and
+//! `sporadic`, and its `LIN_speed` the channel's bitrate. The bus then checks
 //! the result as it checks a schedule written by hand.
 //!
 //! Errors name the configuration's key and the LDF's file, line and column.
@@ -12,8 +14,11 @@
 use std::io::Read;
 use std::path::Path;
 
-use fieldhub_bus::config::{ChannelConfig, LinChecksum, LinFrameConfig, LinSlotConfig, DEFAULT_BITRATE};
-use fieldhub_ldf::{Ldf, Publisher};
+use fieldhub_bus::config::{
+    ChannelConfig, LinChecksum, LinEventTriggeredConfig, LinFrameConfig, LinSlotConfig, LinSporadicConfig,
+    DEFAULT_BITRATE,
+};
+use fieldhub_ldf::{Ldf, Publisher, ScheduleTable};
 
 /// Fill `channel`'s schedule, frames and bitrate from its LDF, if it names
 /// one; `dir` is the configuration file's directory. The error names the
@@ -44,24 +49,7 @@ pub(super) fn apply(channel: &mut ChannelConfig, dir: &Path) -> Result<(), (&'st
             .first()
             .ok_or_else(|| ("lin.ldf", format!("{shown} has no Schedule_tables; the hub's master needs one to run")))?,
     };
-    let mut schedule = Vec::with_capacity(table.entries.len());
-    for entry in &table.entries {
-        if entry.delay_us % 1000 != 0 {
-            let text = format!(
-                "{shown}: line {}, column {}: '{}' in schedule table '{}' has delay {}.{:03} ms; the hub's schedule runs in whole milliseconds",
-                entry.pos.line,
-                entry.pos.column,
-                entry.frame,
-                table.name,
-                entry.delay_us / 1000,
-                entry.delay_us % 1000
-            );
-            return Err(("lin.ldf", text));
-        }
-        // check.rs made sure every entry names a frame.
-        let id = ldf.frame(&entry.frame).map_or(0, |f| f.id);
-        schedule.push(LinSlotConfig { id, delay_ms: entry.delay_us / 1000 });
-    }
+    let schedule = slots(&ldf, table, &shown)?;
     if schedule.is_empty() {
         return Err(("lin.schedule_table", format!("schedule table '{}' of {shown} is empty", table.name)));
     }
@@ -76,7 +64,61 @@ pub(super) fn apply(channel: &mut ChannelConfig, dir: &Path) -> Result<(), (&'st
     lin.ldf = Some(path);
     lin.schedule = schedule;
     lin.frames = frames(&ldf);
+    lin.event_triggered = event_triggered(&ldf, &shown)?;
+    lin.sporadic = ldf
+        .sporadic_frames
+        .iter()
+        .map(|s| LinSporadicConfig { name: s.name.clone(), frames: ids(&ldf, &s.frames) })
+        .collect();
     Ok(())
+}
+
+/// A schedule table's entries as slots: an unconditional or event-triggered
+/// frame's by its identifier, a sporadic frame's by its name.
+fn slots(ldf: &Ldf, table: &ScheduleTable, shown: &str) -> Result<Vec<LinSlotConfig>, (&'static str, String)> {
+    let mut slots = Vec::with_capacity(table.entries.len());
+    for entry in &table.entries {
+        if entry.delay_us % 1000 != 0 {
+            let text = format!(
+                "{shown}: line {}, column {}: '{}' in schedule table '{}' has delay {}.{:03} ms; the hub's schedule runs in whole milliseconds",
+                entry.pos.line,
+                entry.pos.column,
+                entry.frame,
+                table.name,
+                entry.delay_us / 1000,
+                entry.delay_us % 1000
+            );
+            return Err(("lin.ldf", text));
+        }
+        // fieldhub-ldf made sure every entry names a frame of one kind.
+        let (id, sporadic) = match (ldf.frame(&entry.frame), ldf.event_triggered(&entry.frame)) {
+            (Some(frame), _) => (Some(frame.id), None),
+            (None, Some(event)) => (Some(event.id), None),
+            (None, None) => (None, Some(entry.frame.clone())),
+        };
+        slots.push(LinSlotConfig { id, sporadic, delay_ms: entry.delay_us / 1000 });
+    }
+    Ok(slots)
+}
+
+/// The identifiers of frames named `names` (checked to exist).
+fn ids(ldf: &Ldf, names: &[String]) -> Vec<u8> {
+    names.iter().filter_map(|name| ldf.frame(name)).map(|f| f.id).collect()
+}
+
+/// The LDF's event-triggered frames, each with its collision-resolving
+/// table's slots.
+fn event_triggered(ldf: &Ldf, shown: &str) -> Result<Vec<LinEventTriggeredConfig>, (&'static str, String)> {
+    let mut events = Vec::with_capacity(ldf.event_triggered_frames.len());
+    for event in &ldf.event_triggered_frames {
+        let collision_schedule = match event.collision_table.as_deref().and_then(|name| ldf.schedule_table(name)) {
+            Some(table) => slots(ldf, table, shown)?,
+            None => Vec::new(),
+        };
+        let frames = ids(ldf, &event.frames);
+        events.push(LinEventTriggeredConfig { name: event.name.clone(), id: event.id, frames, collision_schedule });
+    }
+    Ok(events)
 }
 
 /// The LDF's frames as the bus checks them.
@@ -127,13 +169,29 @@ mod tests {
         assert_eq!(channel.bitrate, 19_200);
         let lin = channel.lin.as_ref().unwrap();
         let slots: Vec<_> = lin.schedule.iter().map(|s| (s.id, s.delay_ms)).collect();
-        assert_eq!(slots, [(0x10, 10), (0x11, 10), (0x20, 15)]);
+        assert_eq!(slots, [(Some(0x10), 10), (Some(0x11), 10), (Some(0x20), 15)]);
         let publishers: Vec<_> = lin.frames.iter().map(|f| (f.id, f.publishers.join(" "))).collect();
         let expected = [(0x10, "door"), (0x11, "seat"), (0x20, "BCM"), (0x3C, "BCM"), (0x3D, "door seat")];
         assert_eq!(publishers, expected.map(|(id, p)| (id, p.to_owned())));
         let diagnostics = load("ldf = \"body.ldf\"\nschedule_table = \"Diagnostics\"\n").unwrap();
         let slots: Vec<_> = diagnostics.channels[0].lin.as_ref().unwrap().schedule.iter().map(|s| s.id).collect();
-        assert_eq!(slots, [0x3C, 0x3D, 0x10]);
+        assert_eq!(slots, [Some(0x3C), Some(0x3D), Some(0x10)]);
+    }
+
+    #[test]
+    fn an_ldfs_event_triggered_and_sporadic_frames_become_the_channels() {
+        let config = load("ldf = \"events.ldf\"\n").unwrap();
+        let lin = config.channels[0].lin.as_ref().unwrap();
+        let slots: Vec<_> = lin.schedule.iter().map(|s| (s.id, s.sporadic.as_deref(), s.delay_ms)).collect();
+        assert_eq!(slots, [(Some(0x30), None, 10), (Some(0x20), None, 10), (None, Some("SeatCommands"), 10)]);
+        let event = &lin.event_triggered[0];
+        assert_eq!((event.name.as_str(), event.id, event.frames.as_slice()), ("DoorEvents", 0x30, &[0x11, 0x12][..]));
+        let resolving: Vec<_> = event.collision_schedule.iter().map(|s| (s.id, s.delay_ms)).collect();
+        assert_eq!(resolving, [(Some(0x11), 10), (Some(0x12), 10)]);
+        assert_eq!(
+            (lin.sporadic[0].name.as_str(), lin.sporadic[0].frames.as_slice()),
+            ("SeatCommands", &[0x21, 0x22][..])
+        );
     }
 
     #[test]

@@ -11,97 +11,112 @@
 //!   several, the response published first); the frame starts at the slot's
 //!   start and lasts its exact nominal time (header and response,
 //!   `fieldhub_proto::lin`), so its timestamp is the slot's start plus that.
-//! - A slot nobody answers puts the header alone on the bus: a hub-made
-//!   `NO_RESPONSE` frame, timestamped at the header's end, counted in
-//!   [`LinScheduleArbiter::no_responses`].
-//! - A response for an identifier the table never schedules, or longer on
-//!   the wire than the shortest slot of its identifier, is refused as it
-//!   comes: every response the channel accepts goes out.
-//! - With `frames` (an LDF's, `[channel.lin] ldf`), a response is also
-//!   refused unless its length and checksum model are its frame's and its
-//!   port is named as one of the frame's publishers (the LDF's node names,
-//!   kept in [`Roles`]).
+//! - An unconditional slot nobody answers puts the header alone on the bus:
+//!   a hub-made `NO_RESPONSE` frame, timestamped at the header's end,
+//!   counted in [`LinScheduleArbiter::no_responses`].
+//! - A response no slot carries, or longer on the wire than the shortest
+//!   slot that carries it, is refused as it comes (`lin_table`): every
+//!   response the channel accepts goes out. With `frames` (an LDF's,
+//!   `[channel.lin] ldf`), a response is also refused unless its length
+//!   and checksum model are its frame's and its port is named as one of
+//!   the frame's publishers (the LDF's node names).
+//! - An **event-triggered** slot (LIN 2.2A 2.3.3.3) is answered by every
+//!   port whose oldest frame is a response for one of the frames the
+//!   event-triggered frame carries (its first byte that frame's protected
+//!   identifier, `lin_table` checks). One answers: its response goes out
+//!   under the event-triggered identifier ([`super::Rule::carried`] re-makes the
+//!   frame). None: a `NO_RESPONSE` header, not counted as missing — no
+//!   signal changed. Two or more collide: the bus's `COLLISION` frame, what
+//!   the bus read ([`Frame::lin_collision`]), lasts the header and the
+//!   longest response and is counted in [`LinScheduleArbiter::collisions`];
+//!   the responses stay in their FIFOs, and after the slot the master runs
+//!   the frame's collision-resolving schedule once (each of its frames in
+//!   turn, without one), then the slot after the event-triggered one.
+//! - A **sporadic** slot (2.3.3.4) carries the first of its frames, in the
+//!   sporadic frame's order, that a port has a response pending for (of
+//!   several ports, the response published first); with none the slot is
+//!   silent: no header, nothing on the bus.
 //! - The schedule starts when the channel is first served with a port on it
 //!   (a port's opening serves it) and stops when the last port leaves; slot
 //!   `k` of a run that started at `t0` starts at `t0 + Σ delays before k`,
 //!   whenever the bus thread wakes.
 
-use fieldhub_proto::{Frame, FrameFlags};
+use fieldhub_proto::{lin, Frame, FrameFlags};
 
+use super::lin_table::{LinTable, Slot, SlotKind};
 use super::roles::Roles;
 use super::{Arbiter, Candidate, Rates};
-use crate::config::{LinChecksum, LinConfig};
+use crate::config::LinConfig;
 use crate::port_id::PortId;
 
-/// Longest slot accepted: 1,000 s, as for the other rules' turns.
-const MAX_DELAY_MS: u64 = 1_000_000;
+/// A collision-resolving schedule the master is running.
+#[derive(Clone, Copy, Debug)]
+struct Resolving {
+    /// The event-triggered frame whose responses collided.
+    et: usize,
+    /// Its next slot.
+    at: usize,
+    /// The length of the slot that collided, for a frame without a
+    /// collision schedule.
+    slot_ns: u64,
+}
 
-/// What a frame of `[channel.lin] frames` may be.
-struct FrameRule {
-    name: String,
-    length: u8,
-    checksum: LinChecksum,
-    /// Its publishers: indices into the rule's `roles`.
-    publishers: Vec<usize>,
+/// This decision's answers for the current slot.
+#[derive(Clone, Copy, Debug, Default)]
+struct Answers {
+    /// The winner: member slot, arrival, and its rank (sporadic: the
+    /// frame's place in the list; else 0).
+    first: Option<(usize, u64, usize)>,
+    /// Event-triggered: how many ports answer, and what the bus reads when
+    /// two or more do.
+    count: u32,
+    read: Option<Frame>,
 }
 
 pub struct LinScheduleArbiter {
-    /// Each slot's identifier and length in ns.
-    slots: Vec<(u8, u64)>,
-    /// The next slot.
+    table: LinTable,
+    /// The next slot of the schedule.
     next: usize,
-    /// When the next slot starts; `None` while the schedule is stopped.
+    /// A collision-resolving schedule running before `next`.
+    resolving: Option<Resolving>,
+    /// When the current slot starts; `None` while the schedule is stopped.
     slot_at: Option<u64>,
-    /// This decision's answer for the next slot: member slot and arrival.
-    answer: Option<(usize, u64)>,
+    answers: Answers,
     granted: bool,
-    /// A header nobody answered and the bus time its header ends.
-    unanswered: Option<(Frame, u64)>,
+    /// An answer to an event-triggered header: the identifier it goes out
+    /// under.
+    carry_as: Option<u8>,
+    /// A frame the bus makes itself (a header nobody answered, a collision)
+    /// and the bus time it ends.
+    own_frame: Option<(Frame, u64)>,
     rates: Rates,
-    /// Each identifier's frame, when the channel has `frames` (64 entries),
-    /// else empty.
-    frames: Vec<Option<FrameRule>>,
-    /// Which open port has which publisher's name.
-    roles: Roles,
-    /// Headers nobody answered since the channel was made.
+    /// Headers of unconditional frames nobody answered since the channel
+    /// was made.
     pub no_responses: u64,
+    /// Event-triggered headers whose answers collided.
+    pub collisions: u64,
 }
 
 impl LinScheduleArbiter {
     pub fn new(config: &LinConfig) -> Self {
-        let mut names: Vec<String> = Vec::new();
-        for name in config.frames.iter().flat_map(|f| &f.publishers) {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-        let mut frames: Vec<Option<FrameRule>> = Vec::new();
-        if !config.frames.is_empty() {
-            frames.resize_with(usize::from(fieldhub_proto::lin::MAX_ID) + 1, || None);
-        }
-        for frame in &config.frames {
-            let publishers = frame.publishers.iter().filter_map(|p| names.iter().position(|n| n == p)).collect();
-            let rule =
-                FrameRule { name: frame.name.clone(), length: frame.length, checksum: frame.checksum, publishers };
-            frames[usize::from(frame.id)] = Some(rule);
-        }
         Self {
-            slots: config.schedule.iter().map(|slot| (slot.id, slot.delay_ms * 1_000_000)).collect(),
+            table: LinTable::new(config),
             next: 0,
+            resolving: None,
             slot_at: None,
-            answer: None,
+            answers: Answers::default(),
             granted: false,
-            unanswered: None,
+            carry_as: None,
+            own_frame: None,
             rates: Rates::default(),
-            frames,
-            roles: Roles::new(names),
             no_responses: 0,
+            collisions: 0,
         }
     }
 
     /// The publishers' names: which open port is which node.
     pub fn roles(&mut self) -> &mut Roles {
-        &mut self.roles
+        &mut self.table.roles
     }
 
     /// Start the schedule at `now` if it is stopped and the channel has a
@@ -114,129 +129,169 @@ impl LinScheduleArbiter {
             }
             (false, Some(_)) => {
                 self.slot_at = None;
-                self.unanswered = None;
+                self.resolving = None;
+                self.own_frame = None;
             }
             _ => {}
         }
     }
 
-    /// The header nobody answered, once bus time `at` has reached its end:
-    /// the frame and its end.
-    pub fn take_unanswered(&mut self, at: u64) -> Option<(Frame, u64)> {
-        match self.unanswered {
-            Some((_, end)) if at >= end => self.unanswered.take(),
+    /// The frame the bus made itself (a header nobody answered, a
+    /// collision), once bus time `at` has reached its end: the frame and
+    /// its end.
+    pub fn take_own_frame(&mut self, at: u64) -> Option<(Frame, u64)> {
+        match self.own_frame {
+            Some((_, end)) if at >= end => self.own_frame.take(),
             _ => None,
         }
     }
 
     /// Why `frame` may not be published on this channel, if it may not.
     pub fn refuses(&self, port: PortId, frame: &Frame, rates: Rates) -> Option<String> {
-        if !frame.is_lin() {
-            return Some("sends a frame that is not a LIN frame; a LIN channel carries LIN frames only".into());
-        }
-        if frame.flags().contains(FrameFlags::LIN_NO_RESPONSE) {
-            return Some("sends a header without a response, which only the master (the hub) sends".into());
-        }
-        let id = frame.id() as u8;
-        let Some(shortest) = self.slots.iter().filter(|&&(slot, _)| slot == id).map(|&(_, ns)| ns).min() else {
-            let ids: Vec<String> = self.slots.iter().map(|(slot, _)| format!("0x{slot:02X}")).collect();
-            return Some(format!(
-                "publishes a response for identifier 0x{id:02X}, which this channel's schedule table never sends ({})",
-                ids.join(", ")
-            ));
-        };
-        let takes = rates.duration_ns(frame);
-        if takes > shortest {
-            return Some(format!(
-                "publishes a response that takes {takes} ns on the wire, longer than the shortest slot of identifier 0x{id:02X} ({shortest} ns)"
-            ));
-        }
-        let rule = self.frames.get(usize::from(id))?.as_ref()?;
-        self.breaks(port, frame, rule)
+        let takes = if frame.is_lin() { rates.duration_ns(frame) } else { 0 };
+        self.table.refuses(port, frame, takes)
     }
 
-    /// How `frame` from `port` differs from its frame `rule`, if it does.
-    fn breaks(&self, port: PortId, frame: &Frame, rule: &FrameRule) -> Option<String> {
-        let (id, name) = (frame.id(), &rule.name);
-        let len = frame.data().len();
-        if len != usize::from(rule.length) {
-            return Some(format!(
-                "publishes a {len}-byte response for frame {name} (0x{id:02X}), whose length is {} bytes",
-                rule.length
-            ));
+    /// `frame` as it goes on the bus: an answer to an event-triggered header
+    /// under that header's identifier, its checksum made with it (a wrong
+    /// one sent on purpose stays as sent); any other frame as it is.
+    pub fn carried(&mut self, frame: Frame) -> Frame {
+        match self.carry_as.take() {
+            Some(id) => answer_under(id, &frame),
+            None => frame,
         }
-        let classic = frame.flags().contains(FrameFlags::LIN_CLASSIC);
-        let (sent, wanted) = match (classic, rule.checksum) {
-            (true, LinChecksum::Enhanced) => ("classic", "enhanced (LIN 2.x)"),
-            (false, LinChecksum::Classic) => {
-                ("enhanced", "classic (diagnostic frames, LIN 1.x nodes; /C in the CLI's text)")
+    }
+
+    /// The slot the master is at.
+    fn current(&self) -> Slot {
+        match self.resolving {
+            Some(r) => {
+                let et = &self.table.ets[r.et];
+                match et.resolve.get(r.at) {
+                    Some(&slot) => slot,
+                    None => Slot { kind: SlotKind::Unconditional(et.frames[r.at]), ns: r.slot_ns },
+                }
             }
-            _ => ("", ""),
-        };
-        if !sent.is_empty() {
-            return Some(format!(
-                "publishes frame {name} (0x{id:02X}) with the {sent} checksum; its checksum is {wanted}"
-            ));
+            None => self.table.slots[self.next],
         }
-        let role = self.roles.of(port);
-        if role.is_some_and(|r| rule.publishers.contains(&r)) {
-            return None;
-        }
-        let names = self.roles.names();
-        let publishers: Vec<&str> = rule.publishers.iter().map(|&r| names[r].as_str()).collect();
-        Some(format!(
-            "publishes frame {name} (0x{id:02X}), which node {} publishes; open the port under that name (--port {})",
-            publishers.join(" or "),
-            publishers[0]
-        ))
     }
 
-    /// Move to the slot after the current one.
+    /// Move to the slot after the current one, which started at `slot_at`.
     fn advance(&mut self, slot_at: u64) {
-        self.slot_at = Some(slot_at + self.slots[self.next].1);
-        self.next = (self.next + 1) % self.slots.len();
+        self.slot_at = Some(slot_at + self.current().ns);
+        match &mut self.resolving {
+            Some(r) => {
+                r.at += 1;
+                if r.at == self.table.ets[r.et].resolving_len() {
+                    // Resolved: back to the schedule, at the slot after the
+                    // event-triggered one.
+                    self.resolving = None;
+                }
+            }
+            None => self.next = (self.next + 1) % self.table.slots.len(),
+        }
+    }
+
+    /// The bus's own frame `frame` starts at `at`: the bus is busy with it
+    /// until its end.
+    fn own(&mut self, frame: Frame, at: u64) {
+        self.own_frame = Some((frame, at + self.rates.duration_ns(&frame)));
+    }
+
+    /// Two or more answered event-triggered frame `et` in the slot that
+    /// started at `slot_at`: the bus read `read` from `at` on; the
+    /// collision-resolving schedule follows the slot.
+    fn collided(&mut self, et: usize, read: Frame, slot_at: u64, at: u64) {
+        self.own(read, at);
+        self.collisions += 1;
+        let slot_ns = self.current().ns;
+        self.advance(slot_at);
+        self.resolving = Some(Resolving { et, at: 0, slot_ns });
     }
 }
 
 impl Arbiter for LinScheduleArbiter {
     fn open(&mut self, _at: u64, rates: Rates) {
         self.rates = rates;
-        self.answer = None;
+        self.answers = Answers::default();
         self.granted = false;
+        self.carry_as = None;
     }
 
     fn consider(&mut self, candidate: Candidate<'_>) {
         let frame = &candidate.pending.frame;
-        if frame.id() != u32::from(self.slots[self.next].0) {
-            return;
-        }
         let arrival = candidate.pending.arrival;
-        if self.answer.is_none_or(|(_, first)| arrival < first) {
-            self.answer = Some((candidate.index, arrival));
+        let id = frame.id();
+        let rank = match self.current().kind {
+            SlotKind::Unconditional(slot) if id == u32::from(slot) => 0,
+            SlotKind::Sporadic(n) => match self.table.sporadic[n].iter().position(|&f| u32::from(f) == id) {
+                Some(rank) => rank,
+                None => return,
+            },
+            // A response carried before (its attempt failed) has the
+            // event-triggered identifier already.
+            SlotKind::EventTriggered(n)
+                if self.table.event_triggered_of(id) == Some(n) || id == u32::from(self.table.ets[n].id) =>
+            {
+                let et = self.table.ets[n].id;
+                let sent = answer_under(et, frame);
+                self.answers.count += 1;
+                self.answers.read = match (self.answers.count, self.answers.read) {
+                    (1, _) => Some(sent),
+                    (_, Some(read)) => Frame::lin_collision(et, &[read, sent]).ok(),
+                    (_, None) => None,
+                };
+                0
+            }
+            _ => return,
+        };
+        let better = match self.answers.first {
+            None => true,
+            Some((_, first, best)) => (rank, arrival) < (best, first),
+        };
+        if better {
+            self.answers.first = Some((candidate.index, arrival, rank));
         }
     }
 
     fn decide(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
-        if let Some((_, end)) = self.unanswered {
-            // The header alone is on the wire until its end.
+        if let Some((_, end)) = self.own_frame {
+            // The bus's own frame is on the wire until its end.
             return (None, Some(end));
         }
         let Some(slot_at) = self.slot_at else { return (None, None) };
         if at < slot_at {
             return (None, Some(slot_at));
         }
-        if let Some((index, _)) = self.answer {
+        let kind = self.current().kind;
+        if let (SlotKind::EventTriggered(n), Some(read)) = (kind, self.answers.read) {
+            if self.answers.count >= 2 {
+                self.collided(n, read, slot_at, at);
+                return (None, self.own_frame.map(|(_, end)| end));
+            }
+        }
+        if let Some((index, _, _)) = self.answers.first {
+            if let SlotKind::EventTriggered(n) = kind {
+                self.carry_as = Some(self.table.ets[n].id);
+            }
             self.granted = true;
             return (Some(index), None);
         }
-        let id = self.slots[self.next].0;
-        if let Ok(header) = Frame::lin_no_response(id) {
-            let end = at + self.rates.duration_ns(&header);
-            self.unanswered = Some((header, end));
-            self.no_responses += 1;
+        let header = match kind {
+            SlotKind::Unconditional(id) => {
+                self.no_responses += 1;
+                Frame::lin_no_response(id).ok()
+            }
+            // No slave had a change to report: the header alone, as planned.
+            SlotKind::EventTriggered(n) => Frame::lin_no_response(self.table.ets[n].id).ok(),
+            // Nothing to send: the slot stays silent.
+            SlotKind::Sporadic(_) => None,
+        };
+        if let Some(header) = header {
+            self.own(header, at);
         }
         self.advance(slot_at);
-        (None, self.unanswered.map(|(_, end)| end))
+        (None, self.own_frame.map(|(_, end)| end).or(self.slot_at))
     }
 
     fn started(&mut self, _at: u64, _frame: &Frame) {
@@ -248,59 +303,14 @@ impl Arbiter for LinScheduleArbiter {
     }
 }
 
-/// Check `[channel.lin]`; the error names the key.
-pub(super) fn check(config: &LinConfig) -> Result<(), (&'static str, String)> {
-    if config.ldf.is_some() && config.frames.is_empty() {
-        return Err((
-            "lin.ldf",
-            "an LDF is read only from the hub's configuration file; through the control API give schedule and frames"
-                .into(),
-        ));
-    }
-    if config.schedule.is_empty() {
-        return Err((
-            "lin.schedule",
-            "the master needs at least one slot: schedule = [{ id = 0x10, delay_ms = 10 }, …]".into(),
-        ));
-    }
-    for (n, slot) in config.schedule.iter().enumerate() {
-        if slot.id > fieldhub_proto::lin::MAX_ID {
-            return Err(("lin.schedule", format!("slot {}: id 0x{:02X} is over 0x3F (6 bits)", n + 1, slot.id)));
-        }
-        if slot.delay_ms == 0 || slot.delay_ms > MAX_DELAY_MS {
-            return Err((
-                "lin.schedule",
-                format!("slot {}: delay_ms {} is not 1..={MAX_DELAY_MS}", n + 1, slot.delay_ms),
-            ));
-        }
-    }
-    check_frames(config)
-}
-
-/// Check `[channel.lin] frames`: each once, valid, and one for every
-/// scheduled identifier.
-fn check_frames(config: &LinConfig) -> Result<(), (&'static str, String)> {
-    let key = "lin.frames";
-    for (n, frame) in config.frames.iter().enumerate() {
-        let at = format!("frame {} ({})", n + 1, frame.name);
-        if frame.id > fieldhub_proto::lin::MAX_ID {
-            return Err((key, format!("{at}: id 0x{:02X} is over 0x3F (6 bits)", frame.id)));
-        }
-        if !(1..=8).contains(&frame.length) {
-            return Err((key, format!("{at}: length {} is not 1..=8 bytes", frame.length)));
-        }
-        if frame.publishers.is_empty() {
-            return Err((key, format!("{at}: no publishers; name the node (port) that sends its response")));
-        }
-        if config.frames[..n].iter().any(|other| other.id == frame.id) {
-            return Err((key, format!("{at}: id 0x{:02X} has two frames", frame.id)));
-        }
-    }
-    if config.frames.is_empty() {
-        return Ok(());
-    }
-    match config.schedule.iter().find(|slot| !config.frames.iter().any(|f| f.id == slot.id)) {
-        Some(slot) => Err((key, format!("the schedule sends 0x{:02X}, which no frame defines", slot.id))),
-        None => Ok(()),
-    }
+/// `frame` as it goes out answering the header of event-triggered
+/// identifier `id`: its checksum made with `id`'s protected identifier, or
+/// a wrong one sent on purpose kept as sent.
+fn answer_under(id: u8, frame: &Frame) -> Frame {
+    let model = lin::model_of(frame.flags());
+    let made = match frame.flags().contains(FrameFlags::LIN_CHECKSUM_ERROR) {
+        true => Frame::lin_with_checksum(id, model, frame.data(), frame.len8_dlc()),
+        false => Frame::lin(id, model, frame.data()),
+    };
+    made.unwrap_or(*frame)
 }

@@ -18,29 +18,34 @@ use crate::outbox::test_outbox;
 use crate::port_id::PortId;
 use crate::tx_queue::{Pending, TxQueue};
 
-const MS: u64 = 1_000_000;
+pub(super) const MS: u64 = 1_000_000;
 
 /// Nominal frames at 19,200 bit/s (34 header bits, 10 per byte and the
 /// checksum), rounded down to the nanosecond.
-const TWO_BYTES_NS: u64 = 3_333_333; // 64 bits
-const FOUR_BYTES_NS: u64 = 4_375_000; // 84 bits
-const EIGHT_BYTES_NS: u64 = 6_458_333; // 124 bits
-const HEADER_NS: u64 = 1_770_833; // 34 bits
+pub(super) const TWO_BYTES_NS: u64 = 3_333_333; // 64 bits
+pub(super) const FOUR_BYTES_NS: u64 = 4_375_000; // 84 bits
+pub(super) const EIGHT_BYTES_NS: u64 = 6_458_333; // 124 bits
+pub(super) const HEADER_NS: u64 = 1_770_833; // 34 bits
 
-fn port(n: u32) -> PortId {
+pub(super) fn port(n: u32) -> PortId {
     PortId::client(n).unwrap()
 }
 
-fn schedule(slots: &[(u8, u64)]) -> LinConfig {
+pub(super) fn schedule(slots: &[(u8, u64)]) -> LinConfig {
     LinConfig {
         ldf: None,
         schedule_table: None,
-        schedule: slots.iter().map(|&(id, delay_ms)| LinSlotConfig { id, delay_ms }).collect(),
+        schedule: slots
+            .iter()
+            .map(|&(id, delay_ms)| LinSlotConfig { id: Some(id), sporadic: None, delay_ms })
+            .collect(),
         frames: Vec::new(),
+        event_triggered: Vec::new(),
+        sporadic: Vec::new(),
     }
 }
 
-fn config(slots: &[(u8, u64)]) -> ChannelConfig {
+pub(super) fn config(slots: &[(u8, u64)]) -> ChannelConfig {
     ChannelConfig {
         bitrate: 19_200,
         timing: Timing::Timed,
@@ -50,8 +55,12 @@ fn config(slots: &[(u8, u64)]) -> ChannelConfig {
 }
 
 /// A LIN channel with ports 1 and 2 (slaves) and 3 (a listener).
-fn lin_channel(slots: &[(u8, u64)]) -> Channel {
-    let config = config(slots);
+pub(super) fn lin_channel(slots: &[(u8, u64)]) -> Channel {
+    channel_of(config(slots))
+}
+
+/// A channel of `config` with ports 1, 2 and 3.
+pub(super) fn channel_of(config: ChannelConfig) -> Channel {
     config.check_rates().unwrap();
     config.check_arbitration().unwrap();
     let mut channel = Channel::new(0, config);
@@ -63,12 +72,12 @@ fn lin_channel(slots: &[(u8, u64)]) -> Channel {
     channel
 }
 
-fn response(id: u8, len: usize) -> Frame {
+pub(super) fn response(id: u8, len: usize) -> Frame {
     Frame::lin(id, Checksum::Enhanced, &[id; 8][..len]).unwrap()
 }
 
 /// Publish `frames` from port `n`, in order.
-fn publish(channel: &mut Channel, n: u32, frames: impl IntoIterator<Item = Frame>) {
+pub(super) fn publish(channel: &mut Channel, n: u32, frames: impl IntoIterator<Item = Frame>) {
     for (i, frame) in frames.into_iter().enumerate() {
         let arrival = u64::from(n) * 1_000_000 + i as u64;
         channel.member_mut(port(n)).unwrap().tx.push(Pending { frame, arrival, hops: 0, arrived_ns: 0 });
@@ -76,7 +85,7 @@ fn publish(channel: &mut Channel, n: u32, frames: impl IntoIterator<Item = Frame
 }
 
 /// Serve `channel` from bus time 0 at every time it asks for, up to `until`.
-fn run(channel: &mut Channel, until: u64) -> Vec<Transmitted> {
+pub(super) fn run(channel: &mut Channel, until: u64) -> Vec<Transmitted> {
     let mut sent = Vec::new();
     let mut now = 0;
     while let Some(wake) = channel.service(now, &mut sent) {

@@ -26,6 +26,10 @@
 
 mod can;
 mod lin;
+mod lin_check;
+#[cfg(test)]
+mod lin_event_tests;
+mod lin_table;
 #[cfg(test)]
 mod lin_tests;
 mod master_slave;
@@ -94,7 +98,9 @@ pub enum Rule {
     Tdma(TdmaArbiter),
     Token(TokenArbiter),
     MasterSlave(MasterSlaveArbiter),
-    Lin(LinScheduleArbiter),
+    /// Boxed: its tables and the frames it holds make it several times the
+    /// size of the others, which every channel would otherwise carry.
+    Lin(Box<LinScheduleArbiter>),
 }
 
 impl Rule {
@@ -102,7 +108,7 @@ impl Rule {
     /// [`check_arbitration`].
     pub fn new(config: &ChannelConfig) -> Self {
         if let (Protocol::Lin, Some(lin)) = (config.protocol, &config.lin) {
-            return Self::Lin(LinScheduleArbiter::new(lin));
+            return Self::Lin(Box::new(LinScheduleArbiter::new(lin)));
         }
         match (config.arbitration, &config.tdma, &config.token, &config.master_slave) {
             (Arbitration::Tdma, Some(tdma), _, _) => Self::Tdma(TdmaArbiter::new(tdma)),
@@ -149,11 +155,23 @@ impl Rule {
         }
     }
 
-    /// Headers of a LIN schedule nobody answered (`None`: not a LIN channel).
-    pub fn no_responses(&self) -> Option<u64> {
+    /// Headers of a LIN schedule nobody answered and event-triggered
+    /// headers whose answers collided (`None`: not a LIN channel).
+    pub fn lin_counts(&self) -> Option<(u64, u64)> {
         match self {
-            Self::Lin(rule) => Some(rule.no_responses),
+            Self::Lin(rule) => Some((rule.no_responses, rule.collisions)),
             _ => None,
+        }
+    }
+
+    /// The winner's frame as it goes on the bus: as it waited, except a
+    /// LIN answer to an event-triggered header, which goes out under that
+    /// header's identifier.
+    #[inline]
+    pub fn carried(&mut self, frame: Frame) -> Frame {
+        match self {
+            Self::Lin(rule) => rule.carried(frame),
+            _ => frame,
         }
     }
 
@@ -267,7 +285,7 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
         master_slave::check(polling)?;
     }
     if let Some(lin) = &config.lin {
-        lin::check(lin)?;
+        lin_check::check(lin)?;
     }
     Ok(())
 }
