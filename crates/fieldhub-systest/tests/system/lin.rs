@@ -1,7 +1,8 @@
 //! LIN channels through a real hub process in virtual time: two slave
 //! clients publish responses, the hub runs the master's schedule table, and
 //! an observer sees every frame at its exact end-of-frame time — and the
-//! header nobody answered before a slave had published.
+//! header nobody answered before a slave had published; an event-triggered
+//! collision between two clients and its resolution.
 
 use std::thread;
 use std::time::Duration;
@@ -168,4 +169,72 @@ fn an_ldf_channel_runs_its_schedule_at_the_ldfs_delays_and_refuses_a_frame_from_
     let body = channels.as_array().unwrap().iter().find(|c| c["name"] == "body").unwrap().clone();
     assert_eq!((body["bitrate"].as_u64(), body["no_responses"].as_u64()), (Some(19_200), Some(4)));
     assert_eq!(port_counter(&hub, "seat", "tx_refused"), Some(2));
+}
+
+/// The cluster of `crates/fieldhub-ldf/tests/files/events.ldf`: table
+/// `Normal` sends event-triggered DoorEvents (0x30: LeftDoor 0x11 from
+/// `door_left`, RightDoor 0x12 from `door_right`, resolved by table
+/// DoorCollision) 10 ms, SeatState (0x20) 10 ms and sporadic SeatCommands
+/// 10 ms.
+fn events_config() -> String {
+    let ldf = concat!(env!("CARGO_MANIFEST_DIR"), "/../fieldhub-ldf/tests/files/events.ldf");
+    format!(
+        "[hub]\ntime = \"virtual\"\ntime_participants = [\"door_left\", \"door_right\"]\n\n[[channel]]\n\
+         name = \"doors\"\nprotocol = \"lin\"\ntiming = \"timed\"\n\n[channel.lin]\nldf = \"{ldf}\"\n"
+    )
+}
+
+#[test]
+fn an_event_triggered_collision_between_two_clients_is_resolved_by_the_ldfs_collision_table() {
+    let hub = FIELDHUB.start_with(Some(&events_config()), &[]);
+    let observer = hub.client("observer");
+    observer.open_port("doors").unwrap();
+    let door = |node: &'static str, id: u8, pid: u8| {
+        let options = ClientOptions { name: node.into(), synchronized: true, ..Default::default() };
+        let client = Client::connect_with(&hub.url, &options).unwrap();
+        thread::spawn(move || {
+            let config = fieldhub_client::PortConfig { name: Some(node.into()), ..Default::default() };
+            let port = client.open_port_with("doors", &config).unwrap();
+            client.send(&port, &Frame::lin(id, Checksum::Enhanced, &[pid, 1]).unwrap()).unwrap();
+            client.step(60 * MS).unwrap();
+            client.flush().map(drop).map_err(|e| e.to_string())
+        })
+    };
+    let (left, right) = (door("door_left", 0x11, 0x11), door("door_right", 0x12, 0x92));
+    assert_eq!(left.join().unwrap(), Ok(()), "door_left's response is confirmed sent");
+    assert_eq!(right.join().unwrap(), Ok(()), "door_right's response is confirmed sent");
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let rx = observer.recv(Some(Duration::from_secs(10))).unwrap().expect("every frame reaches the observer");
+        seen.push((rx.frame.id(), rx.frame.flags(), rx.frame.data().to_vec(), rx.meta.timestamp_ns));
+    }
+    // The schedule started as the observer's port opened, before the doors
+    // had published: 0x30 and SeatState go out alone, the sporadic slot at
+    // 20 ms is silent. At 30 ms both doors answer 0x30 and collide — the
+    // bus reads 11 01 AND 92 01 with their checksums — and DoorCollision
+    // polls 0x11 and 0x12 at 40 and 50 ms.
+    let (none, collision) = (FrameFlags::LIN_NO_RESPONSE, FrameFlags::LIN_COLLISION);
+    let read = Frame::lin_collision(
+        0x30,
+        &[
+            Frame::lin(0x30, Checksum::Enhanced, &[0x11, 1]).unwrap(),
+            Frame::lin(0x30, Checksum::Enhanced, &[0x92, 1]).unwrap(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (0x30, none, vec![], 1_770_833),
+            (0x20, none, vec![], 10 * MS + 1_770_833),
+            (0x30, collision, read.data().to_vec(), 30 * MS + 3_333_333),
+            (0x11, FrameFlags::empty(), vec![0x11, 1], 40 * MS + 3_333_333),
+            (0x12, FrameFlags::empty(), vec![0x92, 1], 50 * MS + 3_333_333),
+        ]
+    );
+    let channels = ok(&hub, "GET", "/api/v1/channels", None);
+    let doors = channels.as_array().unwrap().iter().find(|c| c["name"] == "doors").unwrap().clone();
+    // SeatState went unanswered at 10 ms and at 60 ms, where bus time
+    // stopped as its header started; 0x30 alone is no missing response.
+    assert_eq!((doors["collisions"].as_u64(), doors["no_responses"].as_u64()), (Some(1), Some(2)));
 }
