@@ -25,8 +25,11 @@ use crate::config::HubConfig;
 pub enum DbcFileError {
     #[error("channel '{channel}': cannot read DBC file {path}: {source}")]
     Read { channel: String, path: PathBuf, source: std::io::Error },
+    // Boxed: a load error holds several names (message, signals,
+    // multiplexor); unboxed, every `Result` this error travels in would be
+    // larger than the 128 bytes clippy's `result_large_err` allows.
     #[error("channel '{channel}': DBC file {path}: {source}")]
-    Load { channel: String, path: PathBuf, source: DbcLoadError },
+    Load { channel: String, path: PathBuf, source: Box<DbcLoadError> },
 }
 
 /// One channel's DBC: its decoder and the parsed file.
@@ -60,8 +63,11 @@ impl DbcStore {
                 path: path.clone(),
                 source,
             })?;
-            let (decoder, file) =
-                read(&bytes).map_err(|source| DbcFileError::Load { channel: name.clone(), path, source })?;
+            let (decoder, file) = read(&bytes).map_err(|source| DbcFileError::Load {
+                channel: name.clone(),
+                path,
+                source: Box::new(source),
+            })?;
             files.insert(name, ChannelDbc { decoder: Arc::new(decoder), file: Arc::new(file) });
         }
         Ok(Self { files: RwLock::new(files) })
