@@ -34,15 +34,19 @@ wait_for() {
 # ping's 2,000 round trips (after 200 that warm up) on can0 of the hub at
 # URL, whose log is HUBLOG. ping stops with an error at the first answer
 # missing or out of order, so its success says every one came back in
-# order; it must print its percentiles. Needs the caller's `win`.
+# order; it must print its percentiles. Run from RUN (with the caller's
+# `win` for ping).
 ping_echo() {
-    win bench echo --hub "$1" --channel can0 >wecho.out 2>&1 &
+    # Wine itself, not `win`: a function in the background is a subshell,
+    # and killing that would leave the echo answering.
+    "$WINE" fieldhub.exe bench echo --hub "$1" --channel can0 >wecho.out 2>&1 &
     wecho=$!
     pids="$pids $wecho"
     wait_for "fieldhub.exe bench echo's port" grep -q "port=bench-echo" "$2"
     win bench ping --hub "$1" --channel can0 --samples 2000 >wping.out 2>wping.err ||
         fail "fieldhub.exe bench ping on $1: $(cat wping.out wping.err)"
     kill "$wecho" 2>/dev/null || true
+    wait "$wecho" 2>/dev/null || true
     percentiles=$(tr -d '\r' <wping.out | awk '
         /\(2000 samples, / { told = 1 }
         $1 == "p50" && $4 == "p99" { header = NR }
