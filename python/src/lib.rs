@@ -163,7 +163,7 @@ impl NativeClient {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
-        let options = ClientOptions { name, token, timeout, synchronized, tls };
+        let options = ClientOptions { name, token, timeout, synchronized, tls, ..Default::default() };
         let mut fallback = None;
         let (client, url) = exit::released(py, || match url {
             Some(url) => Client::connect_with(&url, &options).map(|client| (client, url)),
