@@ -47,6 +47,7 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::Rejected { .. }
         | ClientError::PortNotOpen(_)
         | ClientError::NotSynchronized
+        | ClientError::NotAhead
         | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
