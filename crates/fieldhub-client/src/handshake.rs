@@ -313,6 +313,16 @@ mod tests {
     }
 
     #[test]
+    fn a_hub_that_does_not_know_the_ahead_option_is_named_as_such() {
+        let refusal = report(ErrorCode::Malformed, "session options 0x3 set reserved bits");
+        let options = ClientOptions { synchronized: true, ahead: true, ..options() };
+        let (outcome, _) = outcome_with(&[Message::Refuse(refusal)], &options);
+        let text = outcome.unwrap_err().to_string();
+        assert!(text.contains("the hub does not step participants ahead"), "{text}");
+        assert!(text.contains("session options 0x3 set reserved bits"), "the hub's own words too: {text}");
+    }
+
+    #[test]
     fn welcome_establishes_the_session() {
         let welcome = Welcome { version: PROTOCOL_VERSION, client_id: 7, hub_name: "bench" };
         let session = outcome(Some(Message::Welcome(welcome))).unwrap();
