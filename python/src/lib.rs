@@ -47,6 +47,7 @@ fn client_error(e: ClientError) -> PyErr {
         ClientError::Rejected { .. }
         | ClientError::PortNotOpen(_)
         | ClientError::NotSynchronized
+        | ClientError::NotAhead
         | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
@@ -163,7 +164,7 @@ impl NativeClient {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
-        let options = ClientOptions { name, token, timeout, synchronized, tls };
+        let options = ClientOptions { name, token, timeout, synchronized, tls, ..Default::default() };
         let mut fallback = None;
         let (client, url) = exit::released(py, || match url {
             Some(url) => Client::connect_with(&url, &options).map(|client| (client, url)),

@@ -6,7 +6,11 @@ fails with its error kind and wire code; an AUTH vector's MAC is what
 fhp_auth_mac computes from its `auth` field (token, challenge, hello). The
 portable client implements neither the `canxl` nor the `raw` kind, so each
 vector of spec/vectors/canxl/ and spec/vectors/raw/ fails with the error its
-`without_kind` names (spec/protocol.md 4.1).
+`without_kind` names (spec/protocol.md 4.1). It does not step ahead either, so
+of vectors/ahead/ it must refuse cleanly what spec/protocol.md 3.1 and 3.11a
+say a peer without AHEAD refuses — a HELLO with AHEAD as reserved_options,
+STEP_AHEAD as unknown_type — and read the rest (a frame record stamped with a
+bus time) as the vector says.
 
     check_vectors.py SPEC_VECTORS_DIR VECTOR_TOOL_COMMAND...
 
@@ -41,9 +45,19 @@ def message_hex(shape):
 UNIMPLEMENTED_KINDS = ("canxl", "raw")
 
 
+def refused_without_ahead(v):
+    """What a peer without AHEAD makes of a vector of vectors/ahead/."""
+    body = bytes.fromhex(v["hex"])[4:]
+    if body[:1] == b"\x72":
+        return {**v, "valid": False, "error": "unknown_type", "code": "malformed"}
+    if v["valid"] and v["message"]["type"] == "hello":
+        return {**v, "valid": False, "error": "reserved_options", "code": "malformed", "limit": "hello"}
+    return v
+
+
 def main():
     folder, tool = sys.argv[1], sys.argv[2:]
-    files = sorted(glob.glob(os.path.join(folder, "*.json")))
+    files = sorted(glob.glob(os.path.join(folder, "*.json")) + glob.glob(os.path.join(folder, "ahead", "*.json")))
     unimplemented = [p for kind in UNIMPLEMENTED_KINDS for p in sorted(glob.glob(os.path.join(folder, kind, "*.json")))]
     if not files or len({os.path.dirname(p) for p in unimplemented}) != len(UNIMPLEMENTED_KINDS):
         sys.exit(f"no vector files in {folder} or in its folders {UNIMPLEMENTED_KINDS}")
@@ -56,6 +70,8 @@ def main():
     for path in files:
         with open(path, encoding="utf-8") as f:
             for v in json.load(f)["vectors"]:
+                if os.path.basename(os.path.dirname(path)) == "ahead":
+                    v = refused_without_ahead(v)
                 is_hello = v.get("limit") == "hello" or (v["valid"] and v["message"]["type"] == "hello")
                 cases.append((os.path.basename(path), v, "hello" if is_hello else "message"))
                 if "auth" in v:

@@ -8,6 +8,14 @@
 //! the same run ([`silkit`]). Also the wall time each advance of bus time
 //! costs, and a check that every frame arrived.
 //!
+//! With `ahead` (`--ahead N`) each participant declares N steps at once:
+//! it sends their frames stamped for their steps (`Client::send_at`) and
+//! steps N periods in one `STEP_AHEAD` (`Client::step_ahead`) with a wake
+//! filter nothing matches, since its frames do not depend on what it
+//! receives — one round trip per N steps instead of one per step. The
+//! figure stays per step, as SIL Kit's participants step one period at a
+//! time: it says what a participant that can declare its steps gains.
+//!
 //! The offered load may exceed the channel (`--load 125`): then frames
 //! queue, arbitration decides and the lowest priorities wait, as on a real
 //! bus, and the run still ends; the observer receives what the channel
@@ -20,8 +28,9 @@ pub mod silkit;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use fieldhub_client::{Client, ClientOptions, Frame};
+use fieldhub_client::{Client, ClientOptions, Frame, Port};
 use fieldhub_proto::bits::FrameBits;
+use fieldhub_proto::wire::WakeFilter;
 use serde::Serialize;
 
 use crate::hub_process::{HubProcess, TIMED_CHANNEL};
@@ -46,6 +55,9 @@ pub struct VirtualTimeRun {
     pub load_percent: Option<f64>,
     /// SIL Kit's folder for the baseline; `None`: no comparison.
     pub silkit: Option<PathBuf>,
+    /// Steps each participant declares at once (`STEP_AHEAD`); `None`:
+    /// one `STEP` per step.
+    pub ahead: Option<u64>,
 }
 
 /// What it gave.
@@ -57,9 +69,12 @@ pub struct VirtualTimeResult {
     pub wall_seconds: f64,
     /// Bus time per wall-clock time (real time: 1.0).
     pub real_time_factor: f64,
-    /// Advances of bus time (one per period: every participant steps together).
+    /// Steps of bus time (one per period: every participant steps together).
     pub advances: u64,
+    /// Wall time per step of one period.
     pub wall_us_per_advance: f64,
+    /// Steps each participant declared at once (`--ahead`), if it did.
+    pub ahead: Option<u64>,
     /// The load offered to the channel, in percent of its capacity.
     pub offered_load_percent: f64,
     /// Frames the observer received, and how many were sent.
@@ -97,9 +112,13 @@ fn frames_per_step(spec: &VirtualTimeRun, period_ns: u64) -> Result<Vec<u64>, Be
 
 pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResult, BenchError> {
     // Identifiers 0x100 and up, one per participant, stay 11-bit.
-    if !(1..=0x6FF).contains(&spec.participants) || spec.period_ms == 0 || spec.bus_seconds <= 0.0 {
+    if !(1..=0x6FF).contains(&spec.participants)
+        || spec.period_ms == 0
+        || spec.bus_seconds <= 0.0
+        || spec.ahead == Some(0)
+    {
         return Err(BenchError::Invalid(
-            "virtual time needs 1 to 1791 participants, a period and some bus time".into(),
+            "virtual time needs 1 to 1791 participants, a period, some bus time and --ahead of at least 1 step".into(),
         ));
     }
     let end_ns = (spec.bus_seconds * 1e9) as u64;
@@ -112,7 +131,8 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
     observer.open_port_with(TIMED_CHANNEL, &crate::fd_port())?;
     let participants = (0..spec.participants)
         .map(|i| {
-            let options = ClientOptions { name: format!("bench-ecu{i}"), synchronized: true, ..Default::default() };
+            let name = format!("bench-ecu{i}");
+            let options = ClientOptions { name, synchronized: true, ahead: spec.ahead.is_some(), ..Default::default() };
             let client = Client::connect_with(&url, &options)?;
             let port = client.open_port_with(TIMED_CHANNEL, &crate::fd_port())?;
             Ok((client, port))
@@ -126,12 +146,10 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
             .enumerate()
             .map(|(i, ((client, port), &share))| {
                 s.spawn(move || -> Result<u64, BenchError> {
-                    for k in 0..steps {
-                        for n in 0..share {
-                            client.send(port, &frame(i, k, n)?)?;
-                        }
-                        client.step((k + 1) * period_ns)?;
-                        while client.try_recv()?.is_some() {}
+                    let sender = Sender { client, port, i, share, period_ns, steps };
+                    match spec.ahead {
+                        None => sender.every_step()?,
+                        Some(ahead) => sender.ahead(ahead)?,
                     }
                     // Refusals are told before the grant that follows them.
                     Ok(client.tx_dropped(port))
@@ -165,6 +183,7 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         real_time_factor: bus_seconds / wall,
         advances: steps,
         wall_us_per_advance,
+        ahead: spec.ahead,
         offered_load_percent,
         frames_received: received,
         frames_sent,
@@ -172,4 +191,53 @@ pub fn run(launcher: &Launcher, spec: &VirtualTimeRun) -> Result<VirtualTimeResu
         silkit,
         times_silkit,
     })
+}
+
+/// One participant's part of the run.
+struct Sender<'a> {
+    client: &'a Client,
+    port: &'a Port,
+    i: usize,
+    share: u64,
+    period_ns: u64,
+    steps: u64,
+}
+
+/// A wake filter no frame matches: the extended, remote and error flags
+/// are never all set.
+const NEVER: WakeFilter = WakeFilter { can_id: u32::MAX, mask: u32::MAX };
+
+impl Sender<'_> {
+    /// One step at a time: its frames, then `STEP` to the next period.
+    fn every_step(&self) -> Result<(), BenchError> {
+        for k in 0..self.steps {
+            for n in 0..self.share {
+                self.client.send(self.port, &frame(self.i, k, n)?)?;
+            }
+            self.client.step((k + 1) * self.period_ns)?;
+            while self.client.try_recv()?.is_some() {}
+        }
+        Ok(())
+    }
+
+    /// `ahead` steps at a time: their frames stamped for their steps, then
+    /// one `STEP_AHEAD` that nothing wakes early.
+    fn ahead(&self, ahead: u64) -> Result<(), BenchError> {
+        let mut k = 0;
+        while k < self.steps {
+            let chunk = ahead.min(self.steps - k);
+            for step in k..k + chunk {
+                for n in 0..self.share {
+                    self.client.send_at(self.port, &frame(self.i, step, n)?, step * self.period_ns)?;
+                }
+            }
+            k += chunk;
+            let granted = self.client.step_ahead(k * self.period_ns, self.period_ns, &[NEVER])?;
+            if granted != k * self.period_ns {
+                return Err(BenchError::Stalled(format!("granted at {granted} ns, not {} ns", k * self.period_ns)));
+            }
+            while self.client.try_recv()?.is_some() {}
+        }
+        Ok(())
+    }
 }

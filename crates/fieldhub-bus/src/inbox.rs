@@ -37,7 +37,8 @@ pub enum Inbound {
     /// once, for when even an error report cannot be queued to it.
     /// `credit` bounds the frames it may have waiting in the bus. `intake`
     /// is set for a client whose ring the bus reads itself. `synchronized`:
-    /// a participant of virtual time (its `HELLO` said so). `access`:
+    /// a participant of virtual time (its `HELLO` said so); `ahead`: one
+    /// that may step ahead (`AHEAD`, with `synchronized`). `access`:
     /// what its token lets it do, checked as each of its ports opens.
     Attach {
         client: ClientId,
@@ -47,6 +48,7 @@ pub enum Inbound {
         credit: Arc<TxCredit>,
         intake: Option<Box<dyn Intake>>,
         synchronized: bool,
+        ahead: bool,
         access: Access,
     },
     /// `OPEN_PORT`.
@@ -55,6 +57,9 @@ pub enum Inbound {
     ClosePort { client: ClientId, port: u16 },
     /// One frame record of a `FRAMES` message.
     Frame { client: ClientId, port: u16, frame: Frame },
+    /// One frame record of an `AHEAD` participant with the bus time it is
+    /// for (its record's `timestamp_ns`; `spec/protocol.md` 6.8).
+    FrameAt { client: ClientId, port: u16, frame: Frame, at_ns: u64 },
     /// Consecutive frame records of one client (a stream's `FRAMES` batch,
     /// as far as its transmit credit went): one queue item, not one per
     /// frame. The bus hands the emptied buffer back ([`Inbox::recycle`]).
@@ -65,6 +70,10 @@ pub enum Inbound {
     Stats { client: ClientId, request: u32 },
     /// `STEP`: a synchronised participant is done up to bus time `until_ns`.
     Step { client: ClientId, until_ns: u64 },
+    /// `STEP_AHEAD`: an `AHEAD` participant is done up to `until_ns` in
+    /// steps of `period_ns`, unless a frame matching `filters` (none: any)
+    /// is delivered to one of its ports first.
+    StepAhead { client: ClientId, until_ns: u64, period_ns: u64, filters: Vec<fieldhub_proto::wire::WakeFilter> },
     /// A control-plane request (HTTP API); applied between two frames.
     Control { request: ControlRequest, reply: ControlReply },
     /// The client's session ended; `reason` is for the log.
@@ -105,10 +114,16 @@ impl std::fmt::Debug for Inbound {
             Inbound::OpenPort { client, channel, .. } => write!(f, "OpenPort({client}, {channel})"),
             Inbound::ClosePort { client, port } => write!(f, "ClosePort({client}, {port})"),
             Inbound::Frame { client, port, frame } => write!(f, "Frame({client}, {port}, {frame:?})"),
+            Inbound::FrameAt { client, port, frame, at_ns } => {
+                write!(f, "FrameAt({client}, {port}, {frame:?}, {at_ns})")
+            }
             Inbound::Frames { client, frames } => write!(f, "Frames({client}, {} frames)", frames.len()),
             Inbound::Ping { client, nonce } => write!(f, "Ping({client}, {nonce})"),
             Inbound::Stats { client, request } => write!(f, "Stats({client}, {request})"),
             Inbound::Step { client, until_ns } => write!(f, "Step({client}, {until_ns})"),
+            Inbound::StepAhead { client, until_ns, period_ns, filters } => {
+                write!(f, "StepAhead({client}, {until_ns}, every {period_ns}, {} filters)", filters.len())
+            }
             Inbound::Control { request, .. } => write!(f, "Control({request:?})"),
             Inbound::Detach { client, reason } => write!(f, "Detach({client}, {reason})"),
             Inbound::Committed { channel, frame, .. } => write!(f, "Committed({channel}, {frame:?})"),
@@ -203,8 +218,10 @@ impl std::fmt::Debug for CyclicRequest {
 /// waiting task, called once on the bus thread (it must not block).
 pub type ControlReply = Box<dyn FnOnce(ControlResult) + Send>;
 
-/// Frame records of one client with their ports, in order.
-pub type FrameRun = Vec<(u16, Frame)>;
+/// Frame records of one client with their ports, in order, each with the
+/// bus time it is for: its record's `timestamp_ns` from an `AHEAD`
+/// participant, else 0 (now).
+pub type FrameRun = Vec<(u16, Frame, u64)>;
 
 /// Emptied [`FrameRun`] buffers on their way back from the bus to the
 /// transports: after warm-up, forwarding a batch allocates nothing.

@@ -68,6 +68,7 @@ pub mod request;
 pub mod slots;
 pub mod testing;
 pub mod tx_queue;
+pub mod wake;
 
 pub use bus::{Bus, Input};
 

@@ -28,6 +28,7 @@ use crate::inbox::ClientId;
 use crate::outbox::{Outbound, Outbox, Refused};
 use crate::port_id::PortId;
 use crate::tx_queue::TxQueue;
+use crate::wake::WakeWatch;
 
 /// Frames a gateway port (the sending end of a route) may hold; beyond that
 /// the route drops and counts, like a gateway's full buffer.
@@ -98,6 +99,10 @@ pub struct Member {
     /// acknowledges like any node (a monitor must not change the bus), but
     /// never transmits.
     pub read_only: bool,
+    /// While its participant steps ahead: the frames that end its step
+    /// early (`wake.rs`). `None` otherwise, at the cost of one branch per
+    /// delivery.
+    pub wake: Option<WakeWatch>,
 }
 
 impl Member {
@@ -148,6 +153,7 @@ impl Member {
             listen_only: false,
             transmit_only: false,
             read_only: false,
+            wake: None,
         }
     }
 
@@ -288,6 +294,9 @@ impl Member {
         // Like the FD case: not asked for, so neither delivered nor counted.
         if self.transmit_only && !frame.is_echo() {
             return false;
+        }
+        if let Some(watch) = &mut self.wake {
+            watch.offer(&frame);
         }
         // Report drops only when the frame will fit behind the report: a
         // report per refused frame would fill the reply reserve.

@@ -227,6 +227,9 @@ enum Kind {
         /// SIL Kit's folder (silkit_sync_peer and wheel/SilKit_py/bin/, as `make target/silkit/silkit_sync_peer` leaves it) for its synchronised time with the same participants and steps in the same run; `none`: no comparison; `auto`: target/silkit when it is set up there, else none (with a line saying how to set it up).
         #[arg(long, env = "FIELDHUB_SILKIT_DIR", default_value = "auto")]
         silkit: String,
+        /// Each participant declares N steps at once: it sends their frames stamped with their bus times and steps N periods in one STEP_AHEAD (its frames do not depend on what it receives); the figure stays per step.
+        #[arg(long, value_name = "N")]
+        ahead: Option<u64>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -394,7 +397,7 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             let phases = phases?;
             report(&phases[..], json, print_cpu)?;
         }
-        Kind::VirtualTime { transport, participants, seconds, period_ms, load, silkit, json } => {
+        Kind::VirtualTime { transport, participants, seconds, period_ms, load, silkit, ahead, json } => {
             let silkit = silkit_dir(&silkit);
             let then = if silkit.is_some() { ", then SIL Kit's" } else { "" };
             progress(&format!("virtual time: {participants} participants, {seconds} s of bus time{then}"));
@@ -405,6 +408,7 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
                 period_ms,
                 load_percent: load,
                 silkit,
+                ahead,
             };
             let result = virtual_time::run(this_command, &spec).context("virtual-time benchmark");
             clear_progress();
@@ -446,9 +450,13 @@ fn print_virtual_time(r: &virtual_time::VirtualTimeResult) {
         0 => queued,
         n => format!("{queued}, {n} refused: queue full"),
     };
+    let per = match r.ahead {
+        None => "advance".to_owned(),
+        Some(n) => format!("step of 1 period, stepping {n} ahead"),
+    };
     println!(
-        "{} participants over {}, {:.0} % offered load: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.0} µs per \
-         advance; {} of {} frames on the bus{queued})",
+        "{} participants over {}, {:.0} % offered load: {:.1} s of bus time in {:.2} s: {:.1}x real time ({:.1} µs per \
+         {per}; {} of {} frames on the bus{queued})",
         r.participants,
         r.transport,
         r.offered_load_percent,

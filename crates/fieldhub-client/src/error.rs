@@ -62,6 +62,10 @@ pub enum ClientError {
     /// participant ([`crate::ClientOptions::synchronized`]).
     #[error("this client is not a synchronised participant of virtual time (connect with `synchronized`)")]
     NotSynchronized,
+    /// `send_at` or `step_ahead` from a client connected without
+    /// [`crate::ClientOptions::ahead`].
+    #[error("this participant does not step ahead (connect with `synchronized` and `ahead`)")]
+    NotAhead,
     /// Frames this client sent are off the bus (`spec/protocol.md` 6.9):
     /// the hub dropped `dropped` frames of port `port` for `reason`, and
     /// told so before it answered the flush. The first such report since

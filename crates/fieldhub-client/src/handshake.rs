@@ -100,9 +100,10 @@ pub(crate) fn handshake(
     let hello = Hello {
         version: PROTOCOL_VERSION,
         name: &options.name,
-        options: match options.synchronized {
-            true => SessionOptions::SYNCHRONIZED,
-            false => SessionOptions::empty(),
+        options: match (options.synchronized, options.ahead) {
+            (true, true) => SessionOptions::SYNCHRONIZED | SessionOptions::AHEAD,
+            (true, false) => SessionOptions::SYNCHRONIZED,
+            (false, _) => SessionOptions::empty(),
         },
     };
     let mut bytes = Vec::new();
@@ -118,6 +119,15 @@ pub(crate) fn handshake(
                 return Ok(Session { client_id: w.client_id, hub_name: w.hub_name.to_owned() })
             }
             Message::Welcome(w) => return Err(unwelcome(Unwelcome::Version(w.version))),
+            // A hub that does not know AHEAD refuses its bit as reserved.
+            Message::Refuse(r) if options.ahead && r.text.contains("session options") => {
+                let text = format!(
+                    "the hub does not step participants ahead (it refused the AHEAD option: {}); connect without \
+                     `ahead` and step every period, or update the hub",
+                    r.text
+                );
+                return Err(ClientError::Refused { url: url.into(), code: r.code, text });
+            }
             Message::Refuse(r) => {
                 return Err(ClientError::Refused { url: url.into(), code: r.code, text: r.text.into() })
             }
@@ -167,6 +177,7 @@ mod tests {
             token: Some("sesame".into()),
             timeout: Duration::from_millis(50),
             synchronized: false,
+            ahead: false,
             tls: Default::default(),
         }
     }
@@ -299,6 +310,16 @@ mod tests {
 
     fn report(code: ErrorCode, text: &str) -> ErrorReport<'_> {
         ErrorReport { code: code as u16, request: 0, fatal: true, text }
+    }
+
+    #[test]
+    fn a_hub_that_does_not_know_the_ahead_option_is_named_as_such() {
+        let refusal = report(ErrorCode::Malformed, "session options 0x3 set reserved bits");
+        let options = ClientOptions { synchronized: true, ahead: true, ..options() };
+        let (outcome, _) = outcome_with(&[Message::Refuse(refusal)], &options);
+        let text = outcome.unwrap_err().to_string();
+        assert!(text.contains("the hub does not step participants ahead"), "{text}");
+        assert!(text.contains("session options 0x3 set reserved bits"), "the hub's own words too: {text}");
     }
 
     #[test]

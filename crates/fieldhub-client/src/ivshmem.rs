@@ -120,8 +120,8 @@ impl IvshmemLink {
 }
 
 impl Link for IvshmemLink {
-    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
-        self.send(one_frame(port, frame), timeout)
+    fn send_frame(&self, port: u16, frame: &Frame, at_ns: u64, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.send(one_frame(port, frame, at_ns), timeout)
     }
 
     fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {

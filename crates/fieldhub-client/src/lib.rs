@@ -128,8 +128,8 @@ use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};
 pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
-pub use fieldhub_proto::wire::ErrorCode;
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
+pub use fieldhub_proto::wire::{ErrorCode, WakeFilter};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};
 pub use filter::{Filter, CAN_INV_FILTER};
 pub use hub_owner::HUB_USER_VAR;
@@ -172,6 +172,11 @@ pub struct ClientOptions {
     /// advances only once this client has finished its step
     /// ([`Client::step`]). A hub in real time refuses the connection.
     pub synchronized: bool,
+    /// With `synchronized`: this participant may step ahead — send frames
+    /// stamped for later steps ([`Client::send_at`]) and declare several
+    /// steps at once ([`Client::step_ahead`]). A hub that does not know
+    /// the option refuses the connection, saying so.
+    pub ahead: bool,
     /// TLS settings for `tls://` URLs; each one not set is taken from the
     /// environment (`FIELDHUB_TLS_CA`, ...; see [`tls`]).
     pub tls: tls::TlsOptions,
@@ -184,6 +189,7 @@ impl Default for ClientOptions {
             token: None,
             timeout: DEFAULT_TIMEOUT,
             synchronized: false,
+            ahead: false,
             tls: tls::TlsOptions::default(),
         }
     }
@@ -258,6 +264,8 @@ pub struct Client {
     reading: AtomicBool,
     /// [`Client::close`] has begun: it runs once.
     closing: AtomicBool,
+    /// Connected with [`ClientOptions::ahead`].
+    ahead: bool,
 }
 
 impl Client {
@@ -291,6 +299,7 @@ impl Client {
             threads: Mutex::new(vec![own]),
             reading: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            ahead: options.synchronized && options.ahead,
         };
         // A stream is read by a reader thread from the start; dropping the
         // client on failure ends the link thread.
@@ -385,6 +394,18 @@ impl Client {
 
     /// Queue a frame, waiting at most `timeout` (`None`: no limit) for room.
     pub fn send_timeout(&self, port: &Port, frame: &Frame, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.send_stamped(port, frame, 0, timeout)
+    }
+
+    /// Send a frame, stamped for bus time `at_ns` (0: none), waiting at
+    /// most `timeout` for room.
+    fn send_stamped(
+        &self,
+        port: &Port,
+        frame: &Frame,
+        at_ns: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), ClientError> {
         self.check_open(port)?;
         if self.shared.is_closed() {
             return Err(self.shared.closed_error());
@@ -409,15 +430,15 @@ impl Client {
             // what waits (if nobody else does) before waiting for room, so
             // an application that sends a burst before it reads stalls only
             // once its receive queue is full, as over a stream.
-            match self.link.send_frame(port.handle, &frame, Some(Duration::ZERO)) {
+            match self.link.send_frame(port.handle, &frame, at_ns, Some(Duration::ZERO)) {
                 Err(SendFail::Timeout) if timeout != Some(Duration::ZERO) => {
                     receive::pump(&*self.link, &self.shared);
-                    self.link.send_frame(port.handle, &frame, timeout)
+                    self.link.send_frame(port.handle, &frame, at_ns, timeout)
                 }
                 other => other,
             }
         } else {
-            self.link.send_frame(port.handle, &frame, timeout)
+            self.link.send_frame(port.handle, &frame, at_ns, timeout)
         };
         if matches!(sent, Err(SendFail::Closed)) && !self.shared.is_closed() {
             // The link ended under the send: the reason is in the ring.

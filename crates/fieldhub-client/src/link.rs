@@ -72,9 +72,10 @@ pub(crate) enum Took {
 /// link's own thread ([`Link::tend`]). Any thread may send; sending never
 /// touches the receive side.
 pub(crate) trait Link: Send + Sync {
-    /// Send one frame on the port with handle `port`, waiting at most
+    /// Send one frame on the port with handle `port`, stamped for bus time
+    /// `at_ns` (0: none; `AHEAD` participants only), waiting at most
     /// `timeout` (`None`: no limit) for room.
-    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail>;
+    fn send_frame(&self, port: u16, frame: &Frame, at_ns: u64, timeout: Option<Duration>) -> Result<(), SendFail>;
 
     /// Send one encoded message (a request, `GOODBYE`), waiting at most
     /// `timeout` (`None`: no limit) for room.

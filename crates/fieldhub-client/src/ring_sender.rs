@@ -90,11 +90,12 @@ impl RingSender {
 }
 
 /// How [`RingSender::send`] encodes one frame: a `FRAMES` message of one
-/// record (every CAN and CAN FD frame then fits one slot).
-pub(crate) fn one_frame(port: u16, frame: &Frame) -> impl FnOnce(&mut Vec<u8>) + '_ {
+/// record (every CAN and CAN FD frame then fits one slot), stamped for bus
+/// time `at_ns` (0: none).
+pub(crate) fn one_frame(port: u16, frame: &Frame, at_ns: u64) -> impl FnOnce(&mut Vec<u8>) + '_ {
     move |out| {
         let mut batch = BatchEncoder::begin(out);
-        batch.push(out, port, frame, &FrameMeta::default());
+        batch.push(out, port, frame, &FrameMeta { timestamp_ns: at_ns, ..FrameMeta::default() });
         batch.finish(out);
     }
 }

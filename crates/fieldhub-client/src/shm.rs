@@ -161,10 +161,10 @@ impl ShmLink {
 }
 
 impl Link for ShmLink {
-    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
+    fn send_frame(&self, port: u16, frame: &Frame, at_ns: u64, timeout: Option<Duration>) -> Result<(), SendFail> {
         match self.quiet_frames {
-            true => self.send_quietly(one_frame(port, frame), timeout),
-            false => self.send(one_frame(port, frame), timeout),
+            true => self.send_quietly(one_frame(port, frame, at_ns), timeout),
+            false => self.send(one_frame(port, frame, at_ns), timeout),
         }
     }
 

@@ -45,6 +45,8 @@ enum WriteItem {
     Frame {
         port: u16,
         frame: Frame,
+        /// The bus time it is for (`AHEAD` participants; else 0).
+        at_ns: u64,
     },
     /// An encoded message (control plane; allocation is fine).
     Message(Vec<u8>),
@@ -139,8 +141,8 @@ impl StreamLink {
 }
 
 impl Link for StreamLink {
-    fn send_frame(&self, port: u16, frame: &Frame, timeout: Option<Duration>) -> Result<(), SendFail> {
-        self.queue(WriteItem::Frame { port, frame: *frame }, timeout)
+    fn send_frame(&self, port: u16, frame: &Frame, at_ns: u64, timeout: Option<Duration>) -> Result<(), SendFail> {
+        self.queue(WriteItem::Frame { port, frame: *frame, at_ns }, timeout)
     }
 
     fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {
@@ -225,12 +227,13 @@ impl Link for StreamLink {
 impl Writer {
     fn run(mut self) -> io::Result<()> {
         let mut packer = Packer::new();
-        let meta = FrameMeta::default();
         while let Ok(first) = self.queue.recv() {
             let mut item = Some(first);
             while let Some(next) = item.take() {
                 match next {
-                    WriteItem::Frame { port, frame } => packer.push_frame(port, &frame, &meta),
+                    WriteItem::Frame { port, frame, at_ns } => {
+                        packer.push_frame(port, &frame, &FrameMeta { timestamp_ns: at_ns, ..FrameMeta::default() })
+                    }
                     WriteItem::Message(bytes) => packer.push_encoded(&bytes),
                 }
                 if packer.len() < WRITE_CHUNK {

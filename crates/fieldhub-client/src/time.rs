@@ -21,12 +21,13 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fieldhub_proto::wire::{self, ErrorCode, Message};
+use fieldhub_proto::wire::{self, ErrorCode, Message, StepAhead, WakeFilter, WakeFilters};
+use fieldhub_proto::Frame;
 
 use crate::dispatch::NOT_GRANTED;
 use crate::link::SendFail;
 use crate::receive::{self, Waited};
-use crate::{lock, Client, ClientError};
+use crate::{lock, Client, ClientError, Port};
 
 impl Client {
     /// The bus time this participant stands at (the hub's last `GRANT`), in
@@ -55,12 +56,67 @@ impl Client {
     /// [`Client::step`] in two halves, for callers that wait in slices (to
     /// run signal handlers between them): announce the end of the step ...
     pub fn begin_step(&self, until_ns: u64) -> Result<(), ClientError> {
+        self.announce(until_ns, Message::Step { until_ns })
+    }
+
+    /// Send a frame for bus time `at_ns` of a later step of this
+    /// participant (connected with [`crate::ClientOptions::ahead`]): the hub
+    /// holds it and queues it when bus time reaches `at_ns` (at or before
+    /// the current bus time: now, as [`Client::send`]). It must fall within
+    /// the step that the next [`Client::step`] or [`Client::step_ahead`]
+    /// ends; a later one is refused then (`invalid_frame`). Never waits
+    /// for the hub, as a participant's send does not.
+    pub fn send_at(&self, port: &Port, frame: &Frame, at_ns: u64) -> Result<(), ClientError> {
+        if !self.ahead {
+            return Err(ClientError::NotAhead);
+        }
+        self.send_stamped(port, frame, at_ns, None)
+    }
+
+    /// End this participant's step as done up to `until_ns` in steps of
+    /// `period_ns`, none of which needs input unless a frame matching
+    /// `filters` (SocketCAN form; none: any frame) is delivered to one of
+    /// its ports: then bus time stops at the first of its step boundaries
+    /// at or after that frame. Blocks until then; returns the bus time
+    /// granted — `until_ns`, or the boundary a frame woke it at, with the
+    /// frames up to it in the receive queue. One round trip for many steps
+    /// (`spec/protocol.md` 3.11a).
+    pub fn step_ahead(&self, until_ns: u64, period_ns: u64, filters: &[WakeFilter]) -> Result<u64, ClientError> {
+        if !self.ahead {
+            return Err(ClientError::NotAhead);
+        }
+        // Read before the step is announced: its grant may come at once.
+        let granted_before = self.now().unwrap_or(0);
+        let step = StepAhead { until_ns, period_ns, filters: WakeFilters::from_slice(filters) };
+        self.announce(until_ns, Message::StepAhead(step))?;
+        let woken = || {
+            let granted = self.shared.granted_ns.load(Ordering::Acquire);
+            granted != NOT_GRANTED && granted > granted_before
+        };
+        let ready = || woken() || self.refused_step().is_some();
+        loop {
+            match receive::wait_until(&*self.link, &self.shared, None, &ready) {
+                Waited::Ready | Waited::TimedOut => {}
+                Waited::Closed => return Err(self.shared.closed_error()),
+            }
+            if let Some(at) = self.refused_step() {
+                let (code, text) = lock(&self.shared.errors).remove(at);
+                return Err(ClientError::Rejected { code, text });
+            }
+            if woken() {
+                return Ok(self.shared.granted_ns.load(Ordering::Acquire));
+            }
+        }
+    }
+
+    /// Send the message that ends a step to `until_ns`.
+    fn announce(&self, until_ns: u64, message: Message<'_>) -> Result<(), ClientError> {
         let now_ns = self.now().ok_or(ClientError::NotSynchronized)?;
         if until_ns <= now_ns {
             return Err(ClientError::StepNotForward { until_ns, now_ns });
         }
         let mut bytes = Vec::new();
-        wire::encode(&mut bytes, &Message::Step { until_ns });
+        wire::encode(&mut bytes, &message);
         self.link.send_message(bytes, Some(self.timeout)).map_err(|fail| match fail {
             SendFail::Timeout => ClientError::RequestQueueFull(self.timeout),
             SendFail::Closed => self.shared.closed_error(),

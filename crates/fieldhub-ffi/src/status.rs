@@ -187,8 +187,10 @@ impl From<ClientError> for Failure {
             // Another user listens where the hub should be: nothing was sent.
             ClientError::UntrustedHub { .. } => FH_ERR_CONNECT,
             // A step the caller asked for wrongly: not a participant, or
-            // not forward in time.
-            ClientError::NotSynchronized | ClientError::StepNotForward { .. } => FH_ERR_INVALID_ARGUMENT,
+            // not forward in time, or not one that steps ahead.
+            ClientError::NotSynchronized | ClientError::StepNotForward { .. } | ClientError::NotAhead => {
+                FH_ERR_INVALID_ARGUMENT
+            }
             ClientError::Dropped { .. } => FH_ERR_DROPPED,
         };
         Self::new(status, error.to_string())

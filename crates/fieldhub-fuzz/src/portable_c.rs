@@ -63,7 +63,7 @@ fn c_first_message(data: &[u8]) -> (String, usize) {
 }
 
 /// The portable C client on hostile input: its decoder accepts exactly what
-/// `fieldhub_proto::wire` accepts of a peer without LIN (`without_lin`)
+/// `fieldhub_proto::wire` accepts of a peer without LIN or AHEAD (`without_lin`, `without_ahead`)
 /// and rejects the rest with the same error kind, taking exactly the message's bytes; every message it accepts
 /// re-encodes to its bytes; and its client, fed the input as a hub's bytes
 /// after WELCOME, ends with a negative status.
@@ -74,7 +74,7 @@ pub fn portable_c(data: &[u8]) {
             Err(e) => assert_eq!(verdict, e.kind(), "length prefix"),
             Ok(len) => {
                 if let Some(body) = data.get(LENGTH_PREFIX..LENGTH_PREFIX + len) {
-                    match decode(&without_lin(body)) {
+                    match decode(&without_ahead(&without_lin(body))) {
                         Ok(_) => {
                             assert_eq!(verdict, "ok", "the reference decoder accepts this message");
                             assert_eq!(consumed, LENGTH_PREFIX + len, "the C decoder took other bytes");
@@ -88,6 +88,39 @@ pub fn portable_c(data: &[u8]) {
     // SAFETY: `data` is valid for `data.len()` bytes during the call; the C side keeps nothing.
     let status = unsafe { fhp_fuzz_client(data.as_ptr(), data.len()) };
     assert!(status < 0, "the C client ended with {status} instead of an error code");
+}
+
+/// A message type the wire leaves reserved (`spec/protocol.md` 3).
+const RESERVED_TYPE: u8 = 0xFF;
+
+/// `body` as a peer without steps granted ahead reads it (`spec/protocol.md`
+/// 3.1, 3.11a): `STEP_AHEAD` is a type it does not know, and `AHEAD` a
+/// reserved bit of a `HELLO`'s options — so the reference decoder gets a
+/// reserved type, or a reserved bit besides, and names the same error.
+fn without_ahead(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    const STEP_AHEAD: u8 = 0x72;
+    const HELLO: u8 = 0x01;
+    const AHEAD: u32 = 0x2;
+    match body.first() {
+        Some(&STEP_AHEAD) => {
+            let mut changed = body.to_vec();
+            changed[0] = RESERVED_TYPE;
+            changed.into()
+        }
+        // type, magic, version, name length: the options follow the name.
+        Some(&HELLO) if body.len() >= 8 => {
+            let at = 8 + usize::from(body[7]);
+            let Some(options) = body.get(at..at + 4) else { return body.into() };
+            let bits = u32::from_le_bytes([options[0], options[1], options[2], options[3]]);
+            if bits & AHEAD == 0 {
+                return body.into();
+            }
+            let mut changed = body.to_vec();
+            changed[at..at + 4].copy_from_slice(&(bits | 0x8000_0000).to_le_bytes());
+            changed.into()
+        }
+        _ => body.into(),
+    }
 }
 
 /// A kind the wire leaves reserved (`spec/protocol.md` 4.1).

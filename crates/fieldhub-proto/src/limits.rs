@@ -18,6 +18,8 @@ pub const MAX_HELLO_LEN: u32 = 512;
 
 /// Most frame records in one `FRAMES` message.
 pub const MAX_FRAMES_PER_BATCH: usize = 1024;
+/// Wake filters in one `STEP_AHEAD` (`spec/protocol.md` 3.11a).
+pub const MAX_WAKE_FILTERS: usize = 32;
 
 /// Most ports one client may have open at once.
 pub const MAX_PORTS_PER_CLIENT: usize = 32;

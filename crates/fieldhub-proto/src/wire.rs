@@ -43,6 +43,7 @@ pub mod msg {
     pub const GOODBYE: u8 = 0x50;
     pub const STEP: u8 = 0x70;
     pub const GRANT: u8 = 0x71;
+    pub const STEP_AHEAD: u8 = 0x72;
 }
 
 bitflags::bitflags! {
@@ -79,6 +80,10 @@ bitflags::bitflags! {
         /// virtual time, bus time advances only once it has announced the end
         /// of its step (`STEP`), and it learns each advance from `GRANT`.
         const SYNCHRONIZED = 0x1;
+        /// With `SYNCHRONIZED`: the participant may step ahead
+        /// (`STEP_AHEAD`) and stamps its frames with the bus time they are
+        /// for (`spec/protocol.md` 6.8).
+        const AHEAD = 0x2;
     }
 }
 
@@ -216,6 +221,8 @@ pub enum DecodeError {
     NotUtf8 { what: &'static str },
     #[error("batch of {count} frames exceeds the limit of {max}")]
     TooManyFrames { count: usize, max: usize },
+    #[error("STEP_AHEAD with {count} wake filters exceeds the limit of {max}")]
+    TooManyFilters { count: usize, max: usize },
     #[error("frame {index}: unknown frame kind {kind}")]
     UnknownFrameKind { index: usize, kind: u8 },
     #[error("frame {index}: reserved flag bits 0x{bits:02X} set")]
@@ -258,6 +265,7 @@ impl DecodeError {
             Self::TooLong { .. } => "too_long",
             Self::NotUtf8 { .. } => "not_utf8",
             Self::TooManyFrames { .. } => "too_many_frames",
+            Self::TooManyFilters { .. } => "too_many_filters",
             Self::UnknownFrameKind { .. } => "unknown_frame_kind",
             Self::ReservedFlags { .. } => "reserved_flags",
             Self::RecordTooLong { .. } => "record_too_long",
@@ -425,6 +433,86 @@ pub enum Message<'a> {
     Grant {
         now_ns: u64,
     },
+    /// A participant with `AHEAD` is done up to `until_ns` in steps of
+    /// `period_ns`, to be woken at a step boundary only by a frame that
+    /// matches `filters` (`spec/protocol.md` 3.11a).
+    StepAhead(StepAhead<'a>),
+}
+
+/// `STEP_AHEAD`'s fields; the filters are read from the message in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepAhead<'a> {
+    pub until_ns: u64,
+    pub period_ns: u64,
+    pub filters: WakeFilters<'a>,
+}
+
+/// One wake filter of `STEP_AHEAD`, in SocketCAN form: a frame matches when
+/// `socketcan_id & mask == can_id & mask`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WakeFilter {
+    pub can_id: u32,
+    pub mask: u32,
+}
+
+impl WakeFilter {
+    /// Whether a frame with SocketCAN identifier `socketcan_id` (flags
+    /// included: `Frame::socketcan_id`) matches.
+    pub fn matches(&self, socketcan_id: u32) -> bool {
+        socketcan_id & self.mask == self.can_id & self.mask
+    }
+}
+
+/// The wake filters of a decoded `STEP_AHEAD` (at most [`MAX_WAKE_FILTERS`]),
+/// or filters to encode ([`WakeFilters::from_slice`]). Equal when they
+/// hold the same filters in the same order, however held.
+#[derive(Clone, Copy, Debug)]
+pub enum WakeFilters<'a> {
+    /// As they are on the wire: `n` × 8 bytes.
+    Wire(&'a [u8]),
+    /// A caller's filters.
+    Slice(&'a [WakeFilter]),
+}
+
+impl PartialEq for WakeFilters<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for WakeFilters<'_> {}
+
+impl<'a> WakeFilters<'a> {
+    /// Filters to encode; at most [`MAX_WAKE_FILTERS`] are sent.
+    pub fn from_slice(filters: &'a [WakeFilter]) -> Self {
+        Self::Slice(&filters[..filters.len().min(MAX_WAKE_FILTERS)])
+    }
+
+    /// Number of filters (0: every frame wakes).
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Wire(bytes) => bytes.len() / 8,
+            Self::Slice(filters) => filters.len(),
+        }
+    }
+
+    /// Whether there are none (then every frame wakes).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The filters in order.
+    pub fn iter(&self) -> impl Iterator<Item = WakeFilter> + 'a {
+        let (bytes, slice): (&'a [u8], &'a [WakeFilter]) = match *self {
+            Self::Wire(bytes) => (bytes, &[]),
+            Self::Slice(filters) => (&[], filters),
+        };
+        let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        bytes
+            .chunks_exact(8)
+            .map(move |c| WakeFilter { can_id: word(&c[..4]), mask: word(&c[4..]) })
+            .chain(slice.iter().copied())
+    }
 }
 
 impl Message<'_> {
@@ -452,6 +540,7 @@ impl Message<'_> {
             Message::Stats { .. } => "STATS",
             Message::Step { .. } => "STEP",
             Message::Grant { .. } => "GRANT",
+            Message::StepAhead(_) => "STEP_AHEAD",
         }
     }
 }
@@ -731,6 +820,16 @@ pub fn decode(body: &[u8]) -> Result<Message<'_>, DecodeError> {
                 Message::Grant { now_ns: ns }
             }
         }
+        msg::STEP_AHEAD => {
+            let mut r = Reader::new(payload, "STEP_AHEAD");
+            let (until_ns, period_ns, count) = (r.u64()?, r.u64()?, usize::from(r.u8()?));
+            if count > MAX_WAKE_FILTERS {
+                return Err(DecodeError::TooManyFilters { count, max: MAX_WAKE_FILTERS });
+            }
+            let filters = WakeFilters::Wire(r.bytes(count * 8)?);
+            r.finish()?;
+            Message::StepAhead(StepAhead { until_ns, period_ns, filters })
+        }
         msg::PING | msg::PONG => {
             let mut r = Reader::new(payload, if kind == msg::PING { "PING" } else { "PONG" });
             let nonce = r.u64()?;
@@ -1003,6 +1102,18 @@ pub fn encode(out: &mut Vec<u8>, message: &Message<'_>) {
             out.extend_from_slice(&ns.to_le_bytes());
             end(out, s);
         }
+        Message::StepAhead(step) => {
+            let s = begin(out, msg::STEP_AHEAD);
+            out.extend_from_slice(&step.until_ns.to_le_bytes());
+            out.extend_from_slice(&step.period_ns.to_le_bytes());
+            let filters = step.filters.iter().take(MAX_WAKE_FILTERS);
+            out.push(step.filters.len().min(MAX_WAKE_FILTERS) as u8);
+            for filter in filters {
+                out.extend_from_slice(&filter.can_id.to_le_bytes());
+                out.extend_from_slice(&filter.mask.to_le_bytes());
+            }
+            end(out, s);
+        }
     }
 }
 
@@ -1184,6 +1295,13 @@ mod tests {
         roundtrip(Message::Auth(Auth { mac: [7; MAC_LEN] }));
         roundtrip(Message::Auth(Auth::NO_TOKEN));
         roundtrip(Message::Step { until_ns: 1_000_000 });
+        let filters = [WakeFilter { can_id: 0x7E0, mask: 0x7FF }, WakeFilter { can_id: 0x8000_0100, mask: u32::MAX }];
+        roundtrip(Message::StepAhead(StepAhead {
+            until_ns: 100_000_000,
+            period_ns: 1_000_000,
+            filters: WakeFilters::from_slice(&filters),
+        }));
+        roundtrip(Message::StepAhead(StepAhead { until_ns: 5, period_ns: 1, filters: WakeFilters::from_slice(&[]) }));
         roundtrip(Message::Grant { now_ns: u64::MAX });
         roundtrip(Message::Welcome(Welcome { version: 1, client_id: 7, hub_name: "hub" }));
         roundtrip(Message::OpenPort(OpenPort {

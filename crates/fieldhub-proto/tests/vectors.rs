@@ -56,10 +56,12 @@ fn load() -> Vec<Vector> {
     load_from(&vector_dir(), |_| true)
 }
 
-/// The wire vectors and those of the `lin` kind (`vectors/lin/`).
+/// The wire vectors, those of the `lin` kind (`vectors/lin/`) and those of
+/// steps granted ahead (`vectors/ahead/`).
 fn load_with_lin() -> Vec<Vector> {
     let mut vectors = load();
     vectors.extend(load_from(&vector_dir().join("lin"), |file| file == "frames.json"));
+    vectors.extend(load_from(&vector_dir().join("ahead"), |_| true));
     vectors
 }
 
@@ -140,7 +142,8 @@ fn to_json(message: &Message<'_>) -> Value {
             let mut hello = json!({"type": "hello", "version": h.version, "name": h.name});
             // `options` is in the shape only when the HELLO carries any.
             if !h.options.is_empty() {
-                let options: Vec<&str> = [(wire::SessionOptions::SYNCHRONIZED, "synchronized")]
+                let options: Vec<&str> =
+                    [(wire::SessionOptions::SYNCHRONIZED, "synchronized"), (wire::SessionOptions::AHEAD, "ahead")]
                     .into_iter()
                     .filter(|&(bit, _)| h.options.contains(bit))
                     .map(|(_, name)| name)
@@ -231,6 +234,11 @@ fn to_json(message: &Message<'_>) -> Value {
         Message::Pong { nonce } => json!({"type": "pong", "nonce": nonce}),
         Message::Step { until_ns } => json!({"type": "step", "until_ns": until_ns}),
         Message::Grant { now_ns } => json!({"type": "grant", "now_ns": now_ns}),
+        Message::StepAhead(step) => {
+            let filters: Vec<Value> =
+                step.filters.iter().map(|f| json!({"can_id": f.can_id, "mask": f.mask})).collect();
+            json!({"type": "step_ahead", "until_ns": step.until_ns, "period_ns": step.period_ns, "filters": filters})
+        }
     }
 }
 
@@ -419,4 +427,13 @@ fn vectors_cover_every_message_type_frame_kind_flag_and_error_kind() {
         let name = ErrorCode::from_wire(code).unwrap().name();
         assert!(codes.contains(name), "no REFUSE/ERROR/GOODBYE vector carries code {name}");
     }
+}
+
+#[test]
+fn ahead_vectors_cover_step_ahead_its_hello_option_and_the_filter_limit() {
+    let vectors = load_from(&vector_dir().join("ahead"), |_| true);
+    let types: BTreeSet<&str> =
+        vectors.iter().filter(|v| v.valid()).filter_map(|v| v.fields["message"]["type"].as_str()).collect();
+    assert!(types.contains("step_ahead") && types.contains("hello") && types.contains("frames"), "{types:?}");
+    assert!(vectors.iter().any(|v| v.str_field("error") == Some("too_many_filters")));
 }

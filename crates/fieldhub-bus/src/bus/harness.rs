@@ -118,20 +118,25 @@ impl Harness {
 
     /// Attach a client.
     pub fn connect(&mut self, name: &str) -> TestClient {
-        self.attach(name, false, Access::Full)
+        self.attach(name, false, false, Access::Full)
     }
 
     /// Attach a client whose token gave `access`.
     pub fn connect_with(&mut self, name: &str, access: Access) -> TestClient {
-        self.attach(name, false, access)
+        self.attach(name, false, false, access)
     }
 
     /// Attach a synchronised participant of virtual time.
     pub fn connect_synchronized(&mut self, name: &str) -> TestClient {
-        self.attach(name, true, Access::Full)
+        self.attach(name, true, false, Access::Full)
     }
 
-    fn attach(&mut self, name: &str, synchronized: bool, access: Access) -> TestClient {
+    /// Attach a synchronised participant that may step ahead (`AHEAD`).
+    pub fn connect_ahead(&mut self, name: &str) -> TestClient {
+        self.attach(name, true, true, Access::Full)
+    }
+
+    fn attach(&mut self, name: &str, synchronized: bool, ahead: bool, access: Access) -> TestClient {
         let id = self.next_client;
         self.next_client += 1;
         let (outbox, queue) = test_outbox();
@@ -144,6 +149,7 @@ impl Harness {
             credit: credit.clone(),
             intake: None,
             synchronized,
+            ahead,
             access,
         });
         TestClient { id, outbox: queue, credit }
@@ -200,6 +206,25 @@ impl Harness {
     /// `STEP`: `client` is done up to `until_ns`.
     pub fn announce(&mut self, client: &TestClient, until_ns: u64) {
         self.bus.handle(Inbound::Step { client: client.id, until_ns });
+    }
+
+    /// A frame from `client`'s port stamped for bus time `at_ns`, as the
+    /// transport of an `AHEAD` participant forwards it.
+    pub fn send_at(&mut self, client: &TestClient, port: u16, frame: Frame, at_ns: u64) {
+        self.bus.handle(Inbound::FrameAt { client: client.id, port, frame, at_ns });
+    }
+
+    /// `STEP_AHEAD`: `client` is done up to `until_ns` in steps of
+    /// `period_ns`, unless a frame matching `filters` wakes it.
+    pub fn announce_ahead(
+        &mut self,
+        client: &TestClient,
+        until_ns: u64,
+        period_ns: u64,
+        filters: &[fieldhub_proto::wire::WakeFilter],
+    ) {
+        let filters = filters.to_vec();
+        self.bus.handle(Inbound::StepAhead { client: client.id, until_ns, period_ns, filters });
     }
 
     /// What the bus thread does after a round of input in virtual time:

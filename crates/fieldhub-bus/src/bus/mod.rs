@@ -42,6 +42,7 @@ use intakes::{Intakes, Taken};
 
 #[cfg(test)]
 mod access_tests;
+mod ahead;
 mod control;
 mod cyclic_jobs;
 #[cfg(test)]
@@ -462,7 +463,7 @@ impl Bus {
         match request {
             Inbound::Frame { client, port, frame } => self.on_frame(client, port, frame),
             Inbound::Frames { client, mut frames } => self.on_frames(client, &mut frames),
-            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized, access } => {
+            Inbound::Attach { client, name, outbox, hang_up, credit, intake, synchronized, ahead, access } => {
                 if let Some(intake) = intake {
                     self.intakes.add(client, intake);
                 }
@@ -470,10 +471,14 @@ impl Bus {
                 let pongs = Vec::new();
                 self.clients.insert(client, Client { name, outbox, hang_up, credit, access, ports, pongs });
                 if synchronized {
-                    self.join_time(client);
+                    self.join_time(client, ahead);
                 }
             }
             Inbound::Step { client, until_ns } => self.on_step(client, until_ns),
+            Inbound::StepAhead { client, until_ns, period_ns, filters } => {
+                self.on_step_ahead(client, until_ns, period_ns, filters)
+            }
+            Inbound::FrameAt { client, port, frame, at_ns } => self.on_frame_at(client, port, frame, at_ns),
             Inbound::OpenPort { client, request, options, channel, port_name } => {
                 self.on_open_port(client, request, options, &channel, &port_name)
             }
@@ -512,8 +517,11 @@ impl Bus {
     }
 
     fn on_frames(&mut self, client: ClientId, frames: &mut FrameRun) {
-        for (port, frame) in frames.drain(..) {
-            self.on_frame(client, port, frame);
+        for (port, frame, at_ns) in frames.drain(..) {
+            match at_ns {
+                0 => self.on_frame(client, port, frame),
+                at_ns => self.on_frame_at(client, port, frame, at_ns),
+            }
         }
     }
 

@@ -17,11 +17,12 @@ use crate::port_id::PortId;
 
 impl Bus {
     /// A synchronised participant attached: it stands at the current bus
-    /// time and learns it from its first `GRANT`.
-    pub(super) fn join_time(&mut self, client: ClientId) {
+    /// time and learns it from its first `GRANT`. `ahead`: it may step
+    /// ahead (`AHEAD`).
+    pub(super) fn join_time(&mut self, client: ClientId, ahead: bool) {
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let Some(name) = self.clients.get(&client).map(|c| c.name.clone()) else { return };
-        let now_ns = vt.join(client, &name);
+        let now_ns = vt.join(client, &name, ahead);
         info!(client, name, now_ns, "participant joined virtual time");
         // Its sends are part of its step: none may wait for bus time. The
         // bus refuses its frames past PARTICIPANT_CREDITS (`stage_frame`).
@@ -37,7 +38,7 @@ impl Bus {
         let refused = match self.virtual_time.as_mut() {
             None => "STEP on a hub in real time; it needs [hub] time = \"virtual\"".to_owned(),
             Some(vt) => match vt.announce(client, until_ns) {
-                Ok(()) => return,
+                Ok(()) => return self.refuse_past_step(client, until_ns),
                 Err(why) => why.to_string(),
             },
         };
@@ -59,7 +60,7 @@ impl Bus {
         }
         let Some(vt) = self.virtual_time.as_ref() else { return };
         if let Some(owned) = owned.filter(|_| vt.is_participant(client)) {
-            let held = self.queued_of(client) + vt.staged_by(client) as usize;
+            let held = self.queued_of(client) + vt.holds(client);
             if held >= PARTICIPANT_CREDITS as usize {
                 return self.refuse_past_credit(client, owned);
             }
@@ -72,7 +73,7 @@ impl Bus {
     /// Off the bus with `TX_DROPPED queue_full`, counted on its port, its
     /// credit returned: the frame of a participant that has
     /// [`PARTICIPANT_CREDITS`] frames waiting in the hub.
-    fn refuse_past_credit(&mut self, client: ClientId, owned: super::OwnedPort) {
+    pub(super) fn refuse_past_credit(&mut self, client: ClientId, owned: super::OwnedPort) {
         let Some(owner) = self.clients.get(&client) else { return };
         owner.credit.release();
         let channel = &mut self.channels[owned.channel as usize];
@@ -83,7 +84,7 @@ impl Bus {
 
     /// Frames of `client` in its ports' transmit FIFOs. Between advances
     /// they do not change: bus time stands still.
-    fn queued_of(&self, client: ClientId) -> usize {
+    pub(super) fn queued_of(&self, client: ClientId) -> usize {
         let Some(owner) = self.clients.get(&client) else { return 0 };
         owner.ports.iter().flatten().map(|owned| self.fifo_len(owned)).sum()
     }
@@ -101,24 +102,46 @@ impl Bus {
     ///
     /// The bus calls it after every round of input, so a port an observer
     /// opened in the round is made lossy here before any frame reaches it.
+    ///
+    /// Frames stamped ahead are one more deadline: those due at a bus time
+    /// before the target are queued there, after a serve at that time (as
+    /// the window ending there would serve) and then served again. Those
+    /// due at the target wait for the next advance, where they join the
+    /// frames staged then. After each serve the ports of participants
+    /// stepping ahead are looked at: a frame that woke one may move the
+    /// target earlier (`bus/ahead.rs`).
     pub(super) fn advance_virtual_time(&mut self) -> bool {
         self.observers_lossy();
-        let Some(target) = self.virtual_time.as_ref().and_then(|vt| vt.target()) else { return false };
+        let Some(mut target) = self.virtual_time.as_ref().and_then(|vt| vt.target()) else { return false };
         self.return_lingering();
+        let start = self.clock.now();
         self.queue_staged();
         let mut next = self.step();
-        while let Some(at) = next.filter(|&at| at <= target) {
+        target = self.woken(start, true, target);
+        loop {
+            let held = self.virtual_time.as_ref().and_then(|vt| vt.next_held()).filter(|&at| at < target);
+            let Some(at) = [next.filter(|&at| at <= target), held].into_iter().flatten().min() else { break };
+            let at = at.max(self.clock.now());
             if let Some(vt) = self.virtual_time.as_mut() {
-                vt.move_clock(at.max(vt.now()));
+                vt.move_clock(at);
             }
             next = self.step();
+            let queued_then = at == start;
+            target = self.woken(at, queued_then, target);
+            if held.is_some_and(|held| held <= at) && at < target {
+                self.queue_staged();
+                next = self.step();
+                target = self.woken(at, true, target);
+            }
         }
         let Some(vt) = self.virtual_time.as_mut() else { return false };
         vt.move_clock(target);
         self.step();
+        target = self.woken(target, false, target);
         self.retire_lingering();
         let granted = self.virtual_time.as_mut().map(|vt| vt.grant(target)).unwrap_or_default();
         for &client in &granted {
+            self.unwatch(client);
             if let Some(text) = self.queue_full(client) {
                 let error = Outbound::Error { code: ErrorCode::TxQueueFull, request: 0, fatal: false, text };
                 self.reply(client, error);
@@ -158,9 +181,12 @@ impl Bus {
 
     /// The step's frames, in (port name, order sent) order — never in the
     /// order the bus read them — into their ports' FIFOs at the current bus time.
+    /// Frames held for this bus time join them (`virtual_time/ahead.rs`).
     fn queue_staged(&mut self) {
+        let now_ns = self.clock.now();
         let Some(vt) = self.virtual_time.as_mut() else { return };
         let mut staged = vt.take_all_staged();
+        vt.take_due(now_ns, &mut staged);
         let names = &self.port_names;
         let name = |port_id: Option<PortId>| port_id.and_then(|id| names.get(&id)).map_or("", String::as_str);
         staged.sort_unstable_by(|a, b| name(a.port_id).cmp(name(b.port_id)).then(a.order.cmp(&b.order)));
@@ -183,7 +209,7 @@ impl Bus {
         if !vt.is_participant(client) {
             return self.linger(client, port);
         }
-        let discarded = vt.discard(client, port);
+        let discarded = vt.discard(client, port) + vt.discard_held(client, port);
         if let Some(owner) = self.clients.get(&client) {
             (0..discarded).for_each(|_| owner.credit.release());
         }

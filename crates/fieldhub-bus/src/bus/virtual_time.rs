@@ -120,11 +120,13 @@
 //! participant's compute time and a stalled participant's wait do count:
 //! they are the run's own pace.
 
+mod ahead;
 mod pace;
 mod staging;
 mod stalls;
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -133,6 +135,7 @@ use serde::Serialize;
 use crate::clock::{Clock, ManualClock, WallClock};
 use crate::config::{StallPolicy, TimeConfig};
 use crate::inbox::ClientId;
+pub use ahead::{Ahead, AheadError, Held};
 use pace::Pace;
 pub use pace::{ParticipantStatus, TimeStatus};
 pub use staging::{Lingering, Staged};
@@ -169,6 +172,17 @@ struct Participant {
     /// Its frames staged in the current step (they count towards what the
     /// hub holds of it: the module doc's "Overload").
     staged: u32,
+    /// It may step ahead (`AHEAD`): its frames' stamps count.
+    ahead: bool,
+    /// Its frames held for a later bus time (they count as `staged` do).
+    held: u32,
+    /// The latest stamp of a frame held since its last announced step.
+    latest_stamp: u64,
+    /// The order of the first frame sent since its last announced step.
+    step_order: u64,
+    /// Its current step was announced with `STEP_AHEAD`, and no frame has
+    /// woken it yet.
+    stepping_ahead: Option<Ahead>,
 }
 
 /// Why a `STEP` is not accepted.
@@ -207,6 +221,11 @@ pub struct VirtualTime {
     /// stalled at: their `STEP` is refused with that reason.
     dropped: BTreeMap<ClientId, u64>,
     pub(super) staged: Vec<Staged>,
+    /// Frames stamped for a later bus time than their sender's grant
+    /// (`virtual_time/ahead.rs`), earliest first.
+    held: BinaryHeap<Reverse<Held>>,
+    /// Participants stepping ahead whose ports watch for wake frames.
+    watchers: Vec<ClientId>,
     next_order: u64,
     step_timeout: Duration,
     on_stall: StallPolicy,
@@ -235,6 +254,8 @@ impl VirtualTime {
             told_awaiting: false,
             dropped: BTreeMap::new(),
             staged: Vec::new(),
+            held: BinaryHeap::new(),
+            watchers: Vec::new(),
             next_order: 0,
             step_timeout: Duration::from_millis(config.step_timeout_ms),
             on_stall: config.on_stall,
@@ -257,8 +278,9 @@ impl VirtualTime {
         self.clock.now()
     }
 
-    /// A participant joins at the current bus time; returns that time (its first `GRANT`).
-    pub fn join(&mut self, client: ClientId, name: &str) -> u64 {
+    /// A participant joins at the current bus time (`ahead`: it may step
+    /// ahead); returns that time (its first `GRANT`).
+    pub fn join(&mut self, client: ClientId, name: &str, ahead: bool) -> u64 {
         let now_ns = self.now();
         let participant = Participant {
             name: name.to_owned(),
@@ -268,6 +290,11 @@ impl VirtualTime {
             stalled: false,
             waits_for: None,
             staged: 0,
+            ahead,
+            held: 0,
+            latest_stamp: 0,
+            step_order: self.next_order,
+            stepping_ahead: None,
         };
         self.participants.insert(client, participant);
         self.awaiting.retain(|awaited| awaited != name);
@@ -279,6 +306,7 @@ impl VirtualTime {
     pub fn leave(&mut self, client: ClientId) {
         self.participants.remove(&client);
         self.dropped.remove(&client);
+        self.watchers.retain(|&c| c != client);
         self.reconsider_pace();
     }
 
@@ -337,11 +365,14 @@ impl VirtualTime {
         for (&client, participant) in self.participants.iter_mut() {
             if participant.done_until == Some(target) {
                 participant.done_until = None;
+                participant.stepping_ahead = None;
                 participant.granted_ns = target;
                 participant.granted_at = now;
                 granted.push(client);
             }
         }
+        let participants = &self.participants;
+        self.watchers.retain(|c| participants.get(c).is_some_and(|p| p.stepping_ahead.is_some()));
         self.limit = match self.limit {
             RunLimit::SingleStep => RunLimit::Paused,
             RunLimit::Until(until) if until <= target => RunLimit::Paused,

@@ -186,7 +186,7 @@ fn a_stalled_participant_is_reported_and_with_drop_no_longer_holds_time_back() {
 }
 
 /// A port's counters as `STATS` shows them.
-fn port_stats(h: &mut Harness, name: &str) -> fieldhub_proto::stats::PortStats {
+pub(super) fn port_stats(h: &mut Harness, name: &str) -> fieldhub_proto::stats::PortStats {
     h.bus.stats().ports.into_iter().find(|p| p.name == name).expect("the port is open")
 }
 
@@ -398,5 +398,6 @@ fn the_real_time_factor_counts_only_wall_clock_time_in_which_bus_time_was_free_t
     assert_eq!(real_time_factor(&mut h), 200.0 / 30.0);
 }
 
+mod ahead;
 mod overload;
 mod step_length;

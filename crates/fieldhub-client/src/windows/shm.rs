@@ -29,7 +29,7 @@ impl ShmLink {
 }
 
 impl Link for ShmLink {
-    fn send_frame(&self, _: u16, _: &Frame, _: Option<Duration>) -> Result<(), SendFail> {
+    fn send_frame(&self, _: u16, _: &Frame, _: u64, _: Option<Duration>) -> Result<(), SendFail> {
         match *self {}
     }
     fn send_message(&self, _: Vec<u8>, _: Option<Duration>) -> Result<(), SendFail> {

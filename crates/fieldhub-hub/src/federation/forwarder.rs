@@ -135,7 +135,7 @@ impl Forwarder {
             if let Ok(mut forwarded) = self.forwarded.lock() {
                 forwarded.entry(port_id).or_default().push(request.origin, request.frame);
             }
-            run.get_or_insert_with(|| inbox.frame_run()).push((port, request.frame));
+            run.get_or_insert_with(|| inbox.frame_run()).push((port, request.frame, 0));
         }
         if !self.send(run) {
             self.stopping.end();

@@ -210,6 +210,7 @@ impl Sessions {
             // The hub's own clients (SocketCAN, SIL Kit) send no HELLO.
             access: Access::Full,
             synchronized: false,
+            ahead: false,
             challenged: None,
             attached: false,
             detached: false,
@@ -257,6 +258,9 @@ pub struct ClientSlot {
     access: Access,
     /// Its `HELLO` made it a participant of virtual time.
     synchronized: bool,
+    /// Its `HELLO` said `AHEAD`: it may step ahead, and its frames'
+    /// `timestamp_ns` is the bus time they are for (`spec/protocol.md` 6.8).
+    ahead: bool,
     /// The `CHALLENGE` it was sent, until its `AUTH` comes.
     challenged: Option<Box<greeting::Challenged>>,
     attached: bool,
@@ -266,6 +270,11 @@ pub struct ClientSlot {
 impl ClientSlot {
     pub fn id(&self) -> ClientId {
         self.id
+    }
+
+    /// Whether its frames carry the bus time they are for (`AHEAD`).
+    pub fn stamps_frames(&self) -> bool {
+        self.ahead
     }
 
     /// The client's name once its `HELLO` was accepted.
@@ -357,6 +366,13 @@ impl ClientSlot {
     /// failure is what to `REFUSE` with.
     fn admit_with(&mut self, access: Access, name: &str, options: SessionOptions) -> Result<(), Violation> {
         self.synchronized = options.contains(SessionOptions::SYNCHRONIZED);
+        self.ahead = options.contains(SessionOptions::AHEAD);
+        if self.ahead && !self.synchronized {
+            return Err(Violation::new(
+                ErrorCode::Malformed,
+                "the AHEAD option needs SYNCHRONIZED: only a participant of virtual time steps ahead",
+            ));
+        }
         if self.synchronized && !access.may_control() {
             let text = format!(
                 "{} is read-only for the hub: a synchronised participant holds bus time back, which needs the \
@@ -438,7 +454,7 @@ impl ClientSlot {
         intake: Option<Box<dyn Intake>>,
     ) -> Result<(), NotQueued> {
         let name = self.name().to_owned();
-        let synchronized = self.synchronized;
+        let (synchronized, ahead) = (self.synchronized, self.ahead);
         let access = self.access.clone();
         self.sessions.inbox.send(Inbound::Attach {
             client: self.id,
@@ -448,6 +464,7 @@ impl ClientSlot {
             credit,
             intake,
             synchronized,
+            ahead,
             access,
         })?;
         self.attached = true;
@@ -533,6 +550,12 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
         Message::Ping { nonce } => Request::Bus(Inbound::Ping { client, nonce }),
         Message::StatsRequest { request } => Request::Bus(Inbound::Stats { client, request }),
         Message::Step { until_ns } => Request::Bus(Inbound::Step { client, until_ns }),
+        Message::StepAhead(step) => Request::Bus(Inbound::StepAhead {
+            client,
+            until_ns: step.until_ns,
+            period_ns: step.period_ns,
+            filters: step.filters.iter().collect(),
+        }),
         Message::Pong { .. } => Request::Nothing,
         Message::Goodbye(report) => Request::Goodbye(format!("client said goodbye: {}", printable(report.text))),
         // A stream that outlives its client — a virtio-serial port whose
@@ -563,23 +586,34 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FrameCursor {
     at: RecordPosition,
+    /// The session said `AHEAD`: a record's `timestamp_ns` is the bus time
+    /// its frame is for; otherwise it is ignored (0).
+    stamped: bool,
 }
 
 impl FrameCursor {
+    /// A cursor for a session whose frames carry their bus time (`AHEAD`:
+    /// [`ClientSlot::stamps_frames`]) or not.
+    pub fn new(stamped: bool) -> Self {
+        Self { at: RecordPosition::default(), stamped }
+    }
+
     /// Forward the batch's records from where it stopped, each with one
-    /// credit from `credit`, through `push` (false: stop, nothing taken).
+    /// credit from `credit`, through `push` (false: stop, nothing taken),
+    /// with the bus time each is for (0: now).
     /// Returns true once the whole batch is forwarded (and resets).
     pub fn forward(
         &mut self,
         batch: &FrameBatch<'_>,
         mut take_credit: impl FnMut() -> bool,
-        mut push: impl FnMut(u16, Frame) -> bool,
+        mut push: impl FnMut(u16, Frame, u64) -> bool,
     ) -> bool {
         let mut records = batch.resume(self.at);
         loop {
             let here = records.record_position(batch);
             let Some(record) = records.next() else { break };
-            if !take_credit() || !push(record.port, record.frame) {
+            let at_ns = if self.stamped { record.meta.timestamp_ns } else { 0 };
+            if !take_credit() || !push(record.port, record.frame, at_ns) {
                 self.at = here;
                 return false;
             }

@@ -292,7 +292,7 @@ impl Served {
         let weak = Arc::downgrade(&link);
         // Nobody waits on this credit: the bus takes it as it reads the ring.
         let credit = Arc::new(TxCredit::new(Waiter::Bus));
-        let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit)));
+        let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit), slot.stamps_frames()));
         // The bus's drop of the link is what the poller watches for.
         let hang_up = Box::new(|| {});
         if slot.attach(Outbox::new(link), hang_up, credit, Some(intake)).is_err() {

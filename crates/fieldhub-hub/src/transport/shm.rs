@@ -126,7 +126,7 @@ pub fn open_session(
     });
     // Nobody waits on this credit: the bus takes it as it reads the ring.
     let credit = Arc::new(TxCredit::new(Waiter::Bus));
-    let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit)));
+    let intake = Box::new(ShmPeer::new(slot.id(), Arc::clone(&link), Arc::clone(&credit), slot.stamps_frames()));
     slot.attach(Outbox::new(link.clone()), hang_up, credit, Some(intake))
         .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))?;
     socket::send_with_fds(socket, &slot.welcome(), &[segment_fd.as_fd(), bell.as_fd()])
@@ -384,9 +384,11 @@ pub struct ShmPeer {
 }
 
 impl ShmPeer {
-    pub(crate) fn new(client: ClientId, link: Arc<ShmLink>, credit: Arc<TxCredit>) -> Self {
+    /// `stamped`: the client said `AHEAD`, so its records' `timestamp_ns` is
+    /// the bus time each frame is for.
+    pub(crate) fn new(client: ClientId, link: Arc<ShmLink>, credit: Arc<TxCredit>, stamped: bool) -> Self {
         let consumer = Consumer::starting_at(link.to_hub_start);
-        Self { client, link, credit, consumer, body: Vec::new(), cursor: FrameCursor::default() }
+        Self { client, link, credit, consumer, body: Vec::new(), cursor: FrameCursor::new(stamped) }
     }
 
     fn violation(v: Violation) -> IntakeEnd {
@@ -433,8 +435,11 @@ impl Intake for ShmPeer {
                         room = room.saturating_sub(1);
                         granted
                     };
-                    let done = self.cursor.forward(&batch, take_credit, |port, frame| {
-                        out.push(Inbound::Frame { client, port, frame });
+                    let done = self.cursor.forward(&batch, take_credit, |port, frame, at_ns| {
+                        out.push(match at_ns {
+                            0 => Inbound::Frame { client, port, frame },
+                            at_ns => Inbound::FrameAt { client, port, frame, at_ns },
+                        });
                         true
                     });
                     took |= out.len() > before;

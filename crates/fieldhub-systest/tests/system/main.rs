@@ -55,4 +55,5 @@ mod rest_bus;
 mod timing;
 mod transports;
 mod virtual_time;
+mod virtual_time_ahead;
 mod virtual_time_fate;

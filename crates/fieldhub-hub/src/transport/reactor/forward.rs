@@ -89,7 +89,8 @@ impl StreamSession {
         slot.attach(Outbox::new(outbox.clone()), hang_up, Arc::clone(&credit), None)
             .map_err(|_| Violation::new(ErrorCode::ShuttingDown, "the hub is shutting down"))?;
         let taken = Vec::with_capacity(TAKE_BATCH);
-        Ok(Self { outbox, taken, credit, cursor: FrameCursor::default(), hung_up })
+        let cursor = FrameCursor::new(slot.stamps_frames());
+        Ok(Self { outbox, taken, credit, cursor, hung_up })
     }
 
     /// Whether the bus hung the client up (it does not read its replies).
@@ -136,8 +137,8 @@ pub(super) fn forward(input: &mut Input, slot: &mut ClientSlot, session: &mut St
                 let done = session.cursor.forward(
                     &batch,
                     || credit.acquire_or_wait(),
-                    |port, frame| {
-                        frames.push((port, frame));
+                    |port, frame, at_ns| {
+                        frames.push((port, frame, at_ns));
                         true
                     },
                 );
@@ -223,7 +224,7 @@ mod tests {
     fn runs(inbox: &Inbox) -> Vec<Vec<u32>> {
         std::iter::from_fn(|| inbox.try_recv().ok())
             .map(|item| match item {
-                Inbound::Frames { frames, .. } => frames.iter().map(|(_, frame)| frame.id()).collect(),
+                Inbound::Frames { frames, .. } => frames.iter().map(|(_, frame, _)| frame.id()).collect(),
                 other => panic!("expected frames, got {other:?}"),
             })
             .collect()

@@ -84,7 +84,7 @@ fn forwarded(inbox: &Inbox) -> Vec<Vec<u32>> {
     while let Ok(item) = inbox.try_recv() {
         match item {
             Inbound::Frames { frames, .. } => {
-                runs.push(frames.iter().map(|(_, frame)| frame.id()).collect());
+                runs.push(frames.iter().map(|(_, frame, _)| frame.id()).collect());
                 inbox.recycle(frames);
             }
             other => panic!("expected frames, got {other:?}"),
