@@ -137,7 +137,8 @@ fn check_events(parts: &Parts) -> Result<(), LdfError> {
     }
     for (i, event) in parts.event_triggered_frames.iter().enumerate() {
         let what = format!("event-triggered frame '{}'", event.name);
-        let mut other_ids = parts.frames.iter().map(|f| f.id).chain(parts.event_triggered_frames[..i].iter().map(|e| e.id));
+        let mut other_ids =
+            parts.frames.iter().map(|f| f.id).chain(parts.event_triggered_frames[..i].iter().map(|e| e.id));
         if other_ids.any(|id| id == event.id) {
             return Err(LdfError::at(
                 event.pos,

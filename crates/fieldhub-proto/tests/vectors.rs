@@ -144,10 +144,10 @@ fn to_json(message: &Message<'_>) -> Value {
             if !h.options.is_empty() {
                 let options: Vec<&str> =
                     [(wire::SessionOptions::SYNCHRONIZED, "synchronized"), (wire::SessionOptions::AHEAD, "ahead")]
-                    .into_iter()
-                    .filter(|&(bit, _)| h.options.contains(bit))
-                    .map(|(_, name)| name)
-                    .collect();
+                        .into_iter()
+                        .filter(|&(bit, _)| h.options.contains(bit))
+                        .map(|(_, name)| name)
+                        .collect();
                 hello["options"] = json!(options);
             }
             hello
