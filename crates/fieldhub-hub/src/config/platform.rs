@@ -6,7 +6,7 @@
 //! Telling which local user a client is (`session::peer_user`) is
 //! Linux-only too: elsewhere a hub admits clients by token or certificate.
 //!
-//! Invariant: a configuration that passes [`linux_only`] on this platform
+//! Invariant: a configuration that passes `linux_only` on this platform
 //! never reaches a transport this build lacks.
 
 use fieldhub_bus::config::PortConfig;
