@@ -2,6 +2,7 @@
 //! and its C peers, the registry, and processes that die with the test.
 
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use crate::wait::{deadline, wait_until};
@@ -47,16 +48,37 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A `sil-kit-registry`, killed when the test ends, and its temporary
+/// directory removed: the registry makes its local socket
+/// (`SilKitRegi….silkit`) in its temporary directory and leaves it there
+/// when killed, so each registry gets a directory of its own.
+pub struct Registry {
+    process: Process,
+    dir: PathBuf,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A `sil-kit-registry` on `port`, once it listens; its `silkit://` URI.
-pub fn start_registry(silkit: &SilKit, port: u16) -> (Process, String) {
+pub fn start_registry(silkit: &SilKit, port: u16) -> (Registry, String) {
     let uri = format!("silkit://127.0.0.1:{port}");
+    let dir = std::env::temp_dir().join(format!("fieldhub-silkit-registry-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the registry's temporary directory");
     let child = Command::new(&silkit.registry)
         .args(["--listen-uri", &uri])
+        .env("TMPDIR", &dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start sil-kit-registry");
+    let registry = Registry { process: Process(child), dir };
     let listening = || TcpStream::connect(("127.0.0.1", port)).is_ok();
     wait_until(deadline(), format_args!("sil-kit-registry listens on {uri}"), listening);
-    (Process(child), uri)
+    (registry, uri)
 }
