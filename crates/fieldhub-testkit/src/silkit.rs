@@ -5,7 +5,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::wait::{deadline, wait_until};
+use crate::wait::{deadline, wait_for, wait_until};
 
 /// Where `make test-silkit` put SIL Kit and the C peer a test runs.
 pub struct SilKit {
@@ -66,19 +66,35 @@ impl Drop for Registry {
 }
 
 /// A `sil-kit-registry` on `port`, once it listens; its `silkit://` URI.
+/// Port 0 lets the registry pick its port: one chosen by [`free_port`] can
+/// be taken by another test between the choice and the registry's bind,
+/// and two tests would then share a registry.
 pub fn start_registry(silkit: &SilKit, port: u16) -> (Registry, String) {
-    let uri = format!("silkit://127.0.0.1:{port}");
-    let dir = std::env::temp_dir().join(format!("fieldhub-silkit-registry-{}-{port}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("fieldhub-silkit-registry-{}-{}", std::process::id(), crate::unique()));
     std::fs::create_dir_all(&dir).expect("create the registry's temporary directory");
+    // Where the registry writes the URI it listens on, its port included.
+    let written = dir.join("registry.yaml");
     let child = Command::new(&silkit.registry)
-        .args(["--listen-uri", &uri])
+        .args(["--listen-uri", &format!("silkit://127.0.0.1:{port}")])
+        .arg("--generate-configuration")
+        .arg(&written)
         .env("TMPDIR", &dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start sil-kit-registry");
     let registry = Registry { process: Process(child), dir };
+    let uri = wait_for(deadline(), format_args!("sil-kit-registry writes its URI to {}", written.display()), || {
+        registry_uri(&std::fs::read_to_string(&written).ok()?)
+    });
+    let port = uri.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("the registry's URI ends in its port");
     let listening = || TcpStream::connect(("127.0.0.1", port)).is_ok();
     wait_until(deadline(), format_args!("sil-kit-registry listens on {uri}"), listening);
     (registry, uri)
+}
+
+/// The `RegistryUri` of a configuration `--generate-configuration` wrote.
+fn registry_uri(text: &str) -> Option<String> {
+    let value = text.lines().find_map(|line| line.trim().strip_prefix("RegistryUri:"))?;
+    Some(value.trim().trim_matches(|c| c == '\'' || c == '"').to_owned()).filter(|uri| uri.starts_with("silkit://"))
 }

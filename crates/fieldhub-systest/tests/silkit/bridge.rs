@@ -142,7 +142,7 @@ fn wait_until_peers_ready(client: &Client, port: &Port, roles: &[u8]) {
 #[test]
 fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, FD);
     hub.wait_for_log("SIL Kit network joined");
     let mut sender = start_peer(&silkit, "send", &uri, "peer-send", FRAMES);
@@ -192,7 +192,7 @@ fn frames_cross_both_ways_in_order_none_lost_duplicated_or_echoed() {
 fn frames_from_silkit_take_their_bit_time_and_obey_fault_rules() {
     const COUNT: u32 = 2000;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, &format!("{FD}bitrate = 500000\ndata_bitrate = 2000000\ntiming = \"timed\"\n"));
     hub.wait_for_log("SIL Kit network joined");
     // The bridge's port is named like the participant.
@@ -253,7 +253,7 @@ fn a_registry_that_comes_later_is_joined_when_it_comes() {
 fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
     const COUNT: u32 = 200;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "protocol = \"can\"\n");
     hub.wait_for_log("SIL Kit network joined");
     let mut sender = start_peer(&silkit, "send", &uri, "peer-send", COUNT);
@@ -278,7 +278,7 @@ fn on_a_classic_channel_silkit_fd_frames_are_dropped_and_reported_once() {
 #[test]
 fn silkit_frames_and_native_frames_pending_together_go_in_arbitration_order() {
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms.
     let hub = start_hub(&silkit, &uri, "bitrate = 500\ntiming = \"timed\"\n");
     hub.wait_for_log("SIL Kit network joined");

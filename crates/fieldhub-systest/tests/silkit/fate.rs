@@ -16,7 +16,7 @@
 
 use fieldhub_client::Frame;
 use fieldhub_testkit::ok;
-use fieldhub_testkit::silkit::{free_port, start_registry, SilKit};
+use fieldhub_testkit::silkit::{start_registry, SilKit};
 use serde_json::json;
 
 use crate::simulator::{
@@ -60,7 +60,7 @@ fn seeded_drops_are_canceled_and_the_rest_transmitted_in_one_order() {
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
     let mut last_frame_dropped = false;
     for seed in [1, 2, 3] {
-        let (_registry, uri) = start_registry(&silkit, free_port());
+        let (_registry, uri) = start_registry(&silkit, 0);
         let hub = start_hub(&silkit, &uri, "bitrate = 500000\ntiming = \"timed\"\n");
         let rules = [(b'A', seed), (b'B', seed + 100)];
         for (role, rule_seed) in rules {
@@ -107,7 +107,7 @@ fn seeded_drops_are_canceled_and_the_rest_transmitted_in_one_order() {
 #[test]
 fn a_single_dropped_frame_with_nothing_behind_it_is_canceled() {
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "");
     ok(&hub, "POST", "/api/v1/faults", Some(drop_rule(b'S', 1.0, 0)));
     let mut peer = start_peer(&silkit, &uri, b'S', 1, 0x100, 0);
@@ -130,7 +130,7 @@ fn a_single_dropped_frame_with_nothing_behind_it_is_canceled() {
 fn the_frames_of_a_bus_off_controller_are_canceled_at_once() {
     const COUNT: u32 = 5;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "auto_bus_off_recovery = false\n");
     let mut peer = start_peer(&silkit, &uri, b'O', COUNT, 0x100, 0);
     let (observer, port) = client(&hub, "observer");

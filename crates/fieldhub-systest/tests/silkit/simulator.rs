@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::FIELDHUB;
 use fieldhub_client::{Client, Frame, Port, PortConfig, Received};
 use fieldhub_proto::bits::FrameBits;
-use fieldhub_testkit::silkit::{free_port, start_registry, Process, SilKit};
+use fieldhub_testkit::silkit::{start_registry, Process, SilKit};
 use fieldhub_testkit::{occupy_bus, HubProcess, PATIENCE};
 
 /// The payload tags: SIL Kit peers' frames and the fieldhub clients'.
@@ -164,7 +164,7 @@ pub(super) fn shown_frames(lines: &[Vec<String>]) -> Vec<((u8, u32), u64)> {
 fn silkit_participants_and_fieldhub_clients_share_one_order() {
     const EACH: u32 = 2_500;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "protocol = \"canfd\"\n");
     let mut a = start_peer(&silkit, &uri, b'A', EACH, 0x100, 32);
     let mut b = start_peer(&silkit, &uri, b'B', EACH, 0x200, 32);
@@ -217,7 +217,7 @@ pub(super) fn hex_bytes(text: &str) -> Vec<u8> {
 #[test]
 fn silkit_participants_arbitrate_by_identifier_with_the_channels_bit_timing() {
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     // At 500 bit/s an 8-byte frame keeps the bus busy for about 220 ms.
     let hub = start_hub(&silkit, &uri, "bitrate = 500\ntiming = \"timed\"\n");
     let mut high = start_peer(&silkit, &uri, b'H', 2, 0x300, 0);
@@ -251,7 +251,7 @@ fn silkit_participants_arbitrate_by_identifier_with_the_channels_bit_timing() {
 fn a_flood_from_silkit_is_delivered_or_answered_queue_full() {
     const FLOOD: u32 = 3_000;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "bitrate = 125000\ntiming = \"timed\"\n");
     let mut flooder = start_peer(&silkit, &uri, b'F', FLOOD, 0x100, 0);
     let (client, port) = client(&hub, "observer");
@@ -282,7 +282,7 @@ fn a_flood_from_silkit_is_delivered_or_answered_queue_full() {
 fn a_stopped_controller_hears_its_state_and_its_requests_are_canceled() {
     const FRAMES: u32 = 5;
     let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
-    let (_registry, uri) = start_registry(&silkit, free_port());
+    let (_registry, uri) = start_registry(&silkit, 0);
     let hub = start_hub(&silkit, &uri, "");
     let mut peer = start_peer_with(&silkit, &uri, b'S', FRAMES, 0x100, 0, &["stopped"]);
     let (client, port) = client(&hub, "observer");

@@ -16,7 +16,7 @@ use crate::FIELDHUB;
 use fieldhub_client::{Client, ClientOptions, Frame, PortConfig};
 use fieldhub_proto::text::parse_log_line;
 use fieldhub_testkit::ok;
-use fieldhub_testkit::silkit::{free_port, start_registry, Process, SilKit};
+use fieldhub_testkit::silkit::{start_registry, Process, SilKit};
 use serde_json::json;
 
 const MS: u64 = 1_000_000;
@@ -32,7 +32,7 @@ const ECU_TAG: u8 = 0xF1;
 /// the SIL Kit peer and the fieldhub participant; the recorded log and what
 /// the peer printed of the frames it received.
 fn run(silkit: &SilKit) -> (String, String) {
-    let (_registry, uri) = start_registry(silkit, free_port());
+    let (_registry, uri) = start_registry(silkit, 0);
     let dir = std::env::temp_dir().join(format!(
         "fieldhub-silkit-time-{}-{}",
         std::process::id(),
