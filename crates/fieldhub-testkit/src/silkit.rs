@@ -93,8 +93,10 @@ pub fn start_registry(silkit: &SilKit, port: u16) -> (Registry, String) {
     (registry, uri)
 }
 
-/// The `RegistryUri` of a configuration `--generate-configuration` wrote.
+/// The `RegistryUri` of a configuration `--generate-configuration` wrote,
+/// once its quoted value is complete (the file may be read mid-write).
 fn registry_uri(text: &str) -> Option<String> {
-    let value = text.lines().find_map(|line| line.trim().strip_prefix("RegistryUri:"))?;
-    Some(value.trim().trim_matches(|c| c == '\'' || c == '"').to_owned()).filter(|uri| uri.starts_with("silkit://"))
+    let value = text.lines().find_map(|line| line.trim().strip_prefix("RegistryUri:"))?.trim();
+    let uri = value.strip_prefix('\'')?.strip_suffix('\'')?;
+    uri.starts_with("silkit://").then(|| uri.to_owned())
 }
