@@ -48,6 +48,16 @@ pub struct CounterSpec {
     pub max: Option<u64>,
 }
 
+impl CounterSpec {
+    /// The raw values the counter counts through on a signal of `size`
+    /// bits: the rule's range, or the signal's every value where the rule
+    /// leaves it open.
+    pub fn range(&self, size: u64) -> (u64, u64) {
+        let full = if size >= 64 { u64::MAX } else { (1 << size) - 1 };
+        (self.min.unwrap_or(0), self.max.unwrap_or(full))
+    }
+}
+
 /// A checksum the user names: a one-byte signal and its algorithm.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChecksumSpec {
@@ -375,8 +385,8 @@ fn job(dbc: &Dbc, planned: &PlannedMessage, setup: &Setup) -> Result<MessageJob,
         None => None,
         Some(spec) => {
             let (place, index) = placed(&spec.signal)?;
-            let full = if place.size >= 64 { u64::MAX } else { (1 << place.size) - 1 };
-            let rule = CounterRule { place, min: spec.min.unwrap_or(0), max: spec.max.unwrap_or(full) };
+            let (min, max) = spec.range(u64::from(place.size));
+            let rule = CounterRule { place, min, max };
             let fail =
                 |source| EngineError::Rule { message: spec.message.clone(), signal: spec.signal.clone(), source };
             Some((AliveCounter::new(rule).map_err(fail)?, index))

@@ -123,9 +123,7 @@ impl Protection {
             m.signals.iter().find(|s| s.name == signal).map(|s| s.size)
         };
         let counters = setup.counters.iter().map(|c| {
-            let size = bits(&c.message, &c.signal).unwrap_or(64);
-            let full = if size >= 64 { u64::MAX } else { (1 << size) - 1 };
-            let (min, max) = (c.min.unwrap_or(0), c.max.unwrap_or(full));
+            let (min, max) = c.range(bits(&c.message, &c.signal).unwrap_or(64));
             Self::Counter { message: c.message.clone(), signal: c.signal.clone(), min, max }
         });
         let checksums = setup.checksums.iter().map(|c| Self::Checksum {
