@@ -21,6 +21,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::{Arc, OnceLock};
 
 use fieldhub_proto::Frame;
 
@@ -61,6 +62,34 @@ pub enum JobError {
     NoSuchJob(JobId),
     #[error("port {0} is not open: a cyclic job sends from an open port of its own client")]
     PortNotOpen(u16),
+}
+
+/// A time origin that several jobs share: the bus time the first of them
+/// is added, from which each one's start delay counts. A rest-bus
+/// simulation's nodes add their messages one request at a time, from
+/// threads of their own; without a shared origin each message's phase
+/// would count from when its request happened to be served, and the
+/// offsets between messages that the DBC's start delays set would drift by
+/// the time the requests took (up to milliseconds for 300 messages). A job
+/// whose cycle the origin puts before its addition runs at once and then
+/// keeps the origin's phase ([`CyclicJobs::run_due`] skips passed cycles).
+#[derive(Clone, Debug, Default)]
+pub struct JobOrigin(Arc<OnceLock<u64>>);
+
+impl JobOrigin {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The origin: fixed at `now_ns` by the first job added with it.
+    pub fn at(&self, now_ns: u64) -> u64 {
+        *self.0.get_or_init(|| now_ns)
+    }
+
+    /// The origin, once a job fixed it.
+    pub fn get(&self) -> Option<u64> {
+        self.0.get().copied()
+    }
 }
 
 /// The shortest period a job may have: shorter is no cycle a CAN channel
@@ -119,17 +148,17 @@ impl<K: Copy, P: FrameProducer> CyclicJobs<K, P> {
     }
 
     /// Schedule `producer` on `port` every `period_ns`, its first cycle at
-    /// `now_ns + start_delay_ns`.
+    /// `from_ns + start_delay_ns` (`from_ns`: now, or a [`JobOrigin`]).
     pub fn add(
         &mut self,
         port: K,
         producer: P,
         period_ns: u64,
         start_delay_ns: u64,
-        now_ns: u64,
+        from_ns: u64,
     ) -> Result<JobId, JobError> {
         check_period(period_ns)?;
-        let next_ns = now_ns.saturating_add(start_delay_ns);
+        let next_ns = from_ns.saturating_add(start_delay_ns);
         let order = self.next_order;
         self.next_order += 1;
         let job = Job { port, producer, period_ns, next_ns, order, stats: JobStats::default() };

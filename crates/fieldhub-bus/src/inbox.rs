@@ -18,7 +18,7 @@ use fieldhub_proto::Frame;
 
 use crate::access::Access;
 use crate::credit::TxCredit;
-use crate::cyclic::{FrameProducer, JobError, JobId};
+use crate::cyclic::{FrameProducer, JobError, JobId, JobOrigin};
 use crate::outbox::Outbox;
 use crate::request::{ControlRequest, ControlResult};
 
@@ -183,12 +183,14 @@ pub type JobReply = Box<dyn FnOnce(Result<JobId, JobError>) + Send>;
 /// jobs end when the port closes or the client leaves.
 pub enum CyclicRequest {
     /// Send `producer`'s frames from `port` every `period_ns`, the first
-    /// cycle `start_delay_ns` from now (bus time).
+    /// cycle `start_delay_ns` from now (bus time) — or, with an `origin`,
+    /// from the bus time the first job of that origin was added.
     Add {
         port: u16,
         producer: Box<dyn FrameProducer>,
         period_ns: u64,
         start_delay_ns: u64,
+        origin: Option<JobOrigin>,
         reply: JobReply,
     },
     /// New period; the next cycle `start_delay_ns` from now.

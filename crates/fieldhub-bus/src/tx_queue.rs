@@ -21,6 +21,23 @@ pub struct Pending {
     pub arrived_ns: u64,
 }
 
+impl Pending {
+    /// The arrival number of a LIN standing response's answer, which never
+    /// waited in a FIFO: it has no place in the arrival order, so it holds
+    /// back no `PONG`, and it took no transmit credit to return.
+    const STANDING: u64 = u64::MAX;
+
+    /// The answer a LIN standing response gives to a header at bus time `at`.
+    pub fn standing(frame: Frame, at: u64) -> Self {
+        Self { frame, arrival: Self::STANDING, hops: 0, arrived_ns: at }
+    }
+
+    /// Whether this is a standing response's answer ([`Pending::standing`]).
+    pub fn is_standing(&self) -> bool {
+        self.arrival == Self::STANDING
+    }
+}
+
 /// Token bucket: `rate` frames per second after a burst of `burst`.
 #[derive(Clone, Copy, Debug)]
 pub struct RateLimit {

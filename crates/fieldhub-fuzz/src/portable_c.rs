@@ -154,7 +154,8 @@ fn without_kinds(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
             changed[at + 2] = RESERVED_KIND;
             return changed.into();
         }
-        if fieldhub_proto::FrameFlags::from_bits(flags).is_none() || header[31] != 0 {
+        // Any of 0xE0 is reserved on the kinds left (0x20 is LIN's alone).
+        if flags & 0xE0 != 0 || header[31] != 0 {
             break;
         }
         let data_len = if flags & fieldhub_proto::FrameFlags::REMOTE.bits() != 0 { 0 } else { len };

@@ -83,6 +83,11 @@ bitflags::bitflags! {
         /// Hub to client only: this is the receiving port's own frame,
         /// confirmed as transmitted (SocketCAN `MSG_CONFIRM` / `recv_own_msgs`).
         const ECHO = 0x10;
+        /// LIN, client to hub only: a standing response (spec 4.1.1) — it
+        /// answers every header of its identifier until replaced or
+        /// withdrawn. Reserved on every other kind (the decoder refuses it
+        /// there as `reserved_flags`).
+        const LIN_STANDING = 0x20;
     }
 }
 
@@ -276,6 +281,34 @@ impl Frame {
         Self::from_parts(FrameKind::Lin, flags, u32::from(id), data.len(), checksum, 0, data)
     }
 
+    /// A standing response for identifier `id` (spec 4.1.1): it answers
+    /// every header of `id` with these bytes until replaced or withdrawn.
+    pub fn lin_standing(id: u8, model: Checksum, data: &[u8]) -> Result<Self, FrameError> {
+        let mut frame = Self::lin(id, model, data)?;
+        frame.flags |= FrameFlags::LIN_STANDING;
+        Ok(frame)
+    }
+
+    /// The withdrawal of a port's standing response for identifier `id`:
+    /// from the next header on it answers no more.
+    pub fn lin_withdraw(id: u8) -> Result<Self, FrameError> {
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_STANDING, u32::from(id), 0, 0, 0, &[])
+    }
+
+    /// Whether this is a LIN standing response or its withdrawal (flag
+    /// `LIN_STANDING`).
+    pub fn is_lin_standing(&self) -> bool {
+        self.kind == FrameKind::Lin && self.flags.contains(FrameFlags::LIN_STANDING)
+    }
+
+    /// A standing response as it answers a header: the same frame without
+    /// `LIN_STANDING`, which only a client's request carries.
+    #[must_use]
+    pub fn without_standing(mut self) -> Self {
+        self.flags = self.flags.difference(FrameFlags::LIN_STANDING);
+        self
+    }
+
     /// The header of identifier `id` that no slave answered.
     pub fn lin_no_response(id: u8) -> Result<Self, FrameError> {
         Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, 0, &[])
@@ -327,6 +360,9 @@ impl Frame {
         len8_dlc: u8,
         data: &[u8],
     ) -> Result<(), FrameError> {
+        if kind != FrameKind::Lin && flags.contains(FrameFlags::LIN_STANDING) {
+            return Err(FrameError::FlagNotAllowed { flag: "standing", kind: "CAN" });
+        }
         match kind {
             FrameKind::Can => {
                 if flags.contains(FrameFlags::BRS) {

@@ -28,7 +28,10 @@
 //!   slave answered is a record with flag `NO_RESPONSE` and no data, a
 //!   response whose checksum byte is wrong carries `CHECKSUM_ERROR`, and
 //!   what the bus read when slaves' responses to an event-triggered header
-//!   collided carries `COLLISION` ([`crate::Frame::lin_collision`]).
+//!   collided carries `COLLISION` ([`crate::Frame::lin_collision`]). A
+//!   slave's standing response — it answers every header of its identifier
+//!   until replaced — carries `STANDING`, and so does its withdrawal, a
+//!   record without data ([`crate::Frame::lin_withdraw`]).
 //!   [`check_record`] is the rule a decoder applies.
 
 use thiserror::Error;
@@ -67,7 +70,9 @@ pub enum LinError {
     NoResponseShape,
     #[error("a LIN COLLISION record is what the bus read: 1 to 8 data bytes, no other flag")]
     CollisionShape,
-    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, COLLISION 0x08, ECHO 0x10)")]
+    #[error("a LIN STANDING record is a response (1 to 8 data bytes, CLASSIC or CHECKSUM_ERROR at most) or, with no data, checksum 0 and no other flag, a withdrawal; it is never a header alone, a collision or an echo")]
+    StandingShape,
+    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, COLLISION 0x08, ECHO 0x10, STANDING 0x20)")]
     Flags(u8),
 }
 
@@ -76,7 +81,8 @@ const RECORD_FLAGS: FrameFlags = FrameFlags::LIN_CLASSIC
     .union(FrameFlags::LIN_NO_RESPONSE)
     .union(FrameFlags::LIN_CHECKSUM_ERROR)
     .union(FrameFlags::LIN_COLLISION)
-    .union(FrameFlags::ECHO);
+    .union(FrameFlags::ECHO)
+    .union(FrameFlags::LIN_STANDING);
 
 /// The checksum model a record's flags name.
 pub fn model_of(flags: FrameFlags) -> Checksum {
@@ -90,12 +96,24 @@ pub fn model_of(flags: FrameFlags) -> Checksum {
 /// Whether the fields of a `lin` record make a valid LIN frame (spec 4.3):
 /// identifier 0..=0x3F; a response of 1..=8 bytes whose `checksum` byte is
 /// the one its model gives (or, with `CHECKSUM_ERROR`, is not); a
-/// `NO_RESPONSE` header alone; or a `COLLISION` of 1..=8 bytes.
+/// `NO_RESPONSE` header alone; a `COLLISION` of 1..=8 bytes; or with
+/// `STANDING` a standing response, or its withdrawal (no data, checksum 0).
 pub fn check_record(flags: FrameFlags, id: u32, len: usize, checksum: u8, data: &[u8]) -> Result<(), LinError> {
     if !RECORD_FLAGS.contains(flags) {
         return Err(LinError::Flags(flags.difference(RECORD_FLAGS).bits()));
     }
     let id = u8::try_from(id).ok().filter(|&id| id <= MAX_ID).ok_or(LinError::IdOutOfRange(id))?;
+    if flags.contains(FrameFlags::LIN_STANDING) {
+        // A client's request, never something the bus carried.
+        let hub_only = FrameFlags::LIN_NO_RESPONSE | FrameFlags::LIN_COLLISION | FrameFlags::ECHO;
+        let withdrawal = len == 0 && data.is_empty() && checksum == 0 && flags == FrameFlags::LIN_STANDING;
+        if flags.intersects(hub_only) || (len == 0 && !withdrawal) {
+            return Err(LinError::StandingShape);
+        }
+        if withdrawal {
+            return Ok(());
+        }
+    }
     if flags.contains(FrameFlags::LIN_NO_RESPONSE) {
         let only = flags.difference(FrameFlags::ECHO) == FrameFlags::LIN_NO_RESPONSE;
         if !only || len != 0 || !data.is_empty() || checksum != 0 {

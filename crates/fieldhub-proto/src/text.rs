@@ -14,7 +14,9 @@
 //!   followed by `/C` under the classic checksum and `!96` (the byte sent)
 //!   for a wrong checksum; a header no slave answered is `L10#-`, and what
 //!   the bus read when responses to an event-triggered header collided is
-//!   `L30#1000/X!78` (data, `/X`, the checksum byte read).
+//!   `L30#1000/X!78` (data, `/X`, the checksum byte read). A standing
+//!   response (it answers every header of its identifier until replaced)
+//!   is `LS10#4A5593E5`, `S` after the `L`; its withdrawal is `LS10#-`.
 //! - CAN XL frames as can-utils writes them (`00123#80:00:00000000#A5`)
 //!   and raw frames (`R00000011#0A0B`): [`crate::text_xl`].
 //! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
@@ -85,8 +87,31 @@ fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
 }
 
 /// Parse a LIN frame's text after its `L`: `10#4A55`, `10#4A55/C`,
-/// `10#4A55!00`, `10#-`.
+/// `10#4A55!00`, `10#-`; after `LS` a standing response or, `10#-`, its
+/// withdrawal.
 fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
+    if let Some(standing) = lin.strip_prefix('S') {
+        let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
+        if let Some(id) = standing.strip_suffix("#-") {
+            let id = u8::from_str_radix(id, 16).ok().filter(|_| id.len() == 2);
+            let id = id.ok_or_else(|| TextError::BadLin(text.to_owned()))?;
+            return Frame::lin_withdraw(id).map_err(invalid);
+        }
+        let response = parse_lin(standing, text)?;
+        if response.flags().intersects(FrameFlags::LIN_NO_RESPONSE | FrameFlags::LIN_COLLISION) {
+            return Err(TextError::BadLin(text.to_owned()));
+        }
+        return Frame::from_parts(
+            FrameKind::Lin,
+            response.flags() | FrameFlags::LIN_STANDING,
+            response.id(),
+            response.len(),
+            response.len8_dlc(),
+            0,
+            response.data(),
+        )
+        .map_err(invalid);
+    }
     let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
     let bad = || TextError::BadLin(text.to_owned());
     let (id_text, rest) = lin.split_once('#').ok_or_else(bad)?;
@@ -218,9 +243,12 @@ pub fn write_cansend(out: &mut String, frame: &Frame) {
         }
         FrameKind::Lin => {
             out.push('L');
+            if frame.is_lin_standing() {
+                out.push('S');
+            }
             push_id(out, frame.id(), 2);
             out.push('#');
-            if frame.flags().contains(FrameFlags::LIN_NO_RESPONSE) {
+            if frame.flags().contains(FrameFlags::LIN_NO_RESPONSE) || (frame.is_lin_standing() && frame.is_empty()) {
                 out.push('-');
                 return;
             }
@@ -308,8 +336,17 @@ mod tests {
 
     #[test]
     fn lin_forms_round_trip_and_carry_the_checksum_model() {
-        let forms =
-            ["L10#4A5593E5", "L3C#0102030405060708/C", "L10#4A5593E5!00", "L22#-", "L00#FF/C!12", "L30#1000/X!78"];
+        let forms = [
+            "L10#4A5593E5",
+            "L3C#0102030405060708/C",
+            "L10#4A5593E5!00",
+            "L22#-",
+            "L00#FF/C!12",
+            "L30#1000/X!78",
+            "LS10#4A5593E5",
+            "LS3C#01/C",
+            "LS22#-",
+        ];
         for text in forms {
             let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert!(frame.is_lin(), "{text}");

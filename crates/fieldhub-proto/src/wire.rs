@@ -942,7 +942,10 @@ fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), Dec
         return Err(DecodeError::RecordTooLong { index, len });
     }
     let kind = FrameKind::from_wire(kind_byte).ok_or(DecodeError::UnknownFrameKind { index, kind: kind_byte })?;
-    let flags = FrameFlags::from_bits(flag_bits).ok_or(DecodeError::ReservedFlags { index, bits: flag_bits })?;
+    // 0x20 is LIN's STANDING; on every other kind it is reserved.
+    let known =
+        FrameFlags::from_bits(flag_bits).filter(|f| kind == FrameKind::Lin || !f.contains(FrameFlags::LIN_STANDING));
+    let flags = known.ok_or(DecodeError::ReservedFlags { index, bits: flag_bits })?;
     if reserved != 0 {
         return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });
     }

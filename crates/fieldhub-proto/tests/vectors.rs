@@ -119,13 +119,18 @@ fn load_from(dir: &Path, wanted: impl Fn(&str) -> bool) -> Vec<Vector> {
 }
 
 fn flag_names(kind: FrameKind, bits: u8) -> Vec<&'static str> {
-    let names = match kind {
-        FrameKind::Lin => {
-            &[(0x01, "classic"), (0x02, "no_response"), (0x04, "checksum_error"), (0x08, "collision"), (0x10, "echo")][..]
-        }
-        FrameKind::CanXl => &[(0x01, "sec"), (0x02, "rrs"), (0x10, "echo")][..],
-        FrameKind::Raw => &[(0x10, "echo")][..],
-        _ => &[(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")][..],
+    let names: &[(u8, &'static str)] = match kind {
+        FrameKind::Lin => &[
+            (0x01, "classic"),
+            (0x02, "no_response"),
+            (0x04, "checksum_error"),
+            (0x08, "collision"),
+            (0x10, "echo"),
+            (0x20, "standing"),
+        ],
+        FrameKind::CanXl => &[(0x01, "sec"), (0x02, "rrs"), (0x10, "echo")],
+        FrameKind::Raw => &[(0x10, "echo")],
+        _ => &[(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")],
     };
     names.iter().filter(|&&(bit, _)| bits & bit != 0).map(|&(_, name)| name).collect()
 }

@@ -30,11 +30,12 @@ impl Bus {
     pub(super) fn on_cyclic(&mut self, client: ClientId, request: CyclicRequest) {
         let now_ns = self.clock.now();
         match request {
-            CyclicRequest::Add { port, producer, period_ns, start_delay_ns, reply } => {
+            CyclicRequest::Add { port, producer, period_ns, start_delay_ns, origin, reply } => {
                 let open =
                     self.clients.get(&client).and_then(|c| c.ports.get(port as usize)).is_some_and(Option::is_some);
+                let from_ns = origin.map_or(now_ns, |origin| origin.at(now_ns));
                 reply(match open {
-                    true => self.cyclic.add((client, port), producer, period_ns, start_delay_ns, now_ns),
+                    true => self.cyclic.add((client, port), producer, period_ns, start_delay_ns, from_ns),
                     false => Err(JobError::PortNotOpen(port)),
                 });
             }

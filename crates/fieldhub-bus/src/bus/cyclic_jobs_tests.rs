@@ -9,7 +9,7 @@ use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::Frame;
 
 use super::harness::{Harness, TestClient, START_NS};
-use crate::cyclic::{FrameProducer, JobError, JobId};
+use crate::cyclic::{FrameProducer, JobError, JobId, JobOrigin};
 use crate::inbox::{CyclicRequest, Inbound, JobReply};
 use crate::outbox::Outbound;
 
@@ -64,6 +64,7 @@ fn add(
         producer: counting(id),
         period_ns,
         start_delay_ns: delay_ns,
+        origin: None,
         reply,
     })
 }
@@ -131,6 +132,43 @@ fn jobs_added_changed_and_removed_while_the_bus_runs_keep_exact_cycles() {
     assert_eq!(times_of(&got, 0x100), [0, 10, 20, 30].map(|ms| START_NS + ms * MS));
     let second_times = [16, 20, 24, 28, 35, 55, 75].map(|ms| START_NS + ms * MS);
     assert_eq!(times_of(&got, 0x200), second_times);
+}
+
+#[test]
+fn jobs_of_one_origin_count_their_start_delays_from_the_first_ones_addition() {
+    let mut h = Harness::new(ONE_CHANNEL);
+    let (a, b, rx) = (h.connect("a"), h.connect("b"), h.connect("rx"));
+    let (port_a, port_b) =
+        (h.open(&a, "can0", "a", PortOptions::empty()), h.open(&b, "can0", "b", PortOptions::empty()));
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    let origin = JobOrigin::new();
+    let add_from = |h: &mut Harness, client: &TestClient, port: u16, id: u32, delay_ns: u64| {
+        let origin = Some(origin.clone());
+        request(h, client, |reply| CyclicRequest::Add {
+            port,
+            producer: counting(id),
+            period_ns: 10 * MS,
+            start_delay_ns: delay_ns,
+            origin,
+            reply,
+        })
+    };
+    add_from(&mut h, &a, port_a, 0x100, 4 * MS).unwrap();
+    // Added 1.5 ms later, by another client: its 4 ms still count from the origin.
+    h.clock.set(START_NS + 1_500_000);
+    add_from(&mut h, &b, port_b, 0x200, 4 * MS).unwrap();
+    // Added after its first cycle's time: sent at once, then in the origin's phase.
+    run_until(&mut h, START_NS + 5 * MS);
+    add_from(&mut h, &b, port_b, 0x300, 2 * MS).unwrap();
+    // Without the origin, a delay counts from the job's own addition.
+    add(&mut h, &a, port_a, 0x400, 10 * MS, 4 * MS).unwrap();
+    run_until(&mut h, START_NS + 40 * MS);
+    let got = seen(&h, &rx);
+    let at = |ms: &[u64]| ms.iter().map(|ms| START_NS + ms * MS).collect::<Vec<_>>();
+    assert_eq!(times_of(&got, 0x100), at(&[4, 14, 24, 34]));
+    assert_eq!(times_of(&got, 0x200), at(&[4, 14, 24, 34]), "in phase with 0x100, not 1.5 ms behind");
+    assert_eq!(times_of(&got, 0x300), at(&[5, 12, 22, 32]));
+    assert_eq!(times_of(&got, 0x400), at(&[9, 19, 29, 39]));
 }
 
 #[test]

@@ -52,6 +52,7 @@ mod fate_tests;
 mod federated;
 pub(crate) mod harness;
 mod intakes;
+mod lin_standing;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
@@ -569,6 +570,11 @@ impl Bus {
         if let Some(reason) = off_the_bus {
             client.credit.release();
             return member.dropped(reason, 1);
+        }
+        if frame.is_lin_standing() {
+            // A slave's response buffer, not a frame to queue.
+            client.credit.release();
+            return self.apply_standing(client_id, owned, &frame);
         }
         let arrival = self.next_arrival;
         // A relayed channel's frame also goes up to the owner: the one

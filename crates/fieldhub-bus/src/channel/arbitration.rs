@@ -57,6 +57,7 @@ impl Channel {
                 wake_at = earliest(wake_at, Some(member.retry_at));
                 continue;
             }
+            self.arbiter.eligible(index, member.port_id);
             match member.tx.offer(at) {
                 Ok(Some(pending)) if pending.arrived_ns > at => wake_at = earliest(wake_at, Some(pending.arrived_ns)),
                 Ok(Some(pending)) => self.arbiter.consider(Candidate { index, port: member.port_id, pending }),

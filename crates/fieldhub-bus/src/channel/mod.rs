@@ -211,6 +211,18 @@ impl Channel {
         self.arbiter.refuses(port_id, frame, rates)
     }
 
+    /// Apply a LIN standing response, or its withdrawal (a `LIN_STANDING`
+    /// frame), from port `port_id`: it answers this channel's headers of
+    /// its identifier from the next one on. The error says why it may not
+    /// (not a LIN channel, another port stands for the identifier, nothing
+    /// to withdraw).
+    pub fn stand(&mut self, port_id: PortId, request: &Frame) -> Result<(), String> {
+        match self.arbiter.lin() {
+            Some(master) => master.stand(port_id, request),
+            None => Err("sends a LIN standing response on a channel that is not a LIN channel".into()),
+        }
+    }
+
     /// Remove the member with hub-wide port id `port_id`, discarding the
     /// frames it had not sent yet.
     pub fn detach(&mut self, port_id: PortId) -> Option<Member> {

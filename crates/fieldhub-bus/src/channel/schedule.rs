@@ -161,8 +161,14 @@ impl Channel {
     /// will become of it: sender-position rules, a short, a missing ACK,
     /// bus-position rules. `None` when the frame never reaches the wire.
     pub(super) fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
-        let pending = self.members[index].tx.take(at)?;
+        let pending = match self.arbiter.take_standing() {
+            // A LIN slave's standing response answers; its FIFO stays as it is.
+            Some(frame) => Pending::standing(frame, at),
+            None => self.members[index].tx.take(at)?,
+        };
         let pending = Pending { frame: self.arbiter.carried(pending.frame), ..pending };
+        // A standing response's answer took no transmit credit.
+        let credit = usize::from(!pending.is_standing());
         self.arbiter.started(at, &pending.frame);
         let sender = self.members[index].port_id;
         if self.shorted {
@@ -178,13 +184,13 @@ impl Channel {
         }
         let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, &pending.frame, sender, None, at) {
             Fate::Drop => {
-                self.members[index].release_credit(1);
+                self.members[index].release_credit(credit);
                 self.members[index].dropped(DropReason::FaultRule, 1);
                 return None;
             }
             Fate::Delay(ns) => {
                 // Counted as sent when it reaches the bus (`apply_bus_fate`).
-                self.members[index].release_credit(1);
+                self.members[index].release_credit(credit);
                 self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: true });
                 return None;
             }
@@ -217,9 +223,12 @@ impl Channel {
         let leaves = |channel: &mut Channel, sent: bool| {
             if let Some(i) = index {
                 let before = channel.members[i].errors.state();
-                match sent {
-                    true => channel.members[i].sent_one(),
-                    false => channel.members[i].release_credit(1),
+                match (sent, pending.is_standing()) {
+                    (true, false) => channel.members[i].sent_one(),
+                    (true, true) => channel.members[i].counters.tx_frames += 1,
+                    (false, false) => channel.members[i].release_credit(1),
+                    // A standing response's answer took no credit.
+                    (false, true) => {}
                 }
                 channel.members[i].errors.transmitted();
                 channel.report_state_change(i, before, at);
@@ -318,7 +327,10 @@ impl Channel {
         let before = self.members[index].errors.state();
         let member = &mut self.members[index];
         member.retry_at = retry_at;
-        member.tx.push_front(pending);
+        if !pending.is_standing() {
+            // A standing response needs no retry: it answers the next header.
+            member.tx.push_front(pending);
+        }
         let bus_off = if no_ack {
             member.errors.ack_error(at, bitrate, auto)
         } else {

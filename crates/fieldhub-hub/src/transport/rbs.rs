@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId};
+use fieldhub_bus::cyclic::{FrameProducer, JobError, JobId, JobOrigin};
 use fieldhub_bus::inbox::{ClientId, CyclicRequest, Inbound};
 use fieldhub_bus::outbox::Outbound;
 use fieldhub_dbc::can_dbc::Dbc;
@@ -94,12 +94,22 @@ pub struct RunningSim {
     pub protections: Vec<Protection>,
     /// Set when it is removed: its nodes' threads close their ports.
     stop: AtomicBool,
+    /// The bus time its first message was added: every message's start
+    /// delay counts from it, so the DBC's offsets between messages hold
+    /// whichever node thread the bus served first.
+    origin: JobOrigin,
 }
 
 impl RunningSim {
     /// A message by name.
     pub fn message(&self, name: &str) -> Option<&SimMessage> {
         self.messages.iter().find(|m| m.state.name == name)
+    }
+
+    /// The bus time its messages' start delays count from, once the bus
+    /// added the first.
+    pub fn origin_ns(&self) -> Option<u64> {
+        self.origin.get()
     }
 }
 
@@ -240,6 +250,7 @@ impl RestBus {
             messages,
             protections: prepared.protections,
             stop: AtomicBool::new(false),
+            origin: JobOrigin::new(),
         };
         (Arc::new(sim), nodes)
     }
@@ -390,7 +401,8 @@ fn run_node(
             None => (EVENT_PERIOD.as_nanos() as u64, 0),
         };
         let producer: Box<dyn FrameProducer> = Box::new(job);
-        let add = |reply| CyclicRequest::Add { port: port.port, producer, period_ns, start_delay_ns, reply };
+        let origin = Some(sim.origin.clone());
+        let add = |reply| CyclicRequest::Add { port: port.port, producer, period_ns, start_delay_ns, origin, reply };
         match internal_port::ask_cyclic(sessions, slot.id(), add) {
             Ok(id) => {
                 let _ = sim.messages[index].job.set((slot.id(), id));

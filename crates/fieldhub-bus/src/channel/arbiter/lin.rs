@@ -11,6 +11,13 @@
 //!   several, the response published first); the frame starts at the slot's
 //!   start and lasts its exact nominal time (header and response,
 //!   `fieldhub_proto::lin`), so its timestamp is the slot's start plus that.
+//! - A slave may instead keep a **standing response** for an identifier
+//!   (`lin_standing`): it answers every unconditional header of it — the
+//!   schedule's and a collision-resolving schedule's — until replaced or
+//!   withdrawn, when no port has a one-shot response for it at the head of
+//!   its FIFO. It takes no transmit credit and never waits in a FIFO: its
+//!   answer is a [`Pending::standing`] the channel puts on the bus like any
+//!   winner ([`LinScheduleArbiter::take_standing`]).
 //! - An unconditional slot nobody answers puts the header alone on the bus:
 //!   a hub-made `NO_RESPONSE` frame, timestamped at the header's end,
 //!   counted in [`LinScheduleArbiter::no_responses`].
@@ -43,11 +50,14 @@
 
 use fieldhub_proto::{lin, Frame, FrameFlags};
 
+use super::lin_standing::StandingResponses;
 use super::lin_table::{LinTable, Slot, SlotKind};
 use super::roles::Roles;
 use super::{Arbiter, Candidate, Rates};
 use crate::config::LinConfig;
 use crate::port_id::PortId;
+#[cfg(doc)]
+use crate::tx_queue::Pending;
 
 /// A collision-resolving schedule the master is running.
 #[derive(Clone, Copy, Debug)]
@@ -71,6 +81,10 @@ struct Answers {
     /// two or more do.
     count: u32,
     read: Option<Frame>,
+    /// The port whose standing response may answer the current slot, and
+    /// its member slot once that port is found eligible.
+    standing_port: Option<PortId>,
+    standing: Option<usize>,
 }
 
 pub struct LinScheduleArbiter {
@@ -86,6 +100,11 @@ pub struct LinScheduleArbiter {
     /// An answer to an event-triggered header: the identifier it goes out
     /// under.
     carry_as: Option<u8>,
+    /// Each identifier's standing response.
+    standing: StandingResponses,
+    /// The standing response that won the last decision, for the channel
+    /// to take.
+    standing_won: Option<Frame>,
     /// A frame the bus makes itself (a header nobody answered, a collision)
     /// and the bus time it ends.
     own_frame: Option<(Frame, u64)>,
@@ -107,6 +126,8 @@ impl LinScheduleArbiter {
             answers: Answers::default(),
             granted: false,
             carry_as: None,
+            standing: StandingResponses::new(),
+            standing_won: None,
             own_frame: None,
             rates: Rates::default(),
             no_responses: 0,
@@ -117,6 +138,32 @@ impl LinScheduleArbiter {
     /// The publishers' names: which open port is which node.
     pub fn roles(&mut self) -> &mut Roles {
         &mut self.table.roles
+    }
+
+    /// Apply a standing response or its withdrawal (a `LIN_STANDING` frame)
+    /// from `port`; the error says why it may not.
+    pub fn stand(&mut self, port: PortId, request: &Frame) -> Result<(), String> {
+        self.standing.apply(port, request)
+    }
+
+    /// `port` left the channel: its standing responses go with it.
+    pub fn forget_standing(&mut self, port: PortId) {
+        self.standing.forget(port);
+    }
+
+    /// Member slot `index`, port `port`, may send now (plugged, not waiting
+    /// out a failed attempt): its standing response may answer this slot.
+    #[inline]
+    pub fn eligible(&mut self, index: usize, port: PortId) {
+        if self.answers.standing_port == Some(port) {
+            self.answers.standing = Some(index);
+        }
+    }
+
+    /// The standing response that won the last decision: the channel puts
+    /// it on the bus instead of the member's oldest frame.
+    pub fn take_standing(&mut self) -> Option<Frame> {
+        self.standing_won.take()
     }
 
     /// Start the schedule at `now` if it is stopped and the channel has a
@@ -214,9 +261,14 @@ impl LinScheduleArbiter {
 impl Arbiter for LinScheduleArbiter {
     fn open(&mut self, _at: u64, rates: Rates) {
         self.rates = rates;
-        self.answers = Answers::default();
         self.granted = false;
         self.carry_as = None;
+        self.standing_won = None;
+        let standing_port = match self.slot_at.map(|_| self.current().kind) {
+            Some(SlotKind::Unconditional(id)) => self.standing.of(id).map(|(port, _)| port),
+            _ => None,
+        };
+        self.answers = Answers { standing_port, ..Answers::default() };
     }
 
     fn consider(&mut self, candidate: Candidate<'_>) {
@@ -275,6 +327,12 @@ impl Arbiter for LinScheduleArbiter {
             if let SlotKind::EventTriggered(n) = kind {
                 self.carry_as = Some(self.table.ets[n].id);
             }
+            self.granted = true;
+            return (Some(index), None);
+        }
+        if let (SlotKind::Unconditional(id), Some(index)) = (kind, self.answers.standing) {
+            // No one-shot response: the slave's buffer answers.
+            self.standing_won = self.standing.of(id).map(|(_, frame)| frame);
             self.granted = true;
             return (Some(index), None);
         }

@@ -70,6 +70,9 @@ struct Carried {
     event_triggered: Option<usize>,
     /// Whether it is an event-triggered frame's own identifier.
     is_event_triggered: bool,
+    /// Whether an unconditional header of it goes out — the schedule's or a
+    /// collision-resolving schedule's —, which a standing response answers.
+    unconditional: bool,
     rule: Option<FrameRule>,
 }
 
@@ -157,6 +160,25 @@ impl LinTable {
                 }
             }
         }
+        let mut unconditional: Vec<u8> = Vec::new();
+        for slot in &table.slots {
+            match slot.kind {
+                SlotKind::Unconditional(id) => unconditional.push(id),
+                SlotKind::EventTriggered(n) if table.ets[n].resolve.is_empty() => {
+                    unconditional.extend(&table.ets[n].frames);
+                }
+                SlotKind::EventTriggered(n) => {
+                    unconditional.extend(table.ets[n].resolve.iter().filter_map(|r| match r.kind {
+                        SlotKind::Unconditional(id) => Some(id),
+                        _ => None,
+                    }));
+                }
+                SlotKind::Sporadic(_) => {}
+            }
+        }
+        for id in unconditional {
+            table.ids[usize::from(id)].unconditional = true;
+        }
         for (id, ns) in carriers {
             let shortest = &mut table.ids[usize::from(id)].shortest;
             *shortest = Some(shortest.map_or(ns, |s| s.min(ns)));
@@ -198,6 +220,16 @@ impl LinTable {
                 et.name,
                 listed(&et.frames)
             ));
+        }
+        if frame.is_lin_standing() && !carried.unconditional {
+            return Some(format!(
+                "publishes a standing response for 0x{id:02X}, which no unconditional slot of this channel's schedule sends; \
+                 a standing response answers unconditional headers, so publish one-shot responses for event-triggered and sporadic frames"
+            ));
+        }
+        if frame.is_lin_standing() && frame.is_empty() {
+            // A withdrawal: nothing of it goes on the bus.
+            return None;
         }
         let Some(shortest) = carried.shortest else {
             let ids: Vec<u8> = (0..=lin::MAX_ID).filter(|&i| self.ids[usize::from(i)].shortest.is_some()).collect();

@@ -29,6 +29,9 @@ mod lin;
 mod lin_check;
 #[cfg(test)]
 mod lin_event_tests;
+mod lin_standing;
+#[cfg(test)]
+mod lin_standing_tests;
 mod lin_table;
 #[cfg(test)]
 mod lin_tests;
@@ -138,8 +141,31 @@ impl Rule {
 
     /// The port `port` left the channel.
     pub fn forget_port(&mut self, port: PortId) {
+        if let Self::Lin(rule) = self {
+            rule.forget_standing(port);
+        }
         if let Some(roles) = self.roles() {
             roles.forget_port(port);
+        }
+    }
+
+    /// Member slot `index` (port `port`) may send at this decision: on a
+    /// LIN channel its standing response may answer the slot. Called for
+    /// every such member before its candidate, if it has one.
+    #[inline]
+    pub fn eligible(&mut self, index: usize, port: PortId) {
+        if let Self::Lin(rule) = self {
+            rule.eligible(index, port);
+        }
+    }
+
+    /// The LIN standing response that won the last decision, which goes on
+    /// the bus instead of the winner's oldest frame.
+    #[inline]
+    pub fn take_standing(&mut self) -> Option<Frame> {
+        match self {
+            Self::Lin(rule) => rule.take_standing(),
+            _ => None,
         }
     }
 

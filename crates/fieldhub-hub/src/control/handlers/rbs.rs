@@ -128,6 +128,7 @@ fn sim_json(number: usize, sim: &RunningSim) -> Value {
         "sim": number,
         "channel": sim.channel,
         "dbc": sim.dbc.display().to_string(),
+        "origin_ns": sim.origin_ns(),
         "messages": sim.messages.iter().map(|m| message_json(sim, m)).collect::<Vec<_>>(),
     })
 }

@@ -119,7 +119,8 @@ impl TxJobs {
         let shared: Shared = Arc::new(Mutex::new(frame));
         let producer: Box<dyn FrameProducer> = Box::new(Cycle(Arc::clone(&shared)));
         let port = link.port;
-        let job = link.ask(|reply| CyclicRequest::Add { port, producer, period_ns, start_delay_ns: 0, reply })?;
+        let job =
+            link.ask(|reply| CyclicRequest::Add { port, producer, period_ns, start_delay_ns: 0, origin: None, reply })?;
         self.jobs.push(TxJob { id, job, frame: shared });
         Ok(())
     }
