@@ -65,6 +65,37 @@ fn ring_messages_are_never_read_half_written() {
     });
 }
 
+/// The largest message a frame makes (spec/shm.md 6: one 2,048-byte CAN XL
+/// record, 2092 bytes, 17 slots) waits for room behind a 20-slot message in
+/// a 32-slot ring and then wraps: it arrives whole, after the first.
+#[test]
+fn a_seventeen_slot_message_waits_for_room_and_wraps_whole() {
+    model(|| {
+        let local = Arc::new(LocalRing::new(32));
+        let sizes = [20 * SLOT_SIZE - 4, 17 * SLOT_SIZE - 4 - 84];
+        let producer = {
+            let local = Arc::clone(&local);
+            thread::spawn(move || {
+                let mut producer = Producer::starting_at(0);
+                for (tag, &len) in sizes.iter().enumerate() {
+                    while !producer.try_push(&local.ring(), &message(tag as u8, len)).unwrap() {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        let mut consumer = Consumer::starting_at(0);
+        let mut body = Vec::new();
+        for (tag, &len) in sizes.iter().enumerate() {
+            while !consumer.pop(&local.ring(), 4096, &mut body).unwrap() {
+                thread::yield_now();
+            }
+            check(tag as u8, len, &body);
+        }
+        producer.join().unwrap();
+    });
+}
+
 /// The waiter sleeps on the doorbell until a message is there; the producer
 /// rings after each publish. No interleaving leaves the waiter asleep with a
 /// message waiting (loom would report the deadlock).
