@@ -63,6 +63,8 @@ struct HarnessConfig {
     port: Vec<PortConfig>,
     #[serde(default)]
     route: Vec<RouteConfig>,
+    #[serde(default)]
+    gateway: Vec<crate::lin_gateway::GatewayConfig>,
 }
 
 #[derive(Default, Deserialize)]
@@ -83,6 +85,7 @@ fn parse(text: &str) -> BusConfig {
         channels: file.channel,
         ports: file.port,
         routes: file.route,
+        gateways: file.gateway,
         time: TimeConfig {
             participants: file.hub.time_participants,
             step_timeout_ms: file.hub.step_timeout_ms.unwrap_or(defaults.step_timeout_ms),
