@@ -246,8 +246,7 @@ impl Hub {
             hub.private_dir = runtime.and_then(|runtime| runtime.squatted.map(|_| runtime.path));
             hub.control_file = control_file;
         }
-        let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)
-            .map_err(|error| StartError::Thread { what: "rest-bus simulation", error })?;
+        let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)?;
         hub.threads.extend(rbs_threads);
         let control = ControlServer::start(
             hub.inbox.clone(),
