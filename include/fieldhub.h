@@ -152,6 +152,12 @@
 #define FH_META_ECHO 1
 
 /**
+ * `fh_lin_publish`/`fh_lin_stand` flag: the classic checksum (data bytes
+ * only: diagnostic frames, LIN 1.x nodes); without it the enhanced one.
+ */
+#define FH_LIN_CLASSIC 1
+
+/**
  * Result of an `fh_` call. Functions return it as `int`; `FH_OK` is 0 and
  * every failure is negative. `fh_strerror` turns any value into a message.
  */
@@ -580,6 +586,61 @@ int fh_port_get_status(struct fh_client *client, fh_port port, struct fh_port_st
  */
 int fh_test_inject_panic(struct fh_client *client);
 #endif
+
+/**
+ * Queue a one-shot LIN response for identifier `id` (0..0x3F): `len`
+ * (1..8) bytes at `data`, its checksum made under the model `flags` names
+ * (`FH_LIN_CLASSIC`, else enhanced). It answers the next header of `id`
+ * the hub's schedule sends, once. `timeout_ms` as for `fh_send`.
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (id over 0x3F, len not 1..8; the last
+ * error says what), `FH_ERR_INVALID_ARGUMENT` (NULL `data` with len, unknown
+ * flags), `FH_ERR_TIMEOUT`, `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_CLOSED`,
+ * `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `data` is NULL (with `len` 0) or points to
+ * `len` readable bytes.
+ */
+int fh_lin_publish(struct fh_client *client,
+                   fh_port port,
+                   uint8_t id,
+                   const uint8_t *data,
+                   size_t len,
+                   uint32_t flags,
+                   int timeout_ms);
+
+/**
+ * Set this port's standing LIN response for identifier `id`: from the
+ * next header of `id` on, every unconditional header of it is answered
+ * with these bytes until `fh_lin_stand` replaces them or `fh_lin_withdraw`
+ * withdraws them (or the port closes). A one-shot response the port has
+ * queued for `id` answers first. Arguments and errors as for
+ * `fh_lin_publish`; the hub refuses (through `fh_flush`) an identifier no
+ * unconditional slot sends and one another port stands for.
+ *
+ * # Safety
+ * As for `fh_lin_publish`.
+ */
+int fh_lin_stand(struct fh_client *client,
+                 fh_port port,
+                 uint8_t id,
+                 const uint8_t *data,
+                 size_t len,
+                 uint32_t flags,
+                 int timeout_ms);
+
+/**
+ * Withdraw this port's standing LIN response for identifier `id`: from
+ * the next header of `id` on it answers no more. The hub refuses (through
+ * `fh_flush`) the withdrawal of a response the port does not have.
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (id over 0x3F), and those of `fh_send`.
+ *
+ * # Safety
+ * `client` is a live handle.
+ */
+int fh_lin_withdraw(struct fh_client *client, fh_port port, uint8_t id, int timeout_ms);
 
 /**
  * Store the bus time this participant stands at (nanoseconds since the run

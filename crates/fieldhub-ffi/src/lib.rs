@@ -18,6 +18,7 @@
 //!   which must not race with any other call on the same handle.
 
 mod frame;
+mod lin;
 mod status;
 mod time;
 
@@ -31,6 +32,7 @@ use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Port, PortConf
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 
 pub use frame::*;
+pub use lin::*;
 use status::fh_status::*;
 pub use status::{fh_status, Failure};
 pub use time::*;
