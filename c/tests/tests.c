@@ -1180,6 +1180,9 @@ static const struct test TESTS[] = {
     {"virtual_time_runs_step_by_step_and_repeat_exactly", test_virtual_time_runs_step_by_step_and_repeat_exactly},
     {"virtual_time_needs_a_hub_in_virtual_time_and_a_participant",
      test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant},
+    {"virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match",
+     test_virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match},
+    {"virtual_time_stepping_ahead_refuses_what_it_cannot_do", test_virtual_time_stepping_ahead_refuses_what_it_cannot_do},
     {"a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used",
      test_a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used},
 };

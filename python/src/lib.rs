@@ -48,6 +48,7 @@ fn client_error(e: ClientError) -> PyErr {
         | ClientError::PortNotOpen(_)
         | ClientError::NotSynchronized
         | ClientError::NotAhead
+        | ClientError::TooManyWakeFilters { .. }
         | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",

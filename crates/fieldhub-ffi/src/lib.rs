@@ -67,6 +67,11 @@ pub const FH_PORT_TRANSMIT_ONLY: u32 = 0x10;
 /// participant — bus time advances only once this client has finished its
 /// step (`fh_step`). A hub in real time refuses the connection.
 pub const FH_CONNECT_SYNCHRONIZED: u32 = 0x1;
+/// `fh_connect_opts` flag, together with `FH_CONNECT_SYNCHRONIZED`: this
+/// participant may step ahead — send frames for later bus times
+/// (`fh_send_at`) and end many steps at once (`fh_step_ahead`). A hub that
+/// does not know stepping ahead refuses the connection, naming it.
+pub const FH_CONNECT_AHEAD: u32 = 0x2;
 /// `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
 pub const FH_STATUS_CHANNEL_FD: u32 = 0x1;
 /// Most filters one port takes (SocketCAN's `CAN_RAW_FILTER_MAX`).
@@ -285,8 +290,9 @@ pub unsafe extern "C" fn fh_connect(
     unsafe { fh_connect_opts(client, url, name, token, 0) }
 }
 
-/// `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED`, or 0 (then it is
-/// `fh_connect`). Other bits are `FH_ERR_INVALID_ARGUMENT`.
+/// `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED` (with
+/// `FH_CONNECT_AHEAD` or not), or 0 (then it is `fh_connect`). Other bits,
+/// and `FH_CONNECT_AHEAD` alone, are `FH_ERR_INVALID_ARGUMENT`.
 ///
 /// Errors: those of `fh_connect`; `FH_ERR_REFUSED` also when a synchronised
 /// participant connects to a hub in real time.
@@ -304,12 +310,18 @@ pub unsafe extern "C" fn fh_connect_opts(
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            if flags & !FH_CONNECT_SYNCHRONIZED != 0 {
+            if flags & !(FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD) != 0 {
                 return Err(Failure::invalid_argument(format!("unknown fh_connect_opts flags 0x{flags:x}")));
             }
+            if flags & FH_CONNECT_AHEAD != 0 && flags & FH_CONNECT_SYNCHRONIZED == 0 {
+                return Err(Failure::invalid_argument("FH_CONNECT_AHEAD needs FH_CONNECT_SYNCHRONIZED"));
+            }
             let url = text_arg(url, "url")?;
-            let mut options =
-                ClientOptions { synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0, ..Default::default() };
+            let mut options = ClientOptions {
+                synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0,
+                ahead: flags & FH_CONNECT_AHEAD != 0,
+                ..Default::default()
+            };
             if let Some(name) = text_arg(name, "name")? {
                 options.name = name.to_owned();
             }
