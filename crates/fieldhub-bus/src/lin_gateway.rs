@@ -14,7 +14,8 @@
 //! are read on. A mapping is checked once against both channels' settings
 //! ([`Mapping::new`]): a LIN identifier the schedule never sends, one whose
 //! frame another node publishes, a gateway between two channels of one kind
-//! are configuration errors naming the key. What only a frame can show —
+//! or into a CAN channel whose access rule gives turns to named ports only
+//! (its port has no name) are configuration errors naming the key. What only a frame can show —
 //! a length that is not the LIN frame's, a response too long for its slot,
 //! a response read with a wrong checksum, a full gateway queue — refuses
 //! that frame ([`Refusal`]), counted per reason on its gateway; nothing is
@@ -26,7 +27,7 @@ use fieldhub_proto::{Frame, FrameFlags, FrameKind};
 use serde::{Deserialize, Serialize};
 
 use crate::channel::Channel;
-use crate::config::{ChannelConfig, LinChecksum, Protocol};
+use crate::config::{Arbitration, ChannelConfig, LinChecksum, Protocol};
 use crate::port_id::PortId;
 
 /// Most `[[gateway]]` tables one hub carries: each holds a gateway port id
@@ -140,6 +141,16 @@ impl Mapping {
                 ));
             }
         };
+        if direction == Direction::LinToCan && to.arbitration != Arbitration::Can {
+            // Its port has no name such a rule could give a turn to: its
+            // frames would wait for ever.
+            let text = format!(
+                "a gateway cannot send into channel '{}': arbitration = \"{}\" gives bus time to named ports only",
+                to.name,
+                to.arbitration.name()
+            );
+            return Err(("to", text));
+        }
         if config.lin_id > lin::MAX_ID {
             return Err(("lin_id", format!("0x{:X} is not a LIN frame identifier (0..=0x3F)", config.lin_id)));
         }
@@ -364,5 +375,9 @@ mod tests {
         assert_eq!((key, text.contains("extended = true")), ("can_id", true), "{text}");
         let (key, _) = error(gateway("can", "lin", 0x40, None), &can, &lin);
         assert_eq!(key, "lin_id");
+        let mut tdma = can.clone();
+        tdma.arbitration = Arbitration::Tdma;
+        let (key, text) = error(gateway("lin", "can", 0x10, None), &lin, &tdma);
+        assert_eq!((key, text.contains("arbitration = \"tdma\"")), ("to", true), "{text}");
     }
 }
