@@ -336,23 +336,53 @@ class FieldhubBus(BusABC):
                 timeout,
             )
         except _native.Error as e:
-            kind = getattr(e, "kind", "")
-            if kind in ("not_allowed", "dropped"):
-                raise can.CanOperationError(str(e)) from None
-            if kind == "invalid":
-                raise ValueError(str(e)) from None
-            if kind == "timeout" and timeout == 0 and self._native.tx_queue_full():
-                raise can.CanOperationError(
-                    "queue_full: more than 256 frames of this participant wait in the hub (tx_queue_full at its last"
-                    " step): its channel carries less than it sends. They go on the bus in the coming steps; send"
-                    " without a timeout to queue anyway, or send less per step"
-                ) from None
-            if kind == "timeout":
-                raise can.CanOperationError(
-                    f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
-                    " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
-                ) from None
-            raise translate(e, opening=False) from None
+            raise self._send_error(e, timeout) from None
+
+    def _send_error(self, e: Exception, timeout: Optional[float]) -> Exception:
+        """What a send that failed with `e` raises."""
+        kind = getattr(e, "kind", "")
+        if kind in ("not_allowed", "dropped"):
+            return can.CanOperationError(str(e))
+        if kind == "invalid":
+            return ValueError(str(e))
+        if kind == "timeout" and timeout == 0 and self._native.tx_queue_full():
+            return can.CanOperationError(
+                "queue_full: more than 256 frames of this participant wait in the hub (tx_queue_full at its last"
+                " step): its channel carries less than it sends. They go on the bus in the coming steps; send"
+                " without a timeout to queue anyway, or send less per step"
+            )
+        if kind == "timeout":
+            return can.CanOperationError(
+                f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
+                " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
+            )
+        return translate(e, opening=False)
+
+    # The LIN node API (a slave on a protocol = "lin" channel, whose master
+    # is the hub running the schedule table; docs/buses.md). The hub's
+    # refusals (an identifier its schedule never sends, another port
+    # standing for it) are raised by the next flush_tx_buffer().
+
+    def lin_publish(self, frame_id: int, data: bytes, classic: bool = False, timeout: Optional[float] = None) -> None:
+        """Queue a one-shot response for LIN identifier `frame_id`: it answers the next header of it, once."""
+        self._send_lin("publish", frame_id, data, classic, timeout)
+
+    def lin_stand(self, frame_id: int, data: bytes, classic: bool = False, timeout: Optional[float] = None) -> None:
+        """Set this port's standing response for `frame_id`: it answers every header of it from the next one on,
+        until lin_stand replaces it or lin_withdraw withdraws it. A queued one-shot response answers first."""
+        self._send_lin("stand", frame_id, data, classic, timeout)
+
+    def lin_withdraw(self, frame_id: int, timeout: Optional[float] = None) -> None:
+        """Withdraw this port's standing response for `frame_id`: from the next header on it answers no more."""
+        self._send_lin("withdraw", frame_id, b"", False, timeout)
+
+    def _send_lin(self, form: str, frame_id: int, data: bytes, classic: bool, timeout: Optional[float]) -> None:
+        if not 0 <= frame_id <= 0x3F:
+            raise ValueError(f"LIN frame identifier 0x{frame_id:X} is over 0x3F (6 bits)")
+        try:
+            self._native.send_lin(self._port, form, frame_id, bytes(data), classic, timeout)
+        except _native.Error as e:
+            raise self._send_error(e, timeout) from None
 
     def flush_tx_buffer(self) -> None:
         """Wait until every frame sent so far is on the bus."""

@@ -10,6 +10,7 @@
 //! client's full message; the Python layer maps them to python-can's errors.
 
 mod exit;
+mod lin;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -130,6 +131,20 @@ struct NativeClient {
 }
 
 impl NativeClient {
+    /// Queue `frame` on port `handle`, waiting at most `timeout` seconds
+    /// (None: as long as it takes) for room, in slices (Ctrl-C works).
+    fn send_frame(&self, py: Python<'_>, handle: u16, frame: &Frame, timeout: Option<f64>) -> PyResult<()> {
+        let port = self.port(handle)?;
+        let client = self.client()?;
+        let timeout = seconds(timeout)?;
+        let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, frame, Some(slice)) {
+            Ok(()) => Ok(Some(())),
+            Err(ClientError::SendQueueFull(_)) => Ok(None),
+            Err(e) => Err(e),
+        })?;
+        sent.ok_or_else(|| client_error(ClientError::SendQueueFull(timeout.unwrap_or_default())))
+    }
+
     fn client(&self) -> PyResult<Arc<Client>> {
         lock(&self.client).clone().ok_or_else(|| error("closed", "the bus has been shut down".into()))
     }
@@ -256,15 +271,26 @@ impl NativeClient {
                 frame
             }
         };
-        let port = self.port(handle)?;
-        let client = self.client()?;
-        let timeout = seconds(timeout)?;
-        let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, &frame, Some(slice)) {
-            Ok(()) => Ok(Some(())),
-            Err(ClientError::SendQueueFull(_)) => Ok(None),
-            Err(e) => Err(e),
-        })?;
-        sent.ok_or_else(|| client_error(ClientError::SendQueueFull(timeout.unwrap_or_default())))
+        self.send_frame(py, handle, &frame, timeout)
+    }
+
+    /// Send a LIN slave's frame (`lin.rs`): `form` "publish" (a one-shot
+    /// response), "stand" (a standing response) or "withdraw" (its
+    /// withdrawal, no data).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (handle, form, id, data, classic=false, timeout=None))]
+    fn send_lin(
+        &self,
+        py: Python<'_>,
+        handle: u16,
+        form: &str,
+        id: u8,
+        data: &[u8],
+        classic: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let frame = lin::lin_frame(form, id, data, classic)?;
+        self.send_frame(py, handle, &frame, timeout)
     }
 
     /// The next frame, or None when `timeout` (seconds; None: forever) passes.
