@@ -138,6 +138,23 @@ impl fh_client {
             .ok_or_else(|| Failure::new(FH_ERR_PORT_NOT_OPEN, format!("port {handle} is not open on this client")))
     }
 
+    /// Send on `port` with `send` (a send that may wait for room, or one
+    /// for a later bus time): what `fh_send` and its kin share. A full send
+    /// queue is `FH_ERR_TIMEOUT`.
+    fn send_on(
+        &self,
+        port: fh_port,
+        send: impl FnOnce(&Client, &Port) -> Result<(), ClientError>,
+    ) -> Result<(), Failure> {
+        let client = self.connected()?;
+        let open = self.port(port)?;
+        match send(client, &open) {
+            Ok(()) => Ok(()),
+            Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn record(&self, failure: &Failure) {
         // A panic while this lock was held left a plain string behind; keep going.
         let mut last = self.last_error.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -475,13 +492,7 @@ pub unsafe extern "C" fn fh_send(
             // SAFETY: NULL or a valid fh_frame by the caller's contract.
             let frame = frame.as_ref().ok_or_else(|| Failure::invalid_argument("frame is NULL"))?;
             let frame = frame.to_frame()?;
-            let client = c.connected()?;
-            let open = c.port(port)?;
-            match client.send_timeout(&open, &frame, timeout(timeout_ms)) {
-                Ok(()) => Ok(()),
-                Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
-                Err(e) => Err(e.into()),
-            }
+            c.send_on(port, |client, open| client.send_timeout(open, &frame, timeout(timeout_ms)))
         })
     }
 }

@@ -13,11 +13,10 @@
 use std::ffi::c_int;
 use std::slice;
 
-use fieldhub_client::ClientError;
 use fieldhub_proto::lin::Checksum;
 use fieldhub_proto::Frame;
 
-use crate::status::fh_status::{FH_ERR_INVALID_FRAME, FH_ERR_TIMEOUT};
+use crate::status::fh_status::FH_ERR_INVALID_FRAME;
 use crate::{fh_client, fh_port, timeout, with_client, Failure};
 
 /// `fh_lin_publish`/`fh_lin_stand` flag: the classic checksum (data bytes
@@ -57,13 +56,28 @@ unsafe fn send_lin(
     unsafe {
         with_client(client, |c| {
             let frame = make()?;
-            let client = c.connected()?;
-            let open = c.port(port)?;
-            match client.send_timeout(&open, &frame, timeout(timeout_ms)) {
-                Ok(()) => Ok(()),
-                Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
-                Err(e) => Err(e.into()),
-            }
+            c.send_on(port, |client, open| client.send_timeout(open, &frame, timeout(timeout_ms)))
+        })
+    }
+}
+
+/// Send the response `make` builds of `(id, data, len, flags)` on `port`.
+///
+/// # Safety
+/// `client` is NULL or a live handle; `data` as for [`response`].
+unsafe fn send_response(
+    client: *mut fh_client,
+    port: fh_port,
+    (id, data, len, flags): (u8, *const u8, usize, u32),
+    timeout_ms: c_int,
+    make: fn(u8, Checksum, &[u8]) -> Result<Frame, fieldhub_proto::FrameError>,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        send_lin(client, port, timeout_ms, || {
+            // SAFETY: forwarded caller contract.
+            let (model, bytes) = response(data, len, flags)?;
+            make(id, model, bytes).map_err(invalid)
         })
     }
 }
@@ -96,13 +110,7 @@ pub unsafe extern "C" fn fh_lin_publish(
     timeout_ms: c_int,
 ) -> c_int {
     // SAFETY: forwarded caller contract.
-    unsafe {
-        send_lin(client, port, timeout_ms, || {
-            // SAFETY: forwarded caller contract.
-            let (model, bytes) = response(data, len, flags)?;
-            Frame::lin(id, model, bytes).map_err(invalid)
-        })
-    }
+    unsafe { send_response(client, port, (id, data, len, flags), timeout_ms, Frame::lin) }
 }
 
 /// Set this port's standing LIN response for identifier `id`: from the
@@ -126,13 +134,7 @@ pub unsafe extern "C" fn fh_lin_stand(
     timeout_ms: c_int,
 ) -> c_int {
     // SAFETY: forwarded caller contract.
-    unsafe {
-        send_lin(client, port, timeout_ms, || {
-            // SAFETY: forwarded caller contract.
-            let (model, bytes) = response(data, len, flags)?;
-            Frame::lin_standing(id, model, bytes).map_err(invalid)
-        })
-    }
+    unsafe { send_response(client, port, (id, data, len, flags), timeout_ms, Frame::lin_standing) }
 }
 
 /// Withdraw this port's standing LIN response for identifier `id`: from

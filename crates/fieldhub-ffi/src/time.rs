@@ -9,7 +9,7 @@ use fieldhub_proto::limits::MAX_WAKE_FILTERS;
 use fieldhub_proto::wire::WakeFilter;
 
 use crate::frame::{fh_filter, fh_frame};
-use crate::status::fh_status::{FH_ERR_INVALID_ARGUMENT, FH_ERR_TIMEOUT};
+use crate::status::fh_status::FH_ERR_INVALID_ARGUMENT;
 use crate::{fh_client, fh_port, with_client, Failure};
 
 /// Most wake filters one `fh_step_ahead` takes.
@@ -94,13 +94,7 @@ pub unsafe extern "C" fn fh_send_at(
             // SAFETY: NULL or a valid fh_frame by the caller's contract.
             let frame = frame.as_ref().ok_or_else(|| Failure::invalid_argument("frame is NULL"))?;
             let frame = frame.to_frame()?;
-            let client = c.connected()?;
-            let open = c.port(port)?;
-            match client.send_at(&open, &frame, at_ns) {
-                Ok(()) => Ok(()),
-                Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
-                Err(e) => Err(e.into()),
-            }
+            c.send_on(port, |client, open| client.send_at(open, &frame, at_ns))
         })
     }
 }
