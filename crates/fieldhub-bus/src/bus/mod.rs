@@ -56,6 +56,8 @@ mod lin_gateways;
 #[cfg(test)]
 mod lin_gateways_tests;
 mod lin_standing;
+#[cfg(test)]
+mod lin_standing_tests;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
