@@ -8,8 +8,8 @@
 //!   that fans a frame out to `n` sleeping readers pays at least this per
 //!   frame, however it rings them: every sleeper is a context switch of its
 //!   own, and `n` of them share the machine's cores.
-//! - [`cpu_per_wake`]: CPU time (both processes, the threads'
-//!   `sum_exec_runtime`) that one futex wake-up of a sleeping process costs,
+//! - [`cpu_per_wake`]: CPU time (the threads' `sum_exec_runtime`) that one
+//!   futex wake-up of a sleeping process costs, waker's and sleeper's sides,
 //!   from a two-process ping-pong over a ring, sleeping at once.
 //! - [`thread_hand_off`]: one hand-off between two threads of a process
 //!   (a message over a channel to a thread parked waiting for it), from a
@@ -105,8 +105,11 @@ pub fn wake_fan_out(
     Ok(Distribution::of(&mut times))
 }
 
-/// CPU time of one futex wake-up of a sleeping process, µs: both processes'
-/// CPU over `rounds` ping-pongs (two wake-ups each).
+/// CPU time of one futex wake-up of a sleeping process, µs: the peer's CPU
+/// per ping-pong. Each round the peer is woken (and switched in), wakes
+/// this process and goes back to sleep: the sleeper's side and the waker's
+/// side of one wake-up. The peer alone is read because it is one thread
+/// doing only that, where this process has other threads of its own.
 pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<f64, BenchError> {
     if rounds == 0 {
         return Err(BenchError::Invalid("at least one round is needed".into()));
@@ -121,16 +124,12 @@ pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<f64, BenchErro
     for _ in 0..WARM_UP {
         round(&mut peer)?;
     }
-    let pids = [std::process::id(), peer.shm.peer.pid()];
-    let cpu_ms = || -> Result<f64, BenchError> {
-        pids.iter()
-            .map(|&pid| {
-                sum_exec_runtime_ms(pid).ok_or_else(|| BenchError::Proc {
-                    path: format!("/proc/{pid}/task/*/sched"),
-                    source: std::io::Error::other("no se.sum_exec_runtime: the kernel lacks CONFIG_SCHED_DEBUG"),
-                })
-            })
-            .sum()
+    let pid = peer.shm.peer.pid();
+    let cpu_ms = || {
+        sum_exec_runtime_ms(pid).ok_or_else(|| BenchError::Proc {
+            path: format!("/proc/{pid}/task/*/sched"),
+            source: std::io::Error::other("no se.sum_exec_runtime: the kernel lacks CONFIG_SCHED_DEBUG"),
+        })
     };
     let before = cpu_ms()?;
     for _ in 0..rounds {
@@ -138,7 +137,7 @@ pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<f64, BenchErro
     }
     let used_ms = cpu_ms()? - before;
     peer.stop()?;
-    Ok(used_ms * 1e3 / (2 * rounds) as f64)
+    Ok(used_ms * 1e3 / rounds as f64)
 }
 
 /// One-way hand-offs between two threads of this process, ns each: half of
