@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
+use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig, WakeFilter};
 use fieldhub_hub::config::ListenAddr;
 use fieldhub_hub::{Hub, HubConfig, TimeMode};
 use fieldhub_proto::frame::{fd_len_to_dlc, FrameKind};
@@ -163,7 +163,7 @@ impl NativeClient {
     /// (then `fallback` says why it is TCP, if it is). `tls_*`: the TLS
     /// settings of a `tls://` URL (`None`: the environment's `FIELDHUB_TLS_*`).
     #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false, tls_ca=None, tls_cert=None,
-                        tls_key=None, tls_server_name=None))]
+                        tls_key=None, tls_server_name=None, ahead=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -176,11 +176,12 @@ impl NativeClient {
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
         tls_server_name: Option<String>,
+        ahead: bool,
     ) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
-        let options = ClientOptions { name, token, timeout, synchronized, tls, ..Default::default() };
+        let options = ClientOptions { name, token, timeout, synchronized, ahead, tls };
         let mut fallback = None;
         let (client, url) = exit::released(py, || match url {
             Some(url) => Client::connect_with(&url, &options).map(|client| (client, url)),
@@ -222,9 +223,11 @@ impl NativeClient {
         Ok(())
     }
 
-    /// Send one frame. `kind` is "can", "canfd" or "error".
+    /// Send one frame. `kind` is "can", "canfd" or "error". `at_ns`: for
+    /// that bus time of a later step (a participant that steps ahead; it
+    /// never waits, so `timeout` does not apply).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (handle, kind, id, extended, remote, brs, esi, dlc, data, timeout=None))]
+    #[pyo3(signature = (handle, kind, id, extended, remote, brs, esi, dlc, data, timeout=None, at_ns=None))]
     fn send(
         &self,
         py: Python<'_>,
@@ -238,6 +241,7 @@ impl NativeClient {
         dlc: usize,
         data: &[u8],
         timeout: Option<f64>,
+        at_ns: Option<u64>,
     ) -> PyResult<()> {
         let invalid = |e: fieldhub_proto::FrameError| error("invalid", e.to_string());
         let frame = match kind {
@@ -271,7 +275,10 @@ impl NativeClient {
                 frame
             }
         };
-        self.send_frame(py, handle, &frame, timeout)
+        match at_ns {
+            Some(at_ns) => self.client()?.send_at(&self.port(handle)?, &frame, at_ns).map_err(client_error),
+            None => self.send_frame(py, handle, &frame, timeout),
+        }
     }
 
     /// Send a LIN slave's frame (`lin.rs`): `form` "publish" (a one-shot
@@ -354,6 +361,17 @@ impl NativeClient {
         exit::released(py, || client.begin_step(until_ns)).map_err(client_error)?;
         let reached = wait_in_slices(py, None, |slice| client.await_time(until_ns, Some(slice)))?;
         reached.ok_or_else(|| error("closed", "the wait for bus time ended without it".into()))
+    }
+
+    /// Virtual time, stepping ahead: end this participant's step as done
+    /// up to `until_ns` in steps of `period_ns`, woken earlier only by a
+    /// frame matching one of `filters` ((can_id, can_mask) in SocketCAN
+    /// form; empty: any frame); waits, the GIL released, and returns the
+    /// bus time granted.
+    fn step_ahead(&self, py: Python<'_>, until_ns: u64, period_ns: u64, filters: Vec<(u32, u32)>) -> PyResult<u64> {
+        let client = self.client()?;
+        let filters: Vec<WakeFilter> = filters.into_iter().map(|(can_id, mask)| WakeFilter { can_id, mask }).collect();
+        exit::released(py, || client.step_ahead(until_ns, period_ns, &filters)).map_err(client_error)
     }
 
     /// The port's controller state from the hub: `active`, `passive` or `bus_off`.
