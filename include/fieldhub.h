@@ -136,6 +136,14 @@
 #define FH_CONNECT_SYNCHRONIZED 1
 
 /**
+ * `fh_connect_opts` flag, together with `FH_CONNECT_SYNCHRONIZED`: this
+ * participant may step ahead — send frames for later bus times
+ * (`fh_send_at`) and end many steps at once (`fh_step_ahead`). A hub that
+ * does not know stepping ahead refuses the connection, naming it.
+ */
+#define FH_CONNECT_AHEAD 2
+
+/**
  * `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
  */
 #define FH_STATUS_CHANNEL_FD 1
@@ -150,6 +158,17 @@
  * bus (ports opened with `FH_PORT_RECEIVE_OWN`; SocketCAN `MSG_CONFIRM`).
  */
 #define FH_META_ECHO 1
+
+/**
+ * `fh_lin_publish`/`fh_lin_stand` flag: the classic checksum (data bytes
+ * only: diagnostic frames, LIN 1.x nodes); without it the enhanced one.
+ */
+#define FH_LIN_CLASSIC 1
+
+/**
+ * Most wake filters one `fh_step_ahead` takes.
+ */
+#define FH_MAX_WAKE_FILTERS 32
 
 /**
  * Result of an `fh_` call. Functions return it as `int`; `FH_OK` is 0 and
@@ -425,8 +444,9 @@ int fh_connect(struct fh_client *client,
                const char *token);
 
 /**
- * `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED`, or 0 (then it is
- * `fh_connect`). Other bits are `FH_ERR_INVALID_ARGUMENT`.
+ * `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED` (with
+ * `FH_CONNECT_AHEAD` or not), or 0 (then it is `fh_connect`). Other bits,
+ * and `FH_CONNECT_AHEAD` alone, are `FH_ERR_INVALID_ARGUMENT`.
  *
  * Errors: those of `fh_connect`; `FH_ERR_REFUSED` also when a synchronised
  * participant connects to a hub in real time.
@@ -582,6 +602,61 @@ int fh_test_inject_panic(struct fh_client *client);
 #endif
 
 /**
+ * Queue a one-shot LIN response for identifier `id` (0..0x3F): `len`
+ * (1..8) bytes at `data`, its checksum made under the model `flags` names
+ * (`FH_LIN_CLASSIC`, else enhanced). It answers the next header of `id`
+ * the hub's schedule sends, once. `timeout_ms` as for `fh_send`.
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (id over 0x3F, len not 1..8; the last
+ * error says what), `FH_ERR_INVALID_ARGUMENT` (NULL `data` with len, unknown
+ * flags), `FH_ERR_TIMEOUT`, `FH_ERR_PORT_NOT_OPEN`, `FH_ERR_CLOSED`,
+ * `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `data` is NULL (with `len` 0) or points to
+ * `len` readable bytes.
+ */
+int fh_lin_publish(struct fh_client *client,
+                   fh_port port,
+                   uint8_t id,
+                   const uint8_t *data,
+                   size_t len,
+                   uint32_t flags,
+                   int timeout_ms);
+
+/**
+ * Set this port's standing LIN response for identifier `id`: from the
+ * next header of `id` on, every unconditional header of it is answered
+ * with these bytes until `fh_lin_stand` replaces them or `fh_lin_withdraw`
+ * withdraws them (or the port closes). A one-shot response the port has
+ * queued for `id` answers first. Arguments and errors as for
+ * `fh_lin_publish`; the hub refuses (through `fh_flush`) an identifier no
+ * unconditional slot sends and one another port stands for.
+ *
+ * # Safety
+ * As for `fh_lin_publish`.
+ */
+int fh_lin_stand(struct fh_client *client,
+                 fh_port port,
+                 uint8_t id,
+                 const uint8_t *data,
+                 size_t len,
+                 uint32_t flags,
+                 int timeout_ms);
+
+/**
+ * Withdraw this port's standing LIN response for identifier `id`: from
+ * the next header of `id` on it answers no more. The hub refuses (through
+ * `fh_flush`) the withdrawal of a response the port does not have.
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (id over 0x3F), and those of `fh_send`.
+ *
+ * # Safety
+ * `client` is a live handle.
+ */
+int fh_lin_withdraw(struct fh_client *client, fh_port port, uint8_t id, int timeout_ms);
+
+/**
  * Store the bus time this participant stands at (nanoseconds since the run
  * began: the hub's last grant) in `*now_ns`.
  *
@@ -610,6 +685,55 @@ int fh_now(struct fh_client *client, uint64_t *now_ns);
  * `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
  */
 int fh_step(struct fh_client *client, uint64_t until_ns, uint64_t *now_ns);
+
+/**
+ * Send `frame` on `port` for bus time `at_ns` of a later step of this
+ * participant (connected with `FH_CONNECT_AHEAD`): the hub holds it and
+ * queues it when bus time reaches `at_ns` (at or before the current bus
+ * time: at once, as `fh_send`). It must fall within the step that the next
+ * `fh_step` or `fh_step_ahead` ends; a later one is refused then, reported
+ * by `fh_flush` as `FH_ERR_INVALID_FRAME`. Never waits for the hub.
+ *
+ * Errors: `FH_ERR_INVALID_ARGUMENT` (not connected with `FH_CONNECT_AHEAD`,
+ * NULL `frame`), `FH_ERR_INVALID_FRAME`, `FH_ERR_TIMEOUT` (the participant
+ * has the most frames the hub holds for it waiting), `FH_ERR_PORT_NOT_OPEN`,
+ * `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `frame` is NULL or points to an `fh_frame`.
+ */
+int fh_send_at(struct fh_client *client,
+               fh_port port,
+               const struct fh_frame *frame,
+               uint64_t at_ns);
+
+/**
+ * End this participant's step as done up to `until_ns` in steps of
+ * `period_ns`, none of which needs input unless a frame matching one of
+ * `filters` (SocketCAN form, `CAN_INV_FILTER` not allowed; `count` 0: any
+ * frame) is delivered to one of its ports: then bus time stops at the
+ * first of its step boundaries at or after that frame. Blocks until then
+ * and stores the bus time granted in `*now_ns` (NULL: not stored) —
+ * `until_ns`, or the boundary a frame woke it at, with the frames up to it
+ * waiting for `fh_recv`. One round trip for many steps.
+ *
+ * Errors: `FH_ERR_INVALID_ARGUMENT` (not connected with `FH_CONNECT_AHEAD`,
+ * `until_ns` not later than `fh_now`, more than `FH_MAX_WAKE_FILTERS`
+ * filters, NULL `filters` with `count` > 0, an inverted filter),
+ * `FH_ERR_REJECTED` (the hub refused the step: period 0, a step that does
+ * not end on a period boundary, or this participant was dropped),
+ * `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `filters` points to `count` filters (may be
+ * NULL when `count` is 0); `now_ns` is NULL or points to a `uint64_t`.
+ */
+int fh_step_ahead(struct fh_client *client,
+                  uint64_t until_ns,
+                  uint64_t period_ns,
+                  const struct fh_filter *filters,
+                  size_t count,
+                  uint64_t *now_ns);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -12,9 +12,9 @@ libdir=$("$pkg_config" --variable=libdir fieldhub)
 private=$("$pkg_config" --static --libs-only-l fieldhub | sed 's/-lfieldhub//')
 echo "pkg-config fieldhub: cflags '$cflags' libs '$libs' static system libs '$private'"
 # shellcheck disable=SC2086 # the flags are word lists
-"$cc" -std=c11 -Wall -Wextra -Werror $cflags -o "$out/fh_c_tests_pc" "$src/tests.c" "$src/virtual_time.c" "$src/harness.c" $libs -lpthread
+"$cc" -std=c11 -Wall -Wextra -Werror $cflags -o "$out/fh_c_tests_pc" "$src/tests.c" "$src/virtual_time.c" "$src/lin.c" "$src/harness.c" $libs -lpthread
 # shellcheck disable=SC2086
-"$cc" -std=c11 -Wall -Wextra -Werror $cflags -o "$out/fh_c_tests_pc_static" "$src/tests.c" "$src/virtual_time.c" "$src/harness.c" \
+"$cc" -std=c11 -Wall -Wextra -Werror $cflags -o "$out/fh_c_tests_pc_static" "$src/tests.c" "$src/virtual_time.c" "$src/lin.c" "$src/harness.c" \
     "$libdir/libfieldhub.a" $private -lpthread
 cd "$out"
 LD_LIBRARY_PATH="$libdir" ./fh_c_tests_pc socketcan_frames_pass_unchanged

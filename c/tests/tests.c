@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "lin.h"
 #include "virtual_time.h"
 
 /* ---- fh_frame is struct canfd_frame (and starts like struct can_frame) ---- */
@@ -1174,9 +1175,14 @@ static const struct test TESTS[] = {
     {"close_from_another_thread_wakes_a_blocked_receive", test_close_from_another_thread_wakes_a_blocked_receive},
     {"example_ecu_answers_c_and_rust_peers_through_the_hub", test_example_ecu_answers_c_and_rust_peers_through_the_hub},
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
+    {"lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn",
+     test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn},
     {"virtual_time_runs_step_by_step_and_repeat_exactly", test_virtual_time_runs_step_by_step_and_repeat_exactly},
     {"virtual_time_needs_a_hub_in_virtual_time_and_a_participant",
      test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant},
+    {"virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match",
+     test_virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match},
+    {"virtual_time_stepping_ahead_refuses_what_it_cannot_do", test_virtual_time_stepping_ahead_refuses_what_it_cannot_do},
     {"a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used",
      test_a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used},
 };

@@ -112,3 +112,151 @@ void test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant(void) {
     fh_client_free(observer);
     CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
 }
+
+/* Stepping ahead (FH_CONNECT_AHEAD): a sender places ten numbered frames and
+ * a request for later bus times with fh_send_at and ends 100 steps of 1 ms
+ * at once; a responder ends its 100 steps at once too, woken only by the
+ * request (its wake filter), which it answers; the sender is woken by the
+ * answer. On an ideal channel every frame is on the bus at the time it was
+ * placed for, and reaches the others with the step that ends after it, as
+ * when every participant steps each millisecond: the request placed for
+ * 33 ms wakes the responder at 34 ms, whose answer wakes the sender at 35. */
+static const char AHEAD_CONFIG[] =
+    "[hub]\n"
+    "time = \"virtual\"\n"
+    "time_participants = [\"sender\", \"responder\"]\n"
+    "[[channel]]\n"
+    "name = \"can0\"\n";
+
+struct ahead_participant {
+    fh_client *client;
+    fh_port port;
+    uint64_t woken_ns; /* when the first fh_step_ahead returned */
+    uint64_t got[3 * 16]; /* (timestamp, id, first byte) per frame received */
+    size_t count;
+};
+
+static void take_frames(struct ahead_participant *p) {
+    fh_frame f;
+    fh_meta m;
+    while (fh_recv(p->client, &f, &m, 0) == FH_OK) {
+        CHECK(p->count + 3 <= sizeof p->got / sizeof p->got[0], "more frames than sent");
+        p->got[p->count++] = m.timestamp_ns;
+        p->got[p->count++] = f.can_id;
+        p->got[p->count++] = f.data[0];
+    }
+}
+
+static fh_frame numbered(uint32_t id, uint8_t k) {
+    fh_frame f;
+    memset(&f, 0, sizeof f);
+    f.can_id = id;
+    f.len = 1;
+    f.data[0] = k;
+    return f;
+}
+
+static void *run_sender(void *arg) {
+    struct ahead_participant *p = arg;
+    for (uint8_t k = 1; k <= 10; k++) {
+        fh_frame f = numbered(0x100, k);
+        OK(p->client, fh_send_at(p->client, p->port, &f, (k * 10 - 5) * MS));
+    }
+    fh_frame request = numbered(0x7DF, 0x3E);
+    OK(p->client, fh_send_at(p->client, p->port, &request, 33 * MS));
+    fh_filter answers = {0x7E8, 0x7FF};
+    OK(p->client, fh_step_ahead(p->client, 100 * MS, MS, &answers, 1, &p->woken_ns));
+    take_frames(p);
+    uint64_t now = 0;
+    OK(p->client, fh_step_ahead(p->client, 100 * MS, MS, &answers, 1, &now));
+    CHECK(now == 100 * MS, "the sender's second step ends at 100 ms, not %llu", (unsigned long long)now);
+    take_frames(p);
+    return NULL;
+}
+
+static void *run_responder(void *arg) {
+    struct ahead_participant *p = arg;
+    fh_filter requests = {0x7DF, 0x7FF};
+    OK(p->client, fh_step_ahead(p->client, 100 * MS, MS, &requests, 1, &p->woken_ns));
+    take_frames(p);
+    fh_frame answer = numbered(0x7E8, 0x7E);
+    OK(p->client, fh_send(p->client, p->port, &answer, -1));
+    uint64_t now = 0;
+    OK(p->client, fh_step_ahead(p->client, 100 * MS, MS, &requests, 1, &now));
+    CHECK(now == 100 * MS, "the responder's second step ends at 100 ms, not %llu", (unsigned long long)now);
+    take_frames(p);
+    return NULL;
+}
+
+void test_virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match(void) {
+    hub h;
+    hub_start(&h, AHEAD_CONFIG, 0, NULL);
+    struct ahead_participant sender = {0}, responder = {0};
+    struct ahead_participant *ps[] = {&sender, &responder};
+    const char *names[] = {"sender", "responder"};
+    void *(*runs[])(void *) = {run_sender, run_responder};
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+        ps[i]->client = fh_client_new();
+        OK(ps[i]->client,
+           fh_connect_opts(ps[i]->client, h.url, names[i], NULL, FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD));
+        ps[i]->port = open_port(ps[i]->client, "can0", 0);
+    }
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&threads[i], NULL, runs[i], ps[i]) == 0, "pthread_create");
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+
+    CHECK(responder.woken_ns == 34 * MS, "the request woke the responder at 34 ms, not %llu",
+          (unsigned long long)responder.woken_ns);
+    CHECK(sender.woken_ns == 35 * MS, "the answer woke the sender at 35 ms, not %llu",
+          (unsigned long long)sender.woken_ns);
+    /* The responder read 0x100 #1..#3, the request, then #4..#10, each at its time (k·10 − 5 ms). */
+    CHECK(responder.count == 3 * 11, "the responder got %zu frames, not 11", responder.count / 3);
+    uint8_t next = 1;
+    for (size_t i = 0; i < responder.count; i += 3) {
+        if (responder.got[i + 1] == 0x7DF) {
+            CHECK(responder.got[i] == 33 * MS && next == 4, "the request at 33 ms, between #3 and #4");
+            continue;
+        }
+        CHECK(responder.got[i + 1] == 0x100 && responder.got[i + 2] == next, "frame #%u in order", next);
+        CHECK(responder.got[i] == (next * 10 - 5) * MS, "frame #%u at %u ms, not %llu ns", next, next * 10 - 5,
+              (unsigned long long)responder.got[i]);
+        next++;
+    }
+    CHECK(next == 11, "all ten numbered frames reached the responder");
+    CHECK(sender.count == 3 && sender.got[0] == 34 * MS && sender.got[1] == 0x7E8,
+          "the sender got the answer, placed at 34 ms (%zu frames)", sender.count / 3);
+    fh_client_free(sender.client);
+    fh_client_free(responder.client);
+    CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
+}
+
+void test_virtual_time_stepping_ahead_refuses_what_it_cannot_do(void) {
+    hub h;
+    hub_start(&h, AHEAD_CONFIG, 0, NULL);
+    fh_client *alone = fh_client_new();
+    EXPECT(alone, fh_connect_opts(alone, h.url, "sender", NULL, FH_CONNECT_AHEAD), FH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(alone), "FH_CONNECT_SYNCHRONIZED") != NULL, "the refusal says why: %s",
+          last_error(alone));
+    fh_client_free(alone);
+
+    fh_client *plain = fh_client_new();
+    OK(plain, fh_connect_opts(plain, h.url, "sender", NULL, FH_CONNECT_SYNCHRONIZED));
+    fh_port port = open_port(plain, "can0", 0);
+    fh_frame f = numbered(0x100, 1);
+    EXPECT(plain, fh_send_at(plain, port, &f, 5 * MS), FH_ERR_INVALID_ARGUMENT);
+    EXPECT(plain, fh_step_ahead(plain, 10 * MS, MS, NULL, 0, NULL), FH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(plain), "ahead") != NULL, "the refusal says why: %s", last_error(plain));
+    fh_client_free(plain);
+
+    fh_client *ahead = fh_client_new();
+    OK(ahead, fh_connect_opts(ahead, h.url, "responder", NULL, FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD));
+    fh_filter many[FH_MAX_WAKE_FILTERS + 1];
+    memset(many, 0, sizeof many);
+    EXPECT(ahead, fh_step_ahead(ahead, 10 * MS, MS, many, FH_MAX_WAKE_FILTERS + 1, NULL), FH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(ahead), "at most 32") != NULL, "the refusal names the limit: %s", last_error(ahead));
+    fh_filter inverted = {0x20000000u | 0x100u, 0x7FF};
+    EXPECT(ahead, fh_step_ahead(ahead, 10 * MS, MS, &inverted, 1, NULL), FH_ERR_INVALID_ARGUMENT);
+    EXPECT(ahead, fh_step_ahead(ahead, 10 * MS, MS, NULL, 1, NULL), FH_ERR_INVALID_ARGUMENT);
+    fh_client_free(ahead);
+    CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
+}

@@ -117,6 +117,17 @@ def _seconds(name: str, value: Any) -> float:
     return seconds
 
 
+def _bus_ns(name: str, seconds: Any) -> int:
+    """A span or point of bus time given in seconds, in nanoseconds."""
+    try:
+        ns = int(round(float(seconds) * 1e9))
+    except (TypeError, ValueError, OverflowError):
+        ns = -1
+    if ns < 0:
+        raise ValueError(f"{name} = {seconds!r}: expected a number of seconds of bus time, not negative")
+    return ns
+
+
 # Keywords python-can itself hands every interface (its config sources and
 # Bus(); its tools add single_handle, for interfaces whose driver shares one
 # handle between threads); the fieldhub bus reads none of them but has
@@ -192,6 +203,7 @@ class FieldhubBus(BusABC):
         token: Optional[str] = None,
         timeout: float = 5.0,
         synchronized: bool = False,
+        ahead: bool = False,
         tls_ca: Optional[str] = None,
         tls_cert: Optional[str] = None,
         tls_key: Optional[str] = None,
@@ -200,6 +212,11 @@ class FieldhubBus(BusABC):
     ) -> None:
         self._native: Optional[_native.NativeClient] = None
         self._synchronized = _flag("synchronized", synchronized)
+        ahead = _flag("ahead", ahead)
+        if ahead and not self._synchronized:
+            raise can.CanInitializationError(
+                "ahead=True steps ahead in virtual time: open the bus with synchronized=True too"
+            )
         #: Periodic tasks timed in bus time (synchronised buses only).
         self._virtual_tasks: List[VirtualPeriodicTask] = []
         fd = _flag("fd", fd)
@@ -227,6 +244,7 @@ class FieldhubBus(BusABC):
                 _path(tls_cert),
                 _path(tls_key),
                 None if tls_server_name is None else str(tls_server_name),
+                ahead=ahead,
             )
             self.hub = self._native.url
             if self._native.fallback:
@@ -314,6 +332,19 @@ class FieldhubBus(BusABC):
         return message, getattr(self, "_is_filtered", False)
 
     def send(self, msg: Message, timeout: Optional[float] = None) -> None:
+        self._send(msg, timeout, None)
+
+    def send_at(self, msg: Message, seconds: float) -> None:
+        """Send ``msg`` for bus time ``seconds`` of a later step of this
+        participant (a bus opened with ``synchronized=True, ahead=True``): the
+        hub holds it and puts it on the bus when bus time gets there, where
+        it would have been had it been sent in the step starting then (at or
+        before ``now``: at once). It must fall within the step the next
+        ``step`` or ``step_ahead`` ends; a later one is refused then, and
+        ``flush_tx_buffer`` raises naming it. Never waits for the hub."""
+        self._send(msg, None, _bus_ns("seconds", seconds))
+
+    def _send(self, msg: Message, timeout: Optional[float], at_ns: Optional[int]) -> None:
         data = bytes(msg.data) if not msg.is_remote_frame else b""
         if msg.is_error_frame:
             kind = "error"
@@ -334,25 +365,56 @@ class FieldhubBus(BusABC):
                 int(msg.dlc),
                 data,
                 timeout,
+                at_ns,
             )
         except _native.Error as e:
-            kind = getattr(e, "kind", "")
-            if kind in ("not_allowed", "dropped"):
-                raise can.CanOperationError(str(e)) from None
-            if kind == "invalid":
-                raise ValueError(str(e)) from None
-            if kind == "timeout" and timeout == 0 and self._native.tx_queue_full():
-                raise can.CanOperationError(
-                    "queue_full: more than 256 frames of this participant wait in the hub (tx_queue_full at its last"
-                    " step): its channel carries less than it sends. They go on the bus in the coming steps; send"
-                    " without a timeout to queue anyway, or send less per step"
-                ) from None
-            if kind == "timeout":
-                raise can.CanOperationError(
-                    f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
-                    " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
-                ) from None
-            raise translate(e, opening=False) from None
+            raise self._send_error(e, timeout) from None
+
+    def _send_error(self, e: Exception, timeout: Optional[float]) -> Exception:
+        """What a send that failed with `e` raises."""
+        kind = getattr(e, "kind", "")
+        if kind in ("not_allowed", "dropped"):
+            return can.CanOperationError(str(e))
+        if kind == "invalid":
+            return ValueError(str(e))
+        if kind == "timeout" and timeout == 0 and self._native.tx_queue_full():
+            return can.CanOperationError(
+                "queue_full: more than 256 frames of this participant wait in the hub (tx_queue_full at its last"
+                " step): its channel carries less than it sends. They go on the bus in the coming steps; send"
+                " without a timeout to queue anyway, or send less per step"
+            )
+        if kind == "timeout":
+            return can.CanOperationError(
+                f"timed out: the frame could not be queued within {timeout} s: the bus takes frames slower than they are"
+                " sent (a receiver opened with block_on_overflow holds it, or the channel is busy)"
+            )
+        return translate(e, opening=False)
+
+    # The LIN node API (a slave on a protocol = "lin" channel, whose master
+    # is the hub running the schedule table; docs/buses.md). The hub's
+    # refusals (an identifier its schedule never sends, another port
+    # standing for it) are raised by the next flush_tx_buffer().
+
+    def lin_publish(self, frame_id: int, data: bytes, classic: bool = False, timeout: Optional[float] = None) -> None:
+        """Queue a one-shot response for LIN identifier `frame_id`: it answers the next header of it, once."""
+        self._send_lin("publish", frame_id, data, classic, timeout)
+
+    def lin_stand(self, frame_id: int, data: bytes, classic: bool = False, timeout: Optional[float] = None) -> None:
+        """Set this port's standing response for `frame_id`: it answers every header of it from the next one on,
+        until lin_stand replaces it or lin_withdraw withdraws it. A queued one-shot response answers first."""
+        self._send_lin("stand", frame_id, data, classic, timeout)
+
+    def lin_withdraw(self, frame_id: int, timeout: Optional[float] = None) -> None:
+        """Withdraw this port's standing response for `frame_id`: from the next header on it answers no more."""
+        self._send_lin("withdraw", frame_id, b"", False, timeout)
+
+    def _send_lin(self, form: str, frame_id: int, data: bytes, classic: bool, timeout: Optional[float]) -> None:
+        if not 0 <= frame_id <= 0x3F:
+            raise ValueError(f"LIN frame identifier 0x{frame_id:X} is over 0x3F (6 bits)")
+        try:
+            self._native.send_lin(self._port, form, frame_id, bytes(data), classic, timeout)
+        except _native.Error as e:
+            raise self._send_error(e, timeout) from None
 
     def flush_tx_buffer(self) -> None:
         """Wait until every frame sent so far is on the bus."""
@@ -390,6 +452,31 @@ class FieldhubBus(BusABC):
                 self._native.step(boundary)
                 if boundary == until:
                     return until / 1e9
+        except _native.Error as e:
+            raise translate(e, opening=False) from None
+
+    def step_ahead(
+        self, seconds: float, period: float, wake_on: Optional[can.typechecking.CanFilters] = None
+    ) -> float:
+        """Let ``seconds`` of bus time pass in steps of ``period`` seconds, none
+        of which needs this participant (a bus opened with ``synchronized=True,
+        ahead=True``) unless a frame matching ``wake_on`` (python-can filters;
+        None or empty: any frame) reaches one of its ports: then bus time stops
+        at the first of its step boundaries at or after that frame (after it
+        when the frame came at that very boundary, as a participant stepping
+        every period would see it). One round trip for many steps. Returns
+        the bus time reached, in seconds; the frames up to it wait for
+        ``recv``. Periodic tasks (``send_periodic``) are timed by ``step``
+        only: with one running this raises ``CanOperationError``."""
+        if self._virtual_tasks:
+            raise can.CanOperationError(
+                "step_ahead does not run send_periodic tasks: step with step(), or place the frames with send_at()"
+            )
+        now = self.now_ns
+        until = now + _bus_ns("seconds", seconds)
+        period_ns = _bus_ns("period", period)
+        try:
+            return self._native.step_ahead(until, period_ns, socketcan_filters(wake_on) or []) / 1e9
         except _native.Error as e:
             raise translate(e, opening=False) from None
 

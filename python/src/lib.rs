@@ -10,12 +10,13 @@
 //! client's full message; the Python layer maps them to python-can's errors.
 
 mod exit;
+mod lin;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig};
+use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Frame, FrameFlags, Port, PortConfig, WakeFilter};
 use fieldhub_hub::config::ListenAddr;
 use fieldhub_hub::{Hub, HubConfig, TimeMode};
 use fieldhub_proto::frame::{fd_len_to_dlc, FrameKind};
@@ -48,6 +49,7 @@ fn client_error(e: ClientError) -> PyErr {
         | ClientError::PortNotOpen(_)
         | ClientError::NotSynchronized
         | ClientError::NotAhead
+        | ClientError::TooManyWakeFilters { .. }
         | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
@@ -129,6 +131,20 @@ struct NativeClient {
 }
 
 impl NativeClient {
+    /// Queue `frame` on port `handle`, waiting at most `timeout` seconds
+    /// (None: as long as it takes) for room, in slices (Ctrl-C works).
+    fn send_frame(&self, py: Python<'_>, handle: u16, frame: &Frame, timeout: Option<f64>) -> PyResult<()> {
+        let port = self.port(handle)?;
+        let client = self.client()?;
+        let timeout = seconds(timeout)?;
+        let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, frame, Some(slice)) {
+            Ok(()) => Ok(Some(())),
+            Err(ClientError::SendQueueFull(_)) => Ok(None),
+            Err(e) => Err(e),
+        })?;
+        sent.ok_or_else(|| client_error(ClientError::SendQueueFull(timeout.unwrap_or_default())))
+    }
+
     fn client(&self) -> PyResult<Arc<Client>> {
         lock(&self.client).clone().ok_or_else(|| error("closed", "the bus has been shut down".into()))
     }
@@ -147,7 +163,7 @@ impl NativeClient {
     /// (then `fallback` says why it is TCP, if it is). `tls_*`: the TLS
     /// settings of a `tls://` URL (`None`: the environment's `FIELDHUB_TLS_*`).
     #[pyo3(signature = (url, name, token=None, timeout=5.0, synchronized=false, tls_ca=None, tls_cert=None,
-                        tls_key=None, tls_server_name=None))]
+                        tls_key=None, tls_server_name=None, ahead=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -160,11 +176,12 @@ impl NativeClient {
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
         tls_server_name: Option<String>,
+        ahead: bool,
     ) -> PyResult<Self> {
         let timeout = seconds(Some(timeout))?.unwrap_or_default();
         let tls =
             fieldhub_client::tls::TlsOptions { ca: tls_ca, cert: tls_cert, key: tls_key, server_name: tls_server_name };
-        let options = ClientOptions { name, token, timeout, synchronized, tls, ..Default::default() };
+        let options = ClientOptions { name, token, timeout, synchronized, ahead, tls };
         let mut fallback = None;
         let (client, url) = exit::released(py, || match url {
             Some(url) => Client::connect_with(&url, &options).map(|client| (client, url)),
@@ -206,9 +223,11 @@ impl NativeClient {
         Ok(())
     }
 
-    /// Send one frame. `kind` is "can", "canfd" or "error".
+    /// Send one frame. `kind` is "can", "canfd" or "error". `at_ns`: for
+    /// that bus time of a later step (a participant that steps ahead; it
+    /// never waits, so `timeout` does not apply).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (handle, kind, id, extended, remote, brs, esi, dlc, data, timeout=None))]
+    #[pyo3(signature = (handle, kind, id, extended, remote, brs, esi, dlc, data, timeout=None, at_ns=None))]
     fn send(
         &self,
         py: Python<'_>,
@@ -222,6 +241,7 @@ impl NativeClient {
         dlc: usize,
         data: &[u8],
         timeout: Option<f64>,
+        at_ns: Option<u64>,
     ) -> PyResult<()> {
         let invalid = |e: fieldhub_proto::FrameError| error("invalid", e.to_string());
         let frame = match kind {
@@ -255,15 +275,29 @@ impl NativeClient {
                 frame
             }
         };
-        let port = self.port(handle)?;
-        let client = self.client()?;
-        let timeout = seconds(timeout)?;
-        let sent = wait_in_slices(py, timeout, |slice| match client.send_timeout(&port, &frame, Some(slice)) {
-            Ok(()) => Ok(Some(())),
-            Err(ClientError::SendQueueFull(_)) => Ok(None),
-            Err(e) => Err(e),
-        })?;
-        sent.ok_or_else(|| client_error(ClientError::SendQueueFull(timeout.unwrap_or_default())))
+        match at_ns {
+            Some(at_ns) => self.client()?.send_at(&self.port(handle)?, &frame, at_ns).map_err(client_error),
+            None => self.send_frame(py, handle, &frame, timeout),
+        }
+    }
+
+    /// Send a LIN slave's frame (`lin.rs`): `form` "publish" (a one-shot
+    /// response), "stand" (a standing response) or "withdraw" (its
+    /// withdrawal, no data).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (handle, form, id, data, classic=false, timeout=None))]
+    fn send_lin(
+        &self,
+        py: Python<'_>,
+        handle: u16,
+        form: &str,
+        id: u8,
+        data: &[u8],
+        classic: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let frame = lin::lin_frame(form, id, data, classic)?;
+        self.send_frame(py, handle, &frame, timeout)
     }
 
     /// The next frame, or None when `timeout` (seconds; None: forever) passes.
@@ -329,6 +363,17 @@ impl NativeClient {
         exit::released(py, || client.begin_step(until_ns)).map_err(client_error)?;
         let reached = wait_in_slices(py, None, |slice| client.await_time(until_ns, Some(slice)))?;
         reached.ok_or_else(|| error("closed", "the wait for bus time ended without it".into()))
+    }
+
+    /// Virtual time, stepping ahead: end this participant's step as done
+    /// up to `until_ns` in steps of `period_ns`, woken earlier only by a
+    /// frame matching one of `filters` ((can_id, can_mask) in SocketCAN
+    /// form; empty: any frame); waits, the GIL released, and returns the
+    /// bus time granted.
+    fn step_ahead(&self, py: Python<'_>, until_ns: u64, period_ns: u64, filters: Vec<(u32, u32)>) -> PyResult<u64> {
+        let client = self.client()?;
+        let filters: Vec<WakeFilter> = filters.into_iter().map(|(can_id, mask)| WakeFilter { can_id, mask }).collect();
+        exit::released(py, || client.step_ahead(until_ns, period_ns, &filters)).map_err(client_error)
     }
 
     /// The port's controller state from the hub: `active`, `passive` or `bus_off`.

@@ -195,3 +195,66 @@ def test_frames_past_what_the_hub_holds_of_a_participant_are_refused_and_reporte
     assert fieldhub_hub.port("ecu")["tx_dropped_by_reason"] == {"queue_full": 3616}
     frames, _ = drain(ecu, observer, 0.01, 16_384)
     assert [int.from_bytes(data, "little") for _, _, data in frames] == list(range(16_384))
+
+
+@pytest.mark.fieldhub_config(time="virtual")
+def test_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match(fieldhub_hub):
+    """A sender places ten numbered frames and a request for later bus times
+    with ``send_at`` and ends 100 steps of 1 ms at once; a responder ends its
+    100 steps at once too, woken only by the request, which it answers; the
+    answer wakes the sender. A frame reaches the others with the step that
+    ends after it, as when every participant steps each millisecond."""
+    sender = fieldhub_hub.bus("can0", port_name="sender", synchronized=True, ahead=True)
+    responder = fieldhub_hub.bus("can0", port_name="responder", synchronized=True, ahead=True)
+    woken = {}
+    got = {"sender": [], "responder": []}
+
+    def run_sender():
+        for k in range(1, 11):
+            sender.send_at(can.Message(arbitration_id=0x100, data=[k], is_extended_id=False), (k * 10 - 5) / 1000)
+        sender.send_at(can.Message(arbitration_id=0x7DF, data=[0x3E], is_extended_id=False), 0.033)
+        answers = [{"can_id": 0x7E8, "can_mask": 0x7FF, "extended": False}]
+        woken["sender"] = sender.step_ahead(0.1, 0.001, wake_on=answers)
+        got["sender"] += frames_of(sender)
+        assert sender.step_ahead(0.1 - sender.now, 0.001, wake_on=answers) == pytest.approx(0.1)
+        got["sender"] += frames_of(sender)
+
+    def run_responder():
+        requests = [{"can_id": 0x7DF, "can_mask": 0x7FF}]
+        woken["responder"] = responder.step_ahead(0.1, 0.001, wake_on=requests)
+        got["responder"] += frames_of(responder)
+        responder.send(can.Message(arbitration_id=0x7E8, data=[0x7E], is_extended_id=False))
+        assert responder.step_ahead(0.1 - responder.now, 0.001, wake_on=requests) == pytest.approx(0.1)
+        got["responder"] += frames_of(responder)
+
+    threads = [threading.Thread(target=run) for run in (run_sender, run_responder)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert woken == {"responder": pytest.approx(0.034), "sender": pytest.approx(0.035)}
+    ms = 1_000_000
+    numbered = [(((k * 10) - 5) * ms, 0x100, bytes([k])) for k in range(1, 11)]
+    assert got["responder"] == numbered[:3] + [(33 * ms, 0x7DF, b"\x3e")] + numbered[3:]
+    assert got["sender"] == [(34 * ms, 0x7E8, b"\x7e")]
+
+
+@pytest.mark.fieldhub_config(time="virtual")
+def test_stepping_ahead_refuses_what_it_cannot_do(fieldhub_hub):
+    with pytest.raises(can.CanInitializationError, match="synchronized=True"):
+        fieldhub_hub.bus("can0", ahead=True)
+    plain = fieldhub_hub.bus("can0", port_name="plain", synchronized=True)
+    with pytest.raises(can.CanOperationError, match="ahead"):
+        plain.send_at(can.Message(arbitration_id=0x100, data=[1], is_extended_id=False), 0.005)
+    with pytest.raises(can.CanOperationError, match="ahead"):
+        plain.step_ahead(0.01, 0.001)
+    plain.shutdown()
+    ahead = fieldhub_hub.bus("can0", port_name="ahead", synchronized=True, ahead=True)
+    with pytest.raises(can.CanOperationError, match="at most 32"):
+        ahead.step_ahead(0.01, 0.001, wake_on=[{"can_id": k, "can_mask": 0x7FF} for k in range(33)])
+    with pytest.raises(ValueError, match="not negative"):
+        ahead.send_at(can.Message(arbitration_id=0x100, data=[1], is_extended_id=False), -1.0)
+    task = ahead.send_periodic(can.Message(arbitration_id=0x100, data=[1], is_extended_id=False), 0.01)
+    with pytest.raises(can.CanOperationError, match="send_periodic"):
+        ahead.step_ahead(0.01, 0.001)
+    task.stop()

@@ -10,7 +10,11 @@ vector of spec/vectors/canxl/ and spec/vectors/raw/ fails with the error its
 of vectors/ahead/ it must refuse cleanly what spec/protocol.md 3.1 and 3.11a
 say a peer without AHEAD refuses — a HELLO with AHEAD as reserved_options,
 STEP_AHEAD as unknown_type — and read the rest (a frame record stamped with a
-bus time) as the vector says.
+bus time) as the vector says. Nor does it implement the `lin` kind: of
+vectors/lin/frames.json every FRAMES message fails at its first record's kind
+(unknown_frame_kind: each header is whole and short, spec/protocol.md 4.4)
+and PORT_OPENED of a LIN channel reads without the LIN flag, a channel flag
+it does not know and ignores.
 
     check_vectors.py SPEC_VECTORS_DIR VECTOR_TOOL_COMMAND...
 
@@ -55,9 +59,23 @@ def refused_without_ahead(v):
     return v
 
 
+def refused_without_lin(v):
+    """What a peer without the lin kind makes of a vector of vectors/lin/:
+    FRAMES fails at its first record's kind; PORT_OPENED decodes with the
+    LIN channel flag, a bit it does not know, ignored (spec 3)."""
+    if bytes.fromhex(v["hex"])[4:5] == b"\x20":
+        return {**v, "valid": False, "error": "unknown_frame_kind", "code": "invalid_frame"}
+    if v["valid"] and v["message"]["type"] == "port_opened":
+        flags = [f for f in v["message"]["channel_flags"] if f != "lin"]
+        return {**v, "message": {**v["message"], "channel_flags": flags}}
+    return v
+
+
 def main():
     folder, tool = sys.argv[1], sys.argv[2:]
     files = sorted(glob.glob(os.path.join(folder, "*.json")) + glob.glob(os.path.join(folder, "ahead", "*.json")))
+    # vectors/lin/arithmetic.json holds no wire messages.
+    files.append(os.path.join(folder, "lin", "frames.json"))
     unimplemented = [p for kind in UNIMPLEMENTED_KINDS for p in sorted(glob.glob(os.path.join(folder, kind, "*.json")))]
     if not files or len({os.path.dirname(p) for p in unimplemented}) != len(UNIMPLEMENTED_KINDS):
         sys.exit(f"no vector files in {folder} or in its folders {UNIMPLEMENTED_KINDS}")
@@ -72,6 +90,8 @@ def main():
             for v in json.load(f)["vectors"]:
                 if os.path.basename(os.path.dirname(path)) == "ahead":
                     v = refused_without_ahead(v)
+                if os.path.basename(os.path.dirname(path)) == "lin":
+                    v = refused_without_lin(v)
                 is_hello = v.get("limit") == "hello" or (v["valid"] and v["message"]["type"] == "hello")
                 cases.append((os.path.basename(path), v, "hello" if is_hello else "message"))
                 if "auth" in v:

@@ -97,6 +97,17 @@ pub fn run(launcher: &Launcher, spec: &CpuRun, progress: Progress<'_>) -> Result
     Ok(phases)
 }
 
+/// One loaded phase alone: `clients` clients (one sending at the rate of a
+/// fully loaded 500 kbit/s bus, the others receiving) on a fresh hub.
+pub fn loaded(launcher: &Launcher, transport: Transport, clients: usize, seconds: f64) -> Result<CpuPhase, BenchError> {
+    if seconds <= 0.0 || clients == 0 {
+        return Err(BenchError::Invalid("seconds and clients must be positive".into()));
+    }
+    let hub = HubProcess::start(launcher, false)?;
+    let url = hub.url(transport, false);
+    measure(&hub, &url, &CpuRun { transport, seconds }, clients, frame_rate(), "500kbit/s")
+}
+
 fn measure(
     hub: &HubProcess,
     url: &str,
@@ -205,7 +216,7 @@ impl CpuSample {
 /// Sum of the threads' `se.sum_exec_runtime` (ms), where the kernel has it.
 /// Threads that ended are missing from the sum, so it is only compared
 /// across a window in which no thread ends.
-fn sum_exec_runtime_ms(pid: u32) -> Option<f64> {
+pub(crate) fn sum_exec_runtime_ms(pid: u32) -> Option<f64> {
     let mut total = 0.0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let sched = std::fs::read_to_string(task.ok()?.path().join("sched")).ok()?;

@@ -64,17 +64,38 @@ struct Ready {
     socketcand: Option<SocketAddr>,
 }
 
-/// The endpoints for other tools a hub serves besides its own protocol.
-#[derive(Clone, Copy, Debug)]
+/// The endpoints for other tools a hub serves besides its own protocol,
+/// and what else a benchmark adds to its configuration.
+#[derive(Clone, Debug)]
 struct Endpoints {
     /// A `[[cannelloni]]` endpoint over TCP and one over UDP.
     cannelloni: bool,
     /// A socketcand server (`[hub] socketcand`).
     socketcand: bool,
+    /// More of the configuration: [`HubExtras`].
+    extras: HubExtras,
 }
 
 impl Endpoints {
-    const NONE: Self = Self { cannelloni: false, socketcand: false };
+    const NONE: Self = Self { cannelloni: false, socketcand: false, extras: HubExtras::NONE };
+}
+
+/// What a benchmark adds to the generated configuration of its hub.
+#[derive(Clone, Debug, Default)]
+pub struct HubExtras {
+    /// Keys of the `[hub]` table (`name = "owner"`, ...).
+    pub hub_keys: String,
+    /// Keys of the benchmark channel's table (`federated = true`, ...).
+    pub channel_keys: String,
+    /// Tables after the channels (`[federation]`, `[[silkit]]`, ...).
+    pub tables: String,
+    /// Environment of the hub process (`FIELDHUB_SILKIT_LIB`, ...).
+    pub env: Vec<(String, String)>,
+}
+
+impl HubExtras {
+    const NONE: Self =
+        Self { hub_keys: String::new(), channel_keys: String::new(), tables: String::new(), env: Vec::new() };
 }
 
 /// Hubs started by this process so far, to keep their shm names apart.
@@ -90,13 +111,19 @@ impl HubProcess {
     /// Start a hub with the benchmark channel and a cannelloni endpoint on
     /// it over TCP and over UDP (loopback, learning its UDP peers).
     pub fn start_with_cannelloni(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, None, false, Endpoints { cannelloni: true, socketcand: false })
+        Self::spawn(launcher, false, 1, false, None, false, Endpoints { cannelloni: true, ..Endpoints::NONE })
     }
 
     /// Start a hub with the benchmark channel and a socketcand server
     /// (loopback, a port of the kernel's choice).
     pub fn start_with_socketcand(launcher: &Launcher) -> Result<Self, BenchError> {
-        Self::spawn(launcher, false, 1, false, None, false, Endpoints { cannelloni: false, socketcand: true })
+        Self::spawn(launcher, false, 1, false, None, false, Endpoints { socketcand: true, ..Endpoints::NONE })
+    }
+
+    /// Start a hub with the benchmark channel and `extras` in its
+    /// configuration (a federation, a SIL Kit network it simulates, ...).
+    pub fn start_with_extras(launcher: &Launcher, extras: HubExtras) -> Result<Self, BenchError> {
+        Self::spawn(launcher, false, 1, false, None, false, Endpoints { extras, ..Endpoints::NONE })
     }
 
     /// Start a hub with `channels` channels, named by [`channel_name`].
@@ -130,7 +157,7 @@ impl HubProcess {
         virtual_time: bool,
         endpoints: Endpoints,
     ) -> Result<Self, BenchError> {
-        let Endpoints { cannelloni, socketcand } = endpoints;
+        let Endpoints { cannelloni, socketcand, extras } = endpoints;
         let shm_name = format!("bench-{}-{}", std::process::id(), STARTED.fetch_add(1, Ordering::Relaxed));
         let config = std::env::temp_dir().join(format!("fieldhub-{shm_name}.toml"));
         // Next to the hub's session socket: a private directory with a short
@@ -142,6 +169,7 @@ impl HubProcess {
             "[hub]\nlisten = [\"127.0.0.1:0\", \"unix:{}\"]\nshm = \"{shm_name}\"\nbusy_poll = {busy_poll}\n",
             unix.display()
         );
+        text += &extras.hub_keys;
         if let Some(slots) = ring_slots {
             text += &format!("shm_ring_slots = {slots}\n");
         }
@@ -150,6 +178,9 @@ impl HubProcess {
         }
         for i in 0..channels {
             text += &format!("[[channel]]\nname = \"{}\"\nprotocol = \"canfd\"\n", channel_name(i));
+            if i == 0 {
+                text += &extras.channel_keys;
+            }
         }
         if timed {
             text += &format!(
@@ -162,8 +193,10 @@ impl HubProcess {
             text += &endpoint("tcp/127.0.0.1:0");
             text += &(endpoint("udp/127.0.0.1:0") + "learn_peers = true\n");
         }
+        text += &extras.tables;
         std::fs::write(&config, text)?;
         let mut command = launcher.command();
+        command.envs(extras.env.iter().map(|(k, v)| (k, v)));
         command
             .arg("hub")
             .arg("--config")

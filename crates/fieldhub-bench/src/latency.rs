@@ -171,8 +171,22 @@ pub fn measure_calls_on(
     samples: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<CallTime>, BenchError> {
-    let (echo, echo_port) = remote::join(at.url, "bench-echo", at.token, at.channel, remote::REQUEST_ID)?;
-    let (probe, probe_port) = remote::join(at.url, "bench-probe", at.token, at.channel, remote::ANSWER_ID)?;
+    measure_calls_between(at, at, size, samples, progress)
+}
+
+/// Round trips between a probe on the channel `probe_at` and an echo on the
+/// channel `echo_at` (of another hub, across a federation, say).
+pub fn measure_calls_between(
+    probe_at: HubChannel<'_>,
+    echo_at: HubChannel<'_>,
+    size: FrameSize,
+    samples: usize,
+    progress: Progress<'_>,
+) -> Result<Vec<CallTime>, BenchError> {
+    let (echo, echo_port) =
+        remote::join(echo_at.url, "bench-echo", echo_at.token, echo_at.channel, remote::REQUEST_ID)?;
+    let (probe, probe_port) =
+        remote::join(probe_at.url, "bench-probe", probe_at.token, probe_at.channel, remote::ANSWER_ID)?;
     std::thread::scope(|s| {
         let echoing = s.spawn(|| remote::answer(&echo, &echo_port, Some(WARM_UP + samples)));
         let measured = remote::probe_calls(&probe, &probe_port, size, samples, progress);

@@ -27,6 +27,14 @@
 //!   a fixed frame rate.
 //! - [`virtual_time`]: the real-time factor of a hub in virtual time —
 //!   synchronised senders stepping a timed channel — against real time.
+//! - [`federation`]: a federated channel between a relay hub and an owner
+//!   hub in another network namespace, against raw TCP across the same veth
+//!   pair and one hub's local channel.
+//! - [`floors`]: the primitives alone (waking N sleeping processes, the
+//!   CPU of one wake-up, a hand-off between threads), from which the report
+//!   derives what a path cannot go below on this machine.
+//! - [`silkit_peers`]: Vector SIL Kit's own round trips and CPU, and its
+//!   participants with a hub as their network simulator.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
 //!   runs in a second process: `fieldhub bench raw-peer`).
 //! - [`remote`]: round trips through a hub someone else runs, with the
@@ -59,6 +67,10 @@ pub mod chaos;
 #[cfg(target_os = "linux")]
 pub mod cpu;
 #[cfg(target_os = "linux")]
+pub mod federation;
+#[cfg(target_os = "linux")]
+pub mod floors;
+#[cfg(target_os = "linux")]
 pub mod gateway;
 #[cfg(target_os = "linux")]
 pub mod hub_process;
@@ -75,6 +87,8 @@ pub mod remote;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod scaling;
+#[cfg(target_os = "linux")]
+pub mod silkit_peers;
 #[cfg(target_os = "linux")]
 pub mod soak;
 #[cfg(target_os = "linux")]

@@ -25,7 +25,7 @@
 //! stream sender waits for room on the space bell.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -43,6 +43,8 @@ use crate::{BenchError, FrameSize, Launcher, Progress, PATIENCE, WARM_UP};
 /// How long a peer waits for the measuring side before it gives up (the
 /// measuring side may pause between phases, never this long).
 const PEER_PATIENCE: Duration = Duration::from_secs(60);
+/// Where the TCP baselines listen, unless told otherwise.
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Records a TCP stream write carries.
 const RECORDS_PER_WRITE: usize = 64;
 /// A stream rings the other side's bell once per this many messages, not
@@ -51,7 +53,7 @@ const RECORDS_PER_WRITE: usize = 64;
 const BELL_BATCH: usize = 64;
 /// Body of the message that ends a shared-memory exchange; no frame message
 /// is one byte long.
-const STOP: [u8; 5] = [1, 0, 0, 0, 0xFF];
+pub(crate) const STOP: [u8; 5] = [1, 0, 0, 0, 0xFF];
 
 /// What a raw peer process does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +129,7 @@ impl std::str::FromStr for PeerMode {
 }
 
 /// A peer process; killed on drop if it has not ended by then.
-struct Peer {
+pub(crate) struct Peer {
     child: Child,
 }
 
@@ -163,8 +165,12 @@ impl Peer {
         }
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Wait for the peer to end, successfully.
-    fn finish(mut self) -> Result<(), BenchError> {
+    pub(crate) fn finish(mut self) -> Result<(), BenchError> {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait()? {
@@ -192,10 +198,10 @@ impl Drop for Peer {
 }
 
 /// Shared memory set up with a peer: the segment and the bell of a hub.
-struct ShmPeer {
-    peer: Peer,
-    segment: ClientSegment,
-    bell: BellSegment,
+pub(crate) struct ShmPeer {
+    pub(crate) peer: Peer,
+    pub(crate) segment: ClientSegment,
+    pub(crate) bell: BellSegment,
 }
 
 /// The peer's end of a stream baseline: connect to `connect` (HOST:PORT,
@@ -209,13 +215,14 @@ fn connect_stream(mode: PeerMode, connect: &str) -> std::io::Result<StreamSocket
     Ok(StreamSocket::Tcp(stream))
 }
 
-/// A peer connected over loopback TCP (Nagle off) or a unix socket, reads
+/// A peer connected over TCP (Nagle off; listening on `tcp_at`) or a unix socket, reads
 /// and writes bounded by [`PATIENCE`] so a dead peer fails the run instead
 /// of hanging it.
 fn spawn_stream_peer(
     launcher: &Launcher,
     mode: PeerMode,
     message_len: usize,
+    tcp_at: IpAddr,
 ) -> Result<(Peer, StreamSocket), BenchError> {
     let (peer, socket) = if matches!(mode, PeerMode::Unix | PeerMode::UnixStream) {
         let path = socket_path("stream")?;
@@ -227,7 +234,7 @@ fn spawn_stream_peer(
         let (stream, peer) = accepted?;
         (peer, StreamSocket::Unix(stream))
     } else {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let listener = TcpListener::bind((tcp_at, 0))?;
         listener.set_nonblocking(true)?;
         let mut peer = Peer::spawn(launcher, mode, &listener.local_addr()?.to_string(), message_len)?;
         let stream = peer.accept(|| listener.accept().map(|(s, _)| s))?;
@@ -250,7 +257,7 @@ fn socket_path(kind: &str) -> Result<PathBuf, BenchError> {
     Ok(path)
 }
 
-fn spawn_shm_peer(launcher: &Launcher, mode: PeerMode) -> Result<ShmPeer, BenchError> {
+pub(crate) fn spawn_shm_peer(launcher: &Launcher, mode: PeerMode) -> Result<ShmPeer, BenchError> {
     let (segment, segment_fd) = ClientSegment::create(SegmentHeader::standard(0))?;
     let (bell, bell_fd) = BellSegment::create()?;
     let path = socket_path("shm")?;
@@ -269,7 +276,7 @@ fn spawn_shm_peer(launcher: &Launcher, mode: PeerMode) -> Result<ShmPeer, BenchE
 }
 
 /// Push `message`, waiting for room on `space` as long as it takes.
-fn push(
+pub(crate) fn push(
     producer: &mut Producer,
     ring: &RingRef<'_>,
     space: fieldhub_shm::Bell<'_>,
@@ -289,7 +296,7 @@ fn push(
 }
 
 /// Wait for the next message on `ring` and copy its body into `body`.
-fn pop(
+pub(crate) fn pop(
     consumer: &mut Consumer,
     ring: &RingRef<'_>,
     bell: fieldhub_shm::Bell<'_>,
@@ -345,25 +352,54 @@ pub fn ping_pong(
             peer.finish()?;
         }
         PeerMode::Tcp | PeerMode::Unix => {
-            let (peer, mut stream) = spawn_stream_peer(launcher, mode, message.len())?;
-            let mut buf = message.clone();
-            for i in 0..WARM_UP + samples {
-                let started = Instant::now();
-                stream.write_all(&message)?;
-                stream.read_exact(&mut buf)?;
-                if i >= WARM_UP {
-                    times.push(started.elapsed().as_nanos() as u64);
-                    report(times.len());
-                }
-            }
-            drop(stream);
-            peer.finish()?;
+            let (peer, stream) = spawn_stream_peer(launcher, mode, message.len(), LOOPBACK)?;
+            stream_ping_pong(peer, stream, &message, samples, &mut times, &mut report)?;
         }
         PeerMode::RingStream | PeerMode::TcpStream | PeerMode::UnixStream => {
             return Err(BenchError::Invalid(format!("{} is a stream, not a ping-pong", mode.name())))
         }
     }
     Ok(times)
+}
+
+/// Round trips of one frame message over TCP_NODELAY between this process,
+/// listening on `ip`, and a peer that `launcher` starts (in another network
+/// namespace, say), in ns.
+pub fn tcp_ping_pong_at(
+    launcher: &Launcher,
+    ip: IpAddr,
+    size: FrameSize,
+    samples: usize,
+) -> Result<Vec<u64>, BenchError> {
+    let message = size.wire_message();
+    let (peer, stream) = spawn_stream_peer(launcher, PeerMode::Tcp, message.len(), ip)?;
+    let mut times = Vec::with_capacity(samples);
+    stream_ping_pong(peer, stream, &message, samples, &mut times, &mut |_| {})?;
+    Ok(times)
+}
+
+/// Ping-pong `message` over `stream` `samples` times into `times` (after
+/// the warm-up), then close it and wait for the peer to end.
+fn stream_ping_pong(
+    peer: Peer,
+    mut stream: StreamSocket,
+    message: &[u8],
+    samples: usize,
+    times: &mut Vec<u64>,
+    report: &mut dyn FnMut(usize),
+) -> Result<(), BenchError> {
+    let mut buf = message.to_vec();
+    for i in 0..WARM_UP + samples {
+        let started = Instant::now();
+        stream.write_all(message)?;
+        stream.read_exact(&mut buf)?;
+        if i >= WARM_UP {
+            times.push(started.elapsed().as_nanos() as u64);
+            report(times.len());
+        }
+    }
+    drop(stream);
+    peer.finish()
 }
 
 /// Frames one process streams to another in about `seconds`: the count the
@@ -401,7 +437,7 @@ pub fn stream(
             Ok((count.ok_or_else(|| BenchError::Peer("the peer's count is malformed".into()))?, elapsed))
         }
         PeerMode::TcpStream | PeerMode::UnixStream => {
-            let (peer, mut stream) = spawn_stream_peer(launcher, mode, message.len())?;
+            let (peer, mut stream) = spawn_stream_peer(launcher, mode, message.len(), LOOPBACK)?;
             let chunk = message.repeat(RECORDS_PER_WRITE);
             let started = Instant::now();
             while started.elapsed() < run_for {

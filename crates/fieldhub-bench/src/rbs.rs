@@ -20,20 +20,35 @@
 //! largest period error). The load achieved — the frames that came after
 //! the warm-up, at the baseline frame's time each, over the time they took —
 //! stands beside the load the database asks for.
+//!
+//! Then the same database runs for as long in virtual time (a hub of its
+//! own, the receiver its one participant stepping 10 ms at a time): the
+//! exact outcome, arbitration included. Each real-time frame is compared
+//! with the same message's same cycle there ([`exact`]), per cycle class:
+//! the deviation in µs and frame times, and the share within one frame time.
+//! Both runs count from their simulation's origin (`origin_ns`, the bus time
+//! every start delay counts from), which the hub reports when it starts one.
+//! Beside them, the machine's floor in the same run ([`floor`]): how late a
+//! plain thread sleeping to deadlines 1 ms apart woke meanwhile.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, PortConfig};
+use fieldhub_client::{Client, ClientOptions, Port, PortConfig};
 use fieldhub_proto::Frame;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::hub_process::HubProcess;
+use crate::hub_process::{HubExtras, HubProcess};
 use crate::stats::Distribution;
 use crate::{BenchError, Launcher, Progress, Transport, PATIENCE};
+use exact::{Deviation, Received, Run, Schedule};
+use floor::Floor;
+
+pub mod exact;
+pub mod floor;
 
 /// The channel the simulation runs on.
 const RBS_CHANNEL: &str = "bench-rbs";
@@ -47,11 +62,17 @@ const NODES: usize = 10;
 /// What is not measured at the start: every message's first cycle is due
 /// at once, and their frames queue for the bus for a while.
 const WARM_UP_NS: u64 = 1_000_000_000;
+/// The virtual-time receiver's step: a few dozen frames each, well inside
+/// its ring.
+const VIRTUAL_STEP_NS: u64 = 10 * MS;
+const MS: u64 = 1_000_000;
 
 /// What to run.
 pub struct RbsRun {
     pub messages: usize,
     pub seconds: u64,
+    /// The real-time hub's bus thread under `SCHED_FIFO` (`[hub] realtime`).
+    pub realtime: bool,
 }
 
 /// One cycle class's figures, over every message of that cycle.
@@ -90,6 +111,8 @@ pub struct WorstMessage {
 pub struct RbsReport {
     pub messages: usize,
     pub seconds: u64,
+    /// The bus thread ran under `SCHED_FIFO` (`[hub] realtime`).
+    pub realtime: bool,
     pub bitrate: u32,
     /// The bus load the database asks for (frames' bits per second / bitrate).
     pub nominal_load: f64,
@@ -99,6 +122,13 @@ pub struct RbsReport {
     /// One 8-byte classic frame's time on the bus (the baseline), µs.
     pub frame_time_us: f64,
     pub classes: Vec<CycleClass>,
+    /// Per cycle class, each real-time frame against the same cycle in
+    /// virtual time: the deviation from the exact arbitration outcome.
+    pub against_exact: Vec<Deviation>,
+    /// How late a plain thread of the benchmark woke for deadlines 1 ms
+    /// apart during the real-time run, after the warm-up: the machine's
+    /// floor ([`floor`]).
+    pub floor: Distribution,
 }
 
 impl std::fmt::Display for RbsReport {
@@ -106,13 +136,14 @@ impl std::fmt::Display for RbsReport {
         writeln!(
             f,
             "rest-bus simulation: {} messages for {} s on {} kbit/s, load {:.1} % achieved of {:.1} % nominal, \
-             one frame time {:.1} µs",
+             one frame time {:.1} µs; bus thread {}",
             self.messages,
             self.seconds,
             self.bitrate / 1000,
             self.achieved_load * 100.0,
             self.nominal_load * 100.0,
-            self.frame_time_us
+            self.frame_time_us,
+            if self.realtime { "SCHED_FIFO ([hub] realtime)" } else { "normal priority" }
         )?;
         writeln!(
             f,
@@ -142,6 +173,31 @@ impl std::fmt::Display for RbsReport {
                     .map_or("-".into(), |w| format!("0x{:X} {:.1}/{:.1}", w.id, w.p99_us, w.max_us))
             )?;
         }
+        writeln!(f, "against the exact outcome (the same database in virtual time, same message and cycle):")?;
+        writeln!(f, "cycle  matched  unmatched  |deviation| p50/p99/max µs     in frame times        ≤1 frame")?;
+        for d in &self.against_exact {
+            writeln!(
+                f,
+                "{:>4}ms {:>8} {:>10}  {:>7.1} {:>7.1} {:>8.1}   {:>5.2} {:>5.2} {:>6.2}   {:>6.2} %",
+                d.cycle_ms,
+                d.matched,
+                d.unmatched,
+                d.deviation.p50_us,
+                d.deviation.p99_us,
+                d.deviation.max_us,
+                d.p50_frames,
+                d.p99_frames,
+                d.max_frames,
+                d.within_one_frame * 100.0
+            )?;
+        }
+        let d = &self.floor;
+        writeln!(
+            f,
+            "the machine's floor: a plain thread sleeping to deadlines 1 ms apart woke late by p50 {:.1} / p99 {:.1} / \
+             max {:.1} µs ({} wake-ups)",
+            d.p50_us, d.p99_us, d.max_us, d.samples
+        )?;
         Ok(())
     }
 }
@@ -209,36 +265,25 @@ fn call(hub: SocketAddr, method: &str, path: &str, body: &Value) -> Result<Value
     serde_json::from_str(content).map_err(|e| BenchError::Hub(format!("{method} {path}: not JSON ({e}): {content}")))
 }
 
-/// Run the simulation against a hub of its own and measure it.
+/// Run the simulation against a hub of its own in real time and measure it,
+/// then run it again in virtual time for the exact outcome to compare with.
 pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result<RbsReport, BenchError> {
     if spec.messages == 0 || spec.messages > 0x700 || spec.seconds < 2 {
         return Err(BenchError::Invalid(
             "give 1 to 1792 messages and at least 2 seconds (the first is warm-up)".into(),
         ));
     }
-    let hub = HubProcess::start(launcher, false)?;
-    let url = hub.url(Transport::Tcp, false);
-    let control: SocketAddr = url
-        .strip_prefix("tcp://")
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| BenchError::Hub(format!("the hub's TCP address {url} is not HOST:PORT")))?;
-    let channel = json!({ "name": RBS_CHANNEL, "protocol": "can", "bitrate": BITRATE, "timing": "timed" });
-    call(control, "POST", "/api/v1/channels", &channel)?;
-    let options = ClientOptions { name: "receiver".into(), timeout: PATIENCE, ..Default::default() };
-    let receiver = Client::connect_with(&hub.url(Transport::Shm, false), &options)?;
-    receiver.open_port_with(RBS_CHANNEL, &PortConfig { name: Some("dut".into()), ..PortConfig::default() })?;
-    progress(&format!("{} messages for {} s", spec.messages, spec.seconds));
-    let sim = json!({ "name": "bench.dbc", "dbc": database(spec.messages), "channel": RBS_CHANNEL, "except": ["DUT"] });
-    call(control, "POST", "/api/v1/rbs/sims", &sim)?;
-    let mut seen: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    let end = Instant::now() + Duration::from_secs(spec.seconds);
-    while Instant::now() < end {
-        if let Some(rx) = receiver.recv(Some(Duration::from_millis(100)))? {
-            seen.entry(rx.frame.id()).or_default().push(rx.meta.timestamp_ns);
-        }
-    }
-    drop(receiver);
-    drop(hub);
+    progress(&format!("{} messages for {} s in real time", spec.messages, spec.seconds));
+    let floor = Floor::start()?;
+    let real_run = in_real_time(launcher, spec);
+    let floor = floor.stop(Duration::from_nanos(WARM_UP_NS));
+    let (mut seen, real_origin) = real_run?;
+    progress(&format!(
+        "{} messages for {} s of bus time in virtual time: the exact outcome",
+        spec.messages, spec.seconds
+    ));
+    let (exact, exact_origin) = in_virtual_time(launcher, spec)?;
+    let real = seen.clone();
     // The schedule is measured from WARM_UP_NS after the first frame, once
     // every message has started.
     let begin = seen.values().filter_map(|t| t.first()).min().copied().unwrap_or(0);
@@ -252,23 +297,108 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
     let last = seen.values().filter_map(|t| t.last()).max().copied().unwrap_or(0);
     let window_ns = last.saturating_sub(begin + WARM_UP_NS);
     let achieved_load = if window_ns == 0 { 0.0 } else { measured as f64 * frame_ns / window_ns as f64 };
-    let classes = CYCLES
-        .iter()
-        .filter_map(|&(cycle_ms, _)| {
-            let ids: Vec<u32> =
-                (0..spec.messages).filter(|&i| cycle_of(i) == cycle_ms).map(|i| 0x100 + i as u32).collect();
-            (!ids.is_empty()).then(|| class(cycle_ms, &ids, &seen, frame_ns))
+    let in_class = |cycle_ms: u64| (0..spec.messages).filter(move |&i| cycle_of(i) == cycle_ms);
+    let present = CYCLES.iter().map(|&(cycle_ms, _)| cycle_ms).filter(|&c| in_class(c).next().is_some());
+    let classes = present
+        .clone()
+        .map(|cycle_ms| {
+            let ids: Vec<u32> = in_class(cycle_ms).map(|i| 0x100 + i as u32).collect();
+            class(cycle_ms, &ids, &seen, frame_ns)
+        })
+        .collect();
+    let real = Run { frames: &real, origin_ns: real_origin };
+    let exact = Run { frames: &exact, origin_ns: exact_origin };
+    let against_exact = present
+        .map(|cycle_ms| {
+            let schedules: Vec<Schedule> = in_class(cycle_ms)
+                .map(|i| Schedule {
+                    id: 0x100 + i as u32,
+                    period_ns: cycle_ms * MS,
+                    delay_ns: start_delay_of(i, spec.messages) * MS,
+                })
+                .collect();
+            exact::compare(cycle_ms, &schedules, real, exact, WARM_UP_NS, frame_ns)
         })
         .collect();
     Ok(RbsReport {
         messages: spec.messages,
         seconds: spec.seconds,
+        realtime: spec.realtime,
         bitrate: BITRATE,
         nominal_load,
         achieved_load,
         frame_time_us: frame_ns / 1e3,
         classes,
+        against_exact,
+        floor,
     })
+}
+
+/// Add the benchmark's channel and its simulation to `hub` with `receiver`
+/// on the channel: its port there, and the simulation's origin (bus time).
+fn start_simulation(hub: &HubProcess, receiver: &Client, messages: usize) -> Result<(Port, u64), BenchError> {
+    let url = hub.url(Transport::Tcp, false);
+    let control: SocketAddr = url
+        .strip_prefix("tcp://")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| BenchError::Hub(format!("the hub's TCP address {url} is not HOST:PORT")))?;
+    let channel = json!({ "name": RBS_CHANNEL, "protocol": "can", "bitrate": BITRATE, "timing": "timed" });
+    call(control, "POST", "/api/v1/channels", &channel)?;
+    let port =
+        receiver.open_port_with(RBS_CHANNEL, &PortConfig { name: Some("dut".into()), ..PortConfig::default() })?;
+    let sim = json!({ "name": "bench.dbc", "dbc": database(messages), "channel": RBS_CHANNEL, "except": ["DUT"] });
+    let started = call(control, "POST", "/api/v1/rbs/sims", &sim)?;
+    let origin = started["origin_ns"]
+        .as_u64()
+        .ok_or_else(|| BenchError::Hub(format!("the started simulation names no origin_ns: {started}")))?;
+    Ok((port, origin))
+}
+
+/// The frames of `spec.seconds` of the simulation in real time, and its origin.
+fn in_real_time(launcher: &Launcher, spec: &RbsRun) -> Result<(Received, u64), BenchError> {
+    let hub = match spec.realtime {
+        true => HubProcess::start_with_extras(
+            launcher,
+            HubExtras { hub_keys: "realtime = true\n".into(), ..Default::default() },
+        )?,
+        false => HubProcess::start(launcher, false)?,
+    };
+    let options = ClientOptions { name: "receiver".into(), timeout: PATIENCE, ..Default::default() };
+    let receiver = Client::connect_with(&hub.url(Transport::Shm, false), &options)?;
+    let (_port, origin) = start_simulation(&hub, &receiver, spec.messages)?;
+    let mut seen = Received::new();
+    let end = Instant::now() + Duration::from_secs(spec.seconds);
+    while Instant::now() < end {
+        if let Some(rx) = receiver.recv(Some(Duration::from_millis(100)))? {
+            seen.entry(rx.frame.id()).or_default().push(rx.meta.timestamp_ns);
+        }
+    }
+    Ok((seen, origin))
+}
+
+/// The frames of `spec.seconds` of bus time of the same simulation in
+/// virtual time — the exact outcome — and its origin. The receiver is the
+/// one participant: bus time moves in its steps of [`VIRTUAL_STEP_NS`].
+fn in_virtual_time(launcher: &Launcher, spec: &RbsRun) -> Result<(Received, u64), BenchError> {
+    let hub = HubProcess::start_in_virtual_time(launcher)?;
+    let options =
+        ClientOptions { name: "receiver".into(), timeout: PATIENCE, synchronized: true, ..Default::default() };
+    let receiver = Client::connect_with(&hub.url(Transport::Shm, false), &options)?;
+    let (port, origin) = start_simulation(&hub, &receiver, spec.messages)?;
+    let mut seen = Received::new();
+    let end = origin + spec.seconds * 1_000_000_000;
+    let mut at = receiver.now().unwrap_or(origin);
+    while at < end {
+        at = receiver.step(at + VIRTUAL_STEP_NS)?;
+        while let Some(rx) = receiver.recv(Some(Duration::ZERO))? {
+            seen.entry(rx.frame.id()).or_default().push(rx.meta.timestamp_ns);
+        }
+    }
+    let dropped = receiver.rx_dropped(&port);
+    if dropped > 0 {
+        return Err(BenchError::Hub(format!("the virtual-time receiver lost {dropped} frames: no exact outcome")));
+    }
+    Ok((seen, origin))
 }
 
 /// The figures of one cycle class.

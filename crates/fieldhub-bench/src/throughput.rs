@@ -129,13 +129,27 @@ fn measure_hub(
     seconds: f64,
     progress: Progress<'_>,
 ) -> Result<HubRate, BenchError> {
+    measure_between(url, url, size, receivers, seconds, progress)
+}
+
+/// One sender on the benchmark channel of the hub at `sender_url`,
+/// `receivers` lossless receivers on that of the hub at `receiver_url` (the
+/// same hub, or the owner of a federated channel).
+pub(crate) fn measure_between(
+    sender_url: &str,
+    receiver_url: &str,
+    size: FrameSize,
+    receivers: usize,
+    seconds: f64,
+    progress: Progress<'_>,
+) -> Result<HubRate, BenchError> {
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
-    let sender = Client::connect_with(url, &options("bench-sender"))?;
+    let sender = Client::connect_with(sender_url, &options("bench-sender"))?;
     let port = sender.open_port_with(CHANNEL, &crate::fd_port())?;
     let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
     let receivers: Vec<Client> = (0..receivers)
         .map(|i| {
-            let client = Client::connect_with(url, &options(&format!("bench-rx{i}")))?;
+            let client = Client::connect_with(receiver_url, &options(&format!("bench-rx{i}")))?;
             client.open_port_with(CHANNEL, &lossless)?;
             Ok(client)
         })

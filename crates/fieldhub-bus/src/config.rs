@@ -1,5 +1,6 @@
 //! The bus's configuration: its channels (`[[channel]]`), named ports
-//! (`[[port]]`), gateway routes (`[[route]]`) and how virtual time treats its
+//! (`[[port]]`), gateway routes (`[[route]]`), CAN↔LIN gateways
+//! (`[[gateway]]`, their table in `lin_gateway`) and how virtual time treats its
 //! participants. The hub's configuration file holds these tables among its
 //! own (listeners, TLS, federation links), parses and checks them, and hands
 //! the bus a [`BusConfig`]; the types here are those tables, with the checks
@@ -19,6 +20,8 @@ pub struct BusConfig {
     pub channels: Vec<ChannelConfig>,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
+    /// CAN↔LIN gateways (`[[gateway]]`).
+    pub gateways: Vec<crate::lin_gateway::GatewayConfig>,
     /// Virtual time: its participants and their step limits.
     pub time: TimeConfig,
 }
@@ -26,7 +29,14 @@ pub struct BusConfig {
 impl BusConfig {
     /// A bus named `name` with `channels` and nothing else.
     pub fn new(name: &str, channels: Vec<ChannelConfig>) -> Self {
-        Self { name: name.to_owned(), channels, ports: Vec::new(), routes: Vec::new(), time: TimeConfig::default() }
+        Self {
+            name: name.to_owned(),
+            channels,
+            ports: Vec::new(),
+            routes: Vec::new(),
+            gateways: Vec::new(),
+            time: TimeConfig::default(),
+        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! # Layout, top to bottom
 //!
 //! - [`bus`]: the [`Bus`]: one sequencer for a group of channels; owns
-//!   clients, ports, channels and gateway routes; control requests
+//!   clients, ports, channels, gateway routes and CAN↔LIN gateways
+//!   ([`lin_gateway`]); control requests
 //!   ([`request`]) applied between two frames; virtual time.
 //! - [`channel`]: one channel's arbitration, schedule (ideal or timed),
 //!   fault rules and fan-out.
@@ -58,6 +59,7 @@ pub mod fault;
 pub mod federation;
 pub mod id_counter;
 pub mod inbox;
+pub mod lin_gateway;
 pub mod member;
 pub mod monitor;
 pub mod names;

@@ -20,6 +20,8 @@ pub enum ControlRequest {
     Channels,
     Ports,
     Routes,
+    /// The CAN↔LIN gateways (`[[gateway]]`) and their counters.
+    Gateways,
     /// Attach an open port to a channel (a cable plugged in).
     Plug {
         port: String,

@@ -135,7 +135,8 @@ enum Kind {
     },
     /// A rest-bus simulation of a large database in real time (300 messages at 10 ms to 1 s on a timed 1 Mbit/s
     /// channel): per cycle class, each message's period error and lateness against its schedule, in µs and in
-    /// frame times, and missed cycles.
+    /// frame times, and missed cycles; then the same database in virtual time, and each real-time frame's
+    /// deviation from that exact outcome; and the machine's floor (a plain thread's wake-up lateness).
     Rbs {
         /// Simulated messages.
         #[arg(long, default_value = "300")]
@@ -143,6 +144,10 @@ enum Kind {
         /// How long to run, in seconds.
         #[arg(long, default_value = "30")]
         seconds: u64,
+        /// Run the hub's bus thread under SCHED_FIFO (`[hub] realtime = true`; needs CAP_SYS_NICE or
+        /// `ulimit -r 10`).
+        #[arg(long)]
+        realtime: bool,
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
@@ -384,8 +389,8 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             clear_progress();
             report(&made?, json, |r| print!("{r}"))?;
         }
-        Kind::Rbs { messages, seconds, json } => {
-            let spec = rbs::RbsRun { messages, seconds };
+        Kind::Rbs { messages, seconds, realtime, json } => {
+            let spec = rbs::RbsRun { messages, seconds, realtime };
             let made = rbs::run(this_command, &spec, &mut progress).context("rest-bus simulation benchmark");
             clear_progress();
             report(&made?, json, |r| print!("{r}"))?;

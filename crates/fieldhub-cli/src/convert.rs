@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use fieldhub_log::mdf4::{self, Mdf4Writer};
-use fieldhub_log::{DateZone, Direction, Format, ReadOptions, Record, Recorder, RecorderOptions};
+use fieldhub_log::{DateZone, Direction, Format, LogFormat, ReadOptions, Record, Recorder, RecorderOptions};
 
 #[derive(clap::Args)]
 pub struct ConvertArgs {
@@ -34,40 +34,10 @@ pub struct ConvertArgs {
     output: PathBuf,
 }
 
-/// A log format `convert` reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LogFormat {
-    Text(Format),
-    Mf4,
-}
-
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text.to_ascii_lowercase().as_str() {
-            "mf4" | "mdf4" | "mdf" => Ok(Self::Mf4),
-            other => other
-                .parse()
-                .map(Self::Text)
-                .map_err(|_| format!("unknown log format '{text}': use candump, asc, blf or mf4")),
-        }
-    }
-}
-
-impl LogFormat {
-    fn from_path(path: &Path) -> Option<Self> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        match ext.as_str() {
-            "mf4" | "mdf" => Some(Self::Mf4),
-            _ => Format::from_path(path).map(Self::Text),
-        }
-    }
-}
-
 pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     let to = match args.to.or_else(|| LogFormat::from_path(&args.output)) {
         Some(format) => format,
-        None if args.output == Path::new("-") => LogFormat::Text(Format::Candump),
+        None if args.output == Path::new("-") => LogFormat::Streamed(Format::Candump),
         None => bail!(
             "cannot tell the output format from '{}': name it .log, .asc, .blf or .mf4, or pass --to candump|asc|blf|mf4",
             args.output.display()
@@ -77,7 +47,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
     if to_stdout && to == LogFormat::Mf4 {
         bail!("MDF4 is binary and written whole: give a file name, not -");
     }
-    if to_stdout && to == LogFormat::Text(Format::Blf) {
+    if to_stdout && to == LogFormat::Streamed(Format::Blf) {
         bail!("BLF is binary and its header is rewritten at the end: give a file name, not -");
     }
     let records = read(&args.input, args.from)?;
@@ -101,14 +71,15 @@ fn read(path: &Path, format: Option<LogFormat>) -> anyhow::Result<Vec<Record>> {
             let bytes = std::fs::read(path).with_context(context)?;
             Ok(mdf4::read(&bytes, DateZone::Local).with_context(context)?)
         }
-        Some(LogFormat::Text(format)) => collect(fieldhub_log::open(path, Some(format), &ReadOptions::default()), path),
+        Some(LogFormat::Streamed(format)) => {
+            collect(fieldhub_log::open(path, Some(format), &ReadOptions::default()), path)
+        }
         None => {
-            // MDF files begin with "MDF     "; fieldhub_log::open tells BLF ("LOGG") from text.
+            // Only MDF4 is told here: fieldhub_log::open tells BLF ("LOGG") from text.
             let mut head = [0u8; 8];
             let is_mdf = File::open(path)
                 .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut head))
-                .map(|()| &head == b"MDF     ")
-                .unwrap_or(false);
+                .is_ok_and(|()| LogFormat::sniff(&head) == LogFormat::Mf4);
             if is_mdf {
                 return read(path, Some(LogFormat::Mf4));
             }
@@ -136,7 +107,7 @@ fn write(args: &ConvertArgs, to: LogFormat, records: Vec<Record>) -> std::io::Re
             writer.finish()?;
             return Ok(());
         }
-        LogFormat::Text(format) => format,
+        LogFormat::Streamed(format) => format,
     };
     let options = RecorderOptions { mark_direction: args.mark_direction, start_ns, ..Default::default() };
     if args.output == Path::new("-") {

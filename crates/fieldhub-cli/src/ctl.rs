@@ -29,6 +29,8 @@ enum Operation {
     Ports,
     /// Gateway routes.
     Routes,
+    /// CAN↔LIN gateways (`[[gateway]]`): frames carried, refused by reason.
+    Gateways,
     /// Plug a port's cable into a channel (moves it from its current one).
     Plug {
         /// The port's name (`ctl ports`).
@@ -225,6 +227,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Channels => ("GET", "/api/v1/channels".to_owned(), None),
         Operation::Ports => ("GET", "/api/v1/ports".to_owned(), None),
         Operation::Routes => ("GET", "/api/v1/routes".to_owned(), None),
+        Operation::Gateways => ("GET", "/api/v1/gateways".to_owned(), None),
         Operation::Plug { port, channel } => {
             ("POST", format!("/api/v1/ports/{port}/plug"), Some(json!({ "channel": channel })))
         }

@@ -75,6 +75,9 @@ pub enum ClientError {
     /// `step` to a bus time not later than the one the participant stands at.
     #[error("cannot step to {until_ns} ns: the participant already stands at {now_ns} ns")]
     StepNotForward { until_ns: u64, now_ns: u64 },
+    /// `step_ahead` with more wake filters than one `STEP_AHEAD` carries.
+    #[error("{given} wake filters given, a step ahead takes at most {max}: widen their masks to cover more ids")]
+    TooManyWakeFilters { given: usize, max: usize },
 }
 
 impl ClientError {

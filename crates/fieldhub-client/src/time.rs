@@ -21,6 +21,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use fieldhub_proto::limits::MAX_WAKE_FILTERS;
 use fieldhub_proto::wire::{self, ErrorCode, Message, StepAhead, WakeFilter, WakeFilters};
 use fieldhub_proto::Frame;
 
@@ -84,6 +85,9 @@ impl Client {
     pub fn step_ahead(&self, until_ns: u64, period_ns: u64, filters: &[WakeFilter]) -> Result<u64, ClientError> {
         if !self.ahead {
             return Err(ClientError::NotAhead);
+        }
+        if filters.len() > MAX_WAKE_FILTERS {
+            return Err(ClientError::TooManyWakeFilters { given: filters.len(), max: MAX_WAKE_FILTERS });
         }
         // Read before the step is announced: its grant may come at once.
         let granted_before = self.now().unwrap_or(0);

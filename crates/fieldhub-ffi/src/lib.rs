@@ -18,6 +18,7 @@
 //!   which must not race with any other call on the same handle.
 
 mod frame;
+mod lin;
 mod status;
 mod time;
 
@@ -31,6 +32,7 @@ use fieldhub_client::{Client, ClientError, ClientOptions, Filter, Port, PortConf
 use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 
 pub use frame::*;
+pub use lin::*;
 use status::fh_status::*;
 pub use status::{fh_status, Failure};
 pub use time::*;
@@ -65,6 +67,11 @@ pub const FH_PORT_TRANSMIT_ONLY: u32 = 0x10;
 /// participant — bus time advances only once this client has finished its
 /// step (`fh_step`). A hub in real time refuses the connection.
 pub const FH_CONNECT_SYNCHRONIZED: u32 = 0x1;
+/// `fh_connect_opts` flag, together with `FH_CONNECT_SYNCHRONIZED`: this
+/// participant may step ahead — send frames for later bus times
+/// (`fh_send_at`) and end many steps at once (`fh_step_ahead`). A hub that
+/// does not know stepping ahead refuses the connection, naming it.
+pub const FH_CONNECT_AHEAD: u32 = 0x2;
 /// `fh_port_status.flags` bit: the port's channel carries CAN FD frames.
 pub const FH_STATUS_CHANNEL_FD: u32 = 0x1;
 /// Most filters one port takes (SocketCAN's `CAN_RAW_FILTER_MAX`).
@@ -129,6 +136,23 @@ impl fh_client {
             .get(usize::from(handle))
             .and_then(|slot| slot.load_full())
             .ok_or_else(|| Failure::new(FH_ERR_PORT_NOT_OPEN, format!("port {handle} is not open on this client")))
+    }
+
+    /// Send on `port` with `send` (a send that may wait for room, or one
+    /// for a later bus time): what `fh_send` and its kin share. A full send
+    /// queue is `FH_ERR_TIMEOUT`.
+    fn send_on(
+        &self,
+        port: fh_port,
+        send: impl FnOnce(&Client, &Port) -> Result<(), ClientError>,
+    ) -> Result<(), Failure> {
+        let client = self.connected()?;
+        let open = self.port(port)?;
+        match send(client, &open) {
+            Ok(()) => Ok(()),
+            Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn record(&self, failure: &Failure) {
@@ -283,8 +307,9 @@ pub unsafe extern "C" fn fh_connect(
     unsafe { fh_connect_opts(client, url, name, token, 0) }
 }
 
-/// `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED`, or 0 (then it is
-/// `fh_connect`). Other bits are `FH_ERR_INVALID_ARGUMENT`.
+/// `fh_connect` with `flags`: `FH_CONNECT_SYNCHRONIZED` (with
+/// `FH_CONNECT_AHEAD` or not), or 0 (then it is `fh_connect`). Other bits,
+/// and `FH_CONNECT_AHEAD` alone, are `FH_ERR_INVALID_ARGUMENT`.
 ///
 /// Errors: those of `fh_connect`; `FH_ERR_REFUSED` also when a synchronised
 /// participant connects to a hub in real time.
@@ -302,12 +327,18 @@ pub unsafe extern "C" fn fh_connect_opts(
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            if flags & !FH_CONNECT_SYNCHRONIZED != 0 {
+            if flags & !(FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD) != 0 {
                 return Err(Failure::invalid_argument(format!("unknown fh_connect_opts flags 0x{flags:x}")));
             }
+            if flags & FH_CONNECT_AHEAD != 0 && flags & FH_CONNECT_SYNCHRONIZED == 0 {
+                return Err(Failure::invalid_argument("FH_CONNECT_AHEAD needs FH_CONNECT_SYNCHRONIZED"));
+            }
             let url = text_arg(url, "url")?;
-            let mut options =
-                ClientOptions { synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0, ..Default::default() };
+            let mut options = ClientOptions {
+                synchronized: flags & FH_CONNECT_SYNCHRONIZED != 0,
+                ahead: flags & FH_CONNECT_AHEAD != 0,
+                ..Default::default()
+            };
             if let Some(name) = text_arg(name, "name")? {
                 options.name = name.to_owned();
             }
@@ -461,13 +492,7 @@ pub unsafe extern "C" fn fh_send(
             // SAFETY: NULL or a valid fh_frame by the caller's contract.
             let frame = frame.as_ref().ok_or_else(|| Failure::invalid_argument("frame is NULL"))?;
             let frame = frame.to_frame()?;
-            let client = c.connected()?;
-            let open = c.port(port)?;
-            match client.send_timeout(&open, &frame, timeout(timeout_ms)) {
-                Ok(()) => Ok(()),
-                Err(ClientError::SendQueueFull(_)) => Err(Failure::bare(FH_ERR_TIMEOUT)),
-                Err(e) => Err(e.into()),
-            }
+            c.send_on(port, |client, open| client.send_timeout(open, &frame, timeout(timeout_ms)))
         })
     }
 }

@@ -188,9 +188,10 @@ impl From<ClientError> for Failure {
             ClientError::UntrustedHub { .. } => FH_ERR_CONNECT,
             // A step the caller asked for wrongly: not a participant, or
             // not forward in time, or not one that steps ahead.
-            ClientError::NotSynchronized | ClientError::StepNotForward { .. } | ClientError::NotAhead => {
-                FH_ERR_INVALID_ARGUMENT
-            }
+            ClientError::NotSynchronized
+            | ClientError::StepNotForward { .. }
+            | ClientError::NotAhead
+            | ClientError::TooManyWakeFilters { .. } => FH_ERR_INVALID_ARGUMENT,
             ClientError::Dropped { .. } => FH_ERR_DROPPED,
         };
         Self::new(status, error.to_string())

@@ -90,6 +90,8 @@ pub enum StartError {
     Listen { addr: ListenAddr, error: std::io::Error },
     #[error("cannot start the {what} thread: {error}")]
     Thread { what: &'static str, error: std::io::Error },
+    #[error(transparent)]
+    Realtime(#[from] bus_thread::realtime::RealtimeError),
     #[error("cannot serve shared memory as shm://{name}: {error}")]
     Shm { name: String, error: std::io::Error },
     #[cfg(target_os = "linux")]
@@ -210,6 +212,14 @@ impl Hub {
         };
         let busy_poll = config.hub.busy_poll;
         let bus_thread = spawn("fh-bus", "bus", move || bus_thread::run(bus, inbox_rx, wake, busy_poll))?;
+        if config.hub.realtime {
+            if let Err(refused) = bus_thread::realtime::make_realtime(&bus_thread, busy_poll) {
+                // Nothing else has reached the bus yet: it stops at once.
+                let _ = inbox.send(fieldhub_bus::inbox::Inbound::Shutdown);
+                let _ = bus_thread.join();
+                return Err(refused.into());
+            }
+        }
 
         let sessions = Arc::new(Sessions::new(
             inbox.clone(),
@@ -246,8 +256,7 @@ impl Hub {
             hub.private_dir = runtime.and_then(|runtime| runtime.squatted.map(|_| runtime.path));
             hub.control_file = control_file;
         }
-        let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)
-            .map_err(|error| StartError::Thread { what: "rest-bus simulation", error })?;
+        let (rest_bus, rbs_threads) = RestBus::start(rest_bus, &sessions)?;
         hub.threads.extend(rbs_threads);
         let control = ControlServer::start(
             hub.inbox.clone(),

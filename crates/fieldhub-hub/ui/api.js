@@ -96,7 +96,12 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-const FLAGS = { EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32 };
+// The page's flag bits (control/trace.rs `flags`): CAN's, and LIN's own
+// for a LIN frame (its wire flags share CAN's bits and mean other things).
+export const FLAGS = {
+  EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32,
+  LIN: 64, LIN_NO_RESPONSE: 128, LIN_COLLISION: 256, LIN_CHECKSUM_ERROR: 512,
+};
 
 /// An identifier as candump writes it: 3 hex digits, or 8 when extended.
 export function idText(id, flags) {
@@ -106,6 +111,13 @@ export function idText(id, flags) {
 /// The flags as short letters.
 export function flagText(flags) {
   const names = [];
+  if (flags & FLAGS.LIN) {
+    names.push('LIN');
+    if (flags & FLAGS.LIN_NO_RESPONSE) names.push('NO RESPONSE');
+    if (flags & FLAGS.LIN_COLLISION) names.push('COLLISION');
+    if (flags & FLAGS.LIN_CHECKSUM_ERROR) names.push('CHECKSUM ERROR');
+    return names.join(' ');
+  }
   if (flags & FLAGS.ERR) names.push('ERR');
   if (flags & FLAGS.EXT) names.push('EXT');
   if (flags & FLAGS.RTR) names.push('RTR');
@@ -116,6 +128,25 @@ export function flagText(flags) {
 }
 
 /// "DEADBEEF" as "DE AD BE EF".
+/// The class that marks a trace row of a frame that is not an ordinary
+/// one: an error frame, a LIN header nobody answered, a LIN collision.
+export function rowMark(flags) {
+  if (flags & FLAGS.ERR) return ' error-frame';
+  if (flags & FLAGS.LIN_COLLISION) return ' lin-collision';
+  if (flags & FLAGS.LIN_NO_RESPONSE) return ' lin-no-response';
+  if (flags & FLAGS.LIN_CHECKSUM_ERROR) return ' lin-checksum-error';
+  return '';
+}
+
+/// A frame's data as the trace shows it: words for a remote frame and a
+/// LIN header alone, what the bus read for a LIN collision.
+export function dataText(flags, hex) {
+  if (flags & FLAGS.LIN_NO_RESPONSE) return 'no response';
+  if (flags & FLAGS.LIN_COLLISION) return `collision, read ${spacedHex(hex)}`;
+  if (flags & FLAGS.RTR && !(flags & FLAGS.LIN)) return 'remote';
+  return spacedHex(hex);
+}
+
 export function spacedHex(hex) {
   return hex.replace(/(..)(?!$)/g, '$1 ');
 }

@@ -6,7 +6,7 @@
 // stay for scrolling back (pause to hold the view), sorting by any column
 // and exporting.
 
-import { channelColour, download, el, flagText, idText, spacedHex, timed } from './api.js';
+import { channelColour, dataText, download, el, flagText, idText, rowMark, timed } from './api.js';
 import { compare, SortHeader } from './sort.js';
 
 /// Frames kept for scrolling back and exporting.
@@ -261,7 +261,7 @@ export class Trace {
     };
     const id = idText(frame.id, frame.flags);
     const channel = this.channelName(frame.ch);
-    const rowClass = `trace-row${frame.flags & 32 ? ' error-frame' : ''}`;
+    const rowClass = `trace-row${rowMark(frame.flags)}`;
     if (row.className !== rowClass) row.className = rowClass;
     if (row.dataset.id !== id) row.dataset.id = id;
     if (row.dataset.channel !== channel) row.dataset.channel = channel;
@@ -274,7 +274,7 @@ export class Trace {
     set(cells[3], id);
     set(cells[4], flagText(frame.flags));
     set(cells[5], String(frame.len));
-    set(cells[6], frame.flags & 2 ? 'remote' : spacedHex(frame.hex));
+    set(cells[6], dataText(frame.flags, frame.hex));
     set(cells[7], frame.decoded || '');
   }
 

@@ -130,6 +130,71 @@ impl std::fmt::Display for Format {
     }
 }
 
+/// Any format this crate reads: the streamed ones of [`Format`], and MDF4,
+/// which is read and written whole ([`mdf4`]). One type for every user, so
+/// `fieldhub convert` and the hub's recording endpoint name and tell formats
+/// alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogFormat {
+    Streamed(Format),
+    Mf4,
+}
+
+impl LogFormat {
+    /// The format a file name implies: `.log`, `.asc`, `.blf`, `.mf4`/`.mdf`.
+    pub fn from_path(path: &Path) -> Option<Self> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "mf4" | "mdf" => Some(Self::Mf4),
+            _ => Format::from_path(path).map(Self::Streamed),
+        }
+    }
+
+    /// The format a log's first bytes imply: `MDF     ` is MDF4, `LOGG` is
+    /// BLF, else the first non-blank line tells candump from ASC
+    /// ([`Format::sniff`]).
+    pub fn sniff(head: &[u8]) -> Self {
+        if head.starts_with(b"MDF     ") {
+            return Self::Mf4;
+        }
+        if head.starts_with(b"LOGG") {
+            return Self::Streamed(Format::Blf);
+        }
+        let first = head
+            .split(|&b| b == b'\n')
+            .map(String::from_utf8_lossy)
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or_default();
+        Self::Streamed(Format::sniff(&first))
+    }
+
+    /// The name used on command lines and in the control API.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Streamed(format) => format.name(),
+            Self::Mf4 => "mf4",
+        }
+    }
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "mf4" | "mdf4" | "mdf" => Ok(Self::Mf4),
+            other => other
+                .parse()
+                .map(Self::Streamed)
+                .map_err(|_| format!("unknown log format '{text}': use candump, asc, blf or mf4")),
+        }
+    }
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How ASC dates (local wall-clock time, as CANoe writes them) map to Unix time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DateZone {

@@ -19,8 +19,10 @@
 //!   futexes and sockets (not under `cfg(loom)`).
 //! - `socket`: the per-user private socket directory and passing file
 //!   descriptors with `SCM_RIGHTS` (not under `cfg(loom)`).
+//! - `waker_sched`: a waiter's timer slack and `SCHED_FIFO`, for the hub's
+//!   bus thread, which sleeps on its doorbell between deadlines.
 //!
-//! `segment`, `region`, `socket` and `peer` are Linux-only (memfd, futexes
+//! `segment`, `region`, `socket`, `peer` and `waker_sched` are Linux-only (memfd, futexes
 //! shared between processes, `SCM_RIGHTS`, `sock_diag`). Elsewhere (the
 //! Windows client) the crate is the layout, the rings and the doorbells,
 //! which then sleep on `WaitOnAddress` and ring only inside one process.
@@ -51,6 +53,8 @@ pub mod segment;
 #[cfg(all(not(loom), target_os = "linux"))]
 pub mod socket;
 mod sync;
+#[cfg(all(not(loom), target_os = "linux"))]
+pub mod waker_sched;
 
 pub use bell::{AdaptiveSpin, Bell, WaitPolicy};
 pub use layout::{HeaderError, RegionHeader, SegmentHeader};

@@ -8,18 +8,34 @@ pub fn base(hub: &HubProcess) -> String {
     hub.url.replace("tcp://", "http://")
 }
 
+/// A control API request, with `token` as its bearer token when given.
+pub fn request(hub: &HubProcess, method: &str, path: &str, token: Option<&str>) -> ureq::Request {
+    let request = ureq::request(method, &format!("{}{path}", base(hub)));
+    match token {
+        Some(token) => request.set("Authorization", &format!("Bearer {token}")),
+        None => request,
+    }
+}
+
+/// How a request was answered, whatever the status: (status, response).
+/// A request that got no answer at all fails the test, naming `what`.
+pub fn answered(result: Result<ureq::Response, ureq::Error>, what: &str) -> (u16, ureq::Response) {
+    match result {
+        Ok(r) => (r.status(), r),
+        Err(ureq::Error::Status(code, r)) => (code, r),
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
 /// One control API call: (status, JSON body).
 pub fn api(hub: &HubProcess, method: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
-    let request = ureq::request(method, &format!("{}{path}", base(hub)));
+    let request = request(hub, method, path, None);
     let result = match body {
         Some(b) => request.send_json(b),
         None => request.call(),
     };
-    match result {
-        Ok(r) => (r.status(), r.into_json().unwrap()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
+    let (status, response) = answered(result, &format!("{method} {path}"));
+    (status, response.into_json().unwrap())
 }
 
 /// A control API call that must succeed.

@@ -1,4 +1,4 @@
-//! Section 8: the machine the report ran on — CPU model, cores, kernel,
+//! Section 9: the machine the report ran on — CPU model, cores, kernel,
 //! virtualisation — and how quiet it was: the share of CPU time the machine
 //! spent busy while the report watched it before starting, the share other
 //! work took while it ran (the machine's busy time less the report's own and
@@ -197,7 +197,7 @@ pub fn section(machine: &Machine) -> Result<Section, ReportError> {
     }
     Ok(Section {
         id: "machine",
-        title: "8. The machine".into(),
+        title: "9. The machine".into(),
         method:
             "CPU model and cores from /proc/cpuinfo, the kernel release, virtualisation (systemd-detect-virt where \
                  installed, the CPU's hypervisor flag, DMI vendor and product), the share of CPU time busy while the \

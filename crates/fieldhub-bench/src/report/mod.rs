@@ -14,7 +14,10 @@
 //! 6. `jitter`: periodic senders and the control-loop classes served.
 //! 7. `bus_timing`: a timed channel against the closed-form bus
 //!    [`model`]s.
-//! 8. `machine`: where it ran, and how quiet the machine was.
+//! 8. `paths`: every path of issue 35's table against its peer or raw
+//!    baseline of the same run, its target and the measured floor
+//!    (`path_rows` makes the rows).
+//! 9. `machine`: where it ran, and how quiet the machine was.
 //!
 //! `html` and `markdown` render the [`document`]; `figure` draws the
 //! plots; `progress` is the bar on stderr.
@@ -30,6 +33,8 @@ mod jitter;
 mod machine;
 mod markdown;
 pub mod model;
+mod path_rows;
+mod paths;
 mod progress;
 mod round_trips;
 mod throughput_series;
@@ -138,7 +143,7 @@ pub struct Report {
 }
 
 /// Sections, in the order they run.
-const SECTIONS: usize = 8;
+const SECTIONS: usize = 9;
 
 /// Run every section.
 pub fn run(launcher: &Launcher, spec: &ReportRun, progress: Progress<'_>) -> Result<Report, ReportError> {
@@ -167,6 +172,9 @@ pub fn run(launcher: &Launcher, spec: &ReportRun, progress: Progress<'_>) -> Res
     watch.sample();
     stages.begin("models");
     let models = bus_timing::measure(launcher, &plan, &mut stages)?;
+    watch.sample();
+    stages.begin("paths");
+    let paths = paths::measure(launcher, &plan, &mut stages)?;
     let machine = watch.finish();
     stages.done();
     let sections = vec![
@@ -177,6 +185,7 @@ pub fn run(launcher: &Launcher, spec: &ReportRun, progress: Progress<'_>) -> Res
         footprint::section(&footprint)?,
         jitter::section(&jitter)?,
         bus_timing::section(&models)?,
+        paths::section(&paths)?,
         machine::section(&machine)?,
     ];
     let generated_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -14,20 +14,17 @@
 //! as `make target/silkit/silkit_sync_peer` or the peers' `setup.sh` leave it.
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::silkit_peers::{first_missing, quiet, start_registry, Processes};
 use crate::BenchError;
 
 /// SIL Kit's step: `silkit_sync_peer` steps 1 ms.
 pub const SILKIT_STEP_NS: u64 = 1_000_000;
-
-/// How long SIL Kit's registry may take to listen.
-const REGISTRY_START: Duration = Duration::from_secs(10);
 
 /// What SIL Kit's synchronised time gave.
 #[derive(Clone, Debug, Serialize)]
@@ -55,29 +52,14 @@ impl Programs {
             controller: bin.join("sil-kit-system-controller"),
             peer: dir.join("silkit_sync_peer"),
         };
-        for program in [&programs.registry, &programs.controller, &programs.peer] {
-            if !program.is_file() {
-                return Err(BenchError::Peer(format!(
-                    "SIL Kit baseline: {} is missing; build it with `make target/silkit/silkit_sync_peer` (and \
-                     give --silkit target/silkit), or run without the comparison (--silkit none)",
-                    program.display()
-                )));
-            }
+        if let Some(program) = first_missing(&[&programs.registry, &programs.controller, &programs.peer]) {
+            return Err(BenchError::Peer(format!(
+                "SIL Kit baseline: {} is missing; build it with `make target/silkit/silkit_sync_peer` (and \
+                 give --silkit target/silkit), or run without the comparison (--silkit none)",
+                program.display()
+            )));
         }
         Ok(programs)
-    }
-}
-
-/// Processes that end with the run, however it ends.
-#[derive(Default)]
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -85,10 +67,7 @@ impl Drop for Processes {
 pub fn run(dir: &Path, participants: usize, steps: u64) -> Result<SilKitBaseline, BenchError> {
     let programs = Programs::find(dir)?;
     let mut processes = Processes::default();
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let uri = format!("silkit://127.0.0.1:{port}");
-    processes.0.push(quiet(Command::new(&programs.registry).args(["--listen-uri", &uri])).spawn()?);
-    wait_for_listener(SocketAddr::from(([127, 0, 0, 1], port)))?;
+    let uri = start_registry(&programs.registry, &mut processes)?;
     let names: Vec<String> = (0..participants).map(|i| format!("ecu{i}")).collect();
     let mut peers = Vec::new();
     for (i, name) in names.iter().enumerate() {
@@ -138,21 +117,4 @@ pub fn run(dir: &Path, participants: usize, steps: u64) -> Result<SilKitBaseline
         real_time_factor: bus_seconds / wall,
         wall_us_per_step: wall * 1e6 / steps as f64,
     })
-}
-
-fn quiet(command: &mut Command) -> &mut Command {
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null())
-}
-
-fn wait_for_listener(addr: SocketAddr) -> Result<(), BenchError> {
-    let deadline = Instant::now() + REGISTRY_START;
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-        if Instant::now() > deadline {
-            return Err(BenchError::Peer(format!(
-                "SIL Kit's registry did not listen on {addr} within {REGISTRY_START:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

@@ -60,6 +60,7 @@ impl Bus {
             ControlRequest::Channels => Ok(self.channels_json()),
             ControlRequest::Ports => Ok(Value::Array(self.ports_json())),
             ControlRequest::Routes => Ok(Value::Array(self.routes.iter().map(|r| self.route_json(r)).collect())),
+            ControlRequest::Gateways => Ok(self.gateways.json(&self.channels)),
             ControlRequest::Plug { port, channel } => self.plug(&port, &channel),
             ControlRequest::Unplug { port } => self.unplug(&port),
             ControlRequest::Cut { channel, ports } => self.cut(&channel, &ports),
@@ -218,6 +219,10 @@ impl Bus {
         }
         if self.routes.iter().any(|r| r.from as usize == index || r.to as usize == index) {
             return Err(ControlError::Conflict(format!("routes use channel '{name}'; remove them first")));
+        }
+        if self.gateways.use_channel(index) {
+            let text = format!("[[gateway]] tables of the configuration use channel '{name}'; it stays");
+            return Err(ControlError::Conflict(text));
         }
         let answer = self.channel_json(index);
         self.channel_ids.remove(name);

@@ -18,6 +18,8 @@
 //!   removes it, and it ends with its port or its client.
 //! - Running the jobs allocates nothing once the reused buffer has grown
 //!   to the most frames due at one time.
+//! - The frames of one run arrive at one bus time, the run's: frames due
+//!   together arbitrate by identifier, in real time as in virtual time.
 
 use fieldhub_proto::fate::DropReason;
 
@@ -67,9 +69,15 @@ impl Bus {
         }
         let mut due = std::mem::take(&mut self.cyclic_due);
         self.cyclic.run_due(now_ns, |port, frame, _due_ns| due.push((port, frame)));
+        // One arrival time for every frame of the run, as a take_input round
+        // has: read per frame, the clock moves between them, and the first
+        // would take an idle bus alone before the others arrived — frames
+        // due together must meet in arbitration, lowest identifier first.
+        let round = self.round_ns.replace(now_ns);
         for ((client, port), frame) in due.drain(..) {
             self.queue_cyclic(client, port, frame);
         }
+        self.round_ns = round;
         self.cyclic_due = due;
     }
 

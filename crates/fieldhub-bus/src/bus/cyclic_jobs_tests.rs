@@ -172,6 +172,39 @@ fn jobs_of_one_origin_count_their_start_delays_from_the_first_ones_addition() {
 }
 
 #[test]
+fn frames_due_together_arbitrate_by_identifier_though_the_clock_moves_between_them() {
+    // A timed channel; the clock moves 1 ns at every read, as a real one
+    // does. Two jobs of one origin, due together; the one added first has
+    // the higher identifier: queued one clock read apart, it would take the
+    // idle bus alone and go first.
+    let mut h = Harness::with_ticking_clock("[[channel]]\nname = \"can0\"\ntiming = \"timed\"\nbitrate = 1000000\n");
+    let (a, b, rx) = (h.connect("a"), h.connect("b"), h.connect("rx"));
+    let (port_a, port_b) =
+        (h.open(&a, "can0", "a", PortOptions::empty()), h.open(&b, "can0", "b", PortOptions::empty()));
+    h.open(&rx, "can0", "rx", PortOptions::empty());
+    let origin = JobOrigin::new();
+    for (client, port, id) in [(&a, port_a, 0x300), (&b, port_b, 0x100)] {
+        let origin = Some(origin.clone());
+        request(&mut h, client, |reply| CyclicRequest::Add {
+            port,
+            producer: counting(id),
+            period_ns: 10 * MS,
+            start_delay_ns: 2 * MS,
+            origin,
+            reply,
+        })
+        .unwrap();
+    }
+    let mut next = h.step();
+    while let Some(at) = next.filter(|&at| at <= START_NS + 25 * MS) {
+        h.clock.set(at);
+        next = h.step();
+    }
+    let ids: Vec<u32> = seen(&h, &rx).iter().map(|s| s.0).collect();
+    assert_eq!(ids, [0x100, 0x300, 0x100, 0x300, 0x100, 0x300], "every cycle, the lower identifier first");
+}
+
+#[test]
 fn a_job_ends_with_its_port_and_needs_an_open_port() {
     let mut h = Harness::new(ONE_CHANNEL);
     let (node, rx) = (h.connect("node"), h.connect("rx"));

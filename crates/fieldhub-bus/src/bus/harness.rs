@@ -63,6 +63,8 @@ struct HarnessConfig {
     port: Vec<PortConfig>,
     #[serde(default)]
     route: Vec<RouteConfig>,
+    #[serde(default)]
+    gateway: Vec<crate::lin_gateway::GatewayConfig>,
 }
 
 #[derive(Default, Deserialize)]
@@ -83,6 +85,7 @@ fn parse(text: &str) -> BusConfig {
         channels: file.channel,
         ports: file.port,
         routes: file.route,
+        gateways: file.gateway,
         time: TimeConfig {
             participants: file.hub.time_participants,
             step_timeout_ms: file.hub.step_timeout_ms.unwrap_or(defaults.step_timeout_ms),
@@ -91,11 +94,30 @@ fn parse(text: &str) -> BusConfig {
     }
 }
 
+/// A manual clock that moves 1 ns each time it is read.
+struct Ticking(Arc<ManualClock>);
+
+impl crate::clock::Clock for Ticking {
+    fn now(&self) -> u64 {
+        let now = crate::clock::Clock::now(&*self.0);
+        self.0.advance(1);
+        now
+    }
+}
+
 impl Harness {
     /// A bus for a configuration given as TOML.
     pub fn new(config: &str) -> Self {
         let clock = Arc::new(ManualClock::at(START_NS));
         Self::with_bus(|config| Bus::new(config, clock.clone()), config, clock.clone())
+    }
+
+    /// A bus whose clock moves 1 ns at every read, as a real clock moves
+    /// between two reads; `clock` still sets it.
+    pub fn with_ticking_clock(config: &str) -> Self {
+        let clock = Arc::new(ManualClock::at(START_NS));
+        let ticking = Arc::new(Ticking(clock.clone()));
+        Self::with_bus(|config| Bus::new(config, ticking), config, clock)
     }
 
     fn with_bus(make: impl FnOnce(&BusConfig) -> Bus, config: &str, clock: Arc<ManualClock>) -> Self {

@@ -52,7 +52,12 @@ mod fate_tests;
 mod federated;
 pub(crate) mod harness;
 mod intakes;
+mod lin_gateways;
+#[cfg(test)]
+mod lin_gateways_tests;
 mod lin_standing;
+#[cfg(test)]
+mod lin_standing_tests;
 mod monitor;
 #[cfg(test)]
 mod port_modes_tests;
@@ -161,6 +166,8 @@ pub struct Bus {
     channels: Vec<Channel>,
     channel_ids: HashMap<String, u16>,
     routes: Vec<Route>,
+    /// CAN↔LIN gateways (`[[gateway]]`).
+    gateways: lin_gateways::LinGateways,
     named_ports: HashMap<String, PortConfig>,
     clients: HashMap<ClientId, Client, BuildHasherDefault<ClientIdHasher>>,
     port_names: HashMap<PortId, String>,
@@ -234,12 +241,14 @@ impl Bus {
         for route in &routes {
             channels[route.to as usize].members.push(Member::gateway(route.port_id));
         }
+        let gateways = lin_gateways::LinGateways::new(&config.gateways, |n| channel_ids.get(n).copied(), &mut channels);
         let count = channels.len();
         Self {
             clock,
             channels,
             channel_ids,
             routes,
+            gateways,
             named_ports: config.ports.iter().map(|p| (p.name.clone(), p.clone())).collect(),
             clients: HashMap::default(),
             port_names: HashMap::new(),
@@ -458,6 +467,7 @@ impl Bus {
                 self.dirty[route.to as usize] = true;
                 routed = true;
             }
+            routed |= self.gateways.carry(&sent, &mut self.channels, &mut self.next_arrival, &mut self.dirty);
         }
         // A page closed while the bus was quiet: its tap goes with the next frames.
         if !self.monitors.is_empty() {

@@ -372,3 +372,31 @@ fn cannelloni_puts_a_tcp_and_a_udp_peer_next_to_a_native_tcp_client() {
         assert!(if i < 2 { received == 2000 } else { received <= 2000 }, "{path}");
     }
 }
+
+#[test]
+fn rbs_compares_each_real_time_cycle_with_the_same_cycle_in_virtual_time_and_reports_the_floor() {
+    let out = bench(&["rbs", "--messages", "30", "--seconds", "4", "--json"]);
+    assert!(out.status.success(), "fieldhub bench rbs failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let exact = report["against_exact"].as_array().expect("the comparison per cycle class");
+    let cycles: Vec<u64> = exact.iter().map(|c| c["cycle_ms"].as_u64().unwrap()).collect();
+    assert_eq!(cycles, [10, 20, 50, 100, 200, 500, 1000], "30 messages take every cycle class");
+    for class in exact {
+        // The 10 ms class's one message has cycles due from 1 s (the warm-up)
+        // to a period before the end: about 290; the 1 s class's four, 1-2 each.
+        assert!(number(class, &["matched"]) >= 1.0, "{class}");
+        let (p50, p99, max) = (
+            number(class, &["deviation", "p50_us"]),
+            number(class, &["deviation", "p99_us"]),
+            number(class, &["deviation", "max_us"]),
+        );
+        assert!(p50 <= p99 && p99 <= max, "{class}");
+        assert_close(number(class, &["max_frames"]), max / number(&report, &["frame_time_us"]), "max in frame times");
+        let within = number(class, &["within_one_frame"]);
+        assert!((0.0..=1.0).contains(&within), "{class}");
+    }
+    let ten = &exact[0];
+    assert!(number(ten, &["matched"]) + number(ten, &["unmatched"]) >= 250.0, "{ten}");
+    // A wake-up a millisecond for the 3 s after the warm-up, fewer if late.
+    assert!(number(&report, &["floor", "samples"]) >= 1000.0, "{}", report["floor"]);
+}

@@ -12,8 +12,8 @@ use scraper::{Html, Selector};
 use serde_json::Value;
 
 /// The sections, in order, each with the data the methodology promises.
-const SECTIONS: [&str; 8] =
-    ["round_trips", "throughput", "cpu", "call_times", "footprint", "jitter", "models", "machine"];
+const SECTIONS: [&str; 9] =
+    ["round_trips", "throughput", "cpu", "call_times", "footprint", "jitter", "models", "paths", "machine"];
 
 fn run_report(out: &Path, remote: &str) -> String {
     let run = FIELDHUB
@@ -144,7 +144,26 @@ fn check_json(report: &Value) {
     let names: Vec<&str> = models["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names.iter().filter(|n| n.starts_with("measured")).count(), 3, "{names:?}");
     assert_eq!(names.iter().filter(|n| n.starts_with("model")).count(), 4, "{names:?}");
-    // 8: the machine.
+    // 8: a row per line of issue 35's table, each with figures or the reason it has none.
+    let rows = data("paths")["rows"].as_array().unwrap();
+    let paths: Vec<&str> = rows.iter().map(|r| r["path"].as_str().unwrap()).collect();
+    for prefix in
+        ["federation round trip", "federation throughput", "SIL Kit participant", "8 clients", "CPU", "shm throughput"]
+    {
+        assert!(paths.iter().any(|p| p.starts_with(prefix)), "no row for {prefix}: {paths:?}");
+    }
+    for row in rows {
+        match row["not_measured"].as_str() {
+            Some(why) => assert!(row["hub"].is_null() && !why.is_empty(), "{row}"),
+            None => {
+                let (hub, target) = (row["hub"].as_f64().unwrap(), row["target"].as_f64().unwrap());
+                let met = if row["higher_is_better"] == true { hub >= target } else { hub <= target };
+                assert_eq!(row["met"].as_bool(), Some(met), "{row}");
+                assert!(row["baseline"].as_f64().unwrap() > 0.0, "a same-run baseline: {row}");
+            }
+        }
+    }
+    // 9: the machine.
     let machine = data("machine");
     assert!(machine["logical_cpus"].as_u64().unwrap() >= 1);
     for key in ["cpu_model", "kernel", "virtualisation"] {

@@ -2,13 +2,16 @@
 //! the [`Bus`] and runs its loop — take a round of input, serve the channels,
 //! then wait on the hub's one wake-up point ([`wake::BusWake`]) until input
 //! arrives or the earliest deadline passes. The bus reads time through the
-//! clocks given here ([`clock::MonotonicClock`] in real time).
+//! clocks given here ([`clock::MonotonicClock`] in real time), and wakes as
+//! close to its deadlines as the OS allows ([`realtime`]: 1 ns of timer
+//! slack, `SCHED_FIFO` with `[hub] realtime`).
 //!
 //! Invariants: the loop never waits on a client (every wait has a deadline
 //! while shared-memory clients are attached: [`wake::MAX_BUS_WAIT`]), and
 //! spins before sleeping only as long as input has lately come that soon.
 
 pub mod clock;
+pub mod realtime;
 pub mod wake;
 
 use std::sync::Arc;
@@ -46,6 +49,7 @@ pub fn bus_for(config: &HubConfig) -> Bus {
 /// [`wake::MAX_BUS_WAIT`] while clients ring from shared memory.
 /// `busy_poll` spins instead of sleeping.
 pub fn run(mut bus: Bus, inbox: Inbox, wake: Arc<BusWake>, busy_poll: bool) {
+    realtime::tighten_timer_slack();
     let mut spin = AdaptiveSpin::default();
     let mut deadline: Option<u64> = None;
     loop {

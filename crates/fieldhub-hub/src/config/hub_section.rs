@@ -51,6 +51,12 @@ pub struct HubSection {
     /// Busy-poll instead of sleeping when idle: lowest latency, one core.
     #[serde(default)]
     pub busy_poll: bool,
+    /// Run the bus thread under `SCHED_FIFO` (Linux), so it wakes for its
+    /// deadlines even while other processes keep the cores busy; needs
+    /// CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least 10, or the hub does
+    /// not start (`docs/performance.md`). Not with `busy_poll`.
+    #[serde(default)]
+    pub realtime: bool,
     /// ivshmem region files to serve QEMU guests through (absolute paths,
     /// e.g. `/dev/shm/fieldhub-vm0`); the hub creates them.
     #[serde(default)]
@@ -113,6 +119,7 @@ impl Default for HubSection {
             tls_client_ca: None,
             shm: None,
             busy_poll: false,
+            realtime: false,
             ivshmem: Vec::new(),
             recordings_dir: default_recordings_dir(),
             shm_ring_slots: default_shm_ring_slots(),

@@ -6,7 +6,8 @@
 //! The file has one `[hub]` table and arrays of `[[channel]]` (buses),
 //! `[[port]]` (named connectors clients claim, optionally wired to a channel
 //! and rate-limited), `[[route]]` (gateway rules between channels, like
-//! Linux can-gw), `[[silkit]]` (channels on Vector SIL Kit CAN networks,
+//! Linux can-gw), `[[gateway]]` (CAN↔LIN gateways, `fieldhub_bus::lin_gateway`),
+//! `[[silkit]]` (channels on Vector SIL Kit CAN networks,
 //! `config_silkit.rs`), `[[cannelloni]]` (cannelloni endpoints,
 //! `cannelloni.rs`) and `[[access]]` (per-client permissions,
 //! `config_access.rs`). `docs/configuration.md` documents every key.
@@ -40,6 +41,7 @@ pub use fieldhub_bus::config::{
     DEFAULT_BITRATE, DEFAULT_STEP_TIMEOUT_MS, MAX_BITRATE, MAX_CHANNELS, MAX_DATA_BITRATE, MAX_HOP_LIMIT, MAX_ROUTES,
     MIN_PORT_RATE,
 };
+pub use fieldhub_bus::lin_gateway::{GatewayConfig, MAX_GATEWAYS};
 pub use fieldhub_bus::names::check_name;
 
 /// The configuration used when none is given: two ideal classic CAN
@@ -97,6 +99,8 @@ pub struct HubConfig {
     pub channels: Vec<ChannelConfig>,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
+    /// CAN↔LIN gateways (`[[gateway]]`).
+    pub gateways: Vec<GatewayConfig>,
     /// SIL Kit CAN networks channels join (`[[silkit]]`).
     pub silkit: Vec<SilKitConfig>,
     /// cannelloni endpoints (`[[cannelloni]]`).
@@ -121,6 +125,8 @@ struct ConfigFile {
     port: Vec<PortConfig>,
     #[serde(default)]
     route: Vec<RouteConfig>,
+    #[serde(default)]
+    gateway: Vec<GatewayConfig>,
     #[serde(default)]
     silkit: Vec<SilKitConfig>,
     #[serde(default)]
@@ -205,6 +211,7 @@ impl HubConfig {
             channels: self.channels.clone(),
             ports: self.ports.clone(),
             routes: self.routes.clone(),
+            gateways: self.gateways.clone(),
             time: TimeConfig {
                 participants: self.hub.time_participants.clone(),
                 step_timeout_ms: self.hub.step_timeout_ms,
@@ -255,6 +262,7 @@ impl HubConfig {
             channels,
             ports: file.port,
             routes: file.route,
+            gateways: file.gateway,
             silkit: file.silkit,
             cannelloni: file.cannelloni,
             federation: file.federation,
@@ -278,6 +286,7 @@ impl HubConfig {
             channels,
             ports,
             routes,
+            gateways: Vec::new(),
             silkit: Vec::new(),
             cannelloni: Vec::new(),
             federation: None,
@@ -499,6 +508,23 @@ impl HubConfig {
                 fieldhub_bus::channel::check_route_into(to).map_err(|m| invalid(field("to"), m))?;
             }
         }
+        if self.gateways.len() > MAX_GATEWAYS {
+            return Err(invalid("gateway".into(), format!("at most {MAX_GATEWAYS} gateways")));
+        }
+        for (i, g) in self.gateways.iter().enumerate() {
+            let field = |key: &str| source.table_field("gateway", i, key);
+            let channel = |key: &'static str, name: &str| {
+                self.check_channel_ref(name).map_err(|m| invalid(field(key), m))?;
+                Ok(self.channels.iter().find(|c| c.name == name).expect("checked"))
+            };
+            let (from, to) = (channel("from", &g.from)?, channel("to", &g.to)?);
+            if from.federated || to.federated {
+                let name = if from.federated { &from.name } else { &to.name };
+                let text = format!("channel '{name}' is federated; a gateway joins channels of this hub only");
+                return Err(invalid(field(if from.federated { "from" } else { "to" }), text));
+            }
+            fieldhub_bus::lin_gateway::Mapping::new(g, from, to).map_err(|(key, m)| invalid(field(key), m))?;
+        }
         federation::check(self.federation.as_ref(), &self.hub, &self.channels, source)
             .map_err(|(field, m)| invalid(field, m))?;
         access::check(&self.access, &self.hub, |c| self.check_channel_ref(c), source)
@@ -700,12 +726,35 @@ mod tests {
             (route.id, route.mask, route.extended, route.rewrite_id, route.hop_limit),
             (0x100, 0x700, Some(false), Some(0x500), 1)
         );
+        let gateway = &config.gateways[0];
+        assert_eq!(
+            (gateway.from.as_str(), gateway.to.as_str(), gateway.can_id, gateway.lin_id, gateway.node.as_deref()),
+            ("body", "doors", 0x120, 0x20, Some("BCM"))
+        );
         let silkit = &config.silkit[0];
         assert_eq!(
             (silkit.channel.as_str(), silkit.registry.as_str(), silkit.network.as_str()),
             ("powertrain", "silkit://127.0.0.1:8500", "PT_CAN")
         );
         assert_eq!(silkit.participant_name(), "fieldhub-pt");
+    }
+
+    #[test]
+    fn a_gateway_the_channels_cannot_carry_is_refused_naming_its_line_and_key() {
+        let channels =
+            "[[channel]]\nname = \"can\"\n[[channel]]\nname = \"lin\"\nprotocol = \"lin\"\nbitrate = 19200\n\
+            [channel.lin]\nschedule = [{ id = 0x10, delay_ms = 10 }]\n";
+        let parse = |gateway: &str| HubConfig::parse(&format!("{channels}[[gateway]]\n{gateway}"), "t");
+        let err = parse("from = \"can\"\nto = \"lin\"\ncan_id = 0x120\nlin_id = 0x11\n").unwrap_err().to_string();
+        assert!(err.contains("line 13: gateway[0].lin_id"), "{err}");
+        assert!(err.contains("identifier 0x11, which this channel's schedule table never sends (0x10)"), "{err}");
+        let err = parse("from = \"can\"\nto = \"cab\"\ncan_id = 0x120\nlin_id = 0x10\n").unwrap_err().to_string();
+        assert!(err.contains("gateway[0].to") && err.contains("no channel named 'cab'"), "{err}");
+        let err =
+            parse("from = \"can\"\nto = \"lin\"\ncan_id = 0x120\nlin_id = 0x10\nmask = 1\n").unwrap_err().to_string();
+        assert!(err.contains("unknown field `mask`"), "{err}");
+        let config = parse("from = \"lin\"\nto = \"can\"\ncan_id = 0x310\nlin_id = 0x10\n").unwrap();
+        assert_eq!(config.bus_config().gateways[0].can_id, 0x310);
     }
 
     #[test]

@@ -52,10 +52,29 @@ pub mod flags {
     pub const ESI: u32 = 8;
     pub const FD: u32 = 16;
     pub const ERROR: u32 = 32;
+    /// A LIN frame; with it, the LIN flags below (never the CAN bits, which
+    /// LIN's flags share on the wire).
+    pub const LIN: u32 = 64;
+    /// A header nobody answered (the hub's).
+    pub const LIN_NO_RESPONSE: u32 = 128;
+    /// What the bus read when responses collided (the hub's: their wired-AND).
+    pub const LIN_COLLISION: u32 = 256;
+    /// A response whose checksum byte is wrong.
+    pub const LIN_CHECKSUM_ERROR: u32 = 512;
 }
 
 pub(crate) fn page_flags(frame: &Frame) -> u32 {
     let f = frame.flags();
+    if frame.kind() == FrameKind::Lin {
+        // A LIN frame's low flag bits mean other things (checksum model, no
+        // response, collision): the page gets LIN's own.
+        let lin = [
+            (FrameFlags::LIN_NO_RESPONSE, flags::LIN_NO_RESPONSE),
+            (FrameFlags::LIN_COLLISION, flags::LIN_COLLISION),
+            (FrameFlags::LIN_CHECKSUM_ERROR, flags::LIN_CHECKSUM_ERROR),
+        ];
+        return lin.iter().filter(|(flag, _)| f.contains(*flag)).fold(flags::LIN, |bits, (_, bit)| bits | bit);
+    }
     let mut bits = 0;
     for (flag, bit) in [
         (FrameFlags::EXTENDED, flags::EXTENDED),
@@ -70,10 +89,7 @@ pub(crate) fn page_flags(frame: &Frame) -> u32 {
     match frame.kind() {
         FrameKind::CanFd => bits | flags::FD,
         FrameKind::Error => bits | flags::ERROR,
-        FrameKind::Can => bits,
-        // A LIN frame's low flag bits mean other things (checksum model,
-        // no response); the page shows its identifier and data alone.
-        FrameKind::Lin => 0,
+        FrameKind::Can | FrameKind::Lin => bits,
         // No channel carries them yet; their flag bits (SEC, RRS) are not
         // the page's.
         FrameKind::CanXl | FrameKind::Raw => 0,
@@ -397,5 +413,17 @@ mod tests {
         let fd = Frame::can_fd(0x10, FrameFlags::BRS | FrameFlags::EXTENDED, &[0; 12]).unwrap();
         assert_eq!(page_flags(&fd), flags::FD | flags::BRS | flags::EXTENDED);
         assert_eq!(page_flags(&Frame::remote(0x10, false, 2).unwrap()), flags::REMOTE);
+        use fieldhub_proto::lin::Checksum;
+        let classic = Frame::lin(0x3C, Checksum::Classic, &[1]).unwrap();
+        assert_eq!(page_flags(&classic), flags::LIN, "LIN's classic-checksum flag is not CAN's EXT");
+        assert_eq!(page_flags(&Frame::lin_no_response(0x10).unwrap()), flags::LIN | flags::LIN_NO_RESPONSE);
+        let answers = [
+            Frame::lin(0x30, Checksum::Enhanced, &[0x11, 1]).unwrap(),
+            Frame::lin(0x30, Checksum::Enhanced, &[0x92, 2]).unwrap(),
+        ];
+        let collision = Frame::lin_collision(0x30, &answers).unwrap();
+        assert_eq!(page_flags(&collision), flags::LIN | flags::LIN_COLLISION);
+        let wrong = Frame::lin_with_checksum(0x10, Checksum::Enhanced, &[1], 0).unwrap();
+        assert_eq!(page_flags(&wrong), flags::LIN | flags::LIN_CHECKSUM_ERROR);
     }
 }

@@ -73,8 +73,10 @@ pub enum RbsError {
         #[source]
         source: EngineError,
     },
-    #[error("rbs[{index}]: {0}", index = .0)]
+    #[error("rbs[{0}]: {1}")]
     Setup(usize, String),
+    #[error("cannot start a simulated node's thread: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// One simulated message as the control plane sees it.
@@ -212,22 +214,44 @@ impl Prepared {
 }
 
 impl RestBus {
-    /// Attach every simulation's nodes and start their messages. The
-    /// returned threads end when the hub stops.
+    /// Attach every simulation's nodes and start their messages, and
+    /// return once all are attached: the hub listens only after this, so
+    /// no client sees the bus before the simulation is on it (in virtual
+    /// time a participant could otherwise step bus time past the
+    /// simulation's first cycles while its nodes were still attaching).
+    /// The returned threads end when the hub stops.
     pub fn start(
         prepared: Vec<Prepared>,
         sessions: &Arc<Sessions>,
-    ) -> std::io::Result<(Arc<Self>, Vec<JoinHandle<()>>)> {
+    ) -> Result<(Arc<Self>, Vec<JoinHandle<()>>), RbsError> {
         let rest_bus = Arc::new(Self {
             sims: RwLock::new(Vec::new()),
             sessions: Arc::clone(sessions),
             added_threads: Mutex::new(Vec::new()),
         });
         let mut threads = Vec::new();
+        let mut waiting = Vec::new();
         for p in prepared {
             let (sim, nodes) = rest_bus.running(p);
             rest_bus.sims.write().unwrap_or_else(PoisonError::into_inner).push(Some(Arc::clone(&sim)));
-            threads.extend(rest_bus.spawn_nodes(&sim, nodes, None)?);
+            let (attached, reports) = crossbeam_channel::bounded(nodes.len());
+            waiting.push((nodes.len(), reports));
+            match rest_bus.spawn_nodes(&sim, nodes, Some(attached)) {
+                Ok(started) => threads.extend(started),
+                // Dropping `rest_bus` stops the nodes already started.
+                Err(error) => return Err(RbsError::Thread(error)),
+            }
+        }
+        let deadline = Instant::now() + ATTACH;
+        for (index, (count, reports)) in waiting.into_iter().enumerate() {
+            for _ in 0..count {
+                let why = match reports.recv_deadline(deadline) {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(why)) => why,
+                    Err(_) => "the bus did not attach the simulated nodes in time".to_owned(),
+                };
+                return Err(RbsError::Setup(index, why));
+            }
         }
         Ok((rest_bus, threads))
     }
@@ -471,5 +495,23 @@ mod tests {
         let given = Protection::of(&dbc, &setup(vec![counter(Some(1), Some(14))]));
         assert!(matches!(&given[0], Protection::Counter { min: 1, max: 14, .. }), "{given:?}");
         assert_eq!(given[0].message(), "Status");
+    }
+
+    #[test]
+    fn a_simulation_that_does_not_fit_its_dbc_is_refused_naming_its_place_and_the_reason() {
+        let dir = std::env::temp_dir().join(format!("fieldhub-rbs-setup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dbc = dir.join("one.dbc");
+        std::fs::write(&dbc, "VERSION \"\"\n\nNS_ :\n\nBS_:\n\nBU_: E\n\nBO_ 256 Status: 8 E\n").unwrap();
+        let config = |nodes: &[&str], except: &[&str]| -> RbsConfig {
+            let table = format!(
+                "dbc = {:?}\nchannel = \"can0\"\nnodes = {nodes:?}\nexcept = {except:?}\n",
+                dbc.display().to_string()
+            );
+            toml::from_str(&table).unwrap()
+        };
+        let refused = Prepared::all(&[config(&["E"], &[]), config(&["E"], &["E"])]).err().expect("refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(refused.to_string(), "rbs[1]: give nodes or except, not both");
     }
 }

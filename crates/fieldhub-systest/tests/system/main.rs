@@ -49,6 +49,7 @@ mod federation_fate;
 mod hostile_input;
 mod lin;
 mod lossless;
+mod mixed_gateway;
 mod ordering;
 mod recording_decode;
 mod rest_bus;

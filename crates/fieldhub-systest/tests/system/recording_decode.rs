@@ -11,7 +11,7 @@ use crate::FIELDHUB;
 use fieldhub_log::mdf4::Mdf4Writer;
 use fieldhub_log::{Direction, Format, Recorder, RecorderOptions};
 use fieldhub_proto::{Frame, FrameFlags};
-use fieldhub_testkit::{base, HubProcess};
+use fieldhub_testkit::{base, control, HubProcess};
 use serde_json::{json, Value};
 
 const CONFIG: &str = r#"
@@ -72,19 +72,13 @@ fn file(format: Option<Format>) -> Vec<u8> {
 
 /// (status, JSON body) of one decode request.
 fn decode(hub: &HubProcess, query: &str, token: Option<&str>, origin: Option<&str>, body: &[u8]) -> (u16, Value) {
-    let mut request = ureq::post(&format!("{}/api/v1/recordings/decode{query}", base(hub)))
-        .set("content-type", "application/octet-stream");
-    if let Some(token) = token {
-        request = request.set("authorization", &format!("Bearer {token}"));
-    }
+    let path = format!("/api/v1/recordings/decode{query}");
+    let mut request = control::request(hub, "POST", &path, token).set("content-type", "application/octet-stream");
     if let Some(origin) = origin {
         request = request.set("origin", origin);
     }
-    match request.send_bytes(body) {
-        Ok(r) => (r.status(), r.into_json().unwrap()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap()),
-        Err(e) => panic!("POST decode: {e}"),
-    }
+    let (status, response) = control::answered(request.send_bytes(body), "POST decode");
+    (status, response.into_json().unwrap())
 }
 
 #[test]

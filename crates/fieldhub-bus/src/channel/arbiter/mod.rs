@@ -322,7 +322,8 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
 pub fn check_route_into(config: &ChannelConfig) -> Result<(), String> {
     if config.protocol == Protocol::Lin {
         return Err(format!(
-            "a route cannot send into channel '{}': it is a LIN channel, whose slaves publish responses from their ports",
+            "a route cannot send into channel '{}': it is a LIN channel, whose slaves publish responses from their ports; \
+             map CAN frames onto its responses with a [[gateway]] (docs/buses.md)",
             config.name
         ));
     }

@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use fieldhub_dbc::Database;
-use fieldhub_log::{mdf4, DateZone, Format, LogError, LogReader, ReadOptions, Record};
+use fieldhub_log::{mdf4, DateZone, LogError, LogFormat, LogReader, ReadOptions, Record};
 use serde::Deserialize;
 
 use crate::control::api::error;
@@ -49,49 +49,6 @@ pub(crate) struct DecodeQuery {
     format: Option<String>,
     /// Decode the frames with this channel's DBC file.
     dbc: Option<String>,
-}
-
-/// The formats this endpoint reads: `fieldhub-log`'s streamed ones and MDF4.
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Streamed(Format),
-    Mf4,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Streamed(format) => format.name(),
-            Self::Mf4 => "mf4",
-        }
-    }
-
-    fn parse(text: &str) -> Result<Self, String> {
-        match text.to_ascii_lowercase().as_str() {
-            "mf4" | "mdf4" | "mdf" => Ok(Self::Mf4),
-            other => other
-                .parse()
-                .map(Self::Streamed)
-                .map_err(|_| format!("unknown recording format '{text}': use candump, asc, blf or mf4")),
-        }
-    }
-
-    /// The format of `bytes`, as `fieldhub convert` tells a file without
-    /// an extension.
-    fn sniff(bytes: &[u8]) -> Self {
-        if bytes.starts_with(b"MDF     ") {
-            return Self::Mf4;
-        }
-        if bytes.starts_with(b"LOGG") {
-            return Self::Streamed(Format::Blf);
-        }
-        let first = bytes
-            .split(|&b| b == b'\n')
-            .map(|line| String::from_utf8_lossy(line))
-            .find(|line| !line.trim().is_empty())
-            .unwrap_or_default();
-        Self::Streamed(Format::sniff(&first))
-    }
 }
 
 /// The decode request: the body is the file.
@@ -120,8 +77,8 @@ pub(crate) async fn decode(
     if bytes.is_empty() {
         return error(StatusCode::BAD_REQUEST, "the body is empty: send the recording file's bytes".into());
     }
-    let kind = match format.as_deref().map(Kind::parse).transpose() {
-        Ok(kind) => kind.unwrap_or_else(|| Kind::sniff(&bytes)),
+    let kind = match format.as_deref().map(str::parse::<LogFormat>).transpose() {
+        Ok(kind) => kind.unwrap_or_else(|| LogFormat::sniff(&bytes)),
         Err(text) => return error(StatusCode::BAD_REQUEST, text),
     };
     let database = match dbc {
@@ -152,7 +109,7 @@ pub(crate) async fn decode(
 /// The answer: `{"format", "frames": [[channel, µs, id, flags, hex,
 /// values]], "truncated"}`, values as the monitor's stream gives them
 /// (`[message, [[signal, value], …]]`, or null).
-fn frames_json(bytes: &[u8], kind: Kind, database: Option<&Database>) -> Result<Vec<u8>, LogError> {
+fn frames_json(bytes: &[u8], kind: LogFormat, database: Option<&Database>) -> Result<Vec<u8>, LogError> {
     let mut out = Vec::with_capacity(bytes.len().min(MAX_FRAMES * 64));
     write!(out, "{{\"format\":\"{}\",\"frames\":[", kind.name())?;
     let mut count = 0;
@@ -178,14 +135,14 @@ fn frames_json(bytes: &[u8], kind: Kind, database: Option<&Database>) -> Result<
         Ok(true)
     };
     match kind {
-        Kind::Mf4 => {
+        LogFormat::Mf4 => {
             for record in mdf4::read(bytes, DateZone::Local)? {
                 if !take(record)? {
                     break;
                 }
             }
         }
-        Kind::Streamed(format) => {
+        LogFormat::Streamed(format) => {
             for record in LogReader::new(bytes, format, &ReadOptions::default()) {
                 if !take(record?)? {
                     break;
@@ -200,14 +157,15 @@ fn frames_json(bytes: &[u8], kind: Kind, database: Option<&Database>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fieldhub_log::Format;
 
     #[test]
     fn the_format_is_told_from_the_first_bytes_as_convert_tells_it() {
-        assert_eq!(Kind::sniff(b"MDF     4.10    ").name(), "mf4");
-        assert_eq!(Kind::sniff(b"LOGG\x90\0\0\0").name(), "blf");
-        assert_eq!(Kind::sniff(b"\n\n(1700000000.000000) can0 123#\n").name(), "candump");
-        assert_eq!(Kind::sniff(b"date Wed Nov 15 10:13:20.123 am 2023\n").name(), "asc");
-        assert!(Kind::parse("trc").unwrap_err().contains("candump, asc, blf or mf4"));
+        assert_eq!(LogFormat::sniff(b"MDF     4.10    ").name(), "mf4");
+        assert_eq!(LogFormat::sniff(b"LOGG\x90\0\0\0").name(), "blf");
+        assert_eq!(LogFormat::sniff(b"\n\n(1700000000.000000) can0 123#\n").name(), "candump");
+        assert_eq!(LogFormat::sniff(b"date Wed Nov 15 10:13:20.123 am 2023\n").name(), "asc");
+        assert!("trc".parse::<LogFormat>().unwrap_err().contains("candump, asc, blf or mf4"));
     }
 
     #[test]
@@ -218,7 +176,7 @@ mod tests {
         .unwrap();
         let log = b"(1.000001) can0 123#0A00\n(1.000002) can1 7FF#R\n";
         let json: serde_json::Value =
-            serde_json::from_slice(&frames_json(log, Kind::sniff(log), Some(&db)).unwrap()).unwrap();
+            serde_json::from_slice(&frames_json(log, LogFormat::sniff(log), Some(&db)).unwrap()).unwrap();
         assert_eq!(json["format"], "candump");
         assert_eq!(
             json["frames"][0],
@@ -228,16 +186,17 @@ mod tests {
         assert_eq!(json["truncated"], false);
         let many: String = (0..=MAX_FRAMES).map(|i| format!("({i}.000000) can0 001#\n")).collect();
         let json: serde_json::Value =
-            serde_json::from_slice(&frames_json(many.as_bytes(), Kind::sniff(many.as_bytes()), None).unwrap()).unwrap();
+            serde_json::from_slice(&frames_json(many.as_bytes(), LogFormat::sniff(many.as_bytes()), None).unwrap())
+                .unwrap();
         assert_eq!(json["frames"].as_array().unwrap().len(), MAX_FRAMES);
         assert_eq!(json["truncated"], true);
     }
 
     #[test]
     fn a_broken_file_is_the_readers_error() {
-        let error = frames_json(b"(1.0) can0 12345678901#\n", Kind::Streamed(Format::Candump), None).unwrap_err();
+        let error = frames_json(b"(1.0) can0 12345678901#\n", LogFormat::Streamed(Format::Candump), None).unwrap_err();
         assert!(error.to_string().starts_with("line 1"), "{error}");
-        let error = frames_json(b"LOGG\x01\x02", Kind::Streamed(Format::Blf), None).unwrap_err();
+        let error = frames_json(b"LOGG\x01\x02", LogFormat::Streamed(Format::Blf), None).unwrap_err();
         assert!(error.to_string().contains("byte"), "{error}");
     }
 }

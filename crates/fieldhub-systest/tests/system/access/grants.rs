@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::FIELDHUB;
 use fieldhub_client::{Client, ClientOptions, ErrorCode, PortConfig};
-use fieldhub_testkit::{base, HubProcess};
+use fieldhub_testkit::{base, control, HubProcess};
 
 /// A directory holding owner-only token files, and the config naming them.
 struct Tokens {
@@ -78,17 +78,13 @@ fn client(hub: &HubProcess, name: &str, token: &str) -> Client {
 
 /// (status, body) of one control API call with `token`.
 fn call(hub: &HubProcess, method: &str, path: &str, token: &str, body: Option<&str>) -> (u16, String) {
-    let request =
-        ureq::request(method, &format!("{}{path}", base(hub))).set("Authorization", &format!("Bearer {token}"));
+    let request = control::request(hub, method, path, Some(token));
     let answer = match body {
         Some(body) => request.set("Content-Type", "application/json").send_string(body),
         None => request.call(),
     };
-    match answer {
-        Ok(r) => (r.status(), r.into_string().unwrap()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap()),
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
+    let (status, response) = control::answered(answer, &format!("{method} {path}"));
+    (status, response.into_string().unwrap())
 }
 
 fn numbered(n: u32) -> fieldhub_client::Frame {

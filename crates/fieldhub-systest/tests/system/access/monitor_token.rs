@@ -4,7 +4,7 @@
 
 use crate::FIELDHUB;
 use fieldhub_client::{Client, ClientError, ClientOptions, ErrorCode, Frame};
-use fieldhub_testkit::{base, HubProcess};
+use fieldhub_testkit::{control, HubProcess};
 
 const CONFIG: &str = r#"
 [hub]
@@ -21,15 +21,8 @@ fn client(hub: &HubProcess, name: &str, token: &str, synchronized: bool) -> Resu
 
 /// (status, body) of one control API call with `token`.
 fn call(hub: &HubProcess, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = ureq::request(method, &format!("{}{path}", base(hub)));
-    if let Some(token) = token {
-        request = request.set("Authorization", &format!("Bearer {token}"));
-    }
-    match request.call() {
-        Ok(r) => (r.status(), r.into_string().unwrap()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap()),
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
+    let (status, response) = control::answered(control::request(hub, method, path, token).call(), path);
+    (status, response.into_string().unwrap())
 }
 
 #[test]

@@ -1,0 +1,186 @@
+//! A federated channel across a veth pair, as `bench/federation.sh`
+//! measures it, each figure next to its baselines of the same run:
+//!
+//! - round trip: a probe on the relay hub, the echo on the owner hub (relay
+//!   → owner → echo → owner → relay → probe) against the raw TCP_NODELAY
+//!   ping-pong across the same veth pair and the same two clients on one
+//!   hub's local channel;
+//! - throughput: one sender on the relay, one lossless receiver on the
+//!   owner, against the same on one hub.
+//!
+//! The owner hub and the raw baseline's peer run in a network namespace of
+//! their own (`ip netns exec`), the relay hub and the clients in this one;
+//! the veth pair joins them with addresses of a /30 that this process's id
+//! picks. Making them needs root (`CAP_NET_ADMIN`) and `ip`: [`needs`] says
+//! what is missing. The namespace and the pair are removed when the run
+//! ends, however it ends.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::hub_process::{HubExtras, HubProcess};
+use crate::latency::measure_calls_between;
+use crate::remote::{CallTime, HubChannel};
+use crate::stats::Distribution;
+use crate::throughput::{measure_between, HubRate};
+use crate::{raw, BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL};
+
+/// Time the relay gets to find the owner before the first round trip.
+const FEDERATION_SETTLE: Duration = Duration::from_secs(2);
+/// The federation's Zenoh port on each side.
+const ZENOH_PORT: u16 = 7447;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct FederationRun {
+    pub samples: usize,
+    /// How long the sender floods.
+    pub seconds: f64,
+}
+
+/// The figures, with their baselines.
+#[derive(Debug, Serialize)]
+pub struct FederationFigures {
+    pub raw_tcp: Distribution,
+    pub one_hub: Distribution,
+    pub relay_owner_relay: Distribution,
+    pub one_hub_rate: HubRate,
+    pub relay_to_owner_rate: HubRate,
+}
+
+/// Why this process cannot build the namespaces, if it cannot.
+pub fn needs() -> Option<String> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("needs root (it makes a network namespace and a veth pair: run the report as root)".into());
+    }
+    match Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(status) if status.success() => None,
+        _ => Some("needs the `ip` command (iproute2) to make a network namespace and a veth pair".into()),
+    }
+}
+
+/// A network namespace joined to this one by a veth pair; removed on drop.
+struct Namespaces {
+    name: String,
+    /// The address on this side, and the one inside the namespace.
+    here: Ipv4Addr,
+    there: Ipv4Addr,
+}
+
+fn ip(args: &[&str]) -> Result<(), BenchError> {
+    let out = Command::new("ip").args(args).stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(BenchError::Invalid(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+impl Namespaces {
+    fn make() -> Result<Self, BenchError> {
+        let pid = std::process::id();
+        // A /30 of 10.78.0.0/16 per process id, so runs side by side differ.
+        let base = (pid % 16_384) * 4;
+        let octets = |host: u32| Ipv4Addr::new(10, 78, ((base + host) >> 8) as u8, ((base + host) & 0xFF) as u8);
+        let made = Self { name: format!("fhbench{pid}"), here: octets(2), there: octets(1) };
+        let (outer, inner) = (format!("fhb{pid}o"), format!("fhb{pid}i"));
+        ip(&["netns", "add", &made.name])?;
+        // From here on, dropping `made` removes the namespace and the pair with it.
+        ip(&["link", "add", &outer, "type", "veth", "peer", "name", &inner, "netns", &made.name])?;
+        ip(&["addr", "add", &format!("{}/30", made.here), "dev", &outer])?;
+        ip(&["link", "set", &outer, "up"])?;
+        ip(&["-n", &made.name, "addr", "add", &format!("{}/30", made.there), "dev", &inner])?;
+        ip(&["-n", &made.name, "link", "set", &inner, "up"])?;
+        ip(&["-n", &made.name, "link", "set", "lo", "up"])?;
+        Ok(made)
+    }
+
+    /// `launcher`, its commands run inside the namespace.
+    fn inside(&self, launcher: &Launcher) -> Launcher {
+        let mut prefix: Vec<std::ffi::OsString> = vec!["netns".into(), "exec".into(), self.name.clone().into()];
+        prefix.push(launcher.exe.clone().into());
+        prefix.extend(launcher.prefix.iter().cloned());
+        Launcher { exe: "ip".into(), prefix }
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes its end of the pair, and so the pair.
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// The federation's shared token, in a file only this user reads.
+struct TokenFile(std::path::PathBuf);
+
+impl TokenFile {
+    fn write() -> Result<Self, BenchError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = std::env::temp_dir().join(format!("fieldhub-bench-federation-{}.token", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        std::io::Write::write_all(&mut file, format!("bench-federation-{}\n", std::process::id()).as_bytes())?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn hub_extras(name: &str, listen: Ipv4Addr, owner: Option<Ipv4Addr>, token: &TokenFile) -> HubExtras {
+    let connect = owner.map(|o| format!("connect = [\"tcp/{o}:{ZENOH_PORT}\"]\n")).unwrap_or_default();
+    let owner_key = if owner.is_some() { "owner = \"owner\"\n" } else { "" };
+    HubExtras {
+        hub_keys: format!("name = \"{name}\"\n"),
+        channel_keys: format!("federated = true\n{owner_key}"),
+        tables: format!(
+            "[federation]\nlisten = [\"tcp/{listen}:{ZENOH_PORT}\"]\n{connect}token_file = \"{}\"\n",
+            token.0.display()
+        ),
+        env: Vec::new(),
+    }
+}
+
+/// Measure the federated channel and its baselines.
+pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) -> Result<FederationFigures, BenchError> {
+    if let Some(missing) = needs() {
+        return Err(BenchError::Invalid(format!("the federation benchmark {missing}")));
+    }
+    let size = FrameSize::Can8;
+    let ns = Namespaces::make()?;
+    let token = TokenFile::write()?;
+    let inside = ns.inside(launcher);
+    progress("federation: raw TCP across the veth pair");
+    let mut raw_tcp = raw::tcp_ping_pong_at(&inside, IpAddr::V4(ns.here), size, spec.samples)?;
+    let owner = HubProcess::start_with_extras(&inside, hub_extras("owner", ns.there, None, &token))?;
+    let relay = HubProcess::start_with_extras(launcher, hub_extras("relay", ns.here, Some(ns.there), &token))?;
+    let local = HubProcess::start(launcher, false)?;
+    std::thread::sleep(FEDERATION_SETTLE);
+    let (owner_url, relay_url, local_url) =
+        (owner.url(Transport::Unix, false), relay.url(Transport::Unix, false), local.url(Transport::Unix, false));
+    let at = |url| HubChannel { url, token: None, channel: CHANNEL };
+    let mut label = |line: &str| progress(&format!("federation: {line}"));
+    let mut relayed =
+        CallTime::round_trips(&measure_calls_between(at(&relay_url), at(&owner_url), size, spec.samples, &mut label)?);
+    let mut one_hub =
+        CallTime::round_trips(&measure_calls_between(at(&local_url), at(&local_url), size, spec.samples, &mut label)?);
+    let relay_to_owner_rate = measure_between(&relay_url, &owner_url, size, 1, spec.seconds, &mut label)?;
+    let one_hub_rate = measure_between(&local_url, &local_url, size, 1, spec.seconds, &mut label)?;
+    Ok(FederationFigures {
+        raw_tcp: Distribution::of(&mut raw_tcp),
+        one_hub: Distribution::of(&mut one_hub),
+        relay_owner_relay: Distribution::of(&mut relayed),
+        one_hub_rate,
+        relay_to_owner_rate,
+    })
+}
