@@ -370,8 +370,12 @@ impl<'a> Reader<'a> {
         let kind = FrameKind::from_wire(kind)
             .filter(|k| !matches!(k, FrameKind::CanXl | FrameKind::Raw))
             .ok_or(DecodeError::Kind(kind))?;
-        let flags = self.u8()?;
-        let flags = FrameFlags::from_bits(flags).ok_or(DecodeError::Flags(flags))?;
+        let bits = self.u8()?;
+        // 0x20 is LIN's STANDING; on every other kind it is reserved, as on
+        // the wire (spec/protocol.md 4.2).
+        let flags = FrameFlags::from_bits(bits)
+            .filter(|f| kind == FrameKind::Lin || !f.contains(FrameFlags::LIN_STANDING))
+            .ok_or(DecodeError::Flags(bits))?;
         let id = self.u32()?;
         let (len, len8_dlc) = (self.u8()? as usize, self.u8()?);
         let data_len = self.u8()? as usize;
