@@ -53,16 +53,7 @@ pub(crate) fn check_xl(flags: FrameFlags, id: u32, len: usize, data: &[u8]) -> R
 /// A `raw` record's validity (spec 4.3): flags ⊆ {ECHO}, `len` 0..=2048 with
 /// as many data bytes, `len8_dlc` 0; the id is the access rule's.
 pub(crate) fn check_raw(flags: FrameFlags, len: usize, len8_dlc: u8, data: &[u8]) -> Result<(), FrameError> {
-    for (flag, name) in [
-        (FrameFlags::EXTENDED, "extended"),
-        (FrameFlags::REMOTE, "remote"),
-        (FrameFlags::BRS, "brs"),
-        (FrameFlags::ESI, "esi"),
-    ] {
-        if flags.contains(flag) {
-            return Err(FrameError::FlagNotAllowed { flag: name, kind: "raw" });
-        }
-    }
+    crate::frame::only_echo(flags, "raw")?;
     if len > MAX_RAW_DATA || data.len() != len {
         return Err(FrameError::RawTooLong { len });
     }

@@ -192,6 +192,22 @@ pub fn fd_round_up_len(len: usize) -> Option<usize> {
     FD_LENGTHS.iter().map(|&l| l as usize).find(|&l| l >= len)
 }
 
+/// Refuse every one of the four low flags (EXTENDED, REMOTE, BRS, ESI) on a
+/// `kind` whose records may carry `ECHO` alone (error and raw frames).
+pub(crate) fn only_echo(flags: FrameFlags, kind: &'static str) -> Result<(), FrameError> {
+    for (flag, name) in [
+        (FrameFlags::EXTENDED, "extended"),
+        (FrameFlags::REMOTE, "remote"),
+        (FrameFlags::BRS, "brs"),
+        (FrameFlags::ESI, "esi"),
+    ] {
+        if flags.contains(flag) {
+            return Err(FrameError::FlagNotAllowed { flag: name, kind });
+        }
+    }
+    Ok(())
+}
+
 fn check_id(id: u32, extended: bool) -> Result<(), FrameError> {
     if extended {
         if id > MAX_EXTENDED_ID {
@@ -405,16 +421,7 @@ impl Frame {
                 }
             }
             FrameKind::Error => {
-                for (flag, name) in [
-                    (FrameFlags::EXTENDED, "extended"),
-                    (FrameFlags::REMOTE, "remote"),
-                    (FrameFlags::BRS, "brs"),
-                    (FrameFlags::ESI, "esi"),
-                ] {
-                    if flags.contains(flag) {
-                        return Err(FrameError::FlagNotAllowed { flag: name, kind: "error" });
-                    }
-                }
+                only_echo(flags, "error")?;
                 if len != ERROR_FRAME_LEN || data.len() != ERROR_FRAME_LEN || len8_dlc != 0 {
                     return Err(FrameError::ErrorFrameLength { len });
                 }
