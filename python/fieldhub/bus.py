@@ -314,6 +314,12 @@ class FieldhubBus(BusABC):
         if received is None:
             return None, getattr(self, "_is_filtered", False)
         _, kind, can_id, flags, length, data, timestamp_ns, _, _, _ = received
+        if kind == "lin":
+            # LIN reuses the low flag bits for its checksum model and the
+            # hub's records (no response, checksum error, collision), which
+            # are not CAN's extended, remote, BRS and ESI: a LIN frame is its
+            # identifier and data here (an unanswered header has none).
+            flags &= _ECHO
         message = Message(
             timestamp=timestamp_ns / 1e9,
             arbitration_id=can_id,

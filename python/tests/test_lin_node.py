@@ -47,6 +47,7 @@ def test_a_python_slaves_standing_response_answers_every_header_until_replaced_a
             stdout=subprocess.PIPE, text=True)
         try:
             wait_for_port(hub, "reader")
+            observer = can.Bus(interface="fieldhub", channel="body", hub=hub.url, port_name="observer")
             with can.Bus(interface="fieldhub", channel="body", hub=hub.url, port_name="slave",
                          synchronized=True) as slave:
                 slave.lin_stand(0x10, b"\x01\x02")
@@ -75,6 +76,23 @@ def test_a_python_slaves_standing_response_answers_every_header_until_replaced_a
             "(0000000000.043333) body 10 [2] 03 04 LIN enhanced checksum A8",
             "(0000000000.051770) body 11 [0] LIN no response",
             "(0000000000.063333) body 10 [2] 03 04 LIN enhanced checksum A8",
+        ]
+        # A python-can reader sees each LIN frame as its identifier and data:
+        # LIN's checksum model and the hub's no-response record use the flag
+        # bits of CAN's extended and remote, which must not show as those.
+        seen = []
+        while len(seen) < 7 and (message := observer.recv(10)) is not None:
+            seen.append((message.arbitration_id, bytes(message.data), message.is_extended_id,
+                         message.is_remote_frame, message.is_error_frame))
+        observer.shutdown()
+        assert seen == [
+            (0x10, b"", False, False, False),
+            (0x11, b"\xAA\xBB\xCC\xDD", False, False, False),
+            (0x10, b"\x01\x02", False, False, False),
+            (0x11, b"\xAA\xBB\xCC\xDD", False, False, False),
+            (0x10, b"\x03\x04", False, False, False),
+            (0x11, b"", False, False, False),
+            (0x10, b"\x03\x04", False, False, False),
         ]
 
 
