@@ -314,6 +314,8 @@ impl NativeClient {
             FrameKind::CanFd => "canfd",
             FrameKind::Error => "error",
             FrameKind::Lin => "lin",
+            FrameKind::CanXl => "canxl",
+            FrameKind::Raw => "raw",
         };
         Ok(Some((
             r.port,

@@ -419,21 +419,25 @@ impl FaultRule {
 pub fn transform(action: &Action, frame: &Frame) -> Option<Frame> {
     match *action {
         Action::Flip { byte, mask } => {
-            let mut out = *frame;
+            let mut out = frame.clone();
             if let Some(b) = out.data_mut().get_mut(byte as usize) {
                 *b ^= mask;
             }
             Some(out)
         }
         Action::Modify { id, len, data, checksum } => {
-            let mut out = *frame;
+            let mut out = frame.clone();
             if let Some(op) = id {
                 let limit = if out.is_extended() { MAX_EXTENDED_ID } else { 0x7FF };
-                out = out.with_id(op.op.apply(out.id(), op.value) & limit).unwrap_or(out);
+                if let Ok(changed) = out.clone().with_id(op.op.apply(out.id(), op.value) & limit) {
+                    out = changed;
+                }
             }
             if let Some(op) = len {
                 let wanted = op.op.apply(out.len() as u32, op.value) as usize;
-                out = out.with_len(wanted).unwrap_or(out);
+                if let Ok(changed) = out.clone().with_len(wanted) {
+                    out = changed;
+                }
             }
             if let Some(op) = data {
                 for b in out.data_mut() {

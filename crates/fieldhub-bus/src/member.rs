@@ -286,7 +286,7 @@ impl Member {
     /// Queue a frame for this member. A full outbox drops and counts it (a
     /// lossless port is full only when its channel could not hold: a fault
     /// rule's duplicates, an error frame). Returns false if it was dropped.
-    pub fn deliver(&mut self, frame: Frame, meta: FrameMeta) -> bool {
+    pub fn deliver(&mut self, frame: &Frame, meta: FrameMeta) -> bool {
         let Receiver::Client { outbox, .. } = &self.receiver else { return false };
         if !self.takes_fd && frame.kind() == FrameKind::CanFd {
             return false;
@@ -296,7 +296,7 @@ impl Member {
             return false;
         }
         if let Some(watch) = &mut self.wake {
-            watch.offer(&frame);
+            watch.offer(frame);
         }
         // Report drops only when the frame will fit behind the report: a
         // report per refused frame would fill the reply reserve.
@@ -306,7 +306,7 @@ impl Member {
                 self.unreported_drops = 0;
             }
         }
-        match outbox.try_frame(self.port, &frame, &meta) {
+        match outbox.try_frame(self.port, frame, &meta) {
             Ok(()) => {
                 self.counters.rx_frames += 1;
                 true

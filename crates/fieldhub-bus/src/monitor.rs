@@ -30,7 +30,7 @@ use crate::port_id::PortId;
 pub const MONITOR_QUEUE: usize = 16 * 1024;
 
 /// One frame as a monitor sees it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Tapped {
     pub channel: u16,
     /// The sending port; `None` for the bus's own error frames.
@@ -88,8 +88,12 @@ impl MonitorTap {
         if !self.channels.contains(&sent.channel) {
             return;
         }
-        let tapped =
-            Tapped { channel: sent.channel, sender: sent.sender, timestamp_ns: sent.timestamp_ns, frame: sent.frame };
+        let tapped = Tapped {
+            channel: sent.channel,
+            sender: sent.sender,
+            timestamp_ns: sent.timestamp_ns,
+            frame: sent.frame.clone(),
+        };
         if let Err(TrySendError::Full(_)) = self.queue.try_send(tapped) {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -129,7 +133,7 @@ mod tests {
         tap.set_channels(vec![0]);
         let frame = Frame::can(0x123, false, &[1, 2]).unwrap();
         for i in 0..MONITOR_QUEUE + 10 {
-            tap.offer(&sent(0, i as u64, frame));
+            tap.offer(&sent(0, i as u64, frame.clone()));
         }
         assert_eq!(feed.dropped(), 10);
         assert_eq!(feed.try_take().map(|t| t.timestamp_ns), Some(0), "the oldest frames are kept, in order");
@@ -140,7 +144,7 @@ mod tests {
         let (mut tap, feed) = monitor();
         tap.set_channels(vec![1]);
         let frame = Frame::can(0x1, false, &[]).unwrap();
-        tap.offer(&sent(0, 5, frame));
+        tap.offer(&sent(0, 5, frame.clone()));
         tap.offer(&sent(1, 6, frame));
         let got = feed.try_take().unwrap();
         assert_eq!((got.channel, got.timestamp_ns, got.sender), (1, 6, PortId::client(7)));

@@ -378,7 +378,7 @@ impl OutboxSink for QueueOutbox {
     }
 
     fn try_frame(&self, port: u16, frame: &Frame, meta: &FrameMeta) -> Result<(), Refused> {
-        self.push(Outbound::Frame { port, frame: *frame, meta: *meta }, OUTBOX_FRAMES)
+        self.push(Outbound::Frame { port, frame: frame.clone(), meta: *meta }, OUTBOX_FRAMES)
     }
 
     fn try_control(&self, item: Outbound) -> Result<(), Refused> {

@@ -66,7 +66,7 @@ struct MemoryTap {
 
 impl RecordingTap for MemoryTap {
     fn offer(&mut self, timestamp_ns: u64, channel: u16, frame: &Frame) {
-        self.frames.lock().unwrap().push((timestamp_ns, channel, *frame));
+        self.frames.lock().unwrap().push((timestamp_ns, channel, frame.clone()));
     }
 
     fn dropped(&self) -> u64 {

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use fieldhub_proto::Frame;
 
 /// A frame waiting in a port's transmit FIFO.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Pending {
     pub frame: Frame,
     /// Position in the bus thread's arrival order; breaks arbitration ties

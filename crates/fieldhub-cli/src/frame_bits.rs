@@ -5,7 +5,8 @@ use fieldhub_proto::text::parse_cansend;
 
 #[derive(clap::Args)]
 pub struct FrameBitsArgs {
-    /// Frame in cansend syntax (123#DEADBEEF, 1ABCDEF0#R, 123##1DEADBEEF).
+    /// Frame in cansend syntax (123#DEADBEEF, 1ABCDEF0#R, 123##1DEADBEEF); CAN XL
+    /// and raw frames are refused (no bit model yet).
     frame: String,
     /// Nominal (arbitration) bitrate in bit/s.
     #[arg(long, default_value = "500000")]
@@ -22,6 +23,13 @@ pub fn run(args: FrameBitsArgs) -> anyhow::Result<()> {
     let frame = parse_cansend(&args.frame)?;
     if args.bitrate == 0 || args.data_bitrate == Some(0) {
         anyhow::bail!("bitrates must be positive");
+    }
+    if frame.is_xl() || frame.is_raw() {
+        anyhow::bail!(
+            "{}: CAN XL and raw frames have no bit model yet (issue 38: the exact ISO 11898-1:2024 XL layout is \
+             not implemented), so their length on the wire is not computed",
+            args.frame
+        );
     }
     let data_bitrate = args.data_bitrate.unwrap_or(args.bitrate);
     let bits = FrameBits::of(&frame);

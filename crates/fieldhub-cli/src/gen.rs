@@ -262,7 +262,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         } else if kind.fd {
             Frame::can_fd(id, kind.flags(), &data[..len])?
         } else {
-            Frame::from_parts(FrameKind::Can, kind.flags(), id, len, len8_dlc, &data[..len])?
+            Frame::from_parts(FrameKind::Can, kind.flags(), id, len, len8_dlc, 0, &data[..len])?
         };
         while let Err(e) = client.send(&port, &frame) {
             // The frames the gone hub had not confirmed are lost with it;

@@ -224,7 +224,8 @@ mod tests {
         let frame = Frame::can(0x123, false, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let targets = HashMap::from([("can0".into(), port("can0", 1)), ("can1".into(), port("can1", 2))]);
         let timing = HashMap::from([("can0".into(), Some((500_000, 500_000))), ("can1".into(), None)]);
-        let planned = plan(vec![record(10, "can0", frame), record(10, "can1", frame)], &targets, &timing);
+        let planned =
+            plan(vec![record(10, "can0", frame.clone()), record(10, "can1", frame.clone())], &targets, &timing);
         let duration = FrameBits::of(&frame).duration_ns(500_000, 500_000);
         assert!(duration > 0);
         let by_channel: HashMap<&str, u64> = planned.iter().map(|p| (p.channel.as_str(), p.send_ns)).collect();
@@ -242,7 +243,7 @@ mod tests {
         // Stamped 0.1 ms apart, but the long frame on the slow channel started
         // long before the short frame on the fast one.
         let records = vec![
-            Record { timestamp_ns: 5 * MS, channel: "fast".into(), frame: short, direction: None },
+            Record { timestamp_ns: 5 * MS, channel: "fast".into(), frame: short.clone(), direction: None },
             Record { timestamp_ns: 5 * MS + 100_000, channel: "slow".into(), frame: long, direction: None },
             Record { timestamp_ns: 5 * MS, channel: "fast".into(), frame: short, direction: None },
         ];

@@ -233,7 +233,7 @@ pub struct Port {
 }
 
 /// A frame received on one of the client's ports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Received {
     /// Handle of the receiving port.
     pub port: u16,
@@ -419,7 +419,7 @@ impl Client {
         if timeout == Some(Duration::ZERO) && self.tx_queue_full() {
             return Err(ClientError::SendQueueFull(Duration::ZERO));
         }
-        let frame = frame.with_echo(false);
+        let frame = frame.clone().with_echo(false);
         let mut sent = if self.link.direct() {
             // Relaxed: a rough count, nothing is read through it.
             if self.sends.fetch_add(1, Ordering::Relaxed) % PUMP_EVERY == PUMP_EVERY - 1 {

@@ -142,7 +142,7 @@ impl StreamLink {
 
 impl Link for StreamLink {
     fn send_frame(&self, port: u16, frame: &Frame, at_ns: u64, timeout: Option<Duration>) -> Result<(), SendFail> {
-        self.queue(WriteItem::Frame { port, frame: *frame, at_ns }, timeout)
+        self.queue(WriteItem::Frame { port, frame: frame.clone(), at_ns }, timeout)
     }
 
     fn send_message(&self, message: Vec<u8>, timeout: Option<Duration>) -> Result<(), SendFail> {

@@ -21,8 +21,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fieldhub_proto::wire::{self, ErrorCode, Message, StepAhead, WakeFilter, WakeFilters};
 use fieldhub_proto::limits::MAX_WAKE_FILTERS;
+use fieldhub_proto::wire::{self, ErrorCode, Message, StepAhead, WakeFilter, WakeFilters};
 use fieldhub_proto::Frame;
 
 use crate::dispatch::NOT_GRANTED;

@@ -166,8 +166,9 @@ impl fh_frame {
         Ok(frame)
     }
 
-    /// The struct for a received frame.
-    pub fn from_frame(frame: &Frame) -> Self {
+    /// The struct for a received frame; `None` for a CAN XL or raw frame,
+    /// which `fh_frame` cannot hold.
+    pub fn from_frame(frame: &Frame) -> Option<Self> {
         let mut out = Self::zeroed();
         out.can_id = frame.socketcan_id();
         out.len = frame.len() as u8;
@@ -183,10 +184,11 @@ impl fh_frame {
             }
             FrameKind::Can => out.len8_dlc = frame.len8_dlc(),
             FrameKind::Error | FrameKind::Lin => {}
+            FrameKind::CanXl | FrameKind::Raw => return None,
         }
         let data = frame.data();
         out.data[..data.len()].copy_from_slice(data);
-        out
+        Some(out)
     }
 }
 
@@ -239,7 +241,7 @@ mod tests {
         for sent in [classic(0x123, &[0xDE, 0xAD]), classic(FH_CAN_EFF_FLAG | 0x1FFF_FFFF, &[]), fd, remote, dlc, error]
         {
             let frame = sent.to_frame().unwrap();
-            assert_eq!(fh_frame::from_frame(&frame), sent, "{frame:?}");
+            assert_eq!(fh_frame::from_frame(&frame), Some(sent), "{frame:?}");
         }
     }
 
@@ -249,7 +251,7 @@ mod tests {
         f.flags = FH_CANFD_BRS;
         let frame = f.to_frame().unwrap();
         assert!(frame.is_fd());
-        assert_eq!(fh_frame::from_frame(&frame).flags, FH_CANFD_FDF | FH_CANFD_BRS);
+        assert_eq!(fh_frame::from_frame(&frame).map(|f| f.flags), Some(FH_CANFD_FDF | FH_CANFD_BRS));
     }
 
     #[test]

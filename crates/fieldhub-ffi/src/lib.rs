@@ -522,7 +522,9 @@ pub unsafe extern "C" fn fh_recv(
             }
             let received = c.connected()?.recv(timeout(timeout_ms))?.ok_or(Failure::bare(FH_ERR_TIMEOUT))?;
             // SAFETY: checked non-NULL; writable by the caller's contract.
-            *frame = fh_frame::from_frame(&received.frame);
+            *frame = fh_frame::from_frame(&received.frame).ok_or_else(|| {
+                Failure::invalid_argument(format!("received {:?}, which fh_frame cannot hold", received.frame))
+            })?;
             if let Some(meta) = meta.as_mut() {
                 *meta = fh_meta::new(received.port, &received.frame, &received.meta);
             }

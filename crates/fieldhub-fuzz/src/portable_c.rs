@@ -63,7 +63,7 @@ fn c_first_message(data: &[u8]) -> (String, usize) {
 }
 
 /// The portable C client on hostile input: its decoder accepts exactly what
-/// `fieldhub_proto::wire` accepts of a peer without LIN or AHEAD (`without_lin`, `without_ahead`)
+/// `fieldhub_proto::wire` accepts of a peer without LIN, CAN XL, raw frames or AHEAD (`without_kinds`, `without_ahead`)
 /// and rejects the rest with the same error kind, taking exactly the message's bytes; every message it accepts
 /// re-encodes to its bytes; and its client, fed the input as a hub's bytes
 /// after WELCOME, ends with a negative status.
@@ -74,7 +74,7 @@ pub fn portable_c(data: &[u8]) {
             Err(e) => assert_eq!(verdict, e.kind(), "length prefix"),
             Ok(len) => {
                 if let Some(body) = data.get(LENGTH_PREFIX..LENGTH_PREFIX + len) {
-                    match decode(&without_ahead(&without_lin(body))) {
+                    match decode(&without_ahead(&without_kinds(body))) {
                         Ok(_) => {
                             assert_eq!(verdict, "ok", "the reference decoder accepts this message");
                             assert_eq!(consumed, LENGTH_PREFIX + len, "the C decoder took other bytes");
@@ -126,16 +126,17 @@ fn without_ahead(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 /// A kind the wire leaves reserved (`spec/protocol.md` 4.1).
 const RESERVED_KIND: u8 = 0xFF;
 
-/// `body` as a peer without LIN reads it: the portable client carries no
-/// `lin` records (kind 3, optional in `spec/protocol.md` 4.1.1) and rejects
-/// them as `unknown_frame_kind`, so the first `lin` record the reference
-/// decoder would reach in a `FRAMES` body becomes a reserved kind. Records
+/// `body` as a peer without LIN, CAN XL and raw frames reads it: the
+/// portable client carries no `lin`, `canxl` or `raw` records (kinds 3, 4
+/// and 5, optional in `spec/protocol.md` 4.1) and rejects them as
+/// `unknown_frame_kind`, so the first such record the reference decoder
+/// would reach in a `FRAMES` body becomes a reserved kind. Records
 /// are walked as the decoder reads them and the walk stops wherever
 /// reading would stop; a record that is only invalid is walked over, since
 /// the decoder's verdict is decided there whatever comes after it.
-fn without_lin(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+fn without_kinds(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     const RECORD_HEADER: usize = 32;
-    const KIND_LIN: u8 = 3;
+    const OPTIONAL_KINDS: std::ops::RangeInclusive<u8> = 3..=5;
     if body.len() < 4 || body[0] != 0x20 || body[3] != 0 {
         return body.into();
     }
@@ -145,10 +146,10 @@ fn without_lin(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         let Some(header) = body.get(at..at + RECORD_HEADER) else { break };
         let len = usize::from(u16::from_le_bytes([header[28], header[29]]));
         let (kind, flags) = (header[2], header[3]);
-        if len > fieldhub_proto::limits::MAX_RECORD_DATA || kind > KIND_LIN {
+        if len > fieldhub_proto::limits::MAX_RECORD_DATA || kind > *OPTIONAL_KINDS.end() {
             break;
         }
-        if kind == KIND_LIN {
+        if OPTIONAL_KINDS.contains(&kind) {
             let mut changed = body.to_vec();
             changed[at + 2] = RESERVED_KIND;
             return changed.into();

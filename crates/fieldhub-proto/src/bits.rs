@@ -25,6 +25,12 @@
 //! - LIN frames are [`crate::lin`]'s nominal frame — break, delimiter, sync,
 //!   protected identifier, data and checksum bytes of 10 bits, no spaces —
 //!   all at the nominal rate; a header no slave answered is the header's 34.
+//! - CAN XL and raw frames are **not modelled** by this revision: no source
+//!   for CAN XL's exact field layout (ISO 11898-1:2024 / CiA 610-1) was at
+//!   hand, and none is taken from memory. Their figure is a stated lower
+//!   bound — the payload's bits alone (8 per data byte, an XL frame's 32-bit
+//!   acceptance field besides) at the data rate, no overhead or stuffing —
+//!   which no channel uses: the hub carries neither kind on any channel yet.
 
 use crate::frame::{Frame, FrameKind};
 
@@ -59,6 +65,11 @@ impl FrameBits {
                     len => shape.frame_bits(len).unwrap_or(shape.header_bits()),
                 };
                 Self { total, stuff_bits: 0, nominal_bits: total, data_bits: 0 }
+            }
+            FrameKind::CanXl | FrameKind::Raw => {
+                let af = if frame.is_xl() { 32 } else { 0 };
+                let total = 8 * frame.len() as u32 + af;
+                Self { total, stuff_bits: 0, nominal_bits: 0, data_bits: total }
             }
         }
     }
@@ -350,7 +361,7 @@ mod reference {
     /// stuffed and checked one bit at a time.
     pub fn frame_bits(frame: &Frame) -> FrameBits {
         use crate::FrameFlags;
-        if matches!(frame.kind(), FrameKind::Error | FrameKind::Lin) {
+        if matches!(frame.kind(), FrameKind::Error | FrameKind::Lin | FrameKind::CanXl | FrameKind::Raw) {
             return FrameBits::of(frame);
         }
         let fd = frame.kind() == FrameKind::CanFd;

@@ -1,12 +1,19 @@
-//! The frame model: CAN classic, CAN FD, error and LIN frames, plus the
-//! metadata a hub assigns when it puts a frame on a channel.
+//! The frame model: CAN classic, CAN FD, error, LIN, CAN XL and raw frames,
+//! plus the metadata a hub assigns when it puts a frame on a channel.
 //!
-//! A [`Frame`] is a plain `Copy` value with its payload inline (64 bytes), so
-//! the data path moves frames without allocating. Every constructor validates;
-//! a `Frame` value is always one that a real controller could put on the wire.
+//! A [`Frame`] is a `Clone` value of at most 80 bytes. CAN, CAN FD, error and
+//! LIN frames carry their payload inline (64 bytes), so the data path moves
+//! them without allocating; CAN XL and raw frames (up to 2,048 bytes) carry
+//! theirs in one shared buffer made when the frame is built, which a clone
+//! shares by reference ([`crate::payload`]). Every constructor validates; a
+//! `Frame` value is always one that a real controller could put on the wire.
+//! The CAN XL and raw constructors and accessors are in [`crate::canxl`].
+
+use std::sync::Arc;
 
 use crate::limits::{MAX_CANFD_DATA, MAX_CAN_DATA};
 use crate::lin::{self, Checksum};
+use crate::payload::{Inline, Payload};
 
 /// Largest 11-bit (base) identifier.
 pub const MAX_STANDARD_ID: u32 = 0x7FF;
@@ -21,10 +28,8 @@ pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
 /// Payload length of every error frame (SocketCAN `CAN_ERR_DLC`).
 pub const ERROR_FRAME_LEN: usize = 8;
 
-/// What kind of frame a record carries. The wire value is stable. The spec's
-/// kinds 4 (`canxl`) and 5 (`raw`, spec/protocol.md 4.1.2 and 4.1.3) are not
-/// implemented by this revision, which refuses them as `unknown_frame_kind`
-/// like the reserved 6..=255 — as the vectors' `without_kind` says.
+/// What kind of frame a record carries. The wire value is stable; the
+/// reserved 6..=255 are refused as `unknown_frame_kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FrameKind {
@@ -38,6 +43,13 @@ pub enum FrameKind {
     /// LIN 2.x frame: a 6-bit identifier, 1..=8 data bytes and the checksum
     /// byte, or a header no slave answered ([`crate::lin`]).
     Lin = 3,
+    /// CAN XL data frame (ISO 11898-1:2024): an 11-bit priority, a VCID, SDT,
+    /// SEC, RRS, the acceptance field and 1..=2048 data bytes
+    /// ([`crate::canxl`], spec/protocol.md 4.1.2).
+    CanXl = 4,
+    /// Generic frame of a bus the hub has no model of: a u32 id the
+    /// channel's access rule reads and 0..=2048 opaque bytes (4.1.3).
+    Raw = 5,
 }
 
 impl FrameKind {
@@ -48,6 +60,8 @@ impl FrameKind {
             1 => Some(Self::CanFd),
             2 => Some(Self::Error),
             3 => Some(Self::Lin),
+            4 => Some(Self::CanXl),
+            5 => Some(Self::Raw),
             _ => None,
         }
     }
@@ -88,6 +102,10 @@ impl FrameFlags {
     /// LIN, hub to client only: two or more slaves answered an
     /// event-triggered header at once; the data are what the bus read.
     pub const LIN_COLLISION: Self = Self::ESI;
+    /// CAN XL: simple extended content (SocketCAN `CANXL_SEC`).
+    pub const XL_SEC: Self = Self::EXTENDED;
+    /// CAN XL: remote request substitution (SocketCAN `CANXL_RRS`).
+    pub const XL_RRS: Self = Self::REMOTE;
 }
 
 /// Why a frame is not valid.
@@ -109,25 +127,39 @@ pub enum FrameError {
     ErrorFrameLength { len: usize },
     #[error(transparent)]
     Lin(#[from] crate::lin::LinError),
+    #[error("a CAN XL frame carries 1..=2048 data bytes, got {len}")]
+    XlLength { len: usize },
+    #[error("CAN XL id 0x{id:X} sets bits outside the priority (0..=10) and the VCID (16..=23)")]
+    XlIdBits { id: u32 },
+    #[error("a raw frame carries at most 2048 data bytes, got {len}")]
+    RawTooLong { len: usize },
+    #[error("len8_dlc must be 0 on a raw frame, got {dlc}")]
+    RawLen8Dlc { dlc: u8 },
 }
 
-/// One frame. `Copy`, fixed size, payload inline.
+/// One frame: fixed size (80 bytes), payload inline or shared by kind.
 ///
 /// Laid out as an 8-byte-aligned header word (id, kind, flags, lengths)
-/// followed by the payload: a frame is copied several times on its way
+/// followed by the payload: a frame is moved several times on its way
 /// through the hub, and aligned halves copy as whole words instead of as
 /// pieces the processor must stitch together from earlier narrow stores
 /// (this layout took the hub from ~240 to ~200 ns of CPU a frame).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 #[repr(C, align(8))]
 pub struct Frame {
-    id: u32,
-    kind: FrameKind,
-    flags: FrameFlags,
-    len: u8,
-    len8_dlc: u8,
-    data: [u8; MAX_CANFD_DATA],
+    pub(crate) id: u32,
+    pub(crate) kind: FrameKind,
+    pub(crate) flags: FrameFlags,
+    /// The inline payload's length; 0 for a shared payload, whose buffer
+    /// holds its own length.
+    pub(crate) len: u8,
+    pub(crate) len8_dlc: u8,
+    pub(crate) payload: Payload,
 }
+
+/// CAN, CAN FD and LIN frames stay as small as before XL: the shared form
+/// fits beside the inline bytes, not on top of them.
+const _: () = assert!(std::mem::size_of::<Frame>() <= 80);
 
 /// Copy a payload of up to 64 bytes to the front of `to`. The common
 /// lengths are copies of a known size (a register move or two) rather than
@@ -160,6 +192,22 @@ pub fn fd_round_up_len(len: usize) -> Option<usize> {
     FD_LENGTHS.iter().map(|&l| l as usize).find(|&l| l >= len)
 }
 
+/// Refuse every one of the four low flags (EXTENDED, REMOTE, BRS, ESI) on a
+/// `kind` whose records may carry `ECHO` alone (error and raw frames).
+pub(crate) fn only_echo(flags: FrameFlags, kind: &'static str) -> Result<(), FrameError> {
+    for (flag, name) in [
+        (FrameFlags::EXTENDED, "extended"),
+        (FrameFlags::REMOTE, "remote"),
+        (FrameFlags::BRS, "brs"),
+        (FrameFlags::ESI, "esi"),
+    ] {
+        if flags.contains(flag) {
+            return Err(FrameError::FlagNotAllowed { flag: name, kind });
+        }
+    }
+    Ok(())
+}
+
 fn check_id(id: u32, extended: bool) -> Result<(), FrameError> {
     if extended {
         if id > MAX_EXTENDED_ID {
@@ -178,11 +226,10 @@ impl Frame {
         if data.len() > MAX_CAN_DATA {
             return Err(FrameError::CanTooLong { len: data.len() });
         }
-        let mut frame = Self::blank(FrameKind::Can, id, data.len());
+        let mut frame = Self::inline(FrameKind::Can, id, data);
         if extended {
             frame.flags = FrameFlags::EXTENDED;
         }
-        frame.data[..data.len()].copy_from_slice(data);
         Ok(frame)
     }
 
@@ -192,7 +239,8 @@ impl Frame {
         if len > MAX_CAN_DATA {
             return Err(FrameError::CanTooLong { len });
         }
-        let mut frame = Self::blank(FrameKind::Can, id, len);
+        let mut frame = Self::inline(FrameKind::Can, id, &[]);
+        frame.len = len as u8;
         frame.flags = FrameFlags::REMOTE;
         if extended {
             frame.flags = frame.flags.union(FrameFlags::EXTENDED);
@@ -213,9 +261,8 @@ impl Frame {
         if fd_len_to_dlc(data.len()).is_none() {
             return Err(FrameError::InvalidFdLength { len: data.len() });
         }
-        let mut frame = Self::blank(FrameKind::CanFd, id, data.len());
+        let mut frame = Self::inline(FrameKind::CanFd, id, data);
         frame.flags = flags;
-        frame.data[..data.len()].copy_from_slice(data);
         Ok(frame)
     }
 
@@ -225,9 +272,7 @@ impl Frame {
         if class > MAX_EXTENDED_ID {
             return Err(FrameError::ExtendedIdTooLarge { id: class });
         }
-        let mut frame = Self::blank(FrameKind::Error, class, ERROR_FRAME_LEN);
-        frame.data[..ERROR_FRAME_LEN].copy_from_slice(&data);
-        Ok(frame)
+        Ok(Self::inline(FrameKind::Error, class, &data))
     }
 
     /// A LIN response for identifier `id` (0..=0x3F) with 1..=8 data bytes,
@@ -249,7 +294,7 @@ impl Frame {
         if checksum != model.of(pid, data) {
             flags |= FrameFlags::LIN_CHECKSUM_ERROR;
         }
-        Self::from_parts(FrameKind::Lin, flags, u32::from(id), data.len(), checksum, data)
+        Self::from_parts(FrameKind::Lin, flags, u32::from(id), data.len(), checksum, 0, data)
     }
 
     /// A standing response for identifier `id` (spec 4.1.1): it answers
@@ -263,7 +308,7 @@ impl Frame {
     /// The withdrawal of a port's standing response for identifier `id`:
     /// from the next header on it answers no more.
     pub fn lin_withdraw(id: u8) -> Result<Self, FrameError> {
-        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_STANDING, u32::from(id), 0, 0, &[])
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_STANDING, u32::from(id), 0, 0, 0, &[])
     }
 
     /// Whether this is a LIN standing response or its withdrawal (flag
@@ -282,7 +327,7 @@ impl Frame {
 
     /// The header of identifier `id` that no slave answered.
     pub fn lin_no_response(id: u8) -> Result<Self, FrameError> {
-        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, &[])
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, 0, &[])
     }
 
     /// What the bus read when `responses` (two or more slaves' answers to
@@ -301,21 +346,23 @@ impl Frame {
             len = len.max(data.len());
         }
         let (data, checksum) = (&bytes[..len], bytes[len]);
-        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, checksum, data)
+        Self::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, checksum, 0, data)
     }
 
     /// Build a frame from wire fields, checking every combination. `data`
     /// holds the payload; it is ignored (and may be empty) for remote frames.
+    /// `af` is a CAN XL frame's acceptance field, ignored on other kinds.
     pub fn from_parts(
         kind: FrameKind,
         flags: FrameFlags,
         id: u32,
         len: usize,
         len8_dlc: u8,
+        af: u32,
         data: &[u8],
     ) -> Result<Self, FrameError> {
         Self::check_parts(kind, flags, id, len, len8_dlc, data)?;
-        Ok(Self::from_accepted_parts(kind, flags, id, len, len8_dlc, data))
+        Ok(Self::from_accepted_parts(kind, flags, id, len, len8_dlc, af, data))
     }
 
     /// Whether [`Frame::from_parts`] accepts these fields, without building
@@ -374,16 +421,7 @@ impl Frame {
                 }
             }
             FrameKind::Error => {
-                for (flag, name) in [
-                    (FrameFlags::EXTENDED, "extended"),
-                    (FrameFlags::REMOTE, "remote"),
-                    (FrameFlags::BRS, "brs"),
-                    (FrameFlags::ESI, "esi"),
-                ] {
-                    if flags.contains(flag) {
-                        return Err(FrameError::FlagNotAllowed { flag: name, kind: "error" });
-                    }
-                }
+                only_echo(flags, "error")?;
                 if len != ERROR_FRAME_LEN || data.len() != ERROR_FRAME_LEN || len8_dlc != 0 {
                     return Err(FrameError::ErrorFrameLength { len });
                 }
@@ -392,6 +430,8 @@ impl Frame {
                 }
             }
             FrameKind::Lin => lin::check_record(flags, id, len, len8_dlc, data)?,
+            FrameKind::CanXl => crate::canxl::check_xl(flags, id, len, data)?,
+            FrameKind::Raw => crate::canxl::check_raw(flags, len, len8_dlc, data)?,
         }
         Ok(())
     }
@@ -406,20 +446,34 @@ impl Frame {
         id: u32,
         len: usize,
         len8_dlc: u8,
+        af: u32,
         data: &[u8],
     ) -> Self {
-        let mut frame = Self::blank(kind, id, len);
-        frame.flags = flags;
-        frame.len8_dlc = len8_dlc;
+        if matches!(kind, FrameKind::CanXl | FrameKind::Raw) {
+            let af = if kind == FrameKind::CanXl { af } else { 0 };
+            return Self { kind, flags, id, len: 0, len8_dlc, payload: Payload::shared(af, &data[..len]) };
+        }
+        let mut bytes = Inline([0; MAX_CANFD_DATA]);
         // A remote frame's payload is never sent, whatever the caller passed.
         if !flags.contains(FrameFlags::REMOTE) {
-            copy_payload(&mut frame.data, data);
+            copy_payload(&mut bytes.0, data);
         }
-        frame
+        Self { kind, flags, id, len: len as u8, len8_dlc, payload: Payload::Inline(bytes) }
     }
 
-    fn blank(kind: FrameKind, id: u32, len: usize) -> Self {
-        Self { kind, flags: FrameFlags::empty(), id, len: len as u8, len8_dlc: 0, data: [0; MAX_CANFD_DATA] }
+    /// A frame of an inline kind carrying `data` (at most 64 bytes, checked
+    /// by the caller), flags empty.
+    fn inline(kind: FrameKind, id: u32, data: &[u8]) -> Self {
+        let mut bytes = Inline([0; MAX_CANFD_DATA]);
+        bytes.0[..data.len()].copy_from_slice(data);
+        Self {
+            kind,
+            flags: FrameFlags::empty(),
+            id,
+            len: data.len() as u8,
+            len8_dlc: 0,
+            payload: Payload::Inline(bytes),
+        }
     }
 
     /// Set the raw DLC 9..=15 of a classic 8-byte frame (SocketCAN
@@ -463,11 +517,11 @@ impl Frame {
 
     /// Whether the identifier is 29 bits.
     pub fn is_extended(&self) -> bool {
-        self.flags.contains(FrameFlags::EXTENDED) && self.kind != FrameKind::Lin
+        self.flags.contains(FrameFlags::EXTENDED) && matches!(self.kind, FrameKind::Can | FrameKind::CanFd)
     }
     /// Whether this is a remote transmission request.
     pub fn is_remote(&self) -> bool {
-        self.flags.contains(FrameFlags::REMOTE) && self.kind != FrameKind::Lin
+        self.flags.contains(FrameFlags::REMOTE) && self.kind == FrameKind::Can
     }
     /// Whether this is a CAN FD frame.
     pub fn is_fd(&self) -> bool {
@@ -483,14 +537,17 @@ impl Frame {
     }
     /// Payload length; for a remote frame the requested length.
     pub fn len(&self) -> usize {
-        self.len as usize
+        match &self.payload {
+            Payload::Inline(_) => self.len as usize,
+            Payload::Shared { bytes, .. } => bytes.len(),
+        }
     }
     /// Whether the payload is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
     /// Raw DLC 9..=15 of a classic 8-byte frame, a LIN frame's checksum
-    /// byte, 0 otherwise (the record's `len8_dlc` field).
+    /// byte, a CAN XL frame's SDT, 0 otherwise (the record's `len8_dlc` field).
     pub fn len8_dlc(&self) -> u8 {
         self.len8_dlc
     }
@@ -498,31 +555,36 @@ impl Frame {
     pub fn is_lin(&self) -> bool {
         self.kind == FrameKind::Lin
     }
-    /// The DLC code as it would appear on the wire.
+    /// The 4-bit DLC code as it would appear on the wire; 0 on CAN XL and
+    /// raw frames (an XL frame's 11-bit DLC: [`Frame::xl_dlc`]).
     pub fn dlc(&self) -> u8 {
         match self.kind {
             FrameKind::Can if self.len8_dlc != 0 => self.len8_dlc,
             FrameKind::CanFd => fd_len_to_dlc(self.len as usize).unwrap_or(15),
+            FrameKind::CanXl | FrameKind::Raw => 0,
             _ => self.len,
         }
     }
     /// Payload bytes (empty for remote frames).
     pub fn data(&self) -> &[u8] {
-        if self.is_remote() {
-            &[]
-        } else {
-            &self.data[..self.len as usize]
+        match &self.payload {
+            Payload::Inline(_) if self.is_remote() => &[],
+            Payload::Inline(bytes) => &bytes.0[..self.len as usize],
+            Payload::Shared { bytes, .. } => bytes,
         }
     }
-    /// Payload bytes, mutable (empty for remote frames).
+    /// Payload bytes, mutable (empty for remote frames). A shared payload
+    /// that another frame still holds is copied first.
     pub fn data_mut(&mut self) -> &mut [u8] {
-        if self.is_remote() {
-            &mut []
-        } else {
-            &mut self.data[..self.len as usize]
+        let remote = self.is_remote();
+        match &mut self.payload {
+            Payload::Inline(_) if remote => &mut [],
+            Payload::Inline(bytes) => &mut bytes.0[..self.len as usize],
+            Payload::Shared { bytes, .. } => Arc::make_mut(bytes),
         }
     }
-    /// This frame with another identifier (same format: 11 or 29 bits).
+    /// This frame with another identifier (same format: 11 or 29 bits; a
+    /// CAN XL frame's priority and VCID bits; any u32 on a raw frame).
     pub fn with_id(mut self, id: u32) -> Result<Self, FrameError> {
         if self.is_lin() {
             // The enhanced checksum covers the protected identifier.
@@ -533,8 +595,10 @@ impl Frame {
                 Self::lin(id, lin::model_of(self.flags), self.data())
             };
         }
-        if !self.is_error() {
-            check_id(id, self.is_extended())?;
+        match self.kind {
+            FrameKind::Error | FrameKind::Raw => {}
+            FrameKind::CanXl => crate::canxl::check_xl_id(id)?,
+            _ => check_id(id, self.is_extended())?,
         }
         self.id = id;
         Ok(self)
@@ -542,23 +606,26 @@ impl Frame {
 
     /// This frame with another payload length: bytes beyond the old length
     /// read as zero, bytes beyond the new one are cut. The length must suit
-    /// the kind (0..=8 classic, an FD length for CAN FD, 8 for error frames).
+    /// the kind (0..=8 classic, an FD length for CAN FD, 8 for error frames,
+    /// 1..=2048 CAN XL, 0..=2048 raw).
     pub fn with_len(mut self, len: usize) -> Result<Self, FrameError> {
         match self.kind {
+            FrameKind::CanXl | FrameKind::Raw => return crate::canxl::with_shared_len(self, len),
             FrameKind::Can if len > MAX_CAN_DATA => return Err(FrameError::CanTooLong { len }),
             FrameKind::CanFd if fd_len_to_dlc(len).is_none() => return Err(FrameError::InvalidFdLength { len }),
             FrameKind::Error if len != ERROR_FRAME_LEN => return Err(FrameError::ErrorFrameLength { len }),
             FrameKind::Lin => {
                 // The checksum covers the data: made anew over the new length.
                 let id = self.id as u8;
-                let mut data = self.data;
-                data[self.len as usize..].fill(0);
+                let mut data = [0; MAX_CANFD_DATA];
+                data[..self.len as usize].copy_from_slice(self.data());
                 return Self::lin(id, lin::model_of(self.flags), &data[..len.min(MAX_CANFD_DATA)]);
             }
             _ => {}
         }
-        for b in &mut self.data[self.len as usize..] {
-            *b = 0;
+        let old = self.len as usize;
+        if let Payload::Inline(bytes) = &mut self.payload {
+            bytes.0[old..].fill(0);
         }
         self.len = len as u8;
         if len != 8 {
@@ -582,6 +649,7 @@ impl PartialEq for Frame {
             && self.id == other.id
             && self.len == other.len
             && self.len8_dlc == other.len8_dlc
+            && self.acceptance_field() == other.acceptance_field()
             && self.data() == other.data()
     }
 }
@@ -660,7 +728,15 @@ mod accepted_parts_tests {
 
     fn parts_of(frame: &Frame) -> Frame {
         let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };
-        Frame::from_accepted_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data)
+        Frame::from_accepted_parts(
+            frame.kind(),
+            frame.flags(),
+            frame.id(),
+            frame.len(),
+            frame.len8_dlc(),
+            frame.acceptance_field(),
+            data,
+        )
     }
 
     /// Fields taken apart and put back through the checked path give the
@@ -699,12 +775,27 @@ mod accepted_parts_tests {
             ];
             frames.push(Frame::lin_collision(id, &responses).unwrap());
         }
-        let echoed: Vec<Frame> = frames.iter().map(|f| f.with_echo(true)).collect();
+        for len in [1, 8, 64, 65, 2048] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            for flags in [FrameFlags::empty(), FrameFlags::XL_SEC, FrameFlags::XL_RRS] {
+                frames.push(Frame::can_xl(0x7FF, 0xAB, 0x03, flags, 0x1234_5678, &data).unwrap());
+            }
+            frames.push(Frame::raw(0xFFFF_FFFF, &data).unwrap());
+        }
+        frames.push(Frame::raw(0, &[]).unwrap());
+        let echoed: Vec<Frame> = frames.iter().map(|f| f.clone().with_echo(true)).collect();
         for frame in frames.iter().chain(&echoed) {
             let data: &[u8] = if frame.is_remote() { &[] } else { frame.data() };
-            let checked =
-                Frame::from_parts(frame.kind(), frame.flags(), frame.id(), frame.len(), frame.len8_dlc(), data)
-                    .unwrap();
+            let checked = Frame::from_parts(
+                frame.kind(),
+                frame.flags(),
+                frame.id(),
+                frame.len(),
+                frame.len8_dlc(),
+                frame.acceptance_field(),
+                data,
+            )
+            .unwrap();
             assert_eq!(&checked, frame, "{frame:?}");
             assert_eq!(&parts_of(frame), frame, "{frame:?}");
         }

@@ -3,8 +3,10 @@
 //! # Layout
 //!
 //! - [`frame`]: what travels on a bus — [`Frame`] (CAN classic, CAN FD, error
-//!   frames in SocketCAN layout) and the hub-assigned [`FrameMeta`] (channel,
-//!   sender port, per-channel sequence number, timestamp).
+//!   frames in SocketCAN layout, LIN, CAN XL, raw) and the hub-assigned
+//!   [`FrameMeta`] (channel, sender port, per-channel sequence number,
+//!   timestamp); [`canxl`]: the CAN XL and raw frames' own constructors,
+//!   accessors and checks; `payload`: a frame's payload, inline or shared.
 //! - [`bits`]: a frame's exact on-wire bit length (stuffing, CRC) and duration.
 //! - [`lin`]: LIN 2.x arithmetic — protected identifiers, classic and
 //!   enhanced checksums, a LIN frame's exact bit length and duration.
@@ -32,20 +34,25 @@
 //! - A [`Frame`] that exists is valid: constructors and the decoder check
 //!   every field, so code holding a `Frame` never re-validates.
 //! - The decoder never panics and never allocates on untrusted input; every
-//!   rejection is a [`wire::DecodeError`] naming the problem.
+//!   rejection is a [`wire::DecodeError`] naming the problem. Reading a
+//!   decoded batch allocates once per CAN XL or raw record (its shared
+//!   payload) and never for the other kinds.
 //! - Encoding a decoded message yields the same bytes (the test vectors in
 //!   `spec/vectors/` pin this for every message type).
 
 pub mod auth;
 pub mod bits;
+pub mod canxl;
 pub mod error_text;
 pub mod fate;
 pub mod frame;
 pub mod limits;
 pub mod lin;
+mod payload;
 pub mod stats;
 pub mod stream;
 pub mod text;
+pub mod text_xl;
 pub mod wire;
 
 pub use frame::{Frame, FrameError, FrameFlags, FrameKind, FrameMeta};

@@ -17,6 +17,8 @@
 //!   `L30#1000/X!78` (data, `/X`, the checksum byte read). A standing
 //!   response (it answers every header of its identifier until replaced)
 //!   is `LS10#4A5593E5`, `S` after the `L`; its withdrawal is `LS10#-`.
+//! - CAN XL frames as can-utils writes them (`00123#80:00:00000000#A5`)
+//!   and raw frames (`R00000011#0A0B`): [`crate::text_xl`].
 //! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
 //!   by ` T` (TX confirmation) or ` R` (received) as newer candump writes.
 
@@ -46,6 +48,14 @@ pub enum TextError {
     BadLogLine(String),
     #[error("'{0}': a LIN frame is L, a two-digit identifier 00..3F, # and 1 to 8 data bytes (L10#4A55)")]
     BadLin(String),
+    #[error("'{0}': a CAN XL frame is VVPPP#FF:SS:AAAAAAAA#data (VCID, 11-bit priority, flags, SDT, acceptance field in hex)")]
+    BadXl(String),
+    #[error("'{text}': CAN XL flags 0x{flags:02X} set bits other than XLF 0x80, SEC 0x01 and RRS 0x02")]
+    BadXlFlags { text: String, flags: u8 },
+    #[error("'{text}': {bytes} data bytes; a CAN XL or raw frame carries at most 2048")]
+    TooMuchXlData { text: String, bytes: usize },
+    #[error("'{0}': a raw frame is R, an 8-digit hex id, # and 0 to 2048 data bytes (R00000011#0A0B)")]
+    BadRaw(String),
 }
 
 fn parse_hex_bytes(text: &str, whole: &str, out: &mut [u8; 64]) -> Result<usize, TextError> {
@@ -97,6 +107,7 @@ fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
             response.id(),
             response.len(),
             response.len8_dlc(),
+            0,
             response.data(),
         )
         .map_err(invalid);
@@ -120,7 +131,8 @@ fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
     if let (Some(hex), Some(byte)) = (rest.strip_suffix("/X"), checksum) {
         // What the bus read in a collision: the data, then the checksum byte.
         let len = parse_hex_bytes(hex, text, &mut data)?;
-        let read = Frame::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, byte, &data[..len]);
+        let read =
+            Frame::from_parts(FrameKind::Lin, FrameFlags::LIN_COLLISION, u32::from(id), len, byte, 0, &data[..len]);
         return read.map_err(invalid);
     }
     let (hex, model) = match rest.strip_suffix("/C") {
@@ -135,13 +147,20 @@ fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
     .map_err(invalid)
 }
 
-/// Parse cansend syntax (and fieldhub's LIN form, `L10#4A55`).
+/// Parse cansend syntax (with can-utils' CAN XL form and fieldhub's LIN and
+/// raw forms, `L10#4A55`, `R00000011#0A0B`).
 pub fn parse_cansend(text: &str) -> Result<Frame, TextError> {
     if let Some(lin) = text.strip_prefix('L') {
         return parse_lin(lin, text);
     }
+    if let Some(raw) = text.strip_prefix('R') {
+        return crate::text_xl::parse_raw(raw, text);
+    }
     let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
     let (id_text, rest) = text.split_once('#').ok_or_else(|| TextError::MissingSeparator(text.to_owned()))?;
+    if crate::text_xl::is_xl_body(rest) {
+        return crate::text_xl::parse_xl(id_text, rest, text);
+    }
     let (id, extended) = parse_id(id_text, text)?;
     let mut data = [0u8; 64];
     if let Some(fd) = rest.strip_prefix('#') {
@@ -199,7 +218,7 @@ pub fn format_cansend(frame: &Frame) -> String {
     out
 }
 
-fn push_hex(out: &mut String, bytes: &[u8]) {
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in bytes {
         out.push(HEX[(b >> 4) as usize] as char);
@@ -215,6 +234,8 @@ fn push_id(out: &mut String, id: u32, width: usize) {
 /// Append a frame in cansend syntax to `out`.
 pub fn write_cansend(out: &mut String, frame: &Frame) {
     match frame.kind() {
+        FrameKind::CanXl => crate::text_xl::write_xl(out, frame),
+        FrameKind::Raw => crate::text_xl::write_raw(out, frame),
         FrameKind::Error => {
             push_id(out, frame.id() | CAN_ERR_FLAG, 8);
             out.push('#');

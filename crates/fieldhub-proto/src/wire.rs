@@ -17,6 +17,8 @@ use crate::limits::*;
 pub const LENGTH_PREFIX: usize = 4;
 /// Fixed part of a frame record; the payload follows it.
 pub const RECORD_HEADER: usize = 32;
+/// Bytes of a `canxl` record's acceptance field, after its header.
+pub const XL_AF_LEN: usize = 4;
 /// Bytes of a `FRAMES` body before the first record (type, count, reserved).
 pub const BATCH_HEADER: usize = 4;
 
@@ -554,7 +556,7 @@ pub struct FrameBatch<'a> {
 
 /// One record of a batch: the port it travels on, the frame, and the
 /// hub-assigned metadata (zero in client-to-hub batches).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameRecord {
     pub port: u16,
     pub frame: Frame,
@@ -904,6 +906,7 @@ struct RecordParts<'a> {
     id: u32,
     len: usize,
     len8_dlc: u8,
+    af: u32,
     data: &'a [u8],
     meta: FrameMeta,
 }
@@ -915,7 +918,8 @@ impl RecordParts<'_> {
 
     /// The record, for parts [`RecordParts::check`] accepted.
     fn accepted(&self) -> FrameRecord {
-        let frame = Frame::from_accepted_parts(self.kind, self.flags, self.id, self.len, self.len8_dlc, self.data);
+        let frame =
+            Frame::from_accepted_parts(self.kind, self.flags, self.id, self.len, self.len8_dlc, self.af, self.data);
         FrameRecord { port: self.port, frame, meta: self.meta }
     }
 }
@@ -945,12 +949,21 @@ fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), Dec
     if reserved != 0 {
         return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });
     }
-    let data_len = if flags.contains(FrameFlags::REMOTE) { 0 } else { len };
-    let used = RECORD_HEADER + data_len;
-    let data = buf.get(RECORD_HEADER..used).ok_or(truncated(used))?;
+    // A canxl record's acceptance field sits between the header and the
+    // data; its RRS flag shares REMOTE's bit but the data are there.
+    let (af, start) = if kind == FrameKind::CanXl {
+        let at = RECORD_HEADER + XL_AF_LEN;
+        let af: &[u8; XL_AF_LEN] = buf[RECORD_HEADER..].first_chunk().ok_or(truncated(at))?;
+        (u32::from_le_bytes(*af), at)
+    } else {
+        (0, RECORD_HEADER)
+    };
+    let data_len = if flags.contains(FrameFlags::REMOTE) && kind != FrameKind::CanXl { 0 } else { len };
+    let used = start + data_len;
+    let data = buf.get(start..used).ok_or(truncated(used))?;
     // Frames carry no channel on the wire: the port implies it.
     let meta = FrameMeta { channel: 0, sender, seq, timestamp_ns };
-    Ok((RecordParts { port, kind, flags, id, len, len8_dlc, data, meta }, used))
+    Ok((RecordParts { port, kind, flags, id, len, len8_dlc, af, data, meta }, used))
 }
 
 fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
@@ -1131,7 +1144,8 @@ fn encode_report(out: &mut Vec<u8>, kind: u8, report: &ErrorReport<'_>) {
 
 /// Encoded size of one frame record.
 pub fn record_len(frame: &Frame) -> usize {
-    RECORD_HEADER + frame.data().len()
+    let af = if frame.is_xl() { XL_AF_LEN } else { 0 };
+    RECORD_HEADER + af + frame.data().len()
 }
 
 /// Builds one `FRAMES` message in place, record by record: the packing
@@ -1177,6 +1191,9 @@ impl BatchEncoder {
         header[28..30].copy_from_slice(&(frame.len() as u16).to_le_bytes());
         header[30] = frame.len8_dlc();
         out.extend_from_slice(&header);
+        if frame.is_xl() {
+            out.extend_from_slice(&frame.acceptance_field().to_le_bytes());
+        }
         // Known sizes for the common lengths: no `memcpy` call for 8 bytes.
         let data = frame.data();
         match data.len() {

@@ -82,12 +82,12 @@ fn a_collision_is_the_wired_and_of_the_responses_with_their_checksums_as_the_fra
     let answer = |data: &[u8]| Frame::lin(0x30, Checksum::Enhanced, data).unwrap();
     let (door, seat) = (answer(&[0x11, 0x01]), answer(&[0x92, 0x02]));
     assert_eq!((door.len8_dlc(), seat.len8_dlc()), (0xFC, 0x7A));
-    let read = Frame::lin_collision(0x30, &[door, seat]).unwrap();
+    let read = Frame::lin_collision(0x30, &[door, seat.clone()]).unwrap();
     assert_eq!((read.data(), read.len8_dlc(), read.flags()), (&[0x10, 0x00][..], 0x78, FrameFlags::LIN_COLLISION));
     // A shorter response is padded with recessive bits: its checksum byte
     // meets the longer one's data.
     let short = answer(&[0x11]);
-    let read = Frame::lin_collision(0x30, &[short, seat]).unwrap();
+    let read = Frame::lin_collision(0x30, &[short.clone(), seat]).unwrap();
     assert_eq!((read.data(), read.len8_dlc()), (&[0x10, 0x02 & short.len8_dlc()][..], 0x7A));
     assert_eq!(FrameBits::of(&read).total, 34 + 30, "the header and a 2-byte response");
 }

@@ -1,7 +1,8 @@
 //! Checks the codec against the language-neutral test vectors in
 //! `spec/vectors/*.json` (format: `spec/README.md`). Every other
-//! implementation of the protocol runs the same files; those that carry LIN
-//! frames also run `spec/vectors/lin/frames.json`, as this one does.
+//! implementation of the protocol runs the same files; those that carry LIN,
+//! CAN XL or raw frames also run `spec/vectors/lin/frames.json`,
+//! `spec/vectors/canxl/` and `spec/vectors/raw/`, as this one does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,8 +14,8 @@ use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, E
 use serde_json::{json, Map, Value};
 
 const FILE_FIELDS: &[&str] = &["description", "vectors"];
-const VALID_FIELDS: &[&str] = &["name", "valid", "hex", "message", "auth", "note"];
-const INVALID_FIELDS: &[&str] = &["name", "valid", "hex", "error", "code", "limit", "note"];
+const VALID_FIELDS: &[&str] = &["name", "valid", "hex", "message", "auth", "without_kind", "note"];
+const INVALID_FIELDS: &[&str] = &["name", "valid", "hex", "error", "code", "limit", "without_kind", "note"];
 
 struct Vector {
     file: String,
@@ -56,11 +57,14 @@ fn load() -> Vec<Vector> {
     load_from(&vector_dir(), |_| true)
 }
 
-/// The wire vectors, those of the `lin` kind (`vectors/lin/`) and those of
-/// steps granted ahead (`vectors/ahead/`).
+/// The wire vectors, those of the `lin`, `canxl` and `raw` kinds
+/// (`vectors/lin/`, `vectors/canxl/`, `vectors/raw/`) and those of steps
+/// granted ahead (`vectors/ahead/`).
 fn load_with_lin() -> Vec<Vector> {
     let mut vectors = load();
     vectors.extend(load_from(&vector_dir().join("lin"), |file| file == "frames.json"));
+    vectors.extend(load_from(&vector_dir().join("canxl"), |_| true));
+    vectors.extend(load_from(&vector_dir().join("raw"), |_| true));
     vectors.extend(load_from(&vector_dir().join("ahead"), |_| true));
     vectors
 }
@@ -124,6 +128,8 @@ fn flag_names(kind: FrameKind, bits: u8) -> Vec<&'static str> {
             (0x10, "echo"),
             (0x20, "standing"),
         ],
+        FrameKind::CanXl => &[(0x01, "sec"), (0x02, "rrs"), (0x10, "echo")],
+        FrameKind::Raw => &[(0x10, "echo")],
         _ => &[(0x01, "extended"), (0x02, "remote"), (0x04, "brs"), (0x08, "esi"), (0x10, "echo")],
     };
     names.iter().filter(|&&(bit, _)| bits & bit != 0).map(|&(_, name)| name).collect()
@@ -203,8 +209,10 @@ fn to_json(message: &Message<'_>) -> Value {
                         FrameKind::CanFd => "canfd",
                         FrameKind::Error => "error",
                         FrameKind::Lin => "lin",
+                        FrameKind::CanXl => "canxl",
+                        FrameKind::Raw => "raw",
                     };
-                    json!({
+                    let mut record = json!({
                         "port": r.port,
                         "kind": kind,
                         "flags": flag_names(r.frame.kind(), r.frame.flags().bits()),
@@ -215,7 +223,12 @@ fn to_json(message: &Message<'_>) -> Value {
                         "len": r.frame.len(),
                         "len8_dlc": r.frame.len8_dlc(),
                         "data": hex::encode(r.frame.data()),
-                    })
+                    });
+                    // Only a canxl record has the acceptance field (4.1.2).
+                    if r.frame.is_xl() {
+                        record["af"] = json!(r.frame.acceptance_field());
+                    }
+                    record
                 })
                 .collect();
             assert_eq!(records.len(), batch.len(), "batch iterator yields every record");

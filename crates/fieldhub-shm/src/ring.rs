@@ -416,6 +416,26 @@ mod tests {
         assert!(!consumer.pop(&ring, 4096, &mut body).unwrap());
     }
 
+    /// The largest message a frame makes: a `FRAMES` message with one
+    /// 2,048-byte CAN XL record (spec/shm.md 6), 17 slots, across the wrap.
+    #[test]
+    fn a_seventeen_slot_message_of_one_2048_byte_xl_record_wraps_whole() {
+        let local = LocalRing::new(32);
+        let ring = local.ring();
+        let (mut producer, mut consumer) = (Producer::starting_at(0), Consumer::starting_at(0));
+        let mut body = Vec::new();
+        for _ in 0..25 {
+            assert!(producer.try_push(&ring, &message(&[1; 100])).unwrap());
+            assert!(consumer.pop(&ring, 4096, &mut body).unwrap());
+        }
+        let xl_batch: Vec<u8> = (0..4 + 36 + 2048).map(|i| (i % 251) as u8).collect();
+        let whole = message(&xl_batch);
+        assert_eq!((whole.len(), slots_for(whole.len())), (2092, 17));
+        assert!(producer.try_push(&ring, &whole).unwrap(), "17 slots from slot 25 of 32: across the wrap");
+        assert!(consumer.pop(&ring, 4096, &mut body).unwrap());
+        assert_eq!(body, xl_batch);
+    }
+
     #[test]
     fn full_ring_refuses_until_the_consumer_frees_slots() {
         let local = LocalRing::new(4);

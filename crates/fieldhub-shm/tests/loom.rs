@@ -35,33 +35,49 @@ fn check(tag: u8, len: usize, body: &[u8]) {
     assert!(body.iter().enumerate().all(|(i, &b)| b == tag.wrapping_add(i as u8)), "torn message {tag}");
 }
 
+/// A producer thread pushes messages of `sizes` (waiting for room) while
+/// this thread pops them: each arrives whole and in order.
+fn send_and_receive<const N: usize>(local: Arc<LocalRing>, sizes: [usize; N]) {
+    let producer = {
+        let local = Arc::clone(&local);
+        thread::spawn(move || {
+            let mut producer = Producer::starting_at(0);
+            for (tag, &len) in sizes.iter().enumerate() {
+                while !producer.try_push(&local.ring(), &message(tag as u8, len)).unwrap() {
+                    thread::yield_now();
+                }
+            }
+        })
+    };
+    let mut consumer = Consumer::starting_at(0);
+    let mut body = Vec::new();
+    for (tag, &len) in sizes.iter().enumerate() {
+        while !consumer.pop(&local.ring(), 4096, &mut body).unwrap() {
+            thread::yield_now();
+        }
+        check(tag as u8, len, &body);
+    }
+    producer.join().unwrap();
+}
+
 /// Producer and consumer race over a two-slot ring with messages of one and
 /// two slots (the second wraps): every message arrives whole and in order.
 #[test]
 fn ring_messages_are_never_read_half_written() {
     model(|| {
         let local = Arc::new(LocalRing::new(2));
-        let sizes = [10usize, SLOT_SIZE + 20, 5];
-        let producer = {
-            let local = Arc::clone(&local);
-            thread::spawn(move || {
-                let mut producer = Producer::starting_at(0);
-                for (tag, &len) in sizes.iter().enumerate() {
-                    while !producer.try_push(&local.ring(), &message(tag as u8, len)).unwrap() {
-                        thread::yield_now();
-                    }
-                }
-            })
-        };
-        let mut consumer = Consumer::starting_at(0);
-        let mut body = Vec::new();
-        for (tag, &len) in sizes.iter().enumerate() {
-            while !consumer.pop(&local.ring(), 4096, &mut body).unwrap() {
-                thread::yield_now();
-            }
-            check(tag as u8, len, &body);
-        }
-        producer.join().unwrap();
+        send_and_receive(local, [10usize, SLOT_SIZE + 20, 5]);
+    });
+}
+
+/// The largest message a frame makes (spec/shm.md 6: one 2,048-byte CAN XL
+/// record, 2092 bytes, 17 slots) waits for room behind a 20-slot message in
+/// a 32-slot ring and then wraps: it arrives whole, after the first.
+#[test]
+fn a_seventeen_slot_message_waits_for_room_and_wraps_whole() {
+    model(|| {
+        let local = Arc::new(LocalRing::new(32));
+        send_and_receive(local, [20 * SLOT_SIZE - 4, 17 * SLOT_SIZE - 4 - 84]);
     });
 }
 

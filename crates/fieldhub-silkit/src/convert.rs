@@ -135,7 +135,7 @@ mod tests {
             len8,
         ];
         for frame in frames {
-            assert!(round_trip(frame) == frame, "{frame:?}");
+            assert!(round_trip(frame.clone()) == frame, "{frame:?}");
         }
     }
 

@@ -61,9 +61,10 @@ pub fn to_hub(raw: &RawFrame) -> Result<Frame, ConvertError> {
     }
 }
 
-/// Convert a hub frame into the SocketCAN frame to write.
-pub fn to_socketcan(frame: &Frame) -> RawFrame {
-    match frame.kind() {
+/// Convert a hub frame into the SocketCAN frame to write; `None` for CAN
+/// XL and raw frames, which this bridge does not carry.
+pub fn to_socketcan(frame: &Frame) -> Option<RawFrame> {
+    Some(match frame.kind() {
         FrameKind::CanFd => {
             let mut raw: canfd_frame = canfd_frame_default();
             raw.can_id = frame.socketcan_id();
@@ -90,7 +91,8 @@ pub fn to_socketcan(frame: &Frame) -> RawFrame {
             raw.data[..data.len()].copy_from_slice(data);
             CanRawFrame::Classic(raw)
         }
-    }
+        FrameKind::CanXl | FrameKind::Raw => return None,
+    })
 }
 
 #[cfg(test)]
@@ -98,31 +100,31 @@ mod tests {
     use super::*;
 
     fn round_trip(frame: Frame) -> Frame {
-        to_hub(&to_socketcan(&frame)).expect("a hub frame converts back")
+        to_hub(&to_socketcan(&frame).expect("a CAN frame converts")).expect("a hub frame converts back")
     }
 
     #[test]
     fn classic_standard_frame_keeps_id_and_payload_both_ways() {
         let frame = Frame::can(0x123, false, &[1, 2, 3]).unwrap();
-        let CanRawFrame::Classic(raw) = to_socketcan(&frame) else { panic!("classic expected") };
+        let Some(CanRawFrame::Classic(raw)) = to_socketcan(&frame) else { panic!("classic expected") };
         assert_eq!((raw.can_id, raw.can_dlc, &raw.data[..3]), (0x123, 3, &[1u8, 2, 3][..]));
-        assert_eq!(round_trip(frame), frame);
+        assert_eq!(round_trip(frame.clone()), frame);
     }
 
     #[test]
     fn extended_id_sets_and_reads_the_eff_flag() {
         let frame = Frame::can(0x1ABC_DEF0, true, &[9; 8]).unwrap();
-        let CanRawFrame::Classic(raw) = to_socketcan(&frame) else { panic!("classic expected") };
+        let Some(CanRawFrame::Classic(raw)) = to_socketcan(&frame) else { panic!("classic expected") };
         assert_eq!(raw.can_id, 0x1ABC_DEF0 | CAN_EFF_FLAG);
-        assert_eq!(round_trip(frame), frame);
+        assert_eq!(round_trip(frame.clone()), frame);
     }
 
     #[test]
     fn remote_frame_keeps_its_requested_length_and_len8_dlc() {
         let frame = Frame::remote(0x7FF, false, 5).unwrap();
-        let CanRawFrame::Classic(raw) = to_socketcan(&frame) else { panic!("classic expected") };
+        let Some(CanRawFrame::Classic(raw)) = to_socketcan(&frame) else { panic!("classic expected") };
         assert_eq!((raw.can_id, raw.can_dlc), (0x7FF | CAN_RTR_FLAG, 5));
-        assert_eq!(round_trip(frame), frame);
+        assert_eq!(round_trip(frame.clone()), frame);
         let mut long = Frame::can(0x10, false, &[0; 8]).unwrap();
         long.set_len8_dlc(12).unwrap();
         assert_eq!(round_trip(long).len8_dlc(), 12);
@@ -132,12 +134,12 @@ mod tests {
     fn fd_frame_keeps_brs_esi_and_its_64_bytes() {
         let data: Vec<u8> = (0..64).collect();
         let frame = Frame::can_fd(0x1234, FrameFlags::EXTENDED | FrameFlags::BRS | FrameFlags::ESI, &data).unwrap();
-        let CanRawFrame::Fd(raw) = to_socketcan(&frame) else { panic!("FD expected") };
+        let Some(CanRawFrame::Fd(raw)) = to_socketcan(&frame) else { panic!("FD expected") };
         assert_eq!(raw.can_id, 0x1234 | CAN_EFF_FLAG);
         assert_eq!(i32::from(raw.flags), CANFD_BRS | CANFD_ESI | CANFD_FDF);
-        assert_eq!(round_trip(frame), frame);
+        assert_eq!(round_trip(frame.clone()), frame);
         let plain = Frame::can_fd(0x5, FrameFlags::empty(), &[7; 12]).unwrap();
-        assert_eq!(round_trip(plain), plain);
+        assert_eq!(round_trip(plain.clone()), plain);
     }
 
     #[test]
@@ -149,7 +151,7 @@ mod tests {
         let frame = to_hub(&CanRawFrame::Classic(raw)).unwrap();
         assert!(frame.is_error());
         assert_eq!((frame.id(), frame.data()), (0x0004, &raw.data[..]));
-        let CanRawFrame::Classic(back) = to_socketcan(&frame) else { panic!("classic expected") };
+        let Some(CanRawFrame::Classic(back)) = to_socketcan(&frame) else { panic!("classic expected") };
         assert_eq!((back.can_id, back.can_dlc, back.data), (raw.can_id, 8, raw.data));
     }
 

@@ -103,8 +103,12 @@ impl Interface {
     pub fn write(&self, frame: &Frame) -> io::Result<()> {
         let socket = self.socket.load();
         let written = match to_socketcan(frame) {
-            RawFrame::Classic(raw) => socket.write_frame(&socketcan::CanFrame::from(raw)),
-            RawFrame::Fd(raw) => socket.write_frame(&socketcan::CanFdFrame::from(raw)),
+            Some(RawFrame::Classic(raw)) => socket.write_frame(&socketcan::CanFrame::from(raw)),
+            Some(RawFrame::Fd(raw)) => socket.write_frame(&socketcan::CanFdFrame::from(raw)),
+            None => {
+                let why = format!("the SocketCAN bridge carries CAN and CAN FD frames only, not {frame:?}");
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+            }
         };
         if let Err(e) = &written {
             if lost_interface(e) {

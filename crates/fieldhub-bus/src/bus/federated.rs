@@ -121,7 +121,7 @@ impl Bus {
             return;
         }
         let mut waiting: Vec<(u64, PortId, Frame)> =
-            ch.members.iter().flat_map(|m| m.tx.iter().map(|p| (p.arrival, m.port_id, p.frame))).collect();
+            ch.members.iter().flat_map(|m| m.tx.iter().map(|p| (p.arrival, m.port_id, p.frame.clone()))).collect();
         waiting.sort_unstable_by_key(|&(arrival, ..)| arrival);
         for (arrival, port_id, frame) in waiting {
             self.uplink(channel, port_id, arrival, frame);
@@ -245,7 +245,7 @@ mod tests {
         h.bus.handle(Inbound::Committed {
             channel: 0,
             origin: Some((third.port_id, third.arrival)),
-            frame: third.frame,
+            frame: third.frame.clone(),
         });
         h.step();
         assert_eq!(told(&h, &tx), ["pong 7"], "the PING waited for the third frame's commit");

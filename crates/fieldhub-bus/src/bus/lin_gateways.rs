@@ -130,7 +130,7 @@ impl LinGateways {
                     dirty[gateway.to as usize] = true;
                     queued = true;
                 }
-                Err(reason) => gateway.refuse(reason, sent.frame, destination),
+                Err(reason) => gateway.refuse(reason, sent.frame.clone(), destination),
             }
         }
         queued
@@ -144,7 +144,7 @@ impl LinGateways {
                 destination.members.iter().find(|m| m.port_id == g.port_id).map_or(0, |m| m.counters.tx_dropped);
             let refused: serde_json::Map<String, Value> =
                 Refusal::ALL.iter().map(|r| (r.name().to_owned(), json!(g.refused[r.index()]))).collect();
-            let last = g.last_refused.map(|(reason, frame)| g.explain(reason, &frame, destination));
+            let last = g.last_refused.as_ref().map(|(reason, frame)| g.explain(*reason, frame, destination));
             json!({
                 "gateway": i,
                 "from": g.config.from,
@@ -171,7 +171,6 @@ impl Gateway {
     fn refuse(&mut self, reason: Refusal, frame: Frame, destination: &Channel) {
         let count = &mut self.refused[reason.index()];
         *count += 1;
-        self.last_refused = Some((reason, frame));
         if *count == 1 {
             let why = self.explain(reason, &frame, destination);
             warn!(
@@ -179,6 +178,7 @@ impl Gateway {
                 self.config.from, self.config.to, self.config.to
             );
         }
+        self.last_refused = Some((reason, frame));
     }
 
     fn explain(&self, reason: Refusal, frame: &Frame, destination: &Channel) -> String {

@@ -89,7 +89,7 @@ fn a_can_frame_reaches_the_lin_bus_as_the_response_of_its_identifiers_next_slot(
     run_until(&mut h, START_NS + 45 * MS);
     let got = responses(h.frames(&lin_rx));
     assert_eq!(got.len(), 1, "{got:?}");
-    let (frame, meta) = got[0];
+    let (frame, meta) = got[0].clone();
     // Ends at 12 ms + its CAN frame time; the 0x20 slot at 30 ms carries it:
     // 64 bits at 19.2 kbit/s, with the Lamp frame's classic checksum.
     assert_eq!(frame, Frame::lin(0x20, Checksum::Classic, &[0xA1, 0xB2]).unwrap());
@@ -115,13 +115,14 @@ fn a_lin_response_reaches_the_can_channel_at_its_end_plus_arbitration() {
     let long = can(0x050, &[0x55; 8]);
     let long_start = response_end - 100_000;
     h.clock.set(long_start);
-    h.send(&busy, busy_port, long);
+    h.send(&busy, busy_port, long.clone());
     run_until(&mut h, START_NS + 10 * MS);
     let got = h.frames(&can_rx);
     let mapped = can(0x310, &[0x0A, 0x0B]);
-    let expected = vec![(long, long_start + can_ns(&long)), (mapped, long_start + can_ns(&long) + can_ns(&mapped))];
-    assert_eq!(got.iter().map(|(f, m)| (*f, m.timestamp_ns)).collect::<Vec<_>>(), expected);
-    assert!(long_start + can_ns(&long) > response_end, "the long frame was still on the bus at the response's end");
+    let (long_end, mapped_ns) = (long_start + can_ns(&long), can_ns(&mapped));
+    let expected = vec![(long, long_end), (mapped, long_end + mapped_ns)];
+    assert_eq!(got.iter().map(|(f, m)| (f.clone(), m.timestamp_ns)).collect::<Vec<_>>(), expected);
+    assert!(long_end > response_end, "the long frame was still on the bus at the response's end");
 
     // With the bus idle, the mapped frame starts at the response's end.
     h.send(&door, door_port, Frame::lin(0x10, Checksum::Enhanced, &[0x0C, 0x0D]).unwrap());
@@ -129,8 +130,8 @@ fn a_lin_response_reaches_the_can_channel_at_its_end_plus_arbitration() {
     let got = h.frames(&can_rx);
     let second = can(0x310, &[0x0C, 0x0D]);
     assert_eq!(
-        got.iter().map(|(f, m)| (*f, m.timestamp_ns)).collect::<Vec<_>>(),
-        [(second, START_NS + 20 * MS + 3_333_333 + can_ns(&second))]
+        got.iter().map(|(f, m)| (f.clone(), m.timestamp_ns)).collect::<Vec<_>>(),
+        [(second.clone(), START_NS + 20 * MS + 3_333_333 + can_ns(&second))]
     );
 }
 
@@ -179,7 +180,7 @@ fn a_response_too_long_for_its_slot_is_refused_with_the_lin_channels_reason() {
     h.send(&bcm, port, can(0x120, &[7]));
     run_until(&mut h, START_NS + 20 * MS);
     let got = responses(h.frames(&lin_rx));
-    let carried: Vec<(Frame, u64)> = got.iter().map(|(f, m)| (*f, m.timestamp_ns)).collect();
+    let carried: Vec<(Frame, u64)> = got.iter().map(|(f, m)| (f.clone(), m.timestamp_ns)).collect();
     // 0x20's slot at 10 ms: 1 byte + checksum, 54 bits.
     assert_eq!(carried, [(Frame::lin(0x20, Checksum::Enhanced, &[7]).unwrap(), START_NS + 10 * MS + 2_812_500)]);
     let gateways = h.control(ControlRequest::Gateways).unwrap();

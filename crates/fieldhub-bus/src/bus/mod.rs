@@ -444,12 +444,18 @@ impl Bus {
                 let Some(gateway) = destination.members.iter_mut().find(|m| m.port_id == route.port_id) else {
                     continue;
                 };
-                let mut frame = sent.frame;
+                let mut frame = sent.frame.clone();
                 if let Some(id) = route.config.rewrite_id {
-                    frame = frame.with_id(id).unwrap_or(frame);
+                    if let Ok(rewritten) = frame.clone().with_id(id) {
+                        frame = rewritten;
+                    }
                 }
-                let fits = !(frame.kind() == FrameKind::CanFd && destination.config.protocol == Protocol::Can)
-                    && frame.kind() != FrameKind::Lin;
+                // Routes carry CAN and CAN FD frames (FD not onto classic CAN).
+                let fits = match frame.kind() {
+                    FrameKind::CanFd => destination.config.protocol != Protocol::Can,
+                    FrameKind::Lin | FrameKind::CanXl | FrameKind::Raw => false,
+                    FrameKind::Can | FrameKind::Error => true,
+                };
                 if !fits || gateway.tx.len() >= GATEWAY_QUEUE {
                     gateway.counters.tx_dropped += 1;
                     continue;
@@ -581,10 +587,13 @@ impl Bus {
             return self.apply_standing(client_id, owned, &frame);
         }
         let arrival = self.next_arrival;
+        // A relayed channel's frame also goes up to the owner: the one
+        // place a queued frame is held twice.
+        let uplinked = self.relays[owned.channel as usize].is_some().then(|| frame.clone());
         member.tx.push(Pending { frame, arrival, hops: 0, arrived_ns });
         self.next_arrival += 1;
         self.dirty[owned.channel as usize] = true;
-        if self.relays[owned.channel as usize].is_some() {
+        if let Some(frame) = uplinked {
             self.uplink(owned.channel, owned.port_id, arrival, frame);
         }
     }
@@ -605,6 +614,12 @@ impl Bus {
             FrameKind::Lin if channel.config.protocol != Protocol::Lin => Some((
                 "is a CAN channel and cannot carry the LIN frame",
                 "; LIN frames travel on protocol = \"lin\" channels",
+            )),
+            // The frame model and the wire carry both kinds; no channel
+            // protocol of this hub does yet (issue 38).
+            FrameKind::CanXl | FrameKind::Raw => Some((
+                "cannot carry the CAN XL or raw frame",
+                "; this hub has no protocol = \"canxl\" or \"raw\" channels yet",
             )),
             _ => None,
         };

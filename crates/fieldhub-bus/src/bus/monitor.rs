@@ -72,6 +72,11 @@ impl Bus {
                 "channel '{channel}' is a CAN channel and cannot carry the LIN frame {frame:?}"
             )));
         }
+        if matches!(frame.kind(), FrameKind::CanXl | FrameKind::Raw) {
+            return Err(ControlError::Invalid(format!(
+                "channel '{channel}' cannot carry the CAN XL or raw frame {frame:?}: this hub has no protocol = \"canxl\" or \"raw\" channels yet"
+            )));
+        }
         if target.config.protocol == Protocol::Lin {
             return Err(ControlError::Invalid(format!(
                 "channel '{channel}' is a LIN channel: its slaves publish responses from their ports"
@@ -95,10 +100,11 @@ impl Bus {
                 "{GATEWAY_QUEUE} frames already wait to be sent on channel '{channel}'"
             )));
         }
+        let text = fieldhub_proto::text::format_cansend(&frame);
         port.tx.push(Pending { frame, arrival: self.next_arrival, hops: 0, arrived_ns });
         self.next_arrival += 1;
         self.dirty[index as usize] = true;
-        Ok(json!({ "channel": channel, "frame": fieldhub_proto::text::format_cansend(&frame) }))
+        Ok(json!({ "channel": channel, "frame": text }))
     }
 }
 

@@ -170,3 +170,25 @@ fn a_port_both_listen_only_and_transmit_only_is_refused() {
     assert!(refused[0].1.contains("both LISTEN_ONLY and TRANSMIT_ONLY"), "{refused:?}");
     assert!(h.bus.stats().ports.iter().all(|p| p.name != "both"));
 }
+
+#[test]
+fn can_xl_and_raw_frames_are_refused_on_a_can_fd_channel_counted_and_never_sent() {
+    let mut h = Harness::new(FD_CHANNEL);
+    let (tx, rx) = (h.connect("tx"), h.connect("rx"));
+    let port = h.open(&tx, "fd", "tx", PortOptions::FD);
+    h.open(&rx, "fd", "rx", PortOptions::FD);
+    h.send(&tx, port, Frame::can_xl(0x10, 1, 2, FrameFlags::empty(), 3, &[5; 300]).unwrap());
+    h.send(&tx, port, Frame::raw(0x11, &[6; 10]).unwrap());
+    h.send(&tx, port, classic(0x12));
+    h.step();
+    let refused = errors(&h, &tx);
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for (code, text) in &refused {
+        assert_eq!(*code, ErrorCode::InvalidFrame);
+        assert!(text.contains("channel 'fd' cannot carry the CAN XL or raw frame"), "{text}");
+    }
+    let got: Vec<u32> = h.frames(&rx).iter().map(|(f, _)| f.id()).collect();
+    assert_eq!(got, [0x12], "only the classic frame went on the bus");
+    let stats = h.bus.stats();
+    assert_eq!(stats.ports.iter().find(|p| p.name == "tx").unwrap().tx_refused, 2);
+}

@@ -133,8 +133,8 @@ fn a_window_s_frames_end_at_their_exact_bit_time_and_carry_bus_time() {
     let port = h.open(&ecu, "can0", "ecu", PortOptions::empty());
     h.open(&rx, "can0", "rx", PortOptions::empty());
     let (first, second) = (can(0x10, &[1; 8]), can(0x20, &[2; 2]));
-    h.send(&ecu, port, first);
-    h.send(&ecu, port, second);
+    h.send(&ecu, port, first.clone());
+    h.send(&ecu, port, second.clone());
     h.announce(&ecu, MS);
     assert!(h.advance_virtual_time());
     let first_ns = FrameBits::of(&first).duration_ns(500_000, 500_000);

@@ -20,7 +20,7 @@ impl Channel {
     pub fn report_state_change(&mut self, index: usize, before: ErrorState, at: u64) {
         if let Some(frame) = state_change_frame(before, &self.members[index].errors) {
             let meta = self.next_meta(None, at);
-            self.members[index].deliver(frame, meta);
+            self.members[index].deliver(&frame, meta);
         }
     }
 
@@ -33,7 +33,7 @@ impl Channel {
             if member.port_id != sender {
                 member.errors.receive_error();
             }
-            member.deliver(error, meta);
+            member.deliver(&error, meta);
         }
         self.error_frames += 1;
         sent.push(Transmitted {
@@ -51,7 +51,7 @@ impl Channel {
     pub(super) fn bus_made(&mut self, header: Frame, at: u64, sent: &mut Vec<Transmitted>) {
         let meta = self.next_meta(None, at);
         for member in self.members.iter_mut().filter(|m| m.plugged) {
-            member.deliver(header, meta);
+            member.deliver(&header, meta);
         }
         self.frames += 1;
         self.ids.count(header.socketcan_id(), meta.timestamp_ns);
@@ -94,16 +94,16 @@ impl Channel {
         for member in members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
             if member.port_id == sender {
                 if member.receives_own() {
-                    member.deliver(frame.with_echo(true), meta);
+                    member.deliver(&frame.clone().with_echo(true), meta);
                 }
                 continue;
             }
             if rules.is_empty() {
-                member.deliver(frame, meta);
+                member.deliver(&frame, meta);
                 member.errors.received();
                 continue;
             }
-            match decide_fate(rules, Position::Receiver, frame, sender, Some(member.port_id), now_ns) {
+            match decide_fate(rules, Position::Receiver, &frame, sender, Some(member.port_id), now_ns) {
                 Fate::Drop => {}
                 Fate::Delay(ns) => {
                     if held.len() >= MAX_HELD {
@@ -115,18 +115,18 @@ impl Channel {
                         let delayed = Delayed {
                             due_ns: now_ns.saturating_add(ns),
                             order: *held_order,
-                            held: Held::ToPort { port_id, frame, meta },
+                            held: Held::ToPort { port_id, frame: frame.clone(), meta },
                         };
                         held.push(Reverse(delayed));
                     }
                 }
                 Fate::Corrupt => {
                     member.errors.receive_error();
-                    member.deliver(corruption_error_frame(), meta);
+                    member.deliver(&corruption_error_frame(), meta);
                 }
                 Fate::Deliver { frame, copies } => {
                     for _ in 0..=copies {
-                        member.deliver(frame, meta);
+                        member.deliver(&frame, meta);
                     }
                     member.errors.received();
                 }

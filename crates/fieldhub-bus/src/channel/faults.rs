@@ -12,7 +12,7 @@ use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 
 /// What a chain of fault rules decided for a frame at one position.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) enum Fate {
     /// Deliver this (possibly changed) frame, plus `copies` duplicates.
     Deliver {
@@ -31,12 +31,12 @@ pub(super) enum Fate {
 pub(super) fn decide_fate(
     rules: &mut [FaultRule],
     at: Position,
-    frame: Frame,
+    frame: &Frame,
     sender: PortId,
     receiver: Option<PortId>,
     now_ns: u64,
 ) -> Fate {
-    let mut frame = frame;
+    let mut frame = frame.clone();
     let mut copies = 0u8;
     for rule in rules.iter_mut().filter(|r| r.at == at) {
         match rule.decide(&frame, sender, receiver, now_ns) {
@@ -114,7 +114,7 @@ impl Channel {
                     member.counters.tx_frames += 1;
                 }
                 for _ in 0..=copies {
-                    self.transmit(sender, Pending { frame, ..pending }, now_ns, sent);
+                    self.transmit(sender, Pending { frame: frame.clone(), ..pending }, now_ns, sent);
                 }
             }
         }
@@ -127,15 +127,15 @@ impl Channel {
             match delayed.held {
                 Held::ToBus { sender, pending, bus_rules } => {
                     let fate = if bus_rules {
-                        decide_fate(&mut self.rules, Position::Bus, pending.frame, sender, None, now_ns)
+                        decide_fate(&mut self.rules, Position::Bus, &pending.frame, sender, None, now_ns)
                     } else {
-                        Fate::Deliver { frame: pending.frame, copies: 0 }
+                        Fate::Deliver { frame: pending.frame.clone(), copies: 0 }
                     };
                     self.apply_bus_fate(fate, sender, pending, now_ns, sent);
                 }
                 Held::ToPort { port_id, frame, meta } => {
                     if let Some(member) = self.member_mut(port_id) {
-                        member.deliver(frame, meta);
+                        member.deliver(&frame, meta);
                     }
                 }
             }

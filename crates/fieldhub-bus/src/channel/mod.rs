@@ -52,7 +52,7 @@ use schedule::{OnWire, HOLD_RECHECK_MIN_NS};
 pub const MAX_HELD: usize = 64 * 1024;
 
 /// A frame that has been put on a channel, as gateway routes see it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Transmitted {
     pub channel: u16,
     /// The sending port; `None` for the bus's own error frames.

@@ -33,7 +33,7 @@ pub(super) enum Outcome {
 }
 
 /// A frame that won arbitration, with its fate decided at its start.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Attempt {
     pub(super) sender: PortId,
     pub(super) pending: Pending,
@@ -49,7 +49,7 @@ pub(super) enum Occupied {
 }
 
 /// The frame a `timed` channel is carrying and when it ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct OnWire {
     pub(super) attempt: Attempt,
     pub(super) end_ns: u64,
@@ -171,19 +171,18 @@ impl Channel {
         let credit = usize::from(!pending.is_standing());
         self.arbiter.started(at, &pending.frame);
         let sender = self.members[index].port_id;
-        let outcome = |outcome| Some(Attempt { sender, pending, outcome });
         if self.shorted {
-            return outcome(Outcome::Corrupt);
+            return Some(Attempt { sender, pending, outcome: Outcome::Corrupt });
         }
         if self.config.no_ack && !self.has_listener(index) {
-            return outcome(Outcome::NoAck);
+            return Some(Attempt { sender, pending, outcome: Outcome::NoAck });
         }
         if self.rules.is_empty() {
             // The common case: no fault rules, so nothing can change the
             // frame — spare it the copies through two rule passes.
-            return outcome(Outcome::Deliver { copies: 0 });
+            return Some(Attempt { sender, pending, outcome: Outcome::Deliver { copies: 0 } });
         }
-        let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, pending.frame, sender, None, at) {
+        let (frame, copies) = match decide_fate(&mut self.rules, Position::Sender, &pending.frame, sender, None, at) {
             Fate::Drop => {
                 self.members[index].release_credit(credit);
                 self.members[index].dropped(DropReason::FaultRule, 1);
@@ -195,11 +194,12 @@ impl Channel {
                 self.hold(at + ns, Held::ToBus { sender, pending, bus_rules: true });
                 return None;
             }
-            Fate::Corrupt => return outcome(Outcome::Corrupt),
+            Fate::Corrupt => return Some(Attempt { sender, pending, outcome: Outcome::Corrupt }),
             Fate::Deliver { frame, copies } => (frame, copies),
         };
+        let outcome = decide_fate(&mut self.rules, Position::Bus, &frame, sender, None, at);
         let pending = Pending { frame, ..pending };
-        let outcome = match decide_fate(&mut self.rules, Position::Bus, frame, sender, None, at) {
+        let outcome = match outcome {
             Fate::Drop => Outcome::Drop,
             Fate::Delay(ns) => Outcome::Delay(ns),
             Fate::Corrupt => Outcome::Corrupt,
@@ -246,9 +246,10 @@ impl Channel {
         match outcome {
             Outcome::Deliver { copies } => {
                 leaves(self, true);
-                for _ in 0..=copies {
-                    self.transmit(sender, pending, at, sent);
+                for _ in 0..copies {
+                    self.transmit(sender, pending.clone(), at, sent);
                 }
+                self.transmit(sender, pending, at, sent);
                 at
             }
             Outcome::Drop => {
@@ -313,7 +314,7 @@ impl Channel {
         let (bitrate, auto) = (self.config.bitrate, self.config.auto_bus_off_recovery);
         if no_ack {
             let meta = self.next_meta(None, at);
-            self.members[index].deliver(ack_error_frame(), meta);
+            self.members[index].deliver(&ack_error_frame(), meta);
             sent.push(Transmitted {
                 channel: self.id,
                 sender: None,

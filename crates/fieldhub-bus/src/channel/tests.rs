@@ -53,7 +53,8 @@ fn sequence_numbers_start_at_one_and_sender_gets_echo_only_if_asked() {
     }
     let frame = Frame::can(0x10, false, &[1]).unwrap();
     let mut sent = Vec::new();
-    let first = channel.transmit(port(1), Pending { frame, arrival: 0, hops: 0, arrived_ns: 0 }, 100, &mut sent);
+    let first =
+        channel.transmit(port(1), Pending { frame: frame.clone(), arrival: 0, hops: 0, arrived_ns: 0 }, 100, &mut sent);
     let second = channel.transmit(port(2), Pending { frame, arrival: 1, hops: 0, arrived_ns: 0 }, 50, &mut sent);
     assert_eq!((first.seq, second.seq), (1, 2));
     assert_eq!(second.timestamp_ns, 100, "timestamps never go backwards");
@@ -77,11 +78,12 @@ fn lower_id_wins_arbitration_with_iso_precedence() {
     for (i, frame) in candidates.iter().enumerate() {
         let (m, _) = member(i as u32 + 1, PortOptions::empty());
         channel.members.push(m);
-        offer(&mut channel, i as u32 + 1, *frame, i as u64);
+        offer(&mut channel, i as u32 + 1, frame.clone(), i as u64);
     }
     channel.service(0, &mut Vec::new());
     let order = frames(&rx);
-    assert_eq!(order, [candidates[3], candidates[1], candidates[4], candidates[2], candidates[0]]);
+    let [c0, c1, c2, c3, c4] = candidates;
+    assert_eq!(order, [c3, c1, c4, c2, c0]);
 }
 
 #[test]
@@ -96,9 +98,9 @@ fn each_port_offers_only_its_oldest_frame_so_priority_inversion_happens() {
     let low = Frame::can(0x700, false, &[]).unwrap();
     let urgent = Frame::can(0x001, false, &[]).unwrap();
     let middle = Frame::can(0x300, false, &[]).unwrap();
-    offer(&mut channel, 1, low, 0);
-    offer(&mut channel, 1, urgent, 1); // stuck behind 0x700 in port 1's FIFO
-    offer(&mut channel, 2, middle, 2);
+    offer(&mut channel, 1, low.clone(), 0);
+    offer(&mut channel, 1, urgent.clone(), 1); // stuck behind 0x700 in port 1's FIFO
+    offer(&mut channel, 2, middle.clone(), 2);
     channel.service(0, &mut Vec::new());
     assert_eq!(frames(&rx), [middle, low, urgent]);
 }
@@ -114,8 +116,8 @@ fn identical_arbitration_fields_go_oldest_first() {
     }
     let from_b = Frame::can(0x10, false, &[2]).unwrap();
     let from_a = Frame::can(0x10, false, &[1]).unwrap();
-    offer(&mut channel, 2, from_b, 0);
-    offer(&mut channel, 1, from_a, 1);
+    offer(&mut channel, 2, from_b.clone(), 0);
+    offer(&mut channel, 1, from_a.clone(), 1);
     channel.service(0, &mut Vec::new());
     assert_eq!(frames(&rx), [from_b, from_a]);
 }
@@ -128,7 +130,7 @@ fn full_receiver_drops_counts_and_reports_before_its_next_frame() {
     let frame = Frame::can(0x10, false, &[]).unwrap();
     let mut sent = Vec::new();
     for arrival in 0..OUTBOX_FRAMES as u64 + 3 {
-        channel.transmit(port(9), Pending { frame, arrival, hops: 0, arrived_ns: 0 }, 0, &mut sent);
+        channel.transmit(port(9), Pending { frame: frame.clone(), arrival, hops: 0, arrived_ns: 0 }, 0, &mut sent);
     }
     assert_eq!(channel.members[0].counters.rx_dropped, 3);
     assert_eq!(rx_slow.drain().len().min(10), 10);

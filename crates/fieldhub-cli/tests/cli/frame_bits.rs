@@ -21,3 +21,13 @@ fn frame_bits_rejects_bad_frames_with_the_reason() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pairs of hex digits"));
 }
+
+#[test]
+fn frame_bits_refuses_can_xl_and_raw_frames_it_has_no_bit_model_for() {
+    for frame in ["00123#80:00:00000000#A5", "R00000011#0A0B"] {
+        let out = FIELDHUB.command().args(["frame-bits", frame]).output().unwrap();
+        assert!(!out.status.success(), "{frame}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("CAN XL and raw frames have no bit model yet"), "{frame}: {stderr}");
+    }
+}

@@ -140,7 +140,7 @@ fn fd(i: u32) -> Frame {
 fn per_channel(records: &[Record]) -> HashMap<String, Vec<Frame>> {
     let mut out: HashMap<String, Vec<Frame>> = HashMap::new();
     for r in records {
-        out.entry(r.channel.clone()).or_default().push(r.frame);
+        out.entry(r.channel.clone()).or_default().push(r.frame.clone());
     }
     out
 }
@@ -149,7 +149,7 @@ fn receive_per_channel(client: &Client, n: usize) -> HashMap<String, Vec<Frame>>
     let names: HashMap<u16, String> = client.ports().into_iter().map(|p| (p.handle, p.channel)).collect();
     let mut out: HashMap<String, Vec<Frame>> = HashMap::new();
     for r in recv_n(client, n) {
-        out.entry(names[&r.port].clone()).or_default().push(r.frame);
+        out.entry(names[&r.port].clone()).or_default().push(r.frame.clone());
     }
     out
 }
@@ -198,7 +198,7 @@ fn recorded_traffic_replays_identically_from_candump_asc_and_blf() {
     }
     // The recorders saw the hub's timestamps; the files agree to the microsecond (BLF keeps ns).
     let strip = |rs: &[Record]| {
-        let mut rs: Vec<_> = rs.iter().map(|r| (r.timestamp_ns / 1_000, r.channel.clone(), r.frame)).collect();
+        let mut rs: Vec<_> = rs.iter().map(|r| (r.timestamp_ns / 1_000, r.channel.clone(), r.frame.clone())).collect();
         rs.sort_by_key(|(ts, ch, _)| (ch.clone(), *ts));
         rs
     };
@@ -258,8 +258,8 @@ fn replay_with_recorded_timing_keeps_the_recorded_span() {
         let out = fieldhub(&hub, &["replay", "--map", "can0=can1", path.to_str().unwrap()]);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         let got = recv_n(&watcher, recorded.len());
-        let frames: Vec<Frame> = got.iter().map(|r| r.frame).collect();
-        assert_eq!(frames, recorded.iter().map(|r| r.frame).collect::<Vec<_>>(), "{name}: order");
+        let frames: Vec<Frame> = got.iter().map(|r| r.frame.clone()).collect();
+        assert_eq!(frames, recorded.iter().map(|r| r.frame.clone()).collect::<Vec<_>>(), "{name}: order");
         let stamps: Vec<u64> = got.iter().map(|r| r.meta.timestamp_ns).collect();
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{name}: hub timestamps go backwards");
         let recorded_span = recorded.last().unwrap().timestamp_ns - recorded[0].timestamp_ns;
@@ -283,8 +283,8 @@ fn replay_loops_the_file_the_given_number_of_times() {
     let out = fieldhub(&hub, &["replay", "--fast", "--loop", "3", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("can0: {} frames", 3 * recorded.len())));
-    let got: Vec<Frame> = recv_n(&watcher, 3 * recorded.len()).iter().map(|r| r.frame).collect();
-    let once: Vec<Frame> = recorded.iter().map(|r| r.frame).collect();
+    let got: Vec<Frame> = recv_n(&watcher, 3 * recorded.len()).iter().map(|r| r.frame.clone()).collect();
+    let once: Vec<Frame> = recorded.iter().map(|r| r.frame.clone()).collect();
     assert_eq!(got, [once.clone(), once.clone(), once].concat());
     assert_nothing_pending(&watcher);
 }
@@ -310,7 +310,7 @@ fn record_stops_on_sigint_with_a_complete_file() {
     assert!(wait_exit(recorder).success());
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.ends_with("End TriggerBlock\n"), "the ASC trailer is missing");
-    let frames: Vec<Frame> = read_log(&path).iter().map(|r| r.frame).collect();
+    let frames: Vec<Frame> = read_log(&path).iter().map(|r| r.frame.clone()).collect();
     assert_eq!(frames, sent);
 }
 

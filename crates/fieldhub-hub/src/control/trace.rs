@@ -90,6 +90,9 @@ pub(crate) fn page_flags(frame: &Frame) -> u32 {
         FrameKind::CanFd => bits | flags::FD,
         FrameKind::Error => bits | flags::ERROR,
         FrameKind::Can | FrameKind::Lin => bits,
+        // No channel carries them yet; their flag bits (SEC, RRS) are not
+        // the page's.
+        FrameKind::CanXl | FrameKind::Raw => 0,
     }
 }
 
@@ -154,8 +157,8 @@ impl TraceBatcher {
         let key = (tapped.channel, tapped.frame.socketcan_id());
         let tracked = self.rows.len() < MAX_IDS || self.rows.contains_key(&key);
         if tracked {
-            let row = self.rows.entry(key).or_insert(Row {
-                frame: tapped.frame,
+            let row = self.rows.entry(key).or_insert_with(|| Row {
+                frame: tapped.frame.clone(),
                 previous: None,
                 count: 0,
                 first_us: us,
@@ -168,11 +171,11 @@ impl TraceBatcher {
                 let gap = us.saturating_sub(row.last_us) as f64;
                 row.gap_squares += gap * gap;
                 row.previous_us = Some(row.last_us);
-                row.previous = Some(row.frame);
+                row.previous = Some(row.frame.clone());
             }
             row.count += 1;
             row.last_us = us;
-            row.frame = tapped.frame;
+            row.frame = tapped.frame.clone();
             row.fresh = true;
         } else {
             self.untracked += 1;
@@ -234,7 +237,7 @@ impl TraceBatcher {
                     hex(row.frame.data()),
                     row.frame.len(),
                     decode(channel, &row.frame).map(|d| fieldhub_dbc::describe(&d)),
-                    row.previous.map(|p| hex(p.data())),
+                    row.previous.as_ref().map(|p| hex(p.data())),
                     jitter,
                 ])
             })

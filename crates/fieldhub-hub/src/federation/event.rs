@@ -87,7 +87,7 @@ impl std::fmt::Display for Term {
 }
 
 /// What an event says happened to its frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
     /// On the owner's bus, in this place of the channel's order.
     Frame(Frame),
@@ -269,14 +269,14 @@ impl Event {
             }
             None => out.push(0),
         }
-        match self.body {
+        match &self.body {
             Body::Frame(frame) => {
                 out.push(0);
-                put_frame(out, &frame);
+                put_frame(out, frame);
             }
             Body::Dropped(reason) => {
                 out.push(1);
-                out.extend_from_slice(&(reason as u16).to_le_bytes());
+                out.extend_from_slice(&(*reason as u16).to_le_bytes());
             }
         }
     }
@@ -365,14 +365,22 @@ impl<'a> Reader<'a> {
 
     fn frame(&mut self) -> Result<Frame, DecodeError> {
         let kind = self.u8()?;
-        let kind = FrameKind::from_wire(kind).ok_or(DecodeError::Kind(kind))?;
-        let flags = self.u8()?;
-        let flags = FrameFlags::from_bits(flags).ok_or(DecodeError::Flags(flags))?;
+        // spec/federation.md's u8 lengths carry neither CAN XL nor raw
+        // frames, which no channel carries yet either.
+        let kind = FrameKind::from_wire(kind)
+            .filter(|k| !matches!(k, FrameKind::CanXl | FrameKind::Raw))
+            .ok_or(DecodeError::Kind(kind))?;
+        let bits = self.u8()?;
+        // 0x20 is LIN's STANDING; on every other kind it is reserved, as on
+        // the wire (spec/protocol.md 4.2).
+        let flags = FrameFlags::from_bits(bits)
+            .filter(|f| kind == FrameKind::Lin || !f.contains(FrameFlags::LIN_STANDING))
+            .ok_or(DecodeError::Flags(bits))?;
         let id = self.u32()?;
         let (len, len8_dlc) = (self.u8()? as usize, self.u8()?);
         let data_len = self.u8()? as usize;
         let data = self.take(data_len)?;
-        Ok(Frame::from_parts(kind, flags, id, len, len8_dlc, data)?)
+        Ok(Frame::from_parts(kind, flags, id, len, len8_dlc, 0, data)?)
     }
 
     fn end(&self) -> Result<(), DecodeError> {
@@ -400,13 +408,13 @@ mod tests {
     fn requests_and_events_come_back_unchanged() {
         let origin = Origin { relay: "a1b2c3".into(), port_id: 7, arrival: u64::MAX };
         for frame in frames() {
-            let request = TxRequest { origin: origin.clone(), frame };
+            let request = TxRequest { origin: origin.clone(), frame: frame.clone() };
             let mut bytes = Vec::new();
             request.encode(&mut bytes);
             assert_eq!(TxRequest::decode(&bytes), Ok(request));
             let term = Term { epoch: 3, incarnation: u64::MAX - 1 };
             for origin in [None, Some(origin.clone())] {
-                for body in [Body::Frame(frame), Body::Dropped(DropReason::FaultRule)] {
+                for body in [Body::Frame(frame.clone()), Body::Dropped(DropReason::FaultRule)] {
                     let event = Event { term, seq: 1 << 40, start_ns: 5, end_ns: 9, origin: origin.clone(), body };
                     let mut bytes = Vec::new();
                     event.encode(&mut bytes);
@@ -478,7 +486,7 @@ mod tests {
             start_ns: 3,
             end_ns: 4,
             origin: Some(Origin { relay: "r".into(), port_id: 1, arrival: 2 }),
-            body: Body::Frame(frames()[2]),
+            body: Body::Frame(frames()[2].clone()),
         };
         let mut bytes = Vec::new();
         event.encode(&mut bytes);
@@ -501,7 +509,7 @@ mod tests {
     fn a_bad_frame_is_refused() {
         let mut bytes = Vec::new();
         let origin = Origin { relay: String::new(), port_id: 1, arrival: 1 };
-        TxRequest { origin, frame: frames()[0] }.encode(&mut bytes);
+        TxRequest { origin, frame: frames()[0].clone() }.encode(&mut bytes);
         let kind_at = 1 + 4 + 8;
         bytes[kind_at] = 9;
         assert_eq!(TxRequest::decode(&bytes), Err(DecodeError::Kind(9)));

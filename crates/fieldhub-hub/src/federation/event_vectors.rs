@@ -46,7 +46,7 @@ fn frame(v: &Value) -> Frame {
             }
     });
     let (id, len, dlc) = (number(&v["id"]) as u32, number(&v["len"]) as usize, number(&v["len8_dlc"]) as u8);
-    Frame::from_parts(kind, flags, id, len, dlc, &hex(&v["data"])).expect("a vector's frame is valid")
+    Frame::from_parts(kind, flags, id, len, dlc, 0, &hex(&v["data"])).expect("a vector's frame is valid")
 }
 
 fn origin(v: &Value) -> Option<Origin> {

@@ -133,7 +133,7 @@ impl Forwarder {
             }
             // Queued before the frame: the bus cannot carry it first.
             if let Ok(mut forwarded) = self.forwarded.lock() {
-                forwarded.entry(port_id).or_default().push(request.origin, request.frame);
+                forwarded.entry(port_id).or_default().push(request.origin, request.frame.clone());
             }
             run.get_or_insert_with(|| inbox.frame_run()).push((port, request.frame, 0));
         }

@@ -270,7 +270,7 @@ mod tests {
 
     fn port(requests: &[(Origin, Frame)]) -> PortForwarded {
         let mut port = PortForwarded::default();
-        requests.iter().for_each(|(o, f)| port.push(o.clone(), *f));
+        requests.iter().for_each(|(o, f)| port.push(o.clone(), f.clone()));
         port
     }
 

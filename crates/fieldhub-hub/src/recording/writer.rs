@@ -104,7 +104,7 @@ impl RecordingTap for FileTap {
         if let Some(queue) = &self.queue {
             // Full: the writer fell behind; disconnected: it failed.
             if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-                queue.try_send((timestamp_ns, channel, *frame))
+                queue.try_send((timestamp_ns, channel, frame.clone()))
             {
                 self.dropped += 1;
             }

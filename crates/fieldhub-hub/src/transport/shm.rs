@@ -181,8 +181,27 @@ struct ToClient {
 }
 
 /// Most slots one published `FRAMES` message of the hub's takes: about 50
-/// classic frames. Bigger batches would only delay the first of them.
+/// classic frames. Bigger batches would only delay the first of them. A
+/// record that alone needs more (a CAN XL or raw frame of over about 1,990
+/// bytes: 17 slots for 2,048) goes out as a batch of its own
+/// (spec/shm.md 6).
 const BATCH_SLOTS: u32 = 16;
+/// Bytes of the largest batch: [`BATCH_SLOTS`], or one record of
+/// `MAX_RECORD_DATA` bytes with a CAN XL acceptance field, whichever is
+/// more — the batch buffer's capacity, so it never grows on the data path.
+const MAX_BATCH_BYTES: usize = {
+    let one_record = wire::LENGTH_PREFIX
+        + wire::BATCH_HEADER
+        + wire::RECORD_HEADER
+        + wire::XL_AF_LEN
+        + fieldhub_proto::limits::MAX_RECORD_DATA;
+    let batch = BATCH_SLOTS as usize * SLOT_SIZE;
+    if one_record > batch {
+        one_record
+    } else {
+        batch
+    }
+};
 
 impl ToClient {
     /// Publish the open batch. It was checked to fit when its last frame
@@ -216,7 +235,7 @@ impl ShmLink {
         let to_client = ToClient {
             producer: Producer::starting_at(starts.to_client_head),
             scratch: Vec::with_capacity(256),
-            frames: Vec::with_capacity(BATCH_SLOTS as usize * SLOT_SIZE),
+            frames: Vec::with_capacity(MAX_BATCH_BYTES),
             batch: None,
             unrung: false,
         };
@@ -469,6 +488,7 @@ impl Intake for ShmPeer {
 #[cfg(test)]
 mod tests {
     use fieldhub_proto::wire::Message;
+    use fieldhub_proto::FrameFlags;
 
     use super::*;
 
@@ -516,6 +536,27 @@ mod tests {
         let all: Vec<u64> = early.into_iter().chain(messages.iter().flat_map(|m| frame_seqs(m))).collect();
         assert_eq!(all, (1..=200).collect::<Vec<_>>());
         assert!(messages.iter().all(|m| m.len() + 4 <= BATCH_SLOTS as usize * SLOT_SIZE));
+    }
+
+    #[test]
+    fn a_2048_byte_xl_frame_goes_out_as_a_17_slot_batch_of_its_own_in_order() {
+        let link = link();
+        let mut consumer = Consumer::starting_at(0);
+        let small = Frame::can(0x123, false, &[1, 2, 3, 4]).unwrap();
+        let data: Vec<u8> = (0..2048).map(|i| (i % 251) as u8).collect();
+        let xl = Frame::can_xl(0x100, 0xAB, 3, FrameFlags::empty(), 0x1234_5678, &data).unwrap();
+        let capacity = link.to_client().frames.capacity();
+        for (seq, frame) in [(1, &small), (2, &small), (3, &xl), (4, &small)] {
+            link.try_frame(3, frame, &meta(seq)).expect("room");
+        }
+        link.flush();
+        assert_eq!(link.to_client().frames.capacity(), capacity, "the batch buffer holds the XL batch unchanged");
+        let messages = published(&link, &mut consumer);
+        let seqs: Vec<Vec<u64>> = messages.iter().map(|m| frame_seqs(m)).collect();
+        assert_eq!(seqs, [vec![1, 2], vec![3], vec![4]]);
+        assert_eq!(slots_for(messages[1].len() + 4), 17, "4 + 4 + 36 + 2048 bytes");
+        let Message::Frames(batch) = wire::decode(&messages[1]).unwrap() else { panic!("FRAMES") };
+        assert_eq!(batch.iter().next().map(|r| r.frame), Some(xl));
     }
 
     #[test]

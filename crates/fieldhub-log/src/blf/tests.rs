@@ -95,7 +95,7 @@ fn objects_continue_across_full_containers() {
         .map(|i| Record {
             timestamp_ns: START + i * 1_000,
             channel: format!("can{}", i % 3),
-            frame,
+            frame: frame.clone(),
             direction: Some(Direction::Rx),
         })
         .collect();
@@ -195,7 +195,7 @@ fn other_writers_layouts_read_as_meant() {
     assert_eq!(records.len(), 2, "{records:?}");
     for (record, (time, channel, frame, direction)) in records.iter().zip(expected) {
         assert_eq!(
-            (record.timestamp_ns, record.channel.as_str(), record.frame, record.direction),
+            (record.timestamp_ns, record.channel.as_str(), record.frame.clone(), record.direction),
             (time, channel, parse_cansend(frame).unwrap(), Some(direction))
         );
     }

@@ -171,7 +171,7 @@ fn the_hub_refuses_what_a_port_cannot_send_without_disconnecting() {
     raw.hello("raw");
     let fd = Frame::can_fd(0x10, Default::default(), &[0; 12]).unwrap();
     let cases = [
-        ("can0", PortOptions::FD, fd, "is classic CAN and cannot carry the CAN FD frame"),
+        ("can0", PortOptions::FD, fd.clone(), "is classic CAN and cannot carry the CAN FD frame"),
         ("fd0", PortOptions::empty(), fd, "was opened without FD"),
         ("fd0", PortOptions::LISTEN_ONLY, numbered(0x10, 0, 0), "is listen-only"),
     ];

@@ -312,7 +312,7 @@ fn hub_side_recording_captures_faults_and_replays_identically() {
     let recorded: Vec<fieldhub_log::Record> = reader.collect::<Result<_, _>>().unwrap();
     assert_eq!(recorded.len(), 602);
     for (record, live) in recorded.iter().zip(&heard) {
-        assert_eq!((record.channel.as_str(), record.frame), ("can0", live.frame));
+        assert_eq!((record.channel.as_str(), &record.frame), ("can0", &live.frame));
         assert_eq!(record.timestamp_ns / 1000, live.meta.timestamp_ns / 1000);
     }
     assert_eq!(recorded.iter().filter(|r| r.frame.is_error()).count(), 2, "the corrupted attempts are in the log");
@@ -329,7 +329,7 @@ fn hub_side_recording_captures_faults_and_replays_identically() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let replayed: Vec<Frame> = recv_n(&far, 602).into_iter().map(|r| r.frame).collect();
-    assert_eq!(replayed, recorded.iter().map(|r| r.frame).collect::<Vec<_>>());
+    assert_eq!(replayed, recorded.iter().map(|r| r.frame.clone()).collect::<Vec<_>>());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -158,12 +158,13 @@ fn a_can_lin_gateway_carries_numbered_values_both_ways_beside_a_tdma_channel_at_
     let mut end = 0;
     for frame in &bcm_frames {
         end += can_ns(frame);
-        expected_can.push((*frame, end));
+        expected_can.push((frame.clone(), end));
     }
     for k in 0..VALUES {
         let mapped = Frame::can(0x310, false, &[k, 0xD0]).unwrap();
         let response_end = u64::from(k) * 20 * MS + 20 * MS + LIN_2_BYTES_NS;
-        expected_can.push((mapped, response_end + can_ns(&mapped)));
+        let mapped_end = response_end + can_ns(&mapped);
+        expected_can.push((mapped, mapped_end));
     }
     assert_eq!(observe(&can_rx, expected_can.len()), expected_can);
 

@@ -60,7 +60,7 @@ fn two_concurrent_senders_are_seen_in_one_identical_order_by_every_receiver() {
     assert_eq!(seen_a.len(), total);
     for (ra, rc) in seen_a.iter().zip(&seen_c) {
         assert_eq!(ra.meta, rc.meta);
-        assert_eq!(ra.frame.with_echo(false), rc.frame);
+        assert_eq!(ra.frame.clone().with_echo(false), rc.frame);
         assert_eq!(ra.frame.is_echo(), number_of(&ra.frame).0 == 1, "echo flag on the wrong frame");
     }
     check_stream("sender-a", &seen_a);

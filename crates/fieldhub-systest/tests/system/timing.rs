@@ -101,7 +101,8 @@ fn frames_pending_together_go_in_arbitration_order_on_a_timed_bus() {
     assert_eq!(order[0].data(), [0; 8]);
     // Data before remote with the same id; base format before extended with
     // the same base bits; then the higher id; the blocker's 0x7FF last.
-    assert_eq!(order[1..5], [contenders[3], contenders[1], contenders[2], contenders[0]]);
+    let [c0, c1, c2, c3] = contenders;
+    assert_eq!(order[1..5], [c3, c1, c2, c0]);
     assert_eq!(order[5].data(), [1; 8]);
 }
 

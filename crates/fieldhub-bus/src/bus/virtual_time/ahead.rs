@@ -18,7 +18,7 @@ use crate::inbox::ClientId;
 use crate::port_id::PortId;
 
 /// A frame stamped for bus time `at_ns`, later than its sender's grant.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Held {
     pub at_ns: u64,
     pub staged: Staged,
@@ -125,7 +125,7 @@ impl VirtualTime {
         self.held.retain(|Reverse(h)| {
             let past = h.staged.client == client && h.staged.order >= since && h.at_ns > until_ns;
             if past {
-                into.push(*h);
+                into.push(h.clone());
             }
             !past
         });

@@ -11,7 +11,7 @@ use crate::member::Member;
 use crate::port_id::PortId;
 
 /// A frame sent during the current step, waiting for the step's end.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Staged {
     pub client: ClientId,
     pub port: u16,
@@ -63,7 +63,7 @@ impl VirtualTime {
         let mut taken = Vec::new();
         self.staged.retain(|s| match s.client == client && s.port == port {
             true => {
-                taken.push(*s);
+                taken.push(s.clone());
                 false
             }
             false => true,

@@ -89,7 +89,7 @@ fn an_idle_participant_stepping_every_1_ms_or_once_to_the_end_leaves_the_bus_the
     assert!(every_ms.observed.len() > 100, "frames went: {}", every_ms.observed.len());
     assert_eq!(every_ms.observed, at_once.observed, "the same frames at the same bus times in the same order");
     assert_eq!(every_ms.sender_grants, at_once.sender_grants);
-    let received = |r: &Run| r.idle_saw.iter().map(|(f, m, _)| (*f, *m)).collect::<Vec<_>>();
+    let received = |r: &Run| r.idle_saw.iter().map(|(f, m, _)| (f.clone(), *m)).collect::<Vec<_>>();
     assert_eq!(received(&every_ms), received(&at_once), "the idle participant received the same");
     assert_eq!(received(&every_ms), every_ms.observed);
     // Stepping every 1 ms, it saw each frame at the first boundary at or

@@ -72,7 +72,7 @@ struct Resolving {
 }
 
 /// This decision's answers for the current slot.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Answers {
     /// The winner: member slot, arrival, and its rank (sporadic: the
     /// frame's place in the list; else 0).
@@ -242,7 +242,8 @@ impl LinScheduleArbiter {
     /// The bus's own frame `frame` starts at `at`: the bus is busy with it
     /// until its end.
     fn own(&mut self, frame: Frame, at: u64) {
-        self.own_frame = Some((frame, at + self.rates.duration_ns(&frame)));
+        let end = at + self.rates.duration_ns(&frame);
+        self.own_frame = Some((frame, end));
     }
 
     /// Two or more answered event-triggered frame `et` in the slot that
@@ -288,7 +289,7 @@ impl Arbiter for LinScheduleArbiter {
                 let et = self.table.ets[n].id;
                 let sent = answer_under(et, frame);
                 self.answers.count += 1;
-                self.answers.read = match (self.answers.count, self.answers.read) {
+                self.answers.read = match (self.answers.count, self.answers.read.take()) {
                     (1, _) => Some(sent),
                     (_, Some(read)) => Frame::lin_collision(et, &[read, sent]).ok(),
                     (_, None) => None,
@@ -316,10 +317,10 @@ impl Arbiter for LinScheduleArbiter {
             return (None, Some(slot_at));
         }
         let kind = self.current().kind;
-        if let (SlotKind::EventTriggered(n), Some(read)) = (kind, self.answers.read) {
+        if let (SlotKind::EventTriggered(n), Some(read)) = (kind, &self.answers.read) {
             if self.answers.count >= 2 {
-                self.collided(n, read, slot_at, at);
-                return (None, self.own_frame.map(|(_, end)| end));
+                self.collided(n, read.clone(), slot_at, at);
+                return (None, self.own_frame.as_ref().map(|(_, end)| *end));
             }
         }
         if let Some((index, _, _)) = self.answers.first {
@@ -349,7 +350,7 @@ impl Arbiter for LinScheduleArbiter {
             self.own(header, at);
         }
         self.advance(slot_at);
-        (None, self.own_frame.map(|(_, end)| end).or(self.slot_at))
+        (None, self.own_frame.as_ref().map(|(_, end)| *end).or(self.slot_at))
     }
 
     fn started(&mut self, _at: u64, _frame: &Frame) {
@@ -370,5 +371,5 @@ fn answer_under(id: u8, frame: &Frame) -> Frame {
         true => Frame::lin_with_checksum(id, model, frame.data(), frame.len8_dlc()),
         false => Frame::lin(id, model, frame.data()),
     };
-    made.unwrap_or(*frame)
+    made.unwrap_or_else(|_| frame.clone())
 }

@@ -81,7 +81,7 @@ fn the_answer_to_an_event_triggered_header_carries_its_checksum_and_the_collisio
     publish(&mut channel, 1, [event(0x11, 0x01)]);
     publish(&mut channel, 2, [event(0x12, 0x02)]);
     let sent = run(&mut channel, 5 * MS);
-    let read = sent[0].frame;
+    let read = &sent[0].frame;
     assert_eq!((read.len8_dlc(), read.flags()), (0x78, FrameFlags::LIN_COLLISION));
     let mut channel = event_triggered_channel(Vec::new());
     publish(&mut channel, 1, [event(0x11, 0x01)]);

@@ -36,16 +36,17 @@ impl StandingResponses {
         let Some(slot) = self.by_id.get_mut(usize::from(id)) else {
             return Err(format!("names identifier 0x{id:02X}, over 0x3F"));
         };
-        match (*slot, request.is_empty()) {
-            (Some((owner, _)), false) if owner != port => Err(format!(
+        let owner = slot.as_ref().map(|(owner, _)| *owner);
+        match (owner, request.is_empty()) {
+            (Some(owner), false) if owner != port => Err(format!(
                 "publishes a standing response for 0x{id:02X}, for which another port of the channel stands; \
                  one slave answers an identifier (withdraw it there first)"
             )),
             (_, false) => {
-                *slot = Some((port, request.without_standing()));
+                *slot = Some((port, request.clone().without_standing()));
                 Ok(())
             }
-            (Some((owner, _)), true) if owner == port => {
+            (Some(owner), true) if owner == port => {
                 *slot = None;
                 Ok(())
             }
@@ -55,13 +56,13 @@ impl StandingResponses {
 
     /// The port that stands for identifier `id`, and its response.
     pub fn of(&self, id: u8) -> Option<(PortId, Frame)> {
-        self.by_id.get(usize::from(id)).copied().flatten()
+        self.by_id.get(usize::from(id)).cloned().flatten()
     }
 
     /// `port` left the channel: its responses go with it.
     pub fn forget(&mut self, port: PortId) {
         for slot in &mut self.by_id {
-            if slot.is_some_and(|(owner, _)| owner == port) {
+            if slot.as_ref().is_some_and(|(owner, _)| *owner == port) {
                 *slot = None;
             }
         }

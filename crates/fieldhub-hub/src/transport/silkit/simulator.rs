@@ -133,11 +133,11 @@ impl Node {
     /// `duplicate` rule made of the frame echoed just before (the controller
     /// sent it once), and when nothing is in the bus's hands.
     fn confirm(&mut self, sent: &Frame, seq: u64) -> Option<Request> {
-        let previous = self.last_echo.replace((seq, *sent));
+        let previous = self.last_echo.replace((seq, sent.clone()));
         let forwarded = self.forwarded.min(self.requests.len());
         let at = match self.requests.iter().take(forwarded).position(|r| r.frame == *sent) {
             Some(at) => at,
-            None if previous == Some((seq.wrapping_sub(1), *sent)) => return None,
+            None if previous.as_ref().is_some_and(|(s, f)| *s == seq.wrapping_sub(1) && f == sent) => return None,
             None if forwarded > 0 => 0,
             None => return None,
         };
@@ -498,7 +498,7 @@ fn next_frame(shared: &Shared, producer: &EventProducer, controller: ControllerD
         if !request.frame.is_fd() || *carries_fd {
             *tickets += 1;
             request.ticket = *tickets;
-            let frame = request.frame;
+            let frame = request.frame.clone();
             node.forwarded += 1;
             return Some((port, frame));
         }

@@ -71,7 +71,7 @@ struct Cycle(Shared);
 
 impl FrameProducer for Cycle {
     fn produce(&mut self, _due_ns: u64) -> Option<Frame> {
-        Some(*self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        Some(self.0.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 }
 

@@ -94,7 +94,7 @@ fn route_cycles_leave_room(cycles: usize) {
     // own: no client's port has it.
     sender.send(&tx, &numbered(0x42, 2, 0)).unwrap();
     sender.flush().unwrap();
-    let routed = recv_n(&receiver, 1)[0];
+    let routed = &recv_n(&receiver, 1)[0];
     let gateway = routed.meta.sender;
     let ports = must(&agent, &hub, "afterwards", "GET", "/api/v1/ports", None);
     let client_ports: HashSet<u64> = ports.as_array().unwrap().iter().map(|p| p["port_id"].as_u64().unwrap()).collect();

@@ -50,7 +50,7 @@ fn filters_deliver_only_matching_frames() {
     }
     sender.flush().unwrap();
     let got: Vec<Frame> = recv_n(&receiver, 3).into_iter().map(|r| r.frame).collect();
-    assert_eq!(got, [frames[0], frames[3], frames[4]]);
+    assert_eq!(got, [frames[0].clone(), frames[3].clone(), frames[4].clone()]);
     assert_nothing_pending(&receiver);
 
     receiver.set_filters(&rx, None).unwrap();
