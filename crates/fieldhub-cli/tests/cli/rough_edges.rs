@@ -4,17 +4,28 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
 
 use crate::FIELDHUB;
 use fieldhub_testkit::federation::free_port;
 
-/// Run `command` with its stdout a pipe its reader closed first, as
-/// `command | true` does when `true` is quicker.
+/// Run `command` with its stdout a pipe whose reader is gone before it
+/// starts, as in `command | true` when `true` is quicker. (Closing the read
+/// end after the spawn raced the command: a quick one wrote its few lines
+/// into the pipe first and exited 0.)
 fn into_closed_pipe(mut command: Command) -> Output {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start fieldhub");
-    drop(child.stdout.take());
+    let mut fds = [0; 2];
+    // Close-on-exec: a command another test spawns meanwhile must not
+    // inherit the read end and keep the pipe open.
+    // SAFETY: pipe2(2) writes two new descriptors into the array it is given.
+    let made = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(made, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(reader);
+    let child = command.stdout(Stdio::from(writer)).stderr(Stdio::piped()).spawn().expect("start fieldhub");
     child.wait_with_output().expect("wait for fieldhub")
 }
 
