@@ -73,7 +73,10 @@ pub fn make_realtime<T>(thread: &JoinHandle<T>, busy_poll: bool) -> Result<(), R
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+// Two attributes, not cfg(all(test, …)): tests/layers.rs knows test code
+// by its own #[cfg(test)] line.
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use fieldhub_shm::waker_sched::timer_slack_ns;
 
