@@ -14,7 +14,7 @@
 //! - [`cpu`]: CPU of the registry and every participant (`/proc/PID/schedstat`)
 //!   while one participant sends at a fixed rate (`pace`) to `receivers` sinks.
 //!
-//! Every process ends with the run, however it ends ([`Processes`]).
+//! Every process ends with the run, however it ends (`Processes`).
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -8,7 +8,7 @@
 //! and 1..=2048 data bytes. A raw frame (`FrameKind::Raw`, 4.1.3) is a u32 id
 //! and 0..=2048 opaque bytes.
 //!
-//! Both carry their payload in a shared buffer ([`crate::payload`]): building
+//! Both carry their payload in a shared buffer (`payload.rs`): building
 //! one allocates once, cloning it does not.
 
 use crate::frame::{Frame, FrameError, FrameFlags, FrameKind};

@@ -5,7 +5,7 @@
 //! LIN frames carry their payload inline (64 bytes), so the data path moves
 //! them without allocating; CAN XL and raw frames (up to 2,048 bytes) carry
 //! theirs in one shared buffer made when the frame is built, which a clone
-//! shares by reference ([`crate::payload`]). Every constructor validates; a
+//! shares by reference (`payload.rs`). Every constructor validates; a
 //! `Frame` value is always one that a real controller could put on the wire.
 //! The CAN XL and raw constructors and accessors are in [`crate::canxl`].
 

@@ -308,14 +308,14 @@ fn silkit_frames_and_native_frames_pending_together_go_in_arbitration_order() {
             order.push(received);
         }
     }
-    let frames: Vec<Frame> = order.iter().map(|r| r.frame).collect();
+    let frames: Vec<Frame> = order.iter().map(|r| r.frame.clone()).collect();
     // The native 0x0C0 wins over SIL Kit's 0x100 though sent later; SIL
     // Kit's 29-bit frame (base bits 0x040) waits behind its port's 0x100;
     // the blocks (0x7FF) go in their order, the third after all of them.
-    let contenders = [native, numbered(PEER_TAG, 0), numbered(PEER_TAG, 1)];
+    let contenders = [native.clone(), numbered(PEER_TAG, 0), numbered(PEER_TAG, 1)];
     let first = frames.iter().position(|f| *f == native).unwrap_or_else(|| panic!("{frames:?}"));
     assert_eq!(frames[first..first + 3], contenders, "{frames:?}");
-    let blocks_seen: Vec<Frame> = frames.iter().filter(|f| f.id() == 0x7FF).copied().collect();
+    let blocks_seen: Vec<Frame> = frames.iter().filter(|f| f.id() == 0x7FF).cloned().collect();
     assert_eq!(blocks_seen, blocks, "{frames:?}");
     assert_eq!(frames[5], blocks[2], "{frames:?}");
     // From the third frame on each follows the one before without a gap
