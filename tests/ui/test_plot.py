@@ -103,7 +103,10 @@ def test_asc_and_blf_recordings_written_by_python_can_plot_the_values_cantools_d
     for name, writer in (("drive.asc", can.ASCWriter), ("drive.blf", can.BLFWriter)):
         python_can_recording(tmp_path / name, writer, messages)
         page.set_input_files("#plot-file", str(tmp_path / name))
-        page.wait_for_function(f"document.getElementById('message').textContent.includes('{name}')")
+        # "plot: reading NAME…" names the file too: wait for what it read.
+        page.wait_for_function(
+            f"document.getElementById('message').textContent.includes('{name}')"
+            " && document.getElementById('message').textContent.includes('frames')")
         assert "31 frames" in page.inner_text("#message"), page.inner_text("#message")
         assert "decoded with can0's DBC" in page.inner_text("#message")
         if not page.locator("#plot-series li").count():

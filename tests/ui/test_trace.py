@@ -107,6 +107,9 @@ def test_the_overwrite_view_counts_100_frames_of_one_id_as_100(hub, page):
         assert page.locator('#overwrite-rows tr[data-id="2A1"] .o-jitter').inner_text() == "", "one frame: no gaps"
         ids = "rows => rows.map(r => r.dataset.id)"
         page.click('#overwrite-head th[data-sort="count"]')
+        # The table is drawn again on the next frame, not at the click.
+        page.wait_for_function("[...document.querySelectorAll('#overwrite-rows tr[data-id]')]"
+                               ".map(r => r.dataset.id).join() === '2A1,2A0'", timeout=2000)
         assert page.locator("#overwrite-rows tr[data-id]").evaluate_all(ids) == ["2A1", "2A0"]
         page.click('#overwrite-head th[data-sort="count"]')
         page.wait_for_function("document.querySelector('#overwrite-head [aria-sort]').getAttribute('aria-sort')"
