@@ -114,6 +114,8 @@ def test_the_overwrite_view_counts_100_frames_of_one_id_as_100(hub, page):
         page.click('#overwrite-head th[data-sort="count"]')
         page.wait_for_function("document.querySelector('#overwrite-head [aria-sort]').getAttribute('aria-sort')"
                                " === 'descending'")
+        page.wait_for_function("[...document.querySelectorAll('#overwrite-rows tr[data-id]')]"
+                               ".map(r => r.dataset.id).join() === '2A0,2A1'", timeout=2000)
         assert page.locator("#overwrite-rows tr[data-id]").evaluate_all(ids) == ["2A0", "2A1"]
 
 
