@@ -715,14 +715,16 @@ int fh_send_at(struct fh_client *client,
  * first of its step boundaries at or after that frame. Blocks until then
  * and stores the bus time granted in `*now_ns` (NULL: not stored) —
  * `until_ns`, or the boundary a frame woke it at, with the frames up to it
- * waiting for `fh_recv`. One round trip for many steps.
+ * waiting for `fh_recv`. One round trip for many steps. The same as
+ * `fh_step_ahead_begin` then `fh_step_ahead_await` with no timeout; a
+ * caller that must stop waiting (a signal, a user's cancel) uses those.
  *
  * Errors: `FH_ERR_INVALID_ARGUMENT` (not connected with `FH_CONNECT_AHEAD`,
  * `until_ns` not later than `fh_now`, more than `FH_MAX_WAKE_FILTERS`
- * filters, NULL `filters` with `count` > 0, an inverted filter),
- * `FH_ERR_REJECTED` (the hub refused the step: period 0, a step that does
- * not end on a period boundary, or this participant was dropped),
- * `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+ * filters, NULL `filters` with `count` > 0, an inverted filter, a step
+ * ahead begun and not yet awaited), `FH_ERR_REJECTED` (the hub refused
+ * the step: period 0, a step that does not end on a period boundary, or
+ * this participant was dropped), `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
  *
  * # Safety
  * `client` is a live handle; `filters` points to `count` filters (may be
@@ -734,6 +736,42 @@ int fh_step_ahead(struct fh_client *client,
                   const struct fh_filter *filters,
                   size_t count,
                   uint64_t *now_ns);
+
+/**
+ * The first half of `fh_step_ahead`: announce the step (same arguments
+ * and checks) and return at once; `fh_step_ahead_await` waits for its
+ * grant. The hub runs the step whether or not anyone waits — a step is
+ * never cancelled — so until its grant is awaited, `fh_step` and another
+ * `fh_step_ahead_begin` are refused (`FH_ERR_INVALID_ARGUMENT`).
+ *
+ * Errors: as `fh_step_ahead`, those of announcing the step.
+ *
+ * # Safety
+ * `client` is a live handle; `filters` points to `count` filters (may be
+ * NULL when `count` is 0).
+ */
+int fh_step_ahead_begin(struct fh_client *client,
+                        uint64_t until_ns,
+                        uint64_t period_ns,
+                        const struct fh_filter *filters,
+                        size_t count);
+
+/**
+ * The second half of `fh_step_ahead`: wait at most `timeout_ms` (0: only
+ * look; negative: as long as it takes) for the grant of the step
+ * `fh_step_ahead_begin` announced, and store the bus time granted in
+ * `*now_ns` (NULL: not stored). `FH_ERR_TIMEOUT` when it has not come yet:
+ * the step still runs at the hub; call again (after handling whatever made
+ * the caller stop waiting).
+ *
+ * Errors: `FH_ERR_TIMEOUT` (not granted yet), `FH_ERR_INVALID_ARGUMENT`
+ * (no step ahead begun since the last one was awaited), `FH_ERR_REJECTED`
+ * (the hub refused the step), `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+ *
+ * # Safety
+ * `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
+ */
+int fh_step_ahead_await(struct fh_client *client, int timeout_ms, uint64_t *now_ns);
 
 #ifdef __cplusplus
 }  /* extern "C" */

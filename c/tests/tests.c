@@ -1183,6 +1183,8 @@ static const struct test TESTS[] = {
     {"virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match",
      test_virtual_time_a_participant_stepping_ahead_is_woken_only_by_what_its_filters_match},
     {"virtual_time_stepping_ahead_refuses_what_it_cannot_do", test_virtual_time_stepping_ahead_refuses_what_it_cannot_do},
+    {"virtual_time_a_step_ahead_in_halves_is_awaited_in_slices_and_the_bus_goes_on",
+     test_virtual_time_a_step_ahead_in_halves_is_awaited_in_slices_and_the_bus_goes_on},
     {"a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used",
      test_a_null_url_falls_back_to_tcp_with_one_line_when_shm_default_cannot_be_used},
 };

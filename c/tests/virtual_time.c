@@ -260,3 +260,54 @@ void test_virtual_time_stepping_ahead_refuses_what_it_cannot_do(void) {
     fh_client_free(ahead);
     CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
 }
+
+/* The two halves of fh_step_ahead: the begin returns at once; an await with a
+ * timeout returns FH_ERR_TIMEOUT while the step runs (here: the sender holds
+ * bus time at 0), and no other step is taken meanwhile; the await returns the
+ * grant once it comes, and the participant steps on from there. */
+void test_virtual_time_a_step_ahead_in_halves_is_awaited_in_slices_and_the_bus_goes_on(void) {
+    hub h;
+    hub_start(&h, AHEAD_CONFIG, 0, NULL);
+    fh_client *sender = fh_client_new(), *responder = fh_client_new();
+    OK(sender, fh_connect_opts(sender, h.url, "sender", NULL, FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD));
+    OK(responder, fh_connect_opts(responder, h.url, "responder", NULL, FH_CONNECT_SYNCHRONIZED | FH_CONNECT_AHEAD));
+    fh_port sender_port = open_port(sender, "can0", 0);
+    open_port(responder, "can0", 0);
+
+    EXPECT(responder, fh_step_ahead_await(responder, 0, NULL), FH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(responder), "no step ahead") != NULL, "an await without a begin says so: %s",
+          last_error(responder));
+    OK(responder, fh_step_ahead_begin(responder, 100 * MS, MS, NULL, 0));
+    uint64_t now = 0;
+    EXPECT(responder, fh_step_ahead_await(responder, 0, &now), FH_ERR_TIMEOUT);
+    EXPECT(responder, fh_step_ahead_await(responder, 20, &now), FH_ERR_TIMEOUT);
+    CHECK(now == 0, "no grant stored while the step runs");
+    EXPECT(responder, fh_step_ahead_begin(responder, 200 * MS, MS, NULL, 0), FH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(responder), "still running") != NULL, "a second begin is refused for the first: %s",
+          last_error(responder));
+    EXPECT(responder, fh_step(responder, 200 * MS, NULL), FH_ERR_INVALID_ARGUMENT);
+
+    /* The sender's step lets bus time reach the responder's end. */
+    OK(sender, fh_step(sender, 100 * MS, &now));
+    CHECK(now == 100 * MS, "the sender stands at 100 ms, not %llu", (unsigned long long)now);
+    OK(responder, fh_step_ahead_await(responder, PATIENCE_MS, &now));
+    CHECK(now == 100 * MS, "the responder's step ahead is granted at 100 ms, not %llu", (unsigned long long)now);
+    EXPECT(responder, fh_step_ahead_await(responder, 0, NULL), FH_ERR_INVALID_ARGUMENT);
+
+    /* The bus goes on: a frame at 100 ms wakes the next step ahead at 101 ms. */
+    OK(responder, fh_step_ahead_begin(responder, 200 * MS, MS, NULL, 0));
+    fh_frame f = numbered(0x123, 7);
+    OK(sender, fh_send(sender, sender_port, &f, -1));
+    OK(sender, fh_step(sender, 101 * MS, NULL));
+    OK(responder, fh_step_ahead_await(responder, -1, &now));
+    CHECK(now == 101 * MS, "the frame woke the responder at 101 ms, not %llu", (unsigned long long)now);
+    fh_frame got;
+    fh_meta meta;
+    OK(responder, fh_recv(responder, &got, &meta, 0));
+    CHECK(got.can_id == 0x123 && got.data[0] == 7 && meta.timestamp_ns == 100 * MS,
+          "the responder got the sender's frame of 100 ms (id 0x%x at %llu ns)", got.can_id,
+          (unsigned long long)meta.timestamp_ns);
+    fh_client_free(sender);
+    fh_client_free(responder);
+    CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
+}

@@ -447,8 +447,9 @@ class FieldhubBus(BusABC):
         there and wait until every participant is done. Periodic tasks send
         at their due times within it. The frames of the step are then waiting
         for ``recv``. Returns the new bus time in seconds."""
-        until = self.now_ns + int(round(seconds * 1e9))
         try:
+            self._native.finish_step_ahead()
+            until = self.now_ns + int(round(seconds * 1e9))
             while True:
                 now = self.now_ns
                 upcoming = send_due(self._virtual_tasks, now)
@@ -473,15 +474,20 @@ class FieldhubBus(BusABC):
         every period would see it). One round trip for many steps. Returns
         the bus time reached, in seconds; the frames up to it wait for
         ``recv``. Periodic tasks (``send_periodic``) are timed by ``step``
-        only: with one running this raises ``CanOperationError``."""
+        only: with one running this raises ``CanOperationError``.
+
+        Ctrl-C (``KeyboardInterrupt``) stops the wait within about 50 ms but
+        not the step: the hub runs bus time on to its end (or the wake-up) as
+        if the call had gone on. The bus's next ``step`` or ``step_ahead``
+        first waits for that grant, and counts its ``seconds`` from there."""
         if self._virtual_tasks:
             raise can.CanOperationError(
                 "step_ahead does not run send_periodic tasks: step with step(), or place the frames with send_at()"
             )
-        now = self.now_ns
-        until = now + _bus_ns("seconds", seconds)
         period_ns = _bus_ns("period", period)
         try:
+            self._native.finish_step_ahead()
+            until = self.now_ns + _bus_ns("seconds", seconds)
             return self._native.step_ahead(until, period_ns, socketcan_filters(wake_on) or []) / 1e9
         except _native.Error as e:
             raise translate(e, opening=False) from None

@@ -50,6 +50,8 @@ fn client_error(e: ClientError) -> PyErr {
         | ClientError::NotSynchronized
         | ClientError::NotAhead
         | ClientError::TooManyWakeFilters { .. }
+        | ClientError::StepAheadRunning { .. }
+        | ClientError::NoStepAhead
         | ClientError::StepNotForward { .. } => "rejected",
         ClientError::Closed { .. } | ClientError::Protocol(_) => "closed",
         ClientError::Timeout(_) | ClientError::SendQueueFull(_) | ClientError::RequestQueueFull(_) => "timeout",
@@ -90,6 +92,21 @@ fn wait_in_slices<T: Send>(
         }
         py.check_signals()?;
     }
+}
+
+/// Wait (Ctrl-C interrupts) for the grant of a step ahead whose wait an
+/// earlier call gave up (`KeyboardInterrupt`): the hub never cancels a
+/// step, so a participant's next step starts where that one ends.
+fn finish_step_ahead(py: Python<'_>, client: &Client) -> PyResult<()> {
+    if !client.step_ahead_running() {
+        return Ok(());
+    }
+    let awaited = |slice| match client.await_step_ahead(Some(slice)) {
+        // Another thread awaited it meanwhile: it is over all the same.
+        Err(ClientError::NoStepAhead) => Ok(Some(0)),
+        other => other,
+    };
+    wait_in_slices(py, None, awaited).map(drop)
 }
 
 /// A lock whose holder panicked leaves plain data behind; keep going.
@@ -368,12 +385,22 @@ impl NativeClient {
     /// Virtual time, stepping ahead: end this participant's step as done
     /// up to `until_ns` in steps of `period_ns`, woken earlier only by a
     /// frame matching one of `filters` ((can_id, can_mask) in SocketCAN
-    /// form; empty: any frame); waits, the GIL released, and returns the
-    /// bus time granted.
+    /// form; empty: any frame); waits (Ctrl-C interrupts) and returns the
+    /// bus time granted. An interrupted step runs on at the hub
+    /// (`finish_step_ahead` waits for its grant).
     fn step_ahead(&self, py: Python<'_>, until_ns: u64, period_ns: u64, filters: Vec<(u32, u32)>) -> PyResult<u64> {
         let client = self.client()?;
         let filters: Vec<WakeFilter> = filters.into_iter().map(|(can_id, mask)| WakeFilter { can_id, mask }).collect();
-        exit::released(py, || client.step_ahead(until_ns, period_ns, &filters)).map_err(client_error)
+        exit::released(py, || client.begin_step_ahead(until_ns, period_ns, &filters)).map_err(client_error)?;
+        let granted = wait_in_slices(py, None, |slice| client.await_step_ahead(Some(slice)))?;
+        granted.ok_or_else(|| error("closed", "the wait for the step's grant ended without it".into()))
+    }
+
+    /// Wait (Ctrl-C interrupts) for the grant of a step ahead whose wait
+    /// was interrupted; nothing when none runs.
+    fn finish_step_ahead(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.client()?;
+        finish_step_ahead(py, &client)
     }
 
     /// The port's controller state from the hub: `active`, `passive` or `bus_off`.

@@ -239,3 +239,58 @@ def test_the_interpreter_exits_cleanly_while_notifier_threads_wait_in_recv(endin
         else:
             # Python ends on an uncaught KeyboardInterrupt by SIGINT, as a shell expects.
             assert child.returncode == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
+
+
+# The longest a Ctrl-C may take to end a wait in step_ahead: the extension
+# looks at Python's signal handlers every 50 ms; the rest is slack for a
+# loaded machine.
+INTERRUPT_BOUND_S = 1.0
+
+
+@pytest.mark.fieldhub_config(time="virtual")
+def test_ctrl_c_interrupts_step_ahead_and_the_step_runs_on_at_the_hub(fieldhub_hub):
+    """A participant stepping ahead 10 s while another holds bus time at 0
+    gets SIGINT: KeyboardInterrupt within INTERRUPT_BOUND_S. The hub runs its
+    step on (docs: Ctrl-C stops the wait, not the step), so once the other
+    participant lets time go, its next step starts at 10 s, and a frame it
+    sends then reaches the other at 10 s."""
+    holder = fieldhub_hub.bus("can0", port_name="holder", synchronized=True, ahead=True)
+    script = textwrap.dedent(
+        f"""
+        import time, can
+        bus = can.Bus(interface="fieldhub", channel="can0", hub={fieldhub_hub.url!r}, port_name="stepper",
+                      synchronized=True, ahead=True)
+        print("ready", flush=True)
+        try:
+            bus.step_ahead(10.0, 0.001, wake_on=[{{"can_id": 0x7FF, "can_mask": 0x7FF}}])
+            print("not interrupted", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        bus.send(can.Message(arbitration_id=0x123, data=[7], is_extended_id=False))
+        print("stepped", bus.step(0.001), flush=True)
+        bus.shutdown()
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        _wait_until(lambda: _asleep(child.pid), "the child blocks in step_ahead")
+        # Held at 0 by the holder, which has not stepped: the step cannot end.
+        assert holder.now == 0.0
+        signalled = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        assert child.stdout.readline().strip() == "interrupted"
+        assert time.monotonic() - signalled < INTERRUPT_BOUND_S
+        # Let time go past the stepper's 10 s; a frame of 0x7FE alone would wake the holder.
+        reached = holder.step_ahead(20.0, 0.001, wake_on=[{"can_id": 0x7FE, "can_mask": 0x7FF}])
+        stdout, stderr = child.communicate(timeout=PATIENCE)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, stderr
+    assert stdout.split() == ["stepped", "10.001"]
+    assert reached == pytest.approx(20.0)
+    got = holder.recv(0)
+    assert (got.arbitration_id, bytes(got.data), got.timestamp) == (0x123, b"\x07", pytest.approx(10.0))
+    holder.shutdown()

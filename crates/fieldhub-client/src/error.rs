@@ -78,6 +78,17 @@ pub enum ClientError {
     /// `step_ahead` with more wake filters than one `STEP_AHEAD` carries.
     #[error("{given} wake filters given, a step ahead takes at most {max}: widen their masks to cover more ids")]
     TooManyWakeFilters { given: usize, max: usize },
+    /// A step while a step ahead announced with
+    /// [`crate::Client::begin_step_ahead`] still runs at the hub: the hub
+    /// takes one step of a participant at a time.
+    #[error(
+        "a step ahead to {until_ns} ns is still running at the hub: await its grant (await_step_ahead) before the next step"
+    )]
+    StepAheadRunning { until_ns: u64 },
+    /// [`crate::Client::await_step_ahead`] with no step ahead begun since
+    /// the last one was awaited.
+    #[error("no step ahead to await: begin one (begin_step_ahead) first")]
+    NoStepAhead,
 }
 
 impl ClientError {

@@ -266,6 +266,8 @@ pub struct Client {
     closing: AtomicBool,
     /// Connected with [`ClientOptions::ahead`].
     ahead: bool,
+    /// The step ahead begun and not yet awaited (`time.rs`).
+    step_ahead: Mutex<Option<time::PendingAhead>>,
 }
 
 impl Client {
@@ -300,6 +302,7 @@ impl Client {
             reading: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             ahead: options.synchronized && options.ahead,
+            step_ahead: Mutex::new(None),
         };
         // A stream is read by a reader thread from the start; dropping the
         // client on failure ends the link thread.

@@ -57,6 +57,7 @@ impl Client {
     /// [`Client::step`] in two halves, for callers that wait in slices (to
     /// run signal handlers between them): announce the end of the step ...
     pub fn begin_step(&self, until_ns: u64) -> Result<(), ClientError> {
+        self.refuse_while_running(&mut lock(&self.step_ahead))?;
         self.announce(until_ns, Message::Step { until_ns })
     }
 
@@ -81,36 +82,95 @@ impl Client {
     /// at or after that frame. Blocks until then; returns the bus time
     /// granted — `until_ns`, or the boundary a frame woke it at, with the
     /// frames up to it in the receive queue. One round trip for many steps
-    /// (`spec/protocol.md` 3.11a).
+    /// (`spec/protocol.md` 3.11a). [`Client::begin_step_ahead`] and
+    /// [`Client::await_step_ahead`] are its halves, for a caller that must
+    /// stop waiting (on a signal) without losing the step.
     pub fn step_ahead(&self, until_ns: u64, period_ns: u64, filters: &[WakeFilter]) -> Result<u64, ClientError> {
+        self.begin_step_ahead(until_ns, period_ns, filters)?;
+        loop {
+            if let Some(granted) = self.await_step_ahead(None)? {
+                return Ok(granted);
+            }
+        }
+    }
+
+    /// Announce a step ahead ([`Client::step_ahead`]) without waiting for
+    /// its grant. The hub runs it whether or not anyone waits: there is no
+    /// cancelling a step, so the participant's next step waits for this
+    /// one's grant ([`Client::await_step_ahead`]; until then a step is
+    /// refused with [`ClientError::StepAheadRunning`]).
+    pub fn begin_step_ahead(&self, until_ns: u64, period_ns: u64, filters: &[WakeFilter]) -> Result<(), ClientError> {
         if !self.ahead {
             return Err(ClientError::NotAhead);
         }
         if filters.len() > MAX_WAKE_FILTERS {
             return Err(ClientError::TooManyWakeFilters { given: filters.len(), max: MAX_WAKE_FILTERS });
         }
+        let mut pending = lock(&self.step_ahead);
+        self.refuse_while_running(&mut pending)?;
         // Read before the step is announced: its grant may come at once.
         let granted_before = self.now().unwrap_or(0);
         let step = StepAhead { until_ns, period_ns, filters: WakeFilters::from_slice(filters) };
         self.announce(until_ns, Message::StepAhead(step))?;
-        let woken = || {
-            let granted = self.shared.granted_ns.load(Ordering::Acquire);
-            granted != NOT_GRANTED && granted > granted_before
+        *pending = Some(PendingAhead { until_ns, granted_before });
+        Ok(())
+    }
+
+    /// Wait at most `timeout` (`None`: until it comes) for the grant of the
+    /// step ahead [`Client::begin_step_ahead`] announced: the bus time
+    /// granted, or `None` when the timeout passed first (the step still
+    /// runs; await it again). [`ClientError::NoStepAhead`] when none was
+    /// begun since the last one was awaited.
+    pub fn await_step_ahead(&self, timeout: Option<Duration>) -> Result<Option<u64>, ClientError> {
+        let Some(PendingAhead { granted_before, .. }) = *lock(&self.step_ahead) else {
+            return Err(ClientError::NoStepAhead);
         };
+        let woken = || self.granted_past(granted_before);
         let ready = || woken() || self.refused_step().is_some();
-        loop {
-            match receive::wait_until(&*self.link, &self.shared, None, &ready) {
-                Waited::Ready | Waited::TimedOut => {}
-                Waited::Closed => return Err(self.shared.closed_error()),
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let waited = receive::wait_until(&*self.link, &self.shared, deadline, &ready);
+        let finished = |result| {
+            *lock(&self.step_ahead) = None;
+            result
+        };
+        if let Waited::Closed = waited {
+            return finished(Err(self.shared.closed_error()));
+        }
+        if let Some(at) = self.refused_step() {
+            let (code, text) = lock(&self.shared.errors).remove(at);
+            return finished(Err(ClientError::Rejected { code, text }));
+        }
+        if woken() {
+            return finished(Ok(Some(self.shared.granted_ns.load(Ordering::Acquire))));
+        }
+        Ok(None)
+    }
+
+    /// Whether a step ahead was begun and its grant not yet awaited.
+    pub fn step_ahead_running(&self) -> bool {
+        let mut pending = lock(&self.step_ahead);
+        self.refuse_while_running(&mut pending).is_err()
+    }
+
+    /// [`ClientError::StepAheadRunning`] while the hub has not granted the
+    /// pending step ahead; a grant nobody awaited ends it here.
+    fn refuse_while_running(&self, pending: &mut Option<PendingAhead>) -> Result<(), ClientError> {
+        match *pending {
+            Some(step) if !self.granted_past(step.granted_before) => {
+                Err(ClientError::StepAheadRunning { until_ns: step.until_ns })
             }
-            if let Some(at) = self.refused_step() {
-                let (code, text) = lock(&self.shared.errors).remove(at);
-                return Err(ClientError::Rejected { code, text });
-            }
-            if woken() {
-                return Ok(self.shared.granted_ns.load(Ordering::Acquire));
+            _ => {
+                *pending = None;
+                Ok(())
             }
         }
+    }
+
+    /// Whether the hub granted a bus time later than `before`.
+    fn granted_past(&self, before: u64) -> bool {
+        // SYNC POINT with the consumer's Release store in `dispatch`.
+        let granted = self.shared.granted_ns.load(Ordering::Acquire);
+        granted != NOT_GRANTED && granted > before
     }
 
     /// Send the message that ends a step to `until_ns`.
@@ -173,4 +233,12 @@ impl Client {
             Waited::Closed => Err(self.shared.closed_error()),
         }
     }
+}
+
+/// A step ahead announced and not yet awaited: the grant it waits for is
+/// the first one past `granted_before`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingAhead {
+    until_ns: u64,
+    granted_before: u64,
 }

@@ -191,7 +191,9 @@ impl From<ClientError> for Failure {
             ClientError::NotSynchronized
             | ClientError::StepNotForward { .. }
             | ClientError::NotAhead
-            | ClientError::TooManyWakeFilters { .. } => FH_ERR_INVALID_ARGUMENT,
+            | ClientError::TooManyWakeFilters { .. }
+            | ClientError::StepAheadRunning { .. }
+            | ClientError::NoStepAhead => FH_ERR_INVALID_ARGUMENT,
             ClientError::Dropped { .. } => FH_ERR_DROPPED,
         };
         Self::new(status, error.to_string())

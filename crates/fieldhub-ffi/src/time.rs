@@ -1,6 +1,8 @@
 //! Virtual time for a synchronised participant (`FH_CONNECT_SYNCHRONIZED`,
 //! `spec/protocol.md` 6.8): `fh_now` and `fh_step`; and for one that steps
-//! ahead (`FH_CONNECT_AHEAD`, 3.11a): `fh_send_at` and `fh_step_ahead`.
+//! ahead (`FH_CONNECT_AHEAD`, 3.11a): `fh_send_at` and `fh_step_ahead`, or
+//! its halves `fh_step_ahead_begin` and `fh_step_ahead_await`, for a caller
+//! that must be able to stop waiting (the step itself runs on at the hub).
 
 use std::ffi::c_int;
 
@@ -9,8 +11,8 @@ use fieldhub_proto::limits::MAX_WAKE_FILTERS;
 use fieldhub_proto::wire::WakeFilter;
 
 use crate::frame::{fh_filter, fh_frame};
-use crate::status::fh_status::FH_ERR_INVALID_ARGUMENT;
-use crate::{fh_client, fh_port, with_client, Failure};
+use crate::status::fh_status::{FH_ERR_INVALID_ARGUMENT, FH_ERR_TIMEOUT};
+use crate::{fh_client, fh_port, timeout, with_client, Failure};
 
 /// Most wake filters one `fh_step_ahead` takes.
 pub const FH_MAX_WAKE_FILTERS: usize = 32;
@@ -106,14 +108,16 @@ pub unsafe extern "C" fn fh_send_at(
 /// first of its step boundaries at or after that frame. Blocks until then
 /// and stores the bus time granted in `*now_ns` (NULL: not stored) —
 /// `until_ns`, or the boundary a frame woke it at, with the frames up to it
-/// waiting for `fh_recv`. One round trip for many steps.
+/// waiting for `fh_recv`. One round trip for many steps. The same as
+/// `fh_step_ahead_begin` then `fh_step_ahead_await` with no timeout; a
+/// caller that must stop waiting (a signal, a user's cancel) uses those.
 ///
 /// Errors: `FH_ERR_INVALID_ARGUMENT` (not connected with `FH_CONNECT_AHEAD`,
 /// `until_ns` not later than `fh_now`, more than `FH_MAX_WAKE_FILTERS`
-/// filters, NULL `filters` with `count` > 0, an inverted filter),
-/// `FH_ERR_REJECTED` (the hub refused the step: period 0, a step that does
-/// not end on a period boundary, or this participant was dropped),
-/// `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+/// filters, NULL `filters` with `count` > 0, an inverted filter, a step
+/// ahead begun and not yet awaited), `FH_ERR_REJECTED` (the hub refused
+/// the step: period 0, a step that does not end on a period boundary, or
+/// this participant was dropped), `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
 ///
 /// # Safety
 /// `client` is a live handle; `filters` points to `count` filters (may be
@@ -130,25 +134,8 @@ pub unsafe extern "C" fn fh_step_ahead(
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            let given: &[fh_filter] = match count {
-                0 => &[],
-                _ if filters.is_null() => return Err(Failure::invalid_argument("filters is NULL but count is not 0")),
-                // SAFETY: non-NULL, and `count` elements by the caller's contract.
-                _ => std::slice::from_raw_parts(filters, count),
-            };
-            let mut wake = [WakeFilter::default(); FH_MAX_WAKE_FILTERS];
-            if given.len() > wake.len() {
-                return Err(ClientError::TooManyWakeFilters { given: given.len(), max: wake.len() }.into());
-            }
-            for (to, from) in wake.iter_mut().zip(given) {
-                if from.can_id & CAN_INV_FILTER != 0 {
-                    return Err(Failure::invalid_argument(
-                        "a wake filter cannot be inverted (CAN_INV_FILTER): list the ids that wake instead",
-                    ));
-                }
-                *to = WakeFilter { can_id: from.can_id, mask: from.can_mask };
-            }
-            let now = c.connected()?.step_ahead(until_ns, period_ns, &wake[..given.len()])?;
+            let wake = wake_filters(filters, count)?;
+            let now = c.connected()?.step_ahead(until_ns, period_ns, &wake.0[..wake.1])?;
             // SAFETY: the caller guarantees NULL or a writable uint64_t.
             if let Some(out) = now_ns.as_mut() {
                 *out = now;
@@ -156,6 +143,92 @@ pub unsafe extern "C" fn fh_step_ahead(
             Ok(())
         })
     }
+}
+
+/// The first half of `fh_step_ahead`: announce the step (same arguments
+/// and checks) and return at once; `fh_step_ahead_await` waits for its
+/// grant. The hub runs the step whether or not anyone waits — a step is
+/// never cancelled — so until its grant is awaited, `fh_step` and another
+/// `fh_step_ahead_begin` are refused (`FH_ERR_INVALID_ARGUMENT`).
+///
+/// Errors: as `fh_step_ahead`, those of announcing the step.
+///
+/// # Safety
+/// `client` is a live handle; `filters` points to `count` filters (may be
+/// NULL when `count` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn fh_step_ahead_begin(
+    client: *mut fh_client,
+    until_ns: u64,
+    period_ns: u64,
+    filters: *const fh_filter,
+    count: usize,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_client(client, |c| {
+            let wake = wake_filters(filters, count)?;
+            Ok(c.connected()?.begin_step_ahead(until_ns, period_ns, &wake.0[..wake.1])?)
+        })
+    }
+}
+
+/// The second half of `fh_step_ahead`: wait at most `timeout_ms` (0: only
+/// look; negative: as long as it takes) for the grant of the step
+/// `fh_step_ahead_begin` announced, and store the bus time granted in
+/// `*now_ns` (NULL: not stored). `FH_ERR_TIMEOUT` when it has not come yet:
+/// the step still runs at the hub; call again (after handling whatever made
+/// the caller stop waiting).
+///
+/// Errors: `FH_ERR_TIMEOUT` (not granted yet), `FH_ERR_INVALID_ARGUMENT`
+/// (no step ahead begun since the last one was awaited), `FH_ERR_REJECTED`
+/// (the hub refused the step), `FH_ERR_CLOSED`, `FH_ERR_NOT_CONNECTED`.
+///
+/// # Safety
+/// `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn fh_step_ahead_await(client: *mut fh_client, timeout_ms: c_int, now_ns: *mut u64) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_client(client, |c| {
+            let now = c.connected()?.await_step_ahead(timeout(timeout_ms))?.ok_or(Failure::bare(FH_ERR_TIMEOUT))?;
+            // SAFETY: the caller guarantees NULL or a writable uint64_t.
+            if let Some(out) = now_ns.as_mut() {
+                *out = now;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The caller's wake filters, checked: at most [`FH_MAX_WAKE_FILTERS`],
+/// none inverted; the array and how many of it are used.
+///
+/// # Safety
+/// `filters` points to `count` filters, or is NULL.
+unsafe fn wake_filters(
+    filters: *const fh_filter,
+    count: usize,
+) -> Result<([WakeFilter; FH_MAX_WAKE_FILTERS], usize), Failure> {
+    let given: &[fh_filter] = match count {
+        0 => &[],
+        _ if filters.is_null() => return Err(Failure::invalid_argument("filters is NULL but count is not 0")),
+        // SAFETY: non-NULL, and `count` elements by the caller's contract.
+        _ => unsafe { std::slice::from_raw_parts(filters, count) },
+    };
+    let mut wake = [WakeFilter::default(); FH_MAX_WAKE_FILTERS];
+    if given.len() > wake.len() {
+        return Err(ClientError::TooManyWakeFilters { given: given.len(), max: wake.len() }.into());
+    }
+    for (to, from) in wake.iter_mut().zip(given) {
+        if from.can_id & CAN_INV_FILTER != 0 {
+            return Err(Failure::invalid_argument(
+                "a wake filter cannot be inverted (CAN_INV_FILTER): list the ids that wake instead",
+            ));
+        }
+        *to = WakeFilter { can_id: from.can_id, mask: from.can_mask };
+    }
+    Ok((wake, given.len()))
 }
 
 fn not_synchronized() -> Failure {
