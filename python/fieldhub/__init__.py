@@ -4,6 +4,8 @@
   ``can.Bus(interface="fieldhub", channel="can0", hub="tcp://127.0.0.1:29536")``.
 - :class:`fieldhub.hub.Hub` starts a private hub (or attaches to a running
   one) and drives its control API: wiring, faults, recording, statistics.
+- :class:`fieldhub.lin_message.LinMessage` is what a bus on a LIN channel
+  receives: a ``can.Message`` with the LIN frame's checksum and marks.
 - :class:`fieldhub.rbs.RestBus` sets, ramps, stops and starts a hub's
   rest-bus simulation by signal name (``hub.rbs()``, ``hub.start_rbs(...)``).
 - The pytest plugin gives every test its own hub: the ``fieldhub_hub`` fixture.
@@ -15,6 +17,7 @@ only adapts it to Python.
 from fieldhub.bus import FieldhubBus
 from fieldhub.errors import FieldhubError, HubError, HubStartError, HubUnreachable
 from fieldhub.hub import Hub
+from fieldhub.lin_message import LinMessage
 from fieldhub.rbs import RestBus
 
-__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError", "HubStartError", "HubUnreachable", "RestBus"]
+__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError", "HubStartError", "HubUnreachable", "LinMessage", "RestBus"]

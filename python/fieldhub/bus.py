@@ -73,6 +73,7 @@ from can import BusABC, CanProtocol, Message
 
 from fieldhub import _native
 from fieldhub.errors import translate
+from fieldhub.lin_message import CLASSIC, ENHANCED, LinMessage
 from fieldhub.periodic import VirtualPeriodicTask, send_due
 
 _log = logging.getLogger("can.fieldhub")
@@ -82,6 +83,8 @@ CAN_RTR_FLAG = 0x40000000
 CAN_ERR_MASK = 0x1FFFFFFF
 
 _EXTENDED, _REMOTE, _BRS, _ESI, _ECHO = 0x01, 0x02, 0x04, 0x08, 0x10
+# The same bits on a LIN record (FrameFlags::LIN_* in fieldhub-proto).
+_LIN_CLASSIC, _LIN_NO_RESPONSE, _LIN_CHECKSUM_ERROR, _LIN_COLLISION = _EXTENDED, _REMOTE, _BRS, _ESI
 
 
 def default_hub() -> str:
@@ -115,6 +118,27 @@ def _seconds(name: str, value: Any) -> float:
     if not seconds >= 0:
         raise can.CanInitializationError(f"{name} = {value!r}: expected a number of seconds")
     return seconds
+
+
+def _lin_message(channel: str, frame_id: int, flags: int, data: bytes, timestamp_ns: int, checksum: int) -> LinMessage:
+    """A received LIN record (spec/protocol.md 4.1.1) as a LinMessage: LIN
+    reuses the flag bits of CAN's extended, remote, BRS and ESI for its
+    checksum model and the hub's no-response, checksum-error and collision
+    marks, which must not show as those."""
+    return LinMessage(
+        timestamp=timestamp_ns / 1e9,
+        arbitration_id=frame_id,
+        is_rx=not flags & _ECHO,
+        channel=channel,
+        dlc=len(data),
+        data=data,
+        check=False,
+        lin_checksum=checksum,
+        lin_checksum_model=CLASSIC if flags & _LIN_CLASSIC else ENHANCED,
+        lin_no_response=bool(flags & _LIN_NO_RESPONSE),
+        lin_checksum_error=bool(flags & _LIN_CHECKSUM_ERROR),
+        lin_collision=bool(flags & _LIN_COLLISION),
+    )
 
 
 def _bus_ns(name: str, seconds: Any) -> int:
@@ -313,13 +337,11 @@ class FieldhubBus(BusABC):
             raise translate(e, opening=False) from None
         if received is None:
             return None, getattr(self, "_is_filtered", False)
-        _, kind, can_id, flags, length, data, timestamp_ns, _, _, _ = received
+        _, kind, can_id, flags, length, data, timestamp_ns, _, _, _, len8_dlc = received
         if kind == "lin":
-            # LIN reuses the low flag bits for its checksum model and the
-            # hub's records (no response, checksum error, collision), which
-            # are not CAN's extended, remote, BRS and ESI: a LIN frame is its
-            # identifier and data here (an unanswered header has none).
-            flags &= _ECHO
+            return _lin_message(self._channel_name, can_id, flags, data, timestamp_ns, len8_dlc), getattr(
+                self, "_is_filtered", False
+            )
         message = Message(
             timestamp=timestamp_ns / 1e9,
             arbitration_id=can_id,

@@ -123,9 +123,11 @@ fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 }
 
 /// A received frame as a plain tuple, cheap to build and to unpack:
-/// (port, kind, id, flags, len, data, timestamp_ns, seq, sender, channel_id), with the
-/// wire's flag bits (1 extended, 2 remote, 4 BRS, 8 ESI, 16 echo).
-type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16);
+/// (port, kind, id, flags, len, data, timestamp_ns, seq, sender, channel_id, len8_dlc), with
+/// the wire's flag bits (1 extended, 2 remote, 4 BRS, 8 ESI, 16 echo; LIN's
+/// meanings of the low four: spec/protocol.md 4.2) and `len8_dlc` the record's
+/// field of that name (a LIN frame's checksum byte).
+type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16, u8);
 
 /// One connection to a hub.
 ///
@@ -345,6 +347,7 @@ impl NativeClient {
             r.meta.seq,
             r.meta.sender,
             r.meta.channel,
+            f.len8_dlc(),
         )))
     }
 
