@@ -71,7 +71,7 @@ static void print_message(const fhp_message *m) {
     static const char *const session_opts[] = {"synchronized"};
     static const char *const channel_flags[] = {"canfd"};
     static const char *const reasons[] = {NULL, "bus_off", "fault_rule", "owner_lost", "unplugged", "queue_full"};
-    static const char *const conditions[] = {NULL, "waiting", "live", "gap"};
+    static const char *const conditions[] = {NULL, "waiting", "live", "gap", "asleep", "awake"};
     switch (m->type) {
     case FHP_MSG_HELLO:
         emit("{\"type\":\"hello\",\"version\":%u,\"name\":", m->version);
@@ -134,7 +134,7 @@ static void print_message(const fhp_message *m) {
         break;
     case FHP_MSG_CHANNEL_STATE:
         emit("{\"type\":\"channel_state\",\"port\":%u,\"condition\":%u,\"condition_name\":", m->port, m->flags8);
-        name_or_null(m->flags8 < 4 ? conditions[m->flags8] : NULL);
+        name_or_null(m->flags8 < 6 ? conditions[m->flags8] : NULL);
         emit(",\"missed\":%lu,\"text\":", (unsigned long)m->value);
         json_str(m->str_a, m->str_a_len);
         break;

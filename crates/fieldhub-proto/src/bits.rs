@@ -24,7 +24,8 @@
 //!   intermission (3): 17 nominal bits.
 //! - LIN frames are [`crate::lin`]'s nominal frame — break, delimiter, sync,
 //!   protected identifier, data and checksum bytes of 10 bits, no spaces —
-//!   all at the nominal rate; a header no slave answered is the header's 34.
+//!   all at the nominal rate; a header no slave answered is the header's 34,
+//!   a wake-up pulse its 5 dominant bits (`lin::WAKE_UP_BITS`).
 //! - CAN XL and raw frames are **not modelled** by this revision: no source
 //!   for CAN XL's exact field layout (ISO 11898-1:2024 / CiA 610-1) was at
 //!   hand, and none is taken from memory. Their figure is a stated lower
@@ -61,6 +62,7 @@ impl FrameBits {
             FrameKind::Lin => {
                 let shape = crate::lin::FrameShape::default();
                 let total = match frame.len() {
+                    _ if frame.is_lin_wake_up() => crate::lin::WAKE_UP_BITS,
                     0 => shape.header_bits(),
                     len => shape.frame_bits(len).unwrap_or(shape.header_bits()),
                 };

@@ -101,6 +101,13 @@ pub enum ChannelCondition {
     /// other hubs of the federation carried: what the port holds differs
     /// from theirs from here on.
     Gap = 3,
+    /// A LIN channel went to sleep (spec 4.1.1): after the go-to-sleep
+    /// command or its bus-idle timeout; the master sends no headers until a
+    /// wake-up.
+    Asleep = 4,
+    /// A sleeping LIN channel was woken by a wake-up pulse; the master's
+    /// schedule resumes after its wake-up delay.
+    Awake = 5,
 }
 
 impl ChannelCondition {
@@ -110,6 +117,8 @@ impl ChannelCondition {
             1 => Self::Waiting,
             2 => Self::Live,
             3 => Self::Gap,
+            4 => Self::Asleep,
+            5 => Self::Awake,
             _ => return None,
         })
     }
@@ -120,6 +129,8 @@ impl ChannelCondition {
             Self::Waiting => "waiting",
             Self::Live => "live",
             Self::Gap => "gap",
+            Self::Asleep => "asleep",
+            Self::Awake => "awake",
         }
     }
 }
@@ -147,7 +158,13 @@ mod tests {
         }
         assert_eq!(DropReason::from_wire(0), None);
         assert_eq!(DropReason::from_wire(6), None, "the first value no reason has");
-        for condition in [ChannelCondition::Waiting, ChannelCondition::Live, ChannelCondition::Gap] {
+        for condition in [
+            ChannelCondition::Waiting,
+            ChannelCondition::Live,
+            ChannelCondition::Gap,
+            ChannelCondition::Asleep,
+            ChannelCondition::Awake,
+        ] {
             assert_eq!(ChannelCondition::from_wire(condition as u8), Some(condition));
         }
         assert_eq!(ChannelCondition::from_wire(0), None);

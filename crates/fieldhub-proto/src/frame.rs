@@ -88,6 +88,10 @@ bitflags::bitflags! {
         /// withdrawn. Reserved on every other kind (the decoder refuses it
         /// there as `reserved_flags`).
         const LIN_STANDING = 0x20;
+        /// LIN: a wake-up pulse (spec 4.1.1) — from a client, a request to
+        /// wake the sleeping bus; from the hub, the pulse on the bus.
+        /// Reserved on every other kind, as `LIN_STANDING` is.
+        const LIN_WAKE_UP = 0x40;
     }
 }
 
@@ -102,6 +106,8 @@ impl FrameFlags {
     /// LIN, hub to client only: two or more slaves answered an
     /// event-triggered header at once; the data are what the bus read.
     pub const LIN_COLLISION: Self = Self::ESI;
+    /// The bits only a LIN record may carry; reserved on every other kind.
+    pub const LIN_ONLY: Self = Self::LIN_STANDING.union(Self::LIN_WAKE_UP);
     /// CAN XL: simple extended content (SocketCAN `CANXL_SEC`).
     pub const XL_SEC: Self = Self::EXTENDED;
     /// CAN XL: remote request substitution (SocketCAN `CANXL_RRS`).
@@ -325,6 +331,38 @@ impl Frame {
         self
     }
 
+    /// A wake-up pulse (spec 4.1.1): a node forces the sleeping bus
+    /// dominant for [`lin::WAKE_UP_BITS`] bit times. No identifier, no data.
+    pub fn lin_wake_up() -> Self {
+        Self::from_accepted_parts(FrameKind::Lin, FrameFlags::LIN_WAKE_UP, 0, 0, 0, 0, &[])
+    }
+
+    /// Whether this is a LIN wake-up pulse (flag `LIN_WAKE_UP`).
+    pub fn is_lin_wake_up(&self) -> bool {
+        self.kind == FrameKind::Lin && self.flags.contains(FrameFlags::LIN_WAKE_UP)
+    }
+
+    /// The go-to-sleep command (spec 4.1.1, LIN 2.x): the master request
+    /// frame 0x3C with data `00 FF FF FF FF FF FF FF`, classic checksum.
+    pub fn lin_go_to_sleep() -> Self {
+        let pid = lin::protected_id(lin::MASTER_REQUEST).unwrap_or(0);
+        let data = &lin::GO_TO_SLEEP;
+        let checksum = Checksum::Classic.of(pid, data);
+        let (id, flags) = (u32::from(lin::MASTER_REQUEST), FrameFlags::LIN_CLASSIC);
+        Self::from_accepted_parts(FrameKind::Lin, flags, id, data.len(), checksum, 0, data)
+    }
+
+    /// Whether this is the go-to-sleep command: a master request (0x3C)
+    /// response whose first data byte is 0 (LIN 2.x: NAD 0), as a slave
+    /// recognises it (the hub also wants the other bytes [`lin::GO_TO_SLEEP`]'s
+    /// before it sends one).
+    pub fn is_lin_go_to_sleep(&self) -> bool {
+        self.kind == FrameKind::Lin
+            && self.id == u32::from(lin::MASTER_REQUEST)
+            && !self.flags.intersects(FrameFlags::LIN_NO_RESPONSE | FrameFlags::LIN_COLLISION | FrameFlags::LIN_ONLY)
+            && self.data().first() == Some(&0)
+    }
+
     /// The header of identifier `id` that no slave answered.
     pub fn lin_no_response(id: u8) -> Result<Self, FrameError> {
         Self::from_parts(FrameKind::Lin, FrameFlags::LIN_NO_RESPONSE, u32::from(id), 0, 0, 0, &[])
@@ -378,6 +416,9 @@ impl Frame {
     ) -> Result<(), FrameError> {
         if kind != FrameKind::Lin && flags.contains(FrameFlags::LIN_STANDING) {
             return Err(FrameError::FlagNotAllowed { flag: "standing", kind: "CAN" });
+        }
+        if kind != FrameKind::Lin && flags.contains(FrameFlags::LIN_WAKE_UP) {
+            return Err(FrameError::FlagNotAllowed { flag: "wake_up", kind: "CAN" });
         }
         match kind {
             FrameKind::Can => {

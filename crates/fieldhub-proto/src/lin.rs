@@ -31,8 +31,16 @@
 //!   collided carries `COLLISION` ([`crate::Frame::lin_collision`]). A
 //!   slave's standing response — it answers every header of its identifier
 //!   until replaced — carries `STANDING`, and so does its withdrawal, a
-//!   record without data ([`crate::Frame::lin_withdraw`]).
+//!   record without data ([`crate::Frame::lin_withdraw`]). A wake-up pulse
+//!   carries `WAKE_UP` and nothing else ([`crate::Frame::lin_wake_up`]).
 //!   [`check_record`] is the rule a decoder applies.
+//! - Sleep and wake-up (LIN 2.1 §2.6.2–2.6.3, as Vector's LIN network
+//!   management page and elektroniknet's LIN 2.1 summary state them): the
+//!   go-to-sleep command is the master request frame 0x3C whose first data
+//!   byte is 0 and whose other seven are 0xFF ([`GO_TO_SLEEP`]); a wake-up is
+//!   a dominant pulse of 250 µs to 5 ms, which the character 0xF0 makes at
+//!   every LIN bitrate — its start bit and four low data bits, 5 bit times:
+//!   250 µs at 20 kbit/s, 5 ms at 1 kbit/s ([`WAKE_UP_BITS`]).
 
 use thiserror::Error;
 
@@ -45,6 +53,16 @@ pub const MAX_DATA: usize = 8;
 /// The slowest and fastest bitrate LIN 2.x allows (bit/s).
 pub const MIN_BITRATE: u32 = 1_000;
 pub const MAX_BITRATE: u32 = 20_000;
+
+/// The master request frame's identifier, which carries the go-to-sleep
+/// command.
+pub const MASTER_REQUEST: u8 = 0x3C;
+/// The go-to-sleep command's data bytes (LIN 2.x: NAD 0, then 0xFF).
+pub const GO_TO_SLEEP: [u8; 8] = [0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
+/// A wake-up pulse's dominant bit times: the character 0xF0 sent LSB first
+/// is its start bit and four 0 data bits, so the pulse lasts 250 µs at
+/// 20 kbit/s and 5 ms at 1 kbit/s — LIN 2.x's 250 µs to 5 ms at every bitrate.
+pub const WAKE_UP_BITS: u32 = 5;
 
 /// Bits of one byte field on the wire: start, 8 data, stop.
 const BYTE_BITS: u32 = 10;
@@ -72,7 +90,9 @@ pub enum LinError {
     CollisionShape,
     #[error("a LIN STANDING record is a response (1 to 8 data bytes, CLASSIC or CHECKSUM_ERROR at most) or, with no data, checksum 0 and no other flag, a withdrawal; it is never a header alone, a collision or an echo")]
     StandingShape,
-    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, COLLISION 0x08, ECHO 0x10, STANDING 0x20)")]
+    #[error("a LIN WAKE_UP record is a wake-up pulse: identifier 0, no data, checksum 0, no other flag but ECHO")]
+    WakeUpShape,
+    #[error("flag bits 0x{0:02X} are not LIN flags (CLASSIC 0x01, NO_RESPONSE 0x02, CHECKSUM_ERROR 0x04, COLLISION 0x08, ECHO 0x10, STANDING 0x20, WAKE_UP 0x40)")]
     Flags(u8),
 }
 
@@ -82,7 +102,8 @@ const RECORD_FLAGS: FrameFlags = FrameFlags::LIN_CLASSIC
     .union(FrameFlags::LIN_CHECKSUM_ERROR)
     .union(FrameFlags::LIN_COLLISION)
     .union(FrameFlags::ECHO)
-    .union(FrameFlags::LIN_STANDING);
+    .union(FrameFlags::LIN_STANDING)
+    .union(FrameFlags::LIN_WAKE_UP);
 
 /// The checksum model a record's flags name.
 pub fn model_of(flags: FrameFlags) -> Checksum {
@@ -97,12 +118,20 @@ pub fn model_of(flags: FrameFlags) -> Checksum {
 /// identifier 0..=0x3F; a response of 1..=8 bytes whose `checksum` byte is
 /// the one its model gives (or, with `CHECKSUM_ERROR`, is not); a
 /// `NO_RESPONSE` header alone; a `COLLISION` of 1..=8 bytes; or with
-/// `STANDING` a standing response, or its withdrawal (no data, checksum 0).
+/// `STANDING` a standing response, or its withdrawal (no data, checksum 0);
+/// with `WAKE_UP` a wake-up pulse (identifier 0, no data, checksum 0).
 pub fn check_record(flags: FrameFlags, id: u32, len: usize, checksum: u8, data: &[u8]) -> Result<(), LinError> {
     if !RECORD_FLAGS.contains(flags) {
         return Err(LinError::Flags(flags.difference(RECORD_FLAGS).bits()));
     }
     let id = u8::try_from(id).ok().filter(|&id| id <= MAX_ID).ok_or(LinError::IdOutOfRange(id))?;
+    if flags.contains(FrameFlags::LIN_WAKE_UP) {
+        let only = flags.difference(FrameFlags::ECHO) == FrameFlags::LIN_WAKE_UP;
+        if !only || id != 0 || len != 0 || !data.is_empty() || checksum != 0 {
+            return Err(LinError::WakeUpShape);
+        }
+        return Ok(());
+    }
     if flags.contains(FrameFlags::LIN_STANDING) {
         // A client's request, never something the bus carried.
         let hub_only = FrameFlags::LIN_NO_RESPONSE | FrameFlags::LIN_COLLISION | FrameFlags::ECHO;
@@ -341,5 +370,54 @@ mod tests {
         assert_eq!(duration_ns(34, 500_000), Err(LinError::Bitrate(500_000)));
         let text = id_of(0x01).unwrap_err().to_string();
         assert_eq!(text, "0x01 is not a protected identifier: its parity bits should make it 0xC1");
+    }
+}
+
+#[cfg(test)]
+mod sleep_tests {
+    use super::*;
+    use crate::bits::FrameBits;
+    use crate::Frame;
+
+    #[test]
+    fn a_wake_up_pulse_lasts_250_us_to_5_ms_at_every_lin_bitrate() {
+        let pulse = Frame::lin_wake_up();
+        assert!(pulse.is_lin_wake_up() && pulse.is_empty() && pulse.id() == 0);
+        let ns = |rate| FrameBits::of(&pulse).duration_ns(rate, rate);
+        assert_eq!(FrameBits::of(&pulse).total, WAKE_UP_BITS);
+        assert_eq!(ns(MAX_BITRATE), 250_000);
+        assert_eq!(ns(MIN_BITRATE), 5_000_000);
+        assert_eq!(ns(19_200), 260_416);
+        assert!((MIN_BITRATE..=MAX_BITRATE).step_by(100).all(|rate| (250_000..=5_000_000).contains(&ns(rate))));
+    }
+
+    #[test]
+    fn the_go_to_sleep_command_is_master_request_0x3c_with_nad_0_and_classic_checksum() {
+        let sleep = Frame::lin_go_to_sleep();
+        assert_eq!((sleep.id(), sleep.data()), (0x3C, &GO_TO_SLEEP[..]));
+        assert!(sleep.flags().contains(FrameFlags::LIN_CLASSIC) && sleep.is_lin_go_to_sleep());
+        // Classic checksum over 00 and seven FF: 7 × 0xFF with carries is
+        // 0xFF, inverted 0x00.
+        assert_eq!(sleep.len8_dlc(), 0x00);
+        assert_eq!(Frame::lin(0x3C, Checksum::Classic, &GO_TO_SLEEP).unwrap(), sleep);
+        assert!(!Frame::lin(0x3C, Checksum::Classic, &[0x01, 0xFF]).unwrap().is_lin_go_to_sleep());
+        assert!(!Frame::lin(0x3D, Checksum::Classic, &GO_TO_SLEEP).unwrap().is_lin_go_to_sleep());
+        // 124 bits: 6.458333 ms at 19.2 kbit/s.
+        assert_eq!(FrameBits::of(&sleep).duration_ns(19_200, 19_200), 6_458_333);
+    }
+
+    #[test]
+    fn a_wake_up_record_with_anything_but_its_flag_is_refused_by_name() {
+        let wake = FrameFlags::LIN_WAKE_UP;
+        assert_eq!(check_record(wake, 0, 0, 0, &[]), Ok(()));
+        assert_eq!(check_record(wake | FrameFlags::ECHO, 0, 0, 0, &[]), Ok(()));
+        assert_eq!(check_record(wake, 0x10, 0, 0, &[]), Err(LinError::WakeUpShape));
+        assert_eq!(check_record(wake, 0, 1, 0, &[1]), Err(LinError::WakeUpShape));
+        assert_eq!(check_record(wake, 0, 0, 7, &[]), Err(LinError::WakeUpShape));
+        assert_eq!(check_record(wake | FrameFlags::LIN_STANDING, 0, 0, 0, &[]), Err(LinError::WakeUpShape));
+        assert!(LinError::WakeUpShape.to_string().contains("wake-up pulse"));
+        assert!(LinError::Flags(0x80).to_string().contains("WAKE_UP 0x40"));
+        let can = Frame::from_parts(crate::FrameKind::Can, wake, 0x10, 0, 0, 0, &[]);
+        assert!(can.unwrap_err().to_string().contains("wake_up"));
     }
 }

@@ -16,7 +16,8 @@
 //!   the bus read when responses to an event-triggered header collided is
 //!   `L30#1000/X!78` (data, `/X`, the checksum byte read). A standing
 //!   response (it answers every header of its identifier until replaced)
-//!   is `LS10#4A5593E5`, `S` after the `L`; its withdrawal is `LS10#-`.
+//!   is `LS10#4A5593E5`, `S` after the `L`; its withdrawal is `LS10#-`. A
+//!   wake-up pulse, which has no identifier, is `LW#-`.
 //! - CAN XL frames as can-utils writes them (`00123#80:00:00000000#A5`)
 //!   and raw frames (`R00000011#0A0B`): [`crate::text_xl`].
 //! - Log line: `(1700000000.123456) can0 123#DEADBEEF`, optionally followed
@@ -90,6 +91,9 @@ fn parse_id(text: &str, whole: &str) -> Result<(u32, bool), TextError> {
 /// `10#4A55!00`, `10#-`; after `LS` a standing response or, `10#-`, its
 /// withdrawal.
 fn parse_lin(lin: &str, text: &str) -> Result<Frame, TextError> {
+    if lin == "W#-" {
+        return Ok(Frame::lin_wake_up());
+    }
     if let Some(standing) = lin.strip_prefix('S') {
         let invalid = |reason| TextError::Invalid { text: text.to_owned(), reason };
         if let Some(id) = standing.strip_suffix("#-") {
@@ -241,6 +245,7 @@ pub fn write_cansend(out: &mut String, frame: &Frame) {
             out.push('#');
             push_hex(out, frame.data());
         }
+        FrameKind::Lin if frame.is_lin_wake_up() => out.push_str("LW#-"),
         FrameKind::Lin => {
             out.push('L');
             if frame.is_lin_standing() {
@@ -346,6 +351,7 @@ mod tests {
             "LS10#4A5593E5",
             "LS3C#01/C",
             "LS22#-",
+            "LW#-",
         ];
         for text in forms {
             let frame = parse_cansend(text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -942,9 +942,9 @@ fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), Dec
         return Err(DecodeError::RecordTooLong { index, len });
     }
     let kind = FrameKind::from_wire(kind_byte).ok_or(DecodeError::UnknownFrameKind { index, kind: kind_byte })?;
-    // 0x20 is LIN's STANDING; on every other kind it is reserved.
+    // 0x20 and 0x40 are LIN's STANDING and WAKE_UP; on every other kind they are reserved.
     let known =
-        FrameFlags::from_bits(flag_bits).filter(|f| kind == FrameKind::Lin || !f.contains(FrameFlags::LIN_STANDING));
+        FrameFlags::from_bits(flag_bits).filter(|f| kind == FrameKind::Lin || !f.intersects(FrameFlags::LIN_ONLY));
     let flags = known.ok_or(DecodeError::ReservedFlags { index, bits: flag_bits })?;
     if reserved != 0 {
         return Err(DecodeError::ReservedNotZero { what: "frame record reserved byte", value: u32::from(reserved) });

@@ -127,6 +127,7 @@ fn flag_names(kind: FrameKind, bits: u8) -> Vec<&'static str> {
             (0x08, "collision"),
             (0x10, "echo"),
             (0x20, "standing"),
+            (0x40, "wake_up"),
         ],
         FrameKind::CanXl => &[(0x01, "sec"), (0x02, "rrs"), (0x10, "echo")],
         FrameKind::Raw => &[(0x10, "echo")],

@@ -157,7 +157,7 @@ impl Bus {
                 match condition {
                     ChannelCondition::Waiting => *waiting = Some(text.clone()),
                     ChannelCondition::Live => *waiting = None,
-                    ChannelCondition::Gap => {}
+                    ChannelCondition::Gap | ChannelCondition::Asleep | ChannelCondition::Awake => {}
                 }
             }
         }

@@ -371,10 +371,10 @@ impl<'a> Reader<'a> {
             .filter(|k| !matches!(k, FrameKind::CanXl | FrameKind::Raw))
             .ok_or(DecodeError::Kind(kind))?;
         let bits = self.u8()?;
-        // 0x20 is LIN's STANDING; on every other kind it is reserved, as on
-        // the wire (spec/protocol.md 4.2).
+        // 0x20 and 0x40 are LIN's STANDING and WAKE_UP; on every other kind
+        // they are reserved, as on the wire (spec/protocol.md 4.2).
         let flags = FrameFlags::from_bits(bits)
-            .filter(|f| kind == FrameKind::Lin || !f.contains(FrameFlags::LIN_STANDING))
+            .filter(|f| kind == FrameKind::Lin || !f.intersects(FrameFlags::LIN_ONLY))
             .ok_or(DecodeError::Flags(bits))?;
         let id = self.u32()?;
         let (len, len8_dlc) = (self.u8()? as usize, self.u8()?);
