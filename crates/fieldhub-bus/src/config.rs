@@ -356,6 +356,40 @@ pub struct LinConfig {
     /// `sporadic = "NAME"`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sporadic: Vec<LinSporadicConfig>,
+    /// Bus idle: the channel falls asleep after this long with nothing on
+    /// the bus (LIN 2.1 §2.6.3: at least 4 s, at most 10 s).
+    #[serde(default = "LinConfig::default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// The master's first header after the wake-up pulse that woke the
+    /// bus, from the pulse's end (LIN 2.1 §2.6.2: the slaves are ready
+    /// within 100 ms).
+    #[serde(default = "LinConfig::default_wake_delay_ms")]
+    pub wake_delay_ms: u64,
+    /// A waker with no header this long after its pulse's end sends another
+    /// (LIN 2.1 §2.6.2: 150 to 250 ms).
+    #[serde(default = "LinConfig::default_wake_retry_ms")]
+    pub wake_retry_ms: u64,
+}
+
+impl LinConfig {
+    /// LIN 2.1 §2.6.3's shortest bus-idle timeout.
+    pub const MIN_IDLE_TIMEOUT_MS: u64 = 4_000;
+    /// LIN 2.1 §2.6.3: a node is asleep at the latest 10 s after the bus fell idle.
+    pub const MAX_IDLE_TIMEOUT_MS: u64 = 10_000;
+    /// LIN 2.1 §2.6.2: a waker waits 150 to 250 ms for a header.
+    pub const WAKE_RETRY_RANGE_MS: std::ops::RangeInclusive<u64> = 150..=250;
+
+    fn default_idle_timeout_ms() -> u64 {
+        Self::MIN_IDLE_TIMEOUT_MS
+    }
+
+    fn default_wake_delay_ms() -> u64 {
+        100
+    }
+
+    fn default_wake_retry_ms() -> u64 {
+        *Self::WAKE_RETRY_RANGE_MS.start()
+    }
 }
 
 /// An event-triggered frame (LIN 2.2A 2.3.3.3): its own identifier, the

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use fieldhub_proto::fate::DropReason;
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameKind, FrameMeta};
 
@@ -318,6 +318,16 @@ impl Member {
                 self.counters.rx_dropped += 1;
                 false
             }
+        }
+    }
+
+    /// Tell this port's client that its channel changed `condition`
+    /// (`CHANNEL_STATE`, a reply: it takes the outbox's reply room, never a
+    /// frame's). A client that is gone or whose reply room is full misses it.
+    pub fn tell_channel_state(&mut self, condition: ChannelCondition, text: &str) {
+        if let Receiver::Client { outbox, .. } = &self.receiver {
+            let state = Outbound::ChannelState { port: self.port, condition, missed: 0, text: text.to_owned() };
+            let _ = outbox.try_control(state);
         }
     }
 

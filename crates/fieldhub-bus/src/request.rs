@@ -64,6 +64,13 @@ pub enum ControlRequest {
     Unshort {
         channel: String,
     },
+    /// A LIN channel's master sends the go-to-sleep command at its next
+    /// slot boundary (`sleep`), or wakes the sleeping channel with its own
+    /// wake-up pulse.
+    LinPower {
+        channel: String,
+        sleep: bool,
+    },
     Clients,
     /// Add a channel while the hub runs.
     CreateChannel(Box<ChannelConfig>),

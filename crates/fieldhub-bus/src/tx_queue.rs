@@ -27,7 +27,8 @@ impl Pending {
     /// back no `PONG`, and it took no transmit credit to return.
     const STANDING: u64 = u64::MAX;
 
-    /// The answer a LIN standing response gives to a header at bus time `at`.
+    /// The answer a LIN standing response gives to a header at bus time `at`
+    /// (or a LIN waker's repeated wake-up pulse, which takes no credit either).
     pub fn standing(frame: Frame, at: u64) -> Self {
         Self { frame, arrival: Self::STANDING, hops: 0, arrived_ns: at }
     }

@@ -84,6 +84,10 @@ enum Operation {
     Short { channel: String },
     /// Clear a short.
     Unshort { channel: String },
+    /// A LIN channel's sleep and wake-up: the master's go-to-sleep command
+    /// (`sleep`) or its wake-up pulse (`wake`).
+    #[command(subcommand)]
+    Lin(LinOperation),
     /// Force a port's controller into error_active, error_passive or bus_off.
     Force { port: String, state: String },
     /// Fault rules: add (JSON, see `docs/control.md`), list, remove.
@@ -192,6 +196,16 @@ enum RecordOperation {
 }
 
 #[derive(clap::Subcommand)]
+enum LinOperation {
+    /// The master sends the go-to-sleep command (0x3C 00 FF…) at the next
+    /// slot boundary; the channel sleeps from its end.
+    Sleep { channel: String },
+    /// The master wakes the sleeping channel with a wake-up pulse; its
+    /// schedule resumes after the channel's wake_delay_ms.
+    Wake { channel: String },
+}
+
+#[derive(clap::Subcommand)]
 enum FaultOperation {
     /// Add a rule, e.g. '{"channel":"can0","at":"bus","id":256,"mask":2047,"action":{"type":"drop"},"probability":0.1,"seed":42}'
     Add { rule: String },
@@ -255,6 +269,12 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Unbridge { route } => ("DELETE", format!("/api/v1/routes/{route}"), None),
         Operation::Short { channel } => ("POST", format!("/api/v1/channels/{channel}/short"), None),
         Operation::Unshort { channel } => ("POST", format!("/api/v1/channels/{channel}/unshort"), None),
+        Operation::Lin(LinOperation::Sleep { channel }) => {
+            ("POST", format!("/api/v1/channels/{channel}/lin/sleep"), None)
+        }
+        Operation::Lin(LinOperation::Wake { channel }) => {
+            ("POST", format!("/api/v1/channels/{channel}/lin/wake"), None)
+        }
         Operation::Force { port, state } => {
             ("POST", format!("/api/v1/ports/{port}/state"), Some(json!({ "state": state })))
         }

@@ -75,6 +75,7 @@ impl Bus {
             ControlRequest::ForceState { port, state } => self.force_state(&port, state),
             ControlRequest::Short { channel } => self.set_short(&channel, true),
             ControlRequest::Unshort { channel } => self.set_short(&channel, false),
+            ControlRequest::LinPower { channel, sleep } => self.lin_power(&channel, sleep),
             ControlRequest::Clients => Ok(self.clients_json()),
             ControlRequest::CreateChannel(config) => self.create_channel(*config),
             ControlRequest::RemoveChannel { channel } => self.remove_channel(&channel),
@@ -286,6 +287,9 @@ impl Bus {
             "lin": c.config.lin,
             "no_responses": c.lin_no_responses(),
             "collisions": c.lin_collisions(),
+            "lin_state": c.lin_power().map(|p| p.state),
+            "sleeps": c.lin_power().map(|p| p.sleeps),
+            "wake_ups": c.lin_power().map(|p| p.wake_ups),
             "frames": c.frames,
             "ports": ports,
             "cut": !cut.is_empty(),
@@ -478,6 +482,22 @@ impl Bus {
             return Err(ControlError::Conflict(format!("channel '{channel}' is {what}")));
         }
         self.channels[index].shorted = shorted;
+        self.dirty[index] = true;
+        Ok(self.channel_json(index))
+    }
+
+    /// A LIN channel's master goes to sleep (at its next slot boundary) or
+    /// wakes the channel (a pulse at once); the channel as it is then.
+    fn lin_power(&mut self, channel: &str, sleep: bool) -> ControlResult {
+        let index = self.channel_index(channel)? as usize;
+        let now_ns = self.clock.now();
+        self.channels[index].lin_ask(sleep, now_ns).map_err(|why| {
+            let text = format!("channel '{channel}' {why}");
+            match self.channels[index].lin_power() {
+                Some(_) => ControlError::Conflict(text),
+                None => ControlError::Invalid(text),
+            }
+        })?;
         self.dirty[index] = true;
         Ok(self.channel_json(index))
     }

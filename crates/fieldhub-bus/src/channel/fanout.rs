@@ -49,6 +49,7 @@ impl Channel {
     /// collision) on the bus at its end `at`: sender 0, to every port,
     /// counted as a frame.
     pub(super) fn bus_made(&mut self, header: Frame, at: u64, sent: &mut Vec<Transmitted>) {
+        self.tell_lin_news(at, false);
         let meta = self.next_meta(None, at);
         for member in self.members.iter_mut().filter(|m| m.plugged) {
             member.deliver(&header, meta);
@@ -87,6 +88,7 @@ impl Channel {
         now_ns: u64,
         sent: &mut Vec<Transmitted>,
     ) -> FrameMeta {
+        self.tell_lin_news(now_ns, false);
         let meta = self.next_meta(Some(sender), now_ns);
         let frame = pending.frame;
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);

@@ -160,6 +160,37 @@ impl Channel {
         self.arbiter.lin_counts().map(|(_, collisions)| collisions)
     }
 
+    /// A LIN channel's state and its sleep and wake-up counts.
+    pub fn lin_power(&self) -> Option<arbiter::LinPower> {
+        self.arbiter.lin_power()
+    }
+
+    /// Ask this LIN channel's master for the go-to-sleep command (`sleep`)
+    /// or a wake-up pulse at bus time `now_ns`; the error says why not.
+    pub fn lin_ask(&mut self, sleep: bool, now_ns: u64) -> Result<(), String> {
+        let Some(master) = self.arbiter.lin() else {
+            return Err("is not a LIN channel: sleep and wake-up are LIN's".into());
+        };
+        match sleep {
+            true => master.ask_sleep(now_ns),
+            false => master.ask_wake(now_ns),
+        }
+    }
+
+    /// Tell every client port of a LIN channel each change of its state
+    /// (`CHANNEL_STATE` `asleep`, `awake`) before bus time `until` (at it
+    /// too with `inclusive`): in order with the channel's frames, as every
+    /// frame before `until` was delivered first.
+    fn tell_lin_news(&mut self, until: u64, inclusive: bool) {
+        let Some(master) = self.arbiter.lin() else { return };
+        while let Some(news) = master.take_news(until, inclusive) {
+            let text = format!("channel '{}' {}", self.config.name, news.text);
+            for member in self.members.iter_mut() {
+                member.tell_channel_state(news.condition, &text);
+            }
+        }
+    }
+
     /// A LIN channel's own frame (a header nobody answered, a collision),
     /// once bus time `at` has reached its end: on the bus (fanned out) at
     /// its end, which it returns. `None` on other channels and before the end.
@@ -183,6 +214,7 @@ impl Channel {
             Timing::Ideal => self.service_ideal(now_ns, sent),
             Timing::Timed => self.service_timed(now_ns, sent),
         };
+        self.tell_lin_news(now_ns, true);
         earliest(wake, self.held.peek().map(|Reverse(h)| h.due_ns))
     }
 

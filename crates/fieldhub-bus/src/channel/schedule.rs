@@ -161,8 +161,9 @@ impl Channel {
     /// will become of it: sender-position rules, a short, a missing ACK,
     /// bus-position rules. `None` when the frame never reaches the wire.
     pub(super) fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
-        let pending = match self.arbiter.take_standing() {
-            // A LIN slave's standing response answers; its FIFO stays as it is.
+        let pending = match self.arbiter.take_answer() {
+            // A LIN slave's standing response answers, or its repeated
+            // wake-up pulse goes; its FIFO stays as it is.
             Some(frame) => Pending::standing(frame, at),
             None => self.members[index].tx.take(at)?,
         };

@@ -71,6 +71,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/channels/{channel}/repair"),
     ("post", "/api/v1/channels/{channel}/short"),
     ("post", "/api/v1/channels/{channel}/unshort"),
+    ("post", "/api/v1/channels/{channel}/lin/sleep"),
+    ("post", "/api/v1/channels/{channel}/lin/wake"),
     ("post", "/api/v1/ports/{port}/state"),
     ("get", "/api/v1/faults"),
     ("post", "/api/v1/faults"),
@@ -168,6 +170,8 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/channels/{channel}/repair", post(repair))
         .route("/api/v1/channels/{channel}/short", post(short))
         .route("/api/v1/channels/{channel}/unshort", post(unshort))
+        .route("/api/v1/channels/{channel}/lin/sleep", post(lin_sleep))
+        .route("/api/v1/channels/{channel}/lin/wake", post(lin_wake))
         .route("/api/v1/ports/{port}/state", post(force_state))
         .route("/api/v1/faults", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Faults)).post(add_fault))
         .route("/api/v1/faults/{id}", delete(remove_fault))

@@ -17,7 +17,7 @@
 //!   withdrawn, when no port has a one-shot response for it at the head of
 //!   its FIFO. It takes no transmit credit and never waits in a FIFO: its
 //!   answer is a [`Pending::standing`] the channel puts on the bus like any
-//!   winner ([`LinScheduleArbiter::take_standing`]).
+//!   winner ([`LinScheduleArbiter::take_answer`]).
 //! - An unconditional slot nobody answers puts the header alone on the bus:
 //!   a hub-made `NO_RESPONSE` frame, timestamped at the header's end,
 //!   counted in [`LinScheduleArbiter::no_responses`].
@@ -47,9 +47,16 @@
 //!   (a port's opening serves it) and stops when the last port leaves; slot
 //!   `k` of a run that started at `t0` starts at `t0 + Σ delays before k`,
 //!   whenever the bus thread wakes.
+//! - Sleep and wake-up (`sleep`): the go-to-sleep command stops the
+//!   schedule, so does a bus idle for its timeout; a wake-up pulse starts it
+//!   over from its first slot after the master's wake-up delay.
+
+mod sleep;
 
 use fieldhub_proto::{lin, Frame, FrameFlags};
 
+pub use self::sleep::{LinPower, PowerNews};
+use self::sleep::{Power, Sleep};
 use super::lin_standing::StandingResponses;
 use super::lin_table::{LinTable, Slot, SlotKind};
 use super::roles::Roles;
@@ -85,6 +92,28 @@ struct Answers {
     /// its member slot once that port is found eligible.
     standing_port: Option<PortId>,
     standing: Option<usize>,
+    /// The oldest wake-up pulse among the ports' oldest frames: its member
+    /// slot and port.
+    wake: Option<(usize, PortId)>,
+    wake_arrival: u64,
+    /// The oldest go-to-sleep command among them: its member slot.
+    sleep: Option<usize>,
+    sleep_arrival: u64,
+    /// The waker whose repeated pulse is due, and its member slot once that
+    /// port is found eligible.
+    repeat_port: Option<PortId>,
+    repeat: Option<usize>,
+}
+
+/// What the last decision granted, which [`Arbiter::started`] acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grant {
+    /// An answer to the current slot.
+    Slot,
+    /// A wake-up pulse of this port.
+    Pulse(PortId),
+    /// A port's go-to-sleep command.
+    Sleep,
 }
 
 pub struct LinScheduleArbiter {
@@ -96,19 +125,24 @@ pub struct LinScheduleArbiter {
     /// When the current slot starts; `None` while the schedule is stopped.
     slot_at: Option<u64>,
     answers: Answers,
-    granted: bool,
+    granted: Option<Grant>,
+    /// Whether a port is on the channel (the schedule runs only then).
+    running: bool,
     /// An answer to an event-triggered header: the identifier it goes out
     /// under.
     carry_as: Option<u8>,
     /// Each identifier's standing response.
     standing: StandingResponses,
-    /// The standing response that won the last decision, for the channel
-    /// to take.
-    standing_won: Option<Frame>,
+    /// The frame the rule answers the last decision with for its winner
+    /// instead of the winner's oldest frame (a standing response, a
+    /// repeated wake-up pulse), for the channel to take.
+    answer_won: Option<Frame>,
     /// A frame the bus makes itself (a header nobody answered, a collision)
     /// and the bus time it ends.
     own_frame: Option<(Frame, u64)>,
     rates: Rates,
+    /// Sleep and wake-up.
+    sleep: Sleep,
     /// Headers of unconditional frames nobody answered since the channel
     /// was made.
     pub no_responses: u64,
@@ -124,12 +158,14 @@ impl LinScheduleArbiter {
             resolving: None,
             slot_at: None,
             answers: Answers::default(),
-            granted: false,
+            granted: None,
+            running: false,
             carry_as: None,
             standing: StandingResponses::new(),
-            standing_won: None,
+            answer_won: None,
             own_frame: None,
             rates: Rates::default(),
+            sleep: Sleep::new(config),
             no_responses: 0,
             collisions: 0,
         }
@@ -158,17 +194,24 @@ impl LinScheduleArbiter {
         if self.answers.standing_port == Some(port) {
             self.answers.standing = Some(index);
         }
+        if self.answers.repeat_port == Some(port) {
+            self.answers.repeat = Some(index);
+        }
     }
 
-    /// The standing response that won the last decision: the channel puts
-    /// it on the bus instead of the member's oldest frame.
-    pub fn take_standing(&mut self) -> Option<Frame> {
-        self.standing_won.take()
+    /// The frame the rule answered the last decision with (a standing
+    /// response, a repeated wake-up pulse): the channel puts it on the bus
+    /// instead of the member's oldest frame.
+    pub fn take_answer(&mut self) -> Option<Frame> {
+        self.answer_won.take()
     }
 
-    /// Start the schedule at `now` if it is stopped and the channel has a
-    /// port (`running`); stop it when the channel has none.
+    /// Start the schedule at `now` if it is stopped, the channel awake and
+    /// a port on it (`running`); stop it when the channel has none.
     pub fn run(&mut self, now: u64, running: bool) {
+        if !self.may_run(now, running) {
+            return;
+        }
         match (running, self.slot_at) {
             (true, None) => {
                 self.slot_at = Some(now);
@@ -195,8 +238,21 @@ impl LinScheduleArbiter {
 
     /// Why `frame` may not be published on this channel, if it may not.
     pub fn refuses(&self, port: PortId, frame: &Frame, rates: Rates) -> Option<String> {
-        let takes = if frame.is_lin() { rates.duration_ns(frame) } else { 0 };
-        self.table.refuses(port, frame, takes)
+        if !frame.is_lin() {
+            return self.table.refuses(port, frame, 0);
+        }
+        if frame.is_lin_go_to_sleep() {
+            // No slot carries it; with `frames`, only 0x3C's publisher (the
+            // LDF's master) sends it.
+            return self.table.refuses_publisher(port, frame).or_else(|| self.power_refuses(frame));
+        }
+        if let Some(why) = self.power_refuses(frame) {
+            return Some(why);
+        }
+        if frame.is_lin_wake_up() {
+            return None;
+        }
+        self.table.refuses(port, frame, rates.duration_ns(frame))
     }
 
     /// `frame` as it goes on the bus: an answer to an event-triggered header
@@ -243,6 +299,7 @@ impl LinScheduleArbiter {
     /// until its end.
     fn own(&mut self, frame: Frame, at: u64) {
         let end = at + self.rates.duration_ns(&frame);
+        self.sleep.active(end);
         self.own_frame = Some((frame, end));
     }
 
@@ -259,21 +316,40 @@ impl LinScheduleArbiter {
 }
 
 impl Arbiter for LinScheduleArbiter {
-    fn open(&mut self, _at: u64, rates: Rates) {
+    fn open(&mut self, at: u64, rates: Rates) {
         self.rates = rates;
-        self.granted = false;
+        self.granted = None;
         self.carry_as = None;
-        self.standing_won = None;
+        self.answer_won = None;
         let standing_port = match self.slot_at.map(|_| self.current().kind) {
             Some(SlotKind::Unconditional(id)) => self.standing.of(id).map(|(port, _)| port),
             _ => None,
         };
-        self.answers = Answers { standing_port, ..Answers::default() };
+        let repeat_port = self.sleep.repeat_due(at);
+        self.answers = Answers { standing_port, repeat_port, ..Answers::default() };
     }
 
     fn consider(&mut self, candidate: Candidate<'_>) {
         let frame = &candidate.pending.frame;
         let arrival = candidate.pending.arrival;
+        if frame.is_lin_wake_up() {
+            if self.answers.wake.is_none() || arrival < self.answers.wake_arrival {
+                self.answers.wake = Some((candidate.index, candidate.port));
+                self.answers.wake_arrival = arrival;
+            }
+            return;
+        }
+        if self.sleep.power != Power::Awake {
+            // No slot until the master's first header after the wake-up.
+            return;
+        }
+        if frame.is_lin_go_to_sleep() {
+            if self.answers.sleep.is_none() || arrival < self.answers.sleep_arrival {
+                self.answers.sleep = Some(candidate.index);
+                self.answers.sleep_arrival = arrival;
+            }
+            return;
+        }
         let id = frame.id();
         let rank = match self.current().kind {
             SlotKind::Unconditional(slot) if id == u32::from(slot) => 0,
@@ -312,9 +388,15 @@ impl Arbiter for LinScheduleArbiter {
             // The bus's own frame is on the wire until its end.
             return (None, Some(end));
         }
+        if let Some(decision) = self.decide_power(at) {
+            return decision;
+        }
         let Some(slot_at) = self.slot_at else { return (None, None) };
         if at < slot_at {
-            return (None, Some(slot_at));
+            return (None, Some(slot_at.min(self.sleep.idle_at())));
+        }
+        if let Some(decision) = self.sleep_at_boundary(at) {
+            return decision;
         }
         let kind = self.current().kind;
         if let (SlotKind::EventTriggered(n), Some(read)) = (kind, &self.answers.read) {
@@ -327,13 +409,13 @@ impl Arbiter for LinScheduleArbiter {
             if let SlotKind::EventTriggered(n) = kind {
                 self.carry_as = Some(self.table.ets[n].id);
             }
-            self.granted = true;
+            self.granted = Some(Grant::Slot);
             return (Some(index), None);
         }
         if let (SlotKind::Unconditional(id), Some(index)) = (kind, self.answers.standing) {
             // No one-shot response: the slave's buffer answers.
-            self.standing_won = self.standing.of(id).map(|(_, frame)| frame);
-            self.granted = true;
+            self.answer_won = self.standing.of(id).map(|(_, frame)| frame);
+            self.granted = Some(Grant::Slot);
             return (Some(index), None);
         }
         let header = match kind {
@@ -350,14 +432,22 @@ impl Arbiter for LinScheduleArbiter {
             self.own(header, at);
         }
         self.advance(slot_at);
-        (None, self.own_frame.as_ref().map(|(_, end)| *end).or(self.slot_at))
+        let idle_at = self.sleep.idle_at();
+        (None, self.own_frame.as_ref().map(|(_, end)| *end).or(self.slot_at.map(|slot| slot.min(idle_at))))
     }
 
-    fn started(&mut self, _at: u64, _frame: &Frame) {
-        if std::mem::take(&mut self.granted) {
-            if let Some(slot_at) = self.slot_at {
-                self.advance(slot_at);
+    fn started(&mut self, at: u64, frame: &Frame) {
+        let ns = self.rates.duration_ns(frame);
+        self.sleep.active(at + ns);
+        match self.granted.take() {
+            Some(Grant::Slot) => {
+                if let Some(slot_at) = self.slot_at {
+                    self.advance(slot_at);
+                }
             }
+            Some(Grant::Pulse(port)) => self.pulse_started(at, port),
+            Some(Grant::Sleep) => self.sleep_started(at, ns),
+            None => {}
         }
     }
 }

@@ -34,7 +34,33 @@ pub(super) fn check(config: &LinConfig) -> Checked {
     }
     check_event_triggered(config)?;
     check_sporadic(config)?;
+    check_sleep(config)?;
     check_frames(config)
+}
+
+/// The sleep and wake-up timing: where LIN 2.1 §2.6 gives a range, a value
+/// in it.
+fn check_sleep(config: &LinConfig) -> Checked {
+    let idle = LinConfig::MIN_IDLE_TIMEOUT_MS..=LinConfig::MAX_IDLE_TIMEOUT_MS;
+    if !idle.contains(&config.idle_timeout_ms) {
+        let text = format!(
+            "{} ms is outside LIN 2.1's bus-idle timeout of 4 to 10 s; give idle_timeout_ms from 4000 to 10000",
+            config.idle_timeout_ms
+        );
+        return Err(("lin.idle_timeout_ms", text));
+    }
+    if !LinConfig::WAKE_RETRY_RANGE_MS.contains(&config.wake_retry_ms) {
+        let text = format!(
+            "{} ms is outside LIN 2.1's 150 to 250 ms a waker waits for a header; give wake_retry_ms from 150 to 250",
+            config.wake_retry_ms
+        );
+        return Err(("lin.wake_retry_ms", text));
+    }
+    if config.wake_delay_ms > MAX_DELAY_MS {
+        let text = format!("{} ms is over the longest wake-up delay, {MAX_DELAY_MS} ms", config.wake_delay_ms);
+        return Err(("lin.wake_delay_ms", text));
+    }
+    Ok(())
 }
 
 /// One slot of the schedule (`sporadic_ok`) or of a collision schedule.

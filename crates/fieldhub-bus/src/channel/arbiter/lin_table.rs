@@ -259,6 +259,14 @@ impl LinTable {
         self.breaks(port, frame, rule)
     }
 
+    /// Why `port` may not send `frame`, which no slot needs to carry (the
+    /// go-to-sleep command), if it may not: with `frames` naming its
+    /// identifier, it is not one of the frame's publishers or not its shape.
+    pub fn refuses_publisher(&self, port: PortId, frame: &Frame) -> Option<String> {
+        let rule = self.ids.get(frame.id() as usize)?.rule.as_ref()?;
+        self.breaks(port, frame, rule)
+    }
+
     /// How `frame` from `port` differs from its frame `rule`, if it does.
     fn breaks(&self, port: PortId, frame: &Frame, rule: &FrameRule) -> Option<String> {
         let (id, name) = (frame.id(), &rule.name);

@@ -42,6 +42,9 @@ pub(super) fn schedule(slots: &[(u8, u64)]) -> LinConfig {
         frames: Vec::new(),
         event_triggered: Vec::new(),
         sporadic: Vec::new(),
+        idle_timeout_ms: 4_000,
+        wake_delay_ms: 100,
+        wake_retry_ms: 150,
     }
 }
 

@@ -29,6 +29,8 @@ mod lin;
 mod lin_check;
 #[cfg(test)]
 mod lin_event_tests;
+#[cfg(test)]
+mod lin_sleep_tests;
 mod lin_standing;
 #[cfg(test)]
 mod lin_standing_tests;
@@ -49,7 +51,7 @@ use crate::config::{Arbitration, ChannelConfig, Protocol};
 use crate::port_id::PortId;
 use crate::tx_queue::Pending;
 pub use can::PriorityArbiter;
-pub use lin::LinScheduleArbiter;
+pub use lin::{LinPower, LinScheduleArbiter, PowerNews};
 pub use master_slave::MasterSlaveArbiter;
 use roles::Roles;
 pub use tdma::TdmaArbiter;
@@ -159,12 +161,13 @@ impl Rule {
         }
     }
 
-    /// The LIN standing response that won the last decision, which goes on
-    /// the bus instead of the winner's oldest frame.
+    /// The frame a LIN rule answered the last decision with (a standing
+    /// response, a repeated wake-up pulse), which goes on the bus instead of
+    /// the winner's oldest frame.
     #[inline]
-    pub fn take_standing(&mut self) -> Option<Frame> {
+    pub fn take_answer(&mut self) -> Option<Frame> {
         match self {
-            Self::Lin(rule) => rule.take_standing(),
+            Self::Lin(rule) => rule.take_answer(),
             _ => None,
         }
     }
@@ -198,6 +201,14 @@ impl Rule {
         match self {
             Self::Lin(rule) => rule.carried(frame),
             _ => frame,
+        }
+    }
+
+    /// A LIN channel's state and its sleep and wake-up counts.
+    pub fn lin_power(&self) -> Option<LinPower> {
+        match self {
+            Self::Lin(rule) => Some(rule.power()),
+            _ => None,
         }
     }
 

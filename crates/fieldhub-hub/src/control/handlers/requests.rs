@@ -90,6 +90,16 @@ pub(crate) async fn short(State(s): State<Arc<ApiState>>, Path(channel): Path<St
     ask(s, ControlRequest::Short { channel }).await
 }
 
+/// `POST /api/v1/channels/{channel}/lin/sleep`: the LIN master's go-to-sleep command.
+pub(crate) async fn lin_sleep(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::LinPower { channel, sleep: true }).await
+}
+
+/// `POST /api/v1/channels/{channel}/lin/wake`: the LIN master's wake-up pulse.
+pub(crate) async fn lin_wake(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
+    ask(s, ControlRequest::LinPower { channel, sleep: false }).await
+}
+
 pub(crate) async fn unshort(State(s): State<Arc<ApiState>>, Path(channel): Path<String>) -> Response {
     ask(s, ControlRequest::Unshort { channel }).await
 }
