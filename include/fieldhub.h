@@ -657,6 +657,20 @@ int fh_lin_stand(struct fh_client *client,
 int fh_lin_withdraw(struct fh_client *client, fh_port port, uint8_t id, int timeout_ms);
 
 /**
+ * Send a wake-up pulse from this port: it wakes the sleeping LIN channel
+ * (after a go-to-sleep command or its bus-idle timeout); the hub's master
+ * resumes its schedule after the channel's wake-up delay and repeats the
+ * pulse for this port while no header comes. The hub refuses (through
+ * `fh_flush`) a pulse on an awake channel.
+ *
+ * Errors: those of `fh_send`.
+ *
+ * # Safety
+ * `client` is a live handle.
+ */
+int fh_lin_wake_up(struct fh_client *client, fh_port port, int timeout_ms);
+
+/**
  * Store the bus time this participant stands at (nanoseconds since the run
  * began: the hub's last grant) in `*now_ns`.
  *

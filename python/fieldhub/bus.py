@@ -436,6 +436,12 @@ class FieldhubBus(BusABC):
         """Withdraw this port's standing response for `frame_id`: from the next header on it answers no more."""
         self._send_lin("withdraw", frame_id, b"", False, timeout)
 
+    def lin_wake_up(self, timeout: Optional[float] = None) -> None:
+        """Send a wake-up pulse from this port: it wakes the sleeping channel, whose master resumes its schedule
+        after the channel's wake_delay_ms and repeats the pulse for this port while no header comes. The hub
+        refuses it on an awake channel (raised by the next flush_tx_buffer())."""
+        self._send_lin("wake_up", 0, b"", False, timeout)
+
     def _send_lin(self, form: str, frame_id: int, data: bytes, classic: bool, timeout: Optional[float]) -> None:
         if not 0 <= frame_id <= 0x3F:
             raise ValueError(f"LIN frame identifier 0x{frame_id:X} is over 0x3F (6 bits)")

@@ -1,7 +1,8 @@
 //! The LIN node API's frames (`spec/protocol.md` 4.1.1), which
 //! `NativeClient.send_lin` sends: a one-shot response (`publish`), a
 //! standing response (`stand`: it answers every unconditional header of its
-//! identifier until replaced or withdrawn) or its withdrawal (`withdraw`).
+//! identifier until replaced or withdrawn), its withdrawal (`withdraw`), or
+//! a wake-up pulse on a sleeping channel (`wake_up`).
 
 use fieldhub_client::Frame;
 use fieldhub_proto::lin::Checksum;
@@ -20,8 +21,13 @@ pub fn lin_frame(form: &str, id: u8, data: &[u8], classic: bool) -> PyResult<Fra
         "withdraw" => {
             return Err(error("invalid", "a withdrawal names an identifier only: no data, no checksum model".into()))
         }
+        "wake_up" if id == 0 && data.is_empty() && !classic => Ok(Frame::lin_wake_up()),
+        "wake_up" => return Err(error("invalid", "a wake-up pulse has no identifier, data or checksum model".into())),
         other => {
-            return Err(error("invalid", format!("LIN form '{other}' is not one of publish, stand, withdraw")));
+            return Err(error(
+                "invalid",
+                format!("LIN form '{other}' is not one of publish, stand, withdraw, wake_up"),
+            ));
         }
     };
     made.map_err(|e| error("invalid", e.to_string()))

@@ -150,6 +150,12 @@ fn lin_note(frame: &Frame) -> String {
     if flags.contains(FrameFlags::LIN_NO_RESPONSE) {
         return "   LIN no response".into();
     }
+    if frame.is_lin_wake_up() {
+        return "   LIN WAKE-UP".into();
+    }
+    if frame.is_lin_go_to_sleep() {
+        return format!("   LIN GO-TO-SLEEP, classic checksum {:02X}", frame.len8_dlc());
+    }
     if flags.contains(FrameFlags::LIN_COLLISION) {
         return format!("   LIN collision, checksum read {:02X}", frame.len8_dlc());
     }
@@ -169,6 +175,11 @@ mod tests {
         assert_eq!(line("L10#4A5593E5"), "  lin0   10   [4]  4A 55 93 E5   LIN enhanced checksum 96");
         assert_eq!(line("L22#-"), "  lin0   22   [0]    LIN no response");
         assert_eq!(line("L30#1000/X!78"), "  lin0   30   [2]  10 00   LIN collision, checksum read 78");
+        assert_eq!(line("LW#-"), "  lin0   00   [0]    LIN WAKE-UP");
+        assert_eq!(
+            line("L3C#00FFFFFFFFFFFFFF/C"),
+            "  lin0   3C   [8]  00 FF FF FF FF FF FF FF   LIN GO-TO-SLEEP, classic checksum 00"
+        );
     }
 
     #[test]

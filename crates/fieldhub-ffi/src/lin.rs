@@ -8,7 +8,8 @@
 //! Each is a `lin` frame record sent like `fh_send`'s frames: checked here
 //! (identifier, length, flags), the hub's refusals (an identifier the
 //! schedule never sends, another port standing for it) reported through
-//! `fh_flush`.
+//! `fh_flush`. `fh_lin_wake_up` sends a wake-up pulse on a sleeping
+//! channel (docs/buses.md, Sleep and wake-up).
 
 use std::ffi::c_int;
 use std::slice;
@@ -149,4 +150,20 @@ pub unsafe extern "C" fn fh_lin_stand(
 pub unsafe extern "C" fn fh_lin_withdraw(client: *mut fh_client, port: fh_port, id: u8, timeout_ms: c_int) -> c_int {
     // SAFETY: forwarded caller contract.
     unsafe { send_lin(client, port, timeout_ms, || Frame::lin_withdraw(id).map_err(invalid)) }
+}
+
+/// Send a wake-up pulse from this port: it wakes the sleeping LIN channel
+/// (after a go-to-sleep command or its bus-idle timeout); the hub's master
+/// resumes its schedule after the channel's wake-up delay and repeats the
+/// pulse for this port while no header comes. The hub refuses (through
+/// `fh_flush`) a pulse on an awake channel.
+///
+/// Errors: those of `fh_send`.
+///
+/// # Safety
+/// `client` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn fh_lin_wake_up(client: *mut fh_client, port: fh_port, timeout_ms: c_int) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { send_lin(client, port, timeout_ms, || Ok(Frame::lin_wake_up())) }
 }

@@ -101,6 +101,7 @@ export function el(tag, attrs = {}, ...children) {
 export const FLAGS = {
   EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32,
   LIN: 64, LIN_NO_RESPONSE: 128, LIN_COLLISION: 256, LIN_CHECKSUM_ERROR: 512,
+  LIN_WAKE_UP: 1024, LIN_GO_TO_SLEEP: 2048,
 };
 
 /// An identifier as candump writes it: 3 hex digits, or 8 when extended.
@@ -116,6 +117,8 @@ export function flagText(flags) {
     if (flags & FLAGS.LIN_NO_RESPONSE) names.push('NO RESPONSE');
     if (flags & FLAGS.LIN_COLLISION) names.push('COLLISION');
     if (flags & FLAGS.LIN_CHECKSUM_ERROR) names.push('CHECKSUM ERROR');
+    if (flags & FLAGS.LIN_WAKE_UP) names.push('WAKE-UP');
+    if (flags & FLAGS.LIN_GO_TO_SLEEP) names.push('GO-TO-SLEEP');
     return names.join(' ');
   }
   if (flags & FLAGS.ERR) names.push('ERR');
@@ -129,9 +132,12 @@ export function flagText(flags) {
 
 /// "DEADBEEF" as "DE AD BE EF".
 /// The class that marks a trace row of a frame that is not an ordinary
-/// one: an error frame, a LIN header nobody answered, a LIN collision.
+/// one: an error frame, a LIN header nobody answered, a LIN collision, a
+/// LIN wake-up pulse or go-to-sleep command.
 export function rowMark(flags) {
   if (flags & FLAGS.ERR) return ' error-frame';
+  if (flags & FLAGS.LIN_WAKE_UP) return ' lin-wake-up';
+  if (flags & FLAGS.LIN_GO_TO_SLEEP) return ' lin-go-to-sleep';
   if (flags & FLAGS.LIN_COLLISION) return ' lin-collision';
   if (flags & FLAGS.LIN_NO_RESPONSE) return ' lin-no-response';
   if (flags & FLAGS.LIN_CHECKSUM_ERROR) return ' lin-checksum-error';
@@ -142,6 +148,8 @@ export function rowMark(flags) {
 /// LIN header alone, what the bus read for a LIN collision.
 export function dataText(flags, hex) {
   if (flags & FLAGS.LIN_NO_RESPONSE) return 'no response';
+  if (flags & FLAGS.LIN_WAKE_UP) return 'wake-up pulse';
+  if (flags & FLAGS.LIN_GO_TO_SLEEP) return `go-to-sleep: ${spacedHex(hex)}`;
   if (flags & FLAGS.LIN_COLLISION) return `collision, read ${spacedHex(hex)}`;
   if (flags & FLAGS.RTR && !(flags & FLAGS.LIN)) return 'remote';
   return spacedHex(hex);

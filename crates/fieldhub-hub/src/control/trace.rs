@@ -61,6 +61,11 @@ pub mod flags {
     pub const LIN_COLLISION: u32 = 256;
     /// A response whose checksum byte is wrong.
     pub const LIN_CHECKSUM_ERROR: u32 = 512;
+    /// A wake-up pulse.
+    pub const LIN_WAKE_UP: u32 = 1024;
+    /// The go-to-sleep command (0x3C, first byte 0), known by its content
+    /// as a slave knows it.
+    pub const LIN_GO_TO_SLEEP: u32 = 2048;
 }
 
 pub(crate) fn page_flags(frame: &Frame) -> u32 {
@@ -72,8 +77,10 @@ pub(crate) fn page_flags(frame: &Frame) -> u32 {
             (FrameFlags::LIN_NO_RESPONSE, flags::LIN_NO_RESPONSE),
             (FrameFlags::LIN_COLLISION, flags::LIN_COLLISION),
             (FrameFlags::LIN_CHECKSUM_ERROR, flags::LIN_CHECKSUM_ERROR),
+            (FrameFlags::LIN_WAKE_UP, flags::LIN_WAKE_UP),
         ];
-        return lin.iter().filter(|(flag, _)| f.contains(*flag)).fold(flags::LIN, |bits, (_, bit)| bits | bit);
+        let sleep = if frame.is_lin_go_to_sleep() { flags::LIN_GO_TO_SLEEP } else { 0 };
+        return lin.iter().filter(|(flag, _)| f.contains(*flag)).fold(flags::LIN | sleep, |bits, (_, bit)| bits | bit);
     }
     let mut bits = 0;
     for (flag, bit) in [
@@ -425,5 +432,7 @@ mod tests {
         assert_eq!(page_flags(&collision), flags::LIN | flags::LIN_COLLISION);
         let wrong = Frame::lin_with_checksum(0x10, Checksum::Enhanced, &[1], 0).unwrap();
         assert_eq!(page_flags(&wrong), flags::LIN | flags::LIN_CHECKSUM_ERROR);
+        assert_eq!(page_flags(&Frame::lin_wake_up()), flags::LIN | flags::LIN_WAKE_UP);
+        assert_eq!(page_flags(&Frame::lin_go_to_sleep()), flags::LIN | flags::LIN_GO_TO_SLEEP);
     }
 }
