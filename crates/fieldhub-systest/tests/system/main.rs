@@ -48,6 +48,7 @@ mod federation;
 mod federation_fate;
 mod hostile_input;
 mod lin;
+mod lin_sleep;
 mod lossless;
 mod mixed_gateway;
 mod ordering;
