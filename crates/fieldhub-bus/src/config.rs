@@ -102,6 +102,64 @@ pub enum Protocol {
     /// LIN 2.x: LIN frames only, the master's schedule table run by the
     /// hub (`[channel.lin]`).
     Lin,
+    /// CAN XL (ISO 11898-1:2024): CAN XL, CAN FD and classic frames on one
+    /// bus, XL frames' data phase at `xl_data_bitrate`.
+    Canxl,
+    /// Generic frames of a bus the hub has no model of: raw frames only,
+    /// their length on the wire as `[channel.raw]` states.
+    Raw,
+}
+
+impl Protocol {
+    /// The name as configured.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Can => "can",
+            Self::Canfd => "canfd",
+            Self::Lin => "lin",
+            Self::Canxl => "canxl",
+            Self::Raw => "raw",
+        }
+    }
+
+    /// Whether a channel of this protocol carries frames of `kind`.
+    pub fn carries(self, kind: fieldhub_proto::FrameKind) -> bool {
+        use fieldhub_proto::FrameKind as K;
+        match self {
+            Self::Can => matches!(kind, K::Can | K::Error),
+            Self::Canfd => matches!(kind, K::Can | K::CanFd | K::Error),
+            Self::Canxl => matches!(kind, K::Can | K::CanFd | K::CanXl | K::Error),
+            Self::Lin => kind == K::Lin,
+            Self::Raw => kind == K::Raw,
+        }
+    }
+
+    /// Why a channel of this protocol refuses a frame of `kind` as it
+    /// comes, and the fix, if it does. A LIN channel's rule refuses other
+    /// kinds itself (a LIN channel carries LIN frames only).
+    pub fn refuses(self, kind: fieldhub_proto::FrameKind) -> Option<(&'static str, &'static str)> {
+        use fieldhub_proto::FrameKind as K;
+        match (self, kind) {
+            (Self::Can, K::CanFd) => {
+                Some(("is classic CAN and cannot carry the CAN FD frame", "; configure it with protocol = \"canfd\""))
+            }
+            (Self::Raw, K::Can | K::CanFd | K::CanXl | K::Error | K::Lin) => Some((
+                "is a raw channel and carries raw frames only, not",
+                "; CAN frames travel on protocol = \"can\", \"canfd\" or \"canxl\" channels",
+            )),
+            (Self::Can | Self::Canfd | Self::Canxl, K::Lin) => Some((
+                "is a CAN channel and cannot carry the LIN frame",
+                "; LIN frames travel on protocol = \"lin\" channels",
+            )),
+            (Self::Can | Self::Canfd | Self::Lin, K::CanXl) => {
+                Some(("cannot carry the CAN XL frame", "; CAN XL frames travel on protocol = \"canxl\" channels"))
+            }
+            (Self::Can | Self::Canfd | Self::Canxl | Self::Lin, K::Raw) => {
+                Some(("cannot carry the raw frame", "; raw frames travel on protocol = \"raw\" channels"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// How a channel spends time.
@@ -125,8 +183,16 @@ pub const MIN_PORT_RATE: f64 = 0.001;
 pub const DEFAULT_BITRATE: u32 = 500_000;
 /// Highest nominal bitrate accepted (CAN: 1 Mbit/s).
 pub const MAX_BITRATE: u32 = 1_000_000;
-/// Highest CAN FD data bitrate accepted.
+/// Highest CAN FD data bitrate accepted; also the highest nominal bitrate
+/// of a `raw` channel (PROFIBUS DP's 12 Mbit/s fits).
 pub const MAX_DATA_BITRATE: u32 = 15_000_000;
+/// Highest CAN XL data bitrate accepted: 20 Mbit/s, the top of what CAN XL
+/// transceivers are specified for (CiA 610-3 SIC XL).
+pub const MAX_XL_DATA_BITRATE: u32 = 20_000_000;
+/// Most bits a raw frame's data byte may take (`[channel.raw]`).
+pub const MAX_RAW_BITS_PER_BYTE: u32 = 64;
+/// Most overhead bits of a raw frame (`[channel.raw]`).
+pub const MAX_RAW_OVERHEAD_BITS: u32 = 65_536;
 
 /// `[[channel]]`: one bus.
 #[derive(Clone, Debug, Deserialize)]
@@ -138,10 +204,14 @@ pub struct ChannelConfig {
     /// Nominal (arbitration phase) bitrate in bit/s.
     #[serde(default = "default_bitrate")]
     pub bitrate: u32,
-    /// CAN FD data-phase bitrate in bit/s (frames with BRS); `canfd` only.
-    /// Defaults to the nominal bitrate.
+    /// CAN FD data-phase bitrate in bit/s (frames with BRS); `canfd` and
+    /// `canxl` only. Defaults to the nominal bitrate.
     #[serde(default)]
     pub data_bitrate: Option<u32>,
+    /// CAN XL data-phase bitrate in bit/s; `canxl` only. Defaults to the
+    /// nominal bitrate.
+    #[serde(default)]
+    pub xl_data_bitrate: Option<u32>,
     #[serde(default = "default_timing")]
     pub timing: Timing,
     /// Emulate a missing ACK: a frame sent while no other port is attached
@@ -186,6 +256,36 @@ pub struct ChannelConfig {
     /// channel.
     #[serde(default)]
     pub lin: Option<LinConfig>,
+    /// `[channel.raw]`: how long a `protocol = "raw"` channel's frames are
+    /// on the wire (8 bits per byte, no overhead, when left out).
+    #[serde(default)]
+    pub raw: Option<RawConfig>,
+}
+
+/// `[channel.raw]`: a raw frame's length on the wire, `overhead_bits` plus
+/// `bits_per_byte` per data byte, all at the channel's `bitrate`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Bits each data byte takes: 8 for a synchronous bit stream, 10 for
+    /// UART 8N1, 11 for 8E1 or 8N2 (Modbus RTU).
+    #[serde(default = "default_bits_per_byte")]
+    pub bits_per_byte: u32,
+    /// Bits each frame takes besides its data: preamble, addresses, check
+    /// sequence and the gap before the next frame.
+    #[serde(default)]
+    pub overhead_bits: u32,
+}
+
+impl RawConfig {
+    /// The bit model the channel times its frames with.
+    pub fn shape(self) -> fieldhub_proto::bits::RawShape {
+        fieldhub_proto::bits::RawShape { bits_per_byte: self.bits_per_byte, overhead_bits: self.overhead_bits }
+    }
+}
+
+fn default_bits_per_byte() -> u32 {
+    8
 }
 
 impl ChannelConfig {
@@ -196,6 +296,7 @@ impl ChannelConfig {
             protocol,
             bitrate: DEFAULT_BITRATE,
             data_bitrate: None,
+            xl_data_bitrate: None,
             timing: Timing::Ideal,
             no_ack: false,
             auto_bus_off_recovery: true,
@@ -208,13 +309,16 @@ impl ChannelConfig {
             token: None,
             master_slave: None,
             lin: None,
+            raw: None,
         }
     }
 
-    /// Check the bitrates; the error names the offending key.
+    /// Check the bitrates and `[channel.raw]`; the error names the
+    /// offending key.
     pub fn check_rates(&self) -> Result<(), (&'static str, String)> {
-        if self.bitrate == 0 || self.bitrate > MAX_BITRATE {
-            return Err(("bitrate", format!("{} is not 1..={MAX_BITRATE} bit/s", self.bitrate)));
+        let max = if self.protocol == Protocol::Raw { MAX_DATA_BITRATE } else { MAX_BITRATE };
+        if self.bitrate == 0 || self.bitrate > max {
+            return Err(("bitrate", format!("{} is not 1..={max} bit/s", self.bitrate)));
         }
         let lin_rates = fieldhub_proto::lin::MIN_BITRATE..=fieldhub_proto::lin::MAX_BITRATE;
         if self.protocol == Protocol::Lin && !lin_rates.contains(&self.bitrate) {
@@ -225,14 +329,44 @@ impl ChannelConfig {
             return Err(("bitrate", text));
         }
         match (self.protocol, self.data_bitrate) {
-            (Protocol::Can | Protocol::Lin, Some(_)) => {
-                Err(("data_bitrate", "only protocol = \"canfd\" channels have a data bitrate".into()))
+            (Protocol::Can | Protocol::Lin | Protocol::Raw, Some(_)) => {
+                return Err((
+                    "data_bitrate",
+                    "only protocol = \"canfd\" and \"canxl\" channels have a data bitrate".into(),
+                ))
             }
-            (Protocol::Canfd, Some(rate)) if rate < self.bitrate || rate > MAX_DATA_BITRATE => Err((
-                "data_bitrate",
-                format!("{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s", self.bitrate),
+            (Protocol::Canfd | Protocol::Canxl, Some(rate)) if rate < self.bitrate || rate > MAX_DATA_BITRATE => {
+                return Err((
+                    "data_bitrate",
+                    format!("{rate} must be between the nominal bitrate {} and {MAX_DATA_BITRATE} bit/s", self.bitrate),
+                ))
+            }
+            _ => {}
+        }
+        match (self.protocol, self.xl_data_bitrate) {
+            (Protocol::Canxl, Some(rate)) if rate < self.bitrate || rate > MAX_XL_DATA_BITRATE => {
+                let text = format!(
+                    "{rate} must be between the nominal bitrate {} and {MAX_XL_DATA_BITRATE} bit/s",
+                    self.bitrate
+                );
+                return Err(("xl_data_bitrate", text));
+            }
+            (Protocol::Canxl, _) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(("xl_data_bitrate", "only protocol = \"canxl\" channels have an XL data bitrate".into()))
+            }
+        }
+        match (self.protocol, self.raw) {
+            (Protocol::Raw, Some(raw)) if !(1..=MAX_RAW_BITS_PER_BYTE).contains(&raw.bits_per_byte) => Err((
+                "raw.bits_per_byte",
+                format!("{} is not 1..={MAX_RAW_BITS_PER_BYTE} bits per data byte", raw.bits_per_byte),
             )),
-            _ => Ok(()),
+            (Protocol::Raw, Some(raw)) if raw.overhead_bits > MAX_RAW_OVERHEAD_BITS => Err((
+                "raw.overhead_bits",
+                format!("{} is more than {MAX_RAW_OVERHEAD_BITS} bits of overhead per frame", raw.overhead_bits),
+            )),
+            (Protocol::Raw, _) | (_, None) => Ok(()),
+            (_, Some(_)) => Err(("raw", "a [channel.raw] table needs protocol = \"raw\"".into())),
         }
     }
 
@@ -245,6 +379,21 @@ impl ChannelConfig {
     /// The data-phase bitrate (the nominal one unless set).
     pub fn effective_data_bitrate(&self) -> u32 {
         self.data_bitrate.unwrap_or(self.bitrate)
+    }
+
+    /// The CAN XL data-phase bitrate (the nominal one unless set).
+    pub fn effective_xl_data_bitrate(&self) -> u32 {
+        self.xl_data_bitrate.unwrap_or(self.bitrate)
+    }
+
+    /// What the channel times its frames with: its bitrates and raw model.
+    pub fn rates(&self) -> crate::channel::Rates {
+        crate::channel::Rates {
+            nominal: self.bitrate,
+            data: self.effective_data_bitrate(),
+            xl_data: self.effective_xl_data_bitrate(),
+            raw: self.raw.map(RawConfig::shape).unwrap_or_default(),
+        }
     }
 }
 

@@ -120,8 +120,12 @@ impl Mapping {
     /// names the offending key.
     pub fn new(config: &GatewayConfig, from: &ChannelConfig, to: &ChannelConfig) -> Result<Self, KeyError> {
         let (direction, lin_channel) = match (from.protocol, to.protocol) {
-            (Protocol::Can | Protocol::Canfd, Protocol::Lin) => (Direction::CanToLin, to),
-            (Protocol::Lin, Protocol::Can | Protocol::Canfd) => (Direction::LinToCan, from),
+            (Protocol::Can | Protocol::Canfd | Protocol::Canxl, Protocol::Lin) => (Direction::CanToLin, to),
+            (Protocol::Lin, Protocol::Can | Protocol::Canfd | Protocol::Canxl) => (Direction::LinToCan, from),
+            (Protocol::Raw, _) | (_, Protocol::Raw) => {
+                let raw = if from.protocol == Protocol::Raw { &from.name } else { &to.name };
+                return Err(("to", format!("'{raw}' is a raw channel; a gateway joins a CAN and a LIN channel")));
+            }
             (Protocol::Lin, Protocol::Lin) => {
                 return Err((
                     "to",

@@ -6,8 +6,8 @@
 //! from overflowing by its channel instead, which holds its next frame while
 //! such a port has no room ([`Member::lacks_room`]).
 //!
-//! A port is a SocketCAN socket in what it takes: CAN FD frames only when
-//! opened with `FD`, nothing from a `LISTEN_ONLY` port (`spec/protocol.md`
+//! A port is a SocketCAN socket in what it takes: CAN FD and CAN XL frames
+//! only when opened with `FD`, nothing from a `LISTEN_ONLY` port (`spec/protocol.md`
 //! 6.7). Frames a port never asked for are skipped, not counted as drops.
 //!
 //! A frame leaves the transmit FIFO in one of two ways (the fate contract,
@@ -157,7 +157,8 @@ impl Member {
         }
     }
 
-    /// Whether CAN FD frames are delivered to this port.
+    /// Whether CAN FD (and, on a `canxl` channel, CAN XL) frames are
+    /// delivered to this port.
     pub fn takes_fd(&self) -> bool {
         self.takes_fd
     }
@@ -170,6 +171,8 @@ impl Member {
             Some("is read-only and may not transmit")
         } else if !self.takes_fd && frame.kind() == FrameKind::CanFd {
             Some("was opened without FD and cannot send CAN FD frames (open it with the FD option)")
+        } else if !self.takes_fd && frame.kind() == FrameKind::CanXl {
+            Some("was opened without FD and cannot send CAN XL frames (open it with the FD option, spec 4.1.2)")
         } else {
             None
         }
@@ -288,7 +291,8 @@ impl Member {
     /// rule's duplicates, an error frame). Returns false if it was dropped.
     pub fn deliver(&mut self, frame: &Frame, meta: FrameMeta) -> bool {
         let Receiver::Client { outbox, .. } = &self.receiver else { return false };
-        if !self.takes_fd && frame.kind() == FrameKind::CanFd {
+        // A classic-CAN socket (spec 6.7, 4.1.2): neither FD nor XL frames.
+        if !self.takes_fd && matches!(frame.kind(), FrameKind::CanFd | FrameKind::CanXl) {
             return false;
         }
         // Like the FD case: not asked for, so neither delivered nor counted.

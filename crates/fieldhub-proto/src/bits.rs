@@ -26,25 +26,32 @@
 //!   protected identifier, data and checksum bytes of 10 bits, no spaces —
 //!   all at the nominal rate; a header no slave answered is the header's 34,
 //!   a wake-up pulse its 5 dominant bits (`lin::WAKE_UP_BITS`).
-//! - CAN XL and raw frames are **not modelled** by this revision: no source
-//!   for CAN XL's exact field layout (ISO 11898-1:2024 / CiA 610-1) was at
-//!   hand, and none is taken from memory. Their figure is a stated lower
-//!   bound — the payload's bits alone (8 per data byte, an XL frame's 32-bit
-//!   acceptance field besides) at the data rate, no overhead or stuffing —
-//!   which no channel uses: the hub carries neither kind on any channel yet.
+//! - CAN XL frames ([`xl`], ISO 11898-1:2024, the layout and its public
+//!   sources in that module): the arbitration phase (SOF through ADH, with
+//!   dynamic stuffing up to XLF) and the tail from DAH on at the nominal
+//!   rate; DH1 through the format check pattern, with a fixed stuff bit
+//!   after every tenth bit, at the XL data rate — `data_bits` are XL-rate
+//!   bits, and [`FrameBits::duration_ns`] takes the XL data bitrate as its
+//!   `data` rate for them.
+//! - Raw frames have no protocol of their own: [`FrameBits::of`] gives the
+//!   default [`RawShape`] (8 bits per byte, no overhead), a channel its own.
+
+mod xl;
 
 use crate::frame::{Frame, FrameKind};
+pub use xl::RawShape;
 
 /// Length of a frame on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameBits {
     /// Every bit from SOF through the 3-bit intermission.
     pub total: u32,
-    /// Stuff bits among them (dynamic and, for CAN FD, fixed).
+    /// Stuff bits among them (dynamic and, for CAN FD and CAN XL, fixed).
     pub stuff_bits: u32,
     /// Bits sent at the nominal bitrate.
     pub nominal_bits: u32,
-    /// Bits sent at the data bitrate (CAN FD with BRS only).
+    /// Bits sent at the data bitrate: CAN FD with BRS at the FD data
+    /// bitrate, CAN XL's data phase at the XL data bitrate.
     pub data_bits: u32,
 }
 
@@ -68,15 +75,13 @@ impl FrameBits {
                 };
                 Self { total, stuff_bits: 0, nominal_bits: total, data_bits: 0 }
             }
-            FrameKind::CanXl | FrameKind::Raw => {
-                let af = if frame.is_xl() { 32 } else { 0 };
-                let total = 8 * frame.len() as u32 + af;
-                Self { total, stuff_bits: 0, nominal_bits: 0, data_bits: total }
-            }
+            FrameKind::CanXl => xl::xl(frame),
+            FrameKind::Raw => RawShape::default().bits(frame.len()),
         }
     }
 
-    /// Time on the wire in nanoseconds at `nominal` and `data` bit/s.
+    /// Time on the wire in nanoseconds at `nominal` and `data` bit/s (for
+    /// a CAN XL frame `data` is the XL data bitrate).
     pub fn duration_ns(&self, nominal: u32, data: u32) -> u64 {
         let ns = |bits: u32, rate: u32| u64::from(bits) * 1_000_000_000 / u64::from(rate.max(1));
         // One division per phase keeps the rounding error below a nanosecond each.
@@ -363,7 +368,10 @@ mod reference {
     /// stuffed and checked one bit at a time.
     pub fn frame_bits(frame: &Frame) -> FrameBits {
         use crate::FrameFlags;
-        if matches!(frame.kind(), FrameKind::Error | FrameKind::Lin | FrameKind::CanXl | FrameKind::Raw) {
+        if frame.kind() == FrameKind::CanXl {
+            return super::xl::reference::frame_bits(frame);
+        }
+        if matches!(frame.kind(), FrameKind::Error | FrameKind::Lin | FrameKind::Raw) {
             return FrameBits::of(frame);
         }
         let fd = frame.kind() == FrameKind::CanFd;

@@ -98,6 +98,11 @@ bitflags::bitflags! {
         const CANFD = 0x1;
         /// The channel carries LIN frames (`protocol = "lin"`), 4.1.1.
         const LIN = 0x2;
+        /// The channel carries CAN XL frames besides CAN FD and classic
+        /// ones (`protocol = "canxl"`), 4.1.2.
+        const CANXL = 0x4;
+        /// The channel carries raw frames only (`protocol = "raw"`), 4.1.3.
+        const RAW = 0x8;
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{Bus, Route};
 use crate::channel::Channel;
-use crate::config::{Arbitration, ChannelConfig, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
+use crate::config::{Arbitration, ChannelConfig, Protocol, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
 use crate::member::Member;
 use crate::outbox::Outbound;
@@ -279,6 +279,10 @@ impl Bus {
             "protocol": c.config.protocol,
             "bitrate": c.config.bitrate,
             "data_bitrate": c.config.effective_data_bitrate(),
+            "xl_data_bitrate": (c.config.protocol == Protocol::Canxl).then(|| c.config.effective_xl_data_bitrate()),
+            "raw": (c.config.protocol == Protocol::Raw).then(|| c.config.rates().raw).map(|raw| {
+                json!({ "bits_per_byte": raw.bits_per_byte, "overhead_bits": raw.overhead_bits })
+            }),
             "timing": c.config.timing,
             "arbitration": c.config.arbitration,
             "tdma": c.config.tdma,

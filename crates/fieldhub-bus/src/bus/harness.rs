@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use fieldhub_proto::wire::PortOptions;
+use fieldhub_proto::wire::{ErrorCode, PortOptions};
 use fieldhub_proto::{Frame, FrameMeta};
 
 use super::Bus;
@@ -264,6 +264,18 @@ impl Harness {
         client.outbox.drain()
     }
 
+    /// The non-fatal errors the hub sent `client` so far (its other
+    /// messages are taken too).
+    pub fn errors(&self, client: &TestClient) -> Vec<(ErrorCode, String)> {
+        let items = client.outbox.drain().into_iter();
+        items
+            .filter_map(|item| match item {
+                Outbound::Error { code, fatal: false, text, .. } => Some((code, text)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every frame delivered to `client` so far, with its metadata.
     pub fn frames(&self, client: &TestClient) -> Vec<(Frame, FrameMeta)> {
         client
@@ -486,7 +498,7 @@ mod tests {
     #[test]
     fn client_port_ids_stop_below_the_ids_of_the_hubs_own_ports() {
         use crate::port_id::{PortId, PortKind};
-        use fieldhub_proto::wire::ErrorCode;
+
         let mut h = Harness::new(TWO_CHANNELS);
         let c = h.connect("c");
         // The last client id lies right below the remote sender's block.

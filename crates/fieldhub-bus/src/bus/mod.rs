@@ -19,14 +19,14 @@ use crossbeam_channel::TryRecvError;
 use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::limits::{MAX_PORTS_PER_CLIENT, MAX_STATS_LEN};
 use fieldhub_proto::wire::{ErrorCode, PortOptions};
-use fieldhub_proto::{Frame, FrameKind};
+use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
 
 use crate::access::{Access, PortRight};
 use crate::auth_refusals::AuthRefusals;
 use crate::channel::{Channel, Transmitted};
 use crate::clock::{Clock, ManualClock, WallClock};
-use crate::config::{BusConfig, PortConfig, Protocol, RouteConfig, Timing};
+use crate::config::{BusConfig, PortConfig, RouteConfig, Timing};
 use crate::confinement::ErrorState;
 use crate::credit::TxCredit;
 use crate::cyclic::{CyclicJobs, FrameProducer};
@@ -43,6 +43,8 @@ use intakes::{Intakes, Taken};
 #[cfg(test)]
 mod access_tests;
 mod ahead;
+#[cfg(test)]
+mod canxl_tests;
 mod control;
 mod cyclic_jobs;
 #[cfg(test)]
@@ -450,12 +452,10 @@ impl Bus {
                         frame = rewritten;
                     }
                 }
-                // Routes carry CAN and CAN FD frames (FD not onto classic CAN).
-                let fits = match frame.kind() {
-                    FrameKind::CanFd => destination.config.protocol != Protocol::Can,
-                    FrameKind::Lin | FrameKind::CanXl | FrameKind::Raw => false,
-                    FrameKind::Can | FrameKind::Error => true,
-                };
+                // Routes carry what the destination carries (FD not onto
+                // classic CAN, XL onto CAN XL only, raw between raw
+                // channels); LIN frames travel through [[gateway]]s.
+                let fits = !frame.is_lin() && destination.config.protocol.carries(frame.kind());
                 if !fits || gateway.tx.len() >= GATEWAY_QUEUE {
                     gateway.counters.tx_dropped += 1;
                     continue;
@@ -607,22 +607,7 @@ impl Bus {
     fn refuses_as_it_comes(&mut self, client_id: ClientId, owned: OwnedPort, frame: &Frame) -> bool {
         let Some(client) = self.clients.get(&client_id) else { return false };
         let channel = &mut self.channels[owned.channel as usize];
-        let kind_refused = match frame.kind() {
-            FrameKind::CanFd if channel.config.protocol == Protocol::Can => {
-                Some(("is classic CAN and cannot carry the CAN FD frame", "; configure it with protocol = \"canfd\""))
-            }
-            FrameKind::Lin if channel.config.protocol != Protocol::Lin => Some((
-                "is a CAN channel and cannot carry the LIN frame",
-                "; LIN frames travel on protocol = \"lin\" channels",
-            )),
-            // The frame model and the wire carry both kinds; no channel
-            // protocol of this hub does yet (issue 38).
-            FrameKind::CanXl | FrameKind::Raw => Some((
-                "cannot carry the CAN XL or raw frame",
-                "; this hub has no protocol = \"canxl\" or \"raw\" channels yet",
-            )),
-            _ => None,
-        };
+        let kind_refused = channel.config.protocol.refuses(frame.kind());
         if let Some((what, fix)) = kind_refused {
             client.credit.release();
             if let Some(member) = channel.members.get_mut(owned.member).filter(|m| m.port_id == owned.port_id) {
@@ -720,11 +705,7 @@ impl Bus {
             .filter(|c| !c.removed)
             .map(|c| ChannelStats {
                 name: c.name().to_owned(),
-                protocol: match c.config.protocol {
-                    Protocol::Can => "can".into(),
-                    Protocol::Canfd => "canfd".into(),
-                    Protocol::Lin => "lin".into(),
-                },
+                protocol: c.config.protocol.name().into(),
                 bitrate: c.config.bitrate,
                 data_bitrate: c.config.effective_data_bitrate(),
                 timing: match c.config.timing {

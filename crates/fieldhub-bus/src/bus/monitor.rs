@@ -9,7 +9,7 @@
 //! passes the channel's timing and fault rules; it receives nothing and does
 //! not acknowledge, so it never makes a lone sender's frame succeed.
 
-use fieldhub_proto::{Frame, FrameKind};
+use fieldhub_proto::Frame;
 use serde_json::{json, Value};
 
 use super::Bus;
@@ -62,20 +62,8 @@ impl Bus {
         let index = self.channel_index(channel)?;
         let arrived_ns = self.clock.now();
         let target = &mut self.channels[index as usize];
-        if frame.kind() == FrameKind::CanFd && target.config.protocol == Protocol::Can {
-            return Err(ControlError::Invalid(format!(
-                "channel '{channel}' is classic CAN and cannot carry the CAN FD frame {frame:?}"
-            )));
-        }
-        if frame.is_lin() && target.config.protocol != Protocol::Lin {
-            return Err(ControlError::Invalid(format!(
-                "channel '{channel}' is a CAN channel and cannot carry the LIN frame {frame:?}"
-            )));
-        }
-        if matches!(frame.kind(), FrameKind::CanXl | FrameKind::Raw) {
-            return Err(ControlError::Invalid(format!(
-                "channel '{channel}' cannot carry the CAN XL or raw frame {frame:?}: this hub has no protocol = \"canxl\" or \"raw\" channels yet"
-            )));
+        if let Some((what, fix)) = target.config.protocol.refuses(frame.kind()) {
+            return Err(ControlError::Invalid(format!("channel '{channel}' {what} {frame:?}{fix}")));
         }
         if target.config.protocol == Protocol::Lin {
             return Err(ControlError::Invalid(format!(

@@ -7,7 +7,7 @@
 use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::Frame;
 
-use super::arbiter::{Arbiter, Candidate, Rates};
+use super::arbiter::{Arbiter, Candidate};
 use super::{earliest, Channel};
 use crate::confinement::ErrorState;
 
@@ -19,7 +19,28 @@ use crate::confinement::ErrorState;
 /// frames send RRS (dominant) where classic frames send RTR, so a classic and
 /// an FD frame with the same identifier tie: they first differ at FDF/r0,
 /// after arbitration — the older one goes first.
+///
+/// A CAN XL frame's arbitration field is a base-format one: SOF, its 11-bit
+/// priority, then RRS (dominant unless the frame has `XL_RRS`), IDE
+/// dominant, FDF and XLF recessive (Kvaser's CAN XL course, the sources in
+/// `fieldhub_proto::bits`' `xl` module). So its priority ranks as a base
+/// identifier and its RRS as RTR: an XL frame beats an extended frame with
+/// the same base bits, and ties a classic data frame or an FD frame with the
+/// same identifier — they first differ at FDF or XLF, in the control field
+/// after arbitration, where a real bus signals a bit error (one identifier,
+/// one sender); the older one goes first.
+///
+/// A raw frame's key is its id: under `arbitration = "can"` the lower id
+/// goes first. A `raw` channel carries raw frames only, so the two key
+/// spaces never meet.
+#[inline]
 pub fn arbitration_key(frame: &Frame) -> u32 {
+    if frame.is_xl() {
+        return u32::from(frame.priority()) << 21 | u32::from(frame.is_rrs()) << 20;
+    }
+    if frame.is_raw() {
+        return frame.id();
+    }
     let rtr = u32::from(frame.is_remote());
     if frame.is_extended() {
         let base = frame.id() >> 18;
@@ -36,7 +57,7 @@ impl Channel {
     /// frame becomes eligible or the channel's rule lets one go.
     pub(super) fn arbitrate(&mut self, at: u64) -> (Option<usize>, Option<u64>) {
         let mut wake_at: Option<u64> = None;
-        let rates = Rates { nominal: self.config.bitrate, data: self.config.effective_data_bitrate() };
+        let rates = self.config.rates();
         self.arbiter.open(at, rates);
         let mut recovered: Vec<usize> = Vec::new();
         for (index, member) in self.members.indexed_mut() {

@@ -56,6 +56,7 @@ impl Channel {
         }
         self.frames += 1;
         self.ids.count(header.socketcan_id(), meta.timestamp_ns);
+        // A LIN header or collision: nominal bits only.
         let bits = FrameBits::of(&header);
         let busy_ns = bits.duration_ns(self.config.bitrate, self.config.bitrate);
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
@@ -139,8 +140,7 @@ impl Channel {
             false => self.frames += 1,
         }
         self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
-        let bits = FrameBits::of(&frame);
-        let busy_ns = bits.duration_ns(self.config.bitrate, self.config.effective_data_bitrate());
+        let (bits, busy_ns) = self.config.rates().busy(&frame);
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
         sent.push(Transmitted {
             channel: self.id,

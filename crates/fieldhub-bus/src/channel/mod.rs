@@ -40,8 +40,9 @@ use crate::fault::FaultRule;
 use crate::id_counter::IdCounter;
 use crate::member::Member;
 use crate::port_id::PortId;
+pub use arbiter::Rates;
+use arbiter::Rule;
 pub use arbiter::{check_arbitration, check_route_into};
-use arbiter::{Rates, Rule};
 pub use arbitration::arbitration_key;
 use faults::Delayed;
 pub use members::Members;
@@ -147,6 +148,9 @@ impl Channel {
             Protocol::Canfd => ChannelFlags::CANFD,
             Protocol::Can => ChannelFlags::empty(),
             Protocol::Lin => ChannelFlags::LIN,
+            // spec 3.5: CANXL carries XL frames besides FD and classic ones.
+            Protocol::Canxl => ChannelFlags::CANFD | ChannelFlags::CANXL,
+            Protocol::Raw => ChannelFlags::RAW,
         }
     }
 
@@ -218,10 +222,6 @@ impl Channel {
         earliest(wake, self.held.peek().map(|Reverse(h)| h.due_ns))
     }
 
-    fn data_bitrate(&self) -> u32 {
-        self.config.effective_data_bitrate()
-    }
-
     /// The member with hub-wide port id `port_id`.
     pub fn member_mut(&mut self, port_id: PortId) -> Option<&mut Member> {
         self.members.iter_mut().find(|m| m.port_id == port_id)
@@ -239,7 +239,7 @@ impl Channel {
     /// than any turn it has): such a frame is refused as it comes, so every
     /// frame the channel accepts goes out in time.
     pub fn arbitration_refuses(&self, port_id: PortId, frame: &Frame) -> Option<String> {
-        let rates = Rates { nominal: self.config.bitrate, data: self.config.effective_data_bitrate() };
+        let rates = self.config.rates();
         self.arbiter.refuses(port_id, frame, rates)
     }
 

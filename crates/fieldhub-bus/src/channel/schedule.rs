@@ -4,7 +4,6 @@
 //! ACK) raise error counters and retransmit. A lossless port without room
 //! holds its channel's next frame, never the bus thread.
 
-use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::fate::DropReason;
 
 use super::arbiter::Arbiter;
@@ -140,8 +139,7 @@ impl Channel {
                 return Some(recheck);
             }
             let Some(attempt) = self.begin(index, at) else { continue };
-            let end_ns =
-                at + FrameBits::of(&attempt.pending.frame).duration_ns(self.config.bitrate, self.data_bitrate());
+            let end_ns = at + self.config.rates().duration_ns(&attempt.pending.frame);
             self.on_wire = Some(OnWire { attempt, end_ns });
         }
     }
@@ -239,10 +237,7 @@ impl Channel {
         // When a failed sender may try again: after the frame and the error frame.
         let retry_at = |channel: &Channel| match occupied {
             Occupied::FrameOver => at + error_ns,
-            Occupied::FrameStillToCome => {
-                at + FrameBits::of(&pending.frame).duration_ns(channel.config.bitrate, channel.data_bitrate())
-                    + error_ns
-            }
+            Occupied::FrameStillToCome => at + channel.config.rates().duration_ns(&pending.frame) + error_ns,
         };
         match outcome {
             Outcome::Deliver { copies } => {

@@ -782,6 +782,9 @@ mod tests {
             (format!("{ch}data_bitrate = 2000000\n"), "channel[0].data_bitrate: only"),
             (format!("{ch}protocol = \"canfd\"\ndata_bitrate = 1000\n"), "channel[0].data_bitrate"),
             (format!("{ch}timing = \"fast\"\n"), "line 3"),
+            (format!("{ch}protocol = \"canfd\"\nxl_data_bitrate = 10000000\n"), "channel[0].xl_data_bitrate: only"),
+            (format!("{ch}protocol = \"raw\"\n[channel.raw]\nbits_per_byte = 0\n"), "channel[0].raw.bits_per_byte"),
+            (format!("{ch}[channel.raw]\nbits_per_byte = 10\n"), "channel[0].raw: a [channel.raw] table needs protocol"),
             ("[[channel]]\nname = \"bad name\"\n".to_owned(), "channel[0].name"),
             (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 5: port[0].channel: no channel named 'zz'"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
@@ -805,6 +808,22 @@ mod tests {
             let message = rejection(&text);
             assert!(message.starts_with("t.toml: ") && message.contains(expected), "{text}\n=> {message}");
         }
+    }
+
+    #[test]
+    fn can_xl_and_raw_channels_are_read_with_their_rates_and_bit_model() {
+        let text = "[[channel]]\nname = \"xl\"\nprotocol = \"canxl\"\nbitrate = 1000000\ndata_bitrate = 4000000\n\
+                    xl_data_bitrate = 20000000\n[[channel]]\nname = \"bus\"\nprotocol = \"raw\"\nbitrate = 12000000\n\
+                    [channel.raw]\nbits_per_byte = 11\noverhead_bits = 39\n";
+        let config = HubConfig::parse(text, "t").unwrap();
+        let (xl, raw) = (&config.channels[0], &config.channels[1]);
+        let rates = xl.rates();
+        assert_eq!(
+            (xl.protocol, rates.nominal, rates.data, rates.xl_data),
+            (Protocol::Canxl, 1_000_000, 4_000_000, 20_000_000)
+        );
+        assert_eq!((raw.protocol, raw.bitrate), (Protocol::Raw, 12_000_000));
+        assert_eq!((raw.rates().raw.bits_per_byte, raw.rates().raw.overhead_bits), (11, 39));
     }
 
     #[test]

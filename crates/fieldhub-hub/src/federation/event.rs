@@ -366,7 +366,7 @@ impl<'a> Reader<'a> {
     fn frame(&mut self) -> Result<Frame, DecodeError> {
         let kind = self.u8()?;
         // spec/federation.md's u8 lengths carry neither CAN XL nor raw
-        // frames, which no channel carries yet either.
+        // frames: `canxl` and `raw` channels are refused `federated`.
         let kind = FrameKind::from_wire(kind)
             .filter(|k| !matches!(k, FrameKind::CanXl | FrameKind::Raw))
             .ok_or(DecodeError::Kind(kind))?;

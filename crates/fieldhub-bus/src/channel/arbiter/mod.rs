@@ -44,8 +44,8 @@ mod tdma;
 mod tests;
 mod token;
 
-use fieldhub_proto::bits::FrameBits;
-use fieldhub_proto::Frame;
+use fieldhub_proto::bits::{FrameBits, RawShape};
+use fieldhub_proto::{Frame, FrameKind};
 
 use crate::config::{Arbitration, ChannelConfig, Protocol};
 use crate::port_id::PortId;
@@ -57,17 +57,40 @@ use roles::Roles;
 pub use tdma::TdmaArbiter;
 pub use token::TokenArbiter;
 
-/// Nominal and data bitrate of a channel at the moment of a decision.
+/// What a channel times its frames with at the moment of a decision: its
+/// bitrates and its raw frames' bit model.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Rates {
     pub nominal: u32,
+    /// CAN FD frames' data phase (with BRS).
     pub data: u32,
+    /// CAN XL frames' data phase.
+    pub xl_data: u32,
+    /// Raw frames' length on the wire.
+    pub raw: RawShape,
 }
 
 impl Rates {
+    /// `frame`'s bit stream on this channel.
+    pub fn bits(self, frame: &Frame) -> FrameBits {
+        match frame.kind() {
+            FrameKind::Raw => self.raw.bits(frame.len()),
+            _ => FrameBits::of(frame),
+        }
+    }
+
     /// Time on the wire of `frame` at these rates.
     pub fn duration_ns(self, frame: &Frame) -> u64 {
-        FrameBits::of(frame).duration_ns(self.nominal, self.data)
+        self.busy(frame).1
+    }
+
+    /// `frame`'s bit stream and its time on the wire: an XL frame's data
+    /// phase at the XL data bitrate, an FD frame's at the data bitrate.
+    #[inline]
+    pub fn busy(self, frame: &Frame) -> (FrameBits, u64) {
+        let bits = self.bits(frame);
+        let data = if frame.kind() == FrameKind::CanXl { self.xl_data } else { self.data };
+        (bits, bits.duration_ns(self.nominal, data))
     }
 }
 
@@ -307,6 +330,14 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
             }
             _ => {}
         }
+    }
+    if matches!(config.protocol, Protocol::Canxl | Protocol::Raw) && config.federated {
+        // spec/federation.md's event carries a frame's length in a u8.
+        let text = format!(
+            "a protocol = \"{}\" channel is local to one hub: federation events do not carry frames over 255 bytes yet",
+            config.protocol.name()
+        );
+        return Err(("federated", text));
     }
     if config.arbitration != Arbitration::Can && config.federated {
         let text = format!("a federated channel uses arbitration = \"can\"; \"{rule}\" channels are local to one hub");
