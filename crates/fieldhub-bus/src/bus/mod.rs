@@ -586,6 +586,14 @@ impl Bus {
             client.credit.release();
             return self.apply_standing(client_id, owned, &frame);
         }
+        if frame.is_lin_wake_up() {
+            // A pulse on the wire, not behind the responses the sleeping
+            // bus holds back in the port's FIFO.
+            client.credit.release();
+            channel.lin_pulse(owned.port_id, arrived_ns);
+            self.dirty[owned.channel as usize] = true;
+            return;
+        }
         let arrival = self.next_arrival;
         // A relayed channel's frame also goes up to the owner: the one
         // place a queued frame is held twice.

@@ -181,6 +181,15 @@ impl Channel {
         }
     }
 
+    /// Port `port_id` sends a wake-up pulse on this LIN channel, read at bus
+    /// time `now_ns`: it goes on the bus as soon as it may, never behind the
+    /// port's queued frames (which a sleeping bus holds back).
+    pub fn lin_pulse(&mut self, port_id: PortId, now_ns: u64) {
+        if let Some(master) = self.arbiter.lin() {
+            master.ask_pulse(port_id, now_ns);
+        }
+    }
+
     /// Tell every client port of a LIN channel each change of its state
     /// (`CHANNEL_STATE` `asleep`, `awake`) before bus time `until` (at it
     /// too with `inclusive`): in order with the channel's frames, as every

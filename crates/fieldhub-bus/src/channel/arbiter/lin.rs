@@ -92,17 +92,14 @@ struct Answers {
     /// its member slot once that port is found eligible.
     standing_port: Option<PortId>,
     standing: Option<usize>,
-    /// The oldest wake-up pulse among the ports' oldest frames: its member
-    /// slot and port.
-    wake: Option<(usize, PortId)>,
-    wake_arrival: u64,
-    /// The oldest go-to-sleep command among them: its member slot.
+    /// The oldest go-to-sleep command among the ports' oldest frames: its
+    /// member slot.
     sleep: Option<usize>,
     sleep_arrival: u64,
-    /// The waker whose repeated pulse is due, and its member slot once that
-    /// port is found eligible.
-    repeat_port: Option<PortId>,
-    repeat: Option<usize>,
+    /// The port whose wake-up pulse is due (asked for, or a waker's
+    /// repeat), and its member slot once that port is found eligible.
+    pulse_port: Option<PortId>,
+    pulse: Option<usize>,
 }
 
 /// What the last decision granted, which [`Arbiter::started`] acts on.
@@ -194,8 +191,8 @@ impl LinScheduleArbiter {
         if self.answers.standing_port == Some(port) {
             self.answers.standing = Some(index);
         }
-        if self.answers.repeat_port == Some(port) {
-            self.answers.repeat = Some(index);
+        if self.answers.pulse_port == Some(port) {
+            self.answers.pulse = Some(index);
         }
     }
 
@@ -325,20 +322,13 @@ impl Arbiter for LinScheduleArbiter {
             Some(SlotKind::Unconditional(id)) => self.standing.of(id).map(|(port, _)| port),
             _ => None,
         };
-        let repeat_port = self.sleep.repeat_due(at);
-        self.answers = Answers { standing_port, repeat_port, ..Answers::default() };
+        let pulse_port = self.sleep.port_pulse_due(at);
+        self.answers = Answers { standing_port, pulse_port, ..Answers::default() };
     }
 
     fn consider(&mut self, candidate: Candidate<'_>) {
         let frame = &candidate.pending.frame;
         let arrival = candidate.pending.arrival;
-        if frame.is_lin_wake_up() {
-            if self.answers.wake.is_none() || arrival < self.answers.wake_arrival {
-                self.answers.wake = Some((candidate.index, candidate.port));
-                self.answers.wake_arrival = arrival;
-            }
-            return;
-        }
         if self.sleep.power != Power::Awake {
             // No slot until the master's first header after the wake-up.
             return;
@@ -445,7 +435,7 @@ impl Arbiter for LinScheduleArbiter {
                     self.advance(slot_at);
                 }
             }
-            Some(Grant::Pulse(port)) => self.pulse_started(at, port),
+            Some(Grant::Pulse(port)) => self.pulse_started(at, Some(port)),
             Some(Grant::Sleep) => self.sleep_started(at, ns),
             None => {}
         }

@@ -137,9 +137,10 @@ fn a_wake_up_pulse_wakes_the_bus_and_the_schedule_resumes_at_its_first_slot_afte
     let mut sent = Vec::new();
     serve(&mut channel, 0, 999 * MS, &mut sent);
     assert_eq!(told(&listener), ["F 3C 6458333", "asleep"]);
-    // Port 1 wakes the bus at 1 s: its pulse ends 260.416 µs later, the
-    // master's first header is 100 ms after that.
-    send_at(&mut channel, 1, Frame::lin_wake_up(), 1_000 * MS);
+    // Port 2 wakes the bus at 1 s — its pulse does not wait behind its
+    // queued response —: the pulse ends 260.416 µs later, the master's
+    // first header is 100 ms after that.
+    channel.lin_pulse(port(2), 1_000 * MS);
     let woke = 1_000 * MS + PULSE_NS;
     let resume = woke + 100 * MS;
     let asked = serve(&mut channel, 999 * MS, resume + 15 * MS, &mut sent);
@@ -147,7 +148,7 @@ fn a_wake_up_pulse_wakes_the_bus_and_the_schedule_resumes_at_its_first_slot_afte
     assert_eq!(
         seen(&sent[1..]),
         [
-            (Some(port(1)), 0, FrameFlags::LIN_WAKE_UP, woke),
+            (Some(port(2)), 0, FrameFlags::LIN_WAKE_UP, woke),
             (Some(port(1)), 0x10, FrameFlags::empty(), resume + TWO_BYTES_NS),
             (Some(port(2)), 0x11, FrameFlags::empty(), resume + 10 * MS + TWO_BYTES_NS),
         ]
@@ -172,7 +173,7 @@ fn a_waker_repeats_its_pulse_after_150_ms_three_times_then_pauses_1_5_s_until_a_
     channel.lin_ask(true, 0).unwrap();
     let mut sent = Vec::new();
     serve(&mut channel, 0, 999 * MS, &mut sent);
-    send_at(&mut channel, 1, Frame::lin_wake_up(), 1_000 * MS);
+    channel.lin_pulse(port(1), 1_000 * MS);
     serve(&mut channel, 999 * MS, 3_100 * MS, &mut sent);
     // Pulse ends: 1000.260416 ms; +150 ms +0.260416; +150 ms +0.260416; then
     // 1.5 s after the third's end; the fifth 150 ms after the fourth; the
@@ -189,7 +190,7 @@ fn a_waker_repeats_its_pulse_after_150_ms_three_times_then_pauses_1_5_s_until_a_
     let pulse = |end| (Some(port(1)), 0, FrameFlags::LIN_WAKE_UP, end);
     let header = (None, 0x10, FrameFlags::LIN_NO_RESPONSE, first + 2_000 * MS + HEADER_NS);
     assert_eq!(seen(&sent[1..7]), [pulse(first), pulse(second), pulse(third), pulse(fourth), pulse(fifth), header]);
-    // The repeats are the port's frames, but it sent one: one credit taken.
+    // Every pulse is the port's frame, none took a transmit credit.
     let member = channel.member_mut(port(1)).unwrap();
     assert_eq!((member.counters.tx_frames, member.tx.len()), (5, 0));
     assert_eq!(channel.lin_power().unwrap().wake_ups, 5);

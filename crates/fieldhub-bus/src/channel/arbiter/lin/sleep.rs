@@ -21,7 +21,9 @@
 //!   (`CHANNEL_STATE` `awake`); the master's first header — the schedule's
 //!   first slot, the schedule starting over — starts `wake_delay_ms`
 //!   (default 100: LIN 2.1's slaves are ready within 100 ms) after it. A
-//!   port's pulse goes on the bus as soon as it arrives on a sleeping bus. If
+//!   port's pulse goes on the bus as soon as the bus reads it: it never
+//!   waits in the port's FIFO behind responses the sleep holds back, and
+//!   takes no transmit credit ([`LinScheduleArbiter::ask_pulse`]). If
 //!   no header starts within `wake_retry_ms` (LIN 2.1: 150 to 250 ms) of a
 //!   pulse's end, the hub sends the waker's next pulse for it — a frame from
 //!   its port that takes no transmit credit —; after three it waits 1.5 s
@@ -97,8 +99,9 @@ pub(super) struct Sleep {
     waker: Option<Waker>,
     /// The control API's go-to-sleep, due from this bus time on.
     sleep_asked: Option<u64>,
-    /// The control API's wake-up, due from this bus time on.
-    wake_asked: Option<u64>,
+    /// Wake-up pulses asked for, in order: from a port, or the master's
+    /// (`None`), each due from its bus time on.
+    pulse_asks: VecDeque<(Option<PortId>, u64)>,
     news: VecDeque<PowerNews>,
     sleeps: u64,
     wake_ups: u64,
@@ -114,7 +117,7 @@ impl Sleep {
             retry_ns: config.wake_retry_ms * MS,
             waker: None,
             sleep_asked: None,
-            wake_asked: None,
+            pulse_asks: VecDeque::new(),
             news: VecDeque::new(),
             sleeps: 0,
             wake_ups: 0,
@@ -126,9 +129,19 @@ impl Sleep {
         self.active_until.saturating_add(self.idle_ns)
     }
 
-    /// The port whose repeated pulse is due at `at`, if one is.
-    pub(super) fn repeat_due(&self, at: u64) -> Option<PortId> {
-        self.waker.filter(|w| at >= w.next_at).map(|w| w.port)
+    /// The port whose pulse is due at `at`, if one is: the first asked
+    /// for, else the waker's repeat.
+    pub(super) fn port_pulse_due(&self, at: u64) -> Option<PortId> {
+        match self.pulse_asks.front() {
+            Some(&(port, asked)) if at >= asked => port,
+            _ => self.waker.filter(|w| at >= w.next_at).map(|w| w.port),
+        }
+    }
+
+    /// The pulse asked for first, once due at `at`; `Err` with its time
+    /// while it is not.
+    fn pulse_ask_due(&self, at: u64) -> Option<Result<Option<PortId>, u64>> {
+        self.pulse_asks.front().map(|&(port, asked)| if at >= asked { Ok(port) } else { Err(asked) })
     }
 
     /// Something went on the bus until `end`.
@@ -169,16 +182,23 @@ impl LinScheduleArbiter {
     /// time `now`: its pulse goes on the bus at once.
     pub fn ask_wake(&mut self, now: u64) -> Result<(), String> {
         match self.sleep.power {
-            Power::Asleep if self.sleep.wake_asked.is_none() => {
-                self.sleep.wake_asked = Some(now);
+            Power::Asleep if self.sleep.pulse_asks.is_empty() => {
+                self.sleep.pulse_asks.push_back((None, now));
                 Ok(())
             }
-            Power::Asleep => Err("has the master's wake-up pulse waiting already".into()),
+            Power::Asleep => Err("has a wake-up pulse waiting already".into()),
             Power::Awake => Err("is awake; a wake-up pulse wakes a sleeping LIN bus".into()),
             Power::Waking { .. } => {
                 Err("is waking already: the master's schedule resumes after its wake-up delay".into())
             }
         }
+    }
+
+    /// Port `port` sends a wake-up pulse, read at bus time `now` (refused
+    /// before on an awake channel, [`Self::power_refuses`]): it goes on the
+    /// bus at once, from the port, taking no credit.
+    pub fn ask_pulse(&mut self, port: PortId, now: u64) {
+        self.sleep.pulse_asks.push_back((Some(port), now));
     }
 
     /// The next change of state before bus time `until` (at it too with
@@ -218,18 +238,23 @@ impl LinScheduleArbiter {
     /// schedule's slot does: a wake-up pulse, a repeated one, falling idle,
     /// the master's first header after a wake-up. `None`: the slot decides.
     pub(super) fn decide_power(&mut self, at: u64) -> Option<(Option<usize>, Option<u64>)> {
-        let pulse = self.answers.wake;
+        let asked = match self.sleep.pulse_ask_due(at) {
+            // Asleep, a pulse goes at once; awake (the bus woke before the
+            // pulse was due), in the gap before the next slot, which a
+            // slave takes for a break too short.
+            Some(Ok(port)) => {
+                let pulse_ns = self.rates.duration_ns(&Frame::lin_wake_up());
+                let fits = self.sleep.power != Power::Awake || self.slot_at.is_none_or(|slot| at + pulse_ns <= slot);
+                if fits {
+                    return Some(self.asked_pulse(at, port));
+                }
+                None
+            }
+            Some(Err(due)) => Some(due),
+            None => None,
+        };
         match self.sleep.power {
             Power::Awake => {
-                // A pulse queued before the bus woke goes in the gap before
-                // the next slot, which a slave takes for a break too short.
-                if let Some((index, port)) = pulse {
-                    let pulse_ns = self.rates.duration_ns(&Frame::lin_wake_up());
-                    if self.slot_at.is_none_or(|slot| at + pulse_ns <= slot) {
-                        self.granted = Some(Grant::Pulse(port));
-                        return Some((Some(index), None));
-                    }
-                }
                 let (slot, idle) = (self.slot_at?, self.sleep.idle_at());
                 if at >= idle && idle < slot {
                     let text = format!("fell asleep: nothing on the bus for {} ms", self.sleep.idle_ns / MS);
@@ -238,27 +263,8 @@ impl LinScheduleArbiter {
                 }
                 None
             }
-            Power::Asleep => {
-                if let Some((index, port)) = pulse {
-                    self.granted = Some(Grant::Pulse(port));
-                    return Some((Some(index), None));
-                }
-                let asked = self.sleep.wake_asked?;
-                if at < asked {
-                    return Some((None, Some(asked)));
-                }
-                self.sleep.wake_asked = None;
-                self.sleep.wake_ups += 1;
-                self.own(Frame::lin_wake_up(), at);
-                let end = self.own_frame.as_ref().map_or(at, |(_, end)| *end);
-                self.woken(end, None, "the master's");
-                Some((None, Some(end)))
-            }
+            Power::Asleep => Some((None, asked)),
             Power::Waking { headers_at } => {
-                if let Some((index, port)) = pulse {
-                    self.granted = Some(Grant::Pulse(port));
-                    return Some((Some(index), None));
-                }
                 if at >= headers_at && self.running {
                     // The schedule starts over; the slot is decided anew at
                     // `headers_at`, with its answers.
@@ -270,15 +276,36 @@ impl LinScheduleArbiter {
                     self.resolving = None;
                     return Some((None, Some(headers_at)));
                 }
-                if let (Some(index), Some(port)) = (self.answers.repeat, self.sleep.repeat_due(at)) {
+                if let (Some(index), Some(port)) = (self.answers.pulse, self.sleep.port_pulse_due(at)) {
                     self.answer_won = Some(Frame::lin_wake_up());
                     self.granted = Some(Grant::Pulse(port));
                     return Some((Some(index), None));
                 }
                 let headers = self.running.then_some(headers_at);
                 let repeat = self.sleep.waker.map(|w| w.next_at);
-                Some((None, [headers, repeat].into_iter().flatten().min()))
+                Some((None, [headers, repeat, asked].into_iter().flatten().min()))
             }
+        }
+    }
+
+    /// The pulse asked for first, due at `at`, goes on the bus: the
+    /// master's as the bus's own frame, a port's as a frame of that port.
+    fn asked_pulse(&mut self, at: u64, port: Option<PortId>) -> (Option<usize>, Option<u64>) {
+        self.sleep.pulse_asks.pop_front();
+        let Some(port) = port else {
+            self.own(Frame::lin_wake_up(), at);
+            self.pulse_started(at, None);
+            return (None, self.own_frame.as_ref().map(|(_, end)| *end));
+        };
+        match self.answers.pulse {
+            Some(index) => {
+                self.answer_won = Some(Frame::lin_wake_up());
+                self.granted = Some(Grant::Pulse(port));
+                (Some(index), None)
+            }
+            // The port left, is unplugged or bus-off: its pulse is lost, as
+            // its frames are.
+            None => (None, Some(at)),
         }
     }
 
@@ -298,15 +325,15 @@ impl LinScheduleArbiter {
         Some((None, Some(end)))
     }
 
-    /// A granted wake-up pulse from `port` starts at `at`.
-    pub(super) fn pulse_started(&mut self, at: u64, port: PortId) {
+    /// A wake-up pulse from `port` (`None`: the master's) starts at `at`.
+    pub(super) fn pulse_started(&mut self, at: u64, port: Option<PortId>) {
         let end = at + self.rates.duration_ns(&Frame::lin_wake_up());
         self.sleep.wake_ups += 1;
         match self.sleep.power {
-            Power::Asleep => self.woken(end, Some(port), "a port's"),
+            Power::Asleep => self.woken(end, port, if port.is_some() { "a port's" } else { "the master's" }),
             Power::Waking { .. } => {
                 let retry = self.sleep.retry_ns;
-                if let Some(waker) = self.sleep.waker.as_mut().filter(|w| w.port == port) {
+                if let Some(waker) = self.sleep.waker.as_mut().filter(|w| Some(w.port) == port) {
                     waker.pulses += 1;
                     let pause = if waker.pulses == 3 { PAUSE_AFTER_THREE_NS } else { retry };
                     waker.pulses %= 3;
