@@ -2,8 +2,9 @@
  * The LIN node API from C (docs/buses.md, spec/protocol.md 4.1.1): a C
  * slave keeps a standing response (fh_lin_stand) that answers every header
  * of its identifier the hub's schedule sends, replaces it and withdraws it
- * (fh_lin_withdraw), in virtual time; `fieldhub dump` reads the bus and the
- * test checks every value and time.
+ * (fh_lin_withdraw), in virtual time; a C slave sends the go-to-sleep
+ * command and wakes the sleeping bus with fh_lin_wake_up. `fieldhub dump`
+ * reads the bus and the tests check every value and time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,29 @@ static const char LIN_CONFIG[] =
     "timing = \"timed\"\n"
     "[channel.lin]\n"
     "schedule = [{ id = 0x10, delay_ms = 10 }]\n";
+
+/* `out`, a dump's output, is exactly the lines `expected` (each a line's
+ * start), compared with runs of spaces made one, none at a line's start:
+ * dump pads its columns. */
+static void expect_lines(const char *out, const char *const expected[], size_t count) {
+    char *squeezed = malloc(strlen(out) + 1);
+    CHECK(squeezed != NULL, "out of memory");
+    size_t n = 0;
+    for (const char *p = out; *p; p++) {
+        if (*p == ' ' && (n == 0 || squeezed[n - 1] == ' ' || squeezed[n - 1] == '\n')) continue;
+        squeezed[n++] = *p;
+    }
+    squeezed[n] = '\0';
+    const char *line = squeezed;
+    for (size_t i = 0; i < count; i++) {
+        CHECK(line != NULL && strncmp(line, expected[i], strlen(expected[i])) == 0,
+              "line %zu is not '%s' in:\n%s", i, expected[i], out);
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    CHECK(line == NULL || *line == '\0', "more than %zu lines:\n%s", count, out);
+    free(squeezed);
+}
 
 void test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn(void) {
     hub h;
@@ -80,25 +104,51 @@ void test_lin_standing_response_answers_the_schedule_until_replaced_and_withdraw
         "(0000000000.051770) body 10 [0] LIN no response",
         "(0000000000.061770) body 10 [0] LIN no response",
     };
-    /* dump pads its columns; compare with runs of spaces made one, none at
-     * a line's start. */
-    char *squeezed = malloc(strlen(out) + 1);
-    CHECK(squeezed != NULL, "out of memory");
-    size_t n = 0;
-    for (const char *p = out; *p; p++) {
-        if (*p == ' ' && (n == 0 || squeezed[n - 1] == ' ' || squeezed[n - 1] == '\n')) continue;
-        squeezed[n++] = *p;
-    }
-    squeezed[n] = '\0';
-    const char *line = squeezed;
-    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
-        CHECK(line != NULL && strncmp(line, expected[i], strlen(expected[i])) == 0,
-              "line %zu is not '%s' in:\n%s", i, expected[i], out);
-        line = strchr(line, '\n');
-        if (line) line++;
-    }
-    CHECK(line == NULL || *line == '\0', "more than 7 lines:\n%s", out);
-    free(squeezed);
+    expect_lines(out, expected, sizeof expected / sizeof expected[0]);
+    free(out);
+    fh_client_free(slave);
+    CHECK(WIFEXITED(hub_stop(&h)), "hub exit");
+}
+
+void test_lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay(void) {
+    hub h;
+    hub_start(&h, LIN_CONFIG, 0, NULL);
+    const char *bin = getenv("FIELDHUB_BIN");
+    CHECK(bin != NULL, "FIELDHUB_BIN is not set");
+    const char *const dump_argv[] = {bin, "dump", "--hub", h.url, "--port", "reader", "-t", "a", "-n", "5", "body", NULL};
+    pid_t dump = spawn(dump_argv, "lin_sleep_dump.out", "lin_sleep_dump.err");
+    wait_for_text(h.log, "port opened");
+
+    fh_client *slave = fh_client_new();
+    OK(slave, fh_connect_opts(slave, h.url, "slave", NULL, FH_CONNECT_SYNCHRONIZED));
+    fh_port port = open_port(slave, "body", 0);
+    /* The go-to-sleep command (the master request 0x3C, NAD 0): it takes
+     * the next slot boundary, 10 ms, and the bus sleeps from its end. */
+    const uint8_t sleep[] = {0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, data[] = {0x01, 0x02};
+    OK(slave, fh_lin_publish(slave, port, 0x3C, sleep, sizeof sleep, FH_LIN_CLASSIC, -1));
+    OK(slave, fh_step(slave, 500 * MS, NULL));
+    OK(slave, fh_lin_publish(slave, port, 0x10, data, sizeof data, 0, -1));
+    CHECK(fh_flush(slave) != FH_OK && strstr(last_error(slave), "while the channel is asleep") != NULL,
+          "a response to the sleeping bus is refused: %s", last_error(slave));
+    /* At 500 ms: the pulse; the master's first header 100 ms after its end. */
+    OK(slave, fh_lin_wake_up(slave, port, -1));
+    OK(slave, fh_lin_stand(slave, port, 0x10, data, sizeof data, 0, -1));
+    OK(slave, fh_step(slave, 620 * MS, NULL));
+    OK(slave, fh_flush(slave));
+
+    int status = wait_child(dump);
+    char *out = read_file("lin_sleep_dump.out");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "dump failed: %s", out);
+    /* 19.2 kbit/s: the command 124 bits (6.458 ms), the pulse 5 (260.4 us),
+     * a 2-byte frame 64 (3.333 ms), a header 34 (1.771 ms). */
+    const char *const expected[] = {
+        "(0000000000.001770) body 10 [0] LIN no response",
+        "(0000000000.016458) body 3C [8] 00 FF FF FF FF FF FF FF LIN GO-TO-SLEEP, classic checksum 00",
+        "(0000000000.500260) body 00 [0] LIN WAKE-UP",
+        "(0000000000.603593) body 10 [2] 01 02 LIN enhanced checksum",
+        "(0000000000.613593) body 10 [2] 01 02 LIN enhanced checksum",
+    };
+    expect_lines(out, expected, sizeof expected / sizeof expected[0]);
     free(out);
     fh_client_free(slave);
     CHECK(WIFEXITED(hub_stop(&h)), "hub exit");

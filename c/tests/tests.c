@@ -1177,6 +1177,8 @@ static const struct test TESTS[] = {
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
     {"lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn",
      test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn},
+    {"lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay",
+     test_lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay},
     {"virtual_time_runs_step_by_step_and_repeat_exactly", test_virtual_time_runs_step_by_step_and_repeat_exactly},
     {"virtual_time_needs_a_hub_in_virtual_time_and_a_participant",
      test_virtual_time_needs_a_hub_in_virtual_time_and_a_participant},
