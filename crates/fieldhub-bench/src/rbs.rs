@@ -29,14 +29,17 @@
 //! Both runs count from their simulation's origin (`origin_ns`, the bus time
 //! every start delay counts from), which the hub reports when it starts one.
 //! Beside them, the machine's floor in the same run ([`floor`]): how late a
-//! plain thread sleeping to deadlines 1 ms apart woke meanwhile.
+//! thread scheduled as the bus thread, sleeping to deadlines 1 ms apart,
+//! woke meanwhile; and, for the cycles more than a frame time off, the
+//! deadlines the hub's bus thread served late ([`stalls`]: the machine's
+//! scheduling or the hub's work).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, Port, PortConfig};
+use fieldhub_client::{Client, ClientOptions, Port, PortConfig, TimerStats};
 use fieldhub_proto::Frame;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -46,9 +49,11 @@ use crate::stats::Distribution;
 use crate::{BenchError, Launcher, Progress, Transport, PATIENCE};
 use exact::{Deviation, Received, Run, Schedule};
 use floor::Floor;
+use stalls::Stalls;
 
 pub mod exact;
 pub mod floor;
+pub mod stalls;
 
 /// The channel the simulation runs on.
 const RBS_CHANNEL: &str = "bench-rbs";
@@ -125,10 +130,13 @@ pub struct RbsReport {
     /// Per cycle class, each real-time frame against the same cycle in
     /// virtual time: the deviation from the exact arbitration outcome.
     pub against_exact: Vec<Deviation>,
-    /// How late a plain thread of the benchmark woke for deadlines 1 ms
-    /// apart during the real-time run, after the warm-up: the machine's
-    /// floor ([`floor`]).
+    /// How late a thread of the benchmark, scheduled as the bus thread,
+    /// woke for deadlines 1 ms apart during the real-time run, after the
+    /// warm-up: the machine's floor ([`floor`]).
     pub floor: Distribution,
+    /// The cycles more than one frame time off, beside the bus thread's
+    /// late deadlines ([`stalls`]).
+    pub stalls: Stalls,
 }
 
 impl std::fmt::Display for RbsReport {
@@ -194,11 +202,11 @@ impl std::fmt::Display for RbsReport {
         let d = &self.floor;
         writeln!(
             f,
-            "the machine's floor: a plain thread sleeping to deadlines 1 ms apart woke late by p50 {:.1} / p99 {:.1} / \
-             max {:.1} µs ({} wake-ups)",
+            "the machine's floor: a thread scheduled as the bus thread, sleeping to deadlines 1 ms apart, woke late by \
+             p50 {:.1} / p99 {:.1} / max {:.1} µs ({} wake-ups)",
             d.p50_us, d.p99_us, d.max_us, d.samples
         )?;
-        Ok(())
+        write!(f, "{}", self.stalls)
     }
 }
 
@@ -274,10 +282,10 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
         ));
     }
     progress(&format!("{} messages for {} s in real time", spec.messages, spec.seconds));
-    let floor = Floor::start()?;
+    let floor = Floor::start(spec.realtime)?;
     let real_run = in_real_time(launcher, spec);
     let floor = floor.stop(Duration::from_nanos(WARM_UP_NS));
-    let (mut seen, real_origin) = real_run?;
+    let (mut seen, real_origin, timer) = real_run?;
     progress(&format!(
         "{} messages for {} s of bus time in virtual time: the exact outcome",
         spec.messages, spec.seconds
@@ -308,7 +316,7 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
         .collect();
     let real = Run { frames: &real, origin_ns: real_origin };
     let exact = Run { frames: &exact, origin_ns: exact_origin };
-    let against_exact = present
+    let against_exact: Vec<Deviation> = present
         .map(|cycle_ms| {
             let schedules: Vec<Schedule> = in_class(cycle_ms)
                 .map(|i| Schedule {
@@ -320,6 +328,8 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
             exact::compare(cycle_ms, &schedules, real, exact, WARM_UP_NS, frame_ns)
         })
         .collect();
+    let off: Vec<_> = against_exact.iter().flat_map(|d| d.off.iter().copied()).collect();
+    let stalls = stalls::explain(&off, &timer, real_origin);
     Ok(RbsReport {
         messages: spec.messages,
         seconds: spec.seconds,
@@ -331,6 +341,7 @@ pub fn run(launcher: &Launcher, spec: &RbsRun, progress: Progress<'_>) -> Result
         classes,
         against_exact,
         floor,
+        stalls,
     })
 }
 
@@ -354,8 +365,9 @@ fn start_simulation(hub: &HubProcess, receiver: &Client, messages: usize) -> Res
     Ok((port, origin))
 }
 
-/// The frames of `spec.seconds` of the simulation in real time, and its origin.
-fn in_real_time(launcher: &Launcher, spec: &RbsRun) -> Result<(Received, u64), BenchError> {
+/// The frames of `spec.seconds` of the simulation in real time, its origin,
+/// and how late the hub's bus thread served its deadlines meanwhile.
+fn in_real_time(launcher: &Launcher, spec: &RbsRun) -> Result<(Received, u64, TimerStats), BenchError> {
     let hub = match spec.realtime {
         true => HubProcess::start_with_extras(
             launcher,
@@ -373,7 +385,10 @@ fn in_real_time(launcher: &Launcher, spec: &RbsRun) -> Result<(Received, u64), B
             seen.entry(rx.frame.id()).or_default().push(rx.meta.timestamp_ns);
         }
     }
-    Ok((seen, origin))
+    let timer = receiver.stats()?.timer.ok_or_else(|| {
+        BenchError::Hub("the real-time hub's statistics have no `timer`: is it a hub of this version?".into())
+    })?;
+    Ok((seen, origin, timer))
 }
 
 /// The frames of `spec.seconds` of bus time of the same simulation in

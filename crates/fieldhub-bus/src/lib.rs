@@ -19,7 +19,8 @@
 //!   the runtime provides), [`outbox`] (items out, each transport's sink),
 //!   [`clock`], [`recording`] and [`monitor`] taps, [`federation`] link types,
 //!   [`access`] rights, [`config`] tables.
-//! - Figures: [`bus_load`], [`id_counter`], [`slots`].
+//! - Figures: [`bus_load`], [`id_counter`], [`slots`], [`deadline_lateness`]
+//!   (how late the runtime served the bus's deadlines in real time).
 //! - [`cyclic`]: cyclic jobs on bus time (rest-bus messages, BCM transmit jobs).
 //!
 //! # Invariants
@@ -54,6 +55,7 @@ pub mod config;
 pub mod confinement;
 pub mod credit;
 pub mod cyclic;
+pub mod deadline_lateness;
 pub mod departed;
 pub mod fault;
 pub mod federation;

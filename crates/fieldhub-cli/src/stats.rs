@@ -98,6 +98,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<()> {
     if !stats.auth_refused.is_empty() {
         writeln!(out, "\nrefused for their credentials: {}", by_reason(&stats.auth_refused))?;
     }
+    if let Some(timer) = stats.timer.as_ref().filter(|t| t.deadlines > 0) {
+        out.push_str(&timer_lines(timer));
+    }
     if let Some(o) = &stats.omitted {
         writeln!(
             out,
@@ -205,13 +208,37 @@ fn federation_lines(f: &FederationStats) -> String {
     lines
 }
 
+/// How late the bus thread served its deadlines (real time): the count
+/// over 100 µs and 1 ms, and the latest with the part the thread slept past.
+fn timer_lines(t: &fieldhub_proto::stats::TimerStats) -> String {
+    let mut lines = format!(
+        "\nbus thread: {} deadlines served, {} more than 100 µs late, {} more than 1 ms, the latest {:.1} µs\n",
+        t.deadlines,
+        t.late_over_100us,
+        t.late_over_1ms,
+        t.max_late_ns as f64 / 1e3
+    );
+    if let Some(w) = t.worst.first() {
+        let cause = match w.woke_late_ns * 2 >= w.late_ns {
+            true => "the system ran the thread late",
+            false => "the thread was busy",
+        };
+        lines += &format!(
+            "    the latest: {:.1} µs late, {:.1} µs of it asleep past its time ({cause})\n",
+            w.late_ns as f64 / 1e3,
+            w.woke_late_ns as f64 / 1e3
+        );
+    }
+    lines
+}
+
 fn by_reason(counts: &std::collections::BTreeMap<String, u64>) -> String {
     counts.iter().map(|(reason, n)| format!("{reason} {n}")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{federation_lines, identifier, json_document};
+    use super::{federation_lines, identifier, json_document, timer_lines};
     use fieldhub_proto::stats::{ChannelStats, FederationStats, HubStats, IdStats};
 
     #[test]
@@ -222,6 +249,27 @@ mod tests {
         let lines = federation_lines(&waiting);
         assert!(lines.starts_with("    federated: relay (owner rack1)"), "{lines}");
         assert!(lines.ends_with("    owner not reachable: the owner rack1 is not reachable\n"), "{lines}");
+    }
+
+    #[test]
+    fn the_bus_threads_latest_deadline_names_whether_it_slept_or_worked_past_it() {
+        use fieldhub_proto::stats::{LateDeadline, TimerStats};
+        let slept = LateDeadline { due_ns: 1, late_ns: 1_500_000, woke_late_ns: 1_400_000 };
+        let timer = TimerStats {
+            deadlines: 9,
+            late_over_100us: 2,
+            late_over_1ms: 1,
+            max_late_ns: 1_500_000,
+            worst: vec![slept],
+        };
+        let text = timer_lines(&timer);
+        assert!(
+            text.contains("9 deadlines served, 2 more than 100 µs late, 1 more than 1 ms, the latest 1500.0 µs"),
+            "{text}"
+        );
+        assert!(text.contains("1400.0 µs of it asleep past its time (the system ran the thread late)"), "{text}");
+        let busy = TimerStats { worst: vec![LateDeadline { woke_late_ns: 0, ..slept }], ..timer };
+        assert!(timer_lines(&busy).contains("(the thread was busy)"));
     }
 
     #[test]

@@ -127,7 +127,9 @@ pub use default_hub::{connect_default, connect_default_url};
 use dispatch::{Reply, ReplySlot, Shared, Waiting};
 pub use error::ClientError;
 pub use fate::{ChannelCondition, ChannelEvent, DropReason, DropTally};
-pub use fieldhub_proto::stats::{ChannelStats, HubStats, IdStats, PortStats, RouteStats, TimeStats};
+pub use fieldhub_proto::stats::{
+    ChannelStats, HubStats, IdStats, LateDeadline, PortStats, RouteStats, TimeStats, TimerStats,
+};
 use fieldhub_proto::wire::{self, ChannelFlags, ErrorReport, Message, OpenPort, PortOptions};
 pub use fieldhub_proto::wire::{ErrorCode, WakeFilter};
 pub use fieldhub_proto::{Frame, FrameFlags, FrameKind, FrameMeta};

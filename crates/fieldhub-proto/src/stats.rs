@@ -24,6 +24,42 @@ pub struct HubStats {
     /// only transports that refused any.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty"))]
     pub auth_refused: std::collections::BTreeMap<String, u64>,
+    /// How late the bus thread served the deadlines it set itself (timed
+    /// frames' ends, cyclic jobs' cycles); absent in virtual time.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    pub timer: Option<TimerStats>,
+}
+
+/// How late a hub in real time served its bus's deadlines, and why
+/// (`spec/protocol.md` 3.10): what tells a late frame of a cyclic job the
+/// machine's (the thread woke late) from the hub's (it was busy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct TimerStats {
+    /// Deadlines served since the hub started.
+    pub deadlines: u64,
+    /// Of them, served more than 100 µs after their time.
+    pub late_over_100us: u64,
+    /// Of them, served more than 1 ms after their time.
+    pub late_over_1ms: u64,
+    /// The latest any was served, ns after its time.
+    pub max_late_ns: u64,
+    /// The deadlines served furthest past their time (at most 32), the
+    /// furthest first.
+    pub worst: Vec<LateDeadline>,
+}
+
+/// One deadline served late.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LateDeadline {
+    /// Its time: bus time, ns since the Unix epoch.
+    pub due_ns: u64,
+    /// How long after it the bus thread served it.
+    pub late_ns: u64,
+    /// The part of `late_ns` the thread slept past it (the operating system
+    /// ran it late); the rest it was busy. 0 when it was awake at the time.
+    pub woke_late_ns: u64,
 }
 
 /// How many entries of each list a `STATS` document left out, cut from

@@ -1,9 +1,11 @@
-//! The scheduler's floor, measured beside the hub in the same run: a plain
+//! The scheduler's floor, measured beside the hub in the same run: a
 //! thread of the benchmark that sleeps to absolute deadlines one millisecond
-//! apart, as `cyclictest` does, and records how late each wake-up came. The
-//! hub's bus thread wakes the same way for its cyclic jobs, so lateness the
-//! floor shows too is the machine's (other processes, the hypervisor, the
-//! timer tick), not the hub's.
+//! apart, as `cyclictest` does, and records how late each wake-up came. It
+//! is scheduled as the hub's bus thread is — 1 ns of timer slack, and
+//! `SCHED_FIFO` at the bus thread's priority when the hub runs `realtime` —
+//! and the bus thread wakes the same way for its cyclic jobs, so lateness
+//! the floor shows too is the machine's (other processes, the hypervisor,
+//! the timer tick), not the hub's.
 //!
 //! Invariant: the thread sleeps between deadlines (no spinning: it must not
 //! take the core the hub needs), and a deadline that passed while it was
@@ -18,6 +20,9 @@ use crate::stats::Distribution;
 
 /// The sleeping thread's period.
 const PERIOD: Duration = Duration::from_millis(1);
+/// The hub's bus thread's `SCHED_FIFO` priority under `[hub] realtime`
+/// (`fieldhub-hub`'s `bus_thread::realtime`).
+pub const BUS_THREAD_PRIORITY: i32 = 10;
 
 /// A running floor measurement.
 pub struct Floor {
@@ -26,11 +31,15 @@ pub struct Floor {
 }
 
 impl Floor {
-    /// Start the sleeping thread.
-    pub fn start() -> std::io::Result<Self> {
+    /// Start the sleeping thread, under `SCHED_FIFO` when `realtime` (as
+    /// the bus thread of a `realtime` hub; refused without the right to).
+    pub fn start(realtime: bool) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let thread = std::thread::Builder::new().name("bench-floor".into()).spawn(move || {
+            // The bus thread's slack (`bus_thread::realtime`): the default
+            // 50 µs would make the floor later than the hub by design.
+            let _ = fieldhub_shm::waker_sched::set_timer_slack_ns(1);
             let mut late = Vec::with_capacity(1 << 16);
             let mut deadline = Instant::now() + PERIOD;
             while !stopped.load(Ordering::Relaxed) {
@@ -43,6 +52,13 @@ impl Floor {
             }
             late
         })?;
+        if realtime {
+            if let Err(e) = fieldhub_shm::waker_sched::run_fifo(&thread, BUS_THREAD_PRIORITY) {
+                stop.store(true, Ordering::Relaxed);
+                let _ = thread.join();
+                return Err(std::io::Error::new(e.kind(), format!("the floor thread under SCHED_FIFO: {e}")));
+            }
+        }
         Ok(Self { stop, thread })
     }
 
@@ -61,7 +77,7 @@ mod tests {
 
     #[test]
     fn the_floor_records_one_wake_up_per_millisecond_and_skips_what_it_is_told() {
-        let floor = Floor::start().unwrap();
+        let floor = Floor::start(false).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         // About one a millisecond, fewer if the machine made it late; the
         // first 50 ms left out.

@@ -216,6 +216,8 @@ pub struct Bus {
     cyclic: CyclicJobs<(ClientId, u16), Box<dyn FrameProducer>>,
     /// The frames of the cyclic jobs due in one step (reused).
     cyclic_due: Vec<((ClientId, u16), Frame)>,
+    /// How late the runtime served the deadlines [`Bus::serve`] set, in real time.
+    lateness: crate::deadline_lateness::DeadlineLateness,
 }
 
 impl Bus {
@@ -276,6 +278,7 @@ impl Bus {
             auth_refused: Arc::default(),
             cyclic: CyclicJobs::new(),
             cyclic_due: Vec::new(),
+            lateness: Default::default(),
         }
     }
 
@@ -332,6 +335,16 @@ impl Bus {
         let deadline = self.step();
         self.flush_outboxes();
         deadline
+    }
+
+    /// The runtime served the deadline `due_ns` (what [`Bus::serve`]
+    /// returned) at bus time `served_ns`, having slept toward it and woken at
+    /// `woke_ns`, or being awake (`None`): `STATS`' `timer`. Real time only;
+    /// virtual time's deadlines are never late.
+    pub fn note_deadline_served(&mut self, due_ns: u64, served_ns: u64, woke_ns: Option<u64>) {
+        if !self.in_virtual_time_mode() {
+            self.lateness.served(due_ns, served_ns, woke_ns);
+        }
     }
 
     /// Bus time now, as the bus reads it.
@@ -778,6 +791,7 @@ impl Bus {
             time: self.time_stats(),
             omitted: None,
             auth_refused: self.auth_refused.snapshot(),
+            timer: (!self.in_virtual_time_mode()).then(|| self.lateness.snapshot()),
         }
     }
 

@@ -110,3 +110,38 @@ fn error_frames_have_their_own_column_and_key_apart_from_data_frames() {
     let column = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
     assert_eq!((column("FRAMES"), column("ERRORS")), ("10", "3"), "{text}");
 }
+
+#[test]
+fn stats_say_how_late_the_bus_thread_served_its_deadlines_in_real_time_and_nothing_in_virtual_time() {
+    let dir = std::env::temp_dir().join(format!("fieldhub-cli-stats-timer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dbc = dir.join("body.dbc");
+    std::fs::write(&dbc, include_str!("../../../fieldhub-rbs/tests/data/body.dbc")).unwrap();
+    // A rest-bus simulation's cycles are deadlines the bus thread sleeps toward.
+    let channels = format!(
+        "[[channel]]\nname = \"can0\"\ntiming = \"timed\"\n\n[[rbs]]\ndbc = \"{}\"\nchannel = \"can0\"\n\
+         except = [\"DUT\"]\n",
+        dbc.display()
+    );
+    let hub = FIELDHUB.start_with(Some(&channels), &[]);
+    let stats = |hub: &fieldhub_testkit::HubProcess| {
+        let out = FIELDHUB.command().args(["stats", "--json", "--hub", &hub.url]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<HubStats>(&out.stdout).expect("valid JSON")
+    };
+    let first = stats(&hub).timer.expect("a hub in real time has a timer");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let timer = stats(&hub).timer.expect("a hub in real time has a timer");
+    assert!(timer.deadlines > first.deadlines, "the cycles of 300 ms served: {first:?} then {timer:?}");
+    assert!(timer.worst.len() <= 32 && timer.worst.windows(2).all(|w| w[0].late_ns >= w[1].late_ns), "{timer:?}");
+    assert!(timer.worst.iter().all(|w| w.woke_late_ns <= w.late_ns), "{timer:?}");
+    let text = FIELDHUB.command().args(["stats", "--hub", &hub.url]).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("bus thread: ") && text.contains(" deadlines served, "), "{text}");
+    drop(hub);
+
+    let virtual_time = format!("[hub]\ntime = \"virtual\"\n\n{channels}");
+    let hub = FIELDHUB.start_with(Some(&virtual_time), &[]);
+    assert_eq!(stats(&hub).timer, None, "virtual time's deadlines are never late");
+    let _ = std::fs::remove_dir_all(&dir);
+}

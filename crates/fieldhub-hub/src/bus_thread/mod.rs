@@ -52,12 +52,21 @@ pub fn run(mut bus: Bus, inbox: Inbox, wake: Arc<BusWake>, busy_poll: bool) {
     realtime::tighten_timer_slack();
     let mut spin = AdaptiveSpin::default();
     let mut deadline: Option<u64> = None;
+    // When the loop last woke from a sleep toward `deadline` (bus time): what
+    // tells a deadline served late because the thread woke late (the OS)
+    // from one served late because it was busy (`STATS` `timer`).
+    let mut woke: Option<u64> = None;
     loop {
         let input = bus.take_input(&inbox);
         if input == Input::Stopped {
             return;
         }
-        if input == Input::Worked || deadline.is_some_and(|at| at <= bus.now()) {
+        let due = deadline.filter(|&at| at <= bus.now());
+        if input == Input::Worked || due.is_some() {
+            if let Some(at) = due {
+                bus.note_deadline_served(at, bus.now(), woke);
+            }
+            woke = None;
             deadline = bus.serve();
             continue;
         }
@@ -74,5 +83,8 @@ pub fn run(mut bus: Bus, inbox: Inbox, wake: Arc<BusWake>, busy_poll: bool) {
         let shared = bus.reads_rings();
         let input = || inbox.has_waiting() || bus.ring_ready();
         wake.wait(busy_poll, &mut spin, wait_until, shared, input);
+        if deadline.is_some() && !bus.in_virtual_time_mode() {
+            woke = Some(bus.now());
+        }
     }
 }
