@@ -322,6 +322,15 @@ class Hub:
     def unshort(self, channel: str) -> Dict[str, Any]:
         return self.request("POST", f"/api/v1/channels/{channel}/unshort")
 
+    def lin_sleep(self, channel: str) -> Dict[str, Any]:
+        """The LIN channel's master sends the go-to-sleep command at its next slot boundary
+        (``fieldhub ctl lin sleep``); the channel sleeps from the command's end."""
+        return self.request("POST", f"/api/v1/channels/{channel}/lin/sleep")
+
+    def lin_wake(self, channel: str) -> Dict[str, Any]:
+        """The master wakes the sleeping LIN channel with its wake-up pulse (``fieldhub ctl lin wake``)."""
+        return self.request("POST", f"/api/v1/channels/{channel}/lin/wake")
+
     def force_state(self, port: str, state: str) -> Dict[str, Any]:
         """``state``: ``error_active``, ``error_passive`` or ``bus_off``."""
         return self.request("POST", f"/api/v1/ports/{port}/state", {"state": state})
