@@ -234,14 +234,3 @@ fn channel_settings_of_the_other_protocols_are_refused_by_key() {
     assert!(check(Protocol::Raw, |c| c.bitrate = 12_000_000).is_ok(), "PROFIBUS DP's 12 Mbit/s");
     assert!(check(Protocol::Can, |c| c.bitrate = 12_000_000).is_err());
 }
-
-#[test]
-fn a_can_xl_or_raw_channel_is_not_federated_until_events_carry_long_frames() {
-    for protocol in [Protocol::Canxl, Protocol::Raw] {
-        let mut config = ChannelConfig::new("c", protocol);
-        config.federated = true;
-        let (key, text) = crate::channel::check_arbitration(&config).unwrap_err();
-        assert_eq!(key, "federated");
-        assert!(text.contains("federation events do not carry frames over 255 bytes yet"), "{text}");
-    }
-}

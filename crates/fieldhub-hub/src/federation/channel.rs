@@ -79,9 +79,11 @@ pub struct FederatedChannel {
     /// The bus's relayed frames, for a relay.
     pub uplink: Option<Receiver<Uplinked>>,
     pub status: Arc<ChannelStatus>,
-    /// The channel's exact bit timing, for events' end times.
-    pub bitrate: u32,
-    pub data_bitrate: u32,
+    /// The channel's exact bit timing (its bitrates and raw frames' model),
+    /// for events' end times.
+    pub rates: fieldhub_bus::channel::Rates,
+    /// The channel carries CAN FD frames (and, on `canxl`, CAN XL ones): the
+    /// bridge's ports open with `FD`.
     pub canfd: bool,
 }
 

@@ -316,10 +316,14 @@ fn put_frame(out: &mut Vec<u8>, frame: &Frame) {
     out.push(frame.kind() as u8);
     out.push(frame.flags().bits());
     out.extend_from_slice(&frame.id().to_le_bytes());
-    out.push(frame.len() as u8);
+    // A valid frame has at most 2,048 data bytes: both lengths fit a u16.
+    out.extend_from_slice(&(frame.len() as u16).to_le_bytes());
     out.push(frame.len8_dlc());
+    if frame.is_xl() {
+        out.extend_from_slice(&frame.acceptance_field().to_le_bytes());
+    }
     let data = frame.data();
-    out.push(data.len() as u8);
+    out.extend_from_slice(&(data.len() as u16).to_le_bytes());
     out.extend_from_slice(data);
 }
 
@@ -365,11 +369,7 @@ impl<'a> Reader<'a> {
 
     fn frame(&mut self) -> Result<Frame, DecodeError> {
         let kind = self.u8()?;
-        // spec/federation.md's u8 lengths carry neither CAN XL nor raw
-        // frames: `canxl` and `raw` channels are refused `federated`.
-        let kind = FrameKind::from_wire(kind)
-            .filter(|k| !matches!(k, FrameKind::CanXl | FrameKind::Raw))
-            .ok_or(DecodeError::Kind(kind))?;
+        let kind = FrameKind::from_wire(kind).ok_or(DecodeError::Kind(kind))?;
         let bits = self.u8()?;
         // 0x20 and 0x40 are LIN's STANDING and WAKE_UP; on every other kind
         // they are reserved, as on the wire (spec/protocol.md 4.2).
@@ -377,10 +377,11 @@ impl<'a> Reader<'a> {
             .filter(|f| kind == FrameKind::Lin || !f.intersects(FrameFlags::LIN_ONLY))
             .ok_or(DecodeError::Flags(bits))?;
         let id = self.u32()?;
-        let (len, len8_dlc) = (self.u8()? as usize, self.u8()?);
-        let data_len = self.u8()? as usize;
+        let (len, len8_dlc) = (self.u16()? as usize, self.u8()?);
+        let af = if kind == FrameKind::CanXl { self.u32()? } else { 0 };
+        let data_len = self.u16()? as usize;
         let data = self.take(data_len)?;
-        Ok(Frame::from_parts(kind, flags, id, len, len8_dlc, 0, data)?)
+        Ok(Frame::from_parts(kind, flags, id, len, len8_dlc, af, data)?)
     }
 
     fn end(&self) -> Result<(), DecodeError> {
@@ -401,6 +402,8 @@ mod tests {
             Frame::remote(0x1ABCDEF, true, 4).unwrap(),
             Frame::can_fd(0x7FF, FrameFlags::BRS, &[9; 64]).unwrap(),
             Frame::error(0x4, [0, 1, 2, 3, 4, 5, 6, 7]).unwrap(),
+            Frame::can_xl(0x123, 0x42, 3, FrameFlags::XL_SEC, 0x1234_5678, &[0xA5; 2048]).unwrap(),
+            Frame::raw(0xDEAD_BEEF, &[0x5A; 2048]).unwrap(),
         ]
     }
 

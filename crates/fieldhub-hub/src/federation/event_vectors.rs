@@ -33,6 +33,8 @@ fn frame(v: &Value) -> Frame {
         Some("can") => FrameKind::Can,
         Some("canfd") => FrameKind::CanFd,
         Some("error") => FrameKind::Error,
+        Some("canxl") => FrameKind::CanXl,
+        Some("raw") => FrameKind::Raw,
         other => panic!("frame kind {other:?}"),
     };
     let flags = v["flags"].as_array().expect("flags").iter().fold(FrameFlags::empty(), |flags, name| {
@@ -42,11 +44,14 @@ fn frame(v: &Value) -> Frame {
                 Some("remote") => FrameFlags::REMOTE,
                 Some("brs") => FrameFlags::BRS,
                 Some("esi") => FrameFlags::ESI,
+                Some("sec") => FrameFlags::XL_SEC,
+                Some("rrs") => FrameFlags::XL_RRS,
                 other => panic!("flag {other:?}"),
             }
     });
     let (id, len, dlc) = (number(&v["id"]) as u32, number(&v["len"]) as usize, number(&v["len8_dlc"]) as u8);
-    Frame::from_parts(kind, flags, id, len, dlc, 0, &hex(&v["data"])).expect("a vector's frame is valid")
+    let af = v.get("af").map_or(0, number) as u32;
+    Frame::from_parts(kind, flags, id, len, dlc, af, &hex(&v["data"])).expect("a vector's frame is valid")
 }
 
 fn origin(v: &Value) -> Option<Origin> {

@@ -85,9 +85,8 @@ impl Federation {
                 role,
                 uplink,
                 status,
-                bitrate: channel.bitrate,
-                data_bitrate: channel.effective_data_bitrate(),
-                canfd: channel.protocol == crate::config::Protocol::Canfd,
+                rates: channel.rates(),
+                canfd: matches!(channel.protocol, crate::config::Protocol::Canfd | crate::config::Protocol::Canxl),
             });
         }
         let (zenoh_config, dictionary) = zenoh_config(&federation)?;

@@ -34,7 +34,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::wire::{ChannelFlags, PortOptions};
 use tracing::{error, info, warn};
 use zenoh::qos::{CongestionControl, Priority};
@@ -172,8 +171,7 @@ impl OwnerBridge {
                 channel: name.clone(),
                 term: self.term,
                 ledger: Arc::clone(&self.ledger),
-                bitrate: self.channel.bitrate,
-                data_bitrate: self.channel.data_bitrate,
+                rates: self.channel.rates,
                 ports: HashMap::from([(main.0, main.1)]),
             };
             std::thread::Builder::new()
@@ -290,8 +288,7 @@ struct Writer {
     channel: String,
     term: Term,
     ledger: Arc<Mutex<Ledger>>,
-    bitrate: u32,
-    data_bitrate: u32,
+    rates: fieldhub_bus::channel::Rates,
     /// The bridge's ports: handle → hub-wide id (`TX_DROPPED` names a handle).
     ports: HashMap<u16, u32>,
 }
@@ -319,7 +316,7 @@ impl Writer {
             Outbound::Frame { frame, meta, .. } => {
                 let frame = frame.with_echo(false);
                 let origin = forwarded.lock().ok().and_then(|mut f| origin_of(&mut f, meta.sender, &frame));
-                let busy_ns = FrameBits::of(&frame).duration_ns(self.bitrate, self.data_bitrate);
+                let busy_ns = self.rates.duration_ns(&frame);
                 event(origin, Body::Frame(frame), meta.timestamp_ns, meta.timestamp_ns + busy_ns);
             }
             Outbound::TxDropped { port, reason, dropped: count } => {

@@ -331,14 +331,6 @@ pub fn check_arbitration(config: &ChannelConfig) -> Result<(), (&'static str, St
             _ => {}
         }
     }
-    if matches!(config.protocol, Protocol::Canxl | Protocol::Raw) && config.federated {
-        // spec/federation.md's event carries a frame's length in a u8.
-        let text = format!(
-            "a protocol = \"{}\" channel is local to one hub: federation events do not carry frames over 255 bytes yet",
-            config.protocol.name()
-        );
-        return Err(("federated", text));
-    }
     if config.arbitration != Arbitration::Can && config.federated {
         let text = format!("a federated channel uses arbitration = \"can\"; \"{rule}\" channels are local to one hub");
         return Err(("arbitration", text));

@@ -361,3 +361,35 @@ fn only_hubs_that_know_the_federation_token_link() {
         assert!(!log.contains("the owner is there"), "the relay with {name} linked to the owner: {log}");
     }
 }
+
+/// spec/federation.md revision 2: a 2,048-byte CAN XL frame and a raw-sized
+/// payload cross as whole frames — u16 lengths, the XL acceptance field — so a
+/// relay's sender is confirmed and listeners on both hubs get it unchanged.
+#[test]
+fn a_2048_byte_can_xl_frame_from_a_relay_reaches_both_hubs_whole() {
+    let xl = "protocol = \"canxl\"\nxl_data_bitrate = 10000000\n";
+    let ports = [free_port(), free_port()];
+    let owner = FIELDHUB.start_with(Some(&config_with("rack1", ports[0], None, None, xl)), &[]);
+    owner.wait_for_log("this hub owns the channel");
+    let relay = FIELDHUB.start_with(Some(&config_with("rack2", ports[1], Some(ports[0]), Some("rack1"), xl)), &[]);
+    relay.wait_for_log("the owner is there");
+    let fd = PortConfig { fd: true, block_on_overflow: true, ..Default::default() };
+    let (sender, on_owner, on_relay) = (relay.client("sender"), owner.client("listener"), relay.client("listener"));
+    let tx = sender.open_port_with("body", &fd).unwrap();
+    on_owner.open_port_with("body", &fd).unwrap();
+    on_relay.open_port_with("body", &fd).unwrap();
+    on_owner.flush().unwrap();
+    on_relay.flush().unwrap();
+    let data: Vec<u8> = (0..2048u32).map(|i| (i * 7) as u8).collect();
+    let flags = fieldhub_client::FrameFlags::XL_SEC;
+    let frame = fieldhub_client::Frame::can_xl(0x123, 0x42, 3, flags, 0x1234_5678, &data).unwrap();
+    sender.send(&tx, &frame).unwrap();
+    sender.flush().expect("the relay's sender is confirmed once the owner's event is applied");
+    for listener in [&on_owner, &on_relay] {
+        let got = recv_n(listener, 1);
+        let received = &got[0].frame;
+        assert_eq!((received.kind(), received.id(), received.sdt()), (frame.kind(), 0x0042_0123, 3));
+        assert_eq!((received.acceptance_field(), received.is_sec()), (0x1234_5678, true));
+        assert_eq!(received.data(), &data[..], "every byte crossed");
+    }
+}
