@@ -344,6 +344,28 @@ class Hub:
         """Remove the route numbered ``route`` (the ``route`` of ``bridge``'s answer)."""
         return self.request("DELETE", f"/api/v1/routes/{route}")
 
+    def gateways(self) -> List[Dict[str, Any]]:
+        """The CAN↔LIN gateways with their counters (``fieldhub ctl gateways``)."""
+        return self.request("GET", "/api/v1/gateways")
+
+    def add_gateway(
+        self, from_channel: str, to_channel: str, can_id: int, lin_id: int, *, extended: bool = False,
+        node: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """A CAN↔LIN gateway, as a ``[[gateway]]`` table (docs/buses.md): one
+        frame mapped from ``from_channel`` to ``to_channel``. Returns it as
+        ``gateways()`` lists it, its number in ``gateway``; a table the
+        configuration would refuse raises ``HubError`` naming the key."""
+        gateway = {"from": from_channel, "to": to_channel, "can_id": can_id, "lin_id": lin_id, "extended": extended}
+        if node is not None:
+            gateway["node"] = node
+        return self.request("POST", "/api/v1/gateways", gateway)
+
+    def remove_gateway(self, gateway: int) -> Dict[str, Any]:
+        """Remove gateway number ``gateway``; returns its last counters
+        (``dropped``: frames it had queued and did not send)."""
+        return self.request("DELETE", f"/api/v1/gateways/{gateway}")
+
     def add_fault(self, **rule: Any) -> Dict[str, Any]:
         """A fault rule (see docs/control.md): ``channel``, ``at``, ``action``, …"""
         return self.request("POST", "/api/v1/faults", rule)

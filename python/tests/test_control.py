@@ -1,8 +1,9 @@
-"""Driving the hub from Python: faults, wiring, recording, statistics."""
+"""Driving the hub from Python: faults, wiring, CAN↔LIN gateways, recording, statistics."""
 
 import os
 
 import can
+import pytest
 
 import fieldhub
 
@@ -88,3 +89,44 @@ def test_a_hub_attached_through_shm_without_a_published_address_says_so():
         assert "publishes no control address" in str(e)
     else:
         raise AssertionError("a hub that publishes nothing was reached")
+
+
+GATEWAY_CONFIG = """
+[[channel]]
+name = "body"
+
+[[channel]]
+name = "doors"
+protocol = "lin"
+bitrate = 19200
+timing = "timed"
+
+[channel.lin]
+schedule = [{ id = 0x10, delay_ms = 10 }]
+"""
+
+
+def test_a_gateway_added_from_python_carries_lin_responses_to_can_until_removed():
+    with fieldhub.Hub(GATEWAY_CONFIG) as hub:
+        door = hub.bus("doors", port_name="door")
+        lin_rx, can_rx = hub.bus("doors", port_name="lin-rx"), hub.bus("body", port_name="can-rx")
+        door.lin_stand(0x10, b"\x0A\x0B")  # answers every 0x10 header, every 10 ms
+        with pytest.raises(fieldhub.HubError, match="node: only a gateway into a LIN channel publishes as a node"):
+            hub.add_gateway("doors", "body", can_id=0x310, lin_id=0x10, node="door")
+        gateway = hub.add_gateway("doors", "body", can_id=0x310, lin_id=0x10)
+        assert (gateway["direction"], gateway["carried"]) == ("lin-to-can", 0)
+        mapped = can_rx.recv(5)
+        assert (mapped.arbitration_id, bytes(mapped.data)) == (0x310, b"\x0A\x0B")
+        removed = hub.remove_gateway(gateway["gateway"])
+        assert removed["removed"] and removed["carried"] >= 1
+        assert hub.gateways() == []
+        while can_rx.recv(0.05) is not None:  # what crossed before the removal
+            pass
+        # The LIN bus goes on answering; nothing crosses to CAN any more.
+        assert can_rx.recv(0.2) is None
+        while lin_rx.recv(0) is not None:  # from the first header (before the door stood) on
+            pass
+        heard = [lin_rx.recv(1) for _ in range(3)]
+        assert all(m is not None and bytes(m.data) == b"\x0A\x0B" for m in heard), heard
+        for bus in (door, lin_rx, can_rx):
+            bus.shutdown()

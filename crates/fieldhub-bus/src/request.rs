@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::config::{ChannelConfig, RouteConfig, Timing};
 use crate::fault::FaultSpec;
+use crate::lin_gateway::GatewayConfig;
 use crate::monitor::MonitorTap;
 
 /// An operation on the bus.
@@ -22,6 +23,12 @@ pub enum ControlRequest {
     Routes,
     /// The CAN↔LIN gateways (`[[gateway]]`) and their counters.
     Gateways,
+    /// Add a CAN↔LIN gateway, checked as a `[[gateway]]` table is.
+    AddGateway(GatewayConfig),
+    /// Remove a CAN↔LIN gateway by its number (`gateway`).
+    RemoveGateway {
+        id: u32,
+    },
     /// Attach an open port to a channel (a cable plugged in).
     Plug {
         port: String,

@@ -31,6 +31,9 @@ enum Operation {
     Routes,
     /// CAN↔LIN gateways (`[[gateway]]`): frames carried, refused by reason.
     Gateways,
+    /// Add a CAN↔LIN gateway while the hub runs, or remove one.
+    #[command(subcommand)]
+    Gateway(GatewayOperation),
     /// Plug a port's cable into a channel (moves it from its current one).
     Plug {
         /// The port's name (`ctl ports`).
@@ -206,6 +209,37 @@ enum LinOperation {
 }
 
 #[derive(clap::Subcommand)]
+enum GatewayOperation {
+    /// Map one frame between a CAN and a LIN channel, as a `[[gateway]]` table
+    /// does (docs/buses.md): the direction follows from the channels. Refused,
+    /// naming the key, where the configuration's check would refuse it.
+    Add {
+        /// The channel the frames are read on.
+        from: String,
+        /// The channel the mapped frames are sent on.
+        to: String,
+        /// The CAN frame's identifier (hex).
+        #[arg(long, value_parser = parse_hex)]
+        can_id: u32,
+        /// The CAN identifier is a 29-bit one.
+        #[arg(long)]
+        extended: bool,
+        /// The LIN frame's identifier (hex, 0..3F).
+        #[arg(long, value_parser = parse_hex)]
+        lin_id: u32,
+        /// Into LIN: the node the gateway publishes as (one of the frame's publishers).
+        #[arg(long)]
+        node: Option<String>,
+    },
+    /// Remove a gateway by its number (`gateway` in `ctl gateways`); frames it
+    /// had queued and not yet sent are not sent (counted in `dropped`).
+    Remove {
+        /// The gateway's number.
+        gateway: u32,
+    },
+}
+
+#[derive(clap::Subcommand)]
 enum FaultOperation {
     /// Add a rule, e.g. '{"channel":"can0","at":"bus","id":256,"mask":2047,"action":{"type":"drop"},"probability":0.1,"seed":42}'
     Add { rule: String },
@@ -242,6 +276,14 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         Operation::Ports => ("GET", "/api/v1/ports".to_owned(), None),
         Operation::Routes => ("GET", "/api/v1/routes".to_owned(), None),
         Operation::Gateways => ("GET", "/api/v1/gateways".to_owned(), None),
+        Operation::Gateway(GatewayOperation::Add { from, to, can_id, extended, lin_id, node }) => {
+            let gateway = json!({ "from": from, "to": to, "can_id": can_id, "extended": extended,
+                                  "lin_id": lin_id, "node": node });
+            ("POST", "/api/v1/gateways".to_owned(), Some(gateway))
+        }
+        Operation::Gateway(GatewayOperation::Remove { gateway }) => {
+            ("DELETE", format!("/api/v1/gateways/{gateway}"), None)
+        }
         Operation::Plug { port, channel } => {
             ("POST", format!("/api/v1/ports/{port}/plug"), Some(json!({ "channel": channel })))
         }

@@ -8,6 +8,7 @@ use super::{Bus, Route};
 use crate::channel::Channel;
 use crate::config::{Arbitration, ChannelConfig, Protocol, RouteConfig, MAX_CHANNELS, MAX_ROUTES};
 use crate::fault::{FaultRule, FaultSpec};
+use crate::lin_gateway::GatewayConfig;
 use crate::member::Member;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
@@ -61,6 +62,8 @@ impl Bus {
             ControlRequest::Ports => Ok(Value::Array(self.ports_json())),
             ControlRequest::Routes => Ok(Value::Array(self.routes.iter().map(|r| self.route_json(r)).collect())),
             ControlRequest::Gateways => Ok(self.gateways.json(&self.channels)),
+            ControlRequest::AddGateway(config) => self.add_gateway(config),
+            ControlRequest::RemoveGateway { id } => self.gateways.remove(id, &mut self.channels),
             ControlRequest::Plug { port, channel } => self.plug(&port, &channel),
             ControlRequest::Unplug { port } => self.unplug(&port),
             ControlRequest::Cut { channel, ports } => self.cut(&channel, &ports),
@@ -222,7 +225,10 @@ impl Bus {
             return Err(ControlError::Conflict(format!("routes use channel '{name}'; remove them first")));
         }
         if self.gateways.use_channel(index) {
-            let text = format!("[[gateway]] tables of the configuration use channel '{name}'; it stays");
+            let text = format!(
+                "gateways use channel '{name}'; remove them first (`fieldhub ctl gateways` lists them, \
+                 `fieldhub ctl gateway remove N` removes one)"
+            );
             return Err(ControlError::Conflict(text));
         }
         let answer = self.channel_json(index);
@@ -427,6 +433,30 @@ impl Bus {
         let answer = self.route_json(&route);
         self.routes.push(route);
         Ok(answer)
+    }
+
+    /// A `[[gateway]]` table added at run time: the configuration's checks,
+    /// each refusal naming its key.
+    fn add_gateway(&mut self, config: GatewayConfig) -> ControlResult {
+        let named = |key: &str, e: ControlError| match e {
+            ControlError::NotFound(why) => ControlError::NotFound(format!("{key}: {why}")),
+            other => other,
+        };
+        let from = self.channel_index(&config.from).map_err(|e| named("from", e))?;
+        let to = self.channel_index(&config.to).map_err(|e| named("to", e))?;
+        for (key, index) in [("from", from), ("to", to)] {
+            if self.federation[index as usize].is_some() {
+                let name = self.channels[index as usize].name();
+                return Err(ControlError::Invalid(format!(
+                    "{key}: channel '{name}' is federated; a gateway joins channels of this hub only"
+                )));
+            }
+        }
+        let id = self.gateways.add(config, from, to, &mut self.channels).map_err(|(key, why)| match key {
+            "gateway" => ControlError::Conflict(why),
+            _ => ControlError::Invalid(format!("{key}: {why}")),
+        })?;
+        Ok(self.gateways.one_json(id, &self.channels))
     }
 
     fn add_fault(&mut self, spec: FaultSpec) -> ControlResult {

@@ -1,7 +1,9 @@
 //! CAN↔LIN gateways on the manual clock: a CAN frame's response goes out at
 //! its LIN identifier's next slot, a LIN response's CAN frame arbitrates
 //! from the response's end, to the nanosecond; frames that cannot cross are
-//! counted by reason and never reach the other bus.
+//! counted by reason and never reach the other bus. Gateways added and
+//! removed through the control API carry from when they are added to when
+//! they go, with the configuration's checks.
 
 use fieldhub_proto::bits::FrameBits;
 use fieldhub_proto::lin::Checksum;
@@ -11,8 +13,9 @@ use fieldhub_proto::{Frame, FrameFlags, FrameMeta};
 use super::harness::{Harness, START_NS};
 use crate::clock::Clock;
 use crate::config::MAX_ROUTES;
+use crate::lin_gateway::GatewayConfig;
 use crate::port_id::PortId;
-use crate::request::ControlRequest;
+use crate::request::{ControlError, ControlRequest};
 
 const MS: u64 = 1_000_000;
 
@@ -187,4 +190,115 @@ fn a_response_too_long_for_its_slot_is_refused_with_the_lin_channels_reason() {
     assert_eq!(gateways[0]["refused"]["schedule"].as_u64(), Some(1));
     let why = gateways[0]["last_refused"].as_str().unwrap();
     assert!(why.contains("longer than the shortest slot of identifier 0x20 (4000000 ns)"), "{why}");
+}
+
+/// MIXED without its `[[gateway]]` tables: the gateways come from the control API.
+fn without_gateways() -> String {
+    MIXED[..MIXED.find("[[gateway]]").unwrap()].to_owned()
+}
+
+fn lamp_gateway() -> GatewayConfig {
+    GatewayConfig {
+        from: "body".into(),
+        to: "doors".into(),
+        can_id: 0x120,
+        extended: false,
+        lin_id: 0x20,
+        node: Some("BCM".into()),
+    }
+}
+
+/// The LIN responses of identifier 0x20 `lin_rx` got since last asked.
+fn lamp_responses(h: &Harness, lin_rx: &super::harness::TestClient) -> Vec<(Frame, u64)> {
+    responses(h.frames(lin_rx)).into_iter().filter(|(f, _)| f.id() == 0x20).map(|(f, m)| (f, m.timestamp_ns)).collect()
+}
+
+#[test]
+fn a_gateway_added_at_run_time_carries_frames_until_removed_and_its_counters_say_so() {
+    let mut h = Harness::new(&without_gateways());
+    let (bcm, lin_rx) = (h.connect("bcm"), h.connect("lin-rx"));
+    let port = h.open(&bcm, "body", "bcm", PortOptions::empty());
+    h.open(&lin_rx, "doors", "lin-rx", PortOptions::empty());
+    // The schedule starts now: 0x10 at 0, 10 ms 0x20, 20 ms 0x10, 30 ms 0x20, …
+    h.step();
+    // Before the gateway: the CAN frame stays on CAN.
+    h.send(&bcm, port, can(0x120, &[0x01, 0x02]));
+    run_until(&mut h, START_NS + 15 * MS);
+    assert_eq!(lamp_responses(&h, &lin_rx), []);
+
+    let added = h.control(ControlRequest::AddGateway(lamp_gateway())).unwrap();
+    assert_eq!(
+        (added["gateway"].as_u64(), added["direction"].as_str(), added["carried"].as_u64()),
+        (Some(0), Some("can-to-lin"), Some(0))
+    );
+    assert_eq!(added["length"].as_u64(), Some(2), "the Lamp frame's length, from the channel's frames");
+    h.send(&bcm, port, can(0x120, &[0xA1, 0xB2]));
+    run_until(&mut h, START_NS + 35 * MS);
+    // The 0x20 slot at 30 ms carries it, with the Lamp frame's classic checksum.
+    let lamp = Frame::lin(0x20, Checksum::Classic, &[0xA1, 0xB2]).unwrap();
+    assert_eq!(lamp_responses(&h, &lin_rx), [(lamp, START_NS + 30 * MS + 3_333_333)]);
+
+    // A frame queued for the slot at 50 ms when the gateway goes is not sent: counted as dropped.
+    h.send(&bcm, port, can(0x120, &[0xC3, 0xD4]));
+    run_until(&mut h, START_NS + 45 * MS);
+    let removed = h.control(ControlRequest::RemoveGateway { id: 0 }).unwrap();
+    assert_eq!(
+        (removed["removed"].as_bool(), removed["carried"].as_u64(), removed["dropped"].as_u64()),
+        (Some(true), Some(2), Some(1))
+    );
+    assert_eq!(h.control(ControlRequest::Gateways).unwrap(), serde_json::json!([]));
+    h.send(&bcm, port, can(0x120, &[0xE5, 0xF6]));
+    run_until(&mut h, START_NS + 95 * MS);
+    assert_eq!(lamp_responses(&h, &lin_rx), [], "nothing crosses once the gateway is gone");
+    assert_eq!(
+        h.control(ControlRequest::RemoveGateway { id: 0 }),
+        Err(ControlError::NotFound("no gateway 0; `fieldhub ctl gateways` lists them by `gateway`".into()))
+    );
+}
+
+#[test]
+fn gateways_keep_their_numbers_and_a_new_one_takes_the_next() {
+    let mut h = Harness::new(MIXED);
+    let added = h.control(ControlRequest::AddGateway(GatewayConfig { lin_id: 0x10, ..lamp_gateway() }));
+    // 0x10 is the door's frame: the LIN channel names no publisher for it, so any node may answer.
+    let added = added.unwrap();
+    assert_eq!(added["gateway"].as_u64(), Some(2), "after the configuration's 0 and 1");
+    h.control(ControlRequest::RemoveGateway { id: 0 }).unwrap();
+    let listed = h.control(ControlRequest::Gateways).unwrap();
+    let numbers: Vec<u64> = listed.as_array().unwrap().iter().map(|g| g["gateway"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [1, 2]);
+}
+
+#[test]
+fn a_bad_gateway_is_refused_naming_its_key_and_the_bus_keeps_none_of_it() {
+    let mut h = Harness::new(&without_gateways());
+    let mut refused = |config: GatewayConfig| h.control(ControlRequest::AddGateway(config)).unwrap_err();
+    assert_eq!(
+        refused(GatewayConfig { lin_id: 0x40, ..lamp_gateway() }),
+        ControlError::Invalid("lin_id: 0x40 is not a LIN frame identifier (0..=0x3F)".into())
+    );
+    assert_eq!(
+        refused(GatewayConfig { can_id: 0x800, ..lamp_gateway() }),
+        ControlError::Invalid(
+            "can_id: 0x800 exceeds the identifier range 0x7FF; set extended = true for a 29-bit identifier".into()
+        )
+    );
+    let both_can = refused(GatewayConfig { to: "body".into(), ..lamp_gateway() });
+    assert!(
+        matches!(&both_can, ControlError::Invalid(why) if why.starts_with("to: 'body' and 'body' are both CAN channels")),
+        "{both_can:?}"
+    );
+    let not_publisher = refused(GatewayConfig { node: Some("seat".into()), ..lamp_gateway() });
+    assert!(
+        matches!(&not_publisher, ControlError::Invalid(why) if why.starts_with("node: node 'seat' does not publish LIN frame 0x20")),
+        "{not_publisher:?}"
+    );
+    let no_channel = refused(GatewayConfig { from: "chassis".into(), ..lamp_gateway() });
+    assert!(
+        matches!(&no_channel, ControlError::NotFound(why) if why.starts_with("from: no channel named 'chassis'")),
+        "{no_channel:?}"
+    );
+    assert_eq!(h.control(ControlRequest::Gateways).unwrap(), serde_json::json!([]));
+    // The refusals took no number: the first gateway added is 0.
+    assert_eq!(h.control(ControlRequest::AddGateway(lamp_gateway())).unwrap()["gateway"].as_u64(), Some(0));
 }

@@ -16,6 +16,7 @@ mod candump_options;
 mod check_config;
 mod convert;
 mod frame_bits;
+mod gateway;
 mod isotp;
 mod rbs;
 mod ready_signal;

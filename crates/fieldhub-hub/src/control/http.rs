@@ -163,7 +163,11 @@ fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/ports", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Ports)))
         .route("/api/v1/routes", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Routes)).post(add_route))
         .route("/api/v1/routes/{route}", delete(remove_route))
-        .route("/api/v1/gateways", get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Gateways)))
+        .route(
+            "/api/v1/gateways",
+            get(|State(s): State<Arc<ApiState>>| ask(s, ControlRequest::Gateways)).post(add_gateway),
+        )
+        .route("/api/v1/gateways/{gateway}", delete(remove_gateway))
         .route("/api/v1/ports/{port}/plug", post(plug))
         .route("/api/v1/ports/{port}/unplug", post(unplug))
         .route("/api/v1/channels/{channel}/cut", post(cut))

@@ -1,23 +1,27 @@
 //! The control API's requests that are one request to the bus each:
 //! wiring (plug, unplug, cut, repair), channels, shorts, error states,
-//! fault rules, virtual time, recordings and gateway routes. Each reads its
-//! path and body, asks the bus, and answers what the bus said.
+//! fault rules, virtual time, recordings, gateway routes and CAN↔LIN
+//! gateways. Each reads its path and body, asks the bus, and answers what the
+//! bus said.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use fieldhub_bus::access::PortRight;
 use fieldhub_bus::fault::{FaultSpec, FaultSpecError};
+use fieldhub_bus::lin_gateway::GatewayConfig;
 use fieldhub_bus::request::{ChannelUpdate, ControlRequest, ForcedState, RecordingSpec, TimeCommand};
 use serde::Deserialize;
 
 use crate::config::{ChannelConfig, RouteConfig};
 use crate::control::api::{body, error};
 use crate::control::state::{ask, ask_value, ApiState};
+use crate::session::credentials::Access;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,5 +209,38 @@ pub(crate) async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Pa
     match route.parse::<u32>() {
         Ok(id) => ask(s, ControlRequest::RemoveRoute { id }).await,
         Err(_) => error(StatusCode::BAD_REQUEST, format!("route '{route}' is not a number (a route's `route` field)")),
+    }
+}
+
+/// Add a CAN↔LIN gateway. Besides control (every change needs it), the
+/// caller's access must let it read what the gateway reads and send what it
+/// sends, as starting simulated nodes needs sending on their channel.
+pub(crate) async fn add_gateway(
+    State(s): State<Arc<ApiState>>,
+    Extension(access): Extension<Access>,
+    b: Result<Json<GatewayConfig>, JsonRejection>,
+) -> Response {
+    let config = match body(b) {
+        Ok(config) => config,
+        Err(response) => return *response,
+    };
+    let reads = matches!(access.port_right(&config.from), PortRight::Both | PortRight::Read);
+    let sends = matches!(access.port_right(&config.to), PortRight::Both | PortRight::Write);
+    if !reads || !sends {
+        let (may_not, channel) = if reads { ("send on", &config.to) } else { ("read", &config.from) };
+        let text =
+            format!("{} may not {may_not} channel '{channel}', so it may not add a gateway there", access.describe());
+        return error(StatusCode::FORBIDDEN, text);
+    }
+    ask(s, ControlRequest::AddGateway(config)).await
+}
+
+pub(crate) async fn remove_gateway(State(s): State<Arc<ApiState>>, Path(gateway): Path<String>) -> Response {
+    match gateway.parse::<u32>() {
+        Ok(id) => ask(s, ControlRequest::RemoveGateway { id }).await,
+        Err(_) => error(
+            StatusCode::BAD_REQUEST,
+            format!("gateway '{gateway}' is not a number (a gateway's `gateway` field in `fieldhub ctl gateways`)"),
+        ),
     }
 }

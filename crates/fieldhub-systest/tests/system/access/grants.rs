@@ -1,8 +1,9 @@
 //! Per-client permissions (`[[access]]`) through real hub processes: the
 //! binary reads each access's token file; a port's rights on a channel are
 //! its grant's (refused, read-only, transmit-only); the control API answers
-//! an access without `control` GET only; configuration mistakes are named
-//! with their line.
+//! an access without `control` GET only, and adds a gateway only for one
+//! that reads its `from` and sends on its `to`; configuration mistakes are
+//! named with their line.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -171,6 +172,25 @@ fn control_needs_control_and_reading_is_everyones() {
     assert_eq!(status, 200, "control = true changes the hub: {body}");
     let (status, body) = call(&hub, "POST", "/api/v1/channels/can2/short", "ops-secret", None);
     assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn adding_a_gateway_needs_control_reading_its_from_and_sending_on_its_to() {
+    let (hub, _tokens) = start();
+    let gateway = r#"{"from": "can0", "to": "can1", "can_id": 288, "lin_id": 32}"#;
+    let (status, body) = call(&hub, "POST", "/api/v1/gateways", "hil-secret", Some(gateway));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("access 'hil-tester' may not control the hub"), "{body}");
+    // ops controls and reads everything, but sends on nothing: a gateway sends on its `to`.
+    let (status, body) = call(&hub, "POST", "/api/v1/gateways", "ops-secret", Some(gateway));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("may not send on channel 'can1', so it may not add a gateway there"), "{body}");
+    let (status, body) = call(&hub, "DELETE", "/api/v1/gateways/0", "hil-secret", None);
+    assert_eq!(status, 403, "{body}");
+    // The hub's token passes; the table itself is then checked.
+    let (status, body) = call(&hub, "POST", "/api/v1/gateways", "sesame", Some(gateway));
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("to: 'can0' and 'can1' are both CAN channels"), "{body}");
 }
 
 #[test]
