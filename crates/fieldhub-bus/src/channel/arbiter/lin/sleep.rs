@@ -195,7 +195,7 @@ impl LinScheduleArbiter {
     }
 
     /// Port `port` sends a wake-up pulse, read at bus time `now` (refused
-    /// before on an awake channel, [`Self::power_refuses`]): it goes on the
+    /// before on an awake channel, `power_refuses`): it goes on the
     /// bus at once, from the port, taking no credit.
     pub fn ask_pulse(&mut self, port: PortId, now: u64) {
         self.sleep.pulse_asks.push_back((Some(port), now));
