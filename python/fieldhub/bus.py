@@ -83,8 +83,9 @@ CAN_RTR_FLAG = 0x40000000
 CAN_ERR_MASK = 0x1FFFFFFF
 
 _EXTENDED, _REMOTE, _BRS, _ESI, _ECHO = 0x01, 0x02, 0x04, 0x08, 0x10
-# The same bits on a LIN record (FrameFlags::LIN_* in fieldhub-proto).
+# The same bits on a LIN record (FrameFlags::LIN_* in fieldhub-proto), and its own wake-up pulse.
 _LIN_CLASSIC, _LIN_NO_RESPONSE, _LIN_CHECKSUM_ERROR, _LIN_COLLISION = _EXTENDED, _REMOTE, _BRS, _ESI
+_LIN_WAKE_UP = 0x40
 
 
 def default_hub() -> str:
@@ -138,6 +139,7 @@ def _lin_message(channel: str, frame_id: int, flags: int, data: bytes, timestamp
         lin_no_response=bool(flags & _LIN_NO_RESPONSE),
         lin_checksum_error=bool(flags & _LIN_CHECKSUM_ERROR),
         lin_collision=bool(flags & _LIN_COLLISION),
+        lin_wake_up=bool(flags & _LIN_WAKE_UP),
     )
 
 

@@ -16,7 +16,9 @@ takes it, and the LIN details a LIN user needs are attributes of their own
 - ``lin_checksum_error``: the checksum byte is not the one its model gives (a
   receiving node discards such a response);
 - ``lin_collision``: slaves answered an event-triggered header together;
-  ``data`` and ``lin_checksum`` are what the bus read (their bits ANDed).
+  ``data`` and ``lin_checksum`` are what the bus read (their bits ANDed);
+- ``lin_wake_up``: a wake-up pulse on the sleeping bus (identifier 0, no data;
+  the go-to-sleep command is the frame 0x3C ``00 FF FF FF FF FF FF FF``).
 
 These marks are not CAN's: ``is_error_frame`` stays False (a python-can error
 frame's identifier is a CAN error class), and ``is_extended_id``,
@@ -43,7 +45,14 @@ def protected_id(frame_id: int) -> int:
 class LinMessage(Message):
     """A LIN frame received from the hub (module doc)."""
 
-    __slots__ = ("lin_checksum", "lin_checksum_model", "lin_no_response", "lin_checksum_error", "lin_collision")
+    __slots__ = (
+        "lin_checksum",
+        "lin_checksum_model",
+        "lin_no_response",
+        "lin_checksum_error",
+        "lin_collision",
+        "lin_wake_up",
+    )
 
     def __init__(
         self,
@@ -53,6 +62,7 @@ class LinMessage(Message):
         lin_no_response: bool = False,
         lin_checksum_error: bool = False,
         lin_collision: bool = False,
+        lin_wake_up: bool = False,
         **message: Any,
     ) -> None:
         if lin_checksum_model not in (CLASSIC, ENHANCED):
@@ -65,6 +75,7 @@ class LinMessage(Message):
         self.lin_no_response = lin_no_response
         self.lin_checksum_error = lin_checksum_error
         self.lin_collision = lin_collision
+        self.lin_wake_up = lin_wake_up
 
     @property
     def lin_protected_id(self) -> int:
@@ -76,7 +87,7 @@ class LinMessage(Message):
 
     def __str__(self) -> str:
         marks = [f"LIN {self.lin_checksum_model} checksum {self.lin_checksum:02X}"]
-        marks += [name for name in ("no_response", "checksum_error", "collision") if getattr(self, f"lin_{name}")]
+        marks += [name for name in ("no_response", "checksum_error", "collision", "wake_up") if getattr(self, f"lin_{name}")]
         return f"{super().__str__()}  {' '.join(marks)}"
 
     def __repr__(self) -> str:

@@ -90,3 +90,24 @@ def test_a_lin_bus_receives_each_frame_with_its_checksum_and_marks():
 def test_a_lin_message_refuses_an_unknown_checksum_model():
     with pytest.raises(ValueError, match="neither 'classic' nor 'enhanced'"):
         fieldhub.LinMessage(arbitration_id=0x10, lin_checksum_model="lin1.3")
+
+
+def test_a_lin_bus_receives_the_go_to_sleep_command_and_the_wake_up_pulse():
+    config = CONFIG.replace('[{ id = 0x30, delay_ms = 10 }, { id = 0x10, delay_ms = 10 }, { id = 0x20, delay_ms = 10 }]',
+                            '[{ id = 0x10, delay_ms = 10 }]')
+    with fieldhub.Hub(config, time="virtual") as hub:
+        observer = can.Bus(interface="fieldhub", channel="doors", hub=hub.url, port_name="observer")
+        with can.Bus(interface="fieldhub", channel="doors", hub=hub.url, port_name="door", synchronized=True) as door:
+            hub.lin_sleep("doors")  # at the next slot boundary, 10 ms
+            door.step(0.5)
+            door.lin_wake_up()
+            door.step(0.05)
+        received = [observer.recv(10) for _ in range(3)]
+        observer.shutdown()
+    header, sleep, pulse = received
+    assert (header.arbitration_id, header.lin_no_response, header.lin_wake_up) == (0x10, True, False)
+    assert (sleep.arbitration_id, bytes(sleep.data), sleep.lin_checksum_model) == (0x3C, b"\x00" + b"\xFF" * 7, "classic")
+    # The pulse: 5 bits at 19.2 kbit/s from 500 ms, no identifier or data.
+    assert (pulse.lin_wake_up, pulse.arbitration_id, bytes(pulse.data), pulse.lin_no_response) == (True, 0, b"", False)
+    assert round(pulse.timestamp, 6) == round(0.5 + 5 / 19200, 6)
+    assert str(pulse).endswith("wake_up")
