@@ -1,7 +1,11 @@
 //! The text `fieldhub dump` prints, as candump prints it (can-utils'
 //! candump.c): the line layout, timestamps (`-t a|A|d|z`, `-N`), `-x`
 //! details, `-a`'s ASCII column, `-c` colours, log lines (`-L`, `-l`),
-//! `-d`'s drop counts and `-s 1`'s animation.
+//! `-d`'s drop counts and `-s 1`'s animation. CAN XL frames take can-utils'
+//! XL layout (`lib.c`, `snprintf_long_canframe`): `PPP [LLLL] (VV|FF:SS:AAAAAAAA)`,
+//! then at most 64 data bytes and ` ...` when there are more; raw frames,
+//! which can-utils has no form for, the same with their 32-bit id and no
+//! header: `RIIIIIIII [LLLL]`.
 //!
 //! Invariant: only formatting lives here — no I/O, no client — so every
 //! layout is a unit test.
@@ -97,6 +101,10 @@ pub fn coloured(channel: &str, port: u16) -> String {
 /// candump -a's column: a classic frame's missing bytes as blanks up to 8,
 /// then its bytes in quotes, '.' for those that are not printable ASCII.
 pub fn ascii_column(frame: &Frame) -> String {
+    if frame.is_xl() || frame.is_raw() {
+        // can-utils prints no ASCII column for CAN XL frames.
+        return String::new();
+    }
     let blanks = if frame.is_fd() { 0 } else { 8usize.saturating_sub(frame.len()) };
     let text: String = frame.data().iter().map(|&b| if (0x20..0x7F).contains(&b) { b as char } else { '.' }).collect();
     format!("{}  '{text}'", "   ".repeat(blanks))
@@ -113,6 +121,9 @@ pub fn extra_info(flags: FrameFlags) -> String {
 /// candump's default line: `  can0  123   [4]  DE AD BE EF`, with `extra`
 /// (candump -x) after the channel: `  can0  RX B -  123  [12]  ...`.
 pub fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String {
+    if frame.is_xl() || frame.is_raw() {
+        return long_line(channel, extra, frame);
+    }
     let id = if frame.is_error() {
         format!("{:08X}", frame.id() | CAN_ERR_FLAG)
     } else if frame.is_lin() {
@@ -139,6 +150,34 @@ pub fn candump_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String
     }
     if frame.is_lin() {
         line.push_str(&lin_note(frame));
+    }
+    line
+}
+
+/// Most data bytes a CAN XL or raw frame's line shows (can-utils crops an
+/// XL frame's to `CANFD_MAX_DLEN`).
+const SHOWN_LONG_DATA: usize = 64;
+
+/// The line of a CAN XL frame (can-utils' layout) or a raw frame (the same
+/// without the XL header).
+fn long_line(channel: &str, extra: Option<&str>, frame: &Frame) -> String {
+    let head = if frame.is_xl() {
+        // canxl_frame.flags: CANXL_XLF, which every XL frame has, SEC and RRS.
+        let flags = 0x80 | frame.flags().bits() & (FrameFlags::XL_SEC | FrameFlags::XL_RRS).bits();
+        let header = format!("({:02X}|{flags:02X}:{:02X}:{:08X})", frame.vcid(), frame.sdt(), frame.acceptance_field());
+        format!("{:03X} [{:04}] {header}", frame.priority(), frame.len())
+    } else {
+        format!("R{:08X} [{:04}]", frame.id(), frame.len())
+    };
+    let mut line = match extra {
+        Some(extra) => format!("  {channel}  {extra}  {head}"),
+        None => format!("  {channel}  {head}"),
+    };
+    for byte in frame.data().iter().take(SHOWN_LONG_DATA) {
+        line.push_str(&format!(" {byte:02X}"));
+    }
+    if frame.len() > SHOWN_LONG_DATA {
+        line.push_str(" ...");
     }
     line
 }
@@ -190,6 +229,19 @@ mod tests {
         assert_eq!(candump_line("can0", None, &fd), "  can0  123  [12]  11 22 33 44 55 66 77 88 99 AA BB CC");
         let remote = parse_cansend("12345678#R").unwrap();
         assert_eq!(candump_line("can1", None, &remote), "  can1  12345678   [0]  remote request");
+    }
+
+    #[test]
+    fn can_xl_lines_are_can_utils_xl_layout_and_raw_lines_fieldhubs() {
+        let xl = parse_cansend("42123#81:03:12345678#A5B6").unwrap();
+        assert_eq!(candump_line("xl0", None, &xl), "  xl0  123 [0002] (42|81:03:12345678) A5 B6");
+        assert_eq!(ascii_column(&xl), "", "no ASCII column for XL frames");
+        let long = parse_cansend(&format!("00123#80:00:00000000#{}", "55".repeat(100))).unwrap();
+        let line = candump_line("xl0", Some("RX - -"), &long);
+        assert!(line.starts_with("  xl0  RX - -  123 [0100] (00|80:00:00000000) 55 55"), "{line}");
+        assert!(line.ends_with(&format!("{} ...", " 55".repeat(64))), "at most 64 bytes: {line}");
+        let raw = parse_cansend("R00000011#0A0B").unwrap();
+        assert_eq!(candump_line("field", None, &raw), "  field  R00000011 [0002] 0A 0B");
     }
 
     #[test]
