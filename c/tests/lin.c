@@ -53,20 +53,30 @@ static void expect_lines(const char *out, const char *const expected[], size_t c
     free(squeezed);
 }
 
-void test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn(void) {
-    hub h;
-    hub_start(&h, LIN_CONFIG, 0, NULL);
+/* A hub of LIN_CONFIG; `fieldhub dump` reading `frames` frames of the bus
+ * into `out` (its port opens first, at bus time 0, which starts the
+ * schedule: the first header goes out before the slave has published); and
+ * the slave, the one participant, with its port on the channel. */
+static fh_client *start_lin(hub *h, const char *frames, const char *out, const char *err, pid_t *dump,
+                            fh_port *port) {
+    hub_start(h, LIN_CONFIG, 0, NULL);
     const char *bin = getenv("FIELDHUB_BIN");
     CHECK(bin != NULL, "FIELDHUB_BIN is not set");
-    /* The reader's port opens first (at bus time 0), which starts the
-     * schedule: its first header goes out before the slave has stood. */
-    const char *const dump_argv[] = {bin, "dump", "--hub", h.url, "--port", "reader", "-t", "a", "-n", "7", "body", NULL};
-    pid_t dump = spawn(dump_argv, "lin_dump.out", "lin_dump.err");
-    wait_for_text(h.log, "port opened");
-
+    const char *const dump_argv[] = {bin, "dump", "--hub", h->url, "--port", "reader", "-t", "a", "-n", frames, "body",
+                                     NULL};
+    *dump = spawn(dump_argv, out, err);
+    wait_for_text(h->log, "port opened");
     fh_client *slave = fh_client_new();
-    OK(slave, fh_connect_opts(slave, h.url, "slave", NULL, FH_CONNECT_SYNCHRONIZED));
-    fh_port port = open_port(slave, "body", 0);
+    OK(slave, fh_connect_opts(slave, h->url, "slave", NULL, FH_CONNECT_SYNCHRONIZED));
+    *port = open_port(slave, "body", 0);
+    return slave;
+}
+
+void test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn(void) {
+    hub h;
+    pid_t dump;
+    fh_port port;
+    fh_client *slave = start_lin(&h, "7", "lin_dump.out", "lin_dump.err", &dump, &port);
     const uint8_t first[] = {0x01, 0x02}, second[] = {0x03, 0x04};
     /* Bad calls: checked here, or refused by the hub with the reason. */
     EXPECT(slave, fh_lin_stand(slave, port, 0x40, first, sizeof first, 0, -1), FH_ERR_INVALID_FRAME);
@@ -112,16 +122,9 @@ void test_lin_standing_response_answers_the_schedule_until_replaced_and_withdraw
 
 void test_lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay(void) {
     hub h;
-    hub_start(&h, LIN_CONFIG, 0, NULL);
-    const char *bin = getenv("FIELDHUB_BIN");
-    CHECK(bin != NULL, "FIELDHUB_BIN is not set");
-    const char *const dump_argv[] = {bin, "dump", "--hub", h.url, "--port", "reader", "-t", "a", "-n", "5", "body", NULL};
-    pid_t dump = spawn(dump_argv, "lin_sleep_dump.out", "lin_sleep_dump.err");
-    wait_for_text(h.log, "port opened");
-
-    fh_client *slave = fh_client_new();
-    OK(slave, fh_connect_opts(slave, h.url, "slave", NULL, FH_CONNECT_SYNCHRONIZED));
-    fh_port port = open_port(slave, "body", 0);
+    pid_t dump;
+    fh_port port;
+    fh_client *slave = start_lin(&h, "5", "lin_sleep_dump.out", "lin_sleep_dump.err", &dump, &port);
     /* The go-to-sleep command (the master request 0x3C, NAD 0): it takes
      * the next slot boundary, 10 ms, and the bus sleeps from its end. */
     const uint8_t sleep[] = {0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, data[] = {0x01, 0x02};

@@ -6,16 +6,12 @@ the go-to-sleep command, the pulse and the schedule resuming at its first
 slot 100 ms after the pulse's end — every value and time checked."""
 
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import can
 import pytest
+from test_lin_node import FIELDHUB, wait_for_port
 
 import fieldhub
-
-FIELDHUB = Path(sys.executable).parent / "fieldhub"
 
 CONFIG = """
 [[channel]]
@@ -40,10 +36,7 @@ def test_a_python_slave_wakes_the_sleeping_bus_and_the_schedule_resumes_after_th
             [str(FIELDHUB), "dump", "--hub", hub.url, "--port", "reader", "-t", "a", "-n", "5", "body"],
             stdout=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 30
-            while not any(p["name"] == "reader" for p in hub.ports()):
-                assert time.monotonic() < deadline, "the reader's port never opened"
-                time.sleep(0.02)
+            wait_for_port(hub, "reader")
             # Asked at 0 ms, the command takes the next slot boundary: 10 ms.
             assert hub.lin_sleep("body")["lin_state"] == "awake"
             with can.Bus(interface="fieldhub", channel="body", hub=hub.url, port_name="door",
