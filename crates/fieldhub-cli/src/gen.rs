@@ -1,6 +1,8 @@
 //! `fieldhub gen`: generate frames, like cangen (can-utils' cangen.c is
 //! the reference for its options: `-m` mixes kinds per frame from the same
-//! random bits, `-8` sends classic DLCs 9..15 with 8 bytes, `-c` bursts).
+//! random bits, `-8` sends classic DLCs 9..15 with 8 bytes, `-c` bursts, `-X`
+//! CAN XL frames). `--raw` is fieldhub's own: raw frames for a `protocol =
+//! "raw"` channel.
 
 use std::time::{Duration, Instant};
 
@@ -55,6 +57,13 @@ pub struct GenArgs {
     /// -L r and -L i then run over DLCs 0 to 15, and -L takes up to 15.
     #[arg(short = '8')]
     raw_dlc: bool,
+    /// CAN XL frames, as cangen -X: -I is the 11-bit priority, -L a length 1 to 2048
+    /// (VCID, SDT, flags and acceptance field 0).
+    #[arg(short = 'X')]
+    xl: bool,
+    /// Raw frames for a protocol = "raw" channel: -I a 32-bit id, -L a length 0 to 2048.
+    #[arg(long)]
+    raw: bool,
     /// Frames per burst, as cangen -c: this many frames back to back, then the gap.
     #[arg(short = 'c', default_value = "1", value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
     burst: u64,
@@ -145,7 +154,27 @@ fn classic_dlc(dlc: usize) -> (usize, u8) {
     }
 }
 
+/// What `-X` and `--raw` exclude: the options of classic and FD frames.
+fn check_long_kinds(args: &GenArgs) -> anyhow::Result<()> {
+    let others = [(args.extended, "-e"), (args.fd, "-f"), (args.brs, "-b"), (args.esi, "-E")];
+    let others = others.into_iter().chain([(args.remote, "-R"), (args.mix, "-m"), (args.raw_dlc, "-8")]);
+    let given: Vec<&str> = others.filter(|(on, _)| *on).map(|(_, name)| name).collect();
+    match (args.xl, args.raw) {
+        (true, true) => bail!("-X and --raw are two frame kinds: give one"),
+        (true, false) | (false, true) if !given.is_empty() => {
+            let kind = if args.xl { "-X (CAN XL)" } else { "--raw" };
+            bail!("{kind} takes none of {}: they are options of classic and CAN FD frames", given.join(" "))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Largest CAN XL and raw payload.
+const MAX_LONG_LEN: usize = fieldhub_proto::canxl::MAX_CANXL_DATA;
+
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
+    check_long_kinds(&args)?;
+    let long = args.xl || args.raw;
     let fd = args.fd || args.brs || args.esi;
     if fd && args.remote {
         bail!("CAN FD has no remote frames: drop -R or -f/-b/-E");
@@ -153,15 +182,23 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     if fd && args.raw_dlc {
         bail!("-8 is for classic frames (a DLC above 8 with 8 bytes); CAN FD's DLCs 9 to 15 are its lengths 12 to 64");
     }
-    let max_len = if fd || args.mix {
+    let max_len = if long {
+        MAX_LONG_LEN
+    } else if fd || args.mix {
         64
     } else if args.raw_dlc {
         15
     } else {
         8
     };
-    let max_id = if args.extended || args.mix { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
-    let ids = if args.extended || args.mix {
+    let max_id = match (args.raw, args.extended || args.mix) {
+        (true, _) => u32::MAX,
+        (false, true) => MAX_EXTENDED_ID,
+        (false, false) => MAX_STANDARD_ID,
+    };
+    let ids = if long {
+        format!("a hex {} 0 to {max_id:X}", if args.xl { "priority" } else { "id" })
+    } else if args.extended || args.mix {
         format!("a hex identifier 0 to {max_id:X}")
     } else {
         format!("a hex identifier 0 to {max_id:X} (to {MAX_EXTENDED_ID:X} with -e)")
@@ -173,11 +210,14 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         Mode::Fixed(bytes) => Mode::Fixed(bytes.len()),
         _ => {
             let lengths = match max_len {
+                MAX_LONG_LEN if args.xl => "a length 1 to 2048".to_owned(),
+                MAX_LONG_LEN => "a length 0 to 2048".to_owned(),
                 64 => "a length 0 to 64".to_owned(),
                 15 => "a DLC 0 to 15".to_owned(),
                 _ => "a length 0 to 8 (to 64 with -f, a DLC to 15 with -8)".to_owned(),
             };
-            mode(&args.len, "-L", &lengths, |s| s.parse::<usize>().ok().filter(|&l| l <= max_len))?
+            let least = usize::from(args.xl);
+            mode(&args.len, "-L", &lengths, |s| s.parse::<usize>().ok().filter(|&l| (least..=max_len).contains(&l)))?
         }
     };
     if args.gap_ms < 0.0 || !args.gap_ms.is_finite() {
@@ -201,6 +241,8 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let given = Kind { extended: args.extended, fd, brs: args.brs, esi: args.esi, remote: args.remote };
     let started = Instant::now();
     let mut sent = 0u64;
+    // One buffer for every frame's data: up to 2,048 bytes with -X or --raw.
+    let mut data = vec![0u8; max_len.max(64)];
     while args.count.is_none_or(|n| sent < n) {
         if !gap.is_zero() && sent > 0 && sent % args.burst == 0 {
             // The gap before each burst but the first, as cangen's; paced
@@ -212,9 +254,13 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         }
         let kind = if args.mix { Kind::mixed(rng.gen(), port.channel_fd) } else { given };
         // A fixed identifier beyond 11 bits is a 29-bit one whatever -m drew.
-        let extended = kind.extended || matches!(id_mode, Mode::Fixed(id) if id > MAX_STANDARD_ID);
+        let extended = !long && (kind.extended || matches!(id_mode, Mode::Fixed(id) if id > MAX_STANDARD_ID));
         let kind = Kind { extended, ..kind };
-        let max_id = if extended { MAX_EXTENDED_ID } else { MAX_STANDARD_ID };
+        let max_id = match (args.raw, extended) {
+            (true, _) => u32::MAX,
+            (false, true) => MAX_EXTENDED_ID,
+            (false, false) => MAX_STANDARD_ID,
+        };
         let id = match &id_mode {
             Mode::Random => rng.gen_range(0..=max_id),
             Mode::Increment => {
@@ -226,27 +272,31 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         };
         // A classic frame's length code runs to 15 with -8 (else to 8), a
         // CAN FD frame's length to 64.
-        let most = if kind.fd {
+        let most = if long {
+            MAX_LONG_LEN
+        } else if kind.fd {
             64
         } else if args.raw_dlc {
             15
         } else {
             8
         };
+        // A CAN XL frame has at least one byte.
+        let least = usize::from(args.xl);
         let code = match &len_mode {
-            Mode::Random => rng.gen_range(0..=most),
+            Mode::Random => rng.gen_range(least..=most),
             Mode::Increment => {
-                let len = next_len % (most + 1);
-                next_len = (len + 1) % (most + 1);
+                let len = least + next_len % (most + 1 - least);
+                next_len = (next_len + 1) % (most + 1 - least);
                 len
             }
             Mode::Fixed(len) => *len.min(&most),
         };
-        let (len, len8_dlc) = match kind.fd {
-            true => (fd_round_up_len(code).unwrap_or(64), 0),
-            false => classic_dlc(code),
+        let (len, len8_dlc) = match (long, kind.fd) {
+            (true, _) => (code, 0),
+            (false, true) => (fd_round_up_len(code).unwrap_or(64), 0),
+            (false, false) => classic_dlc(code),
         };
-        let mut data = [0u8; 64];
         match &data_mode {
             Mode::Random => rng.fill(&mut data[..len]),
             Mode::Increment => {
@@ -257,7 +307,11 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             }
             Mode::Fixed(bytes) => data[..bytes.len().min(len)].copy_from_slice(&bytes[..bytes.len().min(len)]),
         }
-        let frame = if kind.remote {
+        let frame = if args.xl {
+            Frame::can_xl(id as u16, 0, 0, FrameFlags::empty(), 0, &data[..len])?
+        } else if args.raw {
+            Frame::raw(id, &data[..len])?
+        } else if kind.remote {
             Frame::remote(id, extended, len)?
         } else if kind.fd {
             Frame::can_fd(id, kind.flags(), &data[..len])?

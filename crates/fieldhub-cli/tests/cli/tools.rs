@@ -395,3 +395,39 @@ fn gen_c_sends_a_burst_without_the_gap_inside_it() {
     assert_eq!(recv_n(&watcher, 3).len(), 3);
     assert_nothing_pending(&watcher);
 }
+
+/// `gen -X` sends CAN XL frames as cangen -X does, `gen --raw` raw frames; `dump`
+/// prints them in can-utils' XL layout and fieldhub's raw one.
+#[test]
+fn gen_sends_can_xl_and_raw_frames_and_dump_prints_them() {
+    let config =
+        "[[channel]]\nname = \"xl0\"\nprotocol = \"canxl\"\n[[channel]]\nname = \"field\"\nprotocol = \"raw\"\n";
+    let hub = FIELDHUB.start_with(Some(config), &[]);
+    let dump = FIELDHUB
+        .command()
+        .args(["dump", "--hub", &hub.url, "-n", "3", "xl0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dump");
+    hub.wait_for_log("port opened");
+    let watcher = hub.client("watcher");
+    watcher.open_port_with("field", &lossless()).unwrap();
+    let out = fieldhub(&hub, &["gen", "-X", "-g", "0", "-n", "3", "-I", "123", "-L", "i", "-D", "i", "xl0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = dump.wait_with_output().unwrap();
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        lines,
+        "  xl0  123 [0001] (00|80:00:00000000) 00\n  xl0  123 [0002] (00|80:00:00000000) 01 00\n  \
+         xl0  123 [0003] (00|80:00:00000000) 02 00 00\n"
+    );
+    let out = fieldhub(&hub, &["gen", "--raw", "-g", "0", "-n", "2", "-I", "DEADBEEF", "-L", "2048", "field"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for received in recv_n(&watcher, 2) {
+        assert!(received.frame.is_raw());
+        assert_eq!((received.frame.id(), received.frame.len()), (0xDEAD_BEEF, 2048));
+    }
+    let out = fieldhub(&hub, &["gen", "-X", "-R", "-n", "1", "xl0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-X (CAN XL) takes none of -R"));
+}
