@@ -509,7 +509,10 @@ class FieldhubBus(BusABC):
         Ctrl-C (``KeyboardInterrupt``) stops the wait within about 50 ms but
         not the step: the hub runs bus time on to its end (or the wake-up) as
         if the call had gone on. The bus's next ``step`` or ``step_ahead``
-        first waits for that grant, and counts its ``seconds`` from there."""
+        first waits for that grant, and counts its ``seconds`` from there; a
+        frame sent before then goes on the bus at whatever bus time the hub
+        stands at when it arrives (send after the next ``step`` to place it
+        after the interrupted step)."""
         if self._virtual_tasks:
             raise can.CanOperationError(
                 "step_ahead does not run send_periodic tasks: step with step(), or place the frames with send_at()"

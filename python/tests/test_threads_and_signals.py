@@ -253,7 +253,7 @@ def test_ctrl_c_interrupts_step_ahead_and_the_step_runs_on_at_the_hub(fieldhub_h
     gets SIGINT: KeyboardInterrupt within INTERRUPT_BOUND_S. The hub runs its
     step on (docs: Ctrl-C stops the wait, not the step), so once the other
     participant lets time go, its next step starts at 10 s, and a frame it
-    sends then reaches the other at 10 s."""
+    sends after that step reaches the other at 10.001 s."""
     holder = fieldhub_hub.bus("can0", port_name="holder", synchronized=True, ahead=True)
     script = textwrap.dedent(
         f"""
@@ -266,8 +266,10 @@ def test_ctrl_c_interrupts_step_ahead_and_the_step_runs_on_at_the_hub(fieldhub_h
             print("not interrupted", flush=True)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
+        # The next step waits for the interrupted one's grant (10 s) and goes on from there.
+        reached = bus.step(0.001)
         bus.send(can.Message(arbitration_id=0x123, data=[7], is_extended_id=False))
-        print("stepped", bus.step(0.001), flush=True)
+        print("stepped", reached, bus.step(0.001), flush=True)
         bus.shutdown()
         """
     )
@@ -289,8 +291,8 @@ def test_ctrl_c_interrupts_step_ahead_and_the_step_runs_on_at_the_hub(fieldhub_h
             child.kill()
             child.wait()
     assert child.returncode == 0, stderr
-    assert stdout.split() == ["stepped", "10.001"]
+    assert stdout.split() == ["stepped", "10.001", "10.002"]
     assert reached == pytest.approx(20.0)
     got = holder.recv(0)
-    assert (got.arbitration_id, bytes(got.data), got.timestamp) == (0x123, b"\x07", pytest.approx(10.0))
+    assert (got.arbitration_id, bytes(got.data), got.timestamp) == (0x123, b"\x07", pytest.approx(10.001)), got
     holder.shutdown()
