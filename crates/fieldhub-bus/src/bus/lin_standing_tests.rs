@@ -29,7 +29,7 @@ fn standing(data: &[u8]) -> Frame {
 }
 
 /// Serve every deadline up to bus time `until`.
-fn run_until(h: &mut Harness, until: u64) {
+pub(super) fn run_until(h: &mut Harness, until: u64) {
     while let Some(next) = h.step() {
         if next > until || next <= h.clock.now() {
             break;

@@ -57,6 +57,8 @@ mod intakes;
 mod lin_gateways;
 #[cfg(test)]
 mod lin_gateways_tests;
+#[cfg(test)]
+mod lin_sleep_tests;
 mod lin_standing;
 #[cfg(test)]
 mod lin_standing_tests;
@@ -883,6 +885,10 @@ impl Bus {
         let port_id = port_id.into();
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id, channel_flags });
         self.tell_waiting(channel_id, client_id, handle);
+        // A port opened on a sleeping LIN channel hears so, as its other ports did.
+        if let Some(state) = self.channels[channel_id as usize].lin_asleep(handle) {
+            self.reply(client_id, state);
+        }
     }
 
     fn on_close_port(&mut self, client_id: ClientId, port: u16) {

@@ -30,7 +30,7 @@ mod tests;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use fieldhub_proto::fate::DropReason;
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::wire::ChannelFlags;
 use fieldhub_proto::Frame;
 
@@ -39,6 +39,7 @@ use crate::config::{ChannelConfig, Protocol, Timing};
 use crate::fault::FaultRule;
 use crate::id_counter::IdCounter;
 use crate::member::Member;
+use crate::outbox::Outbound;
 use crate::port_id::PortId;
 pub use arbiter::Rates;
 use arbiter::Rule;
@@ -188,6 +189,17 @@ impl Channel {
         if let Some(master) = self.arbiter.lin() {
             master.ask_pulse(port_id, now_ns);
         }
+    }
+
+    /// For a port `port` just opened on this channel, if it is a sleeping LIN
+    /// channel: the `CHANNEL_STATE` `asleep` its other ports were sent.
+    pub fn lin_asleep(&self, port: u16) -> Option<Outbound> {
+        (self.lin_power()?.state == "asleep").then(|| Outbound::ChannelState {
+            port,
+            condition: ChannelCondition::Asleep,
+            missed: 0,
+            text: format!("channel '{}' is asleep: its master sends no header until a wake-up pulse", self.name()),
+        })
     }
 
     /// Tell every client port of a LIN channel each change of its state

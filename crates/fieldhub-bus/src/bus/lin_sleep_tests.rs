@@ -1,0 +1,96 @@
+//! LIN sleep and wake-up as clients meet them, on the manual clock: a
+//! wake-up record returns its transmit credit at once and goes out before
+//! the port's queued response, and a port opened on a sleeping channel is
+//! told it sleeps, as the ports there before were.
+
+use fieldhub_proto::fate::ChannelCondition;
+use fieldhub_proto::lin::Checksum;
+use fieldhub_proto::wire::PortOptions;
+use fieldhub_proto::{Frame, FrameFlags};
+
+use super::harness::{Harness, TestClient, START_NS};
+use super::lin_standing_tests::run_until;
+use crate::outbox::Outbound;
+use crate::request::ControlRequest;
+
+const MS: u64 = 1_000_000;
+
+const LIN: &str = r#"
+    [[channel]]
+    name = "body"
+    protocol = "lin"
+    bitrate = 19200
+    timing = "timed"
+
+    [channel.lin]
+    schedule = [{ id = 0x10, delay_ms = 10 }, { id = 0x11, delay_ms = 10 }]
+"#;
+
+/// What `client` was sent, in order: frames (identifier, flags, bus time
+/// from the start) and channel states.
+#[derive(Debug, PartialEq, Eq)]
+enum Told {
+    Frame(u32, FrameFlags, u64),
+    State(ChannelCondition),
+}
+
+fn told(h: &Harness, client: &TestClient) -> Vec<Told> {
+    h.items(client)
+        .into_iter()
+        .filter_map(|item| match item {
+            Outbound::Frame { frame, meta, .. } => {
+                Some(Told::Frame(frame.id(), frame.flags(), meta.timestamp_ns - START_NS))
+            }
+            Outbound::ChannelState { condition, .. } => Some(Told::State(condition)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_wake_up_returns_its_credit_at_once_and_goes_before_the_ports_queued_response() {
+    let mut h = Harness::new(LIN);
+    let reader = h.connect("reader");
+    h.open(&reader, "body", "reader", PortOptions::empty());
+    let slave = h.connect("slave");
+    let port = h.open(&slave, "body", "slave", PortOptions::empty());
+    // Asked before the schedule's first slot: the command takes that slot.
+    h.control(ControlRequest::LinPower { channel: "body".into(), sleep: true }).unwrap();
+    // Queued before the bus sleeps: 0x11's slot comes after the wake-up.
+    h.send(&slave, port, Frame::lin(0x11, Checksum::Enhanced, &[1, 2]).unwrap());
+    run_until(&mut h, START_NS + 500 * MS);
+    assert!(h.send_with_credit(&slave, port, Frame::lin_wake_up()), "the pulse found no credit");
+    run_until(&mut h, START_NS + 620 * MS);
+    let none = FrameFlags::LIN_NO_RESPONSE;
+    let woke = 500 * MS + 260_416;
+    // Each state comes after the frame that caused it, before the next.
+    assert_eq!(
+        told(&h, &reader),
+        [
+            Told::Frame(0x3C, FrameFlags::LIN_CLASSIC, 6_458_333),
+            Told::State(ChannelCondition::Asleep),
+            Told::Frame(0x00, FrameFlags::LIN_WAKE_UP, woke),
+            Told::State(ChannelCondition::Awake),
+            Told::Frame(0x10, none, woke + 100 * MS + 1_770_833),
+            Told::Frame(0x11, FrameFlags::empty(), woke + 110 * MS + 3_333_333),
+        ]
+    );
+}
+
+#[test]
+fn a_port_opened_on_a_sleeping_channel_is_told_it_sleeps() {
+    let mut h = Harness::new(LIN);
+    let reader = h.connect("reader");
+    h.open(&reader, "body", "reader", PortOptions::empty());
+    h.control(ControlRequest::LinPower { channel: "body".into(), sleep: true }).unwrap();
+    run_until(&mut h, START_NS + 100 * MS);
+    let late = h.connect("late");
+    h.open(&late, "body", "late", PortOptions::empty());
+    assert_eq!(told(&h, &late), [Told::State(ChannelCondition::Asleep)]);
+    let awake = h.connect("awake");
+    h.control(ControlRequest::LinPower { channel: "body".into(), sleep: false }).unwrap();
+    run_until(&mut h, START_NS + 101 * MS);
+    h.open(&awake, "body", "awake", PortOptions::empty());
+    let awake_told: Vec<Told> = told(&h, &awake).into_iter().filter(|t| matches!(t, Told::State(_))).collect();
+    assert_eq!(awake_told, [], "a port opened after the wake-up hears no state");
+}
