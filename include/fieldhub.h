@@ -171,6 +171,47 @@
 #define FH_MAX_WAKE_FILTERS 32
 
 /**
+ * `fh_canxl_frame.flags`: this is a CAN XL frame (SocketCAN `CANXL_XLF`);
+ * always set on one, and never in a classic or FD frame's `len`.
+ */
+#define FH_CANXL_XLF 128
+
+/**
+ * `fh_canxl_frame.flags`: simple extended content (SocketCAN `CANXL_SEC`).
+ */
+#define FH_CANXL_SEC 1
+
+/**
+ * `fh_canxl_frame.flags`: the RRS bit is recessive (SocketCAN `CANXL_RRS`).
+ */
+#define FH_CANXL_RRS 2
+
+/**
+ * `fh_canxl_frame.prio`: the 11-bit priority (SocketCAN `CANXL_PRIO_MASK`).
+ */
+#define FH_CANXL_PRIO_MASK 2047
+
+/**
+ * `fh_canxl_frame.prio`: the VCID's bits (SocketCAN `CANXL_VCID_MASK`).
+ */
+#define FH_CANXL_VCID_MASK 16711680
+
+/**
+ * `fh_canxl_frame.prio`: where the VCID starts (SocketCAN `CANXL_VCID_OFFSET`).
+ */
+#define FH_CANXL_VCID_OFFSET 16
+
+/**
+ * Smallest CAN XL payload (SocketCAN `CANXL_MIN_DLEN`).
+ */
+#define FH_CANXL_MIN_DLEN 1
+
+/**
+ * Largest CAN XL payload (SocketCAN `CANXL_MAX_DLEN`).
+ */
+#define FH_CANXL_MAX_DLEN 2048
+
+/**
  * Result of an `fh_` call. Functions return it as `int`; `FH_OK` is 0 and
  * every failure is negative. `fh_strerror` turns any value into a message.
  */
@@ -372,6 +413,23 @@ typedef struct fh_port_status {
    */
   uint64_t rx_dropped;
 } fh_port_status;
+
+/**
+ * A CAN XL frame, binary-compatible with Linux `struct canxl_frame`.
+ *
+ * - `prio`: the 11-bit priority in bits 0..10, the VCID in bits 16..23.
+ * - `flags`: `FH_CANXL_XLF` (always), `FH_CANXL_SEC`, `FH_CANXL_RRS`.
+ * - `sdt`: the SDU type; `af`: the acceptance field.
+ * - `len`: 1..=2048 data bytes; `data` past `len` is ignored on send.
+ */
+typedef struct fh_canxl_frame {
+  uint32_t prio;
+  uint8_t flags;
+  uint8_t sdt;
+  uint16_t len;
+  uint32_t af;
+  uint8_t data[FH_CANXL_MAX_DLEN];
+} fh_canxl_frame;
 
 #ifdef __cplusplus
 extern "C" {
@@ -786,6 +844,43 @@ int fh_step_ahead_begin(struct fh_client *client,
  * `client` is a live handle; `now_ns` is NULL or points to a `uint64_t`.
  */
 int fh_step_ahead_await(struct fh_client *client, int timeout_ms, uint64_t *now_ns);
+
+/**
+ * Queue the CAN XL frame `*frame` for sending on `port`, as `fh_send` does
+ * a CAN or CAN FD frame. The port must be open with `FH_PORT_FD` on a
+ * `protocol = "canxl"` channel; the hub reports another channel's refusal
+ * through `fh_flush` (`FH_ERR_INVALID_FRAME`).
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (checked here: flags, prio bits, len; the
+ * last error says what), and those of `fh_send`.
+ *
+ * # Safety
+ * `client` is a live handle; `frame` is NULL or points to an `fh_canxl_frame`.
+ */
+int fh_send_xl(struct fh_client *client,
+               fh_port port,
+               const struct fh_canxl_frame *frame,
+               int timeout_ms);
+
+/**
+ * Receive the next frame of any kind on any of the client's ports into
+ * `*frame`, as `fh_recv` does: a CAN XL frame in `fh_canxl_frame`'s layout,
+ * with `FH_CANXL_XLF` in `flags`; a CAN, CAN FD or error frame in
+ * `fh_frame`'s layout over the first 72 bytes (read it through a union of
+ * the two, as SocketCAN programs do), whose `len` never has that bit.
+ *
+ * Returns `FH_OK` with a frame, `FH_ERR_TIMEOUT` when none came in time,
+ * `FH_ERR_CLOSED` once the connection has ended and every frame is taken,
+ * `FH_ERR_INVALID_ARGUMENT` for a raw frame, which has no C form.
+ *
+ * # Safety
+ * `client` is a live handle; `frame` points to a writable `fh_canxl_frame`;
+ * `meta` is NULL or points to a writable `fh_meta`.
+ */
+int fh_recv_xl(struct fh_client *client,
+               struct fh_canxl_frame *frame,
+               struct fh_meta *meta,
+               int timeout_ms);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "canxl.h"
 #include "lin.h"
 #include "virtual_time.h"
 
@@ -1175,6 +1176,8 @@ static const struct test TESTS[] = {
     {"close_from_another_thread_wakes_a_blocked_receive", test_close_from_another_thread_wakes_a_blocked_receive},
     {"example_ecu_answers_c_and_rust_peers_through_the_hub", test_example_ecu_answers_c_and_rust_peers_through_the_hub},
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
+    {"a_2048_byte_can_xl_frame_crosses_between_c_and_rust_clients",
+     test_a_2048_byte_can_xl_frame_crosses_between_c_and_rust_clients},
     {"lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn",
      test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn},
     {"lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay",

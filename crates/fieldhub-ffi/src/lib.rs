@@ -21,6 +21,7 @@ mod frame;
 mod lin;
 mod status;
 mod time;
+mod xl;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -36,6 +37,7 @@ pub use lin::*;
 use status::fh_status::*;
 pub use status::{fh_status, Failure};
 pub use time::*;
+pub use xl::*;
 
 /// A client's handle for one of its ports (0..31), as `fh_port_open` returns it.
 #[allow(non_camel_case_types)]
