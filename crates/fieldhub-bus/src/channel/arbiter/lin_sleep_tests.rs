@@ -10,7 +10,9 @@ use fieldhub_proto::fate::ChannelCondition;
 use fieldhub_proto::lin::{Checksum, GO_TO_SLEEP};
 use fieldhub_proto::{Frame, FrameFlags};
 
-use super::lin_tests::{channel_of, config, port, publish, response, HEADER_NS, MS, TWO_BYTES_NS};
+use super::lin_tests::{
+    channel_of, config, lin_channel_with_frames, port, publish, response, HEADER_NS, MS, TWO_BYTES_NS,
+};
 use crate::channel::{Channel, Transmitted};
 use crate::config::{LinSlotConfig, LinSporadicConfig};
 use crate::outbox::{Outbound, QueueOutbox};
@@ -277,4 +279,14 @@ fn sleep_timings_outside_lin_2_1s_ranges_are_refused_naming_the_key() {
         assert_eq!(at, format!("lin.{key}"));
         assert!(why.contains(range), "{why}");
     }
+}
+
+#[test]
+fn with_an_ldfs_frames_only_the_master_nodes_port_sends_the_go_to_sleep_command() {
+    // MasterReq (0x3C) is published by node BCM; port 1 is named door.
+    let mut channel = lin_channel_with_frames();
+    let why = channel.arbitration_refuses(port(1), &Frame::lin_go_to_sleep()).unwrap();
+    assert!(why.contains("which node BCM publishes"), "{why}");
+    channel.name_port(port(3), "BCM");
+    assert_eq!(channel.arbitration_refuses(port(3), &Frame::lin_go_to_sleep()), None);
 }

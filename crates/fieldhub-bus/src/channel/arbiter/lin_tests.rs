@@ -227,7 +227,7 @@ fn lin_channel_is_read_from_toml() {
 
 /// The channel of `lin_channel` with an LDF's frames: 0x10 (2 bytes) from
 /// `door`, 0x3C (8 bytes, classic) from `BCM`; port 1 is `door`, 2 `seat`.
-fn lin_channel_with_frames() -> Channel {
+pub(super) fn lin_channel_with_frames() -> Channel {
     let mut channel = lin_channel(&[(0x10, 10), (0x3C, 20)]);
     let frame = |name: &str, id, length, checksum, publisher: &str| LinFrameConfig {
         name: name.into(),
