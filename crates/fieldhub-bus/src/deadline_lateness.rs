@@ -25,6 +25,7 @@ pub struct DeadlineLateness {
     deadlines: u64,
     late_over_100us: u64,
     late_over_1ms: u64,
+    busy_over_100us: u64,
     /// The latest ones served, latest first; `kept` of them are filled.
     worst: [LateDeadline; WORST],
     kept: usize,
@@ -42,11 +43,14 @@ impl DeadlineLateness {
         if late_ns > MS_1 {
             self.late_over_1ms += 1;
         }
+        let woke_late_ns = woke_ns.map_or(0, |woke| woke.saturating_sub(due_ns).min(late_ns));
+        if late_ns - woke_late_ns > US_100 {
+            self.busy_over_100us += 1;
+        }
         let least = if self.kept < WORST { 0 } else { self.worst[WORST - 1].late_ns };
         if late_ns == 0 || late_ns <= least {
             return;
         }
-        let woke_late_ns = woke_ns.map_or(0, |woke| woke.saturating_sub(due_ns).min(late_ns));
         let at = self.worst[..self.kept].iter().position(|w| w.late_ns < late_ns).unwrap_or(self.kept);
         self.kept = (self.kept + 1).min(WORST);
         self.worst[at..self.kept].rotate_right(1);
@@ -59,6 +63,7 @@ impl DeadlineLateness {
             deadlines: self.deadlines,
             late_over_100us: self.late_over_100us,
             late_over_1ms: self.late_over_1ms,
+            busy_over_100us: self.busy_over_100us,
             max_late_ns: self.worst[..self.kept].first().map_or(0, |w| w.late_ns),
             worst: self.worst[..self.kept].to_vec(),
         }
@@ -73,23 +78,26 @@ mod tests {
     fn the_latest_deadlines_are_kept_latest_first_with_what_the_thread_slept_past() {
         let mut record = DeadlineLateness::default();
         // Deadline k served k·50 µs late, for k = 0..40, shuffled; even ones
-        // slept toward (woke 30 µs late), odd ones served by a busy thread.
+        // slept toward and woke 30 µs before they were served, odd ones
+        // served by a busy thread.
         let mut order: Vec<u64> = (0..40).collect();
         order.sort_by_key(|k| (k * 17) % 40);
         for k in order {
             let due = 1_000_000 * k;
-            let woke = (k % 2 == 0).then_some(due + 30_000);
-            record.served(due, due + 50_000 * k, woke);
+            let served = due + 50_000 * k;
+            let woke = (k % 2 == 0).then_some(served.saturating_sub(30_000));
+            record.served(due, served, woke);
         }
         let stats = record.snapshot();
         assert_eq!(stats.deadlines, 40);
         assert_eq!(stats.late_over_100us, 37, "3..=39 are 150 µs and later");
         assert_eq!(stats.late_over_1ms, 19, "21..=39 are 1.05 ms and later");
+        assert_eq!(stats.busy_over_100us, 19, "the odd ones of 3..=39: the even ones slept past all but 30 µs");
         assert_eq!(stats.max_late_ns, 1_950_000);
         let late: Vec<u64> = stats.worst.iter().map(|w| w.late_ns / 50_000).collect();
         assert_eq!(late, (8..40).rev().collect::<Vec<_>>(), "the 32 latest, latest first");
         let woke: Vec<u64> = stats.worst.iter().map(|w| w.woke_late_ns).collect();
-        assert!(woke.iter().zip(&late).all(|(&w, &k)| w == if k % 2 == 0 { 30_000 } else { 0 }));
+        assert!(woke.iter().zip(&late).all(|(&w, &k)| w == if k % 2 == 0 { k * 50_000 - 30_000 } else { 0 }));
         assert_eq!(stats.worst[0].due_ns, 39_000_000);
     }
 
@@ -102,6 +110,7 @@ mod tests {
         record.served(5_000_000, 5_000_000, Some(5_000_000));
         let stats = record.snapshot();
         assert_eq!((stats.deadlines, stats.late_over_100us, stats.late_over_1ms), (2, 1, 1));
+        assert_eq!(stats.busy_over_100us, 1, "busy 2.3 ms of the 2.5 ms");
         assert_eq!(stats.worst, [LateDeadline { due_ns: 1_000_000, late_ns: 2_500_000, woke_late_ns: 200_000 }]);
     }
 }

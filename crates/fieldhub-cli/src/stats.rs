@@ -212,9 +212,11 @@ fn federation_lines(f: &FederationStats) -> String {
 /// over 100 µs and 1 ms, and the latest with the part the thread slept past.
 fn timer_lines(t: &fieldhub_proto::stats::TimerStats) -> String {
     let mut lines = format!(
-        "\nbus thread: {} deadlines served, {} more than 100 µs late, {} more than 1 ms, the latest {:.1} µs\n",
+        "\nbus thread: {} deadlines served, {} more than 100 µs late ({} of them busy for more than 100 µs), {} more \
+         than 1 ms, the latest {:.1} µs\n",
         t.deadlines,
         t.late_over_100us,
+        t.busy_over_100us,
         t.late_over_1ms,
         t.max_late_ns as f64 / 1e3
     );
@@ -258,13 +260,14 @@ mod tests {
         let timer = TimerStats {
             deadlines: 9,
             late_over_100us: 2,
+            busy_over_100us: 0,
             late_over_1ms: 1,
             max_late_ns: 1_500_000,
             worst: vec![slept],
         };
         let text = timer_lines(&timer);
         assert!(
-            text.contains("9 deadlines served, 2 more than 100 µs late, 1 more than 1 ms, the latest 1500.0 µs"),
+            text.contains("9 deadlines served, 2 more than 100 µs late (0 of them busy for more than 100 µs), 1 more than 1 ms, the latest 1500.0 µs"),
             "{text}"
         );
         assert!(text.contains("1400.0 µs of it asleep past its time (the system ran the thread late)"), "{text}");

@@ -42,6 +42,11 @@ pub struct TimerStats {
     pub late_over_100us: u64,
     /// Of them, served more than 1 ms after their time.
     pub late_over_1ms: u64,
+    /// Of them, served more than 100 µs after their time for work the
+    /// thread was doing when it came (not counting the time it slept past
+    /// it): the hub's own share of lateness.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub busy_over_100us: u64,
     /// The latest any was served, ns after its time.
     pub max_late_ns: u64,
     /// The deadlines served furthest past their time (at most 32), the

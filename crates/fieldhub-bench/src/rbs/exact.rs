@@ -95,6 +95,9 @@ pub struct OffCycle {
     pub id: u32,
     /// The real-time frame's bus time.
     pub at_ns: u64,
+    /// Its exact counterpart's time, on the real-time run's clock (the same
+    /// time from the origin).
+    pub exact_ns: u64,
     /// |real − exact|.
     pub deviation_ns: u64,
 }
@@ -123,7 +126,12 @@ pub fn compare(
                 Some(real_at) => {
                     let deviation_ns = real_at.abs_diff(*exact_at);
                     if deviation_ns as f64 > frame_ns {
-                        off.push(OffCycle { id: s.id, at_ns: real.origin_ns + real_at, deviation_ns });
+                        off.push(OffCycle {
+                            id: s.id,
+                            at_ns: real.origin_ns + real_at,
+                            exact_ns: real.origin_ns + exact_at,
+                            deviation_ns,
+                        });
                     }
                     deviations.push(deviation_ns);
                 }
@@ -199,8 +207,13 @@ mod tests {
         // 11 exact, 50 µs within one frame time; 200 µs and 4.9 ms not.
         assert!((d.within_one_frame - 11.0 / 13.0).abs() < 1e-9, "{}", d.within_one_frame);
         let off = [
-            OffCycle { id: 0x100, at_ns: o + 60 * MS + 4_900_000, deviation_ns: 4_900_000 },
-            OffCycle { id: 0x101, at_ns: o + 3 * MS + 130_000 + 70 * MS - 200_000, deviation_ns: 200_000 },
+            OffCycle { id: 0x100, at_ns: o + 60 * MS + 4_900_000, exact_ns: o + 60 * MS, deviation_ns: 4_900_000 },
+            OffCycle {
+                id: 0x101,
+                at_ns: o + 73 * MS + 130_000 - 200_000,
+                exact_ns: o + 73 * MS + 130_000,
+                deviation_ns: 200_000,
+            },
         ];
         assert_eq!(d.off, off, "the two cycles more than a frame time off, at their real bus times");
     }
