@@ -6,6 +6,8 @@
   one) and drives its control API: wiring, faults, recording, statistics.
 - :class:`fieldhub.lin_message.LinMessage` is what a bus on a LIN channel
   receives: a ``can.Message`` with the LIN frame's checksum and marks.
+- :class:`fieldhub.canxl_message.CanXlMessage` is a CAN XL frame on a
+  ``protocol = "canxl"`` channel: a ``can.Message`` with the XL header.
 - :class:`fieldhub.rbs.RestBus` sets, ramps, stops and starts a hub's
   rest-bus simulation by signal name (``hub.rbs()``, ``hub.start_rbs(...)``).
 - The pytest plugin gives every test its own hub: the ``fieldhub_hub`` fixture.
@@ -15,9 +17,10 @@ only adapts it to Python.
 """
 
 from fieldhub.bus import FieldhubBus
+from fieldhub.canxl_message import CanXlMessage
 from fieldhub.errors import FieldhubError, HubError, HubStartError, HubUnreachable
 from fieldhub.hub import Hub
 from fieldhub.lin_message import LinMessage
 from fieldhub.rbs import RestBus
 
-__all__ = ["FieldhubBus", "FieldhubError", "Hub", "HubError", "HubStartError", "HubUnreachable", "LinMessage", "RestBus"]
+__all__ = ["CanXlMessage", "FieldhubBus", "FieldhubError", "Hub", "HubError", "HubStartError", "HubUnreachable", "LinMessage", "RestBus"]

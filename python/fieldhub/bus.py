@@ -73,6 +73,7 @@ from can import BusABC, CanProtocol, Message
 
 from fieldhub import _native
 from fieldhub.errors import translate
+from fieldhub.canxl_message import CanXlMessage
 from fieldhub.lin_message import CLASSIC, ENHANCED, LinMessage
 from fieldhub.periodic import VirtualPeriodicTask, send_due
 
@@ -86,6 +87,8 @@ _EXTENDED, _REMOTE, _BRS, _ESI, _ECHO = 0x01, 0x02, 0x04, 0x08, 0x10
 # The same bits on a LIN record (FrameFlags::LIN_* in fieldhub-proto), and its own wake-up pulse.
 _LIN_CLASSIC, _LIN_NO_RESPONSE, _LIN_CHECKSUM_ERROR, _LIN_COLLISION = _EXTENDED, _REMOTE, _BRS, _ESI
 _LIN_WAKE_UP = 0x40
+# The same bits on a CAN XL record: SEC and RRS (spec/protocol.md 4.2).
+_XL_SEC, _XL_RRS = 0x01, 0x02
 
 
 def default_hub() -> str:
@@ -119,6 +122,24 @@ def _seconds(name: str, value: Any) -> float:
     if not seconds >= 0:
         raise can.CanInitializationError(f"{name} = {value!r}: expected a number of seconds")
     return seconds
+
+
+def _xl_message(channel: str, prio_vcid: int, flags: int, data: bytes, timestamp_ns: int, sdt: int, af: int) -> CanXlMessage:
+    """A received CAN XL record (spec/protocol.md 4.1.2) as a CanXlMessage:
+    the record's id holds the priority and the VCID, its len8_dlc the SDT."""
+    return CanXlMessage(
+        timestamp=timestamp_ns / 1e9,
+        arbitration_id=prio_vcid & 0x7FF,
+        is_extended_id=False,
+        is_rx=not flags & _ECHO,
+        channel=channel,
+        data=data,
+        xl_vcid=(prio_vcid >> 16) & 0xFF,
+        xl_sdt=sdt,
+        xl_sec=bool(flags & _XL_SEC),
+        xl_rrs=bool(flags & _XL_RRS),
+        xl_acceptance_field=af,
+    )
 
 
 def _lin_message(channel: str, frame_id: int, flags: int, data: bytes, timestamp_ns: int, checksum: int) -> LinMessage:
@@ -339,7 +360,11 @@ class FieldhubBus(BusABC):
             raise translate(e, opening=False) from None
         if received is None:
             return None, getattr(self, "_is_filtered", False)
-        _, kind, can_id, flags, length, data, timestamp_ns, _, _, _, len8_dlc = received
+        _, kind, can_id, flags, length, data, timestamp_ns, _, _, _, len8_dlc, af = received
+        if kind == "canxl":
+            return _xl_message(self._channel_name, can_id, flags, data, timestamp_ns, len8_dlc, af), getattr(
+                self, "_is_filtered", False
+            )
         if kind == "lin":
             return _lin_message(self._channel_name, can_id, flags, data, timestamp_ns, len8_dlc), getattr(
                 self, "_is_filtered", False
@@ -375,6 +400,27 @@ class FieldhubBus(BusABC):
         self._send(msg, None, _bus_ns("seconds", seconds))
 
     def _send(self, msg: Message, timeout: Optional[float], at_ns: Optional[int]) -> None:
+        if isinstance(msg, CanXlMessage):
+            if at_ns is not None:
+                raise can.CanOperationError("send_at carries CAN and CAN FD frames; send CAN XL frames with send")
+            try:
+                self._native.send_xl(
+                    self._port,
+                    msg.arbitration_id,
+                    msg.xl_vcid,
+                    msg.xl_sdt,
+                    bool(msg.xl_sec),
+                    bool(msg.xl_rrs),
+                    msg.xl_acceptance_field,
+                    bytes(msg.data),
+                    timeout,
+                )
+            except _native.Error as e:
+                raise self._send_error(e, timeout) from None
+            except OverflowError as e:
+                # As an invalid frame is: the VCID and SDT are bytes, the AF 32 bits.
+                raise ValueError(f"{msg!r}: a CAN XL header field is out of range ({e})") from None
+            return
         data = bytes(msg.data) if not msg.is_remote_frame else b""
         if msg.is_error_frame:
             kind = "error"

@@ -127,7 +127,8 @@ fn seconds(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 /// the wire's flag bits (1 extended, 2 remote, 4 BRS, 8 ESI, 16 echo; LIN's
 /// meanings of the low four: spec/protocol.md 4.2) and `len8_dlc` the record's
 /// field of that name (a LIN frame's checksum byte).
-type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16, u8);
+/// (port, kind, id, flags, len, data, timestamp_ns, seq, sender, channel, len8_dlc, af).
+type Received<'py> = (u16, &'static str, u32, u8, usize, Bound<'py, PyBytes>, u64, u64, u32, u16, u8, u32);
 
 /// One connection to a hub.
 ///
@@ -300,6 +301,31 @@ impl NativeClient {
         }
     }
 
+    /// Send a CAN XL frame (spec/protocol.md 4.1.2): the 11-bit `priority`,
+    /// `vcid`, `sdt`, the SEC and RRS bits, the acceptance field `af` and
+    /// 1..=2048 data bytes.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (handle, priority, vcid, sdt, sec, rrs, af, data, timeout=None))]
+    fn send_xl(
+        &self,
+        py: Python<'_>,
+        handle: u16,
+        priority: u16,
+        vcid: u8,
+        sdt: u8,
+        sec: bool,
+        rrs: bool,
+        af: u32,
+        data: &[u8],
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let mut flags = FrameFlags::empty();
+        flags.set(FrameFlags::XL_SEC, sec);
+        flags.set(FrameFlags::XL_RRS, rrs);
+        let frame = Frame::can_xl(priority, vcid, sdt, flags, af, data).map_err(|e| error("invalid", e.to_string()))?;
+        self.send_frame(py, handle, &frame, timeout)
+    }
+
     /// Send a LIN slave's frame (`lin.rs`): `form` "publish" (a one-shot
     /// response), "stand" (a standing response) or "withdraw" (its
     /// withdrawal, no data).
@@ -348,6 +374,7 @@ impl NativeClient {
             r.meta.sender,
             r.meta.channel,
             f.len8_dlc(),
+            f.acceptance_field(),
         )))
     }
 
