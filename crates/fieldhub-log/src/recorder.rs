@@ -65,6 +65,14 @@ impl<W: Write> Recorder<W> {
         frame: &Frame,
         direction: Direction,
     ) -> std::io::Result<()> {
+        if (frame.is_xl() || frame.is_raw()) && !matches!(self.kind, Kind::Candump { .. }) {
+            // ASC and BLF objects have no CAN XL or raw form (BLF's hold 64 bytes at most).
+            let text = format!(
+                "channel '{channel}' carries {frame:?}, which ASC and BLF cannot hold; record CAN XL and raw \
+                 channels in candump format"
+            );
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, text));
+        }
         self.line.clear();
         match &mut self.kind {
             Kind::Candump { mark_direction } => {
@@ -161,6 +169,24 @@ mod tests {
         let bytes = recorder.finish().unwrap();
         let read = LogReader::new(&bytes[..], format, &ReadOptions::default()).collect::<Result<Vec<_>, _>>().unwrap();
         (String::from_utf8(bytes).unwrap(), read)
+    }
+
+    #[test]
+    fn can_xl_and_raw_frames_go_into_candump_logs_and_asc_and_blf_refuse_them_by_name() {
+        let xl = Frame::can_xl(0x123, 0x42, 3, fieldhub_proto::FrameFlags::empty(), 7, &[0xA5; 2048]).unwrap();
+        let raw = Frame::raw(0xDEAD_BEEF, &[1, 2]).unwrap();
+        let mut candump = Recorder::new(Vec::new(), Format::Candump, &RecorderOptions::default());
+        for frame in [&xl, &raw] {
+            candump.record(1_700_000_000_000_000_000, "xl0", frame, Direction::Rx).unwrap();
+        }
+        let text = String::from_utf8(candump.finish().unwrap()).unwrap();
+        assert!(text.contains(" xl0 42123#80:03:00000007#A5A5") && text.contains(" xl0 RDEADBEEF#0102"), "{text}");
+        for format in [Format::Asc, Format::Blf] {
+            let mut recorder = Recorder::new(std::io::Cursor::new(Vec::new()), format, &RecorderOptions::default());
+            let error = recorder.record(1, "xl0", &xl, Direction::Rx).unwrap_err();
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(error.to_string().contains("record CAN XL and raw channels in candump format"), "{error}");
+        }
     }
 
     #[test]
