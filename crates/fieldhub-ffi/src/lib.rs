@@ -488,12 +488,25 @@ pub unsafe extern "C" fn fh_send(
     frame: *const fh_frame,
     timeout_ms: c_int,
 ) -> c_int {
+    // SAFETY: NULL or a valid fh_frame by the caller's contract.
+    unsafe { send_built(client, port, || frame.as_ref().map(fh_frame::to_frame), timeout_ms) }
+}
+
+/// `fh_send`'s and `fh_send_xl`'s body: the frame `build` makes from the
+/// caller's struct (`None`: the pointer was NULL), queued on `port`.
+///
+/// # Safety
+/// `client` is a live handle.
+pub(crate) unsafe fn send_built(
+    client: *mut fh_client,
+    port: fh_port,
+    build: impl FnOnce() -> Option<Result<fieldhub_client::Frame, Failure>>,
+    timeout_ms: c_int,
+) -> c_int {
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            // SAFETY: NULL or a valid fh_frame by the caller's contract.
-            let frame = frame.as_ref().ok_or_else(|| Failure::invalid_argument("frame is NULL"))?;
-            let frame = frame.to_frame()?;
+            let frame = build().ok_or_else(|| Failure::invalid_argument("frame is NULL"))??;
             c.send_on(port, |client, open| client.send_timeout(open, &frame, timeout(timeout_ms)))
         })
     }
@@ -516,17 +529,39 @@ pub unsafe extern "C" fn fh_recv(
     meta: *mut fh_meta,
     timeout_ms: c_int,
 ) -> c_int {
+    // SAFETY: forwarded caller contract: `frame` NULL or writable.
+    unsafe {
+        recv_into(client, frame.is_null(), meta, timeout_ms, |received| {
+            let out = fh_frame::from_frame(received).ok_or_else(|| {
+                Failure::invalid_argument(format!("received {received:?}, which fh_frame cannot hold"))
+            })?;
+            // SAFETY: checked non-NULL; writable by the caller's contract.
+            *frame = out;
+            Ok(())
+        })
+    }
+}
+
+/// `fh_recv`'s and `fh_recv_xl`'s body: the next frame handed to `write`
+/// (the output is NULL when `out_is_null`), its metadata into `*meta`.
+///
+/// # Safety
+/// `client` is a live handle; `meta` is NULL or writable.
+pub(crate) unsafe fn recv_into(
+    client: *mut fh_client,
+    out_is_null: bool,
+    meta: *mut fh_meta,
+    timeout_ms: c_int,
+    write: impl FnOnce(&fieldhub_client::Frame) -> Result<(), Failure>,
+) -> c_int {
     // SAFETY: forwarded caller contract.
     unsafe {
         with_client(client, |c| {
-            if frame.is_null() {
+            if out_is_null {
                 return Err(Failure::invalid_argument("frame (the output) is NULL"));
             }
             let received = c.connected()?.recv(timeout(timeout_ms))?.ok_or(Failure::bare(FH_ERR_TIMEOUT))?;
-            // SAFETY: checked non-NULL; writable by the caller's contract.
-            *frame = fh_frame::from_frame(&received.frame).ok_or_else(|| {
-                Failure::invalid_argument(format!("received {:?}, which fh_frame cannot hold", received.frame))
-            })?;
+            write(&received.frame)?;
             if let Some(meta) = meta.as_mut() {
                 *meta = fh_meta::new(received.port, &received.frame, &received.meta);
             }

@@ -12,8 +12,8 @@ use fieldhub_client::{Frame, FrameFlags};
 use fieldhub_proto::canxl::{CANXL_PRIO_MASK, CANXL_VCID_MASK, CANXL_VCID_OFFSET, MAX_CANXL_DATA};
 
 use crate::frame::{fh_frame, fh_meta};
-use crate::status::fh_status::{FH_ERR_INVALID_FRAME, FH_ERR_TIMEOUT};
-use crate::{fh_client, fh_port, timeout, with_client, Failure};
+use crate::status::fh_status::FH_ERR_INVALID_FRAME;
+use crate::{fh_client, fh_port, recv_into, send_built, Failure};
 
 /// `fh_canxl_frame.flags`: this is a CAN XL frame (SocketCAN `CANXL_XLF`);
 /// always set on one, and never in a classic or FD frame's `len`.
@@ -156,15 +156,8 @@ pub unsafe extern "C" fn fh_send_xl(
     frame: *const fh_canxl_frame,
     timeout_ms: c_int,
 ) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        with_client(client, |c| {
-            // SAFETY: NULL or a valid fh_canxl_frame by the caller's contract.
-            let frame = frame.as_ref().ok_or_else(|| Failure::invalid_argument("frame is NULL"))?;
-            let frame = frame.to_frame()?;
-            c.send_on(port, |client, open| client.send_timeout(open, &frame, timeout(timeout_ms)))
-        })
-    }
+    // SAFETY: NULL or a valid fh_canxl_frame by the caller's contract.
+    unsafe { send_built(client, port, || frame.as_ref().map(fh_canxl_frame::to_frame), timeout_ms) }
 }
 
 /// Receive the next frame of any kind on any of the client's ports into
@@ -187,17 +180,11 @@ pub unsafe extern "C" fn fh_recv_xl(
     meta: *mut fh_meta,
     timeout_ms: c_int,
 ) -> c_int {
-    // SAFETY: forwarded caller contract.
+    // SAFETY: forwarded caller contract: `frame` NULL or writable.
     unsafe {
-        with_client(client, |c| {
-            // SAFETY: NULL or writable by the caller's contract.
-            let out = frame.as_mut().ok_or_else(|| Failure::invalid_argument("frame (the output) is NULL"))?;
-            let received = c.connected()?.recv(timeout(timeout_ms))?.ok_or(Failure::bare(FH_ERR_TIMEOUT))?;
-            fh_canxl_frame::write_frame(&received.frame, out)?;
-            if let Some(meta) = meta.as_mut() {
-                *meta = fh_meta::new(received.port, &received.frame, &received.meta);
-            }
-            Ok(())
+        recv_into(client, frame.is_null(), meta, timeout_ms, |received| {
+            // SAFETY: checked non-NULL; writable by the caller's contract.
+            fh_canxl_frame::write_frame(received, &mut *frame)
         })
     }
 }
