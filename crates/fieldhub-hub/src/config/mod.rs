@@ -490,6 +490,9 @@ impl HubConfig {
                         "a SocketCAN port needs a `channel` to be wired to".into(),
                     ));
                 }
+                if let Some(channel) = &p.channel {
+                    self.check_can_bridge(channel, "a SocketCAN port").map_err(|m| invalid(field("channel"), m))?;
+                }
                 if let Some(j) = self.ports[..i].iter().position(|other| other.socketcan.as_ref() == Some(interface)) {
                     let text = format!("interface '{interface}' is already port '{}'", self.ports[j].name);
                     return Err(invalid(field("socketcan"), text));
@@ -532,6 +535,7 @@ impl HubConfig {
         for (i, s) in self.silkit.iter().enumerate() {
             let field = |key: &str| source.table_field("silkit", i, key);
             self.check_channel_ref(&s.channel).map_err(|m| invalid(field("channel"), m))?;
+            self.check_can_bridge(&s.channel, "a SIL Kit bridge").map_err(|m| invalid(field("channel"), m))?;
             s.check_values().map_err(|(key, m)| invalid(field(key), m))?;
             if s.synchronized && self.hub.time != TimeMode::Virtual {
                 let text =
@@ -553,6 +557,7 @@ impl HubConfig {
         for (i, c) in self.cannelloni.iter().enumerate() {
             let field = |key: &str| source.table_field("cannelloni", i, key);
             self.check_channel_ref(&c.channel).map_err(|m| invalid(field("channel"), m))?;
+            self.check_can_bridge(&c.channel, "a cannelloni endpoint").map_err(|m| invalid(field("channel"), m))?;
             c.check_values().map_err(|(key, m)| invalid(field(key), m))?;
             let listen = c.listen_addr().map_err(|m| invalid(field("listen"), m))?;
             if listen.addr().port() != 0 {
@@ -567,6 +572,20 @@ impl HubConfig {
             r.setup().map_err(|m| invalid(field("nodes"), m))?;
         }
         Ok(())
+    }
+
+    /// A bridge that carries CAN and CAN FD frames (`bridge`: its name) is
+    /// not wired to a `canxl` or `raw` channel: its frames have no form
+    /// there (SocketCAN's raw frames, SIL Kit's and cannelloni's records).
+    fn check_can_bridge(&self, channel: &str, bridge: &str) -> Result<(), String> {
+        match self.channels.iter().find(|c| c.name == channel).map(|c| c.protocol) {
+            Some(protocol @ (Protocol::Canxl | Protocol::Raw)) => Err(format!(
+                "{bridge} carries CAN and CAN FD frames; channel '{channel}' is protocol = \"{}\", whose frames it \
+                 cannot pass on",
+                protocol.name()
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn check_channel_ref(&self, name: &str) -> Result<(), String> {
@@ -785,6 +804,8 @@ mod tests {
             (format!("{ch}protocol = \"canfd\"\nxl_data_bitrate = 10000000\n"), "channel[0].xl_data_bitrate: only"),
             (format!("{ch}protocol = \"raw\"\n[channel.raw]\nbits_per_byte = 0\n"), "channel[0].raw.bits_per_byte"),
             (format!("{ch}[channel.raw]\nbits_per_byte = 10\n"), "channel[0].raw: a [channel.raw] table needs protocol"),
+            (format!("{ch}protocol = \"canxl\"\n[[port]]\nname = \"p\"\nchannel = \"a\"\nsocketcan = \"can0\"\n"), "port[0].channel: a SocketCAN port carries CAN and CAN FD frames; channel 'a' is protocol = \"canxl\""),
+            (format!("{ch}protocol = \"raw\"\n[[cannelloni]]\nchannel = \"a\"\nlisten = \"127.0.0.1:0\"\n"), "cannelloni[0].channel: a cannelloni endpoint carries CAN"),
             ("[[channel]]\nname = \"bad name\"\n".to_owned(), "channel[0].name"),
             (format!("{ch}[[port]]\nname = \"p\"\nchannel = \"zz\"\n"), "line 5: port[0].channel: no channel named 'zz'"),
             (format!("{ch}[[port]]\nname = \"p\"\nrate = -1.0\n"), "port[0].rate"),
