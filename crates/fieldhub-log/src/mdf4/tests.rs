@@ -59,6 +59,18 @@ fn an_empty_recording_is_a_readable_file() {
 }
 
 #[test]
+fn can_xl_and_raw_frames_are_refused_with_the_reason_not_cut_into_a_can_record() {
+    let mut writer = Mdf4Writer::new(Vec::new(), &[], 0);
+    let xl = fieldhub_proto::Frame::can_xl(0x123, 0, 0, fieldhub_proto::FrameFlags::empty(), 0, &[1; 2048]).unwrap();
+    for frame in [xl, fieldhub_proto::Frame::raw(7, &[2; 100]).unwrap()] {
+        let error = writer.record(1, "xl0", &frame, Direction::Rx).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(error.to_string().contains("MF4 recordings carry CAN and CAN FD frames; channel 'xl0'"), "{error}");
+    }
+    writer.record(2, "xl0", &parse_cansend("123#01").unwrap(), Direction::Rx).unwrap();
+}
+
+#[test]
 fn more_than_256_channels_is_refused_with_the_reason() {
     let mut writer = Mdf4Writer::new(Vec::new(), &[], 0);
     let frame = parse_cansend("001#").unwrap();

@@ -83,6 +83,13 @@ impl<W: Write> Mdf4Writer<W> {
         frame: &Frame,
         direction: Direction,
     ) -> std::io::Result<()> {
+        if frame.is_xl() || frame.is_raw() {
+            // A CAN_DataFrame record holds 64 data bytes and CAN's fields only.
+            let text = format!(
+                "MF4 recordings carry CAN and CAN FD frames; channel '{channel}' has {frame:?} (convert it to candump)"
+            );
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, text));
+        }
         let bus_channel = self.number(channel)?;
         let kind = if frame.is_error() {
             GroupKind::Error
