@@ -234,3 +234,42 @@ fn channel_settings_of_the_other_protocols_are_refused_by_key() {
     assert!(check(Protocol::Raw, |c| c.bitrate = 12_000_000).is_ok(), "PROFIBUS DP's 12 Mbit/s");
     assert!(check(Protocol::Can, |c| c.bitrate = 12_000_000).is_err());
 }
+
+/// A raw channel takes any access rule: under `tdma` each port's raw frame
+/// starts at its slot, timed by the raw model, and one that could never fit
+/// a slot is refused as it comes with the reason.
+#[test]
+fn raw_frames_take_their_tdma_slots_and_one_longer_than_any_slot_is_refused() {
+    let config = r#"
+        [[channel]]
+        name = "ring"
+        protocol = "raw"
+        timing = "timed"
+        bitrate = 19200
+        arbitration = "tdma"
+        [channel.raw]
+        bits_per_byte = 11
+        overhead_bits = 39
+        [channel.tdma]
+        slots = [{ port = "a", length_us = 10000 }, { port = "b", length_us = 10000 }]
+    "#;
+    let mut h = Harness::new(config);
+    let (a, b, rx) = (h.connect("a"), h.connect("b"), h.connect("rx"));
+    let pa = h.open(&a, "ring", "a", PortOptions::empty());
+    let pb = h.open(&b, "ring", "b", PortOptions::empty());
+    h.open(&rx, "ring", "rx", PortOptions::empty());
+    h.send(&b, pb, Frame::raw(0x1, &[1, 2, 3]).unwrap());
+    h.send(&a, pa, Frame::raw(0x2, &[4, 5, 6]).unwrap());
+    // 2,048 bytes: 39 + 2048 · 11 bits at 19,200 bit/s, 1.175 s — no 10 ms slot holds it.
+    h.send(&a, pa, Frame::raw(0x3, &[0; 2048]).unwrap());
+    // 3 bytes: 72 bits, 3.75 ms; a's slot is [0, 10 ms), b's [10, 20 ms), from bus time 0.
+    let frame_ns = 72 * 1_000_000_000 / 19_200;
+    for _ in 0..4 {
+        h.advance(10_000_000);
+    }
+    let got: Vec<(u32, u64)> = h.frames(&rx).iter().map(|(f, m)| (f.id(), m.timestamp_ns - START_NS)).collect();
+    assert_eq!(got, [(0x2, frame_ns), (0x1, 10_000_000 + frame_ns)], "each in its owner's slot");
+    let refused = h.errors(&a);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].1.contains("longer than its longest TDMA slot"), "{refused:?}");
+}
