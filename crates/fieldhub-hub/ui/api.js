@@ -102,11 +102,19 @@ export const FLAGS = {
   EXT: 1, RTR: 2, BRS: 4, ESI: 8, FD: 16, ERR: 32,
   LIN: 64, LIN_NO_RESPONSE: 128, LIN_COLLISION: 256, LIN_CHECKSUM_ERROR: 512,
   LIN_WAKE_UP: 1024, LIN_GO_TO_SLEEP: 2048,
+  XL: 4096, XL_SEC: 8192, XL_RRS: 16384, RAW: 32768,
 };
 
-/// An identifier as candump writes it: 3 hex digits, or 8 when extended.
+/// Most payload bytes the hub sends of a frame (trace.rs MAX_SHOWN_BYTES).
+export const MAX_SHOWN_BYTES = 64;
+
+/// An identifier as candump writes it: 3 hex digits, or 8 when extended
+/// (and for a raw frame's 32-bit id); a CAN XL frame's VCID before its
+/// priority, as can-utils prints it.
 export function idText(id, flags) {
-  return id.toString(16).toUpperCase().padStart(flags & (FLAGS.EXT | FLAGS.ERR) ? 8 : 3, '0');
+  const hex = (n, digits) => n.toString(16).toUpperCase().padStart(digits, '0');
+  if (flags & FLAGS.XL) return hex((id >> 16) & 0xFF, 2) + hex(id & 0x7FF, 3);
+  return hex(id, flags & (FLAGS.EXT | FLAGS.ERR | FLAGS.RAW) ? 8 : 3);
 }
 
 /// The flags as short letters.
@@ -121,6 +129,13 @@ export function flagText(flags) {
     if (flags & FLAGS.LIN_GO_TO_SLEEP) names.push('GO-TO-SLEEP');
     return names.join(' ');
   }
+  if (flags & FLAGS.XL) {
+    names.push('XL');
+    if (flags & FLAGS.XL_SEC) names.push('SEC');
+    if (flags & FLAGS.XL_RRS) names.push('RRS');
+    return names.join(' ');
+  }
+  if (flags & FLAGS.RAW) return 'RAW';
   if (flags & FLAGS.ERR) names.push('ERR');
   if (flags & FLAGS.EXT) names.push('EXT');
   if (flags & FLAGS.RTR) names.push('RTR');
@@ -145,8 +160,11 @@ export function rowMark(flags) {
 }
 
 /// A frame's data as the trace shows it: words for a remote frame and a
-/// LIN header alone, what the bus read for a LIN collision.
-export function dataText(flags, hex) {
+/// LIN header alone, what the bus read for a LIN collision; of a longer
+/// frame than the hub sends whole (CAN XL, raw), the bytes it sent and the
+/// frame's length.
+export function dataText(flags, hex, len) {
+  if (len > MAX_SHOWN_BYTES) return `${spacedHex(hex)} … (${len} bytes)`;
   if (flags & FLAGS.LIN_NO_RESPONSE) return 'no response';
   if (flags & FLAGS.LIN_WAKE_UP) return 'wake-up pulse';
   if (flags & FLAGS.LIN_GO_TO_SLEEP) return `go-to-sleep: ${spacedHex(hex)}`;

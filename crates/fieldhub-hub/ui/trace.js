@@ -274,7 +274,7 @@ export class Trace {
     set(cells[3], id);
     set(cells[4], flagText(frame.flags));
     set(cells[5], String(frame.len));
-    set(cells[6], dataText(frame.flags, frame.hex));
+    set(cells[6], dataText(frame.flags, frame.hex, frame.len));
     set(cells[7], frame.decoded || '');
   }
 

@@ -66,7 +66,21 @@ pub mod flags {
     /// The go-to-sleep command (0x3C, first byte 0), known by its content
     /// as a slave knows it.
     pub const LIN_GO_TO_SLEEP: u32 = 2048;
+    /// A CAN XL frame (its id: the priority, the VCID from bit 16); with
+    /// it, XL's own flags below.
+    pub const XL: u32 = 4096;
+    /// CAN XL: simple extended content.
+    pub const XL_SEC: u32 = 8192;
+    /// CAN XL: remote request substitution.
+    pub const XL_RRS: u32 = 16384;
+    /// A raw frame (its id: the channel's access rule's).
+    pub const RAW: u32 = 32768;
 }
+
+/// Most payload bytes a frame or row shows on the page: a CAN XL or raw
+/// frame carries up to 2,048, and a batch of them whole would be megabytes
+/// a tick. The frame's `len` still says how many it has.
+pub const MAX_SHOWN_BYTES: usize = 64;
 
 pub(crate) fn page_flags(frame: &Frame) -> u32 {
     let f = frame.flags();
@@ -97,10 +111,19 @@ pub(crate) fn page_flags(frame: &Frame) -> u32 {
         FrameKind::CanFd => bits | flags::FD,
         FrameKind::Error => bits | flags::ERROR,
         FrameKind::Can | FrameKind::Lin => bits,
-        // No channel carries them yet; their flag bits (SEC, RRS) are not
-        // the page's.
-        FrameKind::CanXl | FrameKind::Raw => 0,
+        // XL's flag bits (SEC, RRS) share CAN's EXTENDED and REMOTE.
+        FrameKind::CanXl => {
+            let sec = if f.contains(FrameFlags::XL_SEC) { flags::XL_SEC } else { 0 };
+            let rrs = if f.contains(FrameFlags::XL_RRS) { flags::XL_RRS } else { 0 };
+            flags::XL | sec | rrs
+        }
+        FrameKind::Raw => flags::RAW,
     }
+}
+
+/// The hex of the bytes of `data` the page shows ([`MAX_SHOWN_BYTES`]).
+fn shown(data: &[u8]) -> String {
+    hex(&data[..data.len().min(MAX_SHOWN_BYTES)])
 }
 
 pub(crate) fn hex(data: &[u8]) -> String {
@@ -241,10 +264,10 @@ impl TraceBatcher {
                     period,
                     delta,
                     row.last_us,
-                    hex(row.frame.data()),
+                    shown(row.frame.data()),
                     row.frame.len(),
                     decode(channel, &row.frame).map(|d| fieldhub_dbc::describe(&d)),
-                    row.previous.as_ref().map(|p| hex(p.data())),
+                    row.previous.as_ref().map(|p| shown(p.data())),
                     jitter,
                 ])
             })
@@ -267,7 +290,7 @@ impl TraceBatcher {
                     t.timestamp_ns / 1_000,
                     t.frame.id(),
                     page_flags(&t.frame),
-                    hex(t.frame.data()),
+                    shown(t.frame.data()),
                     t.frame.len(),
                     text::format_cansend(&t.frame),
                     decoded.as_ref().map(fieldhub_dbc::describe),
@@ -434,5 +457,26 @@ mod tests {
         assert_eq!(page_flags(&wrong), flags::LIN | flags::LIN_CHECKSUM_ERROR);
         assert_eq!(page_flags(&Frame::lin_wake_up()), flags::LIN | flags::LIN_WAKE_UP);
         assert_eq!(page_flags(&Frame::lin_go_to_sleep()), flags::LIN | flags::LIN_GO_TO_SLEEP);
+        let xl = Frame::can_xl(0x123, 0x42, 3, FrameFlags::XL_SEC, 7, &[0xA5; 2048]).unwrap();
+        assert_eq!(page_flags(&xl), flags::XL | flags::XL_SEC, "XL's SEC is not CAN's EXT");
+        let rrs = Frame::can_xl(0x123, 0, 0, FrameFlags::XL_RRS, 0, &[1]).unwrap();
+        assert_eq!(page_flags(&rrs), flags::XL | flags::XL_RRS, "XL's RRS is not CAN's RTR");
+        assert_eq!(page_flags(&Frame::raw(0xDEAD_BEEF, &[1, 2]).unwrap()), flags::RAW);
+    }
+
+    #[test]
+    fn a_2048_byte_frame_shows_its_first_64_bytes_and_its_whole_length() {
+        let xl = Frame::can_xl(0x123, 0x42, 3, FrameFlags::empty(), 7, &[0xA5; 2048]).unwrap();
+        let mut batcher = TraceBatcher::default();
+        let mut t = tapped(0x123, 10, &[]);
+        t.frame = xl;
+        batcher.take(t);
+        let batch = batcher.batch(0, true, &HashMap::new()).unwrap();
+        let frame = &batch["frames"][0];
+        assert_eq!(frame[4].as_str().unwrap(), "A5".repeat(MAX_SHOWN_BYTES));
+        assert_eq!(frame[5], 2048);
+        assert_eq!(frame[2], 0x42_0123, "the id as the page reads it: the VCID from bit 16, the priority");
+        let row = &batch["rows"][0];
+        assert_eq!((row[7].as_str().unwrap().len(), row[8].as_u64()), (2 * MAX_SHOWN_BYTES, Some(2048)));
     }
 }
