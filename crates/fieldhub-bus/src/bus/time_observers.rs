@@ -33,8 +33,9 @@ impl Bus {
                 self.queue_frame(client, handle, s.frame);
             }
             let channel = &mut self.channels[owned.channel as usize];
-            let waiting =
-                channel.members.get(owned.member).is_some_and(|m| m.port_id == owned.port_id && !m.tx.is_empty());
+            // A LIN wake-up pulse it sent waits outside its FIFO.
+            let waiting = channel.lin_pulse_waits(owned.port_id)
+                || channel.members.get(owned.member).is_some_and(|m| m.port_id == owned.port_id && !m.tx.is_empty());
             if !waiting {
                 continue;
             }
@@ -80,7 +81,8 @@ impl Bus {
             if lingering.member.is_some() {
                 return true;
             }
-            let sending = channel.member_mut(lingering.port_id).is_some_and(|m| !m.tx.is_empty());
+            let sending = channel.lin_pulse_waits(lingering.port_id)
+                || channel.member_mut(lingering.port_id).is_some_and(|m| !m.tx.is_empty());
             if sending || deadlines[index].is_some() {
                 return true;
             }

@@ -191,6 +191,13 @@ impl Channel {
         }
     }
 
+    /// Whether a wake-up pulse port `port_id` sent waits to go on this LIN
+    /// channel: a port closing in virtual time lingers for it, as for the
+    /// frames in its FIFO.
+    pub fn lin_pulse_waits(&mut self, port_id: PortId) -> bool {
+        self.arbiter.lin().is_some_and(|master| master.pulse_waits(port_id))
+    }
+
     /// For a port `port` just opened on this channel, if it is a sleeping LIN
     /// channel: the `CHANNEL_STATE` `asleep` its other ports were sent.
     pub fn lin_asleep(&self, port: u16) -> Option<Outbound> {

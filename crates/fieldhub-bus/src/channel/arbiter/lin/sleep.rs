@@ -201,6 +201,19 @@ impl LinScheduleArbiter {
         self.sleep.pulse_asks.push_back((Some(port), now));
     }
 
+    /// `port` left the channel: its pulses go with it, and it repeats none.
+    pub fn forget_pulses(&mut self, port: PortId) {
+        self.sleep.pulse_asks.retain(|&(asker, _)| asker != Some(port));
+        if self.sleep.waker.is_some_and(|w| w.port == port) {
+            self.sleep.waker = None;
+        }
+    }
+
+    /// Whether a pulse port `port` asked for has not gone on the bus yet.
+    pub fn pulse_waits(&self, port: PortId) -> bool {
+        self.sleep.pulse_asks.iter().any(|&(asker, _)| asker == Some(port))
+    }
+
     /// The next change of state before bus time `until` (at it too with
     /// `inclusive`), for the channel to tell its ports.
     pub fn take_news(&mut self, until: u64, inclusive: bool) -> Option<PowerNews> {
@@ -245,7 +258,11 @@ impl LinScheduleArbiter {
             Some(Ok(port)) => {
                 let pulse_ns = self.rates.duration_ns(&Frame::lin_wake_up());
                 let fits = self.sleep.power != Power::Awake || self.slot_at.is_none_or(|slot| at + pulse_ns <= slot);
-                if fits {
+                // A port that cannot send now (off the channel while it
+                // lingers in virtual time, unplugged, bus-off) sends its
+                // pulse once it can; a port that leaves takes it along.
+                let sends = port.is_none() || self.answers.pulse.is_some();
+                if fits && sends {
                     return Some(self.asked_pulse(at, port));
                 }
                 None
@@ -276,10 +293,16 @@ impl LinScheduleArbiter {
                     self.resolving = None;
                     return Some((None, Some(headers_at)));
                 }
-                if let (Some(index), Some(port)) = (self.answers.pulse, self.sleep.port_pulse_due(at)) {
-                    self.answer_won = Some(Frame::lin_wake_up());
-                    self.granted = Some(Grant::Pulse(port));
-                    return Some((Some(index), None));
+                if let Some(waker) = self.sleep.waker.filter(|w| at >= w.next_at) {
+                    match self.answers.pulse.filter(|_| self.answers.pulse_port == Some(waker.port)) {
+                        Some(index) => {
+                            self.answer_won = Some(Frame::lin_wake_up());
+                            self.granted = Some(Grant::Pulse(waker.port));
+                            return Some((Some(index), None));
+                        }
+                        // The waker cannot send now: it repeats no more.
+                        None => self.sleep.waker = None,
+                    }
                 }
                 let headers = self.running.then_some(headers_at);
                 let repeat = self.sleep.waker.map(|w| w.next_at);
@@ -297,16 +320,9 @@ impl LinScheduleArbiter {
             self.pulse_started(at, None);
             return (None, self.own_frame.as_ref().map(|(_, end)| *end));
         };
-        match self.answers.pulse {
-            Some(index) => {
-                self.answer_won = Some(Frame::lin_wake_up());
-                self.granted = Some(Grant::Pulse(port));
-                (Some(index), None)
-            }
-            // The port left, is unplugged or bus-off: its pulse is lost, as
-            // its frames are.
-            None => (None, Some(at)),
-        }
+        self.answer_won = Some(Frame::lin_wake_up());
+        self.granted = Some(Grant::Pulse(port));
+        (self.answers.pulse, None)
     }
 
     /// At a slot boundary `at`: the go-to-sleep command, a port's or the
