@@ -71,3 +71,54 @@ def test_a_lin_collision_and_unanswered_headers_are_marked_not_shown_as_ordinary
     finally:
         opened.close()
         hub.stop()
+
+
+#: Two slots at 19.2 kbit/s, in virtual time: the master's go-to-sleep and a
+#: slave's wake-up pulse (docs/buses.md, Sleep and wake-up).
+SLEEP = """
+[hub]
+name = "ui-lin-sleep"
+time = "virtual"
+
+[[channel]]
+name = "body"
+protocol = "lin"
+bitrate = 19200
+timing = "timed"
+
+[channel.lin]
+schedule = [{ id = 0x10, delay_ms = 10 }, { id = 0x11, delay_ms = 10 }]
+"""
+
+
+def test_the_go_to_sleep_command_and_a_wake_up_pulse_are_marked_in_the_trace(browser):
+    hub = RunningHub(SLEEP)
+    opened = Page(browser, hub)
+    page = opened.page
+    try:
+        # The dump's port starts the schedule at bus time 0.
+        dump = subprocess.Popen([FIELDHUB, "dump", "--hub", hub.url, "-n", "4", "body"],
+                                stdout=subprocess.PIPE, text=True)
+        page.wait_for_function("fetch('/api/v1/ports').then(r => r.json()).then(p => p.length === 1)",
+                               timeout=10_000)
+        hub.api("POST", "/api/v1/channels/body/lin/sleep")
+        hub.api("POST", "/api/v1/time", {"action": "run_until", "until_ns": 1_000_000_000})
+        subprocess.run([FIELDHUB, "send", "--hub", hub.url, "--port", "door", "body", "LW#-"],
+                       check=True, timeout=30)
+        hub.api("POST", "/api/v1/time", {"action": "run_until", "until_ns": 1_105_000_000})
+        out, _ = dump.communicate(timeout=30)
+        assert hub.api("GET", "/api/v1/channels")[0]["wake_ups"] == 1, out
+
+        sleep = page.wait_for_selector(".trace-row.lin-go-to-sleep", timeout=5000)
+        assert sleep.get_attribute("data-id") == "03C"
+        assert sleep.query_selector(".c-flags").inner_text() == "LIN GO-TO-SLEEP"
+        assert sleep.query_selector(".c-data").inner_text() == "go-to-sleep: 00 FF FF FF FF FF FF FF"
+        pulse = page.wait_for_selector(".trace-row.lin-wake-up", timeout=5000)
+        assert pulse.query_selector(".c-flags").inner_text() == "LIN WAKE-UP"
+        assert pulse.query_selector(".c-data").inner_text() == "wake-up pulse"
+        assert pulse.query_selector(".c-sender").inner_text() == "door"
+        screenshot(page, "lin-sleep")
+        assert opened.errors == []
+    finally:
+        opened.close()
+        hub.stop()
