@@ -116,6 +116,10 @@ pub fn fd_port() -> PortConfig {
 
 /// The benchmark channel every hub under test carries (CAN FD, ideal timing).
 pub const CHANNEL: &str = "bench";
+/// The CAN XL channel (ideal timing) of a hub whose benchmark sends
+/// [`FrameSize::Xl2048`] frames: `protocol = "canxl"`, which the endpoints
+/// of other tools on [`CHANNEL`] (cannelloni) may not be.
+pub const XL_CHANNEL: &str = "bench-xl";
 /// Round trips (or frames) at the start of a series that are not counted.
 pub const WARM_UP: usize = 200;
 /// How long any single wait may take before the benchmark calls it stalled.
@@ -175,11 +179,14 @@ impl Launcher {
 /// Where a benchmark reports how far it got (stderr in the CLI).
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
 
-/// Payload sizes measured: 8-byte classic CAN and 64-byte CAN FD.
+/// Payload sizes measured: 8-byte classic CAN, 64-byte CAN FD and
+/// 2,048-byte CAN XL (the one payload the hub shares by reference rather
+/// than copying, on [`XL_CHANNEL`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameSize {
     Can8,
     Fd64,
+    Xl2048,
 }
 
 impl FrameSize {
@@ -187,6 +194,7 @@ impl FrameSize {
         match self {
             FrameSize::Can8 => 8,
             FrameSize::Fd64 => 64,
+            FrameSize::Xl2048 => fieldhub_proto::canxl::MAX_CANXL_DATA,
         }
     }
 
@@ -194,18 +202,31 @@ impl FrameSize {
         match self {
             FrameSize::Can8 => "8-byte CAN",
             FrameSize::Fd64 => "64-byte CAN FD",
+            FrameSize::Xl2048 => "2048-byte CAN XL",
         }
     }
 
     /// A frame of this size whose first four payload bytes carry `counter`.
     pub fn frame(self, id: u32, counter: u32) -> fieldhub_proto::Frame {
-        let mut data = [0x55u8; 64];
+        let mut data = [0x55u8; fieldhub_proto::canxl::MAX_CANXL_DATA];
         data[..4].copy_from_slice(&counter.to_le_bytes());
         let frame = match self {
             FrameSize::Can8 => fieldhub_proto::Frame::can(id, false, &data[..8]),
-            FrameSize::Fd64 => fieldhub_proto::Frame::can_fd(id, fieldhub_proto::FrameFlags::BRS, &data),
+            FrameSize::Fd64 => fieldhub_proto::Frame::can_fd(id, fieldhub_proto::FrameFlags::BRS, &data[..64]),
+            FrameSize::Xl2048 => {
+                let flags = fieldhub_proto::FrameFlags::empty();
+                fieldhub_proto::Frame::can_xl(id as u16 & 0x7FF, 0, 0, flags, 0, &data)
+            }
         };
-        frame.expect("an 11-bit id with 8 or 64 bytes is a valid frame")
+        frame.expect("an 11-bit id with 8, 64 or 2048 bytes is a valid frame")
+    }
+
+    /// The channel its frames go on.
+    pub fn channel(self) -> &'static str {
+        match self {
+            FrameSize::Can8 | FrameSize::Fd64 => CHANNEL,
+            FrameSize::Xl2048 => XL_CHANNEL,
+        }
     }
 
     /// The wire message (`FRAMES` with one record, length prefix included)

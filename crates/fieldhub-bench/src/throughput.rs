@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use fieldhub_client::{Client, ClientOptions, PortConfig};
 use serde::Serialize;
 
-use crate::hub_process::HubProcess;
+use crate::hub_process::{HubExtras, HubProcess};
 use crate::raw::{self, PeerMode};
 use crate::stats::ratio;
-use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, PATIENCE};
+use crate::{BenchError, FrameSize, Launcher, Progress, Transport, PATIENCE};
 
 /// Quiet time after the sender stopped that ends a receiver's count.
 const DRAINED: Duration = Duration::from_millis(300);
@@ -80,7 +80,13 @@ pub fn run(
     if spec.seconds <= 0.0 || spec.receivers.contains(&0) {
         return Err(BenchError::Invalid("seconds and receiver counts must be positive".into()));
     }
-    let hub = HubProcess::start(launcher, false)?;
+    let hub = match spec.sizes.contains(&FrameSize::Xl2048) {
+        true => {
+            let xl_channel = format!("[[channel]]\nname = \"{}\"\nprotocol = \"canxl\"\n", crate::XL_CHANNEL);
+            HubProcess::start_with_extras(launcher, HubExtras { tables: xl_channel, ..Default::default() })?
+        }
+        false => HubProcess::start(launcher, false)?,
+    };
     let url = hub.url(spec.transport, false);
     let mode = match spec.transport {
         Transport::Shm => PeerMode::RingStream,
@@ -145,12 +151,12 @@ pub(crate) fn measure_between(
 ) -> Result<HubRate, BenchError> {
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
     let sender = Client::connect_with(sender_url, &options("bench-sender"))?;
-    let port = sender.open_port_with(CHANNEL, &crate::fd_port())?;
+    let port = sender.open_port_with(size.channel(), &crate::fd_port())?;
     let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
     let receivers: Vec<Client> = (0..receivers)
         .map(|i| {
             let client = Client::connect_with(receiver_url, &options(&format!("bench-rx{i}")))?;
-            client.open_port_with(CHANNEL, &lossless)?;
+            client.open_port_with(size.channel(), &lossless)?;
             Ok(client)
         })
         .collect::<Result<_, BenchError>>()?;

@@ -116,6 +116,9 @@ enum Kind {
         receivers: Vec<usize>,
         #[command(flatten)]
         sizes: Sizes,
+        /// Only 2,048-byte CAN XL frames, on a canxl channel (against a ring stream of the same messages).
+        #[arg(long, conflicts_with_all = ["fd", "can"])]
+        xl: bool,
         /// Print the scenarios as JSON: hub, baseline and ratio for each.
         #[arg(long)]
         json: bool,
@@ -331,8 +334,9 @@ pub fn run(args: BenchArgs, this_command: &Launcher) -> anyhow::Result<()> {
             let points = points?;
             report(&points[..], json, print_scaling)?;
         }
-        Kind::Throughput { transport, seconds, receivers, sizes, json } => {
-            let spec = throughput::ThroughputRun { transport, seconds, sizes: sizes.list(), receivers };
+        Kind::Throughput { transport, seconds, receivers, sizes, xl, json } => {
+            let sizes = if xl { vec![FrameSize::Xl2048] } else { sizes.list() };
+            let spec = throughput::ThroughputRun { transport, seconds, sizes, receivers };
             let scenarios = throughput::run(this_command, &spec, &mut progress).context("throughput benchmark");
             clear_progress();
             let scenarios = scenarios?;

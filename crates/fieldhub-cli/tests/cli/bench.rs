@@ -227,6 +227,16 @@ fn shm_throughput_reports_each_receiver_count_against_the_ring_stream() {
 }
 
 #[test]
+fn can_xl_throughput_moves_2048_byte_frames_on_a_canxl_channel_against_a_ring_stream_of_the_same() {
+    let scenarios = bench_json(&["throughput", "--seconds", "1", "--xl", "--receivers", "2"]);
+    assert_eq!(scenarios.len(), 1);
+    check_throughput(&scenarios[0]);
+    assert_eq!(scenarios[0]["payload_bytes"], 2048);
+    assert_eq!(scenarios[0]["scenario"], "shm, 2048-byte CAN XL, 2 receiver(s)");
+    assert!(scenarios[0]["baseline"]["kind"].as_str().unwrap().contains("SPSC ring"));
+}
+
+#[test]
 fn tcp_throughput_is_measured_against_the_tcp_stream() {
     let scenarios = bench_json(&["throughput", "--transport", "tcp", "--seconds", "1", "--fd", "--receivers", "1"]);
     assert_eq!(scenarios.len(), 1);
