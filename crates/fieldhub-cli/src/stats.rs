@@ -221,7 +221,7 @@ fn timer_lines(t: &fieldhub_proto::stats::TimerStats) -> String {
         t.max_late_ns as f64 / 1e3
     );
     if let Some(w) = t.worst.first() {
-        let cause = match w.woke_late_ns * 2 >= w.late_ns {
+        let cause = match w.mostly_asleep() {
             true => "the system ran the thread late",
             false => "the thread was busy",
         };

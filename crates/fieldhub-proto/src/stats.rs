@@ -67,6 +67,14 @@ pub struct LateDeadline {
     pub woke_late_ns: u64,
 }
 
+impl LateDeadline {
+    /// Whether the thread slept past most of its lateness — the operating
+    /// system ran it late — rather than working through it.
+    pub fn mostly_asleep(&self) -> bool {
+        self.woke_late_ns * 2 >= self.late_ns
+    }
+}
+
 /// How many entries of each list a `STATS` document left out, cut from
 /// the lists' ends (`spec/protocol.md` 3.10).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -16,13 +16,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use fieldhub_shm::waker_sched;
+
 use crate::stats::Distribution;
 
 /// The sleeping thread's period.
 const PERIOD: Duration = Duration::from_millis(1);
-/// The hub's bus thread's `SCHED_FIFO` priority under `[hub] realtime`
-/// (`fieldhub-hub`'s `bus_thread::realtime`).
-pub const BUS_THREAD_PRIORITY: i32 = 10;
 
 /// A running floor measurement.
 pub struct Floor {
@@ -39,7 +38,7 @@ impl Floor {
         let thread = std::thread::Builder::new().name("bench-floor".into()).spawn(move || {
             // The bus thread's slack (`bus_thread::realtime`): the default
             // 50 µs would make the floor later than the hub by design.
-            let _ = fieldhub_shm::waker_sched::set_timer_slack_ns(1);
+            let _ = waker_sched::set_timer_slack_ns(waker_sched::BUS_THREAD_SLACK_NS);
             let mut late = Vec::with_capacity(1 << 16);
             let mut deadline = Instant::now() + PERIOD;
             while !stopped.load(Ordering::Relaxed) {
@@ -53,7 +52,7 @@ impl Floor {
             late
         })?;
         if realtime {
-            if let Err(e) = fieldhub_shm::waker_sched::run_fifo(&thread, BUS_THREAD_PRIORITY) {
+            if let Err(e) = waker_sched::run_fifo(&thread, waker_sched::BUS_THREAD_PRIORITY) {
                 stop.store(true, Ordering::Relaxed);
                 let _ = thread.join();
                 return Err(std::io::Error::new(e.kind(), format!("the floor thread under SCHED_FIFO: {e}")));

@@ -17,7 +17,7 @@
 //! stalls than that leaves the shorter ones unmatched: the report says how
 //! many cycles were matched.
 
-use fieldhub_client::TimerStats;
+use fieldhub_client::{LateDeadline, TimerStats};
 use serde::Serialize;
 
 use super::exact::OffCycle;
@@ -71,12 +71,18 @@ pub struct LateService {
     pub late_us: f64,
     /// The part it slept past its time.
     pub woke_late_us: f64,
+    /// The thread slept past most of it ([`LateDeadline::mostly_asleep`]):
+    /// the machine's, not the hub's.
+    pub the_machines: bool,
 }
 
-impl LateService {
-    /// Whether the thread's sleep, not its work, made most of the delay.
-    pub fn the_machines(&self) -> bool {
-        self.woke_late_us * 2.0 >= self.late_us
+impl From<&LateDeadline> for LateService {
+    fn from(d: &LateDeadline) -> Self {
+        Self {
+            late_us: d.late_ns as f64 / 1e3,
+            woke_late_us: d.woke_late_ns as f64 / 1e3,
+            the_machines: d.mostly_asleep(),
+        }
     }
 }
 
@@ -89,10 +95,10 @@ pub fn explain(off: &[OffCycle], timer: &TimerStats, origin_ns: u64) -> Stalls {
             .iter()
             .filter(|d| (d.due_ns..=d.due_ns + 3 * d.late_ns).contains(&c.exact_ns) && d.late_ns * 2 >= c.deviation_ns)
             .max_by_key(|d| d.late_ns)
-            .map(|d| LateService { late_us: d.late_ns as f64 / 1e3, woke_late_us: d.woke_late_ns as f64 / 1e3 })
+            .map(LateService::from)
     };
     let causes: Vec<Option<LateService>> = off.iter().map(explained).collect();
-    let by_machine = causes.iter().flatten().filter(|d| d.the_machines()).count();
+    let by_machine = causes.iter().flatten().filter(|d| d.the_machines).count();
     let unexplained_max_ns =
         off.iter().zip(&causes).filter(|(_, cause)| cause.is_none()).map(|(c, _)| c.deviation_ns).max().unwrap_or(0);
     let mut worst: Vec<(&OffCycle, Option<LateService>)> = off.iter().zip(causes.iter().copied()).collect();
@@ -151,7 +157,7 @@ impl std::fmt::Display for Stalls {
         )?;
         for c in &self.worst {
             let why = match c.deadline {
-                Some(d) if d.the_machines() => format!(
+                Some(d) if d.the_machines => format!(
                     "the bus thread served its deadline {:.1} µs late, {:.1} µs of it asleep past its time \
                      (the machine)",
                     d.late_us, d.woke_late_us
@@ -172,7 +178,6 @@ impl std::fmt::Display for Stalls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fieldhub_client::LateDeadline;
 
     const MS: u64 = 1_000_000;
 
@@ -215,8 +220,8 @@ mod tests {
         let ids: Vec<u32> = stalls.worst.iter().map(|c| c.id).collect();
         assert_eq!(ids, [0x100, 0x101, 0x102, 0x103], "worst first");
         let first = stalls.worst[0].deadline.unwrap();
-        assert!(first.the_machines() && first.late_us == 1_450.0 && first.woke_late_us == 1_400.0);
-        assert!(!stalls.worst[1].deadline.unwrap().the_machines(), "busy 500 of 520 µs");
+        assert!(first.the_machines && first.late_us == 1_450.0 && first.woke_late_us == 1_400.0);
+        assert!(!stalls.worst[1].deadline.unwrap().the_machines, "busy 500 of 520 µs");
         assert!(stalls.worst[2].deadline.is_none() && stalls.worst[3].deadline.is_none());
         assert_eq!(stalls.worst[0].at_s, 2.0015);
         let text = stalls.to_string();
