@@ -61,10 +61,11 @@ pub fn run(mut bus: Bus, inbox: Inbox, wake: Arc<BusWake>, busy_poll: bool) {
         if input == Input::Stopped {
             return;
         }
-        let due = deadline.filter(|&at| at <= bus.now());
+        // The deadline, and the time it is served at, once it has come.
+        let due = deadline.map(|at| (at, bus.now())).filter(|&(at, now)| at <= now);
         if input == Input::Worked || due.is_some() {
-            if let Some(at) = due {
-                bus.note_deadline_served(at, bus.now(), woke);
+            if let Some((at, now)) = due {
+                bus.note_deadline_served(at, now, woke);
             }
             woke = None;
             deadline = bus.serve();
