@@ -57,6 +57,17 @@ mod sync;
 pub mod waker_sched;
 
 pub use bell::{AdaptiveSpin, Bell, WaitPolicy};
+
+/// The hub's bus thread's `SCHED_FIFO` priority under `[hub] realtime`
+/// (`waker_sched::run_fifo`): above every normal thread, below the kernel's
+/// threaded interrupt handlers (50), which the bus depends on (network,
+/// timers). Here, on every platform, for the hub's messages and for threads
+/// that measure the machine as the bus thread would see it.
+pub const BUS_THREAD_PRIORITY: i32 = 10;
+
+/// The bus thread's timer slack (`waker_sched::set_timer_slack_ns`): the
+/// default 50 µs would let its deadlines fire that much late.
+pub const BUS_THREAD_SLACK_NS: u64 = 1;
 pub use layout::{HeaderError, RegionHeader, SegmentHeader};
 #[cfg(all(not(loom), target_os = "linux"))]
 pub use region::{Backoff, Region};

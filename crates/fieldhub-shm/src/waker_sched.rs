@@ -1,23 +1,15 @@
 //! The scheduling of a thread that sleeps on a doorbell and must wake on
 //! time (the hub's bus thread): its timer slack, and the real-time policy.
-//! The system calls live here, where `unsafe` is allowed, with the values
-//! the bus thread asks for, so that a thread measuring the machine beside it
-//! (`fieldhub bench rbs`' floor) asks for the same; when to ask is the
-//! caller's (`fieldhub-hub`'s `bus_thread::realtime`).
+//! The system calls live here, where `unsafe` is allowed; the values the
+//! bus thread asks for are the crate's [`crate::BUS_THREAD_PRIORITY`] and
+//! [`crate::BUS_THREAD_SLACK_NS`], so that a thread measuring the machine
+//! beside it (`fieldhub bench rbs`' floor) asks for the same; when to ask is
+//! the caller's (`fieldhub-hub`'s `bus_thread::realtime`).
 //!
 //! Invariant: neither call makes a thread spin or changes any thread but
 //! the one named.
 
 use std::thread::JoinHandle;
-
-/// The bus thread's `SCHED_FIFO` priority: above every normal thread, below
-/// the kernel's threaded interrupt handlers (50), which the bus depends on
-/// (network, timers).
-pub const BUS_THREAD_PRIORITY: i32 = 10;
-
-/// The bus thread's timer slack: the default 50 µs would let its deadlines
-/// fire that much late.
-pub const BUS_THREAD_SLACK_NS: u64 = 1;
 
 /// Set the calling thread's timer slack: how much later than asked Linux
 /// may fire its timers, to merge wake-ups (50 µs unless changed).

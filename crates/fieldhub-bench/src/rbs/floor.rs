@@ -38,7 +38,7 @@ impl Floor {
         let thread = std::thread::Builder::new().name("bench-floor".into()).spawn(move || {
             // The bus thread's slack (`bus_thread::realtime`): the default
             // 50 µs would make the floor later than the hub by design.
-            let _ = waker_sched::set_timer_slack_ns(waker_sched::BUS_THREAD_SLACK_NS);
+            let _ = waker_sched::set_timer_slack_ns(fieldhub_shm::BUS_THREAD_SLACK_NS);
             let mut late = Vec::with_capacity(1 << 16);
             let mut deadline = Instant::now() + PERIOD;
             while !stopped.load(Ordering::Relaxed) {
@@ -52,7 +52,7 @@ impl Floor {
             late
         })?;
         if realtime {
-            if let Err(e) = waker_sched::run_fifo(&thread, waker_sched::BUS_THREAD_PRIORITY) {
+            if let Err(e) = waker_sched::run_fifo(&thread, fieldhub_shm::BUS_THREAD_PRIORITY) {
                 stop.store(true, Ordering::Relaxed);
                 let _ = thread.join();
                 return Err(std::io::Error::new(e.kind(), format!("the floor thread under SCHED_FIFO: {e}")));

@@ -23,8 +23,8 @@
 use std::thread::JoinHandle;
 
 /// The bus thread's `SCHED_FIFO` priority
-/// ([`fieldhub_shm::waker_sched::BUS_THREAD_PRIORITY`]).
-pub const PRIORITY: i32 = fieldhub_shm::waker_sched::BUS_THREAD_PRIORITY;
+/// ([`fieldhub_shm::BUS_THREAD_PRIORITY`]).
+pub const PRIORITY: i32 = fieldhub_shm::BUS_THREAD_PRIORITY;
 
 /// Why the bus thread cannot have real-time scheduling.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ pub enum RealtimeError {
 /// A refusal costs only precision, so it is logged, not fatal.
 pub fn tighten_timer_slack() {
     #[cfg(target_os = "linux")]
-    if let Err(e) = fieldhub_shm::waker_sched::set_timer_slack_ns(fieldhub_shm::waker_sched::BUS_THREAD_SLACK_NS) {
+    if let Err(e) = fieldhub_shm::waker_sched::set_timer_slack_ns(fieldhub_shm::BUS_THREAD_SLACK_NS) {
         tracing::warn!("the bus thread keeps the default timer slack (wake-ups up to 50 µs late): {e}");
     }
 }
