@@ -13,6 +13,9 @@
 //! 10 ms: over a 5 s window that is 0.2 % of a core). Where the kernel has
 //! `/proc/PID/task/TID/sched`, the sum of its `se.sum_exec_runtime` over the
 //! threads gives the same figure to the microsecond, reported beside it.
+//! A phase also counts the sleeps both processes' threads took in the
+//! window ([`crate::sleeps`]), so a frame's CPU can be set against the
+//! wake-ups it really cost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,6 +25,7 @@ use fieldhub_proto::bits::FrameBits;
 use serde::Serialize;
 
 use crate::hub_process::HubProcess;
+use crate::sleeps::{SleepWindow, Sleeps};
 use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL};
 
 /// The bus rate the loaded phases emulate.
@@ -66,6 +70,9 @@ pub struct CpuPhase {
     pub hub: CpuShare,
     /// The benchmark process, where the clients live.
     pub client_process: CpuShare,
+    /// The sleeps of the hub's and the clients' threads in the window, over
+    /// the frames sent in it (`events`).
+    pub sleeps: Sleeps,
 }
 
 /// The kernel's clock ticks per second, the unit of `/proc/PID/stat` times.
@@ -161,10 +168,12 @@ fn measure(
             };
             run(Instant::now() + SETTLE, &mut sent)?;
             let before = (CpuSample::of(hub.pid())?, CpuSample::of(own_pid)?);
+            let sleeps = SleepWindow::open(&[hub.pid()])?;
             let started = Instant::now();
             sent = 0;
             run(started + window, &mut sent)?;
             let seconds = started.elapsed().as_secs_f64();
+            let sleeps = sleeps.close(sent)?;
             let after = (CpuSample::of(hub.pid())?, CpuSample::of(own_pid)?);
             Ok(CpuPhase {
                 scenario: format!("{}, {load}, {clients} client(s)", spec.transport.name()),
@@ -176,6 +185,7 @@ fn measure(
                 seconds,
                 hub: after.0.share_since(&before.0, seconds),
                 client_process: after.1.share_since(&before.1, seconds),
+                sleeps,
             })
         })();
         stop.store(true, Ordering::Relaxed);

@@ -32,7 +32,9 @@
 //!   pair and one hub's local channel.
 //! - [`floors`]: the primitives alone (waking N sleeping processes, the
 //!   CPU of one wake-up, a hand-off between threads), from which the report
-//!   derives what a path cannot go below on this machine.
+//!   derives what a path cannot go below on this machine; [`sleeps`]: the
+//!   sleeps a run's threads actually took (the kernel's voluntary context
+//!   switches), which those floors are priced by.
 //! - [`silkit_peers`]: Vector SIL Kit's own round trips and CPU, and its
 //!   participants with a hub as their network simulator.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
@@ -89,6 +91,8 @@ pub mod report;
 pub mod scaling;
 #[cfg(target_os = "linux")]
 pub mod silkit_peers;
+#[cfg(target_os = "linux")]
+pub mod sleeps;
 #[cfg(target_os = "linux")]
 pub mod soak;
 #[cfg(target_os = "linux")]

@@ -13,7 +13,9 @@
 //!
 //! Only shared memory with adaptive waits, the hub's local default. There is
 //! no raw baseline per point: the reference row is the baseline, and
-//! `bench latency` relates that one to the raw primitives.
+//! `bench latency` relates that one to the raw primitives. Each point also
+//! counts the sleeps the hub and the clients took over its round trips
+//! ([`crate::sleeps`]): how many wake-ups a round trip really cost.
 //!
 //! [`latency`]: crate::latency
 
@@ -23,8 +25,9 @@ use crate::background::{Background, BackgroundTraffic};
 use crate::bystanders::{Bystanders, ExtraClients};
 use crate::hub_process::{channel_name, HubProcess};
 use crate::latency::measure_hub;
+use crate::sleeps::{SleepWindow, Sleeps};
 use crate::stats::{Distribution, Ratios};
-use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL};
+use crate::{BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -61,6 +64,9 @@ pub struct ScalingPoint {
     pub hub: Distribution,
     /// `hub / hub of the series' first point`, key by key.
     pub ratio: Ratios,
+    /// The sleeps of the hub's and the clients' threads over the point's
+    /// round trips (warm-up included: `events` counts them too).
+    pub sleeps: Sleeps,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_clients: Option<ExtraClients>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +112,7 @@ pub fn run(launcher: &Launcher, spec: &ScalingRun, progress: Progress<'_>) -> Re
                 payload_bytes: spec.size.payload(),
                 ratio: Ratios::of(&measured.hub, reference),
                 hub: measured.hub,
+                sleeps: measured.sleeps,
                 extra_clients: measured.extra_clients,
                 background: measured.background,
             });
@@ -117,6 +124,7 @@ pub fn run(launcher: &Launcher, spec: &ScalingRun, progress: Progress<'_>) -> Re
 /// A point's figures before its ratio is known.
 struct Measured {
     hub: Distribution,
+    sleeps: Sleeps,
     extra_clients: Option<ExtraClients>,
     background: Option<BackgroundTraffic>,
 }
@@ -145,12 +153,15 @@ fn measure_point(
         let mut label = |line: &str| progress(&format!("{point}: {line}"));
         measure_hub(&url, spec.size, spec.samples, &mut label)
     };
+    let window = SleepWindow::open(&[hub.pid()])?;
     let ((mut samples, background), extra_clients) = bystanders.during(|| match &background {
         Some(background) => background.during(measure).map(|(samples, traffic)| (samples, Some(traffic))),
         None => measure().map(|samples| (samples, None)),
     })?;
+    let sleeps = window.close((WARM_UP + spec.samples) as u64)?;
     Ok(Measured {
         hub: Distribution::of(&mut samples),
+        sleeps,
         extra_clients: (clients > 2).then_some(extra_clients),
         background,
     })

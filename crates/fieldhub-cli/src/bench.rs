@@ -555,8 +555,8 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
             }
         }
         println!(
-            "  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}  notes",
-            "clients", "channels", "samples", "p50", "p99", "ratio p50", "ratio p99"
+            "  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>12}  notes",
+            "clients", "channels", "samples", "p50", "p99", "ratio p50", "ratio p99", "sleeps/trip"
         );
         for p in rows {
             let mut notes = Vec::new();
@@ -566,8 +566,15 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
             if let Some(b) = &p.background {
                 notes.push(format!("background {}/{} frames received", b.frames_received, b.frames_sent));
             }
+            let sleeps = &p.sleeps;
+            notes.push(format!(
+                "sleeps a round trip: hub bus {:.2}, hub other {:.2}, clients {:.2}",
+                sleeps.per_event(sleeps.hub_bus),
+                sleeps.per_event(sleeps.hub_other),
+                sleeps.per_event(sleeps.clients)
+            ));
             println!(
-                "  {:>8} {:>9} {:>9} {:>9.2} {:>9.2} {:>10.2} {:>10.2}  {}",
+                "  {:>8} {:>9} {:>9} {:>9.2} {:>9.2} {:>10.2} {:>10.2} {:>12.1}  {}",
                 p.clients,
                 p.channels,
                 p.hub.samples,
@@ -575,6 +582,7 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
                 p.hub.p99_us,
                 p.ratio.p50,
                 p.ratio.p99,
+                sleeps.per_event(sleeps.total()),
                 notes.join("; ")
             );
         }
@@ -602,14 +610,21 @@ fn print_throughput(scenarios: &[throughput::ThroughputScenario]) {
 
 fn print_cpu(phases: &[cpu::CpuPhase]) {
     println!("CPU time, % of one core ({} ticks/s; precise: threads' sum_exec_runtime)", cpu::clock_ticks_per_second());
+    println!("  (sleeps a frame: the kernel's voluntary context switches of the hub's bus thread, its other threads and the clients' process)");
     println!(
-        "  {:<30} {:>10} {:>10} {:>12} {:>12} {:>14}",
-        "", "frames/s", "hub %", "hub precise", "clients %", "clients precise"
+        "  {:<30} {:>10} {:>10} {:>12} {:>12} {:>14}  {}",
+        "", "frames/s", "hub %", "hub precise", "clients %", "clients precise", "sleeps/frame bus, other, clients"
     );
     let precise = |p: Option<f64>| p.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"));
     for p in phases {
+        let s = &p.sleeps;
+        let sleeps = if s.events == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.2}, {:.2}, {:.2}", s.per_event(s.hub_bus), s.per_event(s.hub_other), s.per_event(s.clients))
+        };
         println!(
-            "  {:<30} {:>10.0} {:>10.2} {:>12} {:>12.2} {:>14}",
+            "  {:<30} {:>10.0} {:>10.2} {:>12} {:>12.2} {:>14}  {sleeps}",
             p.scenario,
             p.frames_per_s,
             p.hub.cpu_percent,

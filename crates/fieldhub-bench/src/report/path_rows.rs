@@ -12,13 +12,16 @@
 //! - SIL Kit through the hub: two plain SIL Kit round trips (every frame
 //!   crosses SIL Kit twice: to the simulator, from it) and four thread
 //!   hand-offs (SIL Kit's thread to the bus and back, each way);
-//! - many clients: the CPU of waking `clients - 1` sleeping readers for each
-//!   of a round trip's two frames, spread over the machine's cores (a bound
-//!   on the mean: the wake-ups need not all precede the answer, but their
-//!   CPU is spent on the same cores before long);
-//! - CPU: one futex wake-up's CPU per wake-up a frame needs at least —
-//!   the paced sender's timer, the hub, each receiver (4 for 1 sender and 2
-//!   receivers; 1 for the hub alone);
+//! - many clients: the sleeps the hub's and the clients' threads took in the
+//!   same run, per round trip (the kernel's count, [`crate::sleeps`]), each
+//!   woken at the CPU of one wake-up, spread over the machine's cores: a
+//!   floor on the mean round trip (the wake-ups need not all precede the
+//!   answer, but their CPU is spent on the same cores before the next round
+//!   trip can use them) and so on p99, which is not below the mean; the
+//!   median has no floor of its own;
+//! - CPU: the sleeps taken in the same run per frame, each at the CPU of one
+//!   wake-up, at the frame rate reached — the hub's threads for the hub
+//!   alone, the hub's and the clients' for both;
 //! - shm throughput: every frame crosses a ring into the hub and one out to
 //!   each receiver, each ring hop costing what the raw two-process stream
 //!   spends per frame on both cores: at most raw / (1 + receivers) frames/s.
@@ -28,7 +31,8 @@ use serde::Serialize;
 use super::document::{Cell, Section, Table};
 use super::paths::{Outcome, PathFigures};
 use super::ReportError;
-use crate::cpu;
+use crate::floors::{wake_cpu_percent, wake_time_floor_us};
+use crate::sleeps::Sleeps;
 
 /// One line of issue 35's table.
 #[derive(Debug, Serialize)]
@@ -160,13 +164,21 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
         },
     ));
     let n = f.fan_out.clients;
-    let (sleepers, cores) = (f.floors.sleepers, f.floors.cores);
-    // Each round trip fans two frames out to every sleeping reader: that CPU
-    // is spent whatever the order of the wake-ups, on the machine's cores.
-    let fan_out_floor = 2.0 * sleepers as f64 * f.floors.cpu_per_wake_us / cores as f64;
+    let (wake_cpu, cores) = (f.floors.wake.cpu_us, f.floors.cores);
+    let trips = &f.fan_out.sleeps;
+    let per_trip = trips.per_event(trips.total());
+    // Every sleep the run took was a wake-up: its CPU is spent on the
+    // machine's cores whatever the order of the wake-ups.
+    let fan_out_floor = wake_time_floor_us(per_trip, wake_cpu, cores);
+    let fan_out_how = format!(
+        "{per_trip:.1} sleeps a round trip, counted by the kernel in this run ({}) × {wake_cpu:.2} µs of CPU a \
+         wake-up (the cheapest batch) / {cores} cores: a floor on the mean round trip",
+        sleeps_of(trips, "round trip")
+    );
     for (at, hub, silkit) in [
         ("p50", f.fan_out.hub.p50_us, f.fan_out.silkit.as_ref().map(|s| s.p50_us)),
         ("p99", f.fan_out.hub.p99_us, f.fan_out.silkit.as_ref().map(|s| s.p99_us)),
+        ("mean", f.fan_out.hub.mean_us, f.fan_out.silkit.as_ref().map(|s| s.mean_us)),
     ] {
         let empty = PathRow::new(
             format!("{n} clients on one channel, each reading every frame: round trip {at}"),
@@ -175,20 +187,27 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
             false,
         );
         rows.push(match silkit {
-            Ok(silkit) => empty
-                .measured(hub, silkit, format!("SIL Kit, {n} participants on one network"), 0.25 * silkit)
-                .bound(fan_out_floor, format!(
-                    "2 frames × {sleepers} sleeping readers woken × {:.2} µs of CPU a wake-up / {cores} cores (a bound on the mean)",
-                    f.floors.cpu_per_wake_us
-                )),
+            Ok(silkit) => {
+                let row =
+                    empty.measured(hub, silkit, format!("SIL Kit, {n} participants on one network"), 0.25 * silkit);
+                if at == "p50" {
+                    let mut row = row;
+                    row.bound_is = format!(
+                        "none for the median: the wake-ups' floor ({fan_out_floor:.1} µs) bounds the mean and p99"
+                    );
+                    row
+                } else {
+                    row.bound(fan_out_floor, fan_out_how.clone())
+                }
+            }
             Err(why) => empty.missing(why),
         });
     }
-    let wake_cpu = f.floors.cpu_per_wake_us;
-    let rate = cpu::frame_rate();
-    let percent = |wakes: f64| rate * wakes * wake_cpu / 1e6 * 100.0;
-    let hub_cpu = f.cpu.hub.hub.cpu_percent_precise.unwrap_or(f.cpu.hub.hub.cpu_percent);
-    let clients_cpu = f.cpu.hub.client_process.cpu_percent_precise.unwrap_or(f.cpu.hub.client_process.cpu_percent);
+    let phase = &f.cpu.hub;
+    let (frames, rate) = (&phase.sleeps, phase.frames_per_s);
+    let hub_cpu = phase.hub.cpu_percent_precise.unwrap_or(phase.hub.cpu_percent);
+    let clients_cpu = phase.client_process.cpu_percent_precise.unwrap_or(phase.client_process.cpu_percent);
+    let (per_frame_all, per_frame_hub) = (frames.per_event(frames.total()), frames.per_event(frames.hub()));
     rows.push(row_of(
         &f.cpu.silkit,
         PathRow::new("CPU at 500 kbit/s, 1 sender and 2 receivers: hub + clients".into(), "%", "≤ 0.5× SIL Kit", false),
@@ -199,15 +218,29 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
                 "SIL Kit: registry + 3 participants".into(),
                 0.5 * s.total_percent,
             )
-            .bound(percent(4.0), format!("4 wake-ups a frame × {wake_cpu:.2} µs of CPU each × {rate:.0} frames/s"))
+            .bound(
+                wake_cpu_percent(per_frame_all, wake_cpu, rate),
+                format!(
+                    "{per_frame_all:.2} sleeps a frame, counted by the kernel in this run ({}) × {wake_cpu:.2} µs of \
+                     CPU a wake-up × {rate:.0} frames/s",
+                    sleeps_of(frames, "frame")
+                ),
+            )
         },
     ));
     rows.push(row_of(
         &f.cpu.silkit,
         PathRow::new("CPU at 500 kbit/s, 1 sender and 2 receivers: hub alone".into(), "%", "≤ 4 % of a core", false),
         |row, s| {
-            row.measured(hub_cpu, s.total_percent, "SIL Kit: registry + 3 participants".into(), 4.0)
-                .bound(percent(1.0), format!("1 wake-up a frame × {wake_cpu:.2} µs of CPU × {rate:.0} frames/s"))
+            row.measured(hub_cpu, s.total_percent, "SIL Kit: registry + 3 participants".into(), 4.0).bound(
+                wake_cpu_percent(per_frame_hub, wake_cpu, rate),
+                format!(
+                    "{per_frame_hub:.2} sleeps of the hub's threads a frame, counted by the kernel in this run (bus \
+                     thread {:.2}, others {:.2}) × {wake_cpu:.2} µs of CPU a wake-up × {rate:.0} frames/s",
+                    frames.per_event(frames.hub_bus),
+                    frames.per_event(frames.hub_other)
+                ),
+            )
         },
     ));
     for s in &f.throughput {
@@ -225,6 +258,16 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
         );
     }
     rows
+}
+
+/// The sleeps per event by whom, as the bound's text gives them.
+fn sleeps_of(sleeps: &Sleeps, event: &str) -> String {
+    format!(
+        "a {event}: hub bus thread {:.2}, hub's other threads {:.2}, clients' process {:.2}",
+        sleeps.per_event(sleeps.hub_bus),
+        sleeps.per_event(sleeps.hub_other),
+        sleeps.per_event(sleeps.clients)
+    )
 }
 
 fn value(v: Option<f64>, unit: &'static str, row: &PathRow) -> Cell {
@@ -271,8 +314,8 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
             notes.push(if past_bound {
                 format!(
                     "{}: target {} not met ({hub:.1} {unit}), but the hub did better than the bound of {bound:.1} \
-                     {unit} ({}): in this run the bound's count of primitives does not hold (readers that spin \
-                     need no wake-up, a stream that leaves a core idle costs less), so it says nothing about the \
+                     {unit} ({}): in this run the bound does not hold (a wake-up in the run cost less than the \
+                     primitive's, a stream that leaves a core idle costs less), so it says nothing about the \
                      target here.",
                     row.path, row.target_is, row.bound_is
                 )
@@ -293,28 +336,58 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
         }
     }
     let f = &figures.floors;
-    let mut floors = Table::new("The primitives, measured alone in the same run", &["primitive", "p50", "p99", "mean"]);
+    let mut floors =
+        Table::new("The primitives, measured alone in the same run", &["primitive", "min", "p50", "p99", "mean"]);
     floors.rows.push(vec![
         Cell::text(format!(
             "waking {} sleeping processes at once, until the last has answered (on {} cores)",
             f.sleepers, f.cores
         )),
+        Cell::of(f.wake_fan_out.min_us, "µs"),
         Cell::of(f.wake_fan_out.p50_us, "µs"),
         Cell::of(f.wake_fan_out.p99_us, "µs"),
         Cell::of(f.wake_fan_out.mean_us, "µs"),
     ]);
     floors.rows.push(vec![
         Cell::text("a hand-off between two threads (half a ping-pong)"),
+        Cell::of(f.thread_hand_off.min_us, "µs"),
         Cell::of(f.thread_hand_off.p50_us, "µs"),
         Cell::of(f.thread_hand_off.p99_us, "µs"),
         Cell::of(f.thread_hand_off.mean_us, "µs"),
     ]);
     floors.rows.push(vec![
-        Cell::text("CPU of one futex wake-up of a sleeping process (both sides)"),
+        Cell::text(format!(
+            "CPU of one futex wake-up of a sleeping process, both sides (its peer slept {:.2} times a round; min: \
+             the cheapest of 10 batches, the floors' price; p50: the median batch)",
+            f.wake.sleeps_per_round
+        )),
+        Cell::of(f.wake.cpu_us, "µs"),
+        Cell::of(f.wake.cpu_us_median, "µs"),
         Cell::text("—"),
         Cell::text("—"),
-        Cell::of(f.cpu_per_wake_us, "µs"),
     ]);
+    let mut counts = Table::new(
+        "The sleeps the run's threads took (the kernel's voluntary context switches), which the floors count",
+        &["window", "events", "hub's bus thread", "hub's other threads", "clients' process", "all"],
+    );
+    for (window, sleeps, unit, per) in [
+        (
+            format!("{} clients' round trips", figures.fan_out.clients),
+            &figures.fan_out.sleeps,
+            "round trips",
+            "sleeps/round trip",
+        ),
+        ("500 kbit/s, 1 sender and 2 receivers".to_owned(), &figures.cpu.hub.sleeps, "frames", "sleeps/frame"),
+    ] {
+        counts.rows.push(vec![
+            Cell::text(window),
+            Cell::of(sleeps.events as f64, unit),
+            Cell::of(sleeps.per_event(sleeps.hub_bus), per),
+            Cell::of(sleeps.per_event(sleeps.hub_other), per),
+            Cell::of(sleeps.per_event(sleeps.clients), per),
+            Cell::of(sleeps.per_event(sleeps.total()), per),
+        ]);
+    }
     Ok(Section {
         id: "paths",
         title: "8. Issue 35's paths against their peers, with measured floors".into(),
@@ -325,10 +398,11 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
                  channel against SIL Kit with as many participants; CPU at a loaded 500 kbit/s bus against SIL Kit's \
                  registry and participants; shm throughput against the raw SPSC ring stream. Where a target is not met, \
                  the bound measured in the same run from the path's primitives (waking sleeping processes, the CPU of a \
-                 wake-up, a hand-off between threads, a ring hop) says whether this machine allows it."
+                 wake-up, a hand-off between threads, a ring hop) says whether this machine allows it; the wake-ups \
+                 are the sleeps the kernel counted for the run's threads, not a model of them."
             .into(),
         notes,
-        tables: vec![table, how, floors],
+        tables: vec![table, how, floors, counts],
         figures: Vec::new(),
         data: serde_json::to_value(serde_json::json!({ "rows": rows, "figures": figures }))?,
     })

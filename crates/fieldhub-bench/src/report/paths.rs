@@ -24,6 +24,7 @@ use crate::hub_process::HubProcess;
 use crate::latency::measure_hub;
 use crate::scaling::{self, ScalingRun};
 use crate::silkit_peers::{self, SilKitCpu, SilKitDir, SilKitRtt};
+use crate::sleeps::Sleeps;
 use crate::stats::Distribution;
 use crate::throughput::{self, ThroughputRun, ThroughputScenario};
 use crate::{BenchError, FrameSize, Launcher, Transport};
@@ -61,6 +62,8 @@ pub struct SimulatorFigures {
 pub struct FanOutFigures {
     pub clients: usize,
     pub hub: Distribution,
+    /// The sleeps the hub and the clients took over those round trips.
+    pub sleeps: Sleeps,
     pub silkit: Outcome<SilKitRtt>,
 }
 
@@ -79,7 +82,8 @@ pub struct Floors {
     /// Cores the processes share.
     pub cores: usize,
     pub wake_fan_out: Distribution,
-    pub cpu_per_wake_us: f64,
+    /// The CPU of one wake-up, and the sleeps its peer took a round.
+    pub wake: floors::WakeCost,
     pub thread_hand_off: Distribution,
 }
 
@@ -151,13 +155,13 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
         size: FrameSize::Can8,
         background_rate: 0.0,
     };
-    let hub = scaling::run(launcher, &scaling, &mut report)?
+    let point = scaling::run(launcher, &scaling, &mut report)?
         .pop()
-        .ok_or_else(|| BenchError::Stalled("the scaling benchmark measured no point".into()))?
-        .hub;
+        .ok_or_else(|| BenchError::Stalled("the scaling benchmark measured no point".into()))?;
     let fan_out = FanOutFigures {
         clients: p.fan_out_clients,
-        hub,
+        hub: point.hub,
+        sleeps: point.sleeps,
         silkit: silkit.clone().and_then(|dir| {
             report(&format!("SIL Kit: {} participants", p.fan_out_clients));
             outcome(silkit_peers::round_trip(&dir, p.fan_out_clients, p.fan_out_samples))
@@ -190,7 +194,7 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
         sleepers,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
         wake_fan_out: floors::wake_fan_out(launcher, sleepers, p.floor_rounds, &mut report)?,
-        cpu_per_wake_us: floors::cpu_per_wake(launcher, p.floor_rounds)?,
+        wake: floors::cpu_per_wake(launcher, p.floor_rounds)?,
         thread_hand_off: floors::thread_hand_off(p.floor_rounds)?,
     };
     Ok(PathFigures { federation, simulator, fan_out, cpu, throughput, floors })

@@ -163,6 +163,30 @@ fn check_json(report: &Value) {
             }
         }
     }
+    // 8's floors count the sleeps the kernel saw the run's threads take: the
+    // readers of the fan-out (each waiting in recv between frames) and the
+    // paced sender (asleep until each frame is due) took some.
+    let figures = &data("paths")["figures"];
+    let per_event = |sleeps: &Value, who: &str| {
+        let events = sleeps["events"].as_f64().unwrap();
+        assert!(events > 0.0, "a window with events: {sleeps}");
+        sleeps[who].as_f64().unwrap() / events
+    };
+    let trips = &figures["fan_out"]["sleeps"];
+    assert!(per_event(trips, "clients") > 0.0, "the readers slept between round trips: {trips}");
+    let frames = &figures["cpu"]["hub"]["sleeps"];
+    assert!(per_event(frames, "clients") >= 0.5, "the paced sender sleeps before most frames: {frames}");
+    assert!(per_event(frames, "hub_bus") > 0.0, "the hub's bus thread sleeps between paced frames: {frames}");
+    let wake = &figures["floors"]["wake"];
+    assert!(wake["cpu_us"].as_f64().unwrap() > 0.0 && wake["sleeps_per_round"].as_f64().unwrap() > 0.5, "{wake}");
+    let counted = sections[SECTIONS.iter().position(|s| *s == "paths").unwrap()]["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["caption"].as_str().unwrap().starts_with("The sleeps the run's threads took"))
+        .expect("a table of the sleeps the floors count");
+    let units: Vec<&str> = counted["rows"].as_array().unwrap().iter().map(|r| r[5]["unit"].as_str().unwrap()).collect();
+    assert_eq!(units, ["sleeps/round trip", "sleeps/frame"]);
     // 9: the machine.
     let machine = data("machine");
     assert!(machine["logical_cpus"].as_u64().unwrap() >= 1);

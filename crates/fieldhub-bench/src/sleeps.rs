@@ -1,0 +1,220 @@
+//! The sleeps a run's threads actually took: the kernel's count of
+//! voluntary context switches (a thread blocked — on a futex, a timer, a
+//! socket — and was woken again later), read before and after a window. A
+//! floor built on them counts what happened in the run, not a model of it:
+//! a reader that spun through the gap between two frames took no sleep and
+//! cost no wake-up; one that slept took one.
+//!
+//! Where the counts come from: for the hub processes, each thread's
+//! `voluntary_ctxt_switches` in `/proc/PID/task/TID/status`, split by the
+//! thread's name into the bus thread (`fh-bus`) and the others; for this
+//! process (where the benchmark's clients and applications run),
+//! `getrusage(RUSAGE_SELF)`, which keeps the count of threads that ended
+//! inside the window (their `/proc` files go with them).
+//!
+//! Invariant: a count is the difference of two kernel readings of the same
+//! threads; a thread that began inside the window counts from zero, a hub
+//! thread that ended inside it is missing — so a count is at most low,
+//! never high, and a floor built on it stays a floor.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::BenchError;
+
+/// The name the hub gives its bus thread.
+const BUS_THREAD: &str = "fh-bus";
+
+/// Sleeps counted over a window, and the events (round trips, frames) it held.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sleeps {
+    /// Round trips or frames the window held.
+    pub events: u64,
+    /// The hubs' bus threads.
+    pub hub_bus: u64,
+    /// The hubs' other threads (sessions, reactor, federation links).
+    pub hub_other: u64,
+    /// The benchmark's process: every client's threads and the
+    /// applications' (probe, echo, readers, the paced sender).
+    pub clients: u64,
+}
+
+impl Sleeps {
+    /// The hubs' sleeps, all threads.
+    pub fn hub(&self) -> u64 {
+        self.hub_bus + self.hub_other
+    }
+
+    /// Every process of the run.
+    pub fn total(&self) -> u64 {
+        self.hub() + self.clients
+    }
+
+    /// `sleeps` per event of the window (0 for a window without events).
+    pub fn per_event(&self, sleeps: u64) -> f64 {
+        if self.events == 0 {
+            0.0
+        } else {
+            sleeps as f64 / self.events as f64
+        }
+    }
+}
+
+/// The counts at the start of a window.
+pub struct SleepWindow {
+    hubs: Vec<u32>,
+    hub_threads: BTreeMap<(u32, u32), ThreadSleeps>,
+    own: u64,
+}
+
+/// One thread's name and count.
+#[derive(Clone, Debug, PartialEq)]
+struct ThreadSleeps {
+    name: String,
+    voluntary: u64,
+}
+
+impl SleepWindow {
+    /// Start counting the sleeps of the hub processes `hubs` and of this one.
+    pub fn open(hubs: &[u32]) -> Result<Self, BenchError> {
+        Ok(Self { hubs: hubs.to_vec(), hub_threads: hub_threads(hubs)?, own: own_voluntary_switches()? })
+    }
+
+    /// The sleeps since [`SleepWindow::open`], over `events` events.
+    pub fn close(self, events: u64) -> Result<Sleeps, BenchError> {
+        let own = own_voluntary_switches()?;
+        let now = hub_threads(&self.hubs)?;
+        let (mut hub_bus, mut hub_other) = (0, 0);
+        for (tid, thread) in &now {
+            // A thread born in the window counts from zero.
+            let before = self.hub_threads.get(tid).map_or(0, |t| t.voluntary);
+            let slept = thread.voluntary.saturating_sub(before);
+            if thread.name == BUS_THREAD {
+                hub_bus += slept;
+            } else {
+                hub_other += slept;
+            }
+        }
+        Ok(Sleeps { events, hub_bus, hub_other, clients: own.saturating_sub(self.own) })
+    }
+}
+
+/// Every thread of the processes `pids`, keyed by (pid, tid).
+fn hub_threads(pids: &[u32]) -> Result<BTreeMap<(u32, u32), ThreadSleeps>, BenchError> {
+    let mut threads = BTreeMap::new();
+    for &pid in pids {
+        let dir = format!("/proc/{pid}/task");
+        let proc_error = |source| BenchError::Proc { path: dir.clone(), source };
+        for task in std::fs::read_dir(&dir).map_err(proc_error)? {
+            let task = task.map_err(proc_error)?;
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+                continue;
+            };
+            // A thread that ended between the listing and the read has no
+            // file any more: it is not counted (a count stays low, not high).
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            let thread = parse_status(&status).ok_or_else(|| BenchError::Proc {
+                path: format!("{dir}/{tid}/status"),
+                source: std::io::Error::other("no Name or voluntary_ctxt_switches line"),
+            })?;
+            threads.insert((pid, tid), thread);
+        }
+    }
+    Ok(threads)
+}
+
+/// A thread's name and voluntary context switches from its `status` file.
+fn parse_status(status: &str) -> Option<ThreadSleeps> {
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+    Some(ThreadSleeps { name: field("Name:")?.to_owned(), voluntary: field("voluntary_ctxt_switches:")?.parse().ok()? })
+}
+
+/// Voluntary context switches of every thread this process has had,
+/// those that ended included.
+fn own_voluntary_switches() -> Result<u64, BenchError> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `usage` is a valid, writable rusage the call fills in; it
+    // reads no other memory.
+    let done = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if done != 0 {
+        return Err(BenchError::Proc {
+            path: "getrusage(RUSAGE_SELF)".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: getrusage returned 0, so it filled `usage` in.
+    let usage = unsafe { usage.assume_init() };
+    Ok(u64::try_from(usage.ru_nvcsw).unwrap_or(0))
+}
+
+/// Voluntary context switches of the threads of another process, summed
+/// (the threads alive now).
+pub(crate) fn process_voluntary_switches(pid: u32) -> Result<u64, BenchError> {
+    Ok(hub_threads(&[pid])?.values().map(|t| t.voluntary).sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_status_file_gives_the_threads_name_and_voluntary_switches_not_the_involuntary_ones() {
+        let status = "Name:\tfh-bus\nUmask:\t0022\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t4096\n\
+                      nonvoluntary_ctxt_switches:\t17\n";
+        assert_eq!(parse_status(status), Some(ThreadSleeps { name: "fh-bus".into(), voluntary: 4096 }));
+        assert_eq!(parse_status("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn sleeps_per_event_divide_by_the_events_of_the_window() {
+        let sleeps = Sleeps { events: 2_000, hub_bus: 4_000, hub_other: 10, clients: 250_000 };
+        assert_eq!(sleeps.hub(), 4_010);
+        assert_eq!(sleeps.total(), 254_010);
+        assert_eq!(sleeps.per_event(sleeps.clients), 125.0);
+        assert_eq!(Sleeps { events: 0, ..sleeps }.per_event(5), 0.0);
+    }
+
+    #[test]
+    fn a_thread_that_sleeps_and_then_ends_inside_the_window_is_counted() {
+        let window = SleepWindow::open(&[]).unwrap();
+        std::thread::spawn(|| {
+            for _ in 0..20 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let sleeps = window.close(20).unwrap();
+        assert!(sleeps.clients >= 20, "20 sleeps of an ended thread, counted {}", sleeps.clients);
+        assert_eq!(sleeps.hub(), 0);
+    }
+
+    #[test]
+    fn a_hub_thread_named_fh_bus_counts_as_the_bus_thread_with_every_sleep_it_took() {
+        let (slept, has_slept) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        // This process stands in for a hub: its thread named as the hub's
+        // bus thread sleeps 20 times and stays alive until read.
+        let window = SleepWindow::open(&[std::process::id()]).unwrap();
+        let bus = std::thread::Builder::new()
+            .name(BUS_THREAD.into())
+            .spawn(move || {
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                slept.send(()).unwrap();
+                let _ = released.recv();
+            })
+            .unwrap();
+        has_slept.recv().unwrap();
+        let sleeps = window.close(20).unwrap();
+        release.send(()).unwrap();
+        bus.join().unwrap();
+        assert!(sleeps.hub_bus >= 20, "20 sleeps of the bus thread, counted {}", sleeps.hub_bus);
+        assert!(sleeps.clients >= sleeps.hub_bus, "the same sleeps, seen as this process's: {sleeps:?}");
+    }
+}
