@@ -20,7 +20,7 @@ use crate::config::SilKitConfig;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::{ClientSlot, Sessions};
 use fieldhub_bus::credit::TxCredit;
-use fieldhub_bus::outbox::{Outbound, Outbox, QueueOutbox};
+use fieldhub_bus::outbox::{Notify, Outbound, Outbox, QueueOutbox};
 
 /// How long to wait before joining again when the registry was not there.
 pub const JOIN_RETRY: Duration = Duration::from_secs(2);
@@ -47,12 +47,15 @@ pub(super) struct Attached {
 impl SilKitBridge {
     /// Admit the bridge to the bus as a client (named `silkit-PARTICIPANT`)
     /// whose hang-up sets `closed`; the thread calling this is the one that
-    /// sends its frames, so it waits for the client's transmit credit.
+    /// waits for the client's transmit credit. `notify` is how the bus
+    /// tells the outbox's consumer that items wait (`None`: a consumer
+    /// thread waiting on the outbox itself).
     pub(super) fn attach(
         &self,
         sessions: &Arc<Sessions>,
         kind: &'static str,
         closed: &Arc<AtomicBool>,
+        notify: Notify,
     ) -> Option<Attached> {
         let name = self.config.participant_name();
         let peer = format!("silkit:{}/{}", self.config.registry, self.config.network);
@@ -67,7 +70,7 @@ impl SilKitBridge {
         if self.config.synchronized {
             slot.synchronize();
         }
-        let outbox = QueueOutbox::new(None, Arc::clone(sessions.inbox.bus_wake()));
+        let outbox = QueueOutbox::new(notify, Arc::clone(sessions.inbox.bus_wake()));
         let hang_up = {
             let closed = Arc::clone(closed);
             Box::new(move || closed.store(true, Ordering::Release))

@@ -81,7 +81,7 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
     let member = Membership { participant, closed: Arc::clone(&closed) };
     drop(to_bridge);
     let name = bridge.config.participant_name();
-    let Some(Attached { mut slot, outbox, credit }) = bridge.attach(sessions, "SIL Kit", &closed) else { return };
+    let Some(Attached { mut slot, outbox, credit }) = bridge.attach(sessions, "SIL Kit", &closed, None) else { return };
     let open = Inbound::OpenPort {
         client: slot.id(),
         request: 1,
