@@ -35,6 +35,8 @@
 //!   derives what a path cannot go below on this machine; [`sleeps`]: the
 //!   sleeps a run's threads actually took (the kernel's voluntary context
 //!   switches), which those floors are priced by.
+//! - [`wake_word`]: what waking `n` sleepers costs the waker, a futex word
+//!   each against one word for all (`examples/wake_word.rs`).
 //! - [`silkit_peers`]: Vector SIL Kit's own round trips and CPU, and its
 //!   participants with a hub as their network simulator.
 //! - [`raw`]: the baselines, the measuring side and the peer side (which
@@ -106,6 +108,8 @@ mod stream_socket;
 pub mod throughput;
 #[cfg(target_os = "linux")]
 pub mod virtual_time;
+#[cfg(target_os = "linux")]
+pub mod wake_word;
 
 use std::path::PathBuf;
 use std::time::Duration;
