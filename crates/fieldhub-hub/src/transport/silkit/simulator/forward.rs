@@ -17,12 +17,10 @@
 //!   ticket a `PING` carries is before the `PING` ([`ping_if_waiting`]).
 //! - A frame is handed over only with a transmit credit taken for it.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fieldhub_silkit::netsim_ffi::ControllerDescriptor;
-use fieldhub_silkit::{EventProducer, TransmitStatus};
-use tracing::warn;
+use fieldhub_silkit::TransmitStatus;
 
 use super::node::Request;
 use super::shared::{Shared, Table};
@@ -43,6 +41,9 @@ pub(super) enum Taken {
     /// Refused as it came, with this answer.
     Refused(Request, TransmitStatus),
 }
+
+/// The bridge stops, or the bus is gone.
+pub(super) struct Stopped;
 
 /// What handing the controller's next request over did.
 enum Handed {
@@ -91,18 +92,19 @@ impl Forwarder {
 
     /// The bridge thread: forward `controller`'s oldest waiting request,
     /// waiting for a transmit credit first (`held`: one taken before and
-    /// not used yet); `false` when the bridge stops or the bus is gone.
+    /// not used yet). `Ok(Some(request))`: a CAN FD frame the classic
+    /// channel refuses, taken out for the caller to answer; `Err(Stopped)`
+    /// when the bridge stops or the bus is gone.
     pub fn forward_next(
         &self,
         shared: &Shared,
-        producer: &EventProducer,
         controller: ControllerDescriptor,
         held: &mut bool,
         stop: &dyn Fn() -> bool,
-    ) -> bool {
+    ) -> Result<Option<Request>, Stopped> {
         if !*held {
             if !self.credit.acquire(stop) {
-                return false;
+                return Err(Stopped);
             }
             *held = true;
         }
@@ -110,16 +112,10 @@ impl Forwarder {
         match handed {
             Handed::Sent => *held = false,
             Handed::Nothing => {}
-            Handed::Refused(refused) => {
-                if shared.unshowable.fetch_add(1, Ordering::Relaxed) == 0 {
-                    warn!(participant = %shared.participant, channel = %shared.channel,
-                        "refusing CAN FD frames from SIL Kit: the channel is classic CAN; configure it with protocol = \"canfd\"");
-                }
-                shared.answer(producer, controller, &refused, TransmitStatus::Canceled);
-            }
-            Handed::Gone => return false,
+            Handed::Refused(refused) => return Ok(Some(refused)),
+            Handed::Gone => return Err(Stopped),
         }
-        true
+        Ok(None)
     }
 
     /// Hand the controller's oldest waiting request to the bus, with the
@@ -157,5 +153,99 @@ impl Forwarder {
         table.ping = Some(table.tickets);
         let nonce = table.tickets;
         self.sessions.inbox.send(Inbound::Ping { client: self.client, nonce }).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    use fieldhub_bus::credit::Waiter;
+    use fieldhub_bus::inbox::{self, Inbox};
+    use fieldhub_bus::testing::SteppedByHand;
+    use fieldhub_proto::frame::Frame;
+
+    use crate::session::credentials::Credentials;
+    use crate::session::peer_user::PeerOrigin;
+    use crate::transport::silkit::simulator::node::Node;
+
+    const CONTROLLER: ControllerDescriptor = 7;
+    const PORT: u16 = 3;
+
+    /// A forwarder with `credits` transmit credits, a controller whose port
+    /// is open, and the inbox the bus would read.
+    fn forwarder(credits: u32) -> (Forwarder, Shared, Inbox) {
+        let (sender, inbox) = inbox::inbox(Arc::new(SteppedByHand));
+        let credentials = Credentials::new(None, None, false);
+        let sessions = Sessions::new(sender, "test-hub".into(), credentials, false, Arc::new(AtomicBool::new(false)));
+        let sessions = Arc::new(sessions);
+        let client = sessions.admit("a test", "test-peer", PeerOrigin::Operator).expect("room for a client").id();
+        let credit = Arc::new(TxCredit::new(Waiter::Bus));
+        credit.set_limit(credits);
+        let shared = Shared::new("sim".into(), "can0".into(), 500_000, Arc::new(AtomicBool::new(false)));
+        let mut node = Node::new();
+        node.port = Some(PORT);
+        shared.table().nodes.insert(CONTROLLER, node);
+        (Forwarder { client, credit, sessions }, shared, inbox)
+    }
+
+    fn request(n: u8) -> Request {
+        Request { frame: Frame::can(0x100, false, &[n]).unwrap(), user_context: usize::from(n), ticket: 0 }
+    }
+
+    /// The frames in the bus's inbox, by their first byte, in order.
+    fn inbox_frames(inbox: &Inbox) -> Vec<u8> {
+        std::iter::from_fn(|| inbox.try_recv().ok())
+            .map(|item| match item {
+                Inbound::Frame { port: PORT, frame, .. } => frame.data()[0],
+                other => panic!("not a frame of the controller's port: {other:?}"),
+            })
+            .collect()
+    }
+
+    /// SIL Kit's thread hands a request straight to the bus while a credit
+    /// is free; without one it leaves it to the bridge thread, and so every
+    /// later request of that controller while one waits: the bus gets them
+    /// in SIL Kit's order, with tickets in that order.
+    #[test]
+    fn requests_go_straight_to_the_bus_while_credit_lasts_and_never_overtake_a_waiting_one() {
+        let (forwarder, shared, inbox) = forwarder(2);
+        let taken: Vec<bool> =
+            (0..4).map(|n| matches!(forwarder.take(&shared, CONTROLLER, request(n)), Taken::Forwarded)).collect();
+        assert_eq!(taken, [true, true, false, false], "two credits: two go at once, the rest wait");
+        assert_eq!(inbox_frames(&inbox), [0, 1]);
+        // The bus carried both: their credits come back. A new request
+        // still waits behind the two that wait.
+        forwarder.credit.release();
+        forwarder.credit.release();
+        assert!(matches!(forwarder.take(&shared, CONTROLLER, request(4)), Taken::Queued));
+        assert!(inbox_frames(&inbox).is_empty(), "nothing overtakes the waiting requests");
+        let never = || false;
+        let mut held = false;
+        for _ in 0..3 {
+            assert!(matches!(forwarder.forward_next(&shared, CONTROLLER, &mut held, &never), Ok(None)));
+            forwarder.credit.release();
+        }
+        assert_eq!(inbox_frames(&inbox), [2, 3, 4], "the waiting ones, oldest first");
+        let table = shared.table();
+        let node = &table.nodes[&CONTROLLER];
+        let tickets: Vec<u64> = node.requests.iter().map(|r| r.ticket).collect();
+        assert_eq!(tickets, [1, 2, 3, 4, 5], "tickets in the order the bus got the frames");
+        assert_eq!(node.forwarded, 5);
+    }
+
+    #[test]
+    fn a_full_controller_queue_and_a_stopped_controller_are_answered_at_once() {
+        let (forwarder, shared, inbox) = forwarder(CONTROLLER_QUEUE as u32 + 1);
+        for n in 0..CONTROLLER_QUEUE {
+            assert!(matches!(forwarder.take(&shared, CONTROLLER, request(n as u8)), Taken::Forwarded));
+        }
+        let full = forwarder.take(&shared, CONTROLLER, request(0));
+        assert!(matches!(full, Taken::Refused(_, TransmitStatus::QueueFull)), "past the controller's queue");
+        shared.table().nodes.get_mut(&CONTROLLER).unwrap().started = false;
+        let stopped = forwarder.take(&shared, CONTROLLER, request(0));
+        assert!(matches!(stopped, Taken::Refused(_, TransmitStatus::Canceled)), "a stopped controller");
+        assert_eq!(inbox_frames(&inbox).len(), CONTROLLER_QUEUE, "neither reached the bus");
     }
 }

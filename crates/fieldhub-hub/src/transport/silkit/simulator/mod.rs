@@ -63,8 +63,8 @@ mod forward;
 mod node;
 mod shared;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -77,12 +77,12 @@ use fieldhub_silkit::{
 use tracing::{error, info, warn};
 
 use self::delivery::{Delivery, DeliveryWake};
-use self::forward::{Forwarder, Taken};
+use self::forward::{Forwarder, Stopped, Taken};
 use self::node::{Node, Request};
-use self::shared::{wall_clock_ns, Shared, Table};
+use self::shared::{wall_clock_ns, Shared};
 use super::bridge::{Attached, SilKitBridge};
 use crate::config::SilKitConfig;
-use crate::session::bridge_port::{LateAnswer, NotOpened, PortOpenings};
+use crate::session::bridge_port::NotOpened;
 use crate::session::Sessions;
 use fieldhub_bus::inbox::{ClientId, Inbound};
 
@@ -112,23 +112,8 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
     let wake = Arc::new(DeliveryWake::default());
     let attached = bridge.attach(sessions, "SIL Kit simulator", &closed, DeliveryWake::notify(&wake));
     let Some(Attached { mut slot, outbox, credit }) = attached else { return };
-    let shared = Arc::new(Shared {
-        table: Mutex::new(Table::default()),
-        // No port of the client's own: requests from 1. A refusal that comes
-        // after the bridge stopped waiting still cancels the controller's
-        // frames.
-        openings: PortOpenings::new(1, LateAnswer::Ours),
-        closed: Arc::clone(&closed),
-        canceled: AtomicU64::new(0),
-        queue_full: AtomicU64::new(0),
-        unshowable: AtomicU64::new(0),
-        dropped: Default::default(),
-        unechoed: AtomicU64::new(0),
-        unmatched: AtomicU64::new(0),
-        participant: config.participant_name(),
-        channel: config.channel.clone(),
-        bitrate: bridge.bitrate,
-    });
+    let shared =
+        Arc::new(Shared::new(config.participant_name(), config.channel.clone(), bridge.bitrate, Arc::clone(&closed)));
     let client = slot.id();
     let forwarder = Arc::new(Forwarder { client, credit, sessions: Arc::clone(sessions) });
     let delivery = Arc::new(Delivery::new(Arc::clone(&shared), Arc::clone(&outbox), wake));
@@ -170,7 +155,14 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
         let sent = match item {
             Work::Open(controller) => open_port(&shared, sessions, client, config, controller, &stop),
             Work::Close(controller) => close_port(&shared, &producer, sessions, client, controller),
-            Work::Forward(controller) => forwarder.forward_next(&shared, &producer, controller, &mut held, &stop),
+            Work::Forward(controller) => match forwarder.forward_next(&shared, controller, &mut held, &stop) {
+                Ok(Some(refused)) => {
+                    refuse_fd(&shared, &producer, controller, &refused);
+                    true
+                }
+                Ok(None) => true,
+                Err(Stopped) => false,
+            },
         };
         if !sent {
             break;
@@ -323,4 +315,14 @@ fn close_port(
         Some(port) => sessions.inbox.send(Inbound::ClosePort { client, port }).is_ok(),
         None => true,
     }
+}
+
+/// Answer a CAN FD frame on a classic channel `Canceled`; the first is
+/// logged with what to change.
+fn refuse_fd(shared: &Shared, producer: &EventProducer, controller: ControllerDescriptor, refused: &Request) {
+    if shared.unshowable.fetch_add(1, Ordering::Relaxed) == 0 {
+        warn!(participant = %shared.participant, channel = %shared.channel,
+            "refusing CAN FD frames from SIL Kit: the channel is classic CAN; configure it with protocol = \"canfd\"");
+    }
+    shared.answer(producer, controller, refused, TransmitStatus::Canceled);
 }

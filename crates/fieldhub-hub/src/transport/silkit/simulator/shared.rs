@@ -19,7 +19,7 @@ use fieldhub_silkit::{Direction, EventProducer, TransmitStatus};
 use tracing::warn;
 
 use super::node::{Node, Request};
-use crate::session::bridge_port::PortOpenings;
+use crate::session::bridge_port::{LateAnswer, PortOpenings};
 
 #[derive(Default)]
 pub(super) struct Table {
@@ -61,6 +61,27 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// Nothing simulated yet, for `participant`'s network on `channel`.
+    pub fn new(participant: String, channel: String, bitrate: u32, closed: Arc<AtomicBool>) -> Self {
+        Shared {
+            table: Mutex::new(Table::default()),
+            // No port of the client's own: requests from 1. A refusal that
+            // comes after the bridge stopped waiting still cancels the
+            // controller's frames.
+            openings: PortOpenings::new(1, LateAnswer::Ours),
+            closed,
+            canceled: AtomicU64::new(0),
+            queue_full: AtomicU64::new(0),
+            unshowable: AtomicU64::new(0),
+            dropped: Default::default(),
+            unechoed: AtomicU64::new(0),
+            unmatched: AtomicU64::new(0),
+            participant,
+            channel,
+            bitrate,
+        }
+    }
+
     pub fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
