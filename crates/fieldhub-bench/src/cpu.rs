@@ -168,7 +168,7 @@ fn measure(
             };
             run(Instant::now() + SETTLE, &mut sent)?;
             let before = (CpuSample::of(hub.pid())?, CpuSample::of(own_pid)?);
-            let sleeps = SleepWindow::open(&[hub.pid()])?;
+            let sleeps = SleepWindow::open(&[("hub", hub.pid())])?;
             let started = Instant::now();
             sent = 0;
             run(started + window, &mut sent)?;

@@ -24,9 +24,10 @@ use serde::Serialize;
 use crate::hub_process::{HubExtras, HubProcess};
 use crate::latency::measure_calls_between;
 use crate::remote::{CallTime, HubChannel};
+use crate::sleeps::{SleepWindow, Sleeps};
 use crate::stats::Distribution;
 use crate::throughput::{measure_between, HubRate};
-use crate::{raw, BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL};
+use crate::{raw, BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
 /// Time the relay gets to find the owner before the first round trip.
 const FEDERATION_SETTLE: Duration = Duration::from_secs(2);
@@ -47,6 +48,9 @@ pub struct FederationFigures {
     pub raw_tcp: Distribution,
     pub one_hub: Distribution,
     pub relay_owner_relay: Distribution,
+    /// The sleeps of both hubs' threads and the clients' over those round
+    /// trips (warm-up included): the hand-offs a relayed round trip took.
+    pub relayed_sleeps: Sleeps,
     pub one_hub_rate: HubRate,
     pub relay_to_owner_rate: HubRate,
 }
@@ -170,8 +174,10 @@ pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) ->
         (owner.url(Transport::Unix, false), relay.url(Transport::Unix, false), local.url(Transport::Unix, false));
     let at = |url| HubChannel { url, token: None, channel: CHANNEL };
     let mut label = |line: &str| progress(&format!("federation: {line}"));
+    let window = SleepWindow::open(&[("relay", relay.pid()), ("owner", owner.pid())])?;
     let mut relayed =
         CallTime::round_trips(&measure_calls_between(at(&relay_url), at(&owner_url), size, spec.samples, &mut label)?);
+    let relayed_sleeps = window.close((WARM_UP + spec.samples) as u64)?;
     let mut one_hub =
         CallTime::round_trips(&measure_calls_between(at(&local_url), at(&local_url), size, spec.samples, &mut label)?);
     let relay_to_owner_rate = measure_between(&relay_url, &owner_url, size, 1, spec.seconds, &mut label)?;
@@ -180,6 +186,7 @@ pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) ->
         raw_tcp: Distribution::of(&mut raw_tcp),
         one_hub: Distribution::of(&mut one_hub),
         relay_owner_relay: Distribution::of(&mut relayed),
+        relayed_sleeps,
         one_hub_rate,
         relay_to_owner_rate,
     })

@@ -153,7 +153,7 @@ fn measure_point(
         let mut label = |line: &str| progress(&format!("{point}: {line}"));
         measure_hub(&url, spec.size, spec.samples, &mut label)
     };
-    let window = SleepWindow::open(&[hub.pid()])?;
+    let window = SleepWindow::open(&[("hub", hub.pid())])?;
     let ((mut samples, background), extra_clients) = bystanders.during(|| match &background {
         Some(background) => background.during(measure).map(|(samples, traffic)| (samples, Some(traffic))),
         None => measure().map(|samples| (samples, None)),

@@ -38,6 +38,10 @@ pub struct Sleeps {
     /// The benchmark's process: every client's threads and the
     /// applications' (probe, echo, readers, the paced sender).
     pub clients: u64,
+    /// The hubs' threads that slept, by hub and thread name ("relay
+    /// fh-bus"): which hops a window's events crossed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_thread: BTreeMap<String, u64>,
 }
 
 impl Sleeps {
@@ -63,7 +67,7 @@ impl Sleeps {
 
 /// The counts at the start of a window.
 pub struct SleepWindow {
-    hubs: Vec<u32>,
+    hubs: Vec<(&'static str, u32)>,
     hub_threads: BTreeMap<(u32, u32), ThreadSleeps>,
     own: u64,
 }
@@ -76,27 +80,34 @@ struct ThreadSleeps {
 }
 
 impl SleepWindow {
-    /// Start counting the sleeps of the hub processes `hubs` and of this one.
-    pub fn open(hubs: &[u32]) -> Result<Self, BenchError> {
-        Ok(Self { hubs: hubs.to_vec(), hub_threads: hub_threads(hubs)?, own: own_voluntary_switches()? })
+    /// Start counting the sleeps of the hub processes `hubs` (each named,
+    /// "relay", "owner": how its threads are listed) and of this one.
+    pub fn open(hubs: &[(&'static str, u32)]) -> Result<Self, BenchError> {
+        let pids: Vec<u32> = hubs.iter().map(|&(_, pid)| pid).collect();
+        Ok(Self { hubs: hubs.to_vec(), hub_threads: hub_threads(&pids)?, own: own_voluntary_switches()? })
     }
 
     /// The sleeps since [`SleepWindow::open`], over `events` events.
     pub fn close(self, events: u64) -> Result<Sleeps, BenchError> {
         let own = own_voluntary_switches()?;
-        let now = hub_threads(&self.hubs)?;
-        let (mut hub_bus, mut hub_other) = (0, 0);
-        for (tid, thread) in &now {
+        let pids: Vec<u32> = self.hubs.iter().map(|&(_, pid)| pid).collect();
+        let now = hub_threads(&pids)?;
+        let (mut hub_bus, mut hub_other, mut by_thread) = (0, 0, BTreeMap::new());
+        for (key, thread) in &now {
             // A thread born in the window counts from zero.
-            let before = self.hub_threads.get(tid).map_or(0, |t| t.voluntary);
+            let before = self.hub_threads.get(key).map_or(0, |t| t.voluntary);
             let slept = thread.voluntary.saturating_sub(before);
             if thread.name == BUS_THREAD {
                 hub_bus += slept;
             } else {
                 hub_other += slept;
             }
+            let hub = self.hubs.iter().find(|&&(_, pid)| pid == key.0).map_or("hub", |&(name, _)| name);
+            if slept > 0 {
+                *by_thread.entry(format!("{hub} {}", thread.name)).or_insert(0) += slept;
+            }
         }
-        Ok(Sleeps { events, hub_bus, hub_other, clients: own.saturating_sub(self.own) })
+        Ok(Sleeps { events, hub_bus, hub_other, clients: own.saturating_sub(self.own), by_thread })
     }
 }
 
@@ -171,7 +182,8 @@ mod tests {
 
     #[test]
     fn sleeps_per_event_divide_by_the_events_of_the_window() {
-        let sleeps = Sleeps { events: 2_000, hub_bus: 4_000, hub_other: 10, clients: 250_000 };
+        let sleeps =
+            Sleeps { events: 2_000, hub_bus: 4_000, hub_other: 10, clients: 250_000, by_thread: BTreeMap::new() };
         assert_eq!(sleeps.hub(), 4_010);
         assert_eq!(sleeps.total(), 254_010);
         assert_eq!(sleeps.per_event(sleeps.clients), 125.0);
@@ -199,7 +211,7 @@ mod tests {
         let (release, released) = std::sync::mpsc::channel::<()>();
         // This process stands in for a hub: its thread named as the hub's
         // bus thread sleeps 20 times and stays alive until read.
-        let window = SleepWindow::open(&[std::process::id()]).unwrap();
+        let window = SleepWindow::open(&[("this", std::process::id())]).unwrap();
         let bus = std::thread::Builder::new()
             .name(BUS_THREAD.into())
             .spawn(move || {
@@ -216,5 +228,6 @@ mod tests {
         bus.join().unwrap();
         assert!(sleeps.hub_bus >= 20, "20 sleeps of the bus thread, counted {}", sleeps.hub_bus);
         assert!(sleeps.clients >= sleeps.hub_bus, "the same sleeps, seen as this process's: {sleeps:?}");
+        assert_eq!(sleeps.by_thread.get("this fh-bus"), Some(&sleeps.hub_bus), "listed by hub and name: {sleeps:?}");
     }
 }

@@ -612,8 +612,8 @@ fn print_cpu(phases: &[cpu::CpuPhase]) {
     println!("CPU time, % of one core ({} ticks/s; precise: threads' sum_exec_runtime)", cpu::clock_ticks_per_second());
     println!("  (sleeps a frame: the kernel's voluntary context switches of the hub's bus thread, its other threads and the clients' process)");
     println!(
-        "  {:<30} {:>10} {:>10} {:>12} {:>12} {:>14}  {}",
-        "", "frames/s", "hub %", "hub precise", "clients %", "clients precise", "sleeps/frame bus, other, clients"
+        "  {:<30} {:>10} {:>10} {:>12} {:>12} {:>14}  sleeps/frame bus, other, clients",
+        "", "frames/s", "hub %", "hub precise", "clients %", "clients precise"
     );
     let precise = |p: Option<f64>| p.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"));
     for p in phases {

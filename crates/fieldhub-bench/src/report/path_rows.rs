@@ -129,7 +129,16 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
                 format!("raw TCP across the veth pair (one hub's local round trip {one:.1} µs)"),
                 2.0 * raw + one,
             )
-            .bound(raw + one + 6.0 * hand_off, format!("raw TCP + one hub + 6 thread hand-offs of {hand_off:.1} µs"))
+            .bound(
+                raw + one + 6.0 * hand_off,
+                format!(
+                    "raw TCP + one hub + 6 thread hand-offs of {hand_off:.1} µs; the kernel counted {:.1} sleeps a \
+                     relayed round trip in this run ({}; busiest threads: {})",
+                    x.relayed_sleeps.per_event(x.relayed_sleeps.total()),
+                    sleeps_of(&x.relayed_sleeps, "round trip"),
+                    busiest(&x.relayed_sleeps, 6)
+                ),
+            )
         },
     ));
     rows.push(row_of(
@@ -263,11 +272,20 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
 /// The sleeps per event by whom, as the bound's text gives them.
 fn sleeps_of(sleeps: &Sleeps, event: &str) -> String {
     format!(
-        "a {event}: hub bus thread {:.2}, hub's other threads {:.2}, clients' process {:.2}",
+        "a {event}: hubs' bus threads {:.2}, hubs' other threads {:.2}, clients' process {:.2}",
         sleeps.per_event(sleeps.hub_bus),
         sleeps.per_event(sleeps.hub_other),
         sleeps.per_event(sleeps.clients)
     )
+}
+
+/// The `n` hub threads that slept most, with their sleeps per event.
+fn busiest(sleeps: &Sleeps, n: usize) -> String {
+    let mut threads: Vec<(&String, &u64)> = sleeps.by_thread.iter().collect();
+    threads.sort_by(|a, b| b.1.cmp(a.1));
+    let listed: Vec<String> =
+        threads.iter().take(n).map(|(name, &count)| format!("{name} {:.2}", sleeps.per_event(count))).collect();
+    listed.join(", ")
 }
 
 fn value(v: Option<f64>, unit: &'static str, row: &PathRow) -> Cell {
@@ -368,17 +386,24 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
     ]);
     let mut counts = Table::new(
         "The sleeps the run's threads took (the kernel's voluntary context switches), which the floors count",
-        &["window", "events", "hub's bus thread", "hub's other threads", "clients' process", "all"],
+        &["window", "events", "hubs' bus threads", "hubs' other threads", "clients' process", "all"],
     );
-    for (window, sleeps, unit, per) in [
-        (
-            format!("{} clients' round trips", figures.fan_out.clients),
-            &figures.fan_out.sleeps,
-            "round trips",
-            "sleeps/round trip",
-        ),
-        ("500 kbit/s, 1 sender and 2 receivers".to_owned(), &figures.cpu.hub.sleeps, "frames", "sleeps/frame"),
-    ] {
+    let relayed = figures.federation.as_ref().ok().map(|x| &x.relayed_sleeps);
+    for (window, sleeps, unit, per) in relayed
+        .map(|sleeps| {
+            ("federation: relay → owner → relay round trips".to_owned(), sleeps, "round trips", "sleeps/round trip")
+        })
+        .into_iter()
+        .chain([
+            (
+                format!("{} clients' round trips", figures.fan_out.clients),
+                &figures.fan_out.sleeps,
+                "round trips",
+                "sleeps/round trip",
+            ),
+            ("500 kbit/s, 1 sender and 2 receivers".to_owned(), &figures.cpu.hub.sleeps, "frames", "sleeps/frame"),
+        ])
+    {
         counts.rows.push(vec![
             Cell::text(window),
             Cell::of(sleeps.events as f64, unit),

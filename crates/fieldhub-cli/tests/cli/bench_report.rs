@@ -186,7 +186,8 @@ fn check_json(report: &Value) {
         .find(|t| t["caption"].as_str().unwrap().starts_with("The sleeps the run's threads took"))
         .expect("a table of the sleeps the floors count");
     let units: Vec<&str> = counted["rows"].as_array().unwrap().iter().map(|r| r[5]["unit"].as_str().unwrap()).collect();
-    assert_eq!(units, ["sleeps/round trip", "sleeps/frame"]);
+    // The federation's round trips lead when the report could measure them (as root).
+    assert!(units.ends_with(&["sleeps/round trip", "sleeps/frame"]), "{units:?}");
     // 9: the machine.
     let machine = data("machine");
     assert!(machine["logical_cpus"].as_u64().unwrap() >= 1);
