@@ -35,6 +35,9 @@ pub struct SilKitBridge {
     /// The channel's nominal bit rate, which SIL Kit controllers' baud rate
     /// requests are held against.
     pub(super) bitrate: u32,
+    /// Whether the channel is `timing = "timed"`: a frame is on the bus
+    /// only after its bit time, so its answer is not there at once.
+    pub(super) timed: bool,
 }
 
 /// The bridge's client on the bus.

@@ -27,7 +27,7 @@ use tracing::{error, info};
 
 pub use bridge::SilKitBridge;
 
-use crate::config::{ChannelConfig, SilKitConfig, SilKitMode};
+use crate::config::{ChannelConfig, SilKitConfig, SilKitMode, Timing};
 use crate::session::Sessions;
 
 impl SilKitBridge {
@@ -54,8 +54,10 @@ impl SilKitBridge {
         configs
             .iter()
             .map(|config| {
-                let bitrate = channels.iter().find(|c| c.name == config.channel).map_or(0, |c| c.bitrate);
-                let bridge = Self { config: config.clone(), library: Arc::clone(&library), bitrate };
+                let channel = channels.iter().find(|c| c.name == config.channel);
+                let bitrate = channel.map_or(0, |c| c.bitrate);
+                let timed = channel.is_some_and(|c| c.timing == Timing::Timed);
+                let bridge = Self { config: config.clone(), library: Arc::clone(&library), bitrate, timed };
                 let sessions = Arc::clone(sessions);
                 std::thread::Builder::new().name(format!("fh-silkit-{}", config.channel)).spawn(move || {
                     if bridge.config.mode == SilKitMode::Simulator {

@@ -5,8 +5,8 @@
 //! SIL Kit writes an event produced on its I/O thread at once, but one
 //! produced on another thread is handed to that I/O thread, which wakes
 //! for it (one hand-off per event, two or three events per frame). So when
-//! SIL Kit's thread has just forwarded a controller's frame to the bus
-//! (`forward.rs`), it waits a moment for the bus's answer
+//! SIL Kit's thread has just forwarded a controller's frame to an ideal
+//! channel (`forward.rs`), it waits a moment for the bus's answer
 //! ([`Delivery::answer_inline`], at most [`INLINE_WAIT`]) and produces
 //! what the bus queued itself; it announces that wait before the frame
 //! goes ([`Delivery::expect_answer`]), as the bus may answer at once. The delivery thread takes what comes
@@ -49,10 +49,10 @@ use fieldhub_bus::confinement::can_err;
 use fieldhub_bus::outbox::{Notify, Outbound, QueueOutbox};
 
 /// How long SIL Kit's thread waits for the bus's answer to a frame it
-/// forwarded: a round of an idle bus thread's wake-up on a busy machine.
-/// The bus answers a frame on an ideal channel within microseconds; on a
-/// timed channel the frame takes its bit time, the wait ends empty and the
-/// delivery thread answers.
+/// forwarded to an ideal channel: a round of an idle bus thread's wake-up
+/// on a busy machine; the bus answers such a frame within microseconds.
+/// On a timed channel the frame takes its bit time: SIL Kit's thread does
+/// not wait, and the delivery thread answers.
 pub(super) const INLINE_WAIT: Duration = Duration::from_micros(50);
 
 /// Outbox items taken under one lock.
@@ -122,13 +122,17 @@ pub(super) struct Delivery {
     state: Mutex<State>,
     /// The bus said goodbye (or a fatal error): nothing more comes.
     ended: AtomicBool,
+    /// The channel is ideal, so the bus answers a frame as it takes it: SIL
+    /// Kit's thread waits for the answer. On a timed channel it would wait
+    /// out [`INLINE_WAIT`] for nothing, the frame taking its bit time.
+    answers_at_once: bool,
 }
 
 impl Delivery {
-    pub fn new(shared: Arc<Shared>, outbox: Arc<QueueOutbox>, wake: Arc<DeliveryWake>) -> Self {
+    pub fn new(shared: Arc<Shared>, outbox: Arc<QueueOutbox>, wake: Arc<DeliveryWake>, answers_at_once: bool) -> Self {
         let fanout = Fanout { seq: 0, frame: None, timestamp: 0, receivers: Vec::new() };
         let state = State { items: Vec::with_capacity(TAKE_BATCH), fanout, bus_ns: 0 };
-        Delivery { shared, outbox, wake, state: Mutex::new(state), ended: AtomicBool::new(false) }
+        Delivery { shared, outbox, wake, state: Mutex::new(state), ended: AtomicBool::new(false), answers_at_once }
     }
 
     /// SIL Kit's thread, before it hands a frame to the bus: from now on
@@ -140,10 +144,11 @@ impl Delivery {
     }
 
     /// SIL Kit's thread, after [`Delivery::expect_answer`]: when it handed
-    /// the frame over (`forwarded`), wait up to [`INLINE_WAIT`] for the bus
-    /// to queue its answer; then produce what the bus queued from here.
+    /// the frame over (`forwarded`) to an ideal channel, wait up to
+    /// [`INLINE_WAIT`] for the bus to queue its answer; then produce what
+    /// the bus queued from here.
     pub fn answer_inline(&self, producer: &EventProducer, forwarded: bool) {
-        if forwarded {
+        if forwarded && self.answers_at_once {
             let deadline = Instant::now() + INLINE_WAIT;
             let mut spins = 0u32;
             while !self.wake.ready.load(Ordering::SeqCst) && Instant::now() < deadline {

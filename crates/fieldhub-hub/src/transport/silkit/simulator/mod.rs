@@ -116,7 +116,7 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
         Arc::new(Shared::new(config.participant_name(), config.channel.clone(), bridge.bitrate, Arc::clone(&closed)));
     let client = slot.id();
     let forwarder = Arc::new(Forwarder { client, credit, sessions: Arc::clone(sessions) });
-    let delivery = Arc::new(Delivery::new(Arc::clone(&shared), Arc::clone(&outbox), wake));
+    let delivery = Arc::new(Delivery::new(Arc::clone(&shared), Arc::clone(&outbox), wake, !bridge.timed));
     let (work_tx, work) = crossbeam_channel::unbounded();
     let options = SimulatorOptions {
         registry: config.registry.clone(),
