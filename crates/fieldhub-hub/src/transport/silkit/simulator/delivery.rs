@@ -15,8 +15,8 @@
 //!
 //! The bus never calls SIL Kit and never waits for it: it queues into the
 //! client's [`QueueOutbox`] and, once per round, rings [`DeliveryWake`],
-//! which unparks the delivery thread unless SIL Kit's thread is waiting
-//! for those very items.
+//! which unparks the delivery thread, or SIL Kit's thread when that one is
+//! waiting for those very items.
 //!
 //! Invariants:
 //! - One consumer at a time ([`Delivery`]'s lock, held from taking items
@@ -55,6 +55,10 @@ use fieldhub_bus::outbox::{Notify, Outbound, QueueOutbox};
 /// not wait, and the delivery thread answers.
 pub(super) const INLINE_WAIT: Duration = Duration::from_micros(50);
 
+/// How long of [`INLINE_WAIT`] SIL Kit's thread spins before it sleeps: a
+/// bus thread awake on the other core answers within it.
+const INLINE_SPIN: Duration = Duration::from_micros(10);
+
 /// Outbox items taken under one lock.
 const TAKE_BATCH: usize = 256;
 
@@ -68,6 +72,11 @@ pub(super) struct DeliveryWake {
     ready: AtomicBool,
     /// SIL Kit threads waiting for the bus's answer (they take the items).
     inline: AtomicUsize,
+    /// The SIL Kit thread that waits, once it sleeps: rung instead of the
+    /// delivery thread. A sleeper woken takes the core from a bus thread
+    /// that spins on the same one; a thread that yields would wait out the
+    /// bus thread's spin.
+    waiter: Mutex<Option<Thread>>,
     thread: OnceLock<Thread>,
 }
 
@@ -81,6 +90,9 @@ impl DeliveryWake {
             wake.ready.store(true, Ordering::SeqCst);
             if wake.inline.load(Ordering::SeqCst) == 0 {
                 wake.unpark();
+            } else if let Some(waiter) = &*wake.waiter.lock().unwrap_or_else(|e| e.into_inner()) {
+                // No system call unless it sleeps.
+                waiter.unpark();
             }
         }))
     }
@@ -140,26 +152,28 @@ impl Delivery {
     /// or the bus, which may run at once, would ring the delivery thread
     /// for the answer). End it with [`Delivery::answer_inline`].
     pub fn expect_answer(&self) {
+        *self.wake.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
         self.wake.inline.fetch_add(1, Ordering::SeqCst);
     }
 
     /// SIL Kit's thread, after [`Delivery::expect_answer`]: when it handed
     /// the frame over (`forwarded`) to an ideal channel, wait up to
-    /// [`INLINE_WAIT`] for the bus to queue its answer; then produce what
-    /// the bus queued from here.
+    /// [`INLINE_WAIT`] for the bus to queue its answer — spinning for
+    /// [`INLINE_SPIN`], as the bus thread on the other core answers within
+    /// it, then asleep until the bus rings — and produce what the bus
+    /// queued from here.
     pub fn answer_inline(&self, producer: &EventProducer, forwarded: bool) {
         if forwarded && self.answers_at_once {
-            let deadline = Instant::now() + INLINE_WAIT;
-            let mut spins = 0u32;
-            while !self.wake.ready.load(Ordering::SeqCst) && Instant::now() < deadline {
-                // Spin while the bus thread is likely at it on the other
-                // core, then let the threads of this core run (the bus
-                // thread may be one of them).
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
+            let started = Instant::now();
+            let answered = || self.wake.ready.load(Ordering::SeqCst);
+            while !answered() && started.elapsed() < INLINE_SPIN {
+                std::hint::spin_loop();
+            }
+            // A stale unpark only makes one more round.
+            while !answered() {
+                match INLINE_WAIT.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                    _ => break,
                 }
             }
         }
