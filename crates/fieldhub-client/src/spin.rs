@@ -6,10 +6,11 @@
 //!
 //! - The consumer's spin follows the recent gaps between arrivals
 //!   ([`consumer_spin`], an [`AdaptiveSpin`] between 0 and [`MAX_SPIN`]):
-//!   twice the last wait if that fits, else half of what it was, down to
-//!   none. A request/answer exchange whose answer comes within tens of
-//!   microseconds is caught spinning; a periodic stream (500 kbit/s: a frame
-//!   every 250 µs) quickly earns no spin at all and sleeps at once. A wait
+//!   twice the last wait when that fits and the wait before came as soon,
+//!   none after a wait whose input came later. A request/answer exchange
+//!   whose answer comes within tens of microseconds is caught spinning; a
+//!   periodic stream (500 kbit/s: a frame every 250 µs) earns no spin at all
+//!   and sleeps at once. A wait
 //!   that ended without a message leaves the next one without a spin.
 //! - A thread spins only while it holds one of a process-wide number of
 //!   spin slots ([`wait`]): the machine's cores less two — one for the hub's

@@ -109,32 +109,35 @@ impl WaitPolicy {
 }
 
 /// A spin budget that follows the peers' pace, for a waiter whose peers
-/// answer in bursts (the hub's bus thread). After each wait that ended with
-/// input, it becomes twice that wait if that fits the budget's maximum
-/// ([`AdaptiveSpin::MAX`] by default; never less than it was), and otherwise
-/// halves, down to its minimum — by default none at all
-/// ([`AdaptiveSpin::MIN`]). A request/answer exchange then pays no wake-up
-/// for the answer, and a periodic stream slower than the spin limit (a
-/// 500 kbit/s bus sends a frame every ~250 µs) sleeps at once: a spin it
-/// could not win would cost a core's time for nothing.
+/// answer in bursts (the hub's bus thread). A wait whose input came soon —
+/// twice its wait fits the budget's maximum ([`AdaptiveSpin::MAX`] by
+/// default) — right after another that did, makes the budget twice that
+/// wait (never less than it was); a lone soon wait leaves it as it is; a
+/// wait whose input came later takes the budget down to its minimum at once
+/// — by default none at all ([`AdaptiveSpin::MIN`]). A request/answer
+/// exchange then pays no wake-up for the answer, and a periodic stream
+/// slower than the spin limit (a 500 kbit/s bus sends a frame every
+/// ~250 µs) sleeps at once, even when a late sender's frames now and then
+/// come close together: a spin it could not win would cost a core's time
+/// for nothing (measured at 500 kbit/s, the halving rule before this one
+/// spent a fifth of the hub's CPU spinning: docs/profile-2026-11-28-500kbit.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdaptiveSpin {
     budget: Duration,
     min: Duration,
     max: Duration,
+    /// The last wait's input came soon.
+    soon: bool,
 }
 
 impl AdaptiveSpin {
     pub const MIN: Duration = Duration::ZERO;
-    /// A halved budget below this is no budget: a spin that short cannot
-    /// outlast the peer's wake-up it hopes to spare.
-    const FLOOR: Duration = Duration::from_micros(2);
     pub const MAX: Duration = Duration::from_micros(200);
 
     /// A budget between `min` and `max` (`min` ≤ `max`), starting at the
     /// reference spin ([`WaitPolicy::ADAPTIVE`]) if that lies between them.
     pub fn bounded(min: Duration, max: Duration) -> Self {
-        Self { budget: WaitPolicy::ADAPTIVE.spin.clamp(min, max), min, max }
+        Self { budget: WaitPolicy::ADAPTIVE.spin.clamp(min, max), min, max, soon: false }
     }
 
     /// The spin the next wait may use.
@@ -145,16 +148,13 @@ impl AdaptiveSpin {
     /// Input came `after` the wait began (for waiters that spin and sleep
     /// by other means than [`Bell::wait_adaptive`]).
     pub fn observe(&mut self, after: Duration) {
-        self.budget = if after * 2 <= self.max {
-            self.budget.max(after * 2)
-        } else {
-            let half = self.budget / 2;
-            if half < Self::FLOOR {
-                self.min
-            } else {
-                half.max(self.min)
-            }
-        };
+        let soon = after * 2 <= self.max;
+        if !soon {
+            self.budget = self.min;
+        } else if self.soon {
+            self.budget = self.budget.max(after * 2);
+        }
+        self.soon = soon;
     }
 }
 
@@ -311,42 +311,54 @@ mod tests {
     }
 
     #[test]
-    fn the_adaptive_spin_grows_when_spinning_pays_and_shrinks_when_it_does_not() {
+    fn the_adaptive_spin_grows_when_input_keeps_coming_soon_and_stops_when_it_comes_late() {
         let mut budget = AdaptiveSpin::default();
         budget.observe(Duration::from_micros(40));
-        assert_eq!(budget.budget(), Duration::from_micros(80), "input 40 µs after the wait began: spin twice that");
+        assert_eq!(budget.budget(), Duration::from_micros(20), "one soon wait alone earns no longer spin");
+        budget.observe(Duration::from_micros(40));
+        assert_eq!(budget.budget(), Duration::from_micros(80), "input soon twice in a row: spin twice the wait");
         budget.observe(Duration::from_micros(10));
         assert_eq!(budget.budget(), Duration::from_micros(80), "a quicker answer does not shorten the spin");
-        for _ in 0..10 {
-            budget.observe(AdaptiveSpin::MAX);
-        }
-        assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late earns no spin at all");
+        budget.observe(AdaptiveSpin::MAX);
+        assert_eq!(budget.budget(), AdaptiveSpin::MIN, "input that comes late ends the spin at once");
 
-        // A wait whose input comes at its deadline's end, through the bell.
+        // A wait whose input comes after the spin, through the bell.
         let local = LocalBell::default();
         let mut budget = AdaptiveSpin::default();
+        budget.observe(Duration::from_micros(40));
         budget.observe(Duration::from_micros(40));
         let late = Instant::now() + AdaptiveSpin::MAX;
         let deadline = Some(late + Duration::from_millis(1));
         assert!(local.bell().wait_adaptive(&mut budget, deadline, || Instant::now() >= late));
-        assert_eq!(budget.budget(), Duration::from_micros(40));
+        assert_eq!(budget.budget(), AdaptiveSpin::MIN);
     }
 
     #[test]
-    fn a_bounded_spin_stays_within_its_bounds_and_reaches_zero_for_slow_input() {
-        let mut budget = AdaptiveSpin::bounded(Duration::ZERO, Duration::from_micros(50));
+    fn a_periodic_stream_whose_frames_now_and_then_come_close_together_earns_no_spin() {
+        // 500 kbit/s: a frame every 250 µs, and a late sender that sends the
+        // frame it owes with the next one, 30 µs apart, every fourth frame.
+        let mut budget = AdaptiveSpin::bounded(Duration::ZERO, Duration::from_micros(200));
+        budget.observe(Duration::from_micros(250));
+        for _ in 0..8 {
+            for after in [250, 250, 250, 30] {
+                budget.observe(Duration::from_micros(after));
+                assert_eq!(budget.budget(), Duration::ZERO, "the one close frame earns no spin ({after} µs)");
+            }
+        }
+        budget.observe(Duration::from_micros(10));
+        budget.observe(Duration::from_micros(10));
+        assert_eq!(budget.budget(), Duration::from_micros(20), "quick answers in a row bring the spin back");
+    }
+
+    #[test]
+    fn a_bounded_spin_stays_within_its_bounds() {
+        let mut budget = AdaptiveSpin::bounded(Duration::from_micros(5), Duration::from_micros(50));
         assert_eq!(budget.budget(), Duration::from_micros(20), "starts at the reference spin");
+        budget.observe(Duration::from_micros(20));
         budget.observe(Duration::from_micros(20));
         assert_eq!(budget.budget(), Duration::from_micros(40));
         budget.observe(Duration::from_micros(30));
-        assert_eq!(budget.budget(), Duration::from_micros(20), "twice 30 µs does not fit 50 µs: halve");
-        // A periodic stream: a frame every 250 µs.
-        for _ in 0..8 {
-            budget.observe(Duration::from_micros(250));
-        }
-        assert_eq!(budget.budget(), Duration::ZERO, "slow input earns no spin at all");
-        budget.observe(Duration::from_micros(10));
-        assert_eq!(budget.budget(), Duration::from_micros(20), "a quick answer brings the spin back");
+        assert_eq!(budget.budget(), Duration::from_micros(5), "twice 30 µs does not fit 50 µs: down to the minimum");
     }
 
     #[test]
