@@ -296,6 +296,47 @@ fn value(v: Option<f64>, unit: &'static str, row: &PathRow) -> Cell {
     }
 }
 
+/// What a row that misses its target says about the gap: out of reach by
+/// its bound, the hub's, a bound the run did not hold to, or why there is no
+/// bound. A met row, or one not measured, says nothing.
+fn note(row: &PathRow) -> Option<String> {
+    let (Some(false), Some(hub), Some(target)) = (row.met, row.hub, row.target) else {
+        return None;
+    };
+    let unit = row.unit;
+    let Some(bound) = row.bound else {
+        return Some(format!(
+            "{}: target {} not met ({hub:.1} {unit} against {target:.1} {unit}); no bound of its own: {}.",
+            row.path, row.target_is, row.bound_is
+        ));
+    };
+    let beyond = if row.higher_is_better { bound < target } else { bound > target };
+    let past_bound = if row.higher_is_better { hub > bound } else { hub < bound };
+    let reach = crate::stats::ratio(hub, bound);
+    Some(if past_bound {
+        format!(
+            "{}: target {} not met ({hub:.1} {unit}), but the hub did better than the bound of {bound:.1} \
+             {unit} ({}): in this run the bound does not hold (a wake-up in the run cost less than the \
+             primitive's, a stream that leaves a core idle costs less), so it says nothing about the \
+             target here.",
+            row.path, row.target_is, row.bound_is
+        )
+    } else if beyond {
+        format!(
+            "{}: target {} not met ({hub:.1} {unit}), and out of reach on this machine: the bound measured in \
+             the same run, {bound:.1} {unit} ({}), is past the target ({target:.1} {unit}). The hub is at {reach:.2}× \
+             its bound.",
+            row.path, row.target_is, row.bound_is
+        )
+    } else {
+        format!(
+            "{}: target {} not met ({hub:.1} {unit} against {target:.1} {unit}); the bound measured in the same \
+             run, {bound:.1} {unit} ({}), is within the target: the gap is the hub's (at {reach:.2}× its bound).",
+            row.path, row.target_is, row.bound_is
+        )
+    })
+}
+
 pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
     let rows = rows(figures);
     let mut table = Table::new(
@@ -325,33 +366,7 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
             Cell::text(&row.bound_is),
             Cell::text(row.not_measured.as_deref().unwrap_or("—")),
         ]);
-        if let (Some(false), Some(hub), Some(target), Some(bound)) = (row.met, row.hub, row.target, row.bound) {
-            let beyond = if row.higher_is_better { bound < target } else { bound > target };
-            let past_bound = if row.higher_is_better { hub > bound } else { hub < bound };
-            let (unit, reach) = (row.unit, crate::stats::ratio(hub, bound));
-            notes.push(if past_bound {
-                format!(
-                    "{}: target {} not met ({hub:.1} {unit}), but the hub did better than the bound of {bound:.1} \
-                     {unit} ({}): in this run the bound does not hold (a wake-up in the run cost less than the \
-                     primitive's, a stream that leaves a core idle costs less), so it says nothing about the \
-                     target here.",
-                    row.path, row.target_is, row.bound_is
-                )
-            } else if beyond {
-                format!(
-                    "{}: target {} not met ({hub:.1} {unit}), and out of reach on this machine: the bound measured in \
-                     the same run, {bound:.1} {unit} ({}), is past the target ({target:.1} {unit}). The hub is at {reach:.2}× \
-                     its bound.",
-                    row.path, row.target_is, row.bound_is
-                )
-            } else {
-                format!(
-                    "{}: target {} not met ({hub:.1} {unit} against {target:.1} {unit}); the bound measured in the same \
-                     run, {bound:.1} {unit} ({}), is within the target: the gap is the hub's (at {reach:.2}× its bound).",
-                    row.path, row.target_is, row.bound_is
-                )
-            });
-        }
+        notes.extend(note(row));
     }
     let f = &figures.floors;
     let mut floors =
@@ -444,6 +459,22 @@ mod tests {
         assert_eq!(time(25.0).ratio, Some(0.25));
         let rate = |hub| PathRow::new("r".into(), "frames/s", "≥", true).measured(hub, 10.0, String::new(), 6.0);
         assert_eq!((rate(6.0).met, rate(5.9).met), (Some(true), Some(false)));
+    }
+
+    #[test]
+    fn a_missed_target_is_out_of_reach_past_its_floor_the_hubs_within_it_and_named_without_one() {
+        let row = |hub, bound: Option<f64>| {
+            let row = PathRow::new("p".into(), "µs", "≤ t", false).measured(hub, 400.0, String::new(), 240.0);
+            match bound {
+                Some(bound) => row.bound(bound, "sleeps × price".into()),
+                None => PathRow { bound_is: "none for the median".into(), ..row },
+            }
+        };
+        assert!(note(&row(527.0, Some(250.0))).unwrap().contains("out of reach on this machine"));
+        assert!(note(&row(527.0, Some(210.0))).unwrap().contains("the gap is the hub's (at 2.51× its bound)"));
+        assert!(note(&row(200.0, Some(250.0))).is_none(), "a met target says nothing");
+        assert!(note(&row(300.0, Some(350.0))).unwrap().contains("the bound does not hold"));
+        assert!(note(&row(508.0, None)).unwrap().ends_with("no bound of its own: none for the median."));
     }
 
     #[test]
