@@ -299,3 +299,35 @@ fn a_stopped_controller_hears_its_state_and_its_requests_are_canceled() {
     }
     assert_eq!(after[FRAMES as usize][..], ["S", "2"], "no Started after the restart: {lines:?}");
 }
+
+/// On an ideal channel the answer to a SIL Kit request is produced from
+/// SIL Kit's own thread, the one that handed the frame to the bus — no
+/// bridge or delivery thread in between (issue 35). A participant sends
+/// its frames one at a time, each waiting for its `Transmitted`; the
+/// hub's last line counts where the bus's items were produced.
+#[test]
+fn on_an_ideal_channel_answers_are_produced_from_silkits_own_thread() {
+    const FRAMES: u32 = 200;
+    let silkit = SilKit::from_env("FIELDHUB_SILKIT_NETSIM_PEER");
+    let (_registry, uri) = start_registry(&silkit, 0);
+    let hub = start_hub(&silkit, &uri, "");
+    let mut peer = start_peer(&silkit, &uri, b'I', FRAMES, 0x100, 1);
+    let (client, port) = client(&hub, "observer");
+    wait_until_simulated(&client, &port, &[&peer]);
+    client.send(&port, &Frame::can(GO_ID, false, &[]).unwrap()).unwrap();
+    assert_eq!(collect(&client, &hub, 1, 0).len(), FRAMES as usize, "every frame on the bus");
+    let lines = finish(&client, &port, &mut peer);
+    let transmitted = lines.iter().filter(|w| w[0] == "A" && w[1].parse::<u32>().unwrap() == TRANSMITTED).count();
+    assert_eq!(transmitted, FRAMES as usize, "each request answered Transmitted: {lines:?}");
+    // SIGTERM: the hub stops, and the simulator says what it produced.
+    let stopped = Command::new("kill").args(["-TERM", &hub.pid().to_string()]).status().unwrap();
+    assert!(stopped.success());
+    let left = hub.wait_for_log("SIL Kit simulator left");
+    let count = |key: &str| -> u64 {
+        let value = left.split(' ').find_map(|word| word.strip_prefix(key));
+        value.unwrap_or_else(|| panic!("no {key} in {left:?}")).parse().unwrap()
+    };
+    let (inline, by_thread) = (count("produced_inline="), count("produced_by_thread="));
+    assert!(inline + by_thread >= u64::from(FRAMES), "each frame's echo produced: {left}");
+    assert!(inline > 0, "no answer produced from SIL Kit's thread: {left}");
+}

@@ -29,7 +29,7 @@
 //!   lock SIL Kit holds around its callback can meet one the delivery
 //!   thread waits for in SIL Kit.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -138,13 +138,26 @@ pub(super) struct Delivery {
     /// Kit's thread waits for the answer. On a timed channel it would wait
     /// out [`INLINE_WAIT`] for nothing, the frame taking its bit time.
     answers_at_once: bool,
+    /// Outbox items produced from SIL Kit's threads and from the delivery
+    /// thread: how often the way without a hand-off was taken.
+    inline_items: AtomicU64,
+    thread_items: AtomicU64,
 }
 
 impl Delivery {
     pub fn new(shared: Arc<Shared>, outbox: Arc<QueueOutbox>, wake: Arc<DeliveryWake>, answers_at_once: bool) -> Self {
         let fanout = Fanout { seq: 0, frame: None, timestamp: 0, receivers: Vec::new() };
         let state = State { items: Vec::with_capacity(TAKE_BATCH), fanout, bus_ns: 0 };
-        Delivery { shared, outbox, wake, state: Mutex::new(state), ended: AtomicBool::new(false), answers_at_once }
+        Delivery {
+            shared,
+            outbox,
+            wake,
+            state: Mutex::new(state),
+            ended: AtomicBool::new(false),
+            answers_at_once,
+            inline_items: AtomicU64::new(0),
+            thread_items: AtomicU64::new(0),
+        }
     }
 
     /// SIL Kit's thread, before it hands a frame to the bus: from now on
@@ -183,8 +196,10 @@ impl Delivery {
             return;
         }
         match self.state.try_lock() {
-            Ok(mut state) => self.drain(&mut state, producer),
-            Err(TryLockError::Poisoned(poisoned)) => self.drain(&mut poisoned.into_inner(), producer),
+            Ok(mut state) => self.drain(&mut state, producer, &self.inline_items),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                self.drain(&mut poisoned.into_inner(), producer, &self.inline_items)
+            }
             // The delivery thread is at it: it drains once more.
             Err(TryLockError::WouldBlock) => self.wake.ring(),
         }
@@ -196,7 +211,7 @@ impl Delivery {
         let _ = self.wake.thread.set(std::thread::current());
         // SYNC POINT with the Release stores of the hang-up and the bridge's end.
         loop {
-            self.drain(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), producer);
+            self.drain(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()), producer, &self.thread_items);
             if self.shared.closed.load(Ordering::Acquire) || self.ended.load(Ordering::Acquire) {
                 return;
             }
@@ -206,6 +221,12 @@ impl Delivery {
         }
     }
 
+    /// Outbox items produced so far from SIL Kit's threads and from the
+    /// delivery thread.
+    pub fn produced(&self) -> (u64, u64) {
+        (self.inline_items.load(Ordering::Relaxed), self.thread_items.load(Ordering::Relaxed))
+    }
+
     /// The delivery thread is to stop: wake it.
     pub fn stop(&self) {
         self.wake.unpark();
@@ -213,7 +234,7 @@ impl Delivery {
 
     /// Produce every item waiting, in order, then the frame collected for
     /// its receivers.
-    fn drain(&self, state: &mut State, producer: &EventProducer) {
+    fn drain(&self, state: &mut State, producer: &EventProducer, counted: &AtomicU64) {
         self.wake.ready.store(false, Ordering::SeqCst);
         loop {
             let State { items, fanout, bus_ns } = state;
@@ -223,6 +244,7 @@ impl Delivery {
                 return;
             }
             self.outbox.took();
+            counted.fetch_add(items.len() as u64, Ordering::Relaxed);
             for item in items.drain(..) {
                 if !self.on_item(item, fanout, bus_ns, producer) {
                     // SYNC POINT with the delivery thread's Acquire load.

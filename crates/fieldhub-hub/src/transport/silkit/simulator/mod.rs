@@ -190,8 +190,10 @@ pub(super) fn run(bridge: &SilKitBridge, sessions: &Arc<Sessions>) {
         .map(|(name, n)| format!("{name}={n}"))
         .collect();
     let unechoed = shared.unechoed.load(Ordering::Relaxed);
+    // Where the bus's items were produced: SIL Kit's own thread (no hand-off) or the delivery thread.
+    let (produced_inline, produced_by_thread) = delivery.produced();
     info!(participant = %shared.participant, canceled, queue_full, refused, dropped = %dropped.join(","), unechoed,
-        "SIL Kit simulator left");
+        produced_inline, produced_by_thread, "SIL Kit simulator left");
 }
 
 /// What SIL Kit's threads run for every request.
