@@ -11,8 +11,8 @@
 //! - [`cpu_per_wake`]: CPU time (the threads' `sum_exec_runtime`) that one
 //!   futex wake-up of a sleeping process costs, waker's and sleeper's sides,
 //!   from a two-process ping-pong over a ring, sleeping at once: the peer's
-//!   CPU over the sleeps the kernel counted for it, in the cheapest of ten
-//!   batches (other work on the machine only adds to a batch).
+//!   CPU over the sleeps the kernel counted for it, both on one core, in the
+//!   cheapest of ten batches (other work on the machine only adds to a batch).
 //! - [`wake_time_floor_us`], [`wake_cpu_percent`]: what the wake-ups a run
 //!   actually took ([`crate::sleeps`]) cost at that price — as time a round
 //!   trip cannot go below on average (their CPU shares the machine's cores)
@@ -144,13 +144,81 @@ impl WakeCost {
     }
 }
 
+/// This thread and a peer process held on one core while the value lives,
+/// their affinities given back when it is dropped: a wake-up between two
+/// processes on one core is a plain switch, where across two cores it also
+/// costs the other core's interrupt and its way out of idle (on a VM, an
+/// exit to the hypervisor) — so where the scheduler happened to put the
+/// two no longer decides the price.
+struct OneCore {
+    peer: libc::pid_t,
+    ours: libc::cpu_set_t,
+    theirs: libc::cpu_set_t,
+}
+
+/// The cores thread or process `pid` (0: this thread) may run on.
+fn affinity(pid: libc::pid_t) -> Result<libc::cpu_set_t, BenchError> {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a writable cpu_set_t of the size passed.
+    let done = unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if done != 0 {
+        return Err(BenchError::Proc {
+            path: format!("sched_getaffinity({pid})"),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(set)
+}
+
+fn set_affinity(pid: libc::pid_t, set: &libc::cpu_set_t) -> Result<(), BenchError> {
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; the call only reads it.
+    let done = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if done != 0 {
+        return Err(BenchError::Proc {
+            path: format!("sched_setaffinity({pid})"),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+impl OneCore {
+    /// This thread and `peer` on the first core this thread may use.
+    fn pin(peer: u32) -> Result<Self, BenchError> {
+        let peer = libc::pid_t::try_from(peer).map_err(|_| BenchError::Invalid(format!("no such process {peer}")))?;
+        let (ours, theirs) = (affinity(0)?, affinity(peer)?);
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: CPU_ISSET reads the set's bit for a core below
+            // CPU_SETSIZE, which the range keeps to.
+            .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &ours) })
+            .ok_or_else(|| BenchError::Invalid("this thread may run on no core".into()))?;
+        // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` is below CPU_SETSIZE (found above).
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        set_affinity(peer, &one)?;
+        set_affinity(0, &one)?;
+        Ok(Self { peer, ours, theirs })
+    }
+}
+
+impl Drop for OneCore {
+    fn drop(&mut self) {
+        // The peer may have ended already; this thread's own mask is what matters.
+        let _ = set_affinity(self.peer, &self.theirs);
+        let _ = set_affinity(0, &self.ours);
+    }
+}
+
 /// CPU time of one futex wake-up of a sleeping process: the peer's CPU over
 /// its sleeps. Each round the peer is woken (and switched in), wakes this
 /// process and goes back to sleep: the sleeper's side and the waker's side
 /// of one wake-up. The peer alone is read because it is one thread doing
 /// only that, where this process has other threads of its own; dividing by
 /// the sleeps the kernel counted, not the rounds, prices a sleep even when
-/// a round found its message without sleeping. The rounds are read in
+/// a round found its message without sleeping. Both processes share one
+/// core ([`OneCore`]): the cheapest a wake-up can be. The rounds are read in
 /// [`WAKE_BATCHES`] batches and the cheapest batch is the price.
 pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<WakeCost, BenchError> {
     if rounds < WAKE_BATCHES {
@@ -163,10 +231,11 @@ pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<WakeCost, Benc
         peer.wake(&message)?;
         peer.answer(&mut body)
     };
+    let pid = peer.shm.peer.pid();
+    let one_core = OneCore::pin(pid)?;
     for _ in 0..WARM_UP {
         round(&mut peer)?;
     }
-    let pid = peer.shm.peer.pid();
     let reading = || {
         let cpu_ms = sum_exec_runtime_ms(pid).ok_or_else(|| BenchError::Proc {
             path: format!("/proc/{pid}/task/*/sched"),
@@ -183,6 +252,7 @@ pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<WakeCost, Benc
         let after = reading()?;
         batches.push((after.0 - before.0, after.1.saturating_sub(before.1)));
     }
+    drop(one_core);
     peer.stop()?;
     Ok(WakeCost::of(&batches, rounds / WAKE_BATCHES * WAKE_BATCHES))
 }
@@ -241,6 +311,26 @@ mod tests {
         assert_eq!(hand_off.samples, 50);
         assert!(hand_off.min_us > 0.0 && hand_off.min_us <= hand_off.p50_us, "{hand_off:?}");
         assert!(thread_hand_off(0).is_err());
+    }
+
+    #[test]
+    fn one_core_holds_this_thread_and_its_peer_on_one_core_and_gives_their_cores_back() {
+        // SAFETY: CPU_COUNT only reads the set it is given.
+        let cores = |pid| unsafe { libc::CPU_COUNT(&affinity(pid).unwrap()) };
+        let mut peer = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = peer.id() as libc::pid_t;
+        let (ours, theirs) = (cores(0), cores(pid));
+        let pinned = OneCore::pin(peer.id()).unwrap();
+        assert_eq!((cores(0), cores(pid)), (1, 1));
+        // SAFETY: as above; the two sets are read, not written.
+        let same = (0..libc::CPU_SETSIZE as usize).all(|cpu| unsafe {
+            libc::CPU_ISSET(cpu, &affinity(0).unwrap()) == libc::CPU_ISSET(cpu, &affinity(pid).unwrap())
+        });
+        assert!(same, "this thread and the peer on the same core");
+        drop(pinned);
+        assert_eq!((cores(0), cores(pid)), (ours, theirs));
+        peer.kill().unwrap();
+        peer.wait().unwrap();
     }
 
     #[test]
