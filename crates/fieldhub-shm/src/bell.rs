@@ -250,6 +250,11 @@ fn spin(limit: Option<Duration>, deadline: Option<Instant>, ready: &mut impl FnM
         }
         spins = spins.wrapping_add(1);
         if spins % 64 == 0 {
+            // The thread that will answer may be waiting for this very core
+            // (on two cores, or pinned to this one): let it run, or the spin
+            // holds back what it waits for. Returns at once when nothing
+            // else is runnable here.
+            std::thread::yield_now();
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return Spun::Deadline;
@@ -359,6 +364,45 @@ mod tests {
         assert_eq!(budget.budget(), Duration::from_micros(40));
         budget.observe(Duration::from_micros(30));
         assert_eq!(budget.budget(), Duration::from_micros(5), "twice 30 µs does not fit 50 µs: down to the minimum");
+    }
+
+    /// Two `SCHED_FIFO` threads of one priority on one core: the one that
+    /// runs keeps the core until it blocks or yields, so without a yield in
+    /// the spin the thread that would answer never runs before the deadline.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_spinning_waiter_lets_the_thread_it_waits_for_run_on_its_core() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{mpsc, Arc};
+        fn on_cpu_0() {
+            let mut cpus = rustix::thread::CpuSet::new();
+            cpus.set(0);
+            rustix::thread::sched_setaffinity(None, &cpus).expect("pin the thread to CPU 0");
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let (go_spin, spin_go) = mpsc::channel::<()>();
+        let (go_set, set_go) = mpsc::channel::<()>();
+        let seen = Arc::clone(&flag);
+        let spinner = std::thread::spawn(move || {
+            on_cpu_0();
+            spin_go.recv().unwrap();
+            let local = LocalBell::default();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            local.bell().wait(WaitPolicy::BUSY_POLL, Some(deadline), || seen.load(Ordering::Acquire))
+        });
+        let setter = std::thread::spawn(move || {
+            on_cpu_0();
+            set_go.recv().unwrap();
+            flag.store(true, Ordering::Release);
+        });
+        let needs = "this test runs two SCHED_FIFO threads on one core: it needs CAP_SYS_NICE (run it as root)";
+        crate::waker_sched::run_fifo(&spinner, 10).expect(needs);
+        crate::waker_sched::run_fifo(&setter, 10).expect(needs);
+        go_spin.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        go_set.send(()).unwrap();
+        assert!(spinner.join().unwrap(), "the waiter spun to its deadline: the thread on its core never ran");
+        setter.join().unwrap();
     }
 
     #[test]
