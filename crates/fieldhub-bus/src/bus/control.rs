@@ -341,8 +341,10 @@ impl Bus {
             let Some(mut member) = self.channels[current].members.remove(at) else {
                 return Err(ControlError::NotFound(format!("port '{port}' is not attached to any channel")));
             };
-            // Frames queued for the old bus never reach the new one.
+            // Frames queued for the old bus never reach the new one, nor
+            // do wake-up pulses that wait there.
             member.discard_pending(DropReason::Unplugged);
+            member.dropped(DropReason::Unplugged, self.channels[current].lin_drop_pulses(member.port_id));
             member.segment = 0;
             member.plugged = true;
             let (client_id, handle, port_id) = (member.client, member.port, member.port_id.into());
@@ -375,6 +377,9 @@ impl Bus {
         }
         member.plugged = false;
         member.discard_pending(DropReason::Unplugged);
+        let port_id = member.port_id;
+        let pulses = self.channels[c].lin_drop_pulses(port_id);
+        self.channels[c].members[at].dropped(DropReason::Unplugged, pulses);
         Ok(self.port_json(c, &self.channels[c].members[at]))
     }
 

@@ -1,9 +1,10 @@
 //! LIN sleep and wake-up as clients meet them, on the manual clock: a
 //! wake-up record returns its transmit credit at once and goes out before
-//! the port's queued response, and a port opened on a sleeping channel is
-//! told it sleeps, as the ports there before were.
+//! the port's queued response, a port opened on a sleeping channel is told
+//! it sleeps, as the ports there before were, and a pulse lost to a pulled
+//! cable is told to its sender.
 
-use fieldhub_proto::fate::ChannelCondition;
+use fieldhub_proto::fate::{ChannelCondition, DropReason};
 use fieldhub_proto::lin::Checksum;
 use fieldhub_proto::wire::PortOptions;
 use fieldhub_proto::{Frame, FrameFlags};
@@ -155,4 +156,34 @@ fn in_virtual_time_an_observers_pulse_served_while_its_port_lingers_goes_once_th
             Told::Frame(0x10, FrameFlags::LIN_NO_RESPONSE, woke + 100 * MS + 1_770_833),
         ]
     );
+}
+
+#[test]
+fn a_wake_up_pulse_that_waits_when_its_ports_cable_is_pulled_is_told_dropped_as_unplugged() {
+    let mut h = Harness::new(LIN);
+    let reader = h.connect("reader");
+    h.open(&reader, "body", "reader", PortOptions::empty());
+    let (first, second) = (h.connect("first"), h.connect("second"));
+    let first_port = h.open(&first, "body", "first", PortOptions::empty());
+    let second_port = h.open(&second, "body", "second", PortOptions::empty());
+    h.control(ControlRequest::LinPower { channel: "body".into(), sleep: true }).unwrap();
+    run_until(&mut h, START_NS + 500 * MS);
+    // Two pulses at once: the second waits while the first is on the wire
+    // (5 bit times, 260 µs at 19,200 bit/s).
+    assert!(h.send_with_credit(&first, first_port, Frame::lin_wake_up()));
+    assert!(h.send_with_credit(&second, second_port, Frame::lin_wake_up()));
+    run_until(&mut h, START_NS + 500 * MS + 100_000);
+    h.control(ControlRequest::Unplug { port: "second".into() }).unwrap();
+    run_until(&mut h, START_NS + 520 * MS);
+    let pulses = told(&h, &reader, START_NS).into_iter().filter(|t| matches!(t, Told::Frame(0, _, _))).count();
+    assert_eq!(pulses, 1, "only the first port's pulse went on the bus");
+    let drops: Vec<(DropReason, u32)> = h
+        .items(&second)
+        .into_iter()
+        .filter_map(|item| match item {
+            Outbound::TxDropped { reason, dropped, .. } => Some((reason, dropped)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drops, [(DropReason::Unplugged, 1)], "the second port's sender hears its pulse was lost");
 }

@@ -191,6 +191,13 @@ impl Channel {
         }
     }
 
+    /// The cable of port `port_id` was pulled: the wake-up pulses it sent
+    /// that wait to go on this LIN channel are lost, as its queued frames
+    /// are. Returns how many, for the port's sender to be told.
+    pub fn lin_drop_pulses(&mut self, port_id: PortId) -> usize {
+        self.arbiter.lin().map_or(0, |master| master.forget_pulses(port_id))
+    }
+
     /// Whether a wake-up pulse port `port_id` sent waits to go on this LIN
     /// channel: a port closing in virtual time lingers for it, as for the
     /// frames in its FIFO.

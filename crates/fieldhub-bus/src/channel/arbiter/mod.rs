@@ -168,7 +168,8 @@ impl Rule {
     pub fn forget_port(&mut self, port: PortId) {
         if let Self::Lin(rule) = self {
             rule.forget_standing(port);
-            rule.forget_pulses(port);
+            // Its sender is gone with the port: nobody to tell.
+            let _ = rule.forget_pulses(port);
         }
         if let Some(roles) = self.roles() {
             roles.forget_port(port);

@@ -201,12 +201,16 @@ impl LinScheduleArbiter {
         self.sleep.pulse_asks.push_back((Some(port), now));
     }
 
-    /// `port` left the channel: its pulses go with it, and it repeats none.
-    pub fn forget_pulses(&mut self, port: PortId) {
+    /// `port` left the channel, or its cable was pulled: its pulses that
+    /// have not gone on the bus go with it, and it repeats none. Returns
+    /// how many pulses went, for its sender to be told.
+    pub fn forget_pulses(&mut self, port: PortId) -> usize {
+        let asked = self.sleep.pulse_asks.len();
         self.sleep.pulse_asks.retain(|&(asker, _)| asker != Some(port));
         if self.sleep.waker.is_some_and(|w| w.port == port) {
             self.sleep.waker = None;
         }
+        asked - self.sleep.pulse_asks.len()
     }
 
     /// Whether a pulse port `port` asked for has not gone on the bus yet.
