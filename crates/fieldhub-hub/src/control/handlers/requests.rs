@@ -198,11 +198,35 @@ pub(crate) async fn stop_recording(State(s): State<Arc<ApiState>>, Path(id): Pat
 /// finished before it answers `stopping`.
 const STOP_PATIENCE: Duration = Duration::from_secs(2);
 
-pub(crate) async fn add_route(State(s): State<Arc<ApiState>>, b: Result<Json<RouteConfig>, JsonRejection>) -> Response {
-    match body(b) {
-        Ok(spec) => ask(s, ControlRequest::AddRoute(spec)).await,
-        Err(response) => *response,
+/// Add a route (`fieldhub ctl bridge`). Besides control, the caller's
+/// access must read what the route reads and send what it sends, as for a
+/// gateway: a route is a way to read a channel on another one.
+pub(crate) async fn add_route(
+    State(s): State<Arc<ApiState>>,
+    Extension(access): Extension<Access>,
+    b: Result<Json<RouteConfig>, JsonRejection>,
+) -> Response {
+    let spec = match body(b) {
+        Ok(spec) => spec,
+        Err(response) => return *response,
+    };
+    if let Some(refused) = carrying_refused(&access, &spec.from, &spec.to, "a route") {
+        return refused;
     }
+    ask(s, ControlRequest::AddRoute(spec)).await
+}
+
+/// Unless `access` may add `what`, which reads channel `from` and sends on
+/// channel `to`: the `403` naming the right it lacks.
+fn carrying_refused(access: &Access, from: &str, to: &str, what: &str) -> Option<Response> {
+    let reads = matches!(access.port_right(from), PortRight::Both | PortRight::Read);
+    let sends = matches!(access.port_right(to), PortRight::Both | PortRight::Write);
+    if reads && sends {
+        return None;
+    }
+    let (may_not, channel) = if reads { ("send on", to) } else { ("read", from) };
+    let text = format!("{} may not {may_not} channel '{channel}', so it may not add {what} there", access.describe());
+    Some(error(StatusCode::FORBIDDEN, text))
 }
 
 pub(crate) async fn remove_route(State(s): State<Arc<ApiState>>, Path(route): Path<String>) -> Response {
@@ -224,13 +248,8 @@ pub(crate) async fn add_gateway(
         Ok(config) => config,
         Err(response) => return *response,
     };
-    let reads = matches!(access.port_right(&config.from), PortRight::Both | PortRight::Read);
-    let sends = matches!(access.port_right(&config.to), PortRight::Both | PortRight::Write);
-    if !reads || !sends {
-        let (may_not, channel) = if reads { ("send on", &config.to) } else { ("read", &config.from) };
-        let text =
-            format!("{} may not {may_not} channel '{channel}', so it may not add a gateway there", access.describe());
-        return error(StatusCode::FORBIDDEN, text);
+    if let Some(refused) = carrying_refused(&access, &config.from, &config.to, "a gateway") {
+        return refused;
     }
     ask(s, ControlRequest::AddGateway(config)).await
 }

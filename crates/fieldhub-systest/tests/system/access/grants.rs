@@ -194,6 +194,23 @@ fn adding_a_gateway_needs_control_reading_its_from_and_sending_on_its_to() {
 }
 
 #[test]
+fn adding_a_route_needs_control_reading_its_from_and_sending_on_its_to() {
+    let (hub, _tokens) = start();
+    let route = r#"{"from": "can0", "to": "can1"}"#;
+    let (status, body) = call(&hub, "POST", "/api/v1/routes", "hil-secret", Some(route));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("access 'hil-tester' may not control the hub"), "{body}");
+    // ops controls and reads everything, but sends on nothing: a route sends on its `to`.
+    let (status, body) = call(&hub, "POST", "/api/v1/routes", "ops-secret", Some(route));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("may not send on channel 'can1', so it may not add a route there"), "{body}");
+    let (_, routes) = call(&hub, "GET", "/api/v1/routes", "ops-secret", None);
+    assert_eq!(routes.trim(), "[]", "the refused request changed nothing");
+    let (status, body) = call(&hub, "POST", "/api/v1/routes", "sesame", Some(route));
+    assert_eq!(status, 200, "the hub's token reads and sends everywhere: {body}");
+}
+
+#[test]
 fn the_clients_listing_names_each_clients_access() {
     let (hub, _tokens) = start();
     let _hil = client(&hub, "hil", "hil-secret");
