@@ -119,8 +119,7 @@ impl WaitPolicy {
 /// slower than the spin limit (a 500 kbit/s bus sends a frame every
 /// ~250 µs) sleeps at once, even when a late sender's frames now and then
 /// come close together: a spin it could not win would cost a core's time
-/// for nothing (measured at 500 kbit/s, the halving rule before this one
-/// spent a fifth of the hub's CPU spinning: docs/profile-2026-11-28-500kbit.md).
+/// for nothing (docs/profile-2026-11-28-500kbit.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdaptiveSpin {
     budget: Duration,
