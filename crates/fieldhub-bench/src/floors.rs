@@ -29,6 +29,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use fieldhub_shm::{Consumer, Producer, WaitPolicy};
+use rustix::process::Pid;
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
 use crate::cpu::sum_exec_runtime_ms;
 use crate::raw::{self, PeerMode, ShmPeer, STOP};
@@ -151,54 +153,37 @@ impl WakeCost {
 /// exit to the hypervisor) — so where the scheduler happened to put the
 /// two no longer decides the price.
 struct OneCore {
-    peer: libc::pid_t,
-    ours: libc::cpu_set_t,
-    theirs: libc::cpu_set_t,
+    peer: Pid,
+    ours: CpuSet,
+    theirs: CpuSet,
 }
 
-/// The cores thread or process `pid` (0: this thread) may run on.
-fn affinity(pid: libc::pid_t) -> Result<libc::cpu_set_t, BenchError> {
-    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a writable cpu_set_t of the size passed.
-    let done = unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if done != 0 {
-        return Err(BenchError::Proc {
-            path: format!("sched_getaffinity({pid})"),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(set)
+/// The cores process `pid` (`None`: this thread) may run on.
+fn affinity(pid: Option<Pid>) -> Result<CpuSet, BenchError> {
+    sched_getaffinity(pid)
+        .map_err(|e| BenchError::Proc { path: format!("sched_getaffinity({})", Pid::as_raw(pid)), source: e.into() })
 }
 
-fn set_affinity(pid: libc::pid_t, set: &libc::cpu_set_t) -> Result<(), BenchError> {
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; the call only reads it.
-    let done = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), set) };
-    if done != 0 {
-        return Err(BenchError::Proc {
-            path: format!("sched_setaffinity({pid})"),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+fn set_affinity(pid: Option<Pid>, set: &CpuSet) -> Result<(), BenchError> {
+    sched_setaffinity(pid, set)
+        .map_err(|e| BenchError::Proc { path: format!("sched_setaffinity({})", Pid::as_raw(pid)), source: e.into() })
 }
 
 impl OneCore {
     /// This thread and `peer` on the first core this thread may use.
     fn pin(peer: u32) -> Result<Self, BenchError> {
-        let peer = libc::pid_t::try_from(peer).map_err(|_| BenchError::Invalid(format!("no such process {peer}")))?;
-        let (ours, theirs) = (affinity(0)?, affinity(peer)?);
-        let cpu = (0..libc::CPU_SETSIZE as usize)
-            // SAFETY: CPU_ISSET reads the set's bit for a core below
-            // CPU_SETSIZE, which the range keeps to.
-            .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &ours) })
+        let peer = i32::try_from(peer)
+            .ok()
+            .and_then(Pid::from_raw)
+            .ok_or_else(|| BenchError::Invalid(format!("no such process {peer}")))?;
+        let (ours, theirs) = (affinity(None)?, affinity(Some(peer))?);
+        let cpu = (0..CpuSet::MAX_CPU)
+            .find(|&cpu| ours.is_set(cpu))
             .ok_or_else(|| BenchError::Invalid("this thread may run on no core".into()))?;
-        // SAFETY: an all-zero cpu_set_t is a valid, empty set.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` is below CPU_SETSIZE (found above).
-        unsafe { libc::CPU_SET(cpu, &mut one) };
-        set_affinity(peer, &one)?;
-        set_affinity(0, &one)?;
+        let mut one = CpuSet::new();
+        one.set(cpu);
+        set_affinity(Some(peer), &one)?;
+        set_affinity(None, &one)?;
         Ok(Self { peer, ours, theirs })
     }
 }
@@ -206,8 +191,8 @@ impl OneCore {
 impl Drop for OneCore {
     fn drop(&mut self) {
         // The peer may have ended already; this thread's own mask is what matters.
-        let _ = set_affinity(self.peer, &self.theirs);
-        let _ = set_affinity(0, &self.ours);
+        let _ = set_affinity(Some(self.peer), &self.theirs);
+        let _ = set_affinity(None, &self.ours);
     }
 }
 
@@ -315,20 +300,15 @@ mod tests {
 
     #[test]
     fn one_core_holds_this_thread_and_its_peer_on_one_core_and_gives_their_cores_back() {
-        // SAFETY: CPU_COUNT only reads the set it is given.
-        let cores = |pid| unsafe { libc::CPU_COUNT(&affinity(pid).unwrap()) };
+        let cores = |pid| affinity(pid).unwrap().count();
         let mut peer = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        let pid = peer.id() as libc::pid_t;
-        let (ours, theirs) = (cores(0), cores(pid));
+        let pid = Pid::from_raw(peer.id() as i32);
+        let (ours, theirs) = (cores(None), cores(pid));
         let pinned = OneCore::pin(peer.id()).unwrap();
-        assert_eq!((cores(0), cores(pid)), (1, 1));
-        // SAFETY: as above; the two sets are read, not written.
-        let same = (0..libc::CPU_SETSIZE as usize).all(|cpu| unsafe {
-            libc::CPU_ISSET(cpu, &affinity(0).unwrap()) == libc::CPU_ISSET(cpu, &affinity(pid).unwrap())
-        });
-        assert!(same, "this thread and the peer on the same core");
+        assert_eq!((cores(None), cores(pid)), (1, 1));
+        assert!(affinity(None).unwrap() == affinity(pid).unwrap(), "this thread and the peer on the same core");
         drop(pinned);
-        assert_eq!((cores(0), cores(pid)), (ours, theirs));
+        assert_eq!((cores(None), cores(pid)), (ours, theirs));
         peer.kill().unwrap();
         peer.wait().unwrap();
     }
