@@ -338,13 +338,11 @@ impl Bus {
         let target = self.channel_index(channel)? as usize;
         let (current, at) = self.find_port(port)?;
         if current != target {
+            // What waits for the old bus never reaches the new one.
+            self.channels[current].lose_unsent(at);
             let Some(mut member) = self.channels[current].members.remove(at) else {
                 return Err(ControlError::NotFound(format!("port '{port}' is not attached to any channel")));
             };
-            // Frames queued for the old bus never reach the new one, nor
-            // do wake-up pulses that wait there.
-            member.discard_pending(DropReason::Unplugged);
-            member.dropped(DropReason::Unplugged, self.channels[current].lin_drop_pulses(member.port_id));
             member.segment = 0;
             member.plugged = true;
             let (client_id, handle, port_id) = (member.client, member.port, member.port_id.into());
@@ -376,10 +374,7 @@ impl Bus {
             return Err(ControlError::Conflict(format!("port '{port}' is already unplugged")));
         }
         member.plugged = false;
-        member.discard_pending(DropReason::Unplugged);
-        let port_id = member.port_id;
-        let pulses = self.channels[c].lin_drop_pulses(port_id);
-        self.channels[c].members[at].dropped(DropReason::Unplugged, pulses);
+        self.channels[c].lose_unsent(at);
         Ok(self.port_json(c, &self.channels[c].members[at]))
     }
 

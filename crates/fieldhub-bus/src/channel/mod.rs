@@ -191,11 +191,15 @@ impl Channel {
         }
     }
 
-    /// The cable of port `port_id` was pulled: the wake-up pulses it sent
-    /// that wait to go on this LIN channel are lost, as its queued frames
-    /// are. Returns how many, for the port's sender to be told.
-    pub fn lin_drop_pulses(&mut self, port_id: PortId) -> usize {
-        self.arbiter.lin().map_or(0, |master| master.forget_pulses(port_id))
+    /// The cable of the port in member slot `at` was pulled: its queued
+    /// frames, and the wake-up pulses it sent that wait to go on this LIN
+    /// channel, never reach the bus; its sender is told, as `unplugged`.
+    pub fn lose_unsent(&mut self, at: usize) {
+        let port_id = self.members[at].port_id;
+        let pulses = self.arbiter.lin().map_or(0, |master| master.forget_pulses(port_id));
+        let member = &mut self.members[at];
+        member.discard_pending(DropReason::Unplugged);
+        member.dropped(DropReason::Unplugged, pulses);
     }
 
     /// Whether a wake-up pulse port `port_id` sent waits to go on this LIN
