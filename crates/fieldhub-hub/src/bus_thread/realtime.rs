@@ -22,9 +22,9 @@
 
 use std::thread::JoinHandle;
 
-/// The bus thread's `SCHED_FIFO` priority
-/// ([`fieldhub_shm::BUS_THREAD_PRIORITY`]).
-pub const PRIORITY: i32 = fieldhub_shm::BUS_THREAD_PRIORITY;
+// The priority's one definition, shared with threads that measure the
+// machine as the bus thread sees it (`fieldhub bench rbs`' floor).
+use fieldhub_shm::BUS_THREAD_PRIORITY as PRIORITY;
 
 /// Why the bus thread cannot have real-time scheduling.
 #[derive(Debug, thiserror::Error)]
