@@ -203,8 +203,8 @@ impl Drop for OneCore {
 /// only that, where this process has other threads of its own; dividing by
 /// the sleeps the kernel counted, not the rounds, prices a sleep even when
 /// a round found its message without sleeping. Both processes share one
-/// core ([`OneCore`]): the cheapest a wake-up can be. The rounds are read in
-/// [`WAKE_BATCHES`] batches and the cheapest batch is the price.
+/// core (`OneCore`): the cheapest a wake-up can be. The rounds are read in
+/// `WAKE_BATCHES` batches and the cheapest batch is the price.
 pub fn cpu_per_wake(launcher: &Launcher, rounds: usize) -> Result<WakeCost, BenchError> {
     if rounds < WAKE_BATCHES {
         return Err(BenchError::Invalid(format!("at least {WAKE_BATCHES} rounds are needed (one a batch)")));

@@ -6,7 +6,7 @@
 //! readers.
 //!
 //! Each round puts every sleeper to sleep on its word (`fieldhub-shm`'s
-//! [`Bell`], as a client's reader sleeps), then the waker bumps the round
+//! [`Bell`](fieldhub_shm::Bell), as a client's reader sleeps), then the waker bumps the round
 //! and rings. Measured per round:
 //!
 //! - the waker's wall time in its ring calls, and its own CPU time there

@@ -26,7 +26,7 @@
 //!   protected identifier, data and checksum bytes of 10 bits, no spaces —
 //!   all at the nominal rate; a header no slave answered is the header's 34,
 //!   a wake-up pulse its 5 dominant bits (`lin::WAKE_UP_BITS`).
-//! - CAN XL frames ([`xl`], ISO 11898-1:2024, the layout and its public
+//! - CAN XL frames (`xl`, ISO 11898-1:2024, the layout and its public
 //!   sources in that module): the arbitration phase (SOF through ADH, with
 //!   dynamic stuffing up to XLF) and the tail from DAH on at the nominal
 //!   rate; DH1 through the format check pattern, with a fixed stuff bit
