@@ -19,12 +19,10 @@
 
 use std::collections::BTreeMap;
 
+use fieldhub_shm::BUS_THREAD_NAME as BUS_THREAD;
 use serde::Serialize;
 
 use crate::BenchError;
-
-/// The name the hub gives its bus thread.
-const BUS_THREAD: &str = "fh-bus";
 
 /// Sleeps counted over a window, and the events (round trips, frames) it held.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -211,7 +211,8 @@ impl Hub {
             None => None,
         };
         let busy_poll = config.hub.busy_poll;
-        let bus_thread = spawn("fh-bus", "bus", move || bus_thread::run(bus, inbox_rx, wake, busy_poll))?;
+        let bus_thread =
+            spawn(fieldhub_shm::BUS_THREAD_NAME, "bus", move || bus_thread::run(bus, inbox_rx, wake, busy_poll))?;
         if config.hub.realtime {
             if let Err(refused) = bus_thread::realtime::make_realtime(&bus_thread, busy_poll) {
                 // Nothing else has reached the bus yet: it stops at once.

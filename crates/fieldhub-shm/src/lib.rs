@@ -68,6 +68,11 @@ pub const BUS_THREAD_PRIORITY: i32 = 10;
 /// The bus thread's timer slack (`waker_sched::set_timer_slack_ns`): the
 /// default 50 µs would let its deadlines fire that much late.
 pub const BUS_THREAD_SLACK_NS: u64 = 1;
+
+/// The name the hub gives its bus thread: what tools that measure a running
+/// hub from outside (`fieldhub bench`'s sleep counts, `bench/*.sh`) find
+/// it by in `/proc/PID/task/*/comm`.
+pub const BUS_THREAD_NAME: &str = "fh-bus";
 pub use layout::{HeaderError, RegionHeader, SegmentHeader};
 #[cfg(all(not(loom), target_os = "linux"))]
 pub use region::{Backoff, Region};
