@@ -53,6 +53,12 @@ impl Sleeps {
         self.hub() + self.clients
     }
 
+    /// Sleeps per event by whom: the hubs' bus threads, their other threads,
+    /// the clients' process.
+    pub fn per_event_by_whom(&self) -> [f64; 3] {
+        [self.hub_bus, self.hub_other, self.clients].map(|sleeps| self.per_event(sleeps))
+    }
+
     /// `sleeps` per event of the window (0 for a window without events).
     pub fn per_event(&self, sleeps: u64) -> f64 {
         if self.events == 0 {

@@ -566,13 +566,8 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
             if let Some(b) = &p.background {
                 notes.push(format!("background {}/{} frames received", b.frames_received, b.frames_sent));
             }
-            let sleeps = &p.sleeps;
-            notes.push(format!(
-                "sleeps a round trip: hub bus {:.2}, hub other {:.2}, clients {:.2}",
-                sleeps.per_event(sleeps.hub_bus),
-                sleeps.per_event(sleeps.hub_other),
-                sleeps.per_event(sleeps.clients)
-            ));
+            let [bus, other, clients] = p.sleeps.per_event_by_whom();
+            notes.push(format!("sleeps a round trip: hub bus {bus:.2}, hub other {other:.2}, clients {clients:.2}"));
             println!(
                 "  {:>8} {:>9} {:>9} {:>9.2} {:>9.2} {:>10.2} {:>10.2} {:>12.1}  {}",
                 p.clients,
@@ -582,7 +577,7 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
                 p.hub.p99_us,
                 p.ratio.p50,
                 p.ratio.p99,
-                sleeps.per_event(sleeps.total()),
+                p.sleeps.per_event(p.sleeps.total()),
                 notes.join("; ")
             );
         }
@@ -621,7 +616,8 @@ fn print_cpu(phases: &[cpu::CpuPhase]) {
         let sleeps = if s.events == 0 {
             "-".to_owned()
         } else {
-            format!("{:.2}, {:.2}, {:.2}", s.per_event(s.hub_bus), s.per_event(s.hub_other), s.per_event(s.clients))
+            let [bus, other, clients] = s.per_event_by_whom();
+            format!("{bus:.2}, {other:.2}, {clients:.2}")
         };
         println!(
             "  {:<30} {:>10.0} {:>10.2} {:>12} {:>12.2} {:>14}  {sleeps}",

@@ -271,12 +271,8 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
 
 /// The sleeps per event by whom, as the bound's text gives them.
 fn sleeps_of(sleeps: &Sleeps, event: &str) -> String {
-    format!(
-        "a {event}: hubs' bus threads {:.2}, hubs' other threads {:.2}, clients' process {:.2}",
-        sleeps.per_event(sleeps.hub_bus),
-        sleeps.per_event(sleeps.hub_other),
-        sleeps.per_event(sleeps.clients)
-    )
+    let [bus, other, clients] = sleeps.per_event_by_whom();
+    format!("a {event}: hubs' bus threads {bus:.2}, hubs' other threads {other:.2}, clients' process {clients:.2}")
 }
 
 /// The `n` hub threads that slept most, with their sleeps per event.
@@ -419,12 +415,13 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
             ("500 kbit/s, 1 sender and 2 receivers".to_owned(), &figures.cpu.hub.sleeps, "frames", "sleeps/frame"),
         ])
     {
+        let [bus, other, clients] = sleeps.per_event_by_whom();
         counts.rows.push(vec![
             Cell::text(window),
             Cell::of(sleeps.events as f64, unit),
-            Cell::of(sleeps.per_event(sleeps.hub_bus), per),
-            Cell::of(sleeps.per_event(sleeps.hub_other), per),
-            Cell::of(sleeps.per_event(sleeps.clients), per),
+            Cell::of(bus, per),
+            Cell::of(other, per),
+            Cell::of(clients, per),
             Cell::of(sleeps.per_event(sleeps.total()), per),
         ]);
     }
