@@ -5,7 +5,7 @@
 //! transmit credit is free ([`Forwarder::take`]). Otherwise the request
 //! waits in its node for the bridge thread, which waits for credit as any
 //! sender does ([`Forwarder::forward_next`]): SIL Kit's thread never waits
-//! for the bus.
+//! for credit — only, as every sender, while the bus's inbox is full.
 //!
 //! Invariants:
 //! - Per controller, requests reach the bus in the order SIL Kit delivered

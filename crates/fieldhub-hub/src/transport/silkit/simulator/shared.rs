@@ -4,7 +4,8 @@
 //!
 //! Invariants: the table is the bridge's own lock, never one the bus or the
 //! control plane takes, and never held while SIL Kit is called (a frame's
-//! hand-over to the bus's inbox, which never waits, is made under it);
+//! hand-over to the bus's inbox is made under it: that waits only while the
+//! inbox is full, which the bus drains without waiting on anyone);
 //! `openings` is never locked while the table is.
 
 use std::collections::HashMap;
