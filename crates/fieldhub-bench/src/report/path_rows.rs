@@ -95,6 +95,12 @@ impl PathRow {
         self
     }
 
+    /// No bound for this row, and why.
+    fn unbounded(mut self, why: String) -> Self {
+        self.bound_is = why;
+        self
+    }
+
     fn missing(mut self, why: &str) -> Self {
         self.not_measured = Some(why.to_owned());
         self
@@ -144,10 +150,9 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
     rows.push(row_of(
         &f.federation,
         PathRow::new("federation throughput, sender on relay → lossless receiver on owner".into(), "frames/s", "≥ 0.5× one hub", true),
-        |mut row, x| {
-            row = row.measured(x.relay_to_owner_rate.frames_per_s, x.one_hub_rate.frames_per_s, "one hub's local channel".into(), 0.5 * x.one_hub_rate.frames_per_s);
-            row.bound_is = "none below the target: batched, a relayed frame's hand-offs are shared by up to 128 frames, so no primitive measured here bounds the rate under 0.5× one hub".into();
-            row
+        |row, x| {
+            row.measured(x.relay_to_owner_rate.frames_per_s, x.one_hub_rate.frames_per_s, "one hub's local channel".into(), 0.5 * x.one_hub_rate.frames_per_s)
+                .unbounded("none below the target: batched, a relayed frame's hand-offs are shared by up to 128 frames, so no primitive measured here bounds the rate under 0.5× one hub".into())
         },
     ));
     rows.push(row_of(
@@ -200,11 +205,9 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
                 let row =
                     empty.measured(hub, silkit, format!("SIL Kit, {n} participants on one network"), 0.25 * silkit);
                 if at == "p50" {
-                    let mut row = row;
-                    row.bound_is = format!(
+                    row.unbounded(format!(
                         "none for the median: the wake-ups' floor ({fan_out_floor:.1} µs) bounds the mean and p99"
-                    );
-                    row
+                    ))
                 } else {
                     row.bound(fan_out_floor, fan_out_how.clone())
                 }
