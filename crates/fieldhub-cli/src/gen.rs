@@ -1,7 +1,8 @@
 //! `fieldhub gen`: generate frames, like cangen (can-utils' cangen.c is
 //! the reference for its options: `-m` mixes kinds per frame from the same
 //! random bits, `-8` sends classic DLCs 9..15 with 8 bytes, `-c` bursts, `-X`
-//! CAN XL frames). `--raw` is fieldhub's own: raw frames for a `protocol =
+//! CAN XL frames with `-V`, `-S`, `-F` and `-A` for their VCID, SDT, flags and
+//! acceptance field). `--raw` is fieldhub's own: raw frames for a `protocol =
 //! "raw"` channel.
 
 use std::time::{Duration, Instant};
@@ -57,10 +58,23 @@ pub struct GenArgs {
     /// -L r and -L i then run over DLCs 0 to 15, and -L takes up to 15.
     #[arg(short = '8')]
     raw_dlc: bool,
-    /// CAN XL frames, as cangen -X: -I is the 11-bit priority, -L a length 1 to 2048
-    /// (VCID, SDT, flags and acceptance field 0).
+    /// CAN XL frames, as cangen -X: -I is the 11-bit priority, -L a length 1 to 2048;
+    /// -V, -S, -F and -A give the other fields (random by default, as in cangen).
     #[arg(short = 'X')]
     xl: bool,
+    /// CAN XL virtual CAN network id (VCID): r (random), i (incrementing) or a hex byte.
+    #[arg(short = 'V', value_name = "MODE")]
+    vcid: Option<String>,
+    /// CAN XL SDU type (SDT): r (random), i (incrementing) or a hex byte.
+    #[arg(short = 'S', value_name = "MODE")]
+    sdt: Option<String>,
+    /// CAN XL flags: r (random), i (incrementing) or hex, SocketCAN's canxl_frame flags:
+    /// 01 SEC, 02 RRS (80, XLF, is always set).
+    #[arg(short = 'F', value_name = "MODE")]
+    xl_flags: Option<String>,
+    /// CAN XL acceptance field (AF): r (random), i (incrementing) or a hex value up to FFFFFFFF.
+    #[arg(short = 'A', value_name = "MODE")]
+    af: Option<String>,
     /// Raw frames for a protocol = "raw" channel: -I a 32-bit id, -L a length 0 to 2048.
     #[arg(long)]
     raw: bool,
@@ -154,6 +168,71 @@ fn classic_dlc(dlc: usize) -> (usize, u8) {
     }
 }
 
+/// How `-V`, `-S`, `-F` and `-A` fill a CAN XL frame's own fields, each
+/// as cangen does: random, incremented before each frame (the first frame
+/// gets 1), or fixed.
+struct XlFields {
+    vcid: Mode<u8>,
+    sdt: Mode<u8>,
+    flags: Mode<u8>,
+    af: Mode<u32>,
+    /// The last values sent, which `i` increments.
+    last: (u8, u8, u8, u32),
+}
+
+/// SocketCAN's `canxl_frame` flags `-F` takes: `CANXL_SEC`, `CANXL_RRS`,
+/// and `CANXL_XLF`, which every CAN XL frame has.
+const CANXL_SEC: u8 = 0x01;
+const CANXL_RRS: u8 = 0x02;
+const CANXL_XLF: u8 = 0x80;
+
+impl XlFields {
+    fn parse(args: &GenArgs) -> anyhow::Result<Self> {
+        let given = [(&args.vcid, "-V"), (&args.sdt, "-S"), (&args.xl_flags, "-F"), (&args.af, "-A")];
+        let given: Vec<&str> = given.into_iter().filter(|(mode, _)| mode.is_some()).map(|(_, name)| name).collect();
+        if !args.xl && !given.is_empty() {
+            bail!("{} are fields of CAN XL frames: add -X", given.join(" "));
+        }
+        let text = |mode: &Option<String>| mode.clone().unwrap_or_else(|| "r".to_owned());
+        let byte = |s: &str| u8::from_str_radix(s, 16).ok();
+        let flags = |s: &str| byte(s).filter(|f| f & !(CANXL_SEC | CANXL_RRS | CANXL_XLF) == 0);
+        Ok(Self {
+            vcid: mode(&text(&args.vcid), "-V", "a hex VCID 0 to FF", byte)?,
+            sdt: mode(&text(&args.sdt), "-S", "a hex SDT 0 to FF", byte)?,
+            flags: mode(&text(&args.xl_flags), "-F", "hex flags of 01 (SEC), 02 (RRS) and 80 (XLF)", flags)?,
+            af: mode(&text(&args.af), "-A", "a hex acceptance field 0 to FFFFFFFF", |s| {
+                u32::from_str_radix(s, 16).ok()
+            })?,
+            last: (0, 0, 0, 0),
+        })
+    }
+
+    /// The next frame's VCID, SDT, flags and acceptance field.
+    fn next(&mut self, rng: &mut impl Rng) -> (u8, u8, FrameFlags, u32) {
+        let (vcid, sdt, flags, af) = &mut self.last;
+        *vcid = draw(&self.vcid, *vcid, rng, |v| v.wrapping_add(1));
+        *sdt = draw(&self.sdt, *sdt, rng, |v| v.wrapping_add(1));
+        *flags = draw(&self.flags, *flags, rng, |v| v.wrapping_add(1));
+        *af = draw(&self.af, *af, rng, |v| v.wrapping_add(1));
+        let mut xl = FrameFlags::empty();
+        xl.set(FrameFlags::XL_SEC, *flags & CANXL_SEC != 0);
+        xl.set(FrameFlags::XL_RRS, *flags & CANXL_RRS != 0);
+        (*vcid, *sdt, xl, *af)
+    }
+}
+
+/// One field's next value under `mode`, after `last`.
+fn draw<T: Copy>(mode: &Mode<T>, last: T, rng: &mut impl Rng, increment: impl Fn(T) -> T) -> T
+where
+    rand::distributions::Standard: rand::distributions::Distribution<T>,
+{
+    match mode {
+        Mode::Random => rng.gen(),
+        Mode::Increment => increment(last),
+        Mode::Fixed(value) => *value,
+    }
+}
+
 /// What `-X` and `--raw` exclude: the options of classic and FD frames.
 fn check_long_kinds(args: &GenArgs) -> anyhow::Result<()> {
     let others = [(args.extended, "-e"), (args.fd, "-f"), (args.brs, "-b"), (args.esi, "-E")];
@@ -203,6 +282,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     } else {
         format!("a hex identifier 0 to {max_id:X} (to {MAX_EXTENDED_ID:X} with -e)")
     };
+    let mut xl_fields = XlFields::parse(&args)?;
     let id_mode = mode(&args.id, "-I", &ids, |s| u32::from_str_radix(s, 16).ok().filter(|&id| id <= max_id))?;
     let data_mode = mode(&args.data, "-D", "hex bytes, two digits each (DEADBEEF)", parse_hex_data)?;
     let len_mode = match &data_mode {
@@ -308,7 +388,8 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             Mode::Fixed(bytes) => data[..bytes.len().min(len)].copy_from_slice(&bytes[..bytes.len().min(len)]),
         }
         let frame = if args.xl {
-            Frame::can_xl(id as u16, 0, 0, FrameFlags::empty(), 0, &data[..len])?
+            let (vcid, sdt, flags, af) = xl_fields.next(&mut rng);
+            Frame::can_xl(id as u16, vcid, sdt, flags, af, &data[..len])?
         } else if args.raw {
             Frame::raw(id, &data[..len])?
         } else if kind.remote {

@@ -412,14 +412,16 @@ fn gen_sends_can_xl_and_raw_frames_and_dump_prints_them() {
     hub.wait_for_log("port opened");
     let watcher = hub.client("watcher");
     watcher.open_port_with("field", &lossless()).unwrap();
-    let out = fieldhub(&hub, &["gen", "-X", "-g", "0", "-n", "3", "-I", "123", "-L", "i", "-D", "i", "xl0"]);
+    // -V, -S, -F and -A as cangen's: fixed hex, or incremented before each frame.
+    let args = ["-I", "123", "-L", "i", "-D", "i", "-V", "2A", "-S", "i", "-F", "i", "-A", "DEADBEEF"];
+    let out = fieldhub(&hub, &[&["gen", "-X", "-g", "0", "-n", "3"][..], &args, &["xl0"]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = dump.wait_with_output().unwrap();
     let lines = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         lines,
-        "  xl0  123 [0001] (00|80:00:00000000) 00\n  xl0  123 [0002] (00|80:00:00000000) 01 00\n  \
-         xl0  123 [0003] (00|80:00:00000000) 02 00 00\n"
+        "  xl0  123 [0001] (2A|81:01:DEADBEEF) 00\n  xl0  123 [0002] (2A|82:02:DEADBEEF) 01 00\n  \
+         xl0  123 [0003] (2A|83:03:DEADBEEF) 02 00 00\n"
     );
     let out = fieldhub(&hub, &["gen", "--raw", "-g", "0", "-n", "2", "-I", "DEADBEEF", "-L", "2048", "field"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -430,4 +432,10 @@ fn gen_sends_can_xl_and_raw_frames_and_dump_prints_them() {
     let out = fieldhub(&hub, &["gen", "-X", "-R", "-n", "1", "xl0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("-X (CAN XL) takes none of -R"));
+    let out = fieldhub(&hub, &["gen", "-V", "1", "-A", "2", "-n", "1", "xl0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-V -A are fields of CAN XL frames: add -X"));
+    let out = fieldhub(&hub, &["gen", "-X", "-F", "10", "-n", "1", "xl0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-F 10: expected r (random), i (incrementing) or hex flags"));
 }
