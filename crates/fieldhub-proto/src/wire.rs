@@ -557,6 +557,10 @@ impl Message<'_> {
 pub struct FrameBatch<'a> {
     count: usize,
     records: &'a [u8],
+    /// The first record with the `ECHO` flag, noted while the batch is
+    /// validated: a hub refuses a client's batch that has one, and asking
+    /// here spares it building every frame of the batch twice.
+    first_echo: Option<usize>,
 }
 
 /// One record of a batch: the port it travels on, the frame, and the
@@ -576,6 +580,12 @@ impl<'a> FrameBatch<'a> {
     /// Whether the batch has no records.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+    /// The index of the first record whose frame has the `ECHO` flag (a
+    /// TX confirmation, which only a hub sends), read without building the
+    /// frames.
+    pub fn first_echo(&self) -> Option<usize> {
+        self.first_echo
     }
     /// The records in order.
     pub fn iter(&self) -> FrameRecords<'a> {
@@ -892,15 +902,19 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     }
     let records = &payload[r.pos..];
     let mut rest = records;
+    let mut first_echo = None;
     for index in 0..count {
         let (parts, used) = read_record(rest, index)?;
         parts.check().map_err(|source| DecodeError::InvalidFrame { index, source })?;
+        if first_echo.is_none() && parts.flags.contains(FrameFlags::ECHO) {
+            first_echo = Some(index);
+        }
         rest = &rest[used..];
     }
     if !rest.is_empty() {
         return Err(DecodeError::TrailingBytes { what: "FRAMES", extra: rest.len() });
     }
-    Ok(FrameBatch { count, records })
+    Ok(FrameBatch { count, records, first_echo })
 }
 
 /// A frame record's fields, read but not yet checked as a frame.
@@ -1385,6 +1399,28 @@ mod tests {
         let decoded: Vec<Frame> = batch.iter().map(|r| r.frame).collect();
         assert_eq!(decoded, frames);
         assert_eq!(batch.iter().map(|r| r.meta.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_batch_notes_its_first_echo_record_while_it_is_validated() {
+        let batch_of = |echoes: &[bool]| {
+            let mut out = Vec::new();
+            let mut encoder = BatchEncoder::begin(&mut out);
+            for (i, &echo) in echoes.iter().enumerate() {
+                let frame = Frame::can(i as u32, false, &[i as u8; 8]).unwrap().with_echo(echo);
+                encoder.push(&mut out, 1, &frame, &FrameMeta::default());
+            }
+            encoder.finish(&mut out);
+            out
+        };
+        for (echoes, first) in
+            [(&[false, false, false][..], None), (&[false, false, true, true][..], Some(2)), (&[true][..], Some(0))]
+        {
+            let out = batch_of(echoes);
+            let Message::Frames(batch) = decode(&out[4..]).unwrap() else { panic!("not a batch") };
+            assert_eq!(batch.first_echo(), first, "{echoes:?}");
+            assert_eq!(batch.iter().position(|r| r.frame.is_echo()), first, "{echoes:?}");
+        }
     }
 
     #[test]
