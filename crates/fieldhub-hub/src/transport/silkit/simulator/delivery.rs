@@ -15,16 +15,18 @@
 //!
 //! The bus never calls SIL Kit and never waits for it: it queues into the
 //! client's [`QueueOutbox`] and, once per round, rings [`DeliveryWake`],
-//! which unparks the delivery thread, or SIL Kit's thread when that one is
-//! waiting for those very items.
+//! which unparks the delivery thread, or rings the bell SIL Kit's threads
+//! sleep on when one is waiting for those very items — lock-free, so the
+//! bus thread shares no lock with a SIL Kit thread.
 //!
 //! Invariants:
 //! - One consumer at a time ([`Delivery`]'s lock, held from taking items
 //!   to producing them), so events go out in the order the bus queued
 //!   them; the one that holds it drains the outbox until it is empty.
 //! - No items are left behind: a ring while SIL Kit's thread waits is seen
-//!   by that thread (both sides store, then load, sequentially consistent),
-//!   and SIL Kit's thread never blocks on the lock — when the delivery
+//!   by that thread (both sides store, then load, sequentially consistent;
+//!   the answer bell's own arm/ring fences, `fieldhub_shm::bell`, for its
+//!   sleep), and SIL Kit's thread never blocks on the lock — when the delivery
 //!   thread holds it, it rings the delivery thread again instead, so no
 //!   lock SIL Kit holds around its callback can meet one the delivery
 //!   thread waits for in SIL Kit.
@@ -33,6 +35,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
+
+use fieldhub_shm::bell::LocalBell;
+use fieldhub_shm::WaitPolicy;
 
 use fieldhub_proto::fate::DropReason;
 use fieldhub_proto::frame::Frame;
@@ -55,9 +60,11 @@ use fieldhub_bus::outbox::{Notify, Outbound, QueueOutbox};
 /// not wait, and the delivery thread answers.
 pub(super) const INLINE_WAIT: Duration = Duration::from_micros(50);
 
-/// How long of [`INLINE_WAIT`] SIL Kit's thread spins before it sleeps: a
-/// bus thread awake on the other core answers within it.
-const INLINE_SPIN: Duration = Duration::from_micros(10);
+/// How SIL Kit's thread waits within [`INLINE_WAIT`]: it spins 10 µs (a bus
+/// thread awake on the other core answers within it), then sleeps until the
+/// bus rings. A sleeper woken takes the core from a bus thread that spins on
+/// the same one; a thread that only yielded would wait out that spin.
+const INLINE_POLICY: WaitPolicy = WaitPolicy { spin: Duration::from_micros(10), busy_poll: false };
 
 /// Outbox items taken under one lock.
 const TAKE_BATCH: usize = 256;
@@ -72,11 +79,11 @@ pub(super) struct DeliveryWake {
     ready: AtomicBool,
     /// SIL Kit threads waiting for the bus's answer (they take the items).
     inline: AtomicUsize,
-    /// The SIL Kit thread that waits, once it sleeps: rung instead of the
-    /// delivery thread. A sleeper woken takes the core from a bus thread
-    /// that spins on the same one; a thread that yields would wait out the
-    /// bus thread's spin.
-    waiter: Mutex<Option<Thread>>,
+    /// Where those threads sleep once their spin is over: rung instead of
+    /// the delivery thread. A doorbell, not a thread handle behind a lock:
+    /// ringing it is a fence and a load, and a system call only while one
+    /// of them sleeps (every one then wakes).
+    answer: LocalBell,
     thread: OnceLock<Thread>,
 }
 
@@ -84,17 +91,31 @@ impl DeliveryWake {
     /// What the bus calls once per round in which it queued items.
     pub fn notify(wake: &Arc<Self>) -> Notify {
         let wake = Arc::clone(wake);
-        Some(Box::new(move || {
-            // SYNC POINT with `answer_inline`'s decrement and load: store,
-            // then load, on both sides.
-            wake.ready.store(true, Ordering::SeqCst);
-            if wake.inline.load(Ordering::SeqCst) == 0 {
-                wake.unpark();
-            } else if let Some(waiter) = &*wake.waiter.lock().unwrap_or_else(|e| e.into_inner()) {
-                // No system call unless it sleeps.
-                waiter.unpark();
-            }
-        }))
+        Some(Box::new(move || wake.rung()))
+    }
+
+    /// The bus's ring: who takes the items is told. Takes no lock.
+    fn rung(&self) {
+        // SYNC POINT with `expect_answer`'s increment and `answer_inline`'s
+        // decrement, each followed by a load of `ready`: store, then load,
+        // on both sides, so a SIL Kit thread either is counted here or sees
+        // the items there.
+        self.ready.store(true, Ordering::SeqCst);
+        if self.inline.load(Ordering::SeqCst) == 0 {
+            self.unpark();
+        } else {
+            // SYNC POINT with the waiter's arm in `await_answer`: the ring's
+            // SeqCst fence after the store of `ready` against the arm's
+            // fence before its load — the waiter sees `ready` or is woken.
+            self.answer.bell().ring();
+        }
+    }
+
+    /// SIL Kit's thread, counted in `inline`: wait until the bus rings or
+    /// `deadline` passes — spinning, then asleep on the answer bell.
+    /// Whether the bus queued items.
+    fn await_answer(&self, deadline: Instant) -> bool {
+        self.answer.bell().wait(INLINE_POLICY, Some(deadline), || self.ready.load(Ordering::SeqCst))
     }
 
     fn ring(&self) {
@@ -165,30 +186,17 @@ impl Delivery {
     /// or the bus, which may run at once, would ring the delivery thread
     /// for the answer). End it with [`Delivery::answer_inline`].
     pub fn expect_answer(&self) {
-        *self.wake.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+        // SYNC POINT with the bus's ring (`DeliveryWake::rung`).
         self.wake.inline.fetch_add(1, Ordering::SeqCst);
     }
 
     /// SIL Kit's thread, after [`Delivery::expect_answer`]: when it handed
     /// the frame over (`forwarded`) to an ideal channel, wait up to
-    /// [`INLINE_WAIT`] for the bus to queue its answer — spinning for
-    /// [`INLINE_SPIN`], as the bus thread on the other core answers within
-    /// it, then asleep until the bus rings — and produce what the bus
-    /// queued from here.
+    /// [`INLINE_WAIT`] for the bus to queue its answer ([`INLINE_POLICY`])
+    /// and produce what the bus queued from here.
     pub fn answer_inline(&self, producer: &EventProducer, forwarded: bool) {
         if forwarded && self.answers_at_once {
-            let started = Instant::now();
-            let answered = || self.wake.ready.load(Ordering::SeqCst);
-            while !answered() && started.elapsed() < INLINE_SPIN {
-                std::hint::spin_loop();
-            }
-            // A stale unpark only makes one more round.
-            while !answered() {
-                match INLINE_WAIT.checked_sub(started.elapsed()) {
-                    Some(left) if !left.is_zero() => std::thread::park_timeout(left),
-                    _ => break,
-                }
-            }
+            self.wake.await_answer(Instant::now() + INLINE_WAIT);
         }
         // SYNC POINT with the notify's store and load (see `notify`).
         self.wake.inline.fetch_sub(1, Ordering::SeqCst);
@@ -464,5 +472,83 @@ mod tests {
         let frame = state_change_frame(Confined::Passive, &recovered).unwrap();
         assert_eq!(error_state_of(&frame), Some(ErrorState::Active));
         assert_eq!(error_state_of(&corruption_error_frame()), None, "a bus error is no state change");
+    }
+
+    /// The bus's ring, as the bus calls it once a round.
+    fn ring(wake: &Arc<DeliveryWake>) {
+        (DeliveryWake::notify(wake).expect("the simulator's outbox has a notify"))();
+    }
+
+    /// A SIL Kit thread counted as waiting (`expect_answer`) that waits up
+    /// to 10 s: how long it waited, and whether the bus rang.
+    fn waiter(wake: &Arc<DeliveryWake>) -> std::thread::JoinHandle<(bool, Duration)> {
+        wake.inline.fetch_add(1, Ordering::SeqCst);
+        let wake = Arc::clone(wake);
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let answered = wake.await_answer(started + Duration::from_secs(10));
+            (answered, started.elapsed())
+        })
+    }
+
+    #[test]
+    fn the_bus_ring_wakes_the_silkit_thread_asleep_for_its_answer() {
+        let wake = Arc::new(DeliveryWake::default());
+        let waiting = waiter(&wake);
+        // Long past its 10 µs spin: it sleeps on the answer bell.
+        std::thread::sleep(Duration::from_millis(50));
+        ring(&wake);
+        let (answered, waited) = waiting.join().unwrap();
+        assert!(answered, "the waiter saw no answer after the ring");
+        assert!(waited < Duration::from_secs(5), "the ring did not wake the sleeper: it waited {waited:?}");
+    }
+
+    #[test]
+    fn one_ring_wakes_every_silkit_thread_waiting_for_an_answer() {
+        // With the waiter's handle in one slot only the last to announce
+        // itself was woken; the bell wakes all that sleep.
+        let wake = Arc::new(DeliveryWake::default());
+        let waiting: Vec<_> = (0..3).map(|_| waiter(&wake)).collect();
+        std::thread::sleep(Duration::from_millis(50));
+        ring(&wake);
+        for waiter in waiting {
+            let (answered, waited) = waiter.join().unwrap();
+            assert!(answered && waited < Duration::from_secs(5), "a waiter was left asleep: {waited:?}");
+        }
+    }
+
+    #[test]
+    fn a_ring_while_no_silkit_thread_waits_wakes_the_delivery_thread() {
+        let wake = Arc::new(DeliveryWake::default());
+        let (parked_tx, parked) = std::sync::mpsc::channel();
+        let delivery = {
+            let wake = Arc::clone(&wake);
+            std::thread::spawn(move || {
+                let _ = wake.thread.set(std::thread::current());
+                parked_tx.send(()).unwrap();
+                let started = Instant::now();
+                while !wake.ready.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(10) {
+                    std::thread::park_timeout(Duration::from_secs(10));
+                }
+                started.elapsed()
+            })
+        };
+        parked.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        ring(&wake);
+        let waited = delivery.join().unwrap();
+        assert!(waited < Duration::from_secs(5), "the delivery thread was not unparked: it waited {waited:?}");
+        // Nobody armed the answer bell: ringing it makes no system call.
+        assert!(!wake.answer.bell().ring(), "the answer bell has a sleeper nobody counted");
+    }
+
+    #[test]
+    fn a_silkit_thread_that_counts_itself_after_the_ring_sees_the_items_without_waiting() {
+        let wake = Arc::new(DeliveryWake::default());
+        ring(&wake);
+        wake.inline.fetch_add(1, Ordering::SeqCst);
+        let started = Instant::now();
+        assert!(wake.await_answer(started + Duration::from_secs(10)));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
