@@ -63,6 +63,8 @@
 #[cfg(target_os = "linux")]
 pub mod background;
 #[cfg(target_os = "linux")]
+pub mod bare_fan_out;
+#[cfg(target_os = "linux")]
 pub mod bystanders;
 #[cfg(target_os = "linux")]
 pub mod cannelloni;

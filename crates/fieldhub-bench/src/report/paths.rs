@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::progress::Stages;
 use super::{Plan, ReportError};
+use crate::bare_fan_out;
 use crate::cpu::{self, CpuPhase};
 use crate::federation::{self, FederationFigures, FederationRun};
 use crate::floors;
@@ -64,6 +65,9 @@ pub struct FanOutFigures {
     pub hub: Distribution,
     /// The sleeps the hub and the clients took over those round trips.
     pub sleeps: Sleeps,
+    /// The same round trips with nothing in them but their wake-ups
+    /// ([`bare_fan_out`]), measured right after the hub's.
+    pub bare: Distribution,
     pub silkit: Outcome<SilKitRtt>,
 }
 
@@ -158,10 +162,13 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
     let point = scaling::run(launcher, &scaling, &mut report)?
         .pop()
         .ok_or_else(|| BenchError::Stalled("the scaling benchmark measured no point".into()))?;
+    report(&format!("floor: {} client threads on a bus of nothing but wake-ups", p.fan_out_clients));
+    let bare = bare_fan_out::measure(p.fan_out_clients, p.fan_out_samples)?.round_trip;
     let fan_out = FanOutFigures {
         clients: p.fan_out_clients,
         hub: point.hub,
         sleeps: point.sleeps,
+        bare,
         silkit: silkit.clone().and_then(|dir| {
             report(&format!("SIL Kit: {} participants", p.fan_out_clients));
             outcome(silkit_peers::round_trip(&dir, p.fan_out_clients, p.fan_out_samples))

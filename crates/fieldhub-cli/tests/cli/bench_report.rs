@@ -174,6 +174,10 @@ fn check_json(report: &Value) {
     };
     let trips = &figures["fan_out"]["sleeps"];
     assert!(per_event(trips, "clients") > 0.0, "the readers slept between round trips: {trips}");
+    // The fan-out's rows are bounded by the same round trips with nothing
+    // but their wake-ups, measured in the run.
+    let bare = figures["fan_out"]["bare"]["p50_us"].as_f64().unwrap();
+    assert!(bare > 0.0, "{}", figures["fan_out"]);
     let frames = &figures["cpu"]["hub"]["sleeps"];
     assert!(per_event(frames, "clients") >= 0.5, "the paced sender sleeps before most frames: {frames}");
     assert!(per_event(frames, "hub_bus") > 0.0, "the hub's bus thread sleeps between paced frames: {frames}");
