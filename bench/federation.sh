@@ -9,13 +9,16 @@
 #   throughput  `fieldhub gen -g 0` on the relay -> `dump --lossless` on the owner,
 #               against the same on one hub's local channel
 #
-# Needs root (ip netns), python3 and target/release/fieldhub. SAMPLES round
-# trips (default 5000), FLOOD frames in the throughput runs (default 100000).
-# Prints figures and ratios; asserts nothing about them. Run it under
+# Needs root (ip netns), python3 and target/release/fieldhub (FIELDHUB=path
+# for another build). SAMPLES round trips (default 5000), FLOOD frames in the
+# throughput runs (default 100000). Prints figures and ratios, and the sleeps
+# (voluntary context switches, /proc/PID/task/*/status) each thread of both
+# hubs took per relayed round trip, by hub and thread name: which hand-offs a
+# round trip crossed. Asserts nothing about them. Run it under
 # `flock /tmp/fieldhub-bench.lock` on a shared machine.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-FIELDHUB=${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub
+FIELDHUB=${FIELDHUB:-${CARGO_TARGET_DIR:-$ROOT/target}/release/fieldhub}
 SAMPLES=${SAMPLES:-5000}
 FLOOD=${FLOOD:-100000}
 fail() { echo "bench/federation.sh: $*" >&2; exit 1; }
@@ -46,7 +49,9 @@ hub() { # NAME NS CONFIG
     FIELDHUB_LOG=info ip netns exec "$2" "$FIELDHUB" hub --config "$3" --listen "unix:$RUN/$1.sock" --no-shm \
         --ready-file "$RUN/$1.ready" >"$RUN/$1.log" 2>&1 &
     pids="$pids $!"
+    hubs="$hubs $1=$!" # `ip netns exec` execs the hub: the same process
 }
+hubs=""
 # The links leave loopback, so the hubs share a token (owner-only file).
 (umask 077; echo "bench-federation-$$" >"$RUN/federation.token")
 cat >"$RUN/owner.toml" <<TOML
@@ -87,9 +92,46 @@ ping_via() { # ECHO_HUB PING_HUB CHANNEL
     "$FIELDHUB" bench echo --hub "$1" --channel "$3" 2>/dev/null &
     echo_pid=$!
     sleep 0.5
+    python3 "$RUN/threads.py" snap $hubs >"$RUN/$3.before"
     "$FIELDHUB" bench ping --hub "$2" --channel "$3" --samples "$SAMPLES" --json 2>/dev/null
+    python3 "$RUN/threads.py" snap $hubs >"$RUN/$3.after"
     kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
 }
+
+# Each hub thread's sleeps (voluntary context switches) and preemptions
+# (involuntary ones): `snap HUB=PID...` prints them; `diff BEFORE AFTER N`
+# prints their growth per round trip by hub and thread name (Zenoh's
+# runtime threads are named app-0, acc-0, tx-0, rx-0, rx-1, net-0 and so on).
+cat >"$RUN/threads.py" <<'PY'
+import collections, json, os, sys
+if sys.argv[1] == "snap":
+    counts = {}
+    for arg in sys.argv[2:]:
+        hub, pid = arg.split("=")
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+            except OSError:
+                continue
+            counts[f"{hub}/{tid}"] = [status["Name"], int(status["voluntary_ctxt_switches"]),
+                                      int(status["nonvoluntary_ctxt_switches"])]
+    print(json.dumps(counts))
+else:
+    before, after = (json.load(open(p)) for p in sys.argv[2:4])
+    n = int(sys.argv[4])
+    slept, preempted = collections.Counter(), collections.Counter()
+    for key, (name, vol, invol) in after.items():
+        _, v0, i0 = before.get(key, (name, 0, 0))
+        who = f"{key.split('/')[0]} {name}"
+        slept[who] += vol - v0
+        preempted[who] += invol - i0
+    print(f"  {'hub thread':<28}{'sleeps':>9}{'preempted':>11}   (per relayed round trip)")
+    for who, count in sorted(slept.items(), key=lambda kv: -kv[1]):
+        if count or preempted[who]:
+            print(f"  {who:<28}{count / n:9.2f}{preempted[who] / n:11.2f}")
+    print(f"  {'all':<28}{sum(slept.values()) / n:9.2f}{sum(preempted.values()) / n:11.2f}")
+PY
 
 # Raw TCP: a one-byte ping-pong with TCP_NODELAY across the veth pair.
 cat >"$RUN/raw.py" <<'PY'
@@ -147,3 +189,5 @@ print("throughput, 8-byte frames, gen -g 0 -> dump --lossless (frames/s)")
 print(f"  one hub, local channel                    {local_fps:9.0f}")
 print(f"  relay -> owner                            {cross_fps:9.0f}   {cross_fps / local_fps:.2f} x one hub")
 PY
+echo "sleeps of the hubs' threads over the relayed round trips (warm-up included)"
+python3 "$RUN/threads.py" diff "$RUN/body.before" "$RUN/body.after" "$((SAMPLES + 200))"
