@@ -144,9 +144,18 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// The most a sender puts into one publication: about 20 KiB of 8-byte
-    /// frames, under Zenoh's 64 KiB batch, so no batch is fragmented.
+    /// The most items a sender puts into one publication.
     pub const MAX_ITEMS: usize = 128;
+
+    /// The most bytes of one publication (`spec/federation.md` 5.4): it
+    /// fits one Zenoh transport batch (64 KiB, less Zenoh's own headers)
+    /// whole, as Zenoh's low-latency transport, which the hubs use
+    /// (`link.rs`), does not fragment — a larger message would close the link.
+    pub const MAX_BYTES: usize = 48 * 1024;
+
+    /// Bounds the largest item and its length: an event with a 255-byte
+    /// origin (268 bytes) and a 2,048-byte CAN XL frame (2,063) is 2,373.
+    const MAX_ITEM_BYTES: usize = 2 + 2_400;
 
     pub fn with_capacity(items: usize) -> Self {
         Self { bytes: Vec::with_capacity(items * 96), count: 0 }
@@ -157,7 +166,7 @@ impl Batch {
         let at = self.bytes.len();
         self.bytes.extend_from_slice(&[0, 0]);
         encode(&mut self.bytes);
-        // An event or request is at most ~350 bytes (a 255-byte origin, 64 data bytes).
+        // An item is at most MAX_ITEM_BYTES (a 255-byte origin, 2,048 data bytes).
         let len = u16::try_from(self.bytes.len() - at - 2).unwrap_or(u16::MAX);
         self.bytes[at..at + 2].copy_from_slice(&len.to_le_bytes());
         self.count += 1;
@@ -166,6 +175,13 @@ impl Batch {
 
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Whether any item still fits: fewer than [`Self::MAX_ITEMS`], and room
+    /// for the largest within [`Self::MAX_BYTES`]. A sender publishes a
+    /// batch without room before it adds more.
+    pub fn has_room(&self) -> bool {
+        self.count < Self::MAX_ITEMS && self.bytes.len() + Self::MAX_ITEM_BYTES <= Self::MAX_BYTES
     }
 
     pub fn is_empty(&self) -> bool {
@@ -441,6 +457,26 @@ mod tests {
         let back: Vec<TxRequest> =
             Batch::items(batch.bytes()).map(|item| TxRequest::decode(item.unwrap()).unwrap()).collect();
         assert_eq!(back, requests);
+    }
+
+    #[test]
+    fn a_batch_filled_while_it_has_room_stays_within_its_bytes_and_items() {
+        // The largest event there is: a 255-byte origin and a 2,048-byte frame.
+        let origin = Some(Origin { relay: "z".repeat(255), port_id: u32::MAX, arrival: u64::MAX });
+        let xl = frames().remove(4);
+        let event = Event { term: Term::default(), seq: 1, start_ns: 1, end_ns: 2, origin, body: Body::Frame(xl) };
+        let mut batch = Batch::with_capacity(4);
+        while batch.has_room() {
+            batch.push(|out| event.encode(out));
+        }
+        assert!(batch.bytes().len() <= Batch::MAX_BYTES, "{} bytes", batch.bytes().len());
+        let item = batch.bytes().len() / batch.len();
+        assert!(batch.bytes().len() + 2 * item > Batch::MAX_BYTES, "room for two more was left");
+        let mut small = Batch::with_capacity(Batch::MAX_ITEMS);
+        while small.has_room() {
+            small.push(|out| out.push(1));
+        }
+        assert_eq!(small.len(), Batch::MAX_ITEMS);
     }
 
     #[test]

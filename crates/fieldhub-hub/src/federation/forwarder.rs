@@ -11,6 +11,9 @@
 //! link's receive task, and with it the relay: the back-pressure a full
 //! `FifoChannel` gave before, which Zenoh's own handlers apply alike.
 //!
+//! Every wait here (for credit, for the forwarder's lock, for a port the
+//! bus opens) is made off Zenoh's runtime (`zenoh_threads.rs`).
+//!
 //! Invariants:
 //! - Callbacks take the forwarder's lock, so requests reach the bus in the
 //!   order Zenoh delivered them, one publication after the other; the lock
@@ -28,6 +31,7 @@ use tracing::warn;
 
 use super::event::{Batch, TxRequest};
 use super::origin_ports::{Forwarded, Opening, OriginPorts, SeenRequests};
+use super::zenoh_threads::wait_off_runtime;
 use crate::session::Sessions;
 use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::inbox::{ClientId, FrameRun, Inbound};
@@ -127,7 +131,9 @@ impl Forwarder {
                     return self.stopping.end();
                 }
                 self.waiter.wait_here();
-                if !self.credit.acquire(stop) {
+                // Off the runtime: the credit comes back once the writer's
+                // publications drain, which that runtime's other tasks see.
+                if !wait_off_runtime(|| self.credit.acquire(stop)) {
                     return self.stopping.end();
                 }
             }

@@ -15,10 +15,15 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::event::{HistoryQuery, HistoryReply, Term};
+use super::event::{Batch, HistoryQuery, HistoryReply, Term};
 
 /// Most events one history reply carries; the querier asks again for the rest.
 pub const MAX_REPLY_EVENTS: u64 = 4096;
+
+/// Most bytes of one history reply's events (each with its length): one
+/// Zenoh batch, as a publication ([`Batch::MAX_BYTES`]); the first event
+/// always goes.
+const MAX_REPLY_BYTES: usize = Batch::MAX_BYTES;
 
 /// Terms whose position a ledger remembers, the newest.
 const TERMS_KEPT: usize = 8;
@@ -67,19 +72,26 @@ impl Ledger {
 
     /// The answer to `query`: this hub's position in the term and the
     /// consecutive events from `from` on it keeps (at most
-    /// [`MAX_REPLY_EVENTS`], none past `to`). A term this hub does not
+    /// [`MAX_REPLY_EVENTS`] and [`MAX_REPLY_BYTES`], none past `to`). A term this hub does not
     /// follow is done for it: it will never push any of its events.
     pub fn reply(&self, query: &HistoryQuery) -> HistoryReply {
         let position = self.positions.get(&query.term).copied().unwrap_or(Position { last: 0, done: true });
         let start = self.events.partition_point(|(term, seq, _)| (*term, *seq) < (query.term, query.from));
         let last = query.to.min(query.from.saturating_add(MAX_REPLY_EVENTS - 1));
+        let mut bytes_left = MAX_REPLY_BYTES;
         let events = self
             .events
             .iter()
             .skip(start)
             .zip(query.from..=last)
             .take_while(|((term, seq, _), wanted)| *term == query.term && seq == wanted)
-            .map(|((_, _, bytes), _)| bytes.clone())
+            .enumerate()
+            .take_while(|(i, ((_, _, bytes), _))| {
+                let fits = *i == 0 || 4 + bytes.len() <= bytes_left;
+                bytes_left = bytes_left.saturating_sub(4 + bytes.len());
+                fits
+            })
+            .map(|(_, ((_, _, bytes), _))| bytes.clone())
             .collect();
         HistoryReply { last: position.last, done: position.done, events }
     }
@@ -137,6 +149,22 @@ mod tests {
         assert_eq!(position(OLD), (5, true));
         assert_eq!(position(NEW), (3, false));
         assert_eq!(position(Term { epoch: 7, incarnation: 1 }), (0, true), "a term it never followed");
+    }
+
+    #[test]
+    fn a_reply_of_large_events_fits_one_zenoh_batch_and_the_rest_comes_next() {
+        let mut ledger = Ledger::new(100);
+        for seq in 1..=100 {
+            ledger.push(OLD, seq, vec![seq as u8; 2_373]);
+        }
+        let first = ledger.reply(&HistoryQuery { term: OLD, from: 1, to: 100 });
+        let mut encoded = Vec::new();
+        first.encode(&mut encoded);
+        assert!(encoded.len() <= Batch::MAX_BYTES + 9, "{} bytes in one reply", encoded.len());
+        let got = first.events.len() as u64;
+        assert_eq!(got, (MAX_REPLY_BYTES / (4 + 2_373)) as u64, "as many as fit, not fewer");
+        let next = ledger.reply(&HistoryQuery { term: OLD, from: got + 1, to: 100 });
+        assert_eq!(next.events[0][0], got as u8 + 1, "asked again, the reply goes on where the first stopped");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::error::FederationError;
 use super::handover;
 use super::refusal::{refusal_fix, refuses_token};
 use super::token;
+use super::zenoh_threads::{self, HUB_ZENOH_RUNTIME, ZENOH_RUNTIME};
 use crate::config::{FederationConfig, HubConfig, Role};
 use crate::session::Sessions;
 use fieldhub_bus::federation::{BusLink, ChannelStatus};
@@ -90,6 +91,13 @@ impl Federation {
             });
         }
         let (zenoh_config, dictionary) = zenoh_config(&federation)?;
+        let (runtime, users) = zenoh_threads::ask_for_threads();
+        if users {
+            tracing::info!(
+                "federation: Zenoh's threads as {ZENOH_RUNTIME}={runtime:?} asks (the user's; the hub's own, \
+                 {HUB_ZENOH_RUNTIME:?}, takes a hand-off less per message received)"
+            );
+        }
         let session = zenoh::open(zenoh_config).wait().map_err(|error| FederationError::Open {
             listen: federation.listen.clone(),
             connect: federation.connect.clone(),
@@ -246,7 +254,7 @@ const TOKEN_USER: &str = "fieldhub";
 fn zenoh_config(f: &FederationConfig) -> Result<(zenoh::Config, Option<tempfile::NamedTempFile>), FederationError> {
     let mut config = zenoh::Config::default();
     let list = |endpoints: &[String]| serde_json::to_string(endpoints).unwrap_or_else(|_| "[]".into());
-    let settings: [(&'static str, String); 8] = [
+    let settings: [(&'static str, String); 10] = [
         ("mode", "\"peer\"".into()),
         ("listen/endpoints", list(&f.listen)),
         ("connect/endpoints", list(&f.connect)),
@@ -258,6 +266,14 @@ fn zenoh_config(f: &FederationConfig) -> Result<(zenoh::Config, Option<tempfile:
         // exit on failure, Zenoh retries connecting in the background.
         ("connect/timeout_ms", "-1".into()),
         ("connect/exit_on_failure", "false".into()),
+        // The publishing thread writes each publication to the link itself:
+        // no hand-off to Zenoh's transmit task (issue 35). Zenoh uses it on
+        // a link only when both hubs ask for it (an older hub links as
+        // before); it needs QoS off (one priority: the hub's publications
+        // are all real-time anyway) and never fragments, so every
+        // publication fits one Zenoh batch (`event.rs`, `ledger.rs`).
+        ("transport/unicast/lowlatency", "true".into()),
+        ("transport/unicast/qos/enabled", "false".into()),
     ];
     for (key, value) in settings {
         config.insert_json5(key, &value).map_err(|error| FederationError::Config { key, error: error.to_string() })?;
@@ -292,4 +308,19 @@ fn write_dictionary(token: &str) -> std::io::Result<tempfile::NamedTempFile> {
     writeln!(file, "{TOKEN_USER}:{token}")?;
     file.flush()?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_zenoh_config_asks_for_the_low_latency_transport_with_qos_off() {
+        let federation: FederationConfig = toml::from_str("listen = [\"tcp/127.0.0.1:0\"]").unwrap();
+        let federation = FederationConfig { token: Some("a-shared-secret".into()), ..federation };
+        let (config, _dictionary) = zenoh_config(&federation).unwrap();
+        // Both hubs set these themselves: Zenoh links low-latency only when both ask.
+        assert_eq!(config.get_json("transport/unicast/lowlatency").unwrap(), "true");
+        assert_eq!(config.get_json("transport/unicast/qos/enabled").unwrap(), "false");
+    }
 }

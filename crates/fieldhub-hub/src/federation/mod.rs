@@ -72,6 +72,8 @@ mod relay;
 mod token;
 #[cfg(not(feature = "federation"))]
 mod unbuilt;
+#[cfg(feature = "federation")]
+mod zenoh_threads;
 
 pub use error::FederationError;
 pub use refusal::{RefusalLog, ACCEPT_LOG_TARGET};

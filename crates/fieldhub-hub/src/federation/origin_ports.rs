@@ -27,6 +27,7 @@ use fieldhub_proto::Frame;
 use tracing::warn;
 
 use super::event::Origin;
+use super::zenoh_threads::wait_off_runtime;
 use crate::session::bridge_port::{LateAnswer, NotOpened, PortOpenings};
 use fieldhub_bus::inbox::{ClientId, Inbound, InboxSender};
 
@@ -222,7 +223,8 @@ impl OriginPorts {
             // Unique on the hub: the relay's session id, its port's id.
             port_name: format!("federation-{}-{}-{}", self.channel, short(&key.0), key.1),
         };
-        match opening.open(inbox, (), open, stop) {
+        // The writer answers it, between its publications: a wait that lasts.
+        match wait_off_runtime(|| opening.open(inbox, (), open, stop)) {
             Ok(opened) => Some(Ok((opened.port, opened.port_id))),
             Err(NotOpened::Refused(text)) => Some(Err(text)),
             Err(NotOpened::Stopped) => None,

@@ -45,6 +45,7 @@ use super::event::{Batch, Body, Event, Origin, Term};
 use super::forwarder::{CreditWaiter, Forwarder, Stopping};
 use super::ledger::Ledger;
 use super::origin_ports::{dropped, opening, origin_of, Forwarded, Opening, OriginPorts, SeenRequests};
+use super::zenoh_threads::lock_off_runtime;
 use crate::session::bridge_port::OpenedPort;
 use crate::session::peer_user::PeerOrigin;
 use crate::session::Sessions;
@@ -202,7 +203,8 @@ impl OwnerBridge {
             .session
             .declare_subscriber(key(&name, "tx"))
             .callback(move |sample| {
-                if let Ok(mut forwarder) = forwarder.lock() {
+                // Another relay's publication may hold it, waiting for credit.
+                if let Some(mut forwarder) = lock_off_runtime(&forwarder) {
                     forwarder.take(&sample.payload().to_bytes());
                 }
             })
@@ -293,23 +295,46 @@ struct Writer {
     ports: HashMap<u16, u32>,
 }
 
+/// The events publication the writer fills, and how it goes out.
+struct Outgoing<'a> {
+    publisher: &'a zenoh::pubsub::Publisher<'a>,
+    batch: Batch,
+    /// The `seq` of the newest event numbered.
+    seq: u64,
+    /// A publication failed (logged): the bridge ends.
+    failed: bool,
+}
+
+impl Outgoing<'_> {
+    /// Publish the events the batch holds, if any, and note them published.
+    fn publish(&mut self, channel: &str, status: &fieldhub_bus::federation::ChannelStatus) {
+        if self.batch.is_empty() || self.failed {
+            return;
+        }
+        if let Err(e) = self.publisher.put(self.batch.bytes()).wait() {
+            self.failed = true;
+            return error!(channel, seq = self.seq, "cannot publish committed events: {e}");
+        }
+        self.batch.clear();
+        status.last_seq.store(self.seq, Ordering::Relaxed);
+    }
+}
+
 impl Writer {
-    /// Add the events of one item of the bridge's outbox to `batch`, each
-    /// kept in the ledger as it is numbered; false when the bridge ends.
-    fn add(
-        &mut self,
-        item: Outbound,
-        batch: &mut Batch,
-        seq: &mut u64,
-        forwarded: &Mutex<Forwarded>,
-        opening: &Opening,
-    ) -> bool {
+    /// Add the events of one item of the bridge's outbox to the outgoing
+    /// batch (publishing a full one first), each kept in the ledger as it
+    /// is numbered; false when the bridge ends.
+    fn add(&mut self, item: Outbound, out: &mut Outgoing<'_>, forwarded: &Mutex<Forwarded>, opening: &Opening) -> bool {
         let mut event = |origin: Option<Origin>, body: Body, start_ns: u64, end_ns: u64| {
-            *seq += 1;
-            let event = Event { term: self.term, seq: *seq, start_ns, end_ns, origin, body };
-            let bytes = batch.push(|out| event.encode(out));
+            // A drop report can name more frames than one batch holds.
+            if !out.batch.has_room() {
+                out.publish(&self.channel, &self.status);
+            }
+            out.seq += 1;
+            let event = Event { term: self.term, seq: out.seq, start_ns, end_ns, origin, body };
+            let bytes = out.batch.push(|o| event.encode(o));
             if let Ok(mut ledger) = self.ledger.lock() {
-                ledger.push(self.term, *seq, bytes.to_vec());
+                ledger.push(self.term, out.seq, bytes.to_vec());
             }
         };
         match item {
@@ -370,11 +395,11 @@ impl Writer {
                 return error!(channel = %self.channel, "cannot declare the events publisher: {e}");
             }
         };
-        let mut seq = 0u64;
         self.status.epoch.store(self.term.epoch, Ordering::Relaxed);
         self.status.last_seq.store(0, Ordering::Relaxed);
         let mut items = Vec::with_capacity(Batch::MAX_ITEMS);
-        let mut batch = Batch::with_capacity(Batch::MAX_ITEMS);
+        let batch = Batch::with_capacity(Batch::MAX_ITEMS);
+        let mut out = Outgoing { publisher: &publisher, batch, seq: 0, failed: false };
         // SYNC POINT with the hang-up's and the bridge's Release stores.
         while !closed.load(Ordering::Acquire) {
             let Some(item) = outbox.take_timeout(LOOK) else { continue };
@@ -384,17 +409,10 @@ impl Writer {
             outbox.took();
             let mut going = true;
             for item in items.drain(..) {
-                going = going && self.add(item, &mut batch, &mut seq, forwarded, opening);
+                going = going && self.add(item, &mut out, forwarded, opening);
             }
-            if !batch.is_empty() {
-                if let Err(e) = publisher.put(batch.bytes()).wait() {
-                    error!(channel = %self.channel, seq, "cannot publish committed events: {e}");
-                    break;
-                }
-                batch.clear();
-                self.status.last_seq.store(seq, Ordering::Relaxed);
-            }
-            if !going {
+            out.publish(&self.channel, &self.status);
+            if !going || out.failed {
                 break;
             }
         }

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use fieldhub_proto::fate::ChannelCondition;
 use tracing::{error, info, warn};
 use zenoh::qos::{CongestionControl, Priority};
@@ -54,6 +54,7 @@ use super::applier::Applier;
 use super::channel::{key, FederatedChannel, LinkTrouble, LOOK};
 use super::event::{Batch, Event, HistoryQuery, HistoryReply, Term, TxRequest};
 use super::ledger::Ledger;
+use super::zenoh_threads::wait_off_runtime;
 use crate::session::Sessions;
 use fieldhub_bus::federation::{ChannelStatus, Uplinked};
 use fieldhub_bus::inbox::Inbound;
@@ -152,8 +153,11 @@ impl RelayBridge {
             self.session.declare_subscriber(key(&name, "events")).callback(move |sample| {
                 let payload = sample.payload().to_bytes();
                 if !applier.take_fast(&payload) {
-                    // Blocks while the queue is full, holding the owner's link back.
-                    let _ = to_thread.send(payload.into_owned());
+                    // Waits while the queue is full, holding the owner's link
+                    // back: off Zenoh's runtime (`zenoh_threads.rs`).
+                    if let Err(TrySendError::Full(payload)) = to_thread.try_send(payload.into_owned()) {
+                        let _ = wait_off_runtime(|| to_thread.send(payload));
+                    }
                 }
             })
         };
@@ -320,16 +324,27 @@ fn uplink_loop(
             // Still in their FIFOs: the next round sends them.
             continue;
         }
-        batch.clear();
-        for up in &ups {
-            batch.push(|out| TxRequest::encode_parts(out, &me, (up.port_id, up.arrival), &up.frame));
-        }
         let Ok(handed_over) = presence.handed_over.lock() else { return };
         if *handed_over {
             return;
         }
-        if let Err(e) = publisher.put(batch.bytes()).wait() {
-            return error!(channel, "cannot send frames to the owner: {e}");
+        let publish = |batch: &Batch| {
+            let sent = publisher.put(batch.bytes()).wait();
+            sent.map_err(|e| error!(channel, "cannot send frames to the owner: {e}")).is_ok()
+        };
+        batch.clear();
+        for up in &ups {
+            // Large frames fill a batch's bytes before its count.
+            if !batch.has_room() {
+                if !publish(&batch) {
+                    return;
+                }
+                batch.clear();
+            }
+            batch.push(|out| TxRequest::encode_parts(out, &me, (up.port_id, up.arrival), &up.frame));
+        }
+        if !publish(&batch) {
+            return;
         }
     }
 }
