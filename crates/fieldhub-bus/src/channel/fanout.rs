@@ -91,7 +91,19 @@ impl Channel {
     ) -> FrameMeta {
         self.tell_lin_news(now_ns, false);
         let meta = self.next_meta(Some(sender), now_ns);
-        let frame = pending.frame;
+        // The frame goes to `sent` first and is fanned out from there: one
+        // move of it on every frame's way instead of three (into a local,
+        // a `Transmitted`, the Vec), which perf showed as most of this
+        // function's time.
+        let at = sent.len();
+        sent.push(Transmitted {
+            channel: self.id,
+            sender: Some(sender),
+            frame: pending.frame,
+            hops: pending.hops,
+            timestamp_ns: meta.timestamp_ns,
+        });
+        let frame = &sent[at].frame;
         let segment = self.members.iter().find(|m| m.port_id == sender).map_or(0, |m| m.segment);
         let Channel { members, rules, held, held_order, held_overflow, .. } = self;
         for member in members.iter_mut().filter(|m| m.plugged && m.segment == segment) {
@@ -102,11 +114,11 @@ impl Channel {
                 continue;
             }
             if rules.is_empty() {
-                member.deliver(&frame, meta);
+                member.deliver(frame, meta);
                 member.errors.received();
                 continue;
             }
-            match decide_fate(rules, Position::Receiver, &frame, sender, Some(member.port_id), now_ns) {
+            match decide_fate(rules, Position::Receiver, frame, sender, Some(member.port_id), now_ns) {
                 Fate::Drop => {}
                 Fate::Delay(ns) => {
                     if held.len() >= MAX_HELD {
@@ -140,15 +152,8 @@ impl Channel {
             false => self.frames += 1,
         }
         self.ids.count(frame.socketcan_id(), meta.timestamp_ns);
-        let (bits, busy_ns) = self.config.rates().busy(&frame);
+        let (bits, busy_ns) = self.config.rates().busy(frame);
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
-        sent.push(Transmitted {
-            channel: self.id,
-            sender: Some(sender),
-            frame,
-            hops: pending.hops,
-            timestamp_ns: meta.timestamp_ns,
-        });
         meta
     }
 }

@@ -159,13 +159,13 @@ impl Channel {
     /// will become of it: sender-position rules, a short, a missing ACK,
     /// bus-position rules. `None` when the frame never reaches the wire.
     pub(super) fn begin(&mut self, index: usize, at: u64) -> Option<Attempt> {
-        let pending = match self.arbiter.take_answer() {
+        let mut pending = match self.arbiter.take_answer() {
             // A LIN slave's standing response answers, or its repeated
             // wake-up pulse goes; its FIFO stays as it is.
             Some(frame) => Pending::standing(frame, at),
             None => self.members[index].tx.take(at)?,
         };
-        let pending = Pending { frame: self.arbiter.carried(pending.frame), ..pending };
+        self.arbiter.carry(&mut pending.frame);
         // A standing response's answer took no transmit credit.
         let credit = usize::from(!pending.is_standing());
         self.arbiter.started(at, &pending.frame);

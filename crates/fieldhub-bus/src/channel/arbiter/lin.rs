@@ -252,13 +252,12 @@ impl LinScheduleArbiter {
         self.table.refuses(port, frame, rates.duration_ns(frame))
     }
 
-    /// `frame` as it goes on the bus: an answer to an event-triggered header
+    /// Make `frame` what goes on the bus: an answer to an event-triggered header
     /// under that header's identifier, its checksum made with it (a wrong
     /// one sent on purpose stays as sent); any other frame as it is.
-    pub fn carried(&mut self, frame: Frame) -> Frame {
-        match self.carry_as.take() {
-            Some(id) => answer_under(id, &frame),
-            None => frame,
+    pub fn carry(&mut self, frame: &mut Frame) {
+        if let Some(id) = self.carry_as.take() {
+            *frame = answer_under(id, frame);
         }
     }
 

@@ -218,14 +218,15 @@ impl Rule {
         }
     }
 
-    /// The winner's frame as it goes on the bus: as it waited, except a
+    /// Make the winner's frame what goes on the bus: as it waited, except a
     /// LIN answer to an event-triggered header, which goes out under that
     /// header's identifier.
     #[inline]
-    pub fn carried(&mut self, frame: Frame) -> Frame {
-        match self {
-            Self::Lin(rule) => rule.carried(frame),
-            _ => frame,
+    pub fn carry(&mut self, frame: &mut Frame) {
+        // In place: every other rule carries the frame as it waited, and a
+        // frame moved in and out here was two copies on every frame's way.
+        if let Self::Lin(rule) = self {
+            rule.carry(frame);
         }
     }
 
