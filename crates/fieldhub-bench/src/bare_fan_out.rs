@@ -1,5 +1,7 @@
-//! The many-client round trip with nothing in it but its wake-ups: a floor
-//! for `bench scaling`'s point, measured on this machine.
+//! The hub's two wake-up-bound paths with nothing in them but their
+//! wake-ups, floors measured on this machine: the many-client round trip
+//! (`bench scaling`'s point, [`measure`]) and the CPU of a paced bus with
+//! one sender and its receivers (`bench cpu`'s loaded phase, [`paced`]).
 //!
 //! One thread plays the hub's bus thread and `n` threads its clients, as
 //! `bench scaling --clients n` has them: a probe, an echo and `n − 2`
@@ -19,6 +21,10 @@
 //!   consumers do: on two cores none spins); the echo answers each of the
 //!   probe's frames with one of its own.
 //!
+//! [`paced`] has no probe and no echo: a sender hands the bus a frame when
+//! each is due (sleeping until then, as `bench cpu`'s sender does) and the
+//! bus rings the receivers; each thread's CPU time is read from the kernel.
+//!
 //! All are threads of one process, so a switch between them changes no
 //! address space, where the hub's are switches between processes: the
 //! figure is below what a hub process with the same wake-ups can reach.
@@ -32,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use fieldhub_shm::bell::LocalBell;
 use fieldhub_shm::AdaptiveSpin;
+use rustix::time::{clock_gettime, ClockId};
 use serde::Serialize;
 
 use crate::stats::Distribution;
@@ -61,7 +68,16 @@ struct Bus {
     published: AtomicU64,
     bus_bell: LocalBell,
     reader_bells: Vec<LocalBell>,
+    /// Reader [`ECHO`] answers the probe's frames ([`measure`]); without
+    /// it every frame is the probe's, the paced sender's ([`paced`]).
+    echo: bool,
     stop: AtomicBool,
+}
+
+/// What a thread of a bare bus used of the CPU over its life, ns.
+fn thread_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl Bus {
@@ -71,18 +87,18 @@ impl Bus {
 
     /// The bus thread: take what came, publish it, ring every reader but
     /// the sender of the round's frames.
-    fn serve(&self) {
+    fn serve(&self) -> u64 {
         let mut spin = AdaptiveSpin::default();
         let mut taken = 0;
         loop {
             let came = || self.inbox.load(Ordering::Acquire) > taken || self.stopped();
             self.bus_bell.bell().wait_adaptive(&mut spin, None, came);
             if self.stopped() {
-                return;
+                return thread_cpu_ns();
             }
             taken = self.inbox.load(Ordering::Acquire);
             self.published.store(taken, Ordering::Release);
-            let sender = if taken % 2 == 1 { PROBE } else { ECHO };
+            let sender = if self.echo && taken % 2 == 0 { ECHO } else { PROBE };
             for (reader, bell) in self.reader_bells.iter().enumerate() {
                 if reader != sender {
                     bell.bell().ring();
@@ -111,12 +127,12 @@ impl Bus {
 
     /// A reader other than the probe: read every frame; the echo answers
     /// each of the probe's.
-    fn read(&self, reader: usize, spins: bool) {
+    fn read(&self, reader: usize, spins: bool) -> u64 {
         let mut spin = spins.then(|| AdaptiveSpin::bounded(Duration::ZERO, CLIENT_MAX_SPIN));
         let mut seen = 0;
         while self.wait_for(reader, seen + 1, &mut spin) {
             let now = self.published.load(Ordering::Acquire);
-            if reader == ECHO {
+            if self.echo && reader == ECHO {
                 // Each probe frame (odd) gets its answer; the echo's own
                 // frames are not rung to it.
                 for seq in seen + 1..=now {
@@ -127,7 +143,34 @@ impl Bus {
             }
             seen = now;
         }
+        thread_cpu_ns()
     }
+
+    fn new(clients: usize, echo: bool) -> Self {
+        Self {
+            inbox: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            bus_bell: LocalBell::default(),
+            reader_bells: (0..clients).map(|_| LocalBell::default()).collect(),
+            echo,
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// End the run: every thread wakes and returns.
+    fn end(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.bus_bell.bell().wake();
+        for bell in &self.reader_bells {
+            bell.bell().wake();
+        }
+    }
+}
+
+/// As `fieldhub-client` allows: a spinning client on two cores only keeps
+/// the thread it waits for from running.
+fn clients_spin() -> bool {
+    std::thread::available_parallelism().map_or(1, usize::from) > 2
 }
 
 /// `rounds` round trips (after a warm-up) of a probe and an echo among
@@ -136,16 +179,8 @@ pub fn measure(clients: usize, rounds: usize) -> Result<BareFanOut, BenchError> 
     if clients < 2 || rounds == 0 {
         return Err(BenchError::Invalid("a round trip needs a probe, an echo and at least one round".into()));
     }
-    let bus = Bus {
-        inbox: AtomicU64::new(0),
-        published: AtomicU64::new(0),
-        bus_bell: LocalBell::default(),
-        reader_bells: (0..clients).map(|_| LocalBell::default()).collect(),
-        stop: AtomicBool::new(false),
-    };
-    // As `fieldhub-client` allows: a spinning client on two cores only
-    // keeps the thread it waits for from running.
-    let spins = std::thread::available_parallelism().map_or(1, usize::from) > 2;
+    let bus = Bus::new(clients, true);
+    let spins = clients_spin();
     std::thread::scope(|s| {
         let bus = &bus;
         s.spawn(move || bus.serve());
@@ -153,12 +188,76 @@ pub fn measure(clients: usize, rounds: usize) -> Result<BareFanOut, BenchError> 
             s.spawn(move || bus.read(reader, spins));
         }
         let result = probe(bus, rounds, spins);
-        bus.stop.store(true, Ordering::Release);
-        bus.bus_bell.bell().wake();
-        for bell in &bus.reader_bells {
-            bell.bell().wake();
-        }
+        bus.end();
         result.map(|round_trip| BareFanOut { clients, round_trip })
+    })
+}
+
+/// A paced bare bus's CPU: percent of one core over the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BarePaced {
+    pub receivers: usize,
+    pub frames: u64,
+    pub frames_per_s: f64,
+    /// The bus thread's.
+    pub bus_cpu_percent: f64,
+    /// The bus's, the sender's and the receivers' together.
+    pub all_cpu_percent: f64,
+}
+
+/// One sender handing the bus a frame at `rate` frames a second for
+/// `seconds`, `receivers` receivers: what the threads cost.
+pub fn paced(receivers: usize, rate: f64, seconds: f64) -> Result<BarePaced, BenchError> {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if receivers == 0 || !positive(rate) || !positive(seconds) {
+        return Err(BenchError::Invalid("a paced bus needs a receiver, a rate and a time".into()));
+    }
+    let bus = Bus::new(1 + receivers, false);
+    let spins = clients_spin();
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    std::thread::scope(|s| {
+        let bus = &bus;
+        let serving = s.spawn(move || bus.serve());
+        let reading: Vec<_> = (1..=receivers).map(|reader| s.spawn(move || bus.read(reader, spins))).collect();
+        let sending = s.spawn(move || {
+            // An absolute schedule, as `bench cpu`'s sender keeps.
+            let started = Instant::now();
+            let until = started + Duration::from_secs_f64(seconds);
+            let mut sent = 0u32;
+            loop {
+                let next = started + interval * sent;
+                if next >= until {
+                    break;
+                }
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                bus.send();
+                sent += 1;
+            }
+            (sent, started.elapsed(), thread_cpu_ns())
+        });
+        let joined = |what: &str| BenchError::Stalled(format!("a bare bus's {what} thread panicked"));
+        let (sent, took, sender_ns) = sending.join().map_err(|_| joined("sender"))?;
+        // Let the bus and the receivers take the last frame before the end.
+        let last = Instant::now() + PATIENCE;
+        while bus.published.load(Ordering::Acquire) < u64::from(sent) && Instant::now() < last {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        bus.end();
+        let bus_ns = serving.join().map_err(|_| joined("bus"))?;
+        let mut all_ns = bus_ns + sender_ns;
+        for reader in reading {
+            all_ns += reader.join().map_err(|_| joined("receiver"))?;
+        }
+        let percent = |ns: u64| ns as f64 / took.as_nanos() as f64 * 100.0;
+        Ok(BarePaced {
+            receivers,
+            frames: u64::from(sent),
+            frames_per_s: f64::from(sent) / took.as_secs_f64(),
+            bus_cpu_percent: percent(bus_ns),
+            all_cpu_percent: percent(all_ns),
+        })
     })
 }
 
@@ -194,5 +293,14 @@ mod tests {
         assert!(bare.round_trip.min_us > 0.0, "{bare:?}");
         assert!(measure(1, 10).is_err(), "no echo");
         assert!(measure(4, 0).is_err(), "no round");
+    }
+
+    #[test]
+    fn a_paced_bus_keeps_its_rate_and_counts_every_threads_cpu() {
+        let bare = paced(2, 2_000.0, 0.3).unwrap();
+        // Every frame due in 0.3 s at 2,000 a second, on an absolute schedule.
+        assert_eq!(bare.frames, 600, "{bare:?}");
+        assert!(bare.bus_cpu_percent > 0.0 && bare.all_cpu_percent > bare.bus_cpu_percent, "{bare:?}");
+        assert!(paced(0, 1.0, 1.0).is_err(), "no receiver");
     }
 }

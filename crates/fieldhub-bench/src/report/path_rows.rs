@@ -12,16 +12,16 @@
 //! - SIL Kit through the hub: two plain SIL Kit round trips (every frame
 //!   crosses SIL Kit twice: to the simulator, from it) and four thread
 //!   hand-offs (SIL Kit's thread to the bus and back, each way);
-//! - many clients: the sleeps the hub's and the clients' threads took in the
-//!   same run, per round trip (the kernel's count, [`crate::sleeps`]), each
-//!   woken at the CPU of one wake-up, spread over the machine's cores: a
-//!   floor on the mean round trip (the wake-ups need not all precede the
-//!   answer, but their CPU is spent on the same cores before the next round
-//!   trip can use them) and so on p99, which is not below the mean; the
-//!   median has no floor of its own;
-//! - CPU: the sleeps taken in the same run per frame, each at the CPU of one
-//!   wake-up, at the frame rate reached — the hub's threads for the hub
-//!   alone, the hub's and the clients' for both;
+//! - many clients (p50, p99 and mean): the same round trips on a bus of
+//!   nothing but its wake-ups ([`crate::bare_fan_out`]: a bus thread and as
+//!   many client threads, waiting as the hub and its clients do, threads of
+//!   one process, which switch cheaper than the hub's processes do),
+//!   measured right after the hub's; the text adds the sleeps the kernel
+//!   counted per round trip in the hub's run ([`crate::sleeps`]) and the
+//!   least CPU they cost;
+//! - CPU: the same paced load on a bare bus ([`crate::bare_fan_out::paced`]):
+//!   its bus thread's CPU for the hub alone, every thread's for hub and
+//!   clients; the text adds the sleeps counted per frame in the hub's run;
 //! - shm throughput: every frame crosses a ring into the hub and one out to
 //!   each receiver, each ring hop costing what the raw two-process stream
 //!   spends per frame on both cores: at most raw / (1 + receivers) frames/s.
@@ -218,6 +218,14 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
     let hub_cpu = phase.hub.cpu_percent_precise.unwrap_or(phase.hub.cpu_percent);
     let clients_cpu = phase.client_process.cpu_percent_precise.unwrap_or(phase.client_process.cpu_percent);
     let (per_frame_all, per_frame_hub) = (frames.per_event(frames.total()), frames.per_event(frames.hub()));
+    let bare = &f.cpu.bare;
+    let bare_is = |whose: &str| {
+        format!(
+            "{whose} of the same load on a bus of nothing but wake-ups, measured after the hub's: a bus thread, a \
+             sender at {:.0} frames/s and {} receivers, threads of one process (bench's bare_fan_out)",
+            bare.frames_per_s, bare.receivers
+        )
+    };
     rows.push(row_of(
         &f.cpu.silkit,
         PathRow::new("CPU at 500 kbit/s, 1 sender and 2 receivers: hub + clients".into(), "%", "≤ 0.5× SIL Kit", false),
@@ -229,11 +237,13 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
                 0.5 * s.total_percent,
             )
             .bound(
-                wake_cpu_percent(per_frame_all, wake_cpu, rate),
+                bare.all_cpu_percent,
                 format!(
-                    "{per_frame_all:.2} sleeps a frame, counted by the kernel in this run ({}) × {wake_cpu:.2} µs of \
-                     CPU a wake-up × {rate:.0} frames/s",
-                    sleeps_of(frames, "frame")
+                    "{}; the kernel counted {per_frame_all:.2} sleeps a frame in the hub's run ({}), at least {:.1} % \
+                     at {wake_cpu:.2} µs of CPU a wake-up",
+                    bare_is("the CPU of every thread"),
+                    sleeps_of(frames, "frame"),
+                    wake_cpu_percent(per_frame_all, wake_cpu, rate),
                 ),
             )
         },
@@ -243,12 +253,14 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
         PathRow::new("CPU at 500 kbit/s, 1 sender and 2 receivers: hub alone".into(), "%", "≤ 4 % of a core", false),
         |row, s| {
             row.measured(hub_cpu, s.total_percent, "SIL Kit: registry + 3 participants".into(), 4.0).bound(
-                wake_cpu_percent(per_frame_hub, wake_cpu, rate),
+                bare.bus_cpu_percent,
                 format!(
-                    "{per_frame_hub:.2} sleeps of the hub's threads a frame, counted by the kernel in this run (bus \
-                     thread {:.2}, others {:.2}) × {wake_cpu:.2} µs of CPU a wake-up × {rate:.0} frames/s",
+                    "{}; the kernel counted {per_frame_hub:.2} sleeps of the hub's threads a frame in the hub's run \
+                     (bus thread {:.2}, others {:.2}), at least {:.1} % at {wake_cpu:.2} µs of CPU a wake-up",
+                    bare_is("the bus thread's CPU"),
                     frames.per_event(frames.hub_bus),
-                    frames.per_event(frames.hub_other)
+                    frames.per_event(frames.hub_other),
+                    wake_cpu_percent(per_frame_hub, wake_cpu, rate),
                 ),
             )
         },
@@ -293,6 +305,12 @@ fn value(v: Option<f64>, unit: &'static str, row: &PathRow) -> Cell {
     }
 }
 
+/// How far past its bound a hub's figure still reads as at it: a bound
+/// measured as the same path with nothing but its wake-ups
+/// ([`crate::bare_fan_out`]) and the hub's figure beside it each moved by
+/// about a tenth between back-to-back runs on the 2-core machine.
+const AT_BOUND: f64 = 0.85;
+
 /// What a row that misses its target says about the gap: out of reach by
 /// its bound, the hub's, a bound the run did not hold to, or why there is no
 /// bound. A met row, or one not measured, says nothing.
@@ -308,7 +326,7 @@ fn note(row: &PathRow) -> Option<String> {
         ));
     };
     let beyond = if row.higher_is_better { bound < target } else { bound > target };
-    let past_bound = if row.higher_is_better { hub > bound } else { hub < bound };
+    let past_bound = if row.higher_is_better { hub * AT_BOUND > bound } else { hub < bound * AT_BOUND };
     let reach = crate::stats::ratio(hub, bound);
     Some(if past_bound {
         format!(
@@ -446,9 +464,10 @@ pub fn section(figures: &PathFigures) -> Result<Section, ReportError> {
                  participants through the hub as their network simulator against plain SIL Kit; many clients on one \
                  channel against SIL Kit with as many participants; CPU at a loaded 500 kbit/s bus against SIL Kit's \
                  registry and participants; shm throughput against the raw SPSC ring stream. Where a target is not met, \
-                 the bound measured in the same run from the path's primitives (waking sleeping processes, the CPU of a \
-                 wake-up, a hand-off between threads, a ring hop) says whether this machine allows it; the wake-ups \
-                 are the sleeps the kernel counted for the run's threads, not a model of them."
+                 the bound measured in the same run says whether this machine allows it: for many clients and CPU \
+                 the same path on a bus of nothing but its wake-ups, for the others the path's primitives (a hand-off \
+                 between threads, a ring hop); the sleeps the kernel counted for the run's threads are printed \
+                 beside them."
             .into(),
         notes,
         tables: vec![table, how, floors, counts],
@@ -482,7 +501,8 @@ mod tests {
         assert!(note(&row(527.0, Some(250.0))).unwrap().contains("out of reach on this machine"));
         assert!(note(&row(527.0, Some(210.0))).unwrap().contains("the gap is the hub's (at 2.51× its bound)"));
         assert!(note(&row(200.0, Some(250.0))).is_none(), "a met target says nothing");
-        assert!(note(&row(300.0, Some(350.0))).unwrap().contains("the bound does not hold"));
+        assert!(note(&row(290.0, Some(350.0))).unwrap().contains("the bound does not hold"));
+        assert!(note(&row(310.0, Some(350.0))).unwrap().contains("out of reach"), "within the runs' spread");
         assert!(note(&row(508.0, None)).unwrap().ends_with("no bound of its own: none below the target."));
     }
 

@@ -75,6 +75,9 @@ pub struct FanOutFigures {
 #[derive(Debug, Serialize)]
 pub struct CpuFigures {
     pub hub: CpuPhase,
+    /// The same load on a bus of nothing but wake-ups
+    /// ([`bare_fan_out::paced`]), measured right after the hub's.
+    pub bare: bare_fan_out::BarePaced,
     pub silkit: Outcome<SilKitCpu>,
 }
 
@@ -176,8 +179,11 @@ pub fn measure(launcher: &Launcher, plan: &Plan, stages: &mut Stages<'_>) -> Res
     };
 
     report("CPU at 500 kbit/s, 3 clients");
+    let hub_cpu = cpu::loaded(launcher, Transport::Shm, 3, p.cpu_seconds)?;
+    report("floor: the same load on a bus of nothing but wake-ups");
     let cpu = CpuFigures {
-        hub: cpu::loaded(launcher, Transport::Shm, 3, p.cpu_seconds)?,
+        hub: hub_cpu,
+        bare: bare_fan_out::paced(2, cpu::frame_rate(), p.cpu_seconds)?,
         silkit: silkit.and_then(|dir| {
             report("SIL Kit: CPU at 500 kbit/s, registry and 3 participants");
             outcome(silkit_peers::cpu(&dir, 2, cpu::frame_rate(), p.cpu_seconds))

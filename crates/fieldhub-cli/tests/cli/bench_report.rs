@@ -178,6 +178,8 @@ fn check_json(report: &Value) {
     // but their wake-ups, measured in the run.
     let bare = figures["fan_out"]["bare"]["p50_us"].as_f64().unwrap();
     assert!(bare > 0.0, "{}", figures["fan_out"]);
+    let bare = &figures["cpu"]["bare"];
+    assert!(bare["bus_cpu_percent"].as_f64().unwrap() > 0.0 && bare["frames"].as_u64().unwrap() > 0, "{bare}");
     let frames = &figures["cpu"]["hub"]["sleeps"];
     assert!(per_event(frames, "clients") >= 0.5, "the paced sender sleeps before most frames: {frames}");
     assert!(per_event(frames, "hub_bus") > 0.0, "the hub's bus thread sleeps between paced frames: {frames}");
