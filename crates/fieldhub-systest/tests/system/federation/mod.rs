@@ -6,3 +6,4 @@ mod gaps;
 mod loopback;
 mod netns;
 mod standby;
+mod zenoh_link;
