@@ -494,27 +494,34 @@ impl Frame {
             let af = if kind == FrameKind::CanXl { af } else { 0 };
             return Self { kind, flags, id, len: 0, len8_dlc, payload: Payload::shared(af, &data[..len]) };
         }
-        let mut bytes = Inline([0; MAX_CANFD_DATA]);
+        // The payload is copied into the frame where it is built, not into
+        // a local first: copying that local on in wide pieces right after
+        // writing it stalled the processor (its store-to-load forwarding
+        // fails), most of this function's time in perf.
+        let mut frame = Self { kind, flags, id, len: len as u8, len8_dlc, payload: Payload::Inline(Inline::EMPTY) };
         // A remote frame's payload is never sent, whatever the caller passed.
-        if !flags.contains(FrameFlags::REMOTE) {
+        if let (false, Payload::Inline(bytes)) = (flags.contains(FrameFlags::REMOTE), &mut frame.payload) {
             copy_payload(&mut bytes.0, data);
         }
-        Self { kind, flags, id, len: len as u8, len8_dlc, payload: Payload::Inline(bytes) }
+        frame
     }
 
     /// A frame of an inline kind carrying `data` (at most 64 bytes, checked
     /// by the caller), flags empty.
     fn inline(kind: FrameKind, id: u32, data: &[u8]) -> Self {
-        let mut bytes = Inline([0; MAX_CANFD_DATA]);
-        bytes.0[..data.len()].copy_from_slice(data);
-        Self {
+        // Built in place, as in `from_accepted_parts`.
+        let mut frame = Self {
             kind,
             flags: FrameFlags::empty(),
             id,
             len: data.len() as u8,
             len8_dlc: 0,
-            payload: Payload::Inline(bytes),
+            payload: Payload::Inline(Inline::EMPTY),
+        };
+        if let Payload::Inline(bytes) = &mut frame.payload {
+            bytes.0[..data.len()].copy_from_slice(data);
         }
+        frame
     }
 
     /// Set the raw DLC 9..=15 of a classic 8-byte frame (SocketCAN

@@ -22,6 +22,11 @@ use crate::limits::MAX_CANFD_DATA;
 #[repr(C, align(8))]
 pub(crate) struct Inline(pub(crate) [u8; MAX_CANFD_DATA]);
 
+impl Inline {
+    /// No payload bytes yet: all zero.
+    pub(crate) const EMPTY: Self = Self([0; MAX_CANFD_DATA]);
+}
+
 /// The payload of a [`crate::Frame`].
 #[derive(Clone)]
 pub(crate) enum Payload {
