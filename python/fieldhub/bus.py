@@ -74,6 +74,7 @@ from can import BusABC, CanProtocol, Message
 from fieldhub import _native
 from fieldhub.errors import translate
 from fieldhub.canxl_message import CanXlMessage
+from fieldhub.raw_message import RawMessage
 from fieldhub.lin_message import CLASSIC, ENHANCED, LinMessage
 from fieldhub.periodic import VirtualPeriodicTask, send_due
 
@@ -139,6 +140,18 @@ def _xl_message(channel: str, prio_vcid: int, flags: int, data: bytes, timestamp
         xl_sec=bool(flags & _XL_SEC),
         xl_rrs=bool(flags & _XL_RRS),
         xl_acceptance_field=af,
+    )
+
+
+def _raw_message(channel: str, frame_id: int, flags: int, data: bytes, timestamp_ns: int) -> RawMessage:
+    """A received raw record (spec/protocol.md 4.1.3) as a RawMessage."""
+    return RawMessage(
+        timestamp=timestamp_ns / 1e9,
+        arbitration_id=frame_id,
+        is_extended_id=False,
+        is_rx=not flags & _ECHO,
+        channel=channel,
+        data=data,
     )
 
 
@@ -365,6 +378,10 @@ class FieldhubBus(BusABC):
             return _xl_message(self._channel_name, can_id, flags, data, timestamp_ns, len8_dlc, af), getattr(
                 self, "_is_filtered", False
             )
+        if kind == "raw":
+            return _raw_message(self._channel_name, can_id, flags, data, timestamp_ns), getattr(
+                self, "_is_filtered", False
+            )
         if kind == "lin":
             return _lin_message(self._channel_name, can_id, flags, data, timestamp_ns, len8_dlc), getattr(
                 self, "_is_filtered", False
@@ -420,6 +437,16 @@ class FieldhubBus(BusABC):
             except OverflowError as e:
                 # As an invalid frame is: the VCID and SDT are bytes, the AF 32 bits.
                 raise ValueError(f"{msg!r}: a CAN XL header field is out of range ({e})") from None
+            return
+        if isinstance(msg, RawMessage):
+            if at_ns is not None:
+                raise can.CanOperationError("send_at carries CAN and CAN FD frames; send raw frames with send")
+            try:
+                self._native.send_raw(self._port, msg.arbitration_id, bytes(msg.data), timeout)
+            except _native.Error as e:
+                raise self._send_error(e, timeout) from None
+            except OverflowError as e:
+                raise ValueError(f"{msg!r}: a raw frame's id is 32 bits ({e})") from None
             return
         data = bytes(msg.data) if not msg.is_remote_frame else b""
         if msg.is_error_frame:

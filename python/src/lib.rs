@@ -326,6 +326,14 @@ impl NativeClient {
         self.send_frame(py, handle, &frame, timeout)
     }
 
+    /// Send a raw frame (spec/protocol.md 4.1.3): a 32-bit `id` and
+    /// 0..=2048 data bytes, for a `protocol = "raw"` channel.
+    #[pyo3(signature = (handle, id, data, timeout=None))]
+    fn send_raw(&self, py: Python<'_>, handle: u16, id: u32, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
+        let frame = Frame::raw(id, data).map_err(|e| error("invalid", e.to_string()))?;
+        self.send_frame(py, handle, &frame, timeout)
+    }
+
     /// Send a LIN slave's frame (`lin.rs`): `form` "publish" (a one-shot
     /// response), "stand" (a standing response) or "withdraw" (its
     /// withdrawal, no data).
