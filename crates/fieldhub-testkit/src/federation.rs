@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
-use fieldhub_client::Received;
+use fieldhub_client::{Client, Port, PortConfig, Received};
 
+use crate::hub::HubProcess;
 use crate::traffic::number_of;
 
 /// An owner-only file holding `secret`, for `[federation] token_file`;
@@ -20,6 +21,24 @@ pub fn token_file(secret: &str) -> tempfile::TempPath {
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("local address").port()
+}
+
+/// A sender on `relay` and a listener on each hub, on the CAN FD or XL
+/// channel `channel` (lossless, the sender seeing its echoes), ready: the
+/// sender, its port, the owner's listener, the relay's.
+pub fn relay_sender_and_listeners(
+    owner: &HubProcess,
+    relay: &HubProcess,
+    channel: &str,
+) -> (Client, Port, Client, Client) {
+    let fd = PortConfig { fd: true, block_on_overflow: true, ..Default::default() };
+    let (sender, on_owner, on_relay) = (relay.client("sender"), owner.client("listener"), relay.client("listener"));
+    let port = sender.open_port_with(channel, &fd).expect("the sender's port");
+    for listener in [&on_owner, &on_relay] {
+        listener.open_port_with(channel, &fd).expect("a listener's port");
+        listener.flush().expect("the listener's port open");
+    }
+    (sender, port, on_owner, on_relay)
 }
 
 /// `(sender, counter)` of every frame, in the order received.

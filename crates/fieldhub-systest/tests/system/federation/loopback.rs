@@ -8,7 +8,7 @@
 use crate::FIELDHUB;
 use fieldhub_client::fate::ChannelCondition;
 use fieldhub_client::{PortConfig, Received};
-use fieldhub_testkit::federation::{check_senders, free_port, token_file};
+use fieldhub_testkit::federation::{check_senders, free_port, relay_sender_and_listeners, token_file};
 use fieldhub_testkit::*;
 
 const PER_SENDER: u32 = 2_000;
@@ -373,13 +373,7 @@ fn a_2048_byte_can_xl_frame_from_a_relay_reaches_both_hubs_whole() {
     owner.wait_for_log("this hub owns the channel");
     let relay = FIELDHUB.start_with(Some(&config_with("rack2", ports[1], Some(ports[0]), Some("rack1"), xl)), &[]);
     relay.wait_for_log("the owner is there");
-    let fd = PortConfig { fd: true, block_on_overflow: true, ..Default::default() };
-    let (sender, on_owner, on_relay) = (relay.client("sender"), owner.client("listener"), relay.client("listener"));
-    let tx = sender.open_port_with("body", &fd).unwrap();
-    on_owner.open_port_with("body", &fd).unwrap();
-    on_relay.open_port_with("body", &fd).unwrap();
-    on_owner.flush().unwrap();
-    on_relay.flush().unwrap();
+    let (sender, tx, on_owner, on_relay) = relay_sender_and_listeners(&owner, &relay, "body");
     let data: Vec<u8> = (0..2048u32).map(|i| (i * 7) as u8).collect();
     let flags = fieldhub_client::FrameFlags::XL_SEC;
     let frame = fieldhub_client::Frame::can_xl(0x123, 0x42, 3, flags, 0x1234_5678, &data).unwrap();

@@ -4,8 +4,7 @@
 //! `ZENOH_RUNTIME`), and a `ZENOH_RUNTIME` of the user's is kept.
 
 use crate::FIELDHUB;
-use fieldhub_client::PortConfig;
-use fieldhub_testkit::federation::free_port;
+use fieldhub_testkit::federation::{free_port, relay_sender_and_listeners};
 use fieldhub_testkit::*;
 
 fn config(name: &str, listen: u16, connect: Option<u16>, owner: Option<&str>) -> String {
@@ -44,13 +43,7 @@ fn threads(pid: u32) -> Vec<String> {
 #[test]
 fn a_flood_of_2048_byte_xl_frames_crosses_the_low_latency_link_whole_and_in_order() {
     let (owner, relay) = owner_and_relay(&[]);
-    let fd = PortConfig { fd: true, block_on_overflow: true, ..Default::default() };
-    let (sender, on_owner, on_relay) = (relay.client("sender"), owner.client("listener"), relay.client("listener"));
-    let tx = sender.open_port_with("body", &fd).unwrap();
-    on_owner.open_port_with("body", &fd).unwrap();
-    on_relay.open_port_with("body", &fd).unwrap();
-    on_owner.flush().unwrap();
-    on_relay.flush().unwrap();
+    let (sender, tx, on_owner, on_relay) = relay_sender_and_listeners(&owner, &relay, "body");
     const FRAMES: u32 = 1_000;
     let frame = |n: u32| {
         let data: Vec<u8> = (0..2048u32).map(|i| (i + n) as u8).collect();
@@ -95,11 +88,7 @@ fn zenoh_receives_on_the_threads_that_watch_the_links_unless_the_user_says_other
     relay.wait_for_log("as ZENOH_RUNTIME=");
     assert!(threads(relay.pid()).iter().any(|n| n == "rx-0"), "the user's runtime setting was not used");
     // And the hubs federate with it: a relay's frame reaches the owner.
-    let fd = PortConfig { fd: true, block_on_overflow: true, ..Default::default() };
-    let (sender, listener) = (relay.client("sender"), owner.client("listener"));
-    let tx = sender.open_port_with("body", &fd).unwrap();
-    listener.open_port_with("body", &fd).unwrap();
-    listener.flush().unwrap();
+    let (sender, tx, listener, _) = relay_sender_and_listeners(&owner, &relay, "body");
     let flags = fieldhub_client::FrameFlags::empty();
     sender.send(&tx, &fieldhub_client::Frame::can_xl(0x7, 0x1, 3, flags, 9, &[1, 2]).unwrap()).unwrap();
     sender.flush().expect("the relay's frame confirmed");
