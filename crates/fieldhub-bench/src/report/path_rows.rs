@@ -205,7 +205,7 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
                          bus thread and {n} client threads of one process, each client reading every frame \
                          (bench's bare_fan_out; one process switches cheaper than the hub's processes do); the \
                          kernel counted {per_trip:.1} sleeps a round trip in the hub's run ({}), at least \
-                         {counted_floor:.1} µs of the two cores' time at {wake_cpu:.2} µs a wake-up",
+                         {counted_floor:.1} µs of the {cores} cores' time at {wake_cpu:.2} µs a wake-up",
                         sleeps_of(trips, "round trip")
                     ),
                 )
