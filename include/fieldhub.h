@@ -166,6 +166,11 @@
 #define FH_LIN_CLASSIC 1
 
 /**
+ * Largest raw payload.
+ */
+#define FH_RAW_MAX_DLEN 2048
+
+/**
  * Most wake filters one `fh_step_ahead` takes.
  */
 #define FH_MAX_WAKE_FILTERS 32
@@ -413,6 +418,21 @@ typedef struct fh_port_status {
    */
   uint64_t rx_dropped;
 } fh_port_status;
+
+/**
+ * A raw frame.
+ *
+ * - `id`: the 32-bit identifier (all 32 bits: there are no flag bits).
+ * - `len`: 0..=2048 data bytes.
+ * - `__res0`: ignored on send, 0 on receive.
+ * - `data`: the payload; bytes past `len` are ignored on send, 0 on receive.
+ */
+typedef struct fh_raw_frame {
+  uint32_t id;
+  uint16_t len;
+  uint16_t __res0;
+  uint8_t data[FH_RAW_MAX_DLEN];
+} fh_raw_frame;
 
 /**
  * A CAN XL frame, binary-compatible with Linux `struct canxl_frame`.
@@ -729,6 +749,42 @@ int fh_lin_withdraw(struct fh_client *client, fh_port port, uint8_t id, int time
 int fh_lin_wake_up(struct fh_client *client, fh_port port, int timeout_ms);
 
 /**
+ * Queue the raw frame `*frame` for sending on `port`, as `fh_send` does a
+ * CAN frame. The port's channel must be a `protocol = "raw"` one; the hub
+ * reports another channel's refusal through `fh_flush`
+ * (`FH_ERR_INVALID_FRAME`).
+ *
+ * Errors: `FH_ERR_INVALID_FRAME` (checked here: len; the last error says
+ * what), and those of `fh_send`.
+ *
+ * # Safety
+ * `client` is a live handle; `frame` is NULL or points to an `fh_raw_frame`.
+ */
+int fh_send_raw(struct fh_client *client,
+                fh_port port,
+                const struct fh_raw_frame *frame,
+                int timeout_ms);
+
+/**
+ * Receive the next frame on any of the client's ports into `*frame`, as
+ * `fh_recv` does, when it is a raw frame.
+ *
+ * Returns `FH_OK` with a frame, `FH_ERR_TIMEOUT` when none came in time,
+ * `FH_ERR_CLOSED` once the connection has ended and every frame is taken,
+ * `FH_ERR_INVALID_ARGUMENT` when the next frame is of another kind (taken,
+ * and named in the last error): give a client that receives raw frames
+ * ports on raw channels only.
+ *
+ * # Safety
+ * `client` is a live handle; `frame` points to a writable `fh_raw_frame`;
+ * `meta` is NULL or points to a writable `fh_meta`.
+ */
+int fh_recv_raw(struct fh_client *client,
+                struct fh_raw_frame *frame,
+                struct fh_meta *meta,
+                int timeout_ms);
+
+/**
  * Store the bus time this participant stands at (nanoseconds since the run
  * began: the hub's last grant) in `*now_ns`.
  *
@@ -871,7 +927,8 @@ int fh_send_xl(struct fh_client *client,
  *
  * Returns `FH_OK` with a frame, `FH_ERR_TIMEOUT` when none came in time,
  * `FH_ERR_CLOSED` once the connection has ended and every frame is taken,
- * `FH_ERR_INVALID_ARGUMENT` for a raw frame, which has no C form.
+ * `FH_ERR_INVALID_ARGUMENT` for a raw frame (taken, and named in the last
+ * error), which `fh_recv_raw` receives.
  *
  * # Safety
  * `client` is a live handle; `frame` points to a writable `fh_canxl_frame`;

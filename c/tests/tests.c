@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "canxl.h"
 #include "lin.h"
+#include "raw.h"
 #include "virtual_time.h"
 
 /* ---- fh_frame is struct canfd_frame (and starts like struct can_frame) ---- */
@@ -1178,6 +1179,8 @@ static const struct test TESTS[] = {
     {"example_candump_prints_frames_like_candump", test_example_candump_prints_frames_like_candump},
     {"a_2048_byte_can_xl_frame_crosses_between_c_and_rust_clients",
      test_a_2048_byte_can_xl_frame_crosses_between_c_and_rust_clients},
+    {"a_2048_byte_raw_frame_crosses_between_c_and_rust_clients",
+     test_a_2048_byte_raw_frame_crosses_between_c_and_rust_clients},
     {"lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn",
      test_lin_standing_response_answers_the_schedule_until_replaced_and_withdrawn},
     {"lin_wake_up_wakes_the_sleeping_bus_and_the_schedule_resumes_after_the_wake_up_delay",

@@ -19,6 +19,7 @@
 
 mod frame;
 mod lin;
+mod raw;
 mod status;
 mod time;
 mod xl;
@@ -34,6 +35,7 @@ use fieldhub_proto::limits::MAX_PORTS_PER_CLIENT;
 
 pub use frame::*;
 pub use lin::*;
+pub use raw::*;
 use status::fh_status::*;
 pub use status::{fh_status, Failure};
 pub use time::*;
@@ -533,7 +535,10 @@ pub unsafe extern "C" fn fh_recv(
     unsafe {
         recv_into(client, frame.is_null(), meta, timeout_ms, |received| {
             let out = fh_frame::from_frame(received).ok_or_else(|| {
-                Failure::invalid_argument(format!("received {received:?}, which fh_frame cannot hold"))
+                let instead = if received.is_raw() { "fh_recv_raw" } else { "fh_recv_xl" };
+                Failure::invalid_argument(format!(
+                    "received {received:?}, which fh_frame cannot hold: receive it with {instead}"
+                ))
             })?;
             // SAFETY: checked non-NULL; writable by the caller's contract.
             *frame = out;
@@ -542,7 +547,7 @@ pub unsafe extern "C" fn fh_recv(
     }
 }
 
-/// `fh_recv`'s and `fh_recv_xl`'s body: the next frame handed to `write`
+/// `fh_recv`'s, `fh_recv_xl`'s and `fh_recv_raw`'s body: the next frame handed to `write`
 /// (the output is NULL when `out_is_null`), its metadata into `*meta`.
 ///
 /// # Safety

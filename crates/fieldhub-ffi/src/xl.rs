@@ -101,8 +101,8 @@ impl fh_canxl_frame {
 
     /// Write a received frame into `out`: an XL frame in this layout, a
     /// classic, FD, error or LIN frame in `fh_frame`'s (its first 72 bytes),
-    /// as SocketCAN writes either into `union cfu`. A raw frame has no C
-    /// form: the error names it.
+    /// as SocketCAN writes either into `union cfu`. A raw frame has
+    /// `fh_raw_frame` for its form: the error names it.
     pub fn write_frame(frame: &Frame, out: &mut Self) -> Result<(), Failure> {
         if frame.is_xl() {
             let mut flags = FH_CANXL_XLF;
@@ -123,7 +123,7 @@ impl fh_canxl_frame {
             return Ok(());
         }
         let classic = fh_frame::from_frame(frame).ok_or_else(|| {
-            Failure::invalid_argument(format!("received {frame:?}, which has no C form (raw frames: issue 38)"))
+            Failure::invalid_argument(format!("received {frame:?}, a raw frame: receive it with fh_recv_raw"))
         })?;
         // SAFETY: `out` is a live, writable fh_canxl_frame of 2060 bytes; the
         // 72 bytes of an fh_frame are copied byte by byte into its start, so
@@ -168,7 +168,8 @@ pub unsafe extern "C" fn fh_send_xl(
 ///
 /// Returns `FH_OK` with a frame, `FH_ERR_TIMEOUT` when none came in time,
 /// `FH_ERR_CLOSED` once the connection has ended and every frame is taken,
-/// `FH_ERR_INVALID_ARGUMENT` for a raw frame, which has no C form.
+/// `FH_ERR_INVALID_ARGUMENT` for a raw frame (taken, and named in the last
+/// error), which `fh_recv_raw` receives.
 ///
 /// # Safety
 /// `client` is a live handle; `frame` points to a writable `fh_canxl_frame`;
