@@ -14,6 +14,7 @@
 #   nice:N           the bus thread's nice value (below 0 needs root)
 #   batch-others     SCHED_BATCH for every hub thread but the bus thread
 #   batch-receivers  SCHED_BATCH for the two receivers (the clients' side)
+#   pin:CPU          the bus thread alone on one CPU (its clients placed freely)
 # WHOM=1 in the environment also traces (perf, root) who took the core each time the
 # bus thread was switched out runnable, per frame: after its own sched_yield (the
 # spin before a sleep yields; the kernel counts that as involuntary too), else
@@ -48,7 +49,8 @@ case $SCHED in
   nice:*) $SCHED_ATTR $BUS nice "${SCHED#nice:}" >/dev/null ;;
   batch-others) for t in $(threads_of $HUB); do [ "$t" = "$BUS" ] || $SCHED_ATTR $t batch >/dev/null; done ;;
   batch-receivers) for p in $DUMPS; do for t in $(threads_of $p); do $SCHED_ATTR $t batch >/dev/null; done; done ;;
-  *) echo "wakes_500kbit.sh: unknown SCHED '$SCHED' (none, slice:NS, nice:N, batch-others, batch-receivers)" >&2; exit 2 ;;
+  pin:*) taskset -p -c "${SCHED#pin:}" $BUS >/dev/null ;;
+  *) echo "wakes_500kbit.sh: unknown SCHED '$SCHED' (none, slice:NS, nice:N, batch-others, batch-receivers, pin:CPU)" >&2; exit 2 ;;
 esac
 $BIN gen can0 --hub shm://floors-exp -g $GAP -n $N -I 100 -L 8 -D i > gen.txt 2>&1 &
 GEN=$!
