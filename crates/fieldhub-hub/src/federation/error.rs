@@ -30,6 +30,11 @@ pub enum FederationError {
     BadToken,
     #[error("federation: cannot write the token's dictionary for Zenoh: {error}")]
     Dictionary { error: std::io::Error },
+    #[error(
+        "federation: ZENOH_RUNTIME is set in the hub's environment but empty, which Zenoh cannot parse: unset it \
+         (the hub then sets its own) or give Zenoh's runtime settings, e.g. ZENOH_RUNTIME='(rx: (worker_threads: 1))'"
+    )]
+    EmptyZenohRuntime,
     #[error("federation: cannot start a thread for channel '{channel}': {error}")]
     Thread { channel: String, error: std::io::Error },
     #[error(

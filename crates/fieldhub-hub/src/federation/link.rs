@@ -91,7 +91,7 @@ impl Federation {
             });
         }
         let (zenoh_config, dictionary) = zenoh_config(&federation)?;
-        let (runtime, users) = zenoh_threads::ask_for_threads();
+        let (runtime, users) = zenoh_threads::ask_for_threads()?;
         if users {
             tracing::info!(
                 "federation: Zenoh's threads as {ZENOH_RUNTIME}={runtime:?} asks (the user's; the hub's own, \

@@ -31,6 +31,8 @@
 
 use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 
+use super::error::FederationError;
+
 /// The environment variable Zenoh reads its runtimes' threads from.
 pub const ZENOH_RUNTIME: &str = "ZENOH_RUNTIME";
 
@@ -43,8 +45,9 @@ static ASKED: Once = Once::new();
 
 /// Set `ZENOH_RUNTIME` to [`HUB_ZENOH_RUNTIME`] unless the user set it;
 /// the value in force, and whether it is the user's. Call before the
-/// first Zenoh session opens (later, Zenoh has read it).
-pub fn ask_for_threads() -> (String, bool) {
+/// first Zenoh session opens (later, Zenoh has read it). An empty value
+/// is refused: Zenoh would stop the process on it.
+pub fn ask_for_threads() -> Result<(String, bool), FederationError> {
     ASKED.call_once(|| {
         if std::env::var_os(ZENOH_RUNTIME).is_none() {
             // Set before Zenoh starts a thread; the hub's own threads read
@@ -53,8 +56,11 @@ pub fn ask_for_threads() -> (String, bool) {
         }
     });
     let value = std::env::var(ZENOH_RUNTIME).unwrap_or_default();
+    if value.trim().is_empty() {
+        return Err(FederationError::EmptyZenohRuntime);
+    }
     let users = value != HUB_ZENOH_RUNTIME;
-    (value, users)
+    Ok((value, users))
 }
 
 /// Run `wait` — a wait that may last — off the Zenoh runtime whose worker

@@ -94,3 +94,23 @@ fn zenoh_receives_on_the_threads_that_watch_the_links_unless_the_user_says_other
     sender.flush().expect("the relay's frame confirmed");
     assert_eq!(recv_n(&listener, 1)[0].frame.acceptance_field(), 9);
 }
+
+/// Zenoh would stop the process on an empty `ZENOH_RUNTIME` (it cannot parse
+/// it); the hub refuses it first, naming the variable and the fix.
+#[test]
+fn an_empty_zenoh_runtime_is_refused_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hub.toml");
+    std::fs::write(&path, config("rack1", free_port(), None, None)).unwrap();
+    let out = FIELDHUB
+        .command()
+        .args(["hub", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("ZENOH_RUNTIME", "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the hub started with an empty ZENOH_RUNTIME: {stderr}");
+    assert!(stderr.contains("ZENOH_RUNTIME is set in the hub's environment but empty"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "Zenoh's panic, not the hub's refusal: {stderr}");
+}
