@@ -6,9 +6,12 @@
 //!
 //! How each bound counts its primitives:
 //! - federation round trip: the raw TCP round trip across the veth pair, one
-//!   hub's local round trip, and six thread hand-offs (on each way, the
-//!   thread that publishes, Zenoh's transmit task, Zenoh's receive task on
-//!   the other hub);
+//!   hub's local round trip, and the six thread hand-offs the relayed path
+//!   has beyond it: the relay's uplink and the owner's event writer publish
+//!   themselves (Zenoh's low-latency transport has no transmit task), a
+//!   Zenoh receive thread takes each message on the other hub, and the
+//!   owner's writer and the relay's receive thread each pass the frame on
+//!   once more (the request, then the echo's answer);
 //! - SIL Kit through the hub: two plain SIL Kit round trips (every frame
 //!   crosses SIL Kit twice: to the simulator, from it) and four thread
 //!   hand-offs (SIL Kit's thread to the bus and back, each way);
@@ -138,7 +141,8 @@ pub fn rows(f: &PathFigures) -> Vec<PathRow> {
             .bound(
                 raw + one + 6.0 * hand_off,
                 format!(
-                    "raw TCP + one hub + 6 thread hand-offs of {hand_off:.1} µs; the kernel counted {:.1} sleeps a \
+                    "raw TCP + one hub + 6 thread hand-offs of {hand_off:.1} µs (publishing threads and Zenoh's \
+                     receive threads); the kernel counted {:.1} sleeps a \
                      relayed round trip in this run ({}; busiest threads: {})",
                     x.relayed_sleeps.per_event(x.relayed_sleeps.total()),
                     sleeps_of(&x.relayed_sleeps, "round trip"),
