@@ -5,7 +5,9 @@
 # timed channel sends as fast as the bus takes them) and two receivers (`fieldhub
 # dump`). Over 5 s in the middle of N frames it prints the frames per second, the bus
 # thread's voluntary (it slept) and involuntary (it was preempted) switches a frame,
-# the bus thread's CPU a frame (/proc/TID/schedstat) and the hub's CPU.
+# the bus thread's CPU a frame (/proc/TID/schedstat), the hub's CPU, and the machine's
+# rescheduling and function-call interrupts a frame (/proc/interrupts RES and CAL: how
+# often a wake-up crossed to another core; every program's, the hub's clients' too).
 # docs/profile-2026-11-28-500kbit.md gives figures. An optional SCHED changes one
 # thing's scheduling once the clients are attached (bench/sched_attr.py; the
 # comparisons of docs/performance.md, "The bus thread's scheduling"):
@@ -55,7 +57,7 @@ esac
 $BIN gen can0 --hub shm://floors-exp -g $GAP -n $N -I 100 -L 8 -D i > gen.txt 2>&1 &
 GEN=$!
 sleep 3
-read_counts() { echo "$(grep -h '^voluntary\|^nonvoluntary' /proc/$HUB/task/$BUS/status | awk '{print $2}' | tr '\n' ' ') $(awk '/sum_exec_runtime/{s+=$3} END{print s}' /proc/$HUB/task/*/sched) $(cut -d' ' -f1 /proc/$HUB/task/$BUS/schedstat) $(wc -l < dump1.txt) $(date +%s.%N)"; }
+read_counts() { echo "$(grep -h '^voluntary\|^nonvoluntary' /proc/$HUB/task/$BUS/status | awk '{print $2}' | tr '\n' ' ') $(awk '/sum_exec_runtime/{s+=$3} END{print s}' /proc/$HUB/task/*/sched) $(cut -d' ' -f1 /proc/$HUB/task/$BUS/schedstat) $(wc -l < dump1.txt) $(date +%s.%N) $(awk '$1 == "RES:" || $1 == "CAL:" {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i} END {print s}' /proc/interrupts)"; }
 if [ "${WHOM:-0}" = 1 ]; then
   perf record -q -e sched:sched_switch --filter "prev_pid == $BUS" \
     -e syscalls:sys_enter_sched_yield --filter "common_pid == $BUS" -a -o whom.data -- sleep 5 2>/dev/null &
@@ -69,8 +71,8 @@ wait $GEN
 python3 - "$b" "$a" <<'PY'
 import sys
 b=[float(x) for x in sys.argv[1].split()]; a=[float(x) for x in sys.argv[2].split()]
-vol,invol,cpu_ms,bus_ns,frames,t=[x-y for x,y in zip(a,b)]
-print(f"frames {frames:.0f} in {t:.2f} s ({frames/t:.0f}/s): bus thread {vol/frames:.3f} voluntary and {invol/frames:.3f} involuntary switches a frame, {bus_ns/frames:.0f} ns of CPU a frame; hub CPU {cpu_ms/1e3/t*100:.2f} % of a core, {cpu_ms*1e3/frames:.1f} us a frame")
+vol,invol,cpu_ms,bus_ns,frames,t,ipis=[x-y for x,y in zip(a,b)]
+print(f"frames {frames:.0f} in {t:.2f} s ({frames/t:.0f}/s): bus thread {vol/frames:.3f} voluntary and {invol/frames:.3f} involuntary switches a frame, {bus_ns/frames:.0f} ns of CPU a frame; hub CPU {cpu_ms/1e3/t*100:.2f} % of a core, {cpu_ms*1e3/frames:.1f} us a frame; {ipis/frames:.2f} cross-core interrupts a frame (machine)")
 PY
 if [ "${WHOM:-0}" = 1 ]; then
   wait $PERF || true
@@ -90,7 +92,7 @@ for line in sys.stdin:
         by["its own yield" if yielded else roles.get(m[3], m[2])] += 1
     yielded = False
 print(f"yields {yields / frames:.3f} a frame; switched out runnable: " + ", ".join(f"{c} {n / frames:.3f}" for c, n in by.most_common(6)) + " a frame (over the 5 s)")
-' "$(echo "$a $b" | awk '{print $5 - $11}')"
+' "$(echo "$a $b" | awk '{print $5 - $12}')"
 fi
 kill $(jobs -p) 2>/dev/null; wait 2>/dev/null || true
 rm -rf "$D"
