@@ -191,6 +191,14 @@ impl Producer {
         Ok(used)
     }
 
+    /// Slots that may still be taken within `limit` by the tail last seen
+    /// (0 before the first look): never more than the real number, which
+    /// only grows as the consumer frees slots, so `fits_within` of up to
+    /// this many answers yes without loading the tail.
+    pub fn spare_as_seen(&self, limit: u32) -> u32 {
+        self.seen_tail.map_or(0, |tail| limit.saturating_sub(self.head.wrapping_sub(tail)))
+    }
+
     /// Whether `needed` more slots keep the slots in use within `limit`.
     /// The consumer's tail (a cache line it writes) is loaded only when the
     /// tail last seen says no: that tail is never ahead of the real one, so
@@ -414,6 +422,28 @@ mod tests {
             assert_eq!(body, payload);
         }
         assert!(!consumer.pop(&ring, 4096, &mut body).unwrap());
+    }
+
+    #[test]
+    fn the_spare_as_seen_is_none_before_a_look_and_never_more_than_the_rings() {
+        let local = LocalRing::new(16);
+        let ring = local.ring();
+        let (mut producer, mut consumer) = (Producer::starting_at(0), Consumer::starting_at(0));
+        assert_eq!(producer.spare_as_seen(12), 0, "nothing seen yet");
+        assert!(producer.fits_within(&ring, 1, 12).unwrap());
+        assert_eq!(producer.spare_as_seen(12), 12);
+        let one_slot = message(&[7; 8]);
+        for taken in 1..=5 {
+            assert!(producer.try_push(&ring, &one_slot).unwrap());
+            assert_eq!(producer.spare_as_seen(12), 12 - taken);
+        }
+        // The consumer frees slots unseen: the spare stays as it was seen,
+        // below the real one, until the producer looks again.
+        let mut body = Vec::new();
+        while consumer.pop(&ring, 4096, &mut body).unwrap() {}
+        assert_eq!(producer.spare_as_seen(12), 7);
+        assert!(!producer.fits_within(&ring, 13, 12).unwrap());
+        assert_eq!(producer.spare_as_seen(12), 12);
     }
 
     /// The largest message a frame makes: a `FRAMES` message with one

@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
@@ -146,6 +146,12 @@ pub struct ShmLink {
     /// Taken only by the bus thread (the ring's single producer); it exists
     /// so `Outbox` stays `Clone + Sync`, and is never contended.
     to_client: Mutex<ToClient>,
+    /// Slots frames may still add, as `to_client` was left when last
+    /// unlocked ([`Locked`]): `has_frame_room` answers from it without the
+    /// lock while it is above 0. Every change of `to_client` is made under
+    /// the lock, which sets this anew on unlocking; the consumer only frees
+    /// slots, so a room seen stays room.
+    frame_room: AtomicU32,
     /// Slots of the to-client ring frames may fill: the client's receive
     /// buffer before its ports' overflow policy applies (at most one slot a
     /// frame; batched, about three classic frames share one). The rest is
@@ -224,6 +230,38 @@ impl ToClient {
     }
 }
 
+/// `ToClient` locked. Unlocking leaves the slots frames may still add in
+/// the link's `frame_room`, so no change made under the lock can leave a
+/// stale room behind.
+struct Locked<'a> {
+    out: MutexGuard<'a, ToClient>,
+    frame_room: &'a AtomicU32,
+    frame_share: u32,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = ToClient;
+    fn deref(&self) -> &ToClient {
+        &self.out
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut ToClient {
+        &mut self.out
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Runs before the guard (a field) unlocks. The open batch's slots
+        // count as taken, as `has_frame_room` counts them.
+        let open = self.out.batch.as_ref().map_or(0, |_| slots_for(self.out.frames.len()));
+        let room = self.out.producer.spare_as_seen(self.frame_share).saturating_sub(open);
+        self.frame_room.store(room, Ordering::Relaxed);
+    }
+}
+
 impl std::fmt::Debug for ShmLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShmLink").field("client", &self.segment.header().client_id).finish_non_exhaustive()
@@ -241,7 +279,15 @@ impl ShmLink {
         };
         let gone = AtomicBool::new(false);
         let frame_share = segment.header().to_client_slots.saturating_sub(CONTROL_RESERVE_SLOTS);
-        Self { segment, to_hub_start: starts.to_hub_tail, to_client: Mutex::new(to_client), frame_share, gone, socket }
+        Self {
+            segment,
+            to_hub_start: starts.to_hub_tail,
+            to_client: Mutex::new(to_client),
+            frame_room: AtomicU32::new(0),
+            frame_share,
+            gone,
+            socket,
+        }
     }
 
     /// The client's segment.
@@ -255,8 +301,9 @@ impl ShmLink {
         self.gone.store(true, Ordering::Release);
     }
 
-    fn to_client(&self) -> MutexGuard<'_, ToClient> {
-        self.to_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn to_client(&self) -> Locked<'_> {
+        let out = self.to_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Locked { out, frame_room: &self.frame_room, frame_share: self.frame_share }
     }
 
     /// Publish a reply or report behind the frames taken before it.
@@ -305,6 +352,13 @@ impl ShmLink {
 
 impl OutboxSink for ShmLink {
     fn has_frame_room(&self) -> bool {
+        // Asked for every lossless receiver before every frame: a room seen
+        // when the lock was last left answers without taking it (its two
+        // atomic operations were most of this function's time in perf).
+        // Relaxed: only the bus thread takes the lock and reads this.
+        if self.frame_room.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
         let mut out = self.to_client();
         // A record adds at most one slot to the open batch, and a new batch
         // takes one.
@@ -517,6 +571,40 @@ mod tests {
 
     fn meta(seq: u64) -> FrameMeta {
         FrameMeta { channel: 1, sender: 2, seq, timestamp_ns: seq * 1000 }
+    }
+
+    /// Whether the ring, as it really is, has a slot for one more frame
+    /// within the frame share: read under the raw lock, changing nothing.
+    fn room_in_ring(link: &ShmLink) -> bool {
+        let out = link.to_client.lock().unwrap();
+        let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
+        let used = out.producer.used_slots(&link.segment().to_client()).expect("a sound ring");
+        used + open < link.frame_share
+    }
+
+    #[test]
+    fn frame_room_answered_without_the_lock_is_the_rings_from_empty_to_full_and_back() {
+        let link = link();
+        let mut consumer = Consumer::starting_at(0);
+        let frame = Frame::can(0x123, false, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let mut taken = 0u64;
+        while link.has_frame_room() {
+            assert!(room_in_ring(&link), "room said after {taken} frames where the ring has none");
+            taken += 1;
+            // A yes holds until the bus queues: the frame is taken.
+            link.try_frame(3, &frame, &meta(taken)).expect("room, as has_frame_room said");
+            if taken % 40 == 0 {
+                link.flush();
+            }
+            assert!(taken < 1_000_000, "the frame share never filled");
+        }
+        assert!(!room_in_ring(&link), "no room said after {taken} frames where the ring has some");
+        assert!(taken > 1000, "the share filled after only {taken} frames");
+        link.flush();
+        assert!(!published(&link, &mut consumer).is_empty());
+        // The client read everything: the next look finds the room again.
+        assert!(room_in_ring(&link));
+        assert!(link.has_frame_room());
     }
 
     #[test]
