@@ -89,17 +89,16 @@ impl FrameBits {
     }
 }
 
-/// The stuffing state between two bits: the value of the run so far and its
-/// length (1..=4), or [`START`] before the first bit.
+/// The stuffing state between two bits: the value of the run so far (bit
+/// 2) and its length less one (bits 0–1, a run of 1..=4).
 type StuffState = u8;
-const START: StuffState = 8;
-const STATES: usize = 9;
+const STATES: usize = 8;
 
 /// One bit through the stuffing rule: the new state and whether a stuff bit
 /// follows this bit (a complement after five equal bits, which starts a new
 /// run of its own).
 const fn stuff_step(state: StuffState, bit: bool) -> (StuffState, bool) {
-    let (last, run) = if state == START { (!bit, 0) } else { (state >= 4, state % 4 + 1) };
+    let (last, run) = (state >= 4, state % 4 + 1);
     let run = if bit == last { run + 1 } else { 1 };
     if run == 5 {
         ((!bit as u8) * 4, true)
@@ -108,16 +107,21 @@ const fn stuff_step(state: StuffState, bit: bool) -> (StuffState, bool) {
     }
 }
 
-/// Bits per state in a [`STUFF_TABLE`] entry: the next state (4), the stuff
-/// bits the chunk causes (2: at most two in eight bits) and whether one
-/// follows its last bit (1).
-const ENTRY_BITS: u32 = 7;
+/// Bits per state in a [`STUFF_TABLE`] entry: the stuff bits the chunk
+/// causes (bits 0–1: at most two in eight bits), whether one follows its
+/// last bit (bit 2) and the next state (bits 3–5). The next state sits
+/// where `state * FIELD_BITS` — the shift of that state's field — can be
+/// masked out directly.
+const FIELD_BITS: u32 = 8;
+const FIELD_STATE: u64 = 0x38;
 
 /// A chunk of 1..=8 bits through the stuffing rule, for every state at once:
 /// `STUFF_TABLE[width - 1][chunk]` holds each state's outcome in its own
-/// [`ENTRY_BITS`]-bit field. The look-up does not depend on the state, so
+/// [`FIELD_BITS`]-bit field. The look-up does not depend on the state, so
 /// the processor loads the entries of a whole frame ahead; what chains from
-/// chunk to chunk is only a shift and a mask.
+/// chunk to chunk is only a shift and a mask (two cycles a chunk: a state
+/// kept as a number to multiply into the shift made it four, most of
+/// [`FrameBits::of`]'s time in perf).
 const STUFF_TABLE: [[u64; 256]; 8] = {
     let mut table = [[0u64; 256]; 8];
     let mut width = 1;
@@ -136,8 +140,8 @@ const STUFF_TABLE: [[u64; 256]; 8] = {
                     ends = stuffed;
                     i += 1;
                 }
-                let field = s as u64 | count << 4 | (ends as u64) << 6;
-                entry |= field << (ENTRY_BITS as usize * state);
+                let field = count | (ends as u64) << 2 | (s as u64) << 3;
+                entry |= field << (FIELD_BITS as usize * state);
                 state += 1;
             }
             table[width - 1][chunk] = entry;
@@ -148,9 +152,10 @@ const STUFF_TABLE: [[u64; 256]; 8] = {
     table
 };
 
-/// Dynamic stuffing over a bit stream fed in order from SOF.
+/// Dynamic stuffing over a bit stream fed in order from its first bit.
 struct Stuffer {
-    state: StuffState,
+    /// The state times [`FIELD_BITS`]: the shift of its field.
+    shift: u32,
     /// Stuff bits so far, one due right after the last bit fed included.
     count: u32,
     /// A stuff bit is due right after the last bit fed.
@@ -158,8 +163,17 @@ struct Stuffer {
 }
 
 impl Stuffer {
-    fn new() -> Self {
-        Self { state: START, count: 0, ends: false }
+    /// Before a stream whose first bit is `first`. Nothing is stuffed
+    /// before a stream starts, and a run of one opposite bit behaves the
+    /// same on that first bit — a new run of 1 — so the state before it is
+    /// one of the eight, with no ninth to widen the table's entries.
+    fn before(first: bool) -> Self {
+        Self { shift: u32::from(!first) * 4 * FIELD_BITS, count: 0, ends: false }
+    }
+
+    /// Before a frame: its first bit is the dominant start-of-frame.
+    fn before_sof() -> Self {
+        Self::before(false)
     }
 
     /// Feed the low `width` (1..=8) bits of `chunk`, the first in the most
@@ -167,10 +181,10 @@ impl Stuffer {
     #[inline(always)]
     fn chunk(&mut self, chunk: u32, width: u32) {
         let entry = STUFF_TABLE[width as usize - 1][(chunk & ((1 << width) - 1)) as usize];
-        let field = entry >> (ENTRY_BITS * u32::from(self.state));
-        self.state = (field & 0xF) as StuffState;
-        self.count += (field >> 4) as u32 & 3;
-        self.ends = field & 0x40 != 0;
+        let field = entry >> self.shift;
+        self.shift = (field & FIELD_STATE) as u32;
+        self.count += field as u32 & 3;
+        self.ends = field & 4 != 0;
     }
 
     /// Feed the low `width` (≤ 64) bits of `bits`, most significant first:
@@ -284,7 +298,7 @@ fn classic(frame: &Frame) -> FrameBits {
     h.push(u32::from(frame.dlc()), 4);
     let data = frame.data();
     let crc = crc15(h.bits, h.len, data);
-    let mut stuffer = Stuffer::new();
+    let mut stuffer = Stuffer::before_sof();
     stuffer.bits(h.bits, h.len);
     stuffer.bytes(data);
     stuffer.bits(u64::from(crc), 15);
@@ -301,7 +315,7 @@ fn fd(frame: &Frame) -> FrameBits {
     h.push(1, 1); // FDF (after RRS; in the r0 position of a base-format frame)
     h.push(0, 1); // res
     h.push(u32::from(brs), 1);
-    let mut stuffer = Stuffer::new();
+    let mut stuffer = Stuffer::before_sof();
     stuffer.bits(h.bits, h.len);
     // ESI is the first bit of the data phase.
     let stuff_arbitration = stuffer.count;
@@ -458,7 +472,7 @@ mod tests {
 
     /// The stuff bits a stream causes when fed one bit at a time.
     fn stuff_count(bits: &[bool]) -> (u32, bool) {
-        let mut stuffer = Stuffer::new();
+        let mut stuffer = Stuffer::before(bits[0]);
         bits.iter().for_each(|&b| stuffer.chunk(u32::from(b), 1));
         (stuffer.count, stuffer.ends)
     }
@@ -590,7 +604,7 @@ mod tests {
                 })
                 .0;
             let bits = reference::bits_of(value, width);
-            let mut stuffer = Stuffer::new();
+            let mut stuffer = Stuffer::before(bits[0]);
             stuffer.bits(value, width);
             let (count, _) = reference::stuffing(&bits, bits.len(), true);
             assert_eq!(stuffer.count, count, "round {round}: {width} bits {value:#x}");

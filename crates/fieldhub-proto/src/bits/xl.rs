@@ -89,7 +89,7 @@ const ACK_EOF: u32 = 1 + 1 + 7;
 
 /// The bit stream of a CAN XL data frame (the module's table).
 pub(super) fn xl(frame: &Frame) -> FrameBits {
-    let mut stuffer = Stuffer::new();
+    let mut stuffer = Stuffer::before_sof();
     // SOF 0, priority, RRS, IDE 0, FDF 1, XLF 1.
     let header = u64::from(frame.priority()) << 4 | u64::from(frame.is_rrs()) << 3 | 0b011;
     stuffer.bits(header, ARBITRATION);
