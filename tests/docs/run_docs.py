@@ -147,6 +147,13 @@ class Hub:
         self.log.close()
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """A terminal's command ends on Ctrl-C even when the tests themselves were
+    started in the background (`make test &`), whose shell set SIGINT to be
+    ignored, a setting every program it starts inherits."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(process.pid, sig)
@@ -268,7 +275,7 @@ class Document:
             log = tempfile.TemporaryFile(mode="w+", dir=self.runner.scratch)
             process = subprocess.Popen(
                 ["bash", "-e", "-o", "pipefail", "-c", line], cwd=self.cwd, env=self.env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal,
             )
             terminals.append((line, process, log))
             time.sleep(0.5)
