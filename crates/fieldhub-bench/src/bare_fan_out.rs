@@ -38,18 +38,15 @@ use std::time::{Duration, Instant};
 
 use fieldhub_shm::bell::LocalBell;
 use fieldhub_shm::AdaptiveSpin;
-use rustix::time::{clock_gettime, ClockId};
 use serde::Serialize;
 
+use crate::cpu::thread_cpu_ns;
 use crate::stats::Distribution;
 use crate::{BenchError, PATIENCE, WARM_UP};
 
 /// The probe's and the echo's places among the readers.
 const PROBE: usize = 0;
 const ECHO: usize = 1;
-
-/// The longest spin of a client's consumer (`fieldhub-client`'s own).
-const CLIENT_MAX_SPIN: Duration = Duration::from_micros(50);
 
 /// The round trips of `clients` threads on a bus that is nothing but its
 /// wake-ups.
@@ -72,12 +69,6 @@ struct Bus {
     /// it every frame is the probe's, the paced sender's ([`paced`]).
     echo: bool,
     stop: AtomicBool,
-}
-
-/// What a thread of a bare bus used of the CPU over its life, ns.
-fn thread_cpu_ns() -> u64 {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl Bus {
@@ -128,7 +119,7 @@ impl Bus {
     /// A reader other than the probe: read every frame; the echo answers
     /// each of the probe's.
     fn read(&self, reader: usize, spins: bool) -> u64 {
-        let mut spin = spins.then(|| AdaptiveSpin::bounded(Duration::ZERO, CLIENT_MAX_SPIN));
+        let mut spin = spins.then(|| AdaptiveSpin::bounded(Duration::ZERO, fieldhub_client::CONSUMER_MAX_SPIN));
         let mut seen = 0;
         while self.wait_for(reader, seen + 1, &mut spin) {
             let now = self.published.load(Ordering::Acquire);
@@ -263,7 +254,7 @@ pub fn paced(receivers: usize, rate: f64, seconds: f64) -> Result<BarePaced, Ben
 
 /// The probe's side of [`measure`].
 fn probe(bus: &Bus, rounds: usize, spins: bool) -> Result<Distribution, BenchError> {
-    let mut spin = spins.then(|| AdaptiveSpin::bounded(Duration::ZERO, CLIENT_MAX_SPIN));
+    let mut spin = spins.then(|| AdaptiveSpin::bounded(Duration::ZERO, fieldhub_client::CONSUMER_MAX_SPIN));
     let warm_up = WARM_UP.min(rounds);
     let mut times = Vec::with_capacity(rounds);
     for round in 1..=(warm_up + rounds) as u64 {

@@ -193,6 +193,12 @@ fn measure(
     })
 }
 
+/// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// CPU time a process has used so far.
 struct CpuSample {
     ticks: u64,

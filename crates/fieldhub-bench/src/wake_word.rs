@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fieldhub_shm::bell::LocalBell;
-use rustix::time::{clock_gettime, ClockId};
 use serde::Serialize;
 
+use crate::cpu::thread_cpu_ns;
 use crate::stats::Distribution;
 use crate::{BenchError, PATIENCE, WARM_UP};
 
@@ -99,12 +99,6 @@ impl Sleepers {
 /// sleeps.
 fn way_of(round: u64) -> usize {
     ((round - 1) % 2) as usize
-}
-
-/// The calling thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Wake `sleepers` sleeping threads `rounds` times each way (after a

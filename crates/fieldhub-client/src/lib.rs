@@ -138,6 +138,9 @@ pub use hub_owner::HUB_USER_VAR;
 use link::{Link, SendFail};
 use ready::{RawFd, ReadySignal};
 use receive::Waited;
+/// The longest a client's consumer spins before it sleeps (on a machine
+/// with cores to spare), for benchmarks that wait as a client does.
+pub use spin::MAX_SPIN as CONSUMER_MAX_SPIN;
 pub use url::{default_hub_url, HubUrl};
 
 /// Frames the receive queue holds before the client stops reading its

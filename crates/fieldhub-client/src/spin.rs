@@ -36,7 +36,7 @@ use fieldhub_shm::{AdaptiveSpin, Bell, WaitPolicy};
 /// cheaper to be woken for than to spin for, and a client is one of many
 /// threads on a machine (the hub's bus thread spins up to 200 µs).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the shared-memory links only (Linux)
-pub(crate) const MAX_SPIN: Duration = Duration::from_micros(50);
+pub const MAX_SPIN: Duration = Duration::from_micros(50);
 
 /// The spin of a thread waiting for something another client thread
 /// hands it (a follower, `receive.rs`; a stream's reader).
