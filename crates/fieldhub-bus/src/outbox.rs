@@ -185,7 +185,9 @@ pub trait OutboxSink: Send + Sync + std::fmt::Debug {
     /// are re-checked by the bus on a short deadline.
     fn want_room(&self) {}
     /// The bus finished a round: wake the consumer if items wait for it
-    /// (once per round, not per item).
+    /// (once per round, not per item). The bus calls it for every client at
+    /// the end of every round, so a sink may keep what it took for the
+    /// round's writes until then (the shared-memory link keeps its lock).
     fn flush(&self) {}
 }
 

@@ -13,6 +13,9 @@
 //!   messages of `spec/protocol.md` (a message spans consecutive slots).
 //! - [`bell`]: the doorbell — a futex word with notification suppression —
 //!   and the adaptive wait (spin briefly, then sleep).
+//! - `round_lock`: the lock of the hub's side of a to-client ring, which
+//!   the bus thread keeps for a round instead of taking it per frame (not
+//!   under `cfg(loom)`).
 //! - `segment`: memfd segments and their mappings (not under `cfg(loom)`).
 //! - `region`: ivshmem regions — a client segment inside a file a QEMU
 //!   guest maps as a PCI BAR, with polling and beat words instead of
@@ -48,6 +51,8 @@ pub mod peer;
 #[cfg(all(not(loom), target_os = "linux"))]
 pub mod region;
 pub mod ring;
+#[cfg(not(loom))]
+pub mod round_lock;
 #[cfg(all(not(loom), target_os = "linux"))]
 pub mod segment;
 #[cfg(all(not(loom), target_os = "linux"))]
@@ -77,5 +82,7 @@ pub use layout::{HeaderError, RegionHeader, SegmentHeader};
 #[cfg(all(not(loom), target_os = "linux"))]
 pub use region::{Backoff, Region};
 pub use ring::{Consumer, Producer, RingError, RingRef};
+#[cfg(not(loom))]
+pub use round_lock::RoundLock;
 #[cfg(all(not(loom), target_os = "linux"))]
 pub use segment::{BellSegment, ClientSegment, OpenError};

@@ -24,14 +24,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use fieldhub_proto::limits::MAX_MESSAGE_LEN;
 use fieldhub_proto::wire::{self, BatchEncoder, ErrorCode};
 use fieldhub_proto::{Frame, FrameMeta};
 use fieldhub_shm::layout::SLOT_SIZE;
 use fieldhub_shm::ring::{slots_for, RingRef};
-use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer, SegmentHeader};
+use fieldhub_shm::{socket, BellSegment, ClientSegment, Consumer, Producer, RoundLock, SegmentHeader};
 use tracing::warn;
 
 use crate::session::{request_of, ClientSlot, FrameCursor, Request, Violation};
@@ -143,13 +143,16 @@ pub struct ShmLink {
     /// Where the bus takes up the to-hub ring (past a handshake that went
     /// through the ring itself, for ivshmem).
     to_hub_start: u32,
-    /// Taken only by the bus thread (the ring's single producer); it exists
-    /// so `Outbox` stays `Clone + Sync`, and is never contended.
-    to_client: Mutex<ToClient>,
-    /// Slots frames may still add, as `to_client` was left when last
-    /// unlocked ([`Locked`]): `has_frame_room` answers from it without the
-    /// lock while it is above 0. Every change of `to_client` is made under
-    /// the lock, which sets this anew on unlocking; the consumer only frees
+    /// The to-client ring's producer state. Written only by the bus thread
+    /// (the ring's single producer); the lock exists so `Outbox` stays
+    /// `Clone + Sync`, and is never contended. The bus keeps it from a
+    /// round's first frame to the round's `flush` ([`RoundLock`]): taking
+    /// and leaving it per frame were three quarters of `try_frame`.
+    to_client: RoundLock<ToClient>,
+    /// Slots frames may still add, as `to_client` was left by its last
+    /// write ([`ShmLink::write`]): `has_frame_room` answers from it without
+    /// the lock while it is above 0. Every change of `to_client` is made in
+    /// `write`, which sets this anew at its end; the consumer only frees
     /// slots, so a room seen stays room.
     frame_room: AtomicU32,
     /// Slots of the to-client ring frames may fill: the client's receive
@@ -230,36 +233,15 @@ impl ToClient {
     }
 }
 
-/// `ToClient` locked. Unlocking leaves the slots frames may still add in
-/// the link's `frame_room`, so no change made under the lock can leave a
-/// stale room behind.
-struct Locked<'a> {
-    out: MutexGuard<'a, ToClient>,
-    frame_room: &'a AtomicU32,
-    frame_share: u32,
-}
-
-impl std::ops::Deref for Locked<'_> {
-    type Target = ToClient;
-    fn deref(&self) -> &ToClient {
-        &self.out
-    }
-}
-
-impl std::ops::DerefMut for Locked<'_> {
-    fn deref_mut(&mut self) -> &mut ToClient {
-        &mut self.out
-    }
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        // Runs before the guard (a field) unlocks. The open batch's slots
-        // count as taken, as `has_frame_room` counts them.
-        let open = self.out.batch.as_ref().map_or(0, |_| slots_for(self.out.frames.len()));
-        let room = self.out.producer.spare_as_seen(self.frame_share).saturating_sub(open);
-        self.frame_room.store(room, Ordering::Relaxed);
-    }
+/// How [`ShmLink::write`] takes the to-client lock.
+#[derive(Clone, Copy)]
+enum Lock {
+    /// For this write.
+    Once,
+    /// Kept until the round's end: the bus's frames.
+    ForRound,
+    /// Left at the round's end, with the round's hold.
+    EndRound,
 }
 
 impl std::fmt::Debug for ShmLink {
@@ -282,7 +264,7 @@ impl ShmLink {
         Self {
             segment,
             to_hub_start: starts.to_hub_tail,
-            to_client: Mutex::new(to_client),
+            to_client: RoundLock::new(to_client),
             frame_room: AtomicU32::new(0),
             frame_share,
             gone,
@@ -301,9 +283,23 @@ impl ShmLink {
         self.gone.store(true, Ordering::Release);
     }
 
-    fn to_client(&self) -> Locked<'_> {
-        let out = self.to_client.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Locked { out, frame_room: &self.frame_room, frame_share: self.frame_share }
+    /// Change the to-client state under its lock (`lock`: how, a
+    /// [`RoundLock`] method), then leave the slots frames may still add in
+    /// `frame_room` (the open batch's slots count as taken, as
+    /// `has_frame_room` counts them).
+    fn write<R>(&self, lock: Lock, change: impl FnOnce(&mut ToClient) -> R) -> R {
+        let change = |out: &mut ToClient| {
+            let result = change(out);
+            let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
+            let room = out.producer.spare_as_seen(self.frame_share).saturating_sub(open);
+            self.frame_room.store(room, Ordering::Relaxed);
+            result
+        };
+        match lock {
+            Lock::Once => self.to_client.write(change),
+            Lock::ForRound => self.to_client.write_for_round(change),
+            Lock::EndRound => self.to_client.end_round(change),
+        }
     }
 
     /// Publish a reply or report behind the frames taken before it.
@@ -313,28 +309,29 @@ impl ShmLink {
             return Err(Refused::Gone);
         }
         let ring = self.segment.to_client();
-        let mut out = self.to_client();
-        if let Err(why) = out.publish(&ring) {
-            return Err(self.corrupt(&why));
-        }
-        let ToClient { producer, scratch, unrung, .. } = &mut *out;
-        scratch.clear();
-        item.encode(scratch);
-        match producer.try_push(&ring, scratch) {
-            Ok(true) => {
-                *unrung = true;
-                Ok(())
+        self.write(Lock::Once, |out| {
+            if let Err(why) = out.publish(&ring) {
+                return Err(self.corrupt(&why));
             }
-            Ok(false) => {
-                // Full: make sure a sleeping client hears of what is
-                // waiting, or it would never make room.
-                if std::mem::take(unrung) {
-                    self.segment.client_bell().ring();
+            let ToClient { producer, scratch, unrung, .. } = out;
+            scratch.clear();
+            item.encode(scratch);
+            match producer.try_push(&ring, scratch) {
+                Ok(true) => {
+                    *unrung = true;
+                    Ok(())
                 }
-                Err(Refused::Full)
+                Ok(false) => {
+                    // Full: make sure a sleeping client hears of what is
+                    // waiting, or it would never make room.
+                    if std::mem::take(unrung) {
+                        self.segment.client_bell().ring();
+                    }
+                    Err(Refused::Full)
+                }
+                Err(e) => Err(self.corrupt(&e.to_string())),
             }
-            Err(e) => Err(self.corrupt(&e.to_string())),
-        }
+        })
     }
 
     /// The client broke its ring's indices: it is cut off.
@@ -353,17 +350,18 @@ impl ShmLink {
 impl OutboxSink for ShmLink {
     fn has_frame_room(&self) -> bool {
         // Asked for every lossless receiver before every frame: a room seen
-        // when the lock was last left answers without taking it (its two
-        // atomic operations were most of this function's time in perf).
-        // Relaxed: only the bus thread takes the lock and reads this.
+        // at the last write answers without the lock (its two atomic
+        // operations were most of this function's time in perf).
+        // Relaxed: only the bus thread writes and reads this.
         if self.frame_room.load(Ordering::Relaxed) > 0 {
             return true;
         }
-        let mut out = self.to_client();
-        // A record adds at most one slot to the open batch, and a new batch
-        // takes one.
-        let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
-        out.producer.fits_within(&self.segment.to_client(), open + 1, self.frame_share).unwrap_or(false)
+        self.write(Lock::Once, |out| {
+            // A record adds at most one slot to the open batch, and a new
+            // batch takes one.
+            let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
+            out.producer.fits_within(&self.segment.to_client(), open + 1, self.frame_share).unwrap_or(false)
+        })
     }
 
     fn is_gone(&self) -> bool {
@@ -378,39 +376,39 @@ impl OutboxSink for ShmLink {
             return Err(Refused::Gone);
         }
         let ring = self.segment.to_client();
-        let mut out = self.to_client();
-        let out = &mut *out;
-        let record = wire::record_len(frame);
-        let full = |batch: &BatchEncoder, frames: &Vec<u8>| {
-            !batch.fits(frames, frame) || slots_for(frames.len() + record) > BATCH_SLOTS
-        };
-        if out.batch.as_ref().is_some_and(|batch| full(batch, &out.frames)) {
-            if let Err(why) = out.publish(&ring) {
-                return Err(self.corrupt(&why));
-            }
-        }
-        let batch = out.batch.get_or_insert_with(|| {
-            out.frames.clear();
-            BatchEncoder::begin(&mut out.frames)
-        });
-        match out.producer.fits_within(&ring, slots_for(out.frames.len() + record), self.frame_share) {
-            Ok(true) => {
-                batch.push(&mut out.frames, port, frame, meta);
-                Ok(())
-            }
-            Ok(false) => {
-                // Full: what was taken goes out now, and a sleeping client
-                // hears of it, or it would never make room.
+        self.write(Lock::ForRound, |out| {
+            let record = wire::record_len(frame);
+            let full = |batch: &BatchEncoder, frames: &Vec<u8>| {
+                !batch.fits(frames, frame) || slots_for(frames.len() + record) > BATCH_SLOTS
+            };
+            if out.batch.as_ref().is_some_and(|batch| full(batch, &out.frames)) {
                 if let Err(why) = out.publish(&ring) {
                     return Err(self.corrupt(&why));
                 }
-                if std::mem::take(&mut out.unrung) {
-                    self.segment.client_bell().ring();
-                }
-                Err(Refused::Full)
             }
-            Err(e) => Err(self.corrupt(&e.to_string())),
-        }
+            let batch = out.batch.get_or_insert_with(|| {
+                out.frames.clear();
+                BatchEncoder::begin(&mut out.frames)
+            });
+            match out.producer.fits_within(&ring, slots_for(out.frames.len() + record), self.frame_share) {
+                Ok(true) => {
+                    batch.push(&mut out.frames, port, frame, meta);
+                    Ok(())
+                }
+                Ok(false) => {
+                    // Full: what was taken goes out now, and a sleeping client
+                    // hears of it, or it would never make room.
+                    if let Err(why) = out.publish(&ring) {
+                        return Err(self.corrupt(&why));
+                    }
+                    if std::mem::take(&mut out.unrung) {
+                        self.segment.client_bell().ring();
+                    }
+                    Err(Refused::Full)
+                }
+                Err(e) => Err(self.corrupt(&e.to_string())),
+            }
+        })
     }
 
     fn try_control(&self, item: Outbound) -> Result<(), Refused> {
@@ -421,10 +419,9 @@ impl OutboxSink for ShmLink {
     /// anything was published since the last ring (once per bus round, not
     /// per message).
     fn flush(&self) {
-        let mut out = self.to_client();
-        let published = out.publish(&self.segment.to_client());
-        let unrung = std::mem::take(&mut out.unrung);
-        drop(out);
+        let ring = self.segment.to_client();
+        let (published, unrung) =
+            self.write(Lock::EndRound, |out| (out.publish(&ring), std::mem::take(&mut out.unrung)));
         if let Err(why) = published {
             self.corrupt(&why);
         }
@@ -574,12 +571,13 @@ mod tests {
     }
 
     /// Whether the ring, as it really is, has a slot for one more frame
-    /// within the frame share: read under the raw lock, changing nothing.
+    /// within the frame share: read under the lock, changing nothing.
     fn room_in_ring(link: &ShmLink) -> bool {
-        let out = link.to_client.lock().unwrap();
-        let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
-        let used = out.producer.used_slots(&link.segment().to_client()).expect("a sound ring");
-        used + open < link.frame_share
+        link.to_client.write(|out| {
+            let open = out.batch.as_ref().map_or(0, |_| slots_for(out.frames.len()));
+            let used = out.producer.used_slots(&link.segment().to_client()).expect("a sound ring");
+            used + open < link.frame_share
+        })
     }
 
     #[test]
@@ -633,12 +631,16 @@ mod tests {
         let small = Frame::can(0x123, false, &[1, 2, 3, 4]).unwrap();
         let data: Vec<u8> = (0..2048).map(|i| (i % 251) as u8).collect();
         let xl = Frame::can_xl(0x100, 0xAB, 3, FrameFlags::empty(), 0x1234_5678, &data).unwrap();
-        let capacity = link.to_client().frames.capacity();
+        let capacity = link.to_client.write(|out| out.frames.capacity());
         for (seq, frame) in [(1, &small), (2, &small), (3, &xl), (4, &small)] {
             link.try_frame(3, frame, &meta(seq)).expect("room");
         }
         link.flush();
-        assert_eq!(link.to_client().frames.capacity(), capacity, "the batch buffer holds the XL batch unchanged");
+        assert_eq!(
+            link.to_client.write(|out| out.frames.capacity()),
+            capacity,
+            "the batch buffer holds the XL batch unchanged"
+        );
         let messages = published(&link, &mut consumer);
         let seqs: Vec<Vec<u64>> = messages.iter().map(|m| frame_seqs(m)).collect();
         assert_eq!(seqs, [vec![1, 2], vec![3], vec![4]]);
