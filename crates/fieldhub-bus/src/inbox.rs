@@ -75,7 +75,10 @@ pub enum Inbound {
     /// is delivered to one of its ports first.
     StepAhead { client: ClientId, until_ns: u64, period_ns: u64, filters: Vec<fieldhub_proto::wire::WakeFilter> },
     /// A control-plane request (HTTP API); applied between two frames.
-    Control { request: ControlRequest, reply: ControlReply },
+    /// Boxed: a request (a gateway, route or fault to add) is three times
+    /// a frame's size, and every `Inbound` is as large as its largest
+    /// variant; control requests are rare, frames are not.
+    Control { request: Box<ControlRequest>, reply: ControlReply },
     /// The client's session ended; `reason` is for the log.
     Detach { client: ClientId, reason: String },
     /// A relayed channel's owner committed a frame (`federation/`):
@@ -106,6 +109,13 @@ pub enum Inbound {
     /// Stop the bus: say goodbye to every client and return.
     Shutdown,
 }
+
+/// The bus thread moves an `Inbound` for every frame a ring client sends
+/// (written into the intake's buffer, read out as the bus takes it): the
+/// frame variants, not a rare request, set its size — 112, a `Committed`
+/// frame with its origin (248 with the control request inline, whose moves
+/// were calls to `memcpy`).
+const _: () = assert!(std::mem::size_of::<Inbound>() <= 112);
 
 impl std::fmt::Debug for Inbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

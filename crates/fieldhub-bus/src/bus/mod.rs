@@ -524,7 +524,7 @@ impl Bus {
             }
             Inbound::Ping { client, nonce } => self.on_ping(client, nonce),
             Inbound::Control { request, reply } => {
-                reply(self.apply(request));
+                reply(self.apply(*request));
             }
             Inbound::Stats { client, request } => {
                 let json = stats_document::within(self.stats(), MAX_STATS_LEN);

@@ -55,7 +55,7 @@ pub async fn ask_value(state: &ApiState, request: ControlRequest) -> Result<serd
         let reply = Box::new(move |result| {
             let _ = reply.send(result);
         });
-        inbox.send_timeout(Inbound::Control { request, reply }, BUS_TIMEOUT).is_ok()
+        inbox.send_timeout(Inbound::Control { request: Box::new(request), reply }, BUS_TIMEOUT).is_ok()
     })
     .await
     .unwrap_or(false);

@@ -105,7 +105,7 @@ fn ask(sessions: &Sessions, request: ControlRequest) -> Result<serde_json::Value
     let reply = Box::new(move |result| {
         let _ = answer.send(result);
     });
-    if sessions.inbox.send(Inbound::Control { request, reply }).is_err() {
+    if sessions.inbox.send(Inbound::Control { request: Box::new(request), reply }).is_err() {
         return Err("the hub is stopping".into());
     }
     match answered.recv_timeout(BUS_ANSWER) {
