@@ -13,6 +13,21 @@ use crossbeam_channel::Sender;
 use fieldhub_proto::stats::FederationStats;
 use fieldhub_proto::Frame;
 
+/// Frames a client with a port on a relayed channel may have waiting in the
+/// bus ([`TX_CREDITS`] elsewhere). A relayed frame holds its credit until
+/// the owner's committed event for it comes back, a round trip through both
+/// hubs' threads and the link, so the window must cover what a flood has in
+/// flight over that round trip, or the sender waits with the cores idle:
+/// a flood from a relay to its owner on the 2-core machine carried
+/// 355–418 k frames/s with 256, 539–585 k with 1,024 and 689–795 k with
+/// 4,096, no more with 16,384 (docs/performance.md, "The federation
+/// flood's window"). A sender on a slow channel then waits longer for
+/// credit than on a local one: 4,096 frames at 500 kbit/s are about a
+/// second of the bus.
+///
+/// [`TX_CREDITS`]: crate::credit::TX_CREDITS
+pub const RELAY_CREDITS: u32 = 16 * crate::credit::TX_CREDITS;
+
 /// A relayed channel's frame on its way from the bus to the owner hub.
 #[derive(Debug)]
 pub struct Uplinked {

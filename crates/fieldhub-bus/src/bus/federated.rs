@@ -32,7 +32,7 @@ use fieldhub_proto::Frame;
 use tracing::{info, warn};
 
 use super::Bus;
-use crate::federation::{BusLink, Uplinked};
+use crate::federation::{BusLink, Uplinked, RELAY_CREDITS};
 use crate::inbox::ClientId;
 use crate::outbox::Outbound;
 use crate::port_id::PortId;
@@ -143,6 +143,19 @@ impl Bus {
         }
     }
 
+    /// A port of `client` just opened on `channel`: on a relayed channel its
+    /// frames hold their credit for a round trip to the owner, so the
+    /// client's window grows to [`RELAY_CREDITS`] (never shrinks: a
+    /// participant of virtual time has more).
+    pub(super) fn widen_for_relay(&mut self, channel: u16, client: ClientId) {
+        if self.relays.get(channel as usize).is_none_or(Option::is_none) {
+            return;
+        }
+        if let Some(owner) = self.clients.get(&client).filter(|c| c.credit.limit() < RELAY_CREDITS) {
+            owner.credit.set_limit(RELAY_CREDITS);
+        }
+    }
+
     /// Tell every client port on `channel` what changed (`CHANNEL_STATE`);
     /// while it waits for its owner, ports opened later are told too.
     pub(super) fn on_federation_state(&mut self, channel: u16, condition: ChannelCondition, missed: u32, text: &str) {
@@ -188,7 +201,8 @@ mod tests {
     use fieldhub_proto::Frame;
 
     use super::super::harness::{Harness, TestClient};
-    use crate::federation::{BusLink, ChannelStatus, Uplinked};
+    use crate::credit::TX_CREDITS;
+    use crate::federation::{BusLink, ChannelStatus, Uplinked, RELAY_CREDITS};
     use crate::inbox::Inbound;
     use crate::monitor::monitor;
     use crate::outbox::Outbound;
@@ -279,6 +293,28 @@ mod tests {
         assert_eq!(told(&h, &b), after);
         h.open(&c, "can0", "c1", PortOptions::empty());
         assert_eq!(told(&h, &c), [] as [String; 0], "a port opened while it is live is told nothing");
+    }
+
+    #[test]
+    fn a_client_with_a_port_on_a_relayed_channel_may_have_a_round_trip_of_frames_waiting() {
+        let mut h = Harness::new("[[channel]]\nname = \"can0\"\n[[channel]]\nname = \"local\"\n");
+        let (uplink, to_owner) = crossbeam_channel::unbounded();
+        let status = Arc::new(ChannelStatus::new("rack1".into(), true));
+        h.bus.federate(BusLink { channel: 0, uplink: Some(uplink), status });
+        let (relaying, local) = (h.connect("relaying"), h.connect("local"));
+        h.open(&local, "local", "l", PortOptions::empty());
+        assert_eq!(local.credit.limit(), TX_CREDITS, "a local channel's window");
+        let port = h.open(&relaying, "can0", "r", PortOptions::empty());
+        assert_eq!(relaying.credit.limit(), RELAY_CREDITS);
+        // The whole window waits for the owner, none of it refused.
+        for n in 0..RELAY_CREDITS {
+            let frame = Frame::can(0x100, false, &n.to_le_bytes()).unwrap();
+            assert!(h.send_with_credit(&relaying, port, frame), "credit {n} of the window");
+        }
+        assert!(!h.send_with_credit(&relaying, port, Frame::can(0x100, false, &[]).unwrap()), "the window is full");
+        h.step();
+        assert_eq!(to_owner.try_iter().count(), RELAY_CREDITS as usize, "each frame went to the owner and waits");
+        assert_eq!(relaying.credit.in_flight(), RELAY_CREDITS);
     }
 
     #[test]

@@ -885,6 +885,7 @@ impl Bus {
         let port_id = port_id.into();
         self.reply(client_id, Outbound::PortOpened { request, port: handle, channel_id, port_id, channel_flags });
         self.tell_waiting(channel_id, client_id, handle);
+        self.widen_for_relay(channel_id, client_id);
         // A port opened on a sleeping LIN channel hears so, as its other ports did.
         if let Some(state) = self.channels[channel_id as usize].lin_asleep(handle) {
             self.reply(client_id, state);

@@ -86,7 +86,7 @@ impl Applier {
                         break;
                     }
                     position.next = Some((term, next + 1));
-                    if !self.apply(&mut position, event, bytes.to_vec()) {
+                    if !self.apply(&mut position, event, bytes) {
                         all = false;
                         break;
                     }
@@ -106,7 +106,7 @@ impl Applier {
     /// Hand one event to the bus and keep it in the ledger; false when the
     /// bus is gone. Queued quietly: the caller wakes the bus once after its
     /// events.
-    pub fn apply(&self, position: &mut Position, event: Event, bytes: Vec<u8>) -> bool {
+    pub fn apply(&self, position: &mut Position, event: Event, bytes: &[u8]) -> bool {
         self.status.last_seq.store(event.seq, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut ledger) = self.ledger.lock() {
             ledger.push(event.term, event.seq, bytes);

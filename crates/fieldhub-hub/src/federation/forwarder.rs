@@ -36,20 +36,34 @@ use crate::session::Sessions;
 use fieldhub_bus::credit::{TxCredit, Waiter};
 use fieldhub_bus::inbox::{ClientId, FrameRun, Inbound};
 
+/// Frames the owner bridge may have waiting in its bus, every relay's
+/// together ([`TX_CREDITS`] for a client). Each wait for credit holds a
+/// Zenoh receive task and leaves its runtime (a thread hand-off and, on
+/// tokio, a new worker thread); a flood of a relay with its window of
+/// [`RELAY_CREDITS`] waited here often with 256, and carried 6–9 % more
+/// with 2,048 (docs/performance.md, "The federation flood's window").
+///
+/// [`TX_CREDITS`]: fieldhub_bus::credit::TX_CREDITS
+/// [`RELAY_CREDITS`]: fieldhub_bus::federation::RELAY_CREDITS
+pub const BRIDGE_CREDITS: u32 = 8 * fieldhub_bus::credit::TX_CREDITS;
+
 /// Whoever waits for the bridge's transmit credit now: the Zenoh task
 /// running the callback, unparked by the bus when a credit comes back.
 #[derive(Default)]
 pub struct CreditWaiter(Mutex<Option<Thread>>);
 
 impl CreditWaiter {
-    /// The credit of a bridge whose forwarder waits through `waiter`.
+    /// The credit of a bridge whose forwarder waits through `waiter`:
+    /// [`BRIDGE_CREDITS`] frames.
     pub fn credit(waiter: &Arc<Self>) -> TxCredit {
         let waiter = Arc::clone(waiter);
-        TxCredit::new(Waiter::Notify(Box::new(move || {
+        let credit = TxCredit::new(Waiter::Notify(Box::new(move || {
             if let Some(thread) = waiter.0.lock().ok().and_then(|t| t.clone()) {
                 thread.unpark();
             }
-        })))
+        })));
+        credit.set_limit(BRIDGE_CREDITS);
+        credit
     }
 
     fn wait_here(&self) {
@@ -153,5 +167,25 @@ impl Forwarder {
     fn send(&self, frames: Option<FrameRun>) -> bool {
         let Some(frames) = frames else { return true };
         self.stopping.sessions.inbox.send(Inbound::Frames { client: self.client, frames }).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bridge_may_have_its_window_of_relayed_frames_waiting_and_waits_past_it() {
+        let waiter: Arc<CreditWaiter> = Arc::default();
+        let credit = CreditWaiter::credit(&waiter);
+        for n in 0..BRIDGE_CREDITS {
+            assert!(credit.try_acquire(), "credit {n} of the window");
+        }
+        assert!(!credit.try_acquire(), "past the window the forwarder waits");
+        // The bus returns one as it carries a frame: there is one to take again.
+        waiter.wait_here();
+        assert!(!credit.acquire_or_wait());
+        credit.release();
+        assert!(credit.try_acquire(), "the returned credit is there to take");
     }
 }

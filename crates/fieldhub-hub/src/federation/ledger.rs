@@ -60,12 +60,17 @@ impl Ledger {
         self.position(term).done = true;
     }
 
-    /// Keep event `seq` of `term`, encoded as `bytes`.
-    pub fn push(&mut self, term: Term, seq: u64, bytes: Vec<u8>) {
-        if self.events.len() == self.keep {
-            self.events.pop_front();
-        }
-        self.events.push_back((term, seq, bytes));
+    /// Keep event `seq` of `term`, encoded as `bytes`: copied into the
+    /// buffer of the oldest event once the ledger is full, so a flood's
+    /// events cost no allocation here.
+    pub fn push(&mut self, term: Term, seq: u64, bytes: &[u8]) {
+        let mut kept = match self.events.len() == self.keep {
+            true => self.events.pop_front().map(|(_, _, kept)| kept).unwrap_or_default(),
+            false => Vec::new(),
+        };
+        kept.clear();
+        kept.extend_from_slice(bytes);
+        self.events.push_back((term, seq, kept));
         let position = self.position(term);
         position.last = position.last.max(seq);
     }
@@ -119,12 +124,12 @@ mod tests {
     fn ledger() -> Ledger {
         let mut ledger = Ledger::new(100);
         for seq in [1, 2, 3, 5] {
-            ledger.push(OLD, seq, vec![seq as u8]);
+            ledger.push(OLD, seq, &[seq as u8]);
         }
         ledger.settle(OLD);
         ledger.follow(NEW);
         for seq in 1..=3 {
-            ledger.push(NEW, seq, vec![10 + seq as u8]);
+            ledger.push(NEW, seq, &[10 + seq as u8]);
         }
         ledger
     }
@@ -155,7 +160,7 @@ mod tests {
     fn a_reply_of_large_events_fits_one_zenoh_batch_and_the_rest_comes_next() {
         let mut ledger = Ledger::new(100);
         for seq in 1..=100 {
-            ledger.push(OLD, seq, vec![seq as u8; 2_373]);
+            ledger.push(OLD, seq, &[seq as u8; 2_373]);
         }
         let first = ledger.reply(&HistoryQuery { term: OLD, from: 1, to: 100 });
         let mut encoded = Vec::new();
@@ -168,10 +173,23 @@ mod tests {
     }
 
     #[test]
+    fn an_event_kept_in_the_oldest_events_buffer_holds_its_own_bytes_only() {
+        let mut ledger = Ledger::new(2);
+        ledger.push(OLD, 1, &[1; 64]);
+        ledger.push(OLD, 2, &[2; 8]);
+        // Full: event 3 goes into event 1's buffer, longer than it.
+        ledger.push(OLD, 3, &[3]);
+        let reply = ledger.reply(&HistoryQuery { term: OLD, from: 1, to: 3 });
+        assert_eq!(reply.events, [] as [Vec<u8>; 0], "1 is not kept any more");
+        let reply = ledger.reply(&HistoryQuery { term: OLD, from: 2, to: 3 });
+        assert_eq!(reply.events, [vec![2; 8], vec![3]]);
+    }
+
+    #[test]
     fn only_the_newest_events_and_terms_are_kept() {
         let mut ledger = Ledger::new(3);
         for seq in 1..=5 {
-            ledger.push(OLD, seq, vec![seq as u8]);
+            ledger.push(OLD, seq, &[seq as u8]);
         }
         let reply = |from| ledger.reply(&HistoryQuery { term: OLD, from, to: 9 }).events.len();
         assert_eq!((reply(2), reply(3)), (0, 3));

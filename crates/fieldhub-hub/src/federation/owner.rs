@@ -334,7 +334,7 @@ impl Writer {
             let event = Event { term: self.term, seq: out.seq, start_ns, end_ns, origin, body };
             let bytes = out.batch.push(|o| event.encode(o));
             if let Ok(mut ledger) = self.ledger.lock() {
-                ledger.push(self.term, out.seq, bytes.to_vec());
+                ledger.push(self.term, out.seq, bytes);
             }
         };
         match item {

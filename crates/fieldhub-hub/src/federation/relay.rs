@@ -767,6 +767,6 @@ impl Sequencer<'_> {
     fn apply(&mut self, event: Event, bytes: Vec<u8>) -> bool {
         self.last = Some(event.seq);
         let Ok(mut position) = self.applier.position.lock() else { return false };
-        self.applier.apply(&mut position, event, bytes)
+        self.applier.apply(&mut position, event, &bytes)
     }
 }
