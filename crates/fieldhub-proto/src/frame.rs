@@ -499,11 +499,43 @@ impl Frame {
         // writing it stalled the processor (its store-to-load forwarding
         // fails), most of this function's time in perf.
         let mut frame = Self { kind, flags, id, len: len as u8, len8_dlc, payload: Payload::Inline(Inline::EMPTY) };
-        // A remote frame's payload is never sent, whatever the caller passed.
-        if let (false, Payload::Inline(bytes)) = (flags.contains(FrameFlags::REMOTE), &mut frame.payload) {
+        frame.fill_inline(data);
+        frame
+    }
+
+    /// Make this frame the one [`Frame::from_accepted_parts`] builds, written
+    /// where it is: for a reader that puts a record straight into the place
+    /// the frame goes, so that it is not built in one place and copied on at
+    /// once (`wire::CheckedRecord::write_into`).
+    // The fields of `from_accepted_parts`, and the frame they go into.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn assign_accepted_parts(
+        &mut self,
+        kind: FrameKind,
+        flags: FrameFlags,
+        id: u32,
+        len: usize,
+        len8_dlc: u8,
+        af: u32,
+        data: &[u8],
+    ) {
+        if matches!(kind, FrameKind::CanXl | FrameKind::Raw) {
+            // The payload is allocated anyway: nothing to win in place.
+            *self = Self::from_accepted_parts(kind, flags, id, len, len8_dlc, af, data);
+            return;
+        }
+        (self.id, self.kind, self.flags, self.len, self.len8_dlc) = (id, kind, flags, len as u8, len8_dlc);
+        // All zero first, as a frame built anew: bytes past `len` are zero.
+        self.payload = Payload::Inline(Inline::EMPTY);
+        self.fill_inline(data);
+    }
+
+    /// Copy `data` into the inline payload, unless the frame is a remote
+    /// frame, whose payload is never sent, whatever the caller passed.
+    fn fill_inline(&mut self, data: &[u8]) {
+        if let (false, Payload::Inline(bytes)) = (self.flags.contains(FrameFlags::REMOTE), &mut self.payload) {
             copy_payload(&mut bytes.0, data);
         }
-        frame
     }
 
     /// A frame of an inline kind carrying `data` (at most 64 bytes, checked
@@ -687,6 +719,14 @@ impl Frame {
     pub fn with_echo(mut self, echo: bool) -> Self {
         self.flags = if echo { self.flags.union(FrameFlags::ECHO) } else { self.flags.difference(FrameFlags::ECHO) };
         self
+    }
+}
+
+/// An empty classic CAN data frame with id 0: a valid frame, and a place
+/// to write a record into (`wire::CheckedRecord::write_into`).
+impl Default for Frame {
+    fn default() -> Self {
+        Self::inline(FrameKind::Can, 0, &[])
     }
 }
 

@@ -9,9 +9,12 @@
 //! Frame batches ([`FrameBatch`]) are validated completely when the message
 //! is decoded: a batch either is accepted whole or rejected whole.
 
+mod frames_read;
+
 pub use crate::fate::{ChannelState, TxDropped};
 use crate::frame::{Frame, FrameError, FrameFlags, FrameKind, FrameMeta};
 use crate::limits::*;
+pub use frames_read::{CheckedRecord, FramesReader};
 
 /// Size of the length prefix in front of every message.
 pub const LENGTH_PREFIX: usize = 4;
@@ -890,7 +893,9 @@ fn decode_report<'a>(payload: &'a [u8], what: &'static str) -> Result<ErrorRepor
     Ok(ErrorReport { code, request, fatal, text })
 }
 
-fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
+/// A `FRAMES` payload's record count and its records, the count and the
+/// reserved byte checked.
+fn batch_header(payload: &[u8]) -> Result<(usize, &[u8]), DecodeError> {
     let mut r = Reader::new(payload, "FRAMES");
     let count = r.u16()? as usize;
     let reserved = r.u8()?;
@@ -900,7 +905,11 @@ fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
     if count > MAX_FRAMES_PER_BATCH {
         return Err(DecodeError::TooManyFrames { count, max: MAX_FRAMES_PER_BATCH });
     }
-    let records = &payload[r.pos..];
+    Ok((count, &payload[r.pos..]))
+}
+
+fn decode_batch(payload: &[u8]) -> Result<FrameBatch<'_>, DecodeError> {
+    let (count, records) = batch_header(payload)?;
     let mut rest = records;
     let mut first_echo = None;
     for index in 0..count {

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use fieldhub_proto::fate::{ChannelCondition, DropReason};
-use fieldhub_proto::frame::FrameKind;
+use fieldhub_proto::frame::{Frame, FrameFlags, FrameKind};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
-use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, ErrorReport, Message};
+use fieldhub_proto::wire::{self, check_length, decode, DecodeError, ErrorCode, ErrorReport, FramesReader, Message};
 use serde_json::{json, Map, Value};
 
 const FILE_FIELDS: &[&str] = &["description", "vectors"];
@@ -362,6 +362,50 @@ fn every_invalid_vector_is_rejected_with_the_named_error() {
         };
         assert_eq!(Some(error.kind()), v.str_field("error"), "{id}: {error}");
         assert_eq!(Some(error.code().name()), v.str_field("code"), "{id}: wire code for {error}");
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+/// Every record of `body` (a `FRAMES` message) as the one-pass reader
+/// gives it, each written over a frame that held other data; or its error.
+fn read_in_one_pass(body: &[u8]) -> Result<Vec<(u16, Frame, u64)>, DecodeError> {
+    let mut reader = FramesReader::new(&body[1..])?;
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        let mut frame = Frame::can_fd(0x7FF, FrameFlags::BRS, &[0xEE; 64]).unwrap();
+        record.write_into(&mut frame);
+        records.push((record.port(), frame, record.timestamp_ns()));
+    }
+    Ok(records)
+}
+
+#[test]
+fn every_frames_vector_read_in_one_pass_gives_the_decoded_records_of_every_kind() {
+    let mut kinds = BTreeSet::new();
+    for v in load_with_lin().iter().filter(|v| v.valid() && v.bytes.get(4) == Some(&wire::msg::FRAMES)) {
+        let id = v.id();
+        let Ok(Message::Frames(batch)) = decode(&v.bytes[4..]) else { panic!("{id}: not a FRAMES message") };
+        let decoded: Vec<_> = batch.iter().map(|r| (r.port, r.frame, r.meta.timestamp_ns)).collect();
+        let read = read_in_one_pass(&v.bytes[4..]).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(read, decoded, "{id}");
+        kinds.extend(read.iter().map(|(_, frame, _)| format!("{:?}", frame.kind())));
+    }
+    let every: BTreeSet<String> = (0..=u8::MAX).filter_map(FrameKind::from_wire).map(|k| format!("{k:?}")).collect();
+    assert_eq!(kinds, every, "the vectors' batches carry every frame kind");
+}
+
+#[test]
+fn every_invalid_frames_vector_fails_the_one_pass_reader_with_the_named_error() {
+    let mut checked = 0;
+    // Those whose length prefix is what is wrong never reach a reader.
+    let body_refused = |v: &&Vector| v.checked_length(MAX_MESSAGE_LEN).is_ok();
+    for v in
+        load_with_lin().iter().filter(|v| !v.valid() && v.bytes.get(4) == Some(&wire::msg::FRAMES)).filter(body_refused)
+    {
+        let id = v.id();
+        let error = read_in_one_pass(&v.bytes[4..]).expect_err(&id);
+        assert_eq!(Some(error.kind()), v.str_field("error"), "{id}: {error}");
         checked += 1;
     }
     assert!(checked > 0);

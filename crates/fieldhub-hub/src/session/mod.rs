@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use fieldhub_proto::limits::PROTOCOL_VERSION;
 use fieldhub_proto::wire::{
-    self, ErrorCode, ErrorReport, FrameBatch, Message, RecordPosition, SessionOptions, Welcome,
+    self, CheckedRecord, ErrorCode, ErrorReport, FrameBatch, FramesReader, Message, RecordPosition, SessionOptions,
+    Welcome,
 };
 use fieldhub_proto::Frame;
 use tracing::{debug, info, warn};
@@ -534,10 +535,7 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
             // (from what decoding noted: building its frames here would
             // build each twice, once more when the bus takes it).
             if let Some(index) = batch.first_echo() {
-                return Err(Violation::new(
-                    ErrorCode::InvalidFrame,
-                    format!("frame {index}: the echo flag is set by the hub only"),
-                ));
+                return Err(echo_refused(index));
             }
             Request::Frames(batch)
         }
@@ -582,6 +580,12 @@ pub fn request_of(client: ClientId, message: Message<'_>) -> Result<Request<'_>,
     })
 }
 
+/// A client's batch with an echo-flagged record (a transmit confirmation,
+/// which only the hub sends) at `index`: refused whole.
+fn echo_refused(index: usize) -> Violation {
+    Violation::new(ErrorCode::InvalidFrame, format!("frame {index}: the echo flag is set by the hub only"))
+}
+
 /// Where forwarding a `FRAMES` batch stands: the records already forwarded.
 /// A batch waits, partly taken, while the client has no transmit credit;
 /// forwarding resumes at the next record without reading the ones before.
@@ -622,6 +626,40 @@ impl FrameCursor {
         }
         self.at = RecordPosition::default();
         true
+    }
+
+    /// Forward the `FRAMES` message `payload` (the body after its type byte)
+    /// from where it stopped, reading it in one pass ([`FramesReader`]):
+    /// `take` gets each checked record from there on with the bus time it
+    /// is for (0: now) and writes its frame where the frame goes (false:
+    /// stop, nothing taken; the rest is only checked). Returns whether the
+    /// whole batch is forwarded (the cursor resets), or why the client's
+    /// batch is refused — whole: the caller then drops what `take` took of
+    /// it, since the batch's soundness is known only once it is read to the
+    /// end.
+    pub fn forward_checked(
+        &mut self,
+        payload: &[u8],
+        mut take: impl FnMut(&CheckedRecord<'_>, u64) -> bool,
+    ) -> Result<bool, Violation> {
+        let mut reader = FramesReader::new(payload)?;
+        let mut stopped = None;
+        loop {
+            let here = reader.position();
+            let Some(record) = reader.next_record()? else { break };
+            if record.is_echo() {
+                return Err(echo_refused(record.index()));
+            }
+            if stopped.is_some() || record.index() < self.at.records_read() {
+                continue;
+            }
+            let at_ns = if self.stamped { record.timestamp_ns() } else { 0 };
+            if !take(&record, at_ns) {
+                stopped = Some(here);
+            }
+        }
+        self.at = stopped.unwrap_or_default();
+        Ok(stopped.is_none())
     }
 
     /// Whether a batch is partly forwarded.

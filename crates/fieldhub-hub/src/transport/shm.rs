@@ -12,9 +12,10 @@
 //!   [`Outbox`] (frames and replies go into the to-client ring: a round's
 //!   frames as few `FRAMES` messages, published and rung once per bus round).
 //! - [`ShmPeer`]: the client's [`Intake`]: the bus reads the to-hub ring
-//!   through the session layer's one message mapping, taking transmit credit
-//!   per frame and leaving frames in the ring while none is left (the
-//!   client's ring fills and its sender waits).
+//!   through the session layer's one message mapping — `FRAMES`, the data
+//!   path, read in one pass with each frame written where the bus takes it
+//!   from — taking transmit credit per frame and leaving frames in the ring
+//!   while none is left (the client's ring fills and its sender waits).
 //!
 //! No thread sits between a shared-memory client and the bus. Nothing read
 //! from the segment is trusted: a broken ring cuts that client off alone.
@@ -490,33 +491,54 @@ impl Intake for ShmPeer {
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(IntakeEnd::Violation(ErrorCode::Malformed, format!("corrupt to-hub ring: {e}"))),
             };
+            if let Some((&wire::msg::FRAMES, payload)) = self.body.split_first() {
+                // The data path: read in one pass, each frame written where
+                // the bus takes it from (`forward_checked`), not through the
+                // generic `Message`.
+                let credit = &self.credit;
+                let before = out.len();
+                let forwarded = self.cursor.forward_checked(payload, |record, at_ns| {
+                    if out.len() >= budget || !credit.try_acquire() {
+                        return false;
+                    }
+                    let (port, frame) = (record.port(), Frame::default());
+                    out.push(match at_ns {
+                        0 => Inbound::Frame { client, port, frame },
+                        at_ns => Inbound::FrameAt { client, port, frame, at_ns },
+                    });
+                    if let Some(Inbound::Frame { frame, .. } | Inbound::FrameAt { frame, .. }) = out.last_mut() {
+                        record.write_into(frame);
+                    }
+                    true
+                });
+                match forwarded {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        took |= out.len() > before;
+                        break Ok(());
+                    }
+                    Err(v) => {
+                        // Refused whole: what was taken of it goes back.
+                        for _ in before..out.len() {
+                            credit.release();
+                        }
+                        out.truncate(before);
+                        break Err(Self::violation(v));
+                    }
+                }
+                self.consumer.advance(&ring, slots);
+                took = true;
+                continue;
+            }
             let message = match wire::decode(&self.body) {
                 Ok(message) => message,
                 Err(e) => break Err(IntakeEnd::Violation(e.code(), e.to_string())),
             };
             match request_of(client, message) {
                 Err(v) => break Err(Self::violation(v)),
-                Ok(Request::Frames(batch)) => {
-                    let credit = &self.credit;
-                    let before = out.len();
-                    let mut room = budget - out.len();
-                    let take_credit = || {
-                        let granted = room > 0 && credit.try_acquire();
-                        room = room.saturating_sub(1);
-                        granted
-                    };
-                    let done = self.cursor.forward(&batch, take_credit, |port, frame, at_ns| {
-                        out.push(match at_ns {
-                            0 => Inbound::Frame { client, port, frame },
-                            at_ns => Inbound::FrameAt { client, port, frame, at_ns },
-                        });
-                        true
-                    });
-                    took |= out.len() > before;
-                    if !done {
-                        break Ok(());
-                    }
-                }
+                // A body whose type byte says FRAMES was forwarded above,
+                // and decodes to nothing else.
+                Ok(Request::Frames(_)) => unreachable!("FRAMES is forwarded before it is decoded"),
                 Ok(Request::Bus(request)) => out.push(request),
                 Ok(Request::Nothing) => {}
                 Ok(Request::Goodbye(reason)) => {
@@ -578,6 +600,75 @@ mod tests {
             let used = out.producer.used_slots(&link.segment().to_client()).expect("a sound ring");
             used + open < link.frame_share
         })
+    }
+
+    /// A client's FRAMES message: a classic frame for each id of `ids` on
+    /// port 1, carrying its id; the one with id `echo` (if any) flagged `ECHO`.
+    fn batch_message(ids: std::ops::Range<u32>, echo: Option<u32>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = BatchEncoder::begin(&mut out);
+        for id in ids {
+            let frame = Frame::can(id, false, &id.to_le_bytes()).unwrap().with_echo(Some(id) == echo);
+            encoder.push(&mut out, 1, &frame, &FrameMeta::default());
+        }
+        encoder.finish(&mut out);
+        out
+    }
+
+    /// An intake on a fresh segment and the client's producer of its ring.
+    fn intake() -> (ShmPeer, Arc<TxCredit>, Producer) {
+        let link = Arc::new(link());
+        let credit = Arc::new(TxCredit::new(Waiter::Bus));
+        (ShmPeer::new(9, Arc::clone(&link), Arc::clone(&credit), false), credit, Producer::starting_at(0))
+    }
+
+    fn frame_ids(requests: &[Inbound]) -> Vec<u32> {
+        let id = |request: &Inbound| match request {
+            Inbound::Frame { client: 9, port: 1, frame } => {
+                assert_eq!(frame, &Frame::can(frame.id(), false, &frame.id().to_le_bytes()).unwrap());
+                frame.id()
+            }
+            other => panic!("expected a frame of client 9 on port 1, got {other:?}"),
+        };
+        requests.iter().map(id).collect()
+    }
+
+    #[test]
+    fn a_batch_cut_by_the_budget_resumes_at_its_next_record_every_frame_once_in_order() {
+        let (mut peer, credit, mut producer) = intake();
+        let ring = peer.link.segment().to_hub();
+        assert!(producer.try_push(&ring, &batch_message(0..10, None)).unwrap());
+        assert!(producer.try_push(&ring, &batch_message(10..13, None)).unwrap());
+        let mut taken = Vec::new();
+        let mut out = Vec::new();
+        while !peer.drained() {
+            assert!(peer.poll(&mut out, 4).expect("sound batches"));
+            assert!(out.len() <= 4, "{} requests for a budget of 4", out.len());
+            taken.extend(frame_ids(&out));
+            out.clear();
+            assert!(taken.len() <= 13, "frames taken twice: {taken:?}");
+        }
+        assert_eq!(taken, (0..13).collect::<Vec<_>>());
+        assert_eq!(credit.in_flight(), 13, "one credit a frame");
+    }
+
+    #[test]
+    fn a_batch_with_a_bad_record_after_good_ones_is_refused_whole_and_gives_their_credit_back() {
+        let (mut peer, credit, mut producer) = intake();
+        let ring = peer.link.segment().to_hub();
+        assert!(producer.try_push(&ring, &batch_message(0..2, None)).unwrap());
+        assert!(producer.try_push(&ring, &batch_message(2..6, Some(4))).unwrap());
+        let mut out = Vec::new();
+        match peer.poll(&mut out, 256) {
+            Err(IntakeEnd::Violation(code, text)) => {
+                assert_eq!(code, ErrorCode::InvalidFrame);
+                assert_eq!(text, "frame 2: the echo flag is set by the hub only");
+            }
+            other => panic!("expected the batch refused, got {other:?}"),
+        }
+        // The sound batch before it stands; nothing of the refused one.
+        assert_eq!(frame_ids(&out), [0, 1]);
+        assert_eq!(credit.in_flight(), 2);
     }
 
     #[test]
