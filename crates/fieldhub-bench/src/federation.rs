@@ -6,7 +6,14 @@
 //!   ping-pong across the same veth pair and the same two clients on one
 //!   hub's local channel;
 //! - throughput: one sender on the relay, one lossless receiver on the
-//!   owner, against the same on one hub.
+//!   owner, against the same on one hub, and the bound of the same run: the
+//!   same flood through two hubs chained without Zenoh (a client of this
+//!   process forwards every frame from the first hub's channel to the
+//!   second's), the two bus passes a relayed frame takes at the least; over
+//!   each flood the CPU of every
+//!   thread of the hubs and of this process, where the clients run
+//!   ([`crate::thread_cpu`]), and the machine's idle cores: what a frame
+//!   costs where, and whether the cores were full.
 //!
 //! The owner hub and the raw baseline's peer run in a network namespace of
 //! their own (`ip netns exec`), the relay hub and the clients in this one;
@@ -17,8 +24,10 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use fieldhub_client::{Client, ClientOptions, PortConfig};
 use serde::Serialize;
 
 use crate::hub_process::{HubExtras, HubProcess};
@@ -26,6 +35,7 @@ use crate::latency::measure_calls_between;
 use crate::remote::{CallTime, HubChannel};
 use crate::sleeps::{SleepWindow, Sleeps};
 use crate::stats::Distribution;
+use crate::thread_cpu::{CpuWindow, ThreadCpu};
 use crate::throughput::{measure_between, HubRate};
 use crate::{raw, BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, WARM_UP};
 
@@ -33,6 +43,9 @@ use crate::{raw, BenchError, FrameSize, Launcher, Progress, Transport, CHANNEL, 
 const FEDERATION_SETTLE: Duration = Duration::from_secs(2);
 /// The federation's Zenoh port on each side.
 const ZENOH_PORT: u16 = 7447;
+/// How often the chain's forwarder, with nothing to forward, looks whether
+/// the flood is over.
+const FORWARD_SLICE: Duration = Duration::from_millis(100);
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -53,6 +66,20 @@ pub struct FederationFigures {
     pub relayed_sleeps: Sleeps,
     pub one_hub_rate: HubRate,
     pub relay_to_owner_rate: HubRate,
+    /// The CPU of both hubs' threads and of the clients' process over the
+    /// relayed flood (the sender is the calling thread).
+    pub relayed_flood_cpu: ThreadCpu,
+    /// The same over one hub's flood.
+    pub one_hub_flood_cpu: ThreadCpu,
+    /// The sleeps of both hubs' threads and the clients' over the relayed
+    /// flood, per frame: how often a hop waited for the next.
+    pub relayed_flood_sleeps: Sleeps,
+    /// The same flood through two hubs chained without Zenoh: sender on the
+    /// first, a client forwarding every frame to the second, the receiver
+    /// there ([`measure_chained`]).
+    pub chained_rate: HubRate,
+    /// The CPU of both chained hubs and of this process over it.
+    pub chained_flood_cpu: ThreadCpu,
 }
 
 /// Why this process cannot build the namespaces, if it cannot.
@@ -169,6 +196,7 @@ pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) ->
     let owner = HubProcess::start_with_extras(&inside, hub_extras("owner", ns.there, None, &token))?;
     let relay = HubProcess::start_with_extras(launcher, hub_extras("relay", ns.here, Some(ns.there), &token))?;
     let local = HubProcess::start(launcher, false)?;
+    let second = HubProcess::start(launcher, false)?;
     std::thread::sleep(FEDERATION_SETTLE);
     let (owner_url, relay_url, local_url) =
         (owner.url(Transport::Unix, false), relay.url(Transport::Unix, false), local.url(Transport::Unix, false));
@@ -180,8 +208,18 @@ pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) ->
     let relayed_sleeps = window.close((WARM_UP + spec.samples) as u64)?;
     let mut one_hub =
         CallTime::round_trips(&measure_calls_between(at(&local_url), at(&local_url), size, spec.samples, &mut label)?);
+    let hubs = [("relay", relay.pid()), ("owner", owner.pid())];
+    let (window, sleeps) = (CpuWindow::open(&hubs)?, SleepWindow::open(&hubs)?);
     let relay_to_owner_rate = measure_between(&relay_url, &owner_url, size, 1, spec.seconds, &mut label)?;
+    let relayed_flood_cpu = window.close(relay_to_owner_rate.frames)?;
+    let relayed_flood_sleeps = sleeps.close(relay_to_owner_rate.frames)?;
+    let window = CpuWindow::open(&[("hub", local.pid())])?;
     let one_hub_rate = measure_between(&local_url, &local_url, size, 1, spec.seconds, &mut label)?;
+    let one_hub_flood_cpu = window.close(one_hub_rate.frames)?;
+    let second_url = second.url(Transport::Unix, false);
+    let window = CpuWindow::open(&[("first", local.pid()), ("second", second.pid())])?;
+    let chained_rate = measure_chained(&local_url, &second_url, size, spec.seconds, &mut label)?;
+    let chained_flood_cpu = window.close(chained_rate.frames)?;
     Ok(FederationFigures {
         raw_tcp: Distribution::of(&mut raw_tcp),
         one_hub: Distribution::of(&mut one_hub),
@@ -189,5 +227,58 @@ pub fn run(launcher: &Launcher, spec: &FederationRun, progress: Progress<'_>) ->
         relayed_sleeps,
         one_hub_rate,
         relay_to_owner_rate,
+        relayed_flood_cpu,
+        one_hub_flood_cpu,
+        relayed_flood_sleeps,
+        chained_rate,
+        chained_flood_cpu,
+    })
+}
+
+/// The flood of [`measure_between`] from the hub at `first` to the hub at
+/// `second`, chained by a client of this process that receives every frame
+/// on `first` (a lossless port: it holds that bus rather than lose one) and
+/// sends it on `second`: a frame takes two bus passes, as a relayed frame
+/// does, and no Zenoh.
+fn measure_chained(
+    first: &str,
+    second: &str,
+    size: FrameSize,
+    seconds: f64,
+    progress: Progress<'_>,
+) -> Result<HubRate, BenchError> {
+    let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
+    let from = Client::connect_with(first, &options("bench-chain-in"))?;
+    from.open_port_with(size.channel(), &PortConfig { block_on_overflow: true, ..crate::fd_port() })?;
+    let to = Client::connect_with(second, &options("bench-chain-out"))?;
+    let port = to.open_port_with(size.channel(), &crate::fd_port())?;
+    let flooded = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let forwarder = s.spawn(|| -> Result<u64, BenchError> {
+            let mut forwarded = 0;
+            loop {
+                match from.recv(Some(FORWARD_SLICE))? {
+                    Some(received) => {
+                        to.send(&port, &received.frame)?;
+                        forwarded += 1;
+                    }
+                    // SYNC POINT with the Release store after the flood.
+                    None if flooded.load(Ordering::Acquire) => return Ok(forwarded),
+                    None => {}
+                }
+            }
+        });
+        let rate = measure_between(first, second, size, 1, seconds, progress);
+        flooded.store(true, Ordering::Release);
+        let forwarded =
+            forwarder.join().map_err(|_| BenchError::Invalid("the chain's forwarder panicked".into()))??;
+        let rate = rate?;
+        if forwarded != rate.frames {
+            return Err(BenchError::Stalled(format!(
+                "the chain's forwarder passed on {forwarded} of the {} frames sent",
+                rate.frames
+            )));
+        }
+        Ok(rate)
     })
 }

@@ -107,6 +107,8 @@ pub mod stats;
 #[cfg(target_os = "linux")]
 mod stream_socket;
 #[cfg(target_os = "linux")]
+pub mod thread_cpu;
+#[cfg(target_os = "linux")]
 pub mod throughput;
 #[cfg(target_os = "linux")]
 pub mod virtual_time;

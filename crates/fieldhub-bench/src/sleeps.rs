@@ -118,27 +118,36 @@ impl SleepWindow {
 /// Every thread of the processes `pids`, keyed by (pid, tid).
 fn hub_threads(pids: &[u32]) -> Result<BTreeMap<(u32, u32), ThreadSleeps>, BenchError> {
     let mut threads = BTreeMap::new();
+    for (pid, tid, dir) in tasks(pids)? {
+        // A thread that ended between the listing and the read has no
+        // file any more: it is not counted (a count stays low, not high).
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        let thread = parse_status(&status).ok_or_else(|| BenchError::Proc {
+            path: format!("{}/status", dir.display()),
+            source: std::io::Error::other("no Name or voluntary_ctxt_switches line"),
+        })?;
+        threads.insert((pid, tid), thread);
+    }
+    Ok(threads)
+}
+
+/// Every thread of the processes `pids` as (pid, tid, its `/proc`
+/// directory), as listed now.
+pub(crate) fn tasks(pids: &[u32]) -> Result<Vec<(u32, u32, std::path::PathBuf)>, BenchError> {
+    let mut tasks = Vec::new();
     for &pid in pids {
         let dir = format!("/proc/{pid}/task");
         let proc_error = |source| BenchError::Proc { path: dir.clone(), source };
         for task in std::fs::read_dir(&dir).map_err(proc_error)? {
             let task = task.map_err(proc_error)?;
-            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
-                continue;
-            };
-            // A thread that ended between the listing and the read has no
-            // file any more: it is not counted (a count stays low, not high).
-            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-                continue;
-            };
-            let thread = parse_status(&status).ok_or_else(|| BenchError::Proc {
-                path: format!("{dir}/{tid}/status"),
-                source: std::io::Error::other("no Name or voluntary_ctxt_switches line"),
-            })?;
-            threads.insert((pid, tid), thread);
+            if let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) {
+                tasks.push((pid, tid, task.path()));
+            }
         }
     }
-    Ok(threads)
+    Ok(tasks)
 }
 
 /// A thread's name and voluntary context switches from its `status` file.
@@ -150,6 +159,12 @@ fn parse_status(status: &str) -> Option<ThreadSleeps> {
 /// Voluntary context switches of every thread this process has had,
 /// those that ended included.
 fn own_voluntary_switches() -> Result<u64, BenchError> {
+    Ok(u64::try_from(own_usage()?.ru_nvcsw).unwrap_or(0))
+}
+
+/// This process's resource use so far, every thread it has had (those
+/// that ended included): `getrusage(RUSAGE_SELF)`.
+pub(crate) fn own_usage() -> Result<libc::rusage, BenchError> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
     // SAFETY: `usage` is a valid, writable rusage the call fills in; it
     // reads no other memory.
@@ -161,8 +176,7 @@ fn own_voluntary_switches() -> Result<u64, BenchError> {
         });
     }
     // SAFETY: getrusage returned 0, so it filled `usage` in.
-    let usage = unsafe { usage.assume_init() };
-    Ok(u64::try_from(usage.ru_nvcsw).unwrap_or(0))
+    Ok(unsafe { usage.assume_init() })
 }
 
 /// Voluntary context switches of the threads of another process, summed

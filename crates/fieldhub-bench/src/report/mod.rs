@@ -27,6 +27,7 @@ mod call_times;
 mod cpu_load;
 pub mod document;
 mod figure;
+mod flood_cpu;
 mod footprint;
 mod html;
 mod jitter;

@@ -194,6 +194,24 @@ fn check_json(report: &Value) {
     let units: Vec<&str> = counted["rows"].as_array().unwrap().iter().map(|r| r[5]["unit"].as_str().unwrap()).collect();
     // The federation's round trips lead when the report could measure them (as root).
     assert!(units.ends_with(&["sleeps/round trip", "sleeps/frame"]), "{units:?}");
+    // The federation's flood, measured (as root), is bounded by the same flood
+    // through two hubs chained without Zenoh, and its CPU a frame is set out
+    // relayed, chained and on one hub.
+    let flood = rows.iter().find(|r| r["path"].as_str().unwrap().starts_with("federation throughput")).unwrap();
+    if flood["not_measured"].is_null() {
+        assert!(flood["bound"].as_f64().unwrap() > 0.0, "the chained hubs' rate: {flood}");
+        let cpu = sections[SECTIONS.iter().position(|s| *s == "paths").unwrap()]["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["caption"].as_str().unwrap().starts_with("The federation flood's CPU a frame"))
+            .expect("a table of the floods' CPU a frame");
+        let floods = cpu["rows"].as_array().unwrap();
+        assert_eq!(floods.len(), 3, "relayed, chained, one hub: {cpu}");
+        for flood in floods {
+            assert!(flood[2]["value"].as_f64().unwrap() > 0.0, "CPU spent on every frame: {flood}");
+        }
+    }
     // 9: the machine.
     let machine = data("machine");
     assert!(machine["logical_cpus"].as_u64().unwrap() >= 1);
