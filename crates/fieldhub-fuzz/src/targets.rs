@@ -10,7 +10,8 @@ use fieldhub_hub::cannelloni_codec::{decode_packet, encode_record, StreamDecoder
 use fieldhub_hub::config::{ChannelConfig, HubConfig, RouteConfig};
 use fieldhub_hub::socketcand_protocol::{self, Command, Element, Elements};
 use fieldhub_proto::limits::{MAX_HELLO_LEN, MAX_MESSAGE_LEN};
-use fieldhub_proto::wire::{check_length, decode, encode, Message, LENGTH_PREFIX};
+use fieldhub_proto::wire::{check_length, decode, encode, msg, DecodeError, FramesReader, Message, LENGTH_PREFIX};
+use fieldhub_proto::Frame;
 use fieldhub_shm::layout::SLOT_SIZE;
 use fieldhub_shm::ring::{slots_for, Consumer, LocalRing, Producer};
 
@@ -35,6 +36,7 @@ pub fn wire(data: &[u8]) {
 }
 
 fn round_trip(body: &[u8], out: &mut Vec<u8>) {
+    one_pass_agrees(body);
     let Ok(message) = decode(body) else { return };
     if let Message::Frames(batch) = &message {
         assert_eq!(batch.iter().count(), batch.len());
@@ -46,6 +48,31 @@ fn round_trip(body: &[u8], out: &mut Vec<u8>) {
     encode(out, &message);
     assert_eq!(&out[..LENGTH_PREFIX], &(body.len() as u32).to_le_bytes());
     assert_eq!(&out[LENGTH_PREFIX..], body, "{message:?} re-encodes differently");
+}
+
+/// The hub's shared-memory intake reads a client's `FRAMES` message in one
+/// pass (`FramesReader`): it must take exactly the batches `decode` takes,
+/// with the same frames, and refuse the others with the same error.
+fn one_pass_agrees(body: &[u8]) {
+    let Some((&msg::FRAMES, payload)) = body.split_first() else { return };
+    let read_in_one_pass = || -> Result<Vec<(u16, Frame, u64)>, DecodeError> {
+        let mut reader = FramesReader::new(payload)?;
+        let mut records = Vec::new();
+        while let Some(record) = reader.next_record()? {
+            let mut frame = Frame::EMPTY;
+            record.write_into(&mut frame);
+            records.push((record.port(), frame, record.timestamp_ns()));
+        }
+        Ok(records)
+    };
+    match (decode(body), read_in_one_pass()) {
+        (Ok(Message::Frames(batch)), Ok(read)) => {
+            let decoded: Vec<_> = batch.iter().map(|r| (r.port, r.frame, r.meta.timestamp_ns)).collect();
+            assert_eq!(read, decoded, "the one-pass reader differs from decode");
+        }
+        (Err(decoded), Err(read)) => assert_eq!(read, decoded, "the one-pass reader fails differently"),
+        (decoded, read) => panic!("decode gave {decoded:?}, the one-pass reader {read:?}"),
+    }
 }
 
 /// A shared-memory ring a client scribbled on, as the hub reads a to-hub
@@ -76,6 +103,7 @@ pub fn shm_ring(data: &[u8]) {
         match consumer.pop(&ring, MAX_MESSAGE_LEN as usize, &mut taken) {
             Ok(true) => {
                 assert!(!taken.is_empty() && taken.len() <= MAX_MESSAGE_LEN as usize);
+                one_pass_agrees(&taken);
                 let _ = decode(&taken);
             }
             Ok(false) | Err(_) => return,

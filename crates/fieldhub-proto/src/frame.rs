@@ -503,12 +503,26 @@ impl Frame {
         frame
     }
 
+    /// An empty classic CAN data frame with id 0: a valid frame, and a
+    /// place to write a record into (`wire::CheckedRecord::write_into`). A
+    /// constant, so that putting it where a frame goes stores it there
+    /// rather than copying a value built just before (which stalls).
+    pub const EMPTY: Self = Self {
+        id: 0,
+        kind: FrameKind::Can,
+        flags: FrameFlags::empty(),
+        len: 0,
+        len8_dlc: 0,
+        payload: Payload::Inline(Inline::EMPTY),
+    };
+
     /// Make this frame the one [`Frame::from_accepted_parts`] builds, written
     /// where it is: for a reader that puts a record straight into the place
     /// the frame goes, so that it is not built in one place and copied on at
     /// once (`wire::CheckedRecord::write_into`).
     // The fields of `from_accepted_parts`, and the frame they go into.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn assign_accepted_parts(
         &mut self,
         kind: FrameKind,
@@ -526,7 +540,12 @@ impl Frame {
         }
         (self.id, self.kind, self.flags, self.len, self.len8_dlc) = (id, kind, flags, len as u8, len8_dlc);
         // All zero first, as a frame built anew: bytes past `len` are zero.
-        self.payload = Payload::Inline(Inline::EMPTY);
+        // Zeroed where they are: a new `Payload` value was built aside and
+        // copied in, stalling on its own stores.
+        match &mut self.payload {
+            Payload::Inline(bytes) => *bytes = Inline::EMPTY,
+            shared => *shared = Payload::Inline(Inline::EMPTY),
+        }
         self.fill_inline(data);
     }
 
@@ -719,14 +738,6 @@ impl Frame {
     pub fn with_echo(mut self, echo: bool) -> Self {
         self.flags = if echo { self.flags.union(FrameFlags::ECHO) } else { self.flags.difference(FrameFlags::ECHO) };
         self
-    }
-}
-
-/// An empty classic CAN data frame with id 0: a valid frame, and a place
-/// to write a record into (`wire::CheckedRecord::write_into`).
-impl Default for Frame {
-    fn default() -> Self {
-        Self::inline(FrameKind::Can, 0, &[])
     }
 }
 

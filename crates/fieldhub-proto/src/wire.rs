@@ -895,6 +895,7 @@ fn decode_report<'a>(payload: &'a [u8], what: &'static str) -> Result<ErrorRepor
 
 /// A `FRAMES` payload's record count and its records, the count and the
 /// reserved byte checked.
+#[inline]
 fn batch_header(payload: &[u8]) -> Result<(usize, &[u8]), DecodeError> {
     let mut r = Reader::new(payload, "FRAMES");
     let count = r.u16()? as usize;
@@ -940,6 +941,7 @@ struct RecordParts<'a> {
 }
 
 impl RecordParts<'_> {
+    #[inline]
     fn check(&self) -> Result<(), crate::frame::FrameError> {
         Frame::check_parts(self.kind, self.flags, self.id, self.len, self.len8_dlc, self.data)
     }
@@ -955,6 +957,7 @@ impl RecordParts<'_> {
 /// Read one record's fields; returns them and the bytes used. Checks what
 /// keeps reading in bounds and the record's own reserved values — not yet
 /// whether the fields make a valid frame ([`RecordParts::check`]).
+#[inline]
 fn read_record(buf: &[u8], index: usize) -> Result<(RecordParts<'_>, usize), DecodeError> {
     // The fixed header is checked for length once and read as an array:
     // this runs for every frame that enters the hub.
