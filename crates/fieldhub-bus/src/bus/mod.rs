@@ -433,6 +433,7 @@ impl Bus {
                 // A relayed channel's frames are sequenced by its owner hub.
                 if (self.dirty[index] || due) && !self.channels[index].removed && self.relays[index].is_none() {
                     self.dirty[index] = false;
+                    self.channels[index].tapped = self.taps(index);
                     self.deadlines[index] = self.channels[index].service(now_ns, &mut self.sent);
                 }
             }
@@ -443,6 +444,15 @@ impl Bus {
         self.answer_pongs();
         let channels = self.deadlines.iter().flatten().min().copied();
         [channels, self.cyclic.next_due()].into_iter().flatten().min()
+    }
+
+    /// Whether anything takes channel `index`'s transmitted frames from
+    /// `sent` in `route_sent`.
+    fn taps(&self, index: usize) -> bool {
+        !self.recordings.is_empty()
+            || !self.monitors.is_empty()
+            || self.routes.iter().any(|r| usize::from(r.from) == index)
+            || self.gateways.use_channel(index)
     }
 
     /// Copy transmitted frames along matching routes. Returns whether any

@@ -52,3 +52,29 @@ fn a_route_added_and_removed_seventy_thousand_times_leaves_room_for_another_that
     assert_eq!(late_got.len(), 1);
     assert_eq!(late_got[0].1.sender, routed[0].1.sender);
 }
+
+#[test]
+fn a_route_added_while_frames_flow_carries_every_frame_sent_after_it_and_none_after_its_removal() {
+    // A channel nothing taps keeps no list of its frames: the bus decides
+    // before each service, so a route that comes or goes between two
+    // frames is served from the next one on.
+    let mut h = Harness::new(TWO_CHANNELS);
+    let (sender, local, routed) = (h.connect("sender"), h.connect("local"), h.connect("routed"));
+    let tx = h.open(&sender, "can0", "tx", PortOptions::empty());
+    h.open(&local, "can0", "local", PortOptions::empty());
+    h.open(&routed, "can1", "routed", PortOptions::empty());
+    let send = |h: &mut Harness, n: u8| {
+        h.send(&sender, tx, Frame::can(0x100, false, &[n]).unwrap());
+        h.advance(1_000_000);
+    };
+    let first_bytes = |frames: Vec<(Frame, fieldhub_proto::FrameMeta)>| -> Vec<u8> {
+        frames.iter().map(|(f, _)| f.data()[0]).collect()
+    };
+    (0..3).for_each(|n| send(&mut h, n));
+    let added = h.control(ControlRequest::AddRoute(route())).unwrap();
+    (3..6).for_each(|n| send(&mut h, n));
+    h.control(ControlRequest::RemoveRoute { id: added["route"].as_u64().unwrap() as u32 }).unwrap();
+    (6..9).for_each(|n| send(&mut h, n));
+    assert_eq!(first_bytes(h.frames(&local)), (0..9).collect::<Vec<u8>>(), "every frame on its own channel");
+    assert_eq!(first_bytes(h.frames(&routed)), [3, 4, 5], "the frames sent while the route was there");
+}

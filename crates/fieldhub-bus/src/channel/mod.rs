@@ -99,6 +99,12 @@ pub struct Channel {
     pub held_overflow: u64,
     /// Stuck dominant: every transmission fails until cleared.
     pub shorted: bool,
+    /// Whether anything takes this channel's transmitted frames from the
+    /// round's `sent` list (gateway routes, recordings, web monitors; the
+    /// bus says before each service). If nothing does, the list is left
+    /// alone and a frame is fanned out where it lies: writing each frame
+    /// into the list was half of `transmit`'s time in perf.
+    pub tapped: bool,
     /// `timed`: the frame on the wire.
     on_wire: Option<OnWire>,
     /// `timed`: bus time at which the last frame (or error frame) ended.
@@ -130,6 +136,7 @@ impl Channel {
             held: BinaryHeap::new(),
             held_order: 0,
             held_overflow: 0,
+            tapped: true,
             shorted: false,
             on_wire: None,
             bus_free_at: 0,
@@ -244,8 +251,8 @@ impl Channel {
     }
 
     /// Decide and transmit everything that may go by bus time `now_ns`.
-    /// Transmitted frames are appended to `sent` (for gateway routes and
-    /// recordings). Returns the bus time at which the channel wants to be
+    /// Transmitted frames are appended to `sent` (for gateway routes,
+    /// recordings and web monitors) while the channel is `tapped`. Returns the bus time at which the channel wants to be
     /// served again.
     pub fn service(&mut self, now_ns: u64, sent: &mut Vec<Transmitted>) -> Option<u64> {
         self.release_held(now_ns, sent);
