@@ -516,28 +516,22 @@ impl Frame {
         payload: Payload::Inline(Inline::EMPTY),
     };
 
-    /// Make this frame the one [`Frame::from_accepted_parts`] builds, written
-    /// where it is: for a reader that puts a record straight into the place
-    /// the frame goes, so that it is not built in one place and copied on at
-    /// once (`wire::CheckedRecord::write_into`).
-    // The fields of `from_accepted_parts`, and the frame they go into.
-    #[allow(clippy::too_many_arguments)]
+    /// Make this frame the one [`Frame::from_accepted_parts`] builds for
+    /// fields of an inline kind, written where it is: for a reader that puts
+    /// a record straight into the place the frame goes, so that it is not
+    /// built in one place and copied on at once
+    /// (`wire::CheckedRecord::write_into`).
     #[inline]
-    pub(crate) fn assign_accepted_parts(
+    pub(crate) fn assign_inline(
         &mut self,
         kind: FrameKind,
         flags: FrameFlags,
         id: u32,
         len: usize,
         len8_dlc: u8,
-        af: u32,
         data: &[u8],
     ) {
-        if matches!(kind, FrameKind::CanXl | FrameKind::Raw) {
-            // The payload is allocated anyway: nothing to win in place.
-            *self = Self::from_accepted_parts(kind, flags, id, len, len8_dlc, af, data);
-            return;
-        }
+        debug_assert!(!matches!(kind, FrameKind::CanXl | FrameKind::Raw), "{kind:?} has a shared payload");
         (self.id, self.kind, self.flags, self.len, self.len8_dlc) = (id, kind, flags, len as u8, len8_dlc);
         // All zero first, as a frame built anew: bytes past `len` are zero.
         // Zeroed where they are: a new `Payload` value was built aside and

@@ -19,7 +19,7 @@
 //! whole or refused whole.
 
 use super::{batch_header, read_record, DecodeError, RecordParts, RecordPosition};
-use crate::frame::{Frame, FrameFlags};
+use crate::frame::{Frame, FrameFlags, FrameKind};
 
 /// Reads a `FRAMES` message's records in order, checking each.
 pub struct FramesReader<'a> {
@@ -106,14 +106,18 @@ impl CheckedRecord<'_> {
     #[inline]
     pub fn write_into(&self, frame: &mut Frame) {
         let p = &self.parts;
-        frame.assign_accepted_parts(p.kind, p.flags, p.id, p.len, p.len8_dlc, p.af, p.data);
+        match p.kind {
+            // The payload is allocated anyway: nothing to win in place.
+            FrameKind::CanXl | FrameKind::Raw => *frame = p.accepted().frame,
+            _ => frame.assign_inline(p.kind, p.flags, p.id, p.len, p.len8_dlc, p.data),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{FrameKind, FrameMeta};
+    use crate::frame::FrameMeta;
     use crate::payload::Payload;
     use crate::wire::{decode, BatchEncoder, Message};
 
