@@ -24,6 +24,13 @@ use crate::{BenchError, FrameSize, Launcher, Progress, Transport, PATIENCE};
 /// Quiet time after the sender stopped that ends a receiver's count.
 const DRAINED: Duration = Duration::from_millis(300);
 
+/// A receiver reads the clock every this many frames while the sender
+/// sends, and at every frame after: a read a frame was a tenth of the
+/// benchmark's receiving CPU, which the baseline's consumer (it only
+/// counts) does not spend. The last frame's time is then at most this many
+/// frames early, a few microseconds of a run of seconds.
+const CLOCK_EVERY: u64 = 64;
+
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct ThroughputRun {
@@ -124,8 +131,31 @@ pub fn run(
 /// What one receiver counted.
 struct Counted {
     frames: u64,
+    /// When the clock was last read at a frame.
     last: Instant,
+    /// Frames since then, not yet in `per_second`.
+    unstamped: u64,
     per_second: Vec<u64>,
+}
+
+impl Counted {
+    fn new(started: Instant, seconds: f64) -> Self {
+        Self { frames: 0, last: started, unstamped: 0, per_second: vec![0; seconds.ceil() as usize + 1] }
+    }
+
+    /// One more frame; `clock`: read the clock at it.
+    fn frame(&mut self, started: Instant, clock: bool) {
+        self.frames += 1;
+        self.unstamped += 1;
+        if clock {
+            self.last = Instant::now();
+            let second = (self.last - started).as_secs() as usize;
+            let frames = std::mem::take(&mut self.unstamped);
+            if let Some(slot) = self.per_second.get_mut(second) {
+                *slot += frames;
+            }
+        }
+    }
 }
 
 fn measure_hub(
@@ -170,17 +200,13 @@ pub(crate) fn measure_between(
             .map(|r| {
                 let sender_done = &sender_done;
                 s.spawn(move || {
-                    let mut counted =
-                        Counted { frames: 0, last: started, per_second: vec![0; seconds.ceil() as usize + 1] };
+                    let mut counted = Counted::new(started, seconds);
                     loop {
                         match r.recv(Some(DRAINED)) {
                             Ok(Some(_)) => {
-                                counted.frames += 1;
-                                counted.last = Instant::now();
-                                let second = (counted.last - started).as_secs() as usize;
-                                if let Some(slot) = counted.per_second.get_mut(second) {
-                                    *slot += 1;
-                                }
+                                let clock =
+                                    (counted.frames + 1) % CLOCK_EVERY == 0 || sender_done.load(Ordering::Relaxed);
+                                counted.frame(started, clock);
                             }
                             Ok(None) if sender_done.load(Ordering::Acquire) => break,
                             Ok(None) if started.elapsed() > run_for + PATIENCE => break,
@@ -228,4 +254,26 @@ pub(crate) fn measure_between(
         seconds: elapsed,
         per_second,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receiver_counts_every_frame_and_puts_each_in_its_second_at_the_next_clock_read() {
+        let started = Instant::now();
+        let mut counted = Counted::new(started, 2.0);
+        for n in 1..=200u64 {
+            counted.frame(started, n % CLOCK_EVERY == 0);
+        }
+        assert_eq!(counted.frames, 200);
+        assert_eq!(counted.per_second.iter().sum::<u64>(), 3 * CLOCK_EVERY, "three clock reads so far");
+        let before = counted.last;
+        // Once the sender is done every frame reads the clock: the last
+        // frame's time is its own, and every frame is in a second.
+        counted.frame(started, true);
+        assert!(counted.last > before);
+        assert_eq!(counted.per_second.iter().sum::<u64>(), 201);
+    }
 }
