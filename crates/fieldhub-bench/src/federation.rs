@@ -76,7 +76,7 @@ pub struct FederationFigures {
     pub relayed_flood_sleeps: Sleeps,
     /// The same flood through two hubs chained without Zenoh: sender on the
     /// first, a client forwarding every frame to the second, the receiver
-    /// there ([`measure_chained`]).
+    /// there (`measure_chained`).
     pub chained_rate: HubRate,
     /// The CPU of both chained hubs and of this process over it.
     pub chained_flood_cpu: ThreadCpu,
