@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fieldhub_client::{Client, ClientOptions, PortConfig};
+use fieldhub_client::{Client, ClientOptions};
 use serde::Serialize;
 
 use crate::hub_process::{HubExtras, HubProcess};
@@ -249,7 +249,7 @@ fn measure_chained(
 ) -> Result<HubRate, BenchError> {
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
     let from = Client::connect_with(first, &options("bench-chain-in"))?;
-    from.open_port_with(size.channel(), &PortConfig { block_on_overflow: true, ..crate::fd_port() })?;
+    from.open_port_with(size.channel(), &crate::lossless_port())?;
     let to = Client::connect_with(second, &options("bench-chain-out"))?;
     let port = to.open_port_with(size.channel(), &crate::fd_port())?;
     let flooded = AtomicBool::new(false);

@@ -126,6 +126,12 @@ pub fn fd_port() -> PortConfig {
     PortConfig { fd: true, ..PortConfig::default() }
 }
 
+/// A benchmark receiver's port: [`fd_port`], holding the bus while its
+/// queue is full rather than losing a frame (`block_on_overflow`).
+pub fn lossless_port() -> PortConfig {
+    PortConfig { block_on_overflow: true, ..fd_port() }
+}
+
 /// The benchmark channel every hub under test carries (CAN FD, ideal timing).
 pub const CHANNEL: &str = "bench";
 /// The CAN XL channel (ideal timing) of a hub whose benchmark sends

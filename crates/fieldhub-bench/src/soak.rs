@@ -16,7 +16,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, Frame, PortConfig};
+use fieldhub_client::{Client, ClientOptions, Frame};
 use serde::Serialize;
 
 use crate::hub_process::HubProcess;
@@ -101,7 +101,7 @@ pub fn run(launcher: &Launcher, spec: &SoakRun, progress: Progress<'_>) -> Resul
         let options = ClientOptions { name: format!("soak-{role}-{i}"), ..ClientOptions::default() };
         Client::connect_with(&hub.url(transport, false), &options)
     };
-    let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
+    let lossless = crate::lossless_port();
     let receivers: Vec<Client> = (0..receivers_n).map(|i| connect(i, "receiver")).collect::<Result<_, _>>()?;
     for r in &receivers {
         r.open_port_with(CHANNEL, &lossless)?;

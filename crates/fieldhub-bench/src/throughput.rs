@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fieldhub_client::{Client, ClientOptions, PortConfig};
+use fieldhub_client::{Client, ClientOptions};
 use serde::Serialize;
 
 use crate::hub_process::{HubExtras, HubProcess};
@@ -182,7 +182,7 @@ pub(crate) fn measure_between(
     let options = |name: &str| ClientOptions { name: name.into(), ..Default::default() };
     let sender = Client::connect_with(sender_url, &options("bench-sender"))?;
     let port = sender.open_port_with(size.channel(), &crate::fd_port())?;
-    let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
+    let lossless = crate::lossless_port();
     let receivers: Vec<Client> = (0..receivers)
         .map(|i| {
             let client = Client::connect_with(receiver_url, &options(&format!("bench-rx{i}")))?;

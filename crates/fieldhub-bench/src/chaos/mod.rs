@@ -128,7 +128,7 @@ fn run_seed(launcher: &Launcher, seed: u64, frames: u64) -> Result<SeedReport, B
     let connect = |name: String, transport: Transport| {
         Client::connect_with(&hub.url(transport, false), &ClientOptions { name, ..ClientOptions::default() })
     };
-    let lossless = PortConfig { block_on_overflow: true, ..crate::fd_port() };
+    let lossless = crate::lossless_port();
     let receivers: Vec<Client> =
         (0..RECEIVERS).map(|i| connect(format!("chaos-rx{i}"), transports[i % 3])).collect::<Result<_, _>>()?;
     for r in &receivers {

@@ -36,14 +36,14 @@ impl Channel {
             member.deliver(&error, meta);
         }
         self.error_frames += 1;
+        self.keep_own(sent, error, meta.timestamp_ns);
+    }
+
+    /// Keep a frame the bus made itself (sender 0) in `sent` for whoever
+    /// taps the channel, if anything does.
+    pub(super) fn keep_own(&self, sent: &mut Vec<Transmitted>, frame: Frame, timestamp_ns: u64) {
         if self.tapped {
-            sent.push(Transmitted {
-                channel: self.id,
-                sender: None,
-                frame: error,
-                hops: 0,
-                timestamp_ns: meta.timestamp_ns,
-            });
+            sent.push(Transmitted { channel: self.id, sender: None, frame, hops: 0, timestamp_ns });
         }
     }
 
@@ -62,15 +62,7 @@ impl Channel {
         let bits = FrameBits::of(&header);
         let busy_ns = bits.duration_ns(self.config.bitrate, self.config.bitrate);
         self.load.add(meta.timestamp_ns, bits.total, busy_ns);
-        if self.tapped {
-            sent.push(Transmitted {
-                channel: self.id,
-                sender: None,
-                frame: header,
-                hops: 0,
-                timestamp_ns: meta.timestamp_ns,
-            });
-        }
+        self.keep_own(sent, header, meta.timestamp_ns);
     }
 
     /// The next sequence number and timestamp, for a frame of `sender`

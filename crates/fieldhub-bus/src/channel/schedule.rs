@@ -311,16 +311,7 @@ impl Channel {
         if no_ack {
             let meta = self.next_meta(None, at);
             self.members[index].deliver(&ack_error_frame(), meta);
-            if self.tapped {
-                let frame = ack_error_frame();
-                sent.push(Transmitted {
-                    channel: self.id,
-                    sender: None,
-                    frame,
-                    hops: 0,
-                    timestamp_ns: meta.timestamp_ns,
-                });
-            }
+            self.keep_own(sent, ack_error_frame(), meta.timestamp_ns);
             self.error_frames += 1;
         }
         let before = self.members[index].errors.state();
